@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the project needs on a fresh machine (idempotent; root or sudo).
+#   python3-venv  when `python3 -m venv` cannot bootstrap pip
+#   redis-server  for the shared-state tests (started by the tests themselves on a free port)
+#   nginx         optional: the overhead benchmark compares against it when present
+set -euo pipefail
+want=()
+python3 -c 'import ensurepip, venv' 2>/dev/null || want+=(python3-venv)
+command -v redis-server >/dev/null 2>&1 || want+=(redis-server)
+if [ "${WITH_NGINX:-0}" = 1 ] && ! command -v nginx >/dev/null 2>&1; then want+=(nginx-light); fi
+[ ${#want[@]} -eq 0 ] && exit 0
+SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${want[@]}" >/dev/null
+# The Debian packages start their own services; the project starts its own on free ports.
+for svc in redis-server nginx; do
+  if command -v systemctl >/dev/null 2>&1; then $SUDO systemctl disable --now "$svc" >/dev/null 2>&1 || true; fi
+done

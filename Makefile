@@ -1,0 +1,44 @@
+# The two commands: `make run` (venv, install, models, local replicas + gateway) and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+MODELS := models/MANIFEST.json
+CONFIG ?= config/local.yaml
+
+.PHONY: run test lint unit bench setup system clean
+
+run: setup
+	$(VENV)/bin/gateway up --config $(CONFIG)
+
+test: setup
+	$(VENV)/bin/ruff check gateway replicas tests loadtests
+	$(VENV)/bin/mypy
+	$(PY) -m pytest -q -p no:cacheprovider
+
+unit: setup
+	$(PY) -m pytest -q -m "not integration"
+
+lint: setup
+	$(VENV)/bin/ruff check gateway replicas tests loadtests
+	$(VENV)/bin/mypy
+
+bench: setup
+	$(PY) loadtests/bench_overhead.py
+
+setup: system $(STAMP) $(MODELS)
+
+system:
+	@bash .ci/system-deps.sh
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[cpu,dev,load]'
+	touch $(STAMP)
+
+$(MODELS): $(STAMP)
+	$(VENV)/bin/replica build-models --out models
+
+clean:
+	rm -rf $(VENV) models .mypy_cache .ruff_cache

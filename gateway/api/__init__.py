@@ -1,0 +1,1 @@
+"""The gateway's HTTP surface: a lean ASGI infer path plus FastAPI for everything else."""

@@ -1,0 +1,88 @@
+"""Everything but infer, on FastAPI: V2 health and metadata, admin state, OpenAPI docs.
+
+These endpoints are cheap to call rarely and benefit from FastAPI's docs and validation; the
+exception handlers make sure even FastAPI's own 404/405/422 leave as ``{"error": ...}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException
+
+from gateway import __version__
+from gateway.errors import GatewayError
+from gateway.runtime import Gateway
+
+
+def build_admin_app(gateway: Gateway) -> FastAPI:
+    app = FastAPI(title="v2-gateway", version=__version__)
+    _install_error_handlers(app)
+
+    @app.get("/v2")
+    @app.get("/v2/")
+    async def server_metadata() -> dict[str, Any]:
+        return gateway.server_metadata()
+
+    @app.get("/v2/health/live")
+    async def live() -> dict[str, bool]:
+        return {"live": True}
+
+    @app.get("/v2/health/ready")
+    async def ready() -> Response:
+        ok = gateway.ready()
+        return JSONResponse({"ready": ok}, status_code=200 if ok else 503)
+
+    @app.get("/v2/models/{name}")
+    async def model_metadata(name: str) -> dict[str, Any]:
+        return await gateway.model_metadata(name, gateway.model(name))
+
+    @app.get("/v2/models/{name}/versions/{version}")
+    async def model_version_metadata(name: str, version: str) -> dict[str, Any]:
+        return await gateway.model_metadata(name, gateway.model(name, version))
+
+    @app.get("/v2/models/{name}/ready")
+    async def model_ready(name: str) -> Response:
+        return _ready(name, gateway.model_ready(gateway.model(name)))
+
+    @app.get("/v2/models/{name}/versions/{version}/ready")
+    async def model_version_ready(name: str, version: str) -> Response:
+        return _ready(name, gateway.model_ready(gateway.model(name, version)))
+
+    @app.get("/admin/state")
+    async def admin_state() -> dict[str, Any]:
+        return gateway.state()
+
+    return app
+
+
+def _ready(name: str, ok: bool) -> Response:
+    return JSONResponse({"name": name, "ready": ok}, status_code=200 if ok else 503)
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    async def gateway_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, GatewayError)
+        return JSONResponse({"error": exc.message}, exc.status, headers=exc.headers())
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        if exc.status_code == 404:
+            message = f"no such endpoint: {request.method} {request.url.path}"
+        elif exc.status_code == 405:
+            message = f"method {request.method} not allowed on {request.url.path}"
+        return JSONResponse({"error": message}, exc.status_code, headers=exc.headers)
+
+    async def validation_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
+        where = ".".join(str(p) for p in first["loc"])
+        return JSONResponse({"error": f"{where}: {first['msg']}"}, 400)
+
+    app.add_exception_handler(GatewayError, gateway_error)
+    app.add_exception_handler(HTTPException, http_error)
+    app.add_exception_handler(RequestValidationError, validation_error)

@@ -1,0 +1,89 @@
+"""The hot path: ``POST /v2/models/{m}[/versions/{v}]/infer`` as a raw ASGI handler.
+
+Framework routing and pydantic models cost more CPU per request than the whole upstream
+exchange (see DESIGN.md's performance notes), so infer skips them: read the body, check it,
+run the pipeline, rename the reply, send it. Everything else goes through FastAPI.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+from gateway.api.responses import Receive, Scope, Send, send_bytes, send_error
+from gateway.deadline import TIMEOUT_HEADER, Deadline, timeout_from_header
+from gateway.errors import BadRequest, GatewayError, PayloadTooLarge
+from gateway.pipeline.call import InferCall
+from gateway.runtime import Gateway
+from gateway.v2.request import HEADER_LENGTH, parse_infer_request
+from gateway.v2.response import rename_reply
+
+FORWARDED = (HEADER_LENGTH, "traceparent", "tracestate")
+_ids = itertools.count(1)
+_prefix = f"{os.getpid():x}-"
+
+
+class InferEndpoint:
+    def __init__(self, gateway: Gateway) -> None:
+        self._gateway = gateway
+        self._max_body = gateway.config.server.max_body_bytes
+
+    async def __call__(
+        self, scope: Scope, receive: Receive, send: Send, model_name: str, version: str | None
+    ) -> None:
+        call: InferCall | None = None
+        try:
+            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+            model = self._gateway.model(model_name, version)
+            body = await self._read_body(receive, headers)
+            timeout_s = timeout_from_header(
+                headers.get(TIMEOUT_HEADER), model.timeout_ms, model.max_timeout_ms
+            )
+            deadline = Deadline.after(self._gateway.clock, timeout_s)
+            parse_infer_request(body, headers.get(HEADER_LENGTH))
+            forwarded = {k: headers[k] for k in FORWARDED if k in headers}
+            forwarded["content-type"] = "application/json"
+            call = InferCall(
+                model_name=model_name,
+                model=model,
+                body=body,
+                upstream_headers=forwarded,
+                deadline=deadline,
+                request_id=headers.get("x-request-id") or f"{_prefix}{next(_ids)}",
+            )
+            result = await self._gateway.infer(call)
+        except GatewayError as error:
+            attempts = str(call.attempts if call else 0).encode()
+            await send_error(send, error, [(b"x-attempts", attempts)])
+            return
+        reply, header_length = result.body, result.header_length
+        if result.status == 200:
+            reply, header_length = rename_reply(reply, header_length, model_name, model.version)
+        out = [
+            (b"content-type", (result.content_type or "application/json").encode()),
+            (b"x-served-by", result.served_by.encode()),
+            (b"x-attempts", str(result.attempts).encode()),
+        ]
+        if header_length is not None:
+            out.append((b"inference-header-content-length", header_length.encode()))
+        if result.degraded:
+            out.append((b"x-degraded", result.degraded.encode()))
+        await send_bytes(send, result.status, reply, out)
+
+    async def _read_body(self, receive: Receive, headers: dict[str, str]) -> bytes:
+        declared = headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self._max_body:
+            raise PayloadTooLarge(f"request body over {self._max_body} bytes")
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise BadRequest("client disconnected before sending the whole body")
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self._max_body:
+                raise PayloadTooLarge(f"request body over {self._max_body} bytes")
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return chunks[0] if len(chunks) == 1 else b"".join(chunks)

@@ -1,0 +1,107 @@
+"""The ``gateway`` command: ``serve``, ``up`` and ``check-config``.
+
+``up`` is the main job for a newcomer (local replicas + gateway, stopped together on Ctrl-C);
+``serve`` runs only the gateway, against replicas that already exist anywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+
+import uvicorn
+
+from gateway.api.app import GatewayApp
+from gateway.config import ConfigError, GatewayConfig, load_config
+from gateway.launcher import Launcher, LaunchError
+from gateway.runtime import Gateway
+
+DEFAULT_CONFIG = "config/local.yaml"
+log = logging.getLogger("gateway")
+
+
+def _server(config: GatewayConfig, host: str | None, port: int | None) -> uvicorn.Server:
+    app = GatewayApp(Gateway(config))
+    return uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host=host or config.server.host,
+            port=port if port is not None else config.server.port,
+            loop="uvloop",
+            http="httptools",
+            lifespan="on",
+            access_log=False,
+            log_level="info",
+            timeout_graceful_shutdown=10,
+        )
+    )
+
+
+def _serve(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    _server(config, args.host, args.port).run()
+    return 0
+
+
+def _up(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    launcher = Launcher(config)
+    launcher.check()
+
+    async def run() -> None:
+        try:
+            await launcher.start()
+            log.info("%d local replica(s) ready; starting the gateway", len(launcher.replicas))
+            await _server(config, args.host, args.port).serve()
+        finally:
+            launcher.stop()
+
+    try:
+        import uvloop
+
+        uvloop.run(run())
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    replicas = sum(len(p.replicas) for p in config.pools.values())
+    print(f"{args.config}: ok ({len(config.models)} models, {len(config.pools)} pools, {replicas} replicas)")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="gateway", description=__doc__.splitlines()[0])
+    sub = top.add_subparsers(dest="command", required=True)
+    for name, func, help_ in (
+        ("serve", _serve, "run the gateway against existing replicas"),
+        ("up", _up, "start the config's local replicas, then the gateway"),
+    ):
+        cmd = sub.add_parser(name, help=help_)
+        cmd.add_argument("--config", default=DEFAULT_CONFIG)
+        cmd.add_argument("--host")
+        cmd.add_argument("--port", type=int)
+        cmd.set_defaults(func=func)
+    check = sub.add_parser("check-config", help="validate a config file and exit")
+    check.add_argument("config")
+    check.set_defaults(func=_check)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    args = parser().parse_args(argv)
+    try:
+        result: int = args.func(args)
+        return result
+    except (ConfigError, LaunchError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""Loading config files, with errors that name the bad key and the file.
+
+Pydantic's errors are flattened into ``file: a.b.c: message`` lines, which is what an operator
+running ``gateway check-config`` wants to read.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from gateway.config.models import GatewayConfig
+
+
+class ConfigError(Exception):
+    """The configuration is unreadable or invalid; the message names the file and key."""
+
+
+def _describe(error: ValidationError) -> str:
+    lines = []
+    for item in error.errors():
+        where = ".".join(str(part) for part in item["loc"]) or "(top level)"
+        message = item["msg"].removeprefix("Value error, ")
+        lines.append(f"{where}: {message}")
+    return "; ".join(lines)
+
+
+def parse_config(data: Any, source: str = "<config>") -> GatewayConfig:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: the top level must be a mapping")
+    try:
+        return GatewayConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: {_describe(exc)}") from exc
+
+
+def load_config(path: str | Path) -> GatewayConfig:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    return parse_config(data, str(path))

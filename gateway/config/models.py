@@ -1,0 +1,122 @@
+"""The configuration schema: nested, frozen pydantic models, one per concept.
+
+Config is validated once at load time (never with ``assert``) so a typo fails `check-config`
+with the bad key named, instead of failing a request at 3 a.m.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from gateway.upstream.transport import Endpoint
+
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ServerConfig(Frozen):
+    """Where the gateway listens and how it talks upstream."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+    transport: Literal["fast", "aiohttp", "httpx"] = "fast"
+    max_body_bytes: int = Field(64 * 1024 * 1024, gt=0)
+    max_connections_per_replica: int = Field(256, gt=0)
+
+
+class LocalLaunch(Frozen):
+    """How `gateway up` starts this pool's replicas on this machine (``replica serve``)."""
+
+    model_path: str
+    device: Literal["cpu", "cuda"] = "cpu"
+    enable_faults: bool = False
+    startup_timeout_s: float = Field(60.0, gt=0)
+
+
+class HealthCheckConfig(Frozen):
+    """Active readiness probes, one loop per replica (Envoy's health_checks, simplified)."""
+
+    interval_s: float = Field(0.5, gt=0, le=60)
+    jitter: float = Field(0.2, ge=0, le=1)
+    timeout_s: float = Field(0.5, gt=0)
+    healthy_threshold: int = Field(2, ge=1)
+    unhealthy_threshold: int = Field(2, ge=1)
+
+
+class ReplicaConfig(Frozen):
+    id: str = Field(pattern=ID_PATTERN)
+    url: str
+    zone: str | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _url_is_http(cls, value: str) -> str:
+        Endpoint.parse(value)
+        return value.rstrip("/")
+
+    @property
+    def endpoint(self) -> Endpoint:
+        return Endpoint.parse(self.url)
+
+
+class PoolConfig(Frozen):
+    """Replicas that serve one upstream model name/version."""
+
+    model: str = Field(min_length=1, description="model name on the replicas")
+    version: str | None = Field(None, description="model version on the replicas")
+    replicas: tuple[ReplicaConfig, ...] = Field(min_length=1)
+    health: HealthCheckConfig = HealthCheckConfig()
+    local: LocalLaunch | None = None
+
+    @field_validator("replicas")
+    @classmethod
+    def _unique_ids(cls, replicas: tuple[ReplicaConfig, ...]) -> tuple[ReplicaConfig, ...]:
+        seen: set[str] = set()
+        for replica in replicas:
+            if replica.id in seen:
+                raise ValueError(f"duplicate replica id {replica.id!r}")
+            seen.add(replica.id)
+        return replicas
+
+
+class ModelConfig(Frozen):
+    """A model as clients see it, and the pool that serves it."""
+
+    pool: str
+    version: str = "1"
+    timeout_ms: int = Field(1000, gt=0, description="deadline when the client sends none")
+    max_timeout_ms: int = Field(60_000, gt=0, description="cap on x-request-timeout-ms")
+
+    @model_validator(mode="after")
+    def _timeouts(self) -> ModelConfig:
+        if self.timeout_ms > self.max_timeout_ms:
+            raise ValueError("timeout_ms must not exceed max_timeout_ms")
+        return self
+
+
+class GatewayConfig(Frozen):
+    server: ServerConfig = ServerConfig()
+    pools: dict[str, PoolConfig] = Field(min_length=1)
+    models: dict[str, ModelConfig] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _references(self) -> GatewayConfig:
+        for name, model in self.models.items():
+            if model.pool not in self.pools:
+                known = ", ".join(sorted(self.pools))
+                raise ValueError(f"models.{name}.pool: unknown pool {model.pool!r} (have {known})")
+        ids: dict[str, str] = {}
+        for pool_name, pool in self.pools.items():
+            for replica in pool.replicas:
+                if replica.id in ids:
+                    raise ValueError(
+                        f"pools.{pool_name}: replica id {replica.id!r} already used in "
+                        f"pools.{ids[replica.id]}"
+                    )
+                ids[replica.id] = pool_name
+        return self

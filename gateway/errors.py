@@ -1,0 +1,135 @@
+"""The gateway's one error tree; every error a client can see is a `GatewayError`.
+
+Foreign exceptions (httpx, aiohttp, httptools, onnxruntime, redis) are translated into this tree
+exactly where they enter, chained with ``raise ... from exc``. Each class carries its HTTP status,
+so the edge renders every failure the same way: ``{"error": "..."}`` with a precise status.
+
+    GatewayError                      (500, never raised directly)
+    ├── ClientError                   4xx: the request itself is wrong
+    │   ├── BadRequest                400: names the bad field
+    │   ├── Unauthorized              401
+    │   ├── Forbidden                 403
+    │   ├── NotFound                  404: unknown model or version
+    │   ├── PayloadTooLarge           413
+    │   └── TooManyRequests           429: per-tenant shed, with Retry-After
+    ├── ServiceUnavailable            503: no way to serve right now, with Retry-After
+    │   ├── Overloaded                503: admission bound reached
+    │   ├── NoReplicaAvailable        503: no admissible replica in the pool
+    │   └── UpstreamFailed            503: every permitted attempt failed
+    ├── DeadlineExceeded              504: the request's deadline passed
+    └── UpstreamError                 one failed attempt; internal, retried or wrapped
+        ├── UpstreamConnectError      could not connect / connection reset before a reply
+        ├── UpstreamTimeout           no reply within the per-try timeout
+        ├── UpstreamProtocolError     the reply was not valid HTTP/1.1
+        └── UpstreamStatusError       the replica answered 5xx
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gateway.policies.classify import Outcome
+
+
+class GatewayError(Exception):
+    """Base of every error the gateway raises on purpose."""
+
+    status: int = 500
+    retry_after_s: float | None = None
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def headers(self) -> dict[str, str]:
+        """Extra response headers this error carries (for example ``Retry-After``)."""
+        if self.retry_after_s is None:
+            return {}
+        return {"retry-after": str(max(1, round(self.retry_after_s)))}
+
+
+class ClientError(GatewayError):
+    """The request is wrong; retrying it unchanged cannot help."""
+
+    status = 400
+
+
+class BadRequest(ClientError):
+    status = 400
+
+
+class Unauthorized(ClientError):
+    status = 401
+
+
+class Forbidden(ClientError):
+    status = 403
+
+
+class NotFound(ClientError):
+    status = 404
+
+
+class PayloadTooLarge(ClientError):
+    status = 413
+
+
+class TooManyRequests(ClientError):
+    status = 429
+
+    def __init__(self, message: str, retry_after_s: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class ServiceUnavailable(GatewayError):
+    status = 503
+
+    def __init__(self, message: str, retry_after_s: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class Overloaded(ServiceUnavailable):
+    """Admission bound reached; shed at once rather than queue."""
+
+
+class NoReplicaAvailable(ServiceUnavailable):
+    """No replica of the pool is admissible (down, ejected, breaker open or unreachable)."""
+
+
+class UpstreamFailed(ServiceUnavailable):
+    """Every attempt the policy allowed failed; the message says how the last one failed."""
+
+
+class DeadlineExceeded(GatewayError):
+    status = 504
+
+
+class UpstreamError(GatewayError):
+    """One attempt against one replica failed; the attempt layer attaches its `Outcome`."""
+
+    status = 502
+    outcome: Outcome | None = None
+
+
+class UpstreamConnectError(UpstreamError):
+    pass
+
+
+class UpstreamTimeout(UpstreamError):
+    status = 504
+
+
+class UpstreamProtocolError(UpstreamError):
+    pass
+
+
+class UpstreamStatusError(UpstreamError):
+    """The replica answered with a 5xx status; ``upstream_status`` and ``body`` say what."""
+
+    def __init__(self, message: str, upstream_status: int, body: bytes = b"") -> None:
+        super().__init__(message)
+        self.upstream_status = upstream_status
+        self.body = body

@@ -1,0 +1,126 @@
+"""Starts and stops the local replica processes that a config's pools ask for (`gateway up`).
+
+Each replica is a ``replica serve`` child process, started in its own session so Ctrl-C reaches
+the gateway first and the replicas are stopped in order, by PID: SIGTERM, a grace period, then
+SIGKILL. On Linux each child also gets SIGKILL if this process dies without cleaning up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import logging
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from gateway.config.models import GatewayConfig, LocalLaunch, PoolConfig, ReplicaConfig
+
+log = logging.getLogger(__name__)
+
+STOP_GRACE_S = 10.0
+PR_SET_PDEATHSIG = 1
+
+
+class LaunchError(Exception):
+    """A local replica could not be started or never became ready."""
+
+
+@dataclass
+class LocalReplica:
+    replica: ReplicaConfig
+    process: subprocess.Popen[bytes]
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+
+def replica_argv(pool: PoolConfig, replica: ReplicaConfig, launch: LocalLaunch) -> list[str]:
+    endpoint = replica.endpoint
+    argv = [
+        sys.executable, "-m", "replicas.cli", "serve",
+        "--model", launch.model_path,
+        "--name", pool.model,
+        "--version", pool.version or "1",
+        "--host", endpoint.host,
+        "--port", str(endpoint.port),
+        "--device", launch.device,
+    ]  # fmt: skip
+    if launch.enable_faults:
+        argv.append("--enable-faults")
+    return argv
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    try:
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+
+class Launcher:
+    def __init__(self, config: GatewayConfig) -> None:
+        self._config = config
+        self.replicas: list[LocalReplica] = []
+
+    def check(self) -> None:
+        for name, pool in self._config.pools.items():
+            if pool.local and not Path(pool.local.model_path).is_file():
+                raise LaunchError(
+                    f"pools.{name}.local.model_path: {pool.local.model_path} does not exist "
+                    "(build the models with `replica build-models`)"
+                )
+
+    async def start(self) -> None:
+        self.check()
+        for pool in self._config.pools.values():
+            if pool.local is None:
+                continue
+            for replica in pool.replicas:
+                argv = replica_argv(pool, replica, pool.local)
+                process = subprocess.Popen(
+                    argv, start_new_session=True, preexec_fn=_die_with_parent
+                )
+                self.replicas.append(LocalReplica(replica, process))
+                log.info("started replica %s (pid %d) on %s", replica.id, process.pid, replica.url)
+        await self.wait_ready()
+
+    async def wait_ready(self) -> None:
+        async with httpx.AsyncClient(trust_env=False) as client:
+            await asyncio.gather(*(self._wait_one(client, r) for r in self.replicas))
+
+    async def _wait_one(self, client: httpx.AsyncClient, local: LocalReplica) -> None:
+        pool = next(p for p in self._config.pools.values() if local.replica in p.replicas)
+        timeout = pool.local.startup_timeout_s if pool.local else 60.0
+        deadline = asyncio.get_running_loop().time() + timeout
+        url = f"{local.replica.url}/v2/health/ready"
+        while asyncio.get_running_loop().time() < deadline:
+            if local.process.poll() is not None:
+                raise LaunchError(
+                    f"replica {local.replica.id} exited with code {local.process.returncode}"
+                )
+            try:
+                if (await client.get(url, timeout=1.0)).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            await asyncio.sleep(0.1)
+        raise LaunchError(f"replica {local.replica.id} not ready after {timeout:.0f} s")
+
+    def stop(self) -> None:
+        for local in self.replicas:
+            if local.process.poll() is None:
+                local.process.send_signal(signal.SIGTERM)
+        for local in self.replicas:
+            try:
+                local.process.wait(timeout=STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                log.warning("replica %s ignored SIGTERM; killing pid %d", local.replica.id, local.pid)
+                local.process.kill()
+                local.process.wait()
+        self.replicas.clear()

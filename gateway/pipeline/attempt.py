@@ -1,0 +1,84 @@
+"""Attempt layer: one upstream exchange with ``call.replica``, classified exactly once.
+
+It owns the per-try timeout (the time left), the replica's outstanding count and latency EWMA,
+and turns every failure into an `UpstreamError` carrying its `Outcome` for the layers above.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import orjson
+
+from gateway.clock import Clock
+from gateway.errors import UpstreamError, UpstreamStatusError, UpstreamTimeout
+from gateway.pipeline.call import InferCall, InferResult
+from gateway.policies.classify import Outcome, OutcomeKind, classify_error, classify_status
+from gateway.upstream.transport import Transport
+
+MIN_TRY_TIMEOUT_S = 0.001
+
+
+class AttemptLayer:
+    def __init__(self, transport: Transport, clock: Clock) -> None:
+        self._transport = transport
+        self._clock = clock
+
+    async def __call__(self, call: InferCall) -> InferResult:
+        assert call.pool is not None and call.replica is not None, "balance layer sets both"
+        replica, pool = call.replica, call.pool
+        call.attempts += 1
+        call.tried.add(replica.id)
+        timeout = call.deadline.remaining()
+        if timeout < MIN_TRY_TIMEOUT_S:
+            raise UpstreamTimeout("no time left for another attempt")
+        started = self._clock.now()
+        replica.started()
+        outcome = Outcome(OutcomeKind.CANCELLED, replica.id, 0.0)
+        try:
+            try:
+                response = await self._transport.request(
+                    replica.endpoint,
+                    "POST",
+                    pool.model_path("/infer"),
+                    body=call.body,
+                    headers=call.upstream_headers,
+                    timeout=timeout,
+                )
+            except UpstreamError as exc:
+                outcome = classify_error(replica.id, exc, self._clock.now() - started)
+                exc.outcome = outcome
+                raise
+            detail = _error_text(response.body) if response.status >= 400 else ""
+            outcome = classify_status(
+                replica.id, response.status, self._clock.now() - started, detail
+            )
+            if outcome.kind is OutcomeKind.SERVER_ERROR:
+                error = UpstreamStatusError(outcome.describe(), response.status, response.body)
+                error.outcome = outcome
+                raise error
+            return InferResult(
+                status=response.status,
+                body=response.body,
+                content_type=response.headers.get("content-type"),
+                header_length=response.headers.get("inference-header-content-length"),
+                served_by=replica.id,
+                attempts=call.attempts,
+            )
+        except asyncio.CancelledError:
+            outcome = Outcome(OutcomeKind.CANCELLED, replica.id, self._clock.now() - started)
+            raise
+        finally:
+            call.outcomes.append(outcome)
+            replica.finished(outcome.latency_s, None if not outcome.is_failure else outcome.describe())
+
+
+def _error_text(body: bytes, limit: int = 200) -> str:
+    """The replica's error message, short enough for a log line or an error body."""
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        parsed = None
+    if isinstance(parsed, dict) and isinstance(parsed.get("error"), str):
+        return str(parsed["error"])[:limit]
+    return body[:limit].decode("utf-8", "replace").strip()

@@ -1,0 +1,45 @@
+"""The values that flow through the pipeline: `InferCall` down, `InferResult` up.
+
+Layers annotate the call (chosen pool, replicas tried, attempt count) instead of passing a
+growing list of arguments, so adding a layer never changes the others' signatures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from gateway.config.models import ModelConfig
+from gateway.deadline import Deadline
+from gateway.policies.classify import Outcome
+from gateway.upstream.registry import Pool
+from gateway.upstream.replica import Replica
+
+
+@dataclass(slots=True)
+class InferCall:
+    model_name: str
+    model: ModelConfig
+    body: bytes
+    upstream_headers: dict[str, str]
+    deadline: Deadline
+    request_id: str
+    pool: Pool | None = None
+    replica: Replica | None = None
+    attempts: int = 0
+    tried: set[str] = field(default_factory=set)
+    outcomes: list[Outcome] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class InferResult:
+    status: int
+    body: bytes
+    content_type: str | None
+    header_length: str | None  # Inference-Header-Content-Length of a binary reply
+    served_by: str
+    attempts: int
+    degraded: str | None = None
+
+
+Handler = Callable[[InferCall], Awaitable[InferResult]]

@@ -1,0 +1,39 @@
+"""Deadline layer: nothing below it runs past the request's deadline.
+
+It turns "the deadline passed" into one precise 504, and an upstream failure that escaped every
+inner layer into a 503 that says how the last attempt failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from gateway.errors import DeadlineExceeded, UpstreamError, UpstreamFailed
+from gateway.pipeline.call import Handler, InferCall, InferResult
+
+
+class DeadlineLayer:
+    def __init__(self, inner: Handler) -> None:
+        self._inner = inner
+
+    async def __call__(self, call: InferCall) -> InferResult:
+        remaining = call.deadline.remaining()
+        if remaining <= 0:
+            raise DeadlineExceeded(self._expired_message(call))
+        try:
+            async with asyncio.timeout(remaining):
+                return await self._inner(call)
+        except TimeoutError as exc:
+            raise DeadlineExceeded(self._expired_message(call)) from exc
+        except UpstreamError as exc:
+            if call.deadline.expired():
+                raise DeadlineExceeded(self._expired_message(call)) from exc
+            raise UpstreamFailed(
+                f"model {call.model_name!r}: no replica answered after {call.attempts} "
+                f"attempt(s); last: {exc.outcome.describe() if exc.outcome else exc.message}"
+            ) from exc
+
+    @staticmethod
+    def _expired_message(call: InferCall) -> str:
+        ms = round(call.deadline.budget * 1000)
+        return f"deadline of {ms} ms exceeded after {call.attempts} attempt(s)"

@@ -1,0 +1,1 @@
+"""Decisions as small objects built from typed config: classify, select, retry, vote."""

@@ -1,0 +1,94 @@
+"""Classify every upstream attempt once into an `Outcome` that all reactors read.
+
+The attempt layer calls `classify_status` / `classify_error` exactly once per attempt; the
+retry policy, breakers, outlier detector, metrics and traces all consume the resulting value,
+so they can never disagree about what happened (as in linkerd2-proxy's response classifier).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from gateway.errors import (
+    UpstreamConnectError,
+    UpstreamError,
+    UpstreamProtocolError,
+    UpstreamTimeout,
+)
+
+RETRYABLE_STATUSES = frozenset({500, 502, 503, 504})
+
+
+class OutcomeKind(str, Enum):
+    SUCCESS = "success"
+    CLIENT_ERROR = "client_error"  # 4xx: the request is wrong, never the replica's fault
+    SERVER_ERROR = "server_error"  # 5xx from the replica
+    CONNECT_ERROR = "connect_error"
+    TIMEOUT = "timeout"
+    PROTOCOL_ERROR = "protocol_error"
+    CANCELLED = "cancelled"  # a hedge or deadline cancelled it: no verdict on the replica
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    kind: OutcomeKind
+    replica: str
+    latency_s: float
+    status: int | None = None
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.kind is OutcomeKind.SUCCESS
+
+    @property
+    def is_failure(self) -> bool:
+        """Counts against the replica (breaker, outlier detection)."""
+        return self.kind in _REPLICA_FAILURES
+
+    @property
+    def retryable(self) -> bool:
+        if self.kind is OutcomeKind.SERVER_ERROR:
+            return self.status in RETRYABLE_STATUSES or (self.status or 0) >= 500
+        return self.kind in _RETRYABLE_KINDS
+
+    def describe(self) -> str:
+        if self.status is not None:
+            return f"{self.replica} answered {self.status}" + (f": {self.detail}" if self.detail else "")
+        return f"{self.replica}: {self.kind.value}" + (f": {self.detail}" if self.detail else "")
+
+
+_REPLICA_FAILURES = frozenset(
+    {
+        OutcomeKind.SERVER_ERROR,
+        OutcomeKind.CONNECT_ERROR,
+        OutcomeKind.TIMEOUT,
+        OutcomeKind.PROTOCOL_ERROR,
+    }
+)
+_RETRYABLE_KINDS = frozenset(
+    {OutcomeKind.CONNECT_ERROR, OutcomeKind.TIMEOUT, OutcomeKind.PROTOCOL_ERROR}
+)
+
+
+def classify_status(replica: str, status: int, latency_s: float, detail: str = "") -> Outcome:
+    if status < 400:
+        kind = OutcomeKind.SUCCESS
+    elif status < 500:
+        kind = OutcomeKind.CLIENT_ERROR
+    else:
+        kind = OutcomeKind.SERVER_ERROR
+    return Outcome(kind, replica, latency_s, status, detail)
+
+
+def classify_error(replica: str, error: UpstreamError, latency_s: float) -> Outcome:
+    if isinstance(error, UpstreamTimeout):
+        kind = OutcomeKind.TIMEOUT
+    elif isinstance(error, UpstreamConnectError):
+        kind = OutcomeKind.CONNECT_ERROR
+    elif isinstance(error, UpstreamProtocolError):
+        kind = OutcomeKind.PROTOCOL_ERROR
+    else:
+        kind = OutcomeKind.SERVER_ERROR
+    return Outcome(kind, replica, latency_s, None, error.message)

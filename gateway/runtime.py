@@ -1,0 +1,133 @@
+"""The running gateway: config, clock, registry, transport, prober and pipeline in one object.
+
+It is what the HTTP layer talks to. Start/stop order lives here: transport first, then probes;
+probes stop before the transport closes.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import orjson
+
+from gateway import __version__
+from gateway.clock import Clock, MonotonicClock
+from gateway.config.models import GatewayConfig, ModelConfig
+from gateway.errors import NoReplicaAvailable, NotFound, UpstreamError
+from gateway.pipeline.build import build_pipeline
+from gateway.pipeline.call import Handler, InferCall, InferResult
+from gateway.upstream.health import HealthProber
+from gateway.upstream.registry import Pool, Registry
+from gateway.upstream.transport import Transport
+from gateway.upstream.transports import TransportLimits, make_transport
+
+METADATA_TIMEOUT_S = 2.0
+
+
+class Gateway:
+    def __init__(
+        self,
+        config: GatewayConfig,
+        *,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+        transport: Transport | None = None,
+    ) -> None:
+        self.config = config
+        self.clock = clock or MonotonicClock()
+        self.rng = rng or random.Random()
+        self.registry = Registry(config)
+        self._transport = transport
+        self._prober: HealthProber | None = None
+        self._pipeline: Handler | None = None
+        self._metadata: dict[str, dict[str, Any]] = {}
+
+    @property
+    def transport(self) -> Transport:
+        if self._transport is None:
+            raise RuntimeError("gateway not started")
+        return self._transport
+
+    async def start(self) -> None:
+        if self._transport is None:
+            limits = TransportLimits(
+                max_connections_per_endpoint=self.config.server.max_connections_per_replica
+            )
+            self._transport = make_transport(self.config.server.transport, limits)
+        self._pipeline = build_pipeline(self.registry, self._transport, self.clock, self.rng)
+        self._prober = HealthProber(self.registry, self._transport, self.clock, self.rng)
+        self._prober.start()
+
+    async def stop(self) -> None:
+        if self._prober is not None:
+            await self._prober.stop()
+        if self._transport is not None:
+            await self._transport.aclose()
+
+    # --- models -------------------------------------------------------------------------
+
+    def model(self, name: str, version: str | None = None) -> ModelConfig:
+        model = self.config.models.get(name)
+        if model is None:
+            raise NotFound(f"model {name!r} not found")
+        if version is not None and version != model.version:
+            raise NotFound(f"model {name!r} has no version {version!r} (have {model.version!r})")
+        return model
+
+    def pool_of(self, model: ModelConfig) -> Pool:
+        return self.registry.pools[model.pool]
+
+    def model_ready(self, model: ModelConfig) -> bool:
+        return any(r.healthy for r in self.pool_of(model).replicas)
+
+    def ready(self) -> bool:
+        return all(self.model_ready(m) for m in self.config.models.values())
+
+    async def infer(self, call: InferCall) -> InferResult:
+        assert self._pipeline is not None, "gateway not started"
+        return await self._pipeline(call)
+
+    async def model_metadata(self, name: str, model: ModelConfig) -> dict[str, Any]:
+        """The replicas' metadata for the model, renamed to what the client calls it."""
+        cached = self._metadata.get(name)
+        if cached is not None:
+            return cached
+        pool = self.pool_of(model)
+        candidates = pool.healthy() or list(pool.replicas)
+        last = "no replica answered"
+        for replica in candidates:
+            try:
+                response = await self.transport.request(
+                    replica.endpoint, "GET", pool.model_path(), timeout=METADATA_TIMEOUT_S
+                )
+            except UpstreamError as exc:
+                last = f"{replica.id}: {exc.message}"
+                continue
+            if response.status != 200:
+                last = f"{replica.id} answered {response.status}"
+                continue
+            try:
+                metadata = orjson.loads(response.body)
+            except orjson.JSONDecodeError:
+                last = f"{replica.id} sent metadata that is not JSON"
+                continue
+            metadata.update(name=name, versions=[model.version])
+            self._metadata[name] = metadata
+            return dict(metadata)
+        raise NoReplicaAvailable(f"model {name!r}: metadata unavailable ({last})")
+
+    def server_metadata(self) -> dict[str, Any]:
+        return {"name": "v2-gateway", "version": __version__, "extensions": ["binary_tensor_data"]}
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "ready": self.ready(),
+            "transport": self.config.server.transport,
+            "models": {
+                name: {"pool": m.pool, "version": m.version, "ready": self.model_ready(m)}
+                for name, m in self.config.models.items()
+            },
+            "pools": self.registry.snapshot(),
+        }
+

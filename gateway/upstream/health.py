@@ -1,0 +1,92 @@
+"""Active health probes: one jittered loop per replica against its V2 model-ready endpoint.
+
+A replica turns unhealthy after ``unhealthy_threshold`` consecutive failed probes and healthy
+again after ``healthy_threshold`` consecutive passes (Envoy's model); the first verdict is
+taken at once so a freshly started gateway does not wait thresholds before serving.
+Probes run as background tasks and never touch the request path's locks or queues.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+
+from gateway.clock import Clock
+from gateway.config.models import HealthCheckConfig
+from gateway.errors import UpstreamError
+from gateway.upstream.registry import Pool, Registry
+from gateway.upstream.replica import Replica
+from gateway.upstream.transport import Transport
+
+log = logging.getLogger(__name__)
+
+
+def apply_probe(
+    replica: Replica, passed: bool, error: str | None, config: HealthCheckConfig
+) -> bool | None:
+    """Feeds one probe result; returns the new health if it changed, else None."""
+    if passed:
+        replica.probe_successes += 1
+        replica.probe_failures = 0
+        flips = replica.healthy is None or replica.probe_successes >= config.healthy_threshold
+        new = True
+    else:
+        replica.probe_failures += 1
+        replica.probe_successes = 0
+        replica.last_error = f"health probe: {error}"
+        flips = replica.healthy is None or replica.probe_failures >= config.unhealthy_threshold
+        new = False
+    if flips and replica.healthy is not new:
+        replica.healthy = new
+        return new
+    return None
+
+
+class HealthProber:
+    def __init__(
+        self, registry: Registry, transport: Transport, clock: Clock, rng: random.Random
+    ) -> None:
+        self._registry = registry
+        self._transport = transport
+        self._clock = clock
+        self._rng = rng
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        for pool in self._registry.pools.values():
+            for replica in pool.replicas:
+                task = asyncio.create_task(self._loop(pool, replica), name=f"probe:{replica.id}")
+                self._tasks.append(task)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+
+    async def probe(self, pool: Pool, replica: Replica) -> tuple[bool, str | None]:
+        try:
+            response = await self._transport.request(
+                replica.endpoint, "GET", pool.model_path("/ready"), timeout=pool.config.health.timeout_s
+            )
+        except UpstreamError as exc:
+            return False, exc.message
+        if response.status == 200:
+            return True, None
+        return False, f"ready answered {response.status}"
+
+    async def _loop(self, pool: Pool, replica: Replica) -> None:
+        config = pool.config.health
+        while True:
+            passed, error = await self.probe(pool, replica)
+            changed = apply_probe(replica, passed, error, config)
+            if changed is not None:
+                log.info(
+                    "replica %s is now %s%s",
+                    replica.id,
+                    "healthy" if changed else "unhealthy",
+                    "" if changed else f" ({error})",
+                )
+            jitter = 1.0 + config.jitter * (2 * self._rng.random() - 1)
+            await self._clock.sleep(config.interval_s * jitter)

@@ -1,0 +1,72 @@
+"""Live state of one replica as this gateway sees it.
+
+Reactors (the attempt layer, the prober, later the outlier detector and breaker) write here;
+the balancer and `/admin/state` read it. Nothing in it does I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.config.models import ReplicaConfig
+from gateway.upstream.transport import Endpoint
+
+EWMA_WEIGHT = 0.2  # weight of the newest latency sample
+
+
+@dataclass(slots=True)
+class Replica:
+    id: str
+    pool: str
+    endpoint: Endpoint
+    zone: str | None = None
+    healthy: bool | None = None  # None until the first probe verdict
+    outstanding: int = 0
+    ewma_latency_s: float = 0.0
+    requests: int = 0
+    failures: int = 0
+    consecutive_failures: int = 0
+    last_error: str | None = None
+    probe_successes: int = 0
+    probe_failures: int = 0
+    _last_probe_error: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_config(cls, pool: str, config: ReplicaConfig) -> Replica:
+        return cls(id=config.id, pool=pool, endpoint=config.endpoint, zone=config.zone)
+
+    @property
+    def url(self) -> str:
+        return self.endpoint.base_url
+
+    def started(self) -> None:
+        self.outstanding += 1
+        self.requests += 1
+
+    def finished(self, latency_s: float, error: str | None) -> None:
+        self.outstanding -= 1
+        if self.ewma_latency_s == 0.0:
+            self.ewma_latency_s = latency_s
+        else:
+            self.ewma_latency_s += EWMA_WEIGHT * (latency_s - self.ewma_latency_s)
+        if error is None:
+            self.consecutive_failures = 0
+        else:
+            self.failures += 1
+            self.consecutive_failures += 1
+            self.last_error = error
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "url": self.url,
+            "zone": self.zone,
+            "healthy": self.healthy,
+            "outstanding": self.outstanding,
+            "ewma_latency_ms": round(self.ewma_latency_s * 1000, 3),
+            "requests": self.requests,
+            "failures": self.failures,
+            "consecutive_failures": self.consecutive_failures,
+            "last_error": self.last_error,
+        }

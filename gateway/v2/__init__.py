@@ -1,0 +1,1 @@
+"""Open Inference Protocol (KServe V2) messages as the gateway needs them."""

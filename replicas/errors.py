@@ -1,0 +1,55 @@
+"""The replica's one error tree; every failure a client can see is a `ReplicaError`.
+
+Each class carries its HTTP status, so the server renders every failure the same way:
+``{"error": "..."}`` with a precise status and never a bare 500. The codec raises these for bad
+requests, the model wrapper for failed inference, the fault injector for injected failures.
+
+    ReplicaError                 500 (never raised directly)
+    ├── BadRequest               400: the message names the bad field
+    ├── NotFound                 404: unknown model, version or path
+    ├── MethodNotAllowed         405
+    ├── PayloadTooLarge          413
+    ├── NotReady                 503: model not loaded/warmed, shutting down, or fault
+    ├── InferenceFailed          500: onnxruntime raised; the message says how
+    └── InjectedFault            500: the `error_rate` fault fired
+"""
+
+from __future__ import annotations
+
+
+class ReplicaError(Exception):
+    """Base of every error the replica raises on purpose."""
+
+    status: int = 500
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class BadRequest(ReplicaError):
+    status = 400
+
+
+class NotFound(ReplicaError):
+    status = 404
+
+
+class MethodNotAllowed(ReplicaError):
+    status = 405
+
+
+class PayloadTooLarge(ReplicaError):
+    status = 413
+
+
+class NotReady(ReplicaError):
+    status = 503
+
+
+class InferenceFailed(ReplicaError):
+    status = 500
+
+
+class InjectedFault(ReplicaError):
+    status = 500
