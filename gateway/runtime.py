@@ -15,8 +15,9 @@ from gateway import __version__
 from gateway.clock import Clock, MonotonicClock
 from gateway.config.models import GatewayConfig, ModelConfig
 from gateway.errors import NoReplicaAvailable, NotFound, UpstreamError
-from gateway.pipeline.build import build_pipeline
-from gateway.pipeline.call import Handler, InferCall, InferResult
+from gateway.pipeline.build import Pipeline, build_pipeline
+from gateway.pipeline.call import InferCall, InferResult
+from gateway.policies.budget import RetryBudget
 from gateway.upstream.health import HealthProber
 from gateway.upstream.registry import Pool, Registry
 from gateway.upstream.transport import Transport
@@ -37,10 +38,11 @@ class Gateway:
         self.config = config
         self.clock = clock or MonotonicClock()
         self.rng = rng or random.Random()
-        self.registry = Registry(config)
+        self.registry = Registry(config, self.clock)
+        self.budget = RetryBudget(config.retry_budget, self.clock)
         self._transport = transport
         self._prober: HealthProber | None = None
-        self._pipeline: Handler | None = None
+        self._pipeline: Pipeline | None = None
         self._metadata: dict[str, dict[str, Any]] = {}
 
     @property
@@ -55,7 +57,9 @@ class Gateway:
                 max_connections_per_endpoint=self.config.server.max_connections_per_replica
             )
             self._transport = make_transport(self.config.server.transport, limits)
-        self._pipeline = build_pipeline(self.registry, self._transport, self.clock, self.rng)
+        self._pipeline = build_pipeline(
+            self.registry, self._transport, self.budget, self.clock, self.rng
+        )
         self._prober = HealthProber(self.registry, self._transport, self.clock, self.rng)
         self._prober.start()
 
@@ -86,7 +90,7 @@ class Gateway:
 
     async def infer(self, call: InferCall) -> InferResult:
         assert self._pipeline is not None, "gateway not started"
-        return await self._pipeline(call)
+        return await self._pipeline.handler(call)
 
     async def model_metadata(self, name: str, model: ModelConfig) -> dict[str, Any]:
         """The replicas' metadata for the model, renamed to what the client calls it."""
@@ -121,11 +125,25 @@ class Gateway:
         return {"name": "v2-gateway", "version": __version__, "extensions": ["binary_tensor_data"]}
 
     def state(self) -> dict[str, Any]:
+        admission = self._pipeline.admission if self._pipeline else None
+        hedge = self._pipeline.hedge if self._pipeline else None
         return {
             "ready": self.ready(),
             "transport": self.config.server.transport,
+            "retry_budget": self.budget.snapshot(),
+            "hedges": {
+                "sent": hedge.hedges_sent if hedge else 0,
+                "won": hedge.hedges_won if hedge else 0,
+            },
             "models": {
-                name: {"pool": m.pool, "version": m.version, "ready": self.model_ready(m)}
+                name: {
+                    "pool": m.pool,
+                    "version": m.version,
+                    "ready": self.model_ready(m),
+                    "in_flight": admission.in_flight.get(name, 0) if admission else 0,
+                    "max_in_flight": m.admission.max_in_flight,
+                    "shed": admission.shed.get(name, 0) if admission else 0,
+                }
                 for name, m in self.config.models.items()
             },
             "pools": self.registry.snapshot(),

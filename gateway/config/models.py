@@ -48,10 +48,29 @@ class HealthCheckConfig(Frozen):
     unhealthy_threshold: int = Field(2, ge=1)
 
 
+class OutlierConfig(Frozen):
+    """Passive outlier ejection from live traffic (Envoy's consecutive_5xx, simplified)."""
+
+    consecutive_failures: int = Field(5, ge=1)
+    base_ejection_s: float = Field(2.0, gt=0, description="first ejection; grows linearly")
+    max_ejection_s: float = Field(30.0, gt=0)
+    max_ejection_percent: int = Field(50, ge=0, le=100)
+
+
+class BreakerConfig(Frozen):
+    """Per-replica circuit breaker (pybreaker under an adapter with an injected clock)."""
+
+    failure_threshold: int = Field(5, ge=1, description="consecutive failures that open it")
+    reset_timeout_s: float = Field(2.0, gt=0, description="open -> half-open after this")
+    success_threshold: int = Field(2, ge=1, description="half-open passes that close it")
+    half_open_max_calls: int = Field(1, ge=1, description="concurrent probes while half-open")
+
+
 class ReplicaConfig(Frozen):
     id: str = Field(pattern=ID_PATTERN)
     url: str
     zone: str | None = None
+    standby: bool = Field(False, description="hot spare: used only while actives are down")
 
     @field_validator("url")
     @classmethod
@@ -71,6 +90,11 @@ class PoolConfig(Frozen):
     version: str | None = Field(None, description="model version on the replicas")
     replicas: tuple[ReplicaConfig, ...] = Field(min_length=1)
     health: HealthCheckConfig = HealthCheckConfig()
+    outlier: OutlierConfig = OutlierConfig()
+    breaker: BreakerConfig = BreakerConfig()
+    panic_threshold_percent: int = Field(
+        50, ge=0, le=100, description="below this share of usable replicas, use all of them"
+    )
     local: LocalLaunch | None = None
 
     @field_validator("replicas")
@@ -84,13 +108,48 @@ class PoolConfig(Frozen):
         return replicas
 
 
+class RetryConfig(Frozen):
+    """Bounded retries with exponential backoff and full jitter, each on an untried replica."""
+
+    max_attempts: int = Field(3, ge=1, description="attempts in all, the first included")
+    backoff_base_ms: float = Field(25.0, ge=0)
+    backoff_max_ms: float = Field(250.0, ge=0)
+
+
+class RetryBudgetConfig(Frozen):
+    """Gateway-wide cap on retries: ``ratio`` of requests plus ``min_per_s`` (Finagle/Linkerd)."""
+
+    ratio: float = Field(0.2, ge=0)
+    min_per_s: float = Field(10.0, ge=0)
+    window_s: float = Field(10.0, gt=0)
+
+
+class AdmissionConfig(Frozen):
+    """Bound on in-flight requests per model; beyond it requests are shed at once."""
+
+    max_in_flight: int = Field(256, ge=1)
+    retry_after_s: float = Field(1.0, gt=0)
+
+
+class HedgeConfig(Frozen):
+    """Tail-latency hedging: one more copy after the pool's observed latency quantile."""
+
+    enabled: bool = False
+    quantile: float = Field(0.95, gt=0, lt=1)
+    min_delay_ms: float = Field(5.0, ge=0)
+    min_samples: int = Field(50, ge=1)
+
+
 class ModelConfig(Frozen):
-    """A model as clients see it, and the pool that serves it."""
+    """A model as clients see it, the pool that serves it, and its request policy."""
 
     pool: str
     version: str = "1"
     timeout_ms: int = Field(1000, gt=0, description="deadline when the client sends none")
     max_timeout_ms: int = Field(60_000, gt=0, description="cap on x-request-timeout-ms")
+    retry: RetryConfig = RetryConfig()
+    admission: AdmissionConfig = AdmissionConfig()
+    hedge: HedgeConfig = HedgeConfig()
 
     @model_validator(mode="after")
     def _timeouts(self) -> ModelConfig:
@@ -101,6 +160,7 @@ class ModelConfig(Frozen):
 
 class GatewayConfig(Frozen):
     server: ServerConfig = ServerConfig()
+    retry_budget: RetryBudgetConfig = RetryBudgetConfig()
     pools: dict[str, PoolConfig] = Field(min_length=1)
     models: dict[str, ModelConfig] = Field(min_length=1)
 

@@ -26,11 +26,13 @@ class AttemptLayer:
 
     async def __call__(self, call: InferCall) -> InferResult:
         assert call.pool is not None and call.replica is not None, "balance layer sets both"
-        replica, pool = call.replica, call.pool
+        replica, pool, breaker_state = call.replica, call.pool, call.breaker_state
         call.attempts += 1
         call.tried.add(replica.id)
         timeout = call.deadline.remaining()
         if timeout < MIN_TRY_TIMEOUT_S:
+            if replica.breaker is not None:  # hand back a half-open permit
+                replica.breaker.record(Outcome(OutcomeKind.CANCELLED, replica.id, 0.0), breaker_state)
             raise UpstreamTimeout("no time left for another attempt")
         started = self._clock.now()
         replica.started()
@@ -70,7 +72,12 @@ class AttemptLayer:
             raise
         finally:
             call.outcomes.append(outcome)
-            replica.finished(outcome.latency_s, None if not outcome.is_failure else outcome.describe())
+            replica.finished(outcome.latency_s, outcome.describe() if outcome.is_failure else None)
+            if replica.breaker is not None:
+                replica.breaker.record(outcome, breaker_state)
+            pool.outlier.observe(replica, outcome)
+            if outcome.ok:
+                pool.latency.record(outcome.latency_s)
 
 
 def _error_text(body: bytes, limit: int = 200) -> str:

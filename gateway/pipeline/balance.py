@@ -1,8 +1,10 @@
-"""Balance layer: picks the replica for this attempt among the admissible ones.
+"""Balance layer: picks the replica for this attempt among the eligible ones.
 
-Admissible = not yet tried by this request and not known to be unhealthy; when none is
-admissible by health (every probe failing), it spreads over all untried replicas rather than
-refusing outright (panic mode), since probes can lag reality.
+Eligibility (health, ejection, breaker, hot spares, panic) is decided in
+`gateway.upstream.eligibility`; the choice among eligible replicas by `PowerOfTwoChoices`.
+A half-open breaker may refuse the permit at the last moment (its probe slots are taken), in
+which case the next candidate is picked. The chosen replica and the breaker state it was
+admitted under are written to the call and read by the attempt layer before any ``await``.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 from gateway.errors import NoReplicaAvailable
 from gateway.pipeline.call import Handler, InferCall, InferResult
 from gateway.policies.selection import PowerOfTwoChoices
-from gateway.upstream.replica import Replica
+from gateway.upstream.eligibility import eligible
 
 
 class BalanceLayer:
@@ -20,15 +22,17 @@ class BalanceLayer:
 
     async def __call__(self, call: InferCall) -> InferResult:
         assert call.pool is not None, "route layer sets the pool"
-        untried = [r for r in call.pool.replicas if r.id not in call.tried]
-        replica = self._selector.pick(_admissible(untried) or untried)
-        if replica is None:
-            raise NoReplicaAvailable(
-                f"model {call.model_name!r}: no replica of pool {call.pool.name!r} is available"
-            )
-        call.replica = replica
-        return await self._inner(call)
-
-
-def _admissible(replicas: list[Replica]) -> list[Replica]:
-    return [r for r in replicas if r.healthy is not False]
+        candidates = eligible(call.pool, call.tried)
+        while candidates:
+            replica = self._selector.pick(candidates)
+            assert replica is not None
+            breaker = replica.breaker
+            state = breaker.state() if breaker else "closed"
+            if breaker is None or breaker.acquire():
+                call.replica, call.breaker_state = replica, state
+                return await self._inner(call)
+            candidates.remove(replica)
+        raise NoReplicaAvailable(
+            f"model {call.model_name!r}: no replica of pool {call.pool.name!r} is available "
+            f"({len(call.tried)} tried; others down, ejected or with open breakers)"
+        )

@@ -26,7 +26,9 @@ class InferCall:
     request_id: str
     pool: Pool | None = None
     replica: Replica | None = None
+    breaker_state: str = "closed"
     attempts: int = 0
+    hedged: bool = False
     tried: set[str] = field(default_factory=set)
     outcomes: list[Outcome] = field(default_factory=list)
 

@@ -1,16 +1,21 @@
 """Pools of replicas built from config: the gateway's view of what exists upstream.
 
-A `Pool` owns its `Replica` objects; the `Registry` maps pool names to pools and replica ids to
-replicas so probes, admin endpoints and the request path share the very same state objects.
+A `Pool` owns its `Replica` objects, their breakers, its outlier detector and latency window;
+the `Registry` maps pool names to pools so probes, admin endpoints and the request path share
+the very same state objects.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.clock import Clock
 from gateway.config.models import GatewayConfig, PoolConfig
+from gateway.policies.latency import LatencyWindow
+from gateway.upstream.breaker import ReplicaBreaker, StateListener
+from gateway.upstream.outlier import OutlierDetector
 from gateway.upstream.replica import Replica
 
 
@@ -19,10 +24,18 @@ class Pool:
     name: str
     config: PoolConfig
     replicas: tuple[Replica, ...]
+    outlier: OutlierDetector
+    latency: LatencyWindow = field(default_factory=LatencyWindow)
+    panic: bool = False
 
     @classmethod
-    def from_config(cls, name: str, config: PoolConfig) -> Pool:
-        return cls(name, config, tuple(Replica.from_config(name, r) for r in config.replicas))
+    def from_config(
+        cls, name: str, config: PoolConfig, clock: Clock, listeners: tuple[StateListener, ...]
+    ) -> Pool:
+        replicas = tuple(Replica.from_config(name, r) for r in config.replicas)
+        for replica in replicas:
+            replica.breaker = ReplicaBreaker(replica.id, config.breaker, clock, listeners)
+        return cls(name, config, replicas, OutlierDetector(replicas, config.outlier, clock))
 
     @property
     def model(self) -> str:
@@ -42,24 +55,33 @@ class Pool:
     def healthy(self) -> list[Replica]:
         return [r for r in self.replicas if r.healthy]
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self, now: float) -> dict[str, Any]:
         return {
             "name": self.name,
             "model": self.model,
             "version": self.version,
             "healthy": len(self.healthy()),
             "size": len(self.replicas),
-            "replicas": [r.snapshot() for r in self.replicas],
+            "panic": self.panic,
+            "ejected": self.outlier.ejected_count(),
+            "replicas": [r.snapshot(now) for r in self.replicas],
         }
 
 
 class Registry:
-    def __init__(self, config: GatewayConfig) -> None:
-        self.pools = {name: Pool.from_config(name, pool) for name, pool in config.pools.items()}
+    def __init__(
+        self, config: GatewayConfig, clock: Clock, listeners: tuple[StateListener, ...] = ()
+    ) -> None:
+        self._clock = clock
+        self.pools = {
+            name: Pool.from_config(name, pool, clock, listeners)
+            for name, pool in config.pools.items()
+        }
 
     def replicas(self) -> Iterator[Replica]:
         for pool in self.pools.values():
             yield from pool.replicas
 
     def snapshot(self) -> list[dict[str, Any]]:
-        return [pool.snapshot() for pool in self.pools.values()]
+        now = self._clock.now()
+        return [pool.snapshot(now) for pool in self.pools.values()]

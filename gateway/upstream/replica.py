@@ -7,10 +7,13 @@ the balancer and `/admin/state` read it. Nothing in it does I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway.config.models import ReplicaConfig
 from gateway.upstream.transport import Endpoint
+
+if TYPE_CHECKING:
+    from gateway.upstream.breaker import ReplicaBreaker
 
 EWMA_WEIGHT = 0.2  # weight of the newest latency sample
 
@@ -30,11 +33,22 @@ class Replica:
     last_error: str | None = None
     probe_successes: int = 0
     probe_failures: int = 0
-    _last_probe_error: str | None = field(default=None, repr=False)
+    standby: bool = False
+    ejected_until: float = 0.0
+    ejections: int = 0
+    last_ejected_at: float = 0.0
+    ejection_reason: str | None = None
+    breaker: ReplicaBreaker | None = field(default=None, repr=False)
 
     @classmethod
     def from_config(cls, pool: str, config: ReplicaConfig) -> Replica:
-        return cls(id=config.id, pool=pool, endpoint=config.endpoint, zone=config.zone)
+        return cls(
+            id=config.id,
+            pool=pool,
+            endpoint=config.endpoint,
+            zone=config.zone,
+            standby=config.standby,
+        )
 
     @property
     def url(self) -> str:
@@ -57,12 +71,18 @@ class Replica:
             self.consecutive_failures += 1
             self.last_error = error
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self, now: float) -> dict[str, Any]:
         return {
             "id": self.id,
             "url": self.url,
             "zone": self.zone,
+            "standby": self.standby,
             "healthy": self.healthy,
+            "breaker": self.breaker.state() if self.breaker else None,
+            "ejected": self.ejected_until > now,
+            "ejected_for_s": round(max(0.0, self.ejected_until - now), 3),
+            "ejections": self.ejections,
+            "ejection_reason": self.ejection_reason,
             "outstanding": self.outstanding,
             "ewma_latency_ms": round(self.ewma_latency_s * 1000, 3),
             "requests": self.requests,

@@ -1,0 +1,34 @@
+"""Admission layer: a bounded number of in-flight requests per model, shed at once beyond it.
+
+Shedding early with 503 + ``Retry-After`` keeps latency bounded for the admitted requests;
+queueing without bound would turn overload into timeouts for everyone. The count is taken
+before the deadline starts to matter and released however the request ends.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from gateway.errors import Overloaded
+from gateway.pipeline.call import Handler, InferCall, InferResult
+
+
+class AdmissionLayer:
+    def __init__(self, inner: Handler) -> None:
+        self._inner = inner
+        self.in_flight: dict[str, int] = defaultdict(int)
+        self.shed: dict[str, int] = defaultdict(int)
+
+    async def __call__(self, call: InferCall) -> InferResult:
+        name, policy = call.model_name, call.model.admission
+        if self.in_flight[name] >= policy.max_in_flight:
+            self.shed[name] += 1
+            raise Overloaded(
+                f"model {name!r} is at its bound of {policy.max_in_flight} in-flight requests",
+                retry_after_s=policy.retry_after_s,
+            )
+        self.in_flight[name] += 1
+        try:
+            return await self._inner(call)
+        finally:
+            self.in_flight[name] -= 1

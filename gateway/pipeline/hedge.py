@@ -1,0 +1,68 @@
+"""Hedge layer: after the pool's observed p95, send one more copy to another replica.
+
+"The Tail at Scale": a request still unanswered when most requests would have finished is
+probably stuck behind a slow replica; a second copy elsewhere cuts the tail for a few percent
+more load. The first good answer wins and the other copy is cancelled. Hedges spend from the
+retry budget, so a slow pool cannot double its own load. Off unless the model enables it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from gateway.pipeline.call import Handler, InferCall, InferResult
+from gateway.policies.budget import RetryBudget
+
+
+class HedgeLayer:
+    def __init__(self, budget: RetryBudget, inner: Handler) -> None:
+        self._budget = budget
+        self._inner = inner
+        self.hedges_sent = 0
+        self.hedges_won = 0
+
+    def _delay(self, call: InferCall) -> float | None:
+        policy, pool = call.model.hedge, call.pool
+        if not policy.enabled or pool is None or pool.latency.count < policy.min_samples:
+            return None
+        observed = pool.latency.quantile(policy.quantile)
+        if observed is None:
+            return None
+        delay = max(policy.min_delay_ms / 1000, observed)
+        return delay if delay < call.deadline.remaining() else None
+
+    async def __call__(self, call: InferCall) -> InferResult:
+        delay = self._delay(call)
+        if delay is None:
+            return await self._inner(call)
+        primary = asyncio.ensure_future(self._inner(call))
+        tasks = {primary}
+        try:
+            done, _ = await asyncio.wait(tasks, timeout=delay)
+            if done or not self._budget.try_spend():
+                return await primary
+            call.hedged = True
+            self.hedges_sent += 1
+            hedge = asyncio.ensure_future(self._inner(call))
+            tasks.add(hedge)
+            return await self._first_good(primary, hedge)
+        finally:
+            for task in tasks:
+                if not task.done():
+                    task.cancel()
+
+    async def _first_good(
+        self, primary: asyncio.Future[InferResult], hedge: asyncio.Future[InferResult]
+    ) -> InferResult:
+        pending: set[asyncio.Future[InferResult]] = {primary, hedge}
+        errors: dict[asyncio.Future[InferResult], BaseException] = {}
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                error = task.exception()
+                if error is None:
+                    if task is hedge:
+                        self.hedges_won += 1
+                    return task.result()
+                errors[task] = error
+        raise errors.get(primary) or errors[hedge]  # both failed: the primary's story

@@ -1,0 +1,99 @@
+"""Retry layer: bounded, jittered, deadline-aware retries with tenacity, under the budget.
+
+Policy, each piece a tenacity primitive or a small callable beside them:
+- stop: ``stop_after_attempt`` | `StopBeforeDeadline` (never start a backoff that would leave
+  the next try less than a minimum slice before the deadline);
+- wait: `FullJitter`, exponential backoff with full jitter (base 25 ms, cap 250 ms by default);
+- retry: only retryable outcomes (connect error, timeout, protocol error, 5xx; never 4xx), and
+  only while the gateway-wide `RetryBudget` has a retry to spend;
+- each retry lands on a replica this request has not tried (the balance layer skips tried ones).
+
+The first attempt runs *outside* tenacity: measured here, an ``AsyncRetrying`` loop costs
+≈ 27 µs CPU per request even when the first try succeeds, more than a tenth of the gateway's
+whole per-request budget; most requests never retry, so they should not pay for it.
+"""
+
+from __future__ import annotations
+
+import random
+
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+from tenacity.stop import stop_base
+
+from gateway.clock import Clock
+from gateway.deadline import Deadline
+from gateway.errors import NoReplicaAvailable, UpstreamError
+from gateway.pipeline.call import Handler, InferCall, InferResult
+from gateway.policies.backoff import FullJitter
+from gateway.policies.budget import RetryBudget
+
+MIN_TRY_S = 0.005  # a retry needs at least this much time left after its backoff
+
+
+class StopBeforeDeadline(stop_base):  # type: ignore[misc]
+    """Stops when the upcoming backoff would leave less than ``min_try_s`` before the deadline."""
+
+    def __init__(self, deadline: Deadline, min_try_s: float = MIN_TRY_S) -> None:
+        self._deadline = deadline
+        self._min_try_s = min_try_s
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        return bool(self._deadline.remaining() - retry_state.upcoming_sleep < self._min_try_s)
+
+
+class RetryLayer:
+    def __init__(
+        self, budget: RetryBudget, clock: Clock, rng: random.Random, inner: Handler
+    ) -> None:
+        self._budget = budget
+        self._clock = clock
+        self._rng = rng
+        self._inner = inner
+
+    async def __call__(self, call: InferCall) -> InferResult:
+        self._budget.record_request()
+        try:
+            return await self._inner(call)
+        except UpstreamError as first:
+            policy = call.model.retry
+            if policy.max_attempts < 2 or not _retryable(first):
+                raise
+            jitter = FullJitter(policy.backoff_base_ms / 1000, policy.backoff_max_ms / 1000, self._rng)
+            wait = jitter.for_retry(0)
+            if call.deadline.remaining() - wait < MIN_TRY_S or not self._budget.try_spend():
+                raise
+            await self._clock.sleep(wait)
+            return await self._retry(call, first, jitter)
+
+    def _should_retry(self, error: BaseException) -> bool:
+        return _retryable(error) and self._budget.try_spend()
+
+    async def _retry(self, call: InferCall, first: UpstreamError, jitter: FullJitter) -> InferResult:
+        last = [first]
+        exhausted = False
+
+        async def attempt() -> InferResult:
+            nonlocal exhausted
+            try:
+                return await self._inner(call)
+            except UpstreamError as exc:
+                last.append(exc)
+                raise
+            except NoReplicaAvailable:  # every replica tried: report how the last try failed
+                exhausted = True
+                raise last[-1] from None
+
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(call.model.retry.max_attempts - 1)
+            | StopBeforeDeadline(call.deadline),
+            wait=jitter,
+            retry=retry_if_exception(lambda exc: not exhausted and self._should_retry(exc)),
+            sleep=self._clock.sleep,
+            reraise=True,
+        )
+        result: InferResult = await retrying(attempt)
+        return result
+
+
+def _retryable(error: BaseException) -> bool:
+    return isinstance(error, UpstreamError) and error.outcome is not None and error.outcome.retryable

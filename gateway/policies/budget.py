@@ -1,0 +1,76 @@
+"""The gateway-wide retry budget: retries may be at most ``ratio`` of recent requests plus a
+floor of ``min_per_s`` (Finagle's RetryBudget, Linkerd's default 20 % + 10/s over 10 s).
+
+A budget, unlike a per-request attempt cap, bounds the load a sick pool sees: when every
+replica fails, total attempts stay near ``(1 + ratio) × requests + floor`` instead of
+``max_attempts × requests``. Counts live in one-second buckets over a sliding window.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from gateway.clock import Clock
+from gateway.config.models import RetryBudgetConfig
+
+
+class RetryBudget:
+    def __init__(self, config: RetryBudgetConfig, clock: Clock) -> None:
+        self._config = config
+        self._clock = clock
+        self._size = max(1, math.ceil(config.window_s))
+        self._seconds = [-1] * self._size
+        self._requests = [0] * self._size
+        self._retries = [0] * self._size
+        self.ratio = config.ratio
+        self.spent_total = 0
+        self.refused_total = 0
+
+    def _slot(self) -> int:
+        second = int(self._clock.now())
+        slot = second % self._size
+        if self._seconds[slot] != second:
+            self._seconds[slot] = second
+            self._requests[slot] = 0
+            self._retries[slot] = 0
+        return slot
+
+    def _window(self) -> tuple[int, int]:
+        oldest = int(self._clock.now()) - self._size + 1
+        requests = retries = 0
+        for slot, second in enumerate(self._seconds):
+            if second >= oldest:
+                requests += self._requests[slot]
+                retries += self._retries[slot]
+        return requests, retries
+
+    def record_request(self) -> None:
+        self._requests[self._slot()] += 1
+
+    def balance(self) -> float:
+        """Retries still allowed in the current window (may be fractional)."""
+        requests, retries = self._window()
+        return self.ratio * requests + self._config.min_per_s * self._size - retries
+
+    def try_spend(self) -> bool:
+        """Takes one retry (or hedge) from the budget if it has one."""
+        if self.balance() < 1.0:
+            self.refused_total += 1
+            return False
+        self._retries[self._slot()] += 1
+        self.spent_total += 1
+        return True
+
+    def snapshot(self) -> dict[str, Any]:
+        requests, retries = self._window()
+        return {
+            "ratio": self.ratio,
+            "min_per_s": self._config.min_per_s,
+            "window_s": self._size,
+            "requests_in_window": requests,
+            "retries_in_window": retries,
+            "balance": round(self.balance(), 2),
+            "spent_total": self.spent_total,
+            "refused_total": self.refused_total,
+        }

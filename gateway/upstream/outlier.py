@@ -1,0 +1,63 @@
+"""Passive outlier detection: replicas failing live traffic are ejected for a while.
+
+Envoy's consecutive-5xx detector, simplified: ``consecutive_failures`` failed attempts in a row
+(5xx, connect error, timeout) eject a replica for ``base_ejection_s × times ejected`` (capped),
+but never more than ``max_ejection_percent`` of a pool (at least one replica may always be
+ejected, as in Envoy). Ejection ends by time alone; the balancer checks ``is_ejected``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from gateway.clock import Clock
+from gateway.config.models import OutlierConfig
+from gateway.policies.classify import Outcome
+from gateway.upstream.replica import Replica
+
+log = logging.getLogger(__name__)
+
+
+class OutlierDetector:
+    def __init__(self, replicas: Sequence[Replica], config: OutlierConfig, clock: Clock) -> None:
+        self._replicas = replicas
+        self._config = config
+        self._clock = clock
+
+    def is_ejected(self, replica: Replica) -> bool:
+        return replica.ejected_until > self._clock.now()
+
+    def ejected_count(self) -> int:
+        now = self._clock.now()
+        return sum(1 for r in self._replicas if r.ejected_until > now)
+
+    def observe(self, replica: Replica, outcome: Outcome) -> None:
+        if not outcome.is_failure:
+            if outcome.ok and replica.ejections and self._forgiven(replica):
+                replica.ejections = 0
+            return
+        if replica.consecutive_failures >= self._config.consecutive_failures:
+            self.eject(replica, f"{replica.consecutive_failures} consecutive failures")
+
+    def eject(self, replica: Replica, reason: str) -> bool:
+        """Ejects unless already ejected or the pool's ejection cap is reached."""
+        now = self._clock.now()
+        if replica.ejected_until > now:
+            return False
+        ejected = self.ejected_count()
+        cap = self._config.max_ejection_percent * len(self._replicas) / 100
+        if ejected >= 1 and ejected + 1 > cap:
+            return False
+        replica.ejections += 1
+        duration = min(self._config.base_ejection_s * replica.ejections, self._config.max_ejection_s)
+        replica.ejected_until = now + duration
+        replica.last_ejected_at = now
+        replica.ejection_reason = reason
+        replica.consecutive_failures = 0
+        log.warning("replica %s ejected for %.1f s: %s", replica.id, duration, reason)
+        return True
+
+    def _forgiven(self, replica: Replica) -> bool:
+        """A replica healthy for max_ejection_s since its last ejection starts afresh."""
+        return self._clock.now() - replica.last_ejected_at > self._config.max_ejection_s

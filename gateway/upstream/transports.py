@@ -1,0 +1,85 @@
+"""The upstream transports by name, and the limits every one of them takes.
+
+Why: the transport is picked in config by name (as uvicorn picks its loop and HTTP
+implementations), so swapping it for a benchmark or a fallback is a config change, not a code
+change. "fast" is the default: the numbers are in ``loadtests/bench_transport.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gateway.upstream.aiohttp_transport import AiohttpTransport
+from gateway.upstream.fast_transport import FastTransport
+from gateway.upstream.httpx_aiohttp import AiohttpBackend
+from gateway.upstream.httpx_transport import HttpxTransport
+from gateway.upstream.transport import Transport
+
+DEFAULT_TRANSPORT = "fast"
+
+
+@dataclass(frozen=True, slots=True)
+class TransportLimits:
+    """Connection limits per replica endpoint; a transport that cannot express one says so."""
+
+    max_connections_per_endpoint: int = 256
+    max_idle_per_endpoint: int = 64
+    connect_timeout_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.max_connections_per_endpoint < 1:
+            raise ValueError("max_connections_per_endpoint must be at least 1")
+        if self.max_idle_per_endpoint < 0:
+            raise ValueError("max_idle_per_endpoint must not be negative")
+        if self.connect_timeout_s <= 0:
+            raise ValueError("connect_timeout_s must be positive")
+
+
+def _fast(limits: TransportLimits) -> Transport:
+    return FastTransport(
+        max_connections_per_endpoint=limits.max_connections_per_endpoint,
+        max_idle_per_endpoint=limits.max_idle_per_endpoint,
+        connect_timeout_s=limits.connect_timeout_s,
+    )
+
+
+def _aiohttp(limits: TransportLimits) -> Transport:
+    return AiohttpTransport(
+        max_connections_per_endpoint=limits.max_connections_per_endpoint,
+        max_idle_per_endpoint=limits.max_idle_per_endpoint,
+        connect_timeout_s=limits.connect_timeout_s,
+    )
+
+
+def _httpx(limits: TransportLimits) -> Transport:
+    return HttpxTransport(
+        max_connections_per_endpoint=limits.max_connections_per_endpoint,
+        max_idle_per_endpoint=limits.max_idle_per_endpoint,
+        connect_timeout_s=limits.connect_timeout_s,
+    )
+
+
+def _httpx_aiohttp(limits: TransportLimits) -> Transport:
+    backend = AiohttpBackend(max_connections_per_endpoint=limits.max_connections_per_endpoint)
+    return HttpxTransport(
+        connect_timeout_s=limits.connect_timeout_s, backend=backend, name="httpx-aiohttp"
+    )
+
+
+TRANSPORTS: dict[str, Callable[[TransportLimits], Transport]] = {
+    "fast": _fast,
+    "aiohttp": _aiohttp,
+    "httpx": _httpx,
+    "httpx-aiohttp": _httpx_aiohttp,
+}
+
+
+def make_transport(name: str, limits: TransportLimits | None = None) -> Transport:
+    """The transport called ``name``, built with ``limits`` (the defaults when omitted)."""
+    try:
+        factory = TRANSPORTS[name]
+    except KeyError:
+        choices = ", ".join(repr(n) for n in TRANSPORTS)
+        raise ValueError(f"unknown transport {name!r}; choose one of {choices}") from None
+    return factory(limits or TransportLimits())

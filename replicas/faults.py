@@ -1,0 +1,210 @@
+"""Fault injection for chaos tests: latency, errors, hangs, crashes, wrong answers, unreadiness.
+
+The gateway's resilience is only as believable as the failures it was tested against, so a
+replica started with ``--enable-faults`` can be told at run time to misbehave in each way the
+gateway must survive. Without the flag the server uses `NoFaults` (a null object) and the admin
+endpoint does not exist. Randomness and sleeping are injected so tests are deterministic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import random
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Protocol
+
+import numpy as np
+
+from replicas.errors import BadRequest, InjectedFault
+from replicas.v2codec import Array
+
+CRASH_EXIT_CODE = 3
+CRASH_DELAY_S = 0.01  # long enough for the 202 to leave the socket buffer
+
+
+@dataclass(frozen=True, slots=True)
+class Faults:
+    """The active faults; the defaults mean a healthy replica."""
+
+    latency_ms: float = 0.0
+    error_rate: float = 0.0
+    hang: bool = False
+    corrupt_rate: float = 0.0
+    ready: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def active(self) -> dict[str, bool]:
+        """Which faults are on, for the ``replica_faults_active`` gauge."""
+        return {
+            "latency_ms": self.latency_ms > 0,
+            "error_rate": self.error_rate > 0,
+            "hang": self.hang,
+            "corrupt_rate": self.corrupt_rate > 0,
+            "ready": not self.ready,
+        }
+
+    def merged(self, update: object) -> tuple[Faults, bool]:
+        """These faults with ``update`` applied, and whether it asks for a crash."""
+        if not isinstance(update, dict):
+            raise BadRequest("the fault update must be a JSON object")
+        changes: dict[str, Any] = {}
+        crash = False
+        for key, value in update.items():
+            if key == "latency_ms":
+                changes[key] = _number(key, value, 0.0, 3_600_000.0)
+            elif key in ("error_rate", "corrupt_rate"):
+                changes[key] = _number(key, value, 0.0, 1.0)
+            elif key in ("hang", "ready"):
+                changes[key] = _boolean(key, value)
+            elif key == "crash":
+                crash = _boolean(key, value)
+            else:
+                known = ", ".join([*self.to_json(), "crash"])
+                raise BadRequest(f"unknown fault '{key}'; known faults: {known}")
+        return replace(self, **changes), crash
+
+
+def _number(key: str, value: object, low: float, high: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise BadRequest(f"'{key}' must be a number, got {value!r}")
+    if not low <= value <= high:
+        raise BadRequest(f"'{key}' must be between {low:g} and {high:g}, got {value!r}")
+    return float(value)
+
+
+def _boolean(key: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise BadRequest(f"'{key}' must be true or false, got {value!r}")
+    return value
+
+
+class FaultHooks(Protocol):
+    """What the server asks of faults on every request."""
+
+    @property
+    def ready(self) -> bool: ...
+
+    async def before_infer(self) -> None: ...
+
+    def after_infer(self, outputs: dict[str, Array]) -> dict[str, Array]: ...
+
+
+class NoFaults:
+    """The null object used without ``--enable-faults``: never injects anything."""
+
+    ready = True
+
+    async def before_infer(self) -> None:
+        return None
+
+    def after_infer(self, outputs: dict[str, Array]) -> dict[str, Array]:
+        return outputs
+
+
+class FaultInjector:
+    """Holds the active faults and applies them to requests."""
+
+    def __init__(
+        self,
+        rng: random.Random | None = None,
+        *,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        exit: Callable[[int], None] = os._exit,
+    ) -> None:
+        self._rng = rng or random.Random()
+        self._sleep = sleep
+        self._exit = exit
+        self._faults = Faults()
+        self._unhung = asyncio.Event()
+        self._unhung.set()
+
+    @property
+    def faults(self) -> Faults:
+        return self._faults
+
+    @property
+    def ready(self) -> bool:
+        return self._faults.ready
+
+    def update(self, body: object) -> tuple[Faults, bool]:
+        """Merge ``body`` into the active faults; returns them and whether to crash."""
+        faults, crash = self._faults.merged(body)
+        self._set(faults)
+        return faults, crash
+
+    def clear(self) -> Faults:
+        self._set(Faults())
+        return self._faults
+
+    def _set(self, faults: Faults) -> None:
+        self._faults = faults
+        if faults.hang:
+            self._unhung.clear()
+        else:
+            self._unhung.set()  # requests held by a hang go on now
+
+    def crash_soon(self) -> None:
+        """Exit the process at once (no cleanup), just after the current reply is written."""
+        asyncio.get_running_loop().call_later(CRASH_DELAY_S, self._exit, CRASH_EXIT_CODE)
+
+    async def before_infer(self) -> None:
+        if self._faults.hang:
+            await self._unhung.wait()
+        faults = self._faults
+        if faults.latency_ms > 0:
+            await self._sleep(faults.latency_ms / 1000.0)
+        if faults.error_rate > 0 and self._rng.random() < faults.error_rate:
+            raise InjectedFault("injected fault")
+
+    def after_infer(self, outputs: dict[str, Array]) -> dict[str, Array]:
+        rate = self._faults.corrupt_rate
+        if rate > 0 and self._rng.random() < rate:
+            return corrupt(outputs, self._rng)
+        return outputs
+
+
+def corrupt(outputs: Mapping[str, Array], rng: random.Random) -> dict[str, Array]:
+    """A wrong but well-formed answer: each row gets a different label and scores agree with it.
+
+    Integer vectors are taken as labels, 2-D float arrays as per-class scores; the wrong label
+    replaces the label, and the scores of the top class and the wrong class swap places.
+    Other outputs are returned unchanged.
+    """
+    labels = [a for a in outputs.values() if a.dtype.kind in "iu" and a.ndim == 1]
+    scores = [a for a in outputs.values() if a.dtype.kind == "f" and a.ndim == 2 and a.shape[1] > 1]
+    if scores:
+        n_classes, rows = scores[0].shape[1], scores[0].shape[0]
+        original = labels[0] if labels else scores[0].argmax(axis=1)
+    elif labels:
+        original = labels[0]
+        n_classes, rows = max(int(original.max()) + 1, 2), original.shape[0]
+    else:
+        return dict(outputs)
+    offsets = np.array([rng.randrange(1, n_classes) for _ in range(rows)], dtype=np.int64)
+    wrong = (original.astype(np.int64) + offsets) % n_classes
+    result: dict[str, Array] = {}
+    for name, arr in outputs.items():
+        if any(arr is a for a in labels) and arr.shape[0] == rows:
+            result[name] = wrong.astype(arr.dtype)
+        elif any(arr is s for s in scores) and arr.shape[0] == rows:
+            result[name] = _swap_top(arr, wrong)
+        else:
+            result[name] = arr
+    return result
+
+
+def _swap_top(scores: Array, wrong: Array) -> Array:
+    out = scores.copy()
+    idx = np.arange(out.shape[0])
+    top = out.argmax(axis=1)
+    top_values = out[idx, top].copy()
+    out[idx, top] = out[idx, wrong]
+    out[idx, wrong] = top_values
+    tied = out.argmax(axis=1) != wrong  # another class shared the top score
+    out[idx[tied], wrong[tied]] = np.nextafter(out[idx[tied], wrong[tied]], np.inf)
+    return out

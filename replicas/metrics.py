@@ -1,0 +1,75 @@
+"""Prometheus metrics of one replica, in a registry of its own.
+
+A private `CollectorRegistry` keeps these series apart from anything else imported into the
+process (the gateway's own metrics, in-process test servers), so two apps never collide on a
+metric name. Label children are cached so the per-request cost is a dict lookup and an add.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from prometheus_client.metrics import MetricWrapperBase
+
+BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class ReplicaMetrics:
+    """Infer request counts, latency, rows, readiness and active faults for one model."""
+
+    content_type = CONTENT_TYPE_LATEST
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._requests = Counter(
+            "replica_requests",
+            "Infer requests answered, by HTTP status code.",
+            ["model", "code"],
+            registry=self.registry,
+        )
+        self._duration = Histogram(
+            "replica_request_duration_seconds",
+            "Time from receiving an infer request to answering it.",
+            ["model"],
+            buckets=BUCKETS,
+            registry=self.registry,
+        ).labels(model)
+        self._rows = Counter(
+            "replica_inference_rows",
+            "Rows (batch items) inferred successfully.",
+            ["model"],
+            registry=self.registry,
+        ).labels(model)
+        self._ready = Gauge(
+            "replica_ready", "1 when the replica reports ready.", registry=self.registry
+        )
+        self._faults = Gauge(
+            "replica_faults_active",
+            "1 for each injected fault that is on.",
+            ["fault"],
+            registry=self.registry,
+        )
+        self._by_code: dict[int, MetricWrapperBase] = {}
+
+    def observe(self, code: int, seconds: float, rows: int = 0) -> None:
+        child = self._by_code.get(code)
+        if child is None:
+            child = self._by_code[code] = self._requests.labels(self.model, str(code))
+        child.inc()  # type: ignore[attr-defined]
+        self._duration.observe(seconds)
+        if rows:
+            self._rows.inc(rows)
+
+    def set_ready(self, ready: bool) -> None:
+        self._ready.set(1 if ready else 0)
+
+    def set_faults(self, active: Mapping[str, bool]) -> None:
+        for fault, on in active.items():
+            self._faults.labels(fault).set(1 if on else 0)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,301 @@
+"""The replica's ASGI app: the V2 endpoints for one model, ``/metrics`` and the fault admin.
+
+A raw ASGI app rather than a framework, because the infer path is the hot path of every
+benchmark and chaos run: read the body, validate it against the signature, run the model in a
+thread pool, encode, send, with nothing in between. Readiness is explicit state (loading,
+warmed up, draining, injected fault) so a gateway can trust ``/v2/health/ready``.
+
+    GET  /v2                                        server metadata
+    GET  /v2/health/live | /v2/health/ready
+    GET  /v2/models/{name}[/versions/{v}]           model metadata
+    GET  /v2/models/{name}[/versions/{v}]/ready
+    POST /v2/models/{name}[/versions/{v}]/infer
+    GET  /metrics
+    GET|POST|DELETE /admin/faults                   only with a `FaultInjector`
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from replicas import __version__
+from replicas.asgi import (
+    ClientDisconnected,
+    Receive,
+    Response,
+    Scope,
+    Send,
+    error_response,
+    header,
+    json_response,
+    read_body,
+    send_response,
+)
+from replicas.errors import BadRequest, MethodNotAllowed, NotFound, NotReady, ReplicaError
+from replicas.faults import FaultHooks, FaultInjector, NoFaults
+from replicas.metrics import ReplicaMetrics
+from replicas.model import PLATFORM, Device, OnnxModel
+from replicas.v2codec import HEADER_LENGTH, encode_infer_response, parse_infer_request
+
+log = logging.getLogger("replicas.server")
+
+MAX_BODY_BYTES = 64 * 1024 * 1024
+MODELS_PREFIX = "/v2/models/"
+SERVER_METADATA = {"name": "replica", "version": __version__, "extensions": ["binary_tensor_data"]}
+
+Handler = Callable[[str, Scope, Receive], Awaitable[Response]]
+Loader = Callable[..., OnnxModel]
+
+
+def _allow(method: str, *allowed: str) -> None:
+    if method not in allowed:
+        raise MethodNotAllowed(f"method {method} not allowed here; use {' or '.join(allowed)}")
+
+
+class ReplicaApp:
+    """Serves one version of one ONNX model over the V2 REST protocol."""
+
+    def __init__(
+        self,
+        model_path: str | Path,
+        *,
+        name: str,
+        version: str = "1",
+        device: Device = "cpu",
+        threads: int = 1,
+        faults: FaultInjector | None = None,
+        max_body_bytes: int = MAX_BODY_BYTES,
+        loader: Loader = OnnxModel,
+    ) -> None:
+        self.model_path = Path(model_path)
+        self.name = name
+        self.version = version
+        self.device: Device = device
+        self.model: OnnxModel | None = None
+        self.load_error: str | None = None
+        self.draining = False
+        self.metrics = ReplicaMetrics(name)
+        self.faults: FaultHooks = faults if faults is not None else NoFaults()
+        self._loader = loader
+        self._max_body = max_body_bytes
+        self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="infer")
+        self._startup: asyncio.Task[None] | None = None
+        self._routes: dict[str, Handler] = {
+            "/v2": self._server_metadata,
+            "/v2/": self._server_metadata,
+            "/v2/health/live": self._live,
+            "/v2/health/ready": self._ready,
+            "/metrics": self._metrics,
+        }
+        if faults is not None:
+            self._routes["/admin/faults"] = functools.partial(self._admin_faults, faults)
+            self.metrics.set_faults(faults.faults.active())
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def startup(self) -> None:
+        """Load the model and warm it up in the thread pool; ready only if both pass."""
+        loop = asyncio.get_running_loop()
+        try:
+            model = await loop.run_in_executor(self._executor, self._load_and_warm_up)
+        except Exception as exc:
+            self.load_error = f"model failed to load: {exc}"
+            log.error("%s: %s", self.model_path, self.load_error)
+            return
+        self.model = model
+        log.info(
+            "model %s version %s ready (%s, provider %s)",
+            self.name, self.version, self.model_path, model.provider,
+        )
+
+    def _load_and_warm_up(self) -> OnnxModel:
+        model = self._loader(self.model_path, device=self.device)
+        model.warm_up()
+        return model
+
+    def begin_shutdown(self) -> None:
+        """Report not-ready from now on; requests already in flight still complete."""
+        if not self.draining:
+            log.info("shutting down: readiness is now false")
+        self.draining = True
+
+    async def shutdown(self) -> None:
+        self.begin_shutdown()
+        if self._startup is not None and not self._startup.done():
+            self._startup.cancel()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def not_ready_reason(self) -> str | None:
+        if self.draining:
+            return "shutting down"
+        if self.model is None:
+            return self.load_error or "model is loading"
+        if not self.faults.ready:
+            return "injected fault: not ready"
+        return None
+
+    # ------------------------------------------------------------------ ASGI
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            await self._http(scope, receive, send)
+        elif scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                # Load in the background so /v2/health/live answers while the model loads.
+                self._startup = asyncio.create_task(self.startup())
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.shutdown()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        method, path = scope["method"], scope["path"]
+        try:
+            handler = self._routes.get(path)
+            if handler is not None:
+                response = await handler(method, scope, receive)
+            elif path.startswith(MODELS_PREFIX):
+                response = await self._model_route(method, path, scope, receive)
+            else:
+                raise NotFound(f"no route for {path}")
+        except ReplicaError as exc:
+            response = error_response(exc.status, exc.message)
+        except ClientDisconnected:
+            return
+        except Exception as exc:  # never a bare 500: say what broke, as JSON
+            log.exception("unexpected error on %s %s", method, path)
+            response = error_response(500, f"internal error: {exc}")
+        await send_response(send, response)
+        if response.after is not None:
+            response.after()
+
+    # ------------------------------------------------------------------ server routes
+
+    async def _server_metadata(self, method: str, scope: Scope, receive: Receive) -> Response:
+        _allow(method, "GET")
+        return json_response(SERVER_METADATA)
+
+    async def _live(self, method: str, scope: Scope, receive: Receive) -> Response:
+        _allow(method, "GET")
+        return json_response({"live": True})
+
+    async def _ready(self, method: str, scope: Scope, receive: Receive) -> Response:
+        _allow(method, "GET")
+        reason = self.not_ready_reason()
+        if reason is None:
+            return json_response({"ready": True})
+        return json_response({"ready": False, "error": reason}, 503)
+
+    async def _metrics(self, method: str, scope: Scope, receive: Receive) -> Response:
+        _allow(method, "GET")
+        self.metrics.set_ready(self.not_ready_reason() is None)
+        return Response(200, self.metrics.render(), self.metrics.content_type)
+
+    async def _admin_faults(
+        self, injector: FaultInjector, method: str, scope: Scope, receive: Receive
+    ) -> Response:
+        _allow(method, "GET", "POST", "DELETE")
+        crash = False
+        if method == "GET":
+            return json_response(injector.faults.to_json())
+        if method == "DELETE":
+            faults = injector.clear()
+        else:
+            body = await read_body(scope, receive, self._max_body)
+            try:
+                update: Any = orjson.loads(body)
+            except orjson.JSONDecodeError as exc:
+                raise BadRequest(f"malformed JSON: {exc}") from None
+            faults, crash = injector.update(update)
+        self.metrics.set_faults(faults.active())
+        log.warning("faults now %s%s", faults.to_json(), " and crashing" if crash else "")
+        if crash:
+            return json_response({**faults.to_json(), "crash": True}, 202, injector.crash_soon)
+        return json_response(faults.to_json())
+
+    # ------------------------------------------------------------------ model routes
+
+    async def _model_route(self, method: str, path: str, scope: Scope, receive: Receive) -> Response:
+        name, *rest = path[len(MODELS_PREFIX) :].split("/")
+        version = None
+        if len(rest) >= 2 and rest[0] == "versions":
+            version, rest = rest[1], rest[2:]
+        if name != self.name:
+            raise NotFound(f"model '{name}' not found")
+        if version is not None and version != self.version:
+            raise NotFound(f"version '{version}' of model '{name}' not found")
+        action = rest[0] if len(rest) == 1 else ""
+        if len(rest) > 1 or action not in ("", "ready", "infer"):
+            raise NotFound(f"no route for {path}")
+        if action == "infer":
+            _allow(method, "POST")
+            return await self._infer(scope, receive)
+        _allow(method, "GET")
+        if action == "ready":
+            reason = self.not_ready_reason()
+            if reason is None:
+                return json_response({"name": self.name, "ready": True})
+            return json_response({"name": self.name, "ready": False, "error": reason}, 503)
+        return self._model_metadata()
+
+    def _model_metadata(self) -> Response:
+        model = self.model
+        if model is None:
+            raise NotReady(f"model '{self.name}' is not loaded: {self.not_ready_reason()}")
+        return json_response({
+            "name": self.name,
+            "versions": [self.version],
+            "platform": PLATFORM,
+            "inputs": [t.to_json() for t in model.signature.inputs],
+            "outputs": [t.to_json() for t in model.signature.outputs],
+            "parameters": {
+                "execution_provider": model.provider,
+                "requested_device": model.requested_device,
+            },
+        })
+
+    async def _infer(self, scope: Scope, receive: Receive) -> Response:
+        started = time.perf_counter()
+        status, rows = 500, 0
+        try:
+            model = self.model
+            if model is None:
+                raise NotReady(f"model '{self.name}' is not ready: {self.not_ready_reason()}")
+            body = await read_body(scope, receive, self._max_body)
+            request = parse_infer_request(body, header(scope, HEADER_LENGTH), model.signature)
+            await self.faults.before_infer()
+            loop = asyncio.get_running_loop()
+            outputs = await loop.run_in_executor(self._executor, model.run, request.inputs)
+            outputs = self.faults.after_infer(outputs)
+            requested = request.requested(model.signature.output_names)
+            encoded = encode_infer_response(
+                self.name,
+                self.version,
+                [(o.name, outputs[o.name], o.binary) for o in requested],
+                request_id=request.id,
+            )
+            status, rows = 200, request.rows
+            extra = None
+            if encoded.json_length is not None:
+                extra = {HEADER_LENGTH: str(encoded.json_length)}
+            return Response(200, encoded.body, encoded.content_type, extra)
+        except ReplicaError as exc:
+            status = exc.status
+            raise
+        finally:
+            self.metrics.observe(status, time.perf_counter() - started, rows)

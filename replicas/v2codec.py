@@ -1,0 +1,455 @@
+"""Parse, validate and encode V2 inference bodies, in JSON and with the binary tensor extension.
+
+One codec serves every side of the protocol: the replica parses requests and encodes responses,
+the gateway decodes replicas' responses to vote on them, tests and clients encode requests.
+Every malformed body raises `BadRequest` with a message that names the field; callers decoding
+*responses* map it to their own protocol error.
+
+Binary tensor data extension (Triton): the body is the JSON header followed by raw little-endian
+tensors in tensor order; ``Inference-Header-Content-Length`` gives the JSON length; a binary
+tensor has ``parameters.binary_data_size`` instead of ``data``. BYTES elements are a 4-byte
+little-endian length followed by the bytes.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import orjson
+
+from replicas.errors import BadRequest
+from replicas.signature import DATATYPES, Signature, TensorSpec, datatype_of
+
+HEADER_LENGTH = "inference-header-content-length"
+JSON_CONTENT_TYPE = "application/json"
+BINARY_CONTENT_TYPE = "application/octet-stream"
+
+Array = npt.NDArray[Any]
+
+_INTEGER_KINDS = "iu"
+_ALLOWED_KINDS = {"BOOL": "b", "FP16": "iuf", "FP32": "iuf", "FP64": "iuf"}
+_KIND_WORDS = {"b": "booleans", "i": "integers", "u": "integers", "f": "non-integers",
+               "U": "strings", "S": "strings", "O": "non-numeric values"}
+_LENGTH = struct.Struct("<I")
+
+
+@dataclass(frozen=True, slots=True)
+class RequestedOutput:
+    name: str
+    binary: bool
+
+
+@dataclass(frozen=True, slots=True)
+class InferRequest:
+    """A validated request: inputs as numpy arrays shaped as the request said."""
+
+    id: str | None
+    inputs: dict[str, Array]
+    outputs: tuple[RequestedOutput, ...] | None  # None: the client asked for all outputs
+    binary_output: bool  # request-level ``binary_data_output``: default for every output
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def rows(self) -> int:
+        """Batch size: the first dimension of the first input (1 for a scalar input)."""
+        first = next(iter(self.inputs.values()))
+        return int(first.shape[0]) if first.ndim else 1
+
+    def requested(self, available: Sequence[str]) -> tuple[RequestedOutput, ...]:
+        """The outputs to return: the requested ones, or all of ``available``."""
+        if self.outputs is not None:
+            return self.outputs
+        return tuple(RequestedOutput(name, self.binary_output) for name in available)
+
+
+@dataclass(frozen=True, slots=True)
+class InferResponse:
+    model_name: str
+    model_version: str | None
+    id: str | None
+    outputs: dict[str, Array]
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedBody:
+    """A body ready to send; ``json_length`` is set only when binary tensors follow the JSON."""
+
+    body: bytes
+    json_length: int | None = None
+
+    @property
+    def content_type(self) -> str:
+        return JSON_CONTENT_TYPE if self.json_length is None else BINARY_CONTENT_TYPE
+
+    def headers(self) -> dict[str, str]:
+        headers = {"content-type": self.content_type}
+        if self.json_length is not None:
+            headers[HEADER_LENGTH] = str(self.json_length)
+        return headers
+
+
+# ---------------------------------------------------------------------------------- decoding
+
+
+def parse_infer_request(
+    body: bytes, header_length: str | int | None = None, signature: Signature | None = None
+) -> InferRequest:
+    """Parse and validate an infer request; with a ``signature``, check it against the model."""
+    doc, binary = _load(body, header_length)
+    request_id = doc.get("id")
+    if request_id is not None and not isinstance(request_id, str):
+        raise BadRequest(f"'id' must be a string, got {request_id!r}")
+    params = _parameters(doc.get("parameters"), "parameters")
+    binary_output = _flag(params, "binary_data_output", "parameters", default=False)
+    if "inputs" not in doc:
+        raise BadRequest("missing 'inputs'")
+    raw_inputs = doc["inputs"]
+    if not isinstance(raw_inputs, list) or not raw_inputs:
+        raise BadRequest("'inputs' must be a non-empty list")
+    inputs: dict[str, Array] = {}
+    for i, obj in enumerate(raw_inputs):
+        name = _name(obj, f"inputs[{i}]")
+        spec = None
+        if signature is not None:
+            spec = signature.input(name)
+            if spec is None:
+                known = ", ".join(signature.input_names)
+                raise BadRequest(f"unknown input '{name}'; the model's inputs are: {known}")
+        if name in inputs:
+            raise BadRequest(f"input '{name}' appears twice")
+        inputs[name] = _decode_tensor(obj, f"input '{name}'", binary, spec, allow_empty=False)
+    if signature is not None:
+        for name in signature.input_names:
+            if name not in inputs:
+                raise BadRequest(f"missing input '{name}'")
+    binary.finish()
+    outputs = _requested_outputs(doc.get("outputs"), binary_output, signature)
+    return InferRequest(request_id, inputs, outputs, binary_output, params)
+
+
+def decode_infer_response(body: bytes, header_length: str | int | None = None) -> InferResponse:
+    """Decode an infer response (JSON or binary outputs) into numpy arrays."""
+    doc, binary = _load(body, header_length)
+    model_name = doc.get("model_name")
+    if not isinstance(model_name, str):
+        raise BadRequest("response has no string 'model_name'")
+    version, response_id = doc.get("model_version"), doc.get("id")
+    raw_outputs = doc.get("outputs")
+    if not isinstance(raw_outputs, list):
+        raise BadRequest("response has no 'outputs' list")
+    outputs: dict[str, Array] = {}
+    for i, obj in enumerate(raw_outputs):
+        name = _name(obj, f"outputs[{i}]")
+        outputs[name] = _decode_tensor(obj, f"output '{name}'", binary, None, allow_empty=True)
+    binary.finish()
+    return InferResponse(
+        model_name,
+        None if version is None else str(version),
+        None if response_id is None else str(response_id),
+        outputs,
+        _parameters(doc.get("parameters"), "parameters"),
+    )
+
+
+class _BinaryReader:
+    """Hands out the binary section's bytes in tensor order and checks none are left over."""
+
+    def __init__(self, data: memoryview, has_header: bool) -> None:
+        self._data = data
+        self._offset = 0
+        self._has_header = has_header
+
+    def take(self, size: int, where: str) -> memoryview:
+        left = len(self._data) - self._offset
+        if size > left:
+            if not self._has_header:
+                raise BadRequest(
+                    f"{where}: binary_data_size {size} but the request has no binary data "
+                    f"(no Inference-Header-Content-Length header)"
+                )
+            raise BadRequest(f"{where}: binary_data_size {size} exceeds the {left} bytes left")
+        chunk = self._data[self._offset : self._offset + size]
+        self._offset += size
+        return chunk
+
+    def finish(self) -> None:
+        left = len(self._data) - self._offset
+        if left:
+            raise BadRequest(f"{left} bytes of binary data follow the JSON but no tensor claims them")
+
+
+def _load(body: bytes, header_length: str | int | None) -> tuple[dict[str, Any], _BinaryReader]:
+    view = memoryview(body)
+    json_part, rest = view, view[len(view) :]
+    if header_length is not None:
+        try:
+            n = int(header_length)
+        except ValueError:
+            n = -1
+        if not 0 <= n <= len(view):
+            raise BadRequest(
+                f"Inference-Header-Content-Length {header_length!r} is not a length within "
+                f"the {len(view)}-byte body"
+            )
+        json_part, rest = view[:n], view[n:]
+    try:
+        doc = orjson.loads(json_part)
+    except orjson.JSONDecodeError as exc:
+        raise BadRequest(f"malformed JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise BadRequest(f"the body must be a JSON object, got {type(doc).__name__}")
+    return doc, _BinaryReader(rest, header_length is not None)
+
+
+def _name(obj: object, where: str) -> str:
+    if not isinstance(obj, dict):
+        raise BadRequest(f"{where} must be an object")
+    name = obj.get("name")
+    if not isinstance(name, str) or not name:
+        raise BadRequest(f"{where}: 'name' must be a non-empty string")
+    return name
+
+
+def _parameters(raw: object, where: str) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise BadRequest(f"{where} must be an object")
+    return raw
+
+
+def _flag(params: Mapping[str, Any], key: str, where: str, *, default: bool) -> bool:
+    value = params.get(key, default)
+    if not isinstance(value, bool):
+        raise BadRequest(f"{where}.{key} must be true or false, got {value!r}")
+    return value
+
+
+def _requested_outputs(
+    raw: object, default_binary: bool, signature: Signature | None
+) -> tuple[RequestedOutput, ...] | None:
+    if raw is None or raw == []:
+        return None
+    if not isinstance(raw, list):
+        raise BadRequest("'outputs' must be a list")
+    result = []
+    for i, obj in enumerate(raw):
+        name = _name(obj, f"outputs[{i}]")
+        if signature is not None and signature.output(name) is None:
+            known = ", ".join(signature.output_names)
+            raise BadRequest(f"unknown output '{name}'; the model's outputs are: {known}")
+        params = _parameters(obj.get("parameters"), f"output '{name}' parameters")
+        binary = _flag(params, "binary_data", f"output '{name}' parameters", default=default_binary)
+        result.append(RequestedOutput(name, binary))
+    return tuple(result)
+
+
+def _decode_tensor(
+    obj: dict[str, Any],
+    where: str,
+    binary: _BinaryReader,
+    spec: TensorSpec | None,
+    *,
+    allow_empty: bool,
+) -> Array:
+    datatype = obj.get("datatype")
+    if not isinstance(datatype, str) or datatype not in DATATYPES:
+        raise BadRequest(f"{where}: unknown datatype {datatype!r}")
+    if spec is not None and datatype != spec.datatype:
+        raise BadRequest(f"{where}: datatype {datatype} does not match the model's {spec.datatype}")
+    shape = obj.get("shape")
+    if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
+        raise BadRequest(f"{where}: 'shape' must be a list of non-negative integers, got {shape!r}")
+    if spec is not None:
+        _check_shape(shape, spec, where)
+    if not allow_empty and shape and shape[0] == 0:
+        raise BadRequest(f"{where}: batch of 0 rows (shape {shape})")
+    count = math.prod(shape)
+    params = _parameters(obj.get("parameters"), f"{where} parameters")
+    size = params.get("binary_data_size")
+    if size is not None:
+        if "data" in obj:
+            raise BadRequest(f"{where}: has both 'data' and binary_data_size")
+        if type(size) is not int or size < 0:
+            raise BadRequest(f"{where}: binary_data_size must be a non-negative integer")
+        return _from_binary(binary.take(size, where), datatype, shape, count, where)
+    if "data" not in obj:
+        raise BadRequest(f"{where}: missing 'data' (or parameters.binary_data_size)")
+    return _from_json(obj["data"], datatype, shape, count, where)
+
+
+def _check_shape(shape: list[int], spec: TensorSpec, where: str) -> None:
+    want = list(spec.shape)
+    if len(shape) != len(want):
+        raise BadRequest(
+            f"{where}: shape {shape} has rank {len(shape)}, the model expects rank "
+            f"{len(want)} {want}"
+        )
+    for dim, (got, expected) in enumerate(zip(shape, want, strict=True)):
+        if expected not in (-1, got):
+            raise BadRequest(
+                f"{where}: shape {shape} does not match the model's {want} "
+                f"(dimension {dim} must be {expected})"
+            )
+
+
+def _from_binary(raw: memoryview, datatype: str, shape: list[int], count: int, where: str) -> Array:
+    if datatype == "BYTES":
+        return _bytes_elements(raw, count, where).reshape(shape)
+    dtype = DATATYPES[datatype]
+    expected = count * dtype.itemsize
+    if len(raw) != expected:
+        raise BadRequest(
+            f"{where}: binary_data_size {len(raw)} does not match shape {shape} of {datatype} "
+            f"({expected} bytes)"
+        )
+    return np.frombuffer(raw, dtype=dtype).astype(dtype.newbyteorder("="), copy=False).reshape(shape)
+
+
+def _bytes_elements(raw: memoryview, count: int, where: str) -> Array:
+    items: list[bytes] = []
+    offset = 0
+    while offset < len(raw):
+        if offset + 4 > len(raw):
+            raise BadRequest(f"{where}: truncated BYTES element length")
+        (n,) = _LENGTH.unpack_from(raw, offset)
+        if offset + 4 + n > len(raw):
+            raise BadRequest(f"{where}: BYTES element of {n} bytes runs past the data")
+        items.append(bytes(raw[offset + 4 : offset + 4 + n]))
+        offset += 4 + n
+    if len(items) != count:
+        raise BadRequest(f"{where}: binary data has {len(items)} BYTES elements, shape needs {count}")
+    out = np.empty(count, dtype=object)
+    out[:] = items
+    return out
+
+
+def _from_json(data: object, datatype: str, shape: list[int], count: int, where: str) -> Array:
+    if not isinstance(data, list):
+        raise BadRequest(f"{where}: 'data' must be a list")
+    if datatype == "BYTES":
+        flat = _flatten(data)
+        if not all(isinstance(x, str) for x in flat):
+            raise BadRequest(f"{where}: 'data' must contain only strings for datatype BYTES")
+        if len(flat) != count:
+            raise BadRequest(f"{where}: 'data' has {len(flat)} elements but shape {shape} needs {count}")
+        out = np.empty(count, dtype=object)
+        out[:] = [x.encode() for x in flat]
+        return out.reshape(shape)
+    try:
+        arr = np.asarray(data)
+    except ValueError:
+        raise BadRequest(f"{where}: 'data' is ragged (nested lists of unequal length)") from None
+    if arr.size != count:
+        raise BadRequest(f"{where}: 'data' has {arr.size} elements but shape {shape} needs {count}")
+    allowed = _ALLOWED_KINDS.get(datatype, _INTEGER_KINDS)
+    if count and arr.dtype.kind not in allowed:
+        wanted = {"b": "booleans", "iu": "integers"}.get(allowed, "numbers")
+        found = _KIND_WORDS.get(arr.dtype.kind, str(arr.dtype))
+        raise BadRequest(f"{where}: 'data' must contain only {wanted} for {datatype}, found {found}")
+    target = DATATYPES[datatype]
+    if count and allowed == _INTEGER_KINDS:
+        info = np.iinfo(target)
+        if arr.min() < info.min or arr.max() > info.max:
+            raise BadRequest(f"{where}: 'data' has values out of range for {datatype}")
+    return arr.astype(target.newbyteorder("="), copy=False).reshape(shape)
+
+
+def _flatten(data: list[Any]) -> list[Any]:
+    flat: list[Any] = []
+    stack: list[Any] = [iter(data)]
+    while stack:
+        for item in stack[-1]:
+            if isinstance(item, list):
+                stack.append(iter(item))
+                break
+            flat.append(item)
+        else:
+            stack.pop()
+    return flat
+
+
+# ---------------------------------------------------------------------------------- encoding
+
+
+def encode_infer_response(
+    model_name: str,
+    model_version: str | None,
+    outputs: Iterable[tuple[str, Array, bool]],
+    *,
+    request_id: str | None = None,
+    parameters: Mapping[str, Any] | None = None,
+) -> EncodedBody:
+    """Encode ``(name, array, binary)`` outputs; binary ones go after the JSON header."""
+    doc: dict[str, Any] = {"model_name": model_name}
+    if model_version is not None:
+        doc["model_version"] = model_version
+    if request_id is not None:
+        doc["id"] = request_id
+    if parameters:
+        doc["parameters"] = dict(parameters)
+    chunks: list[bytes] = []
+    doc["outputs"] = [_encode_tensor(name, arr, binary, chunks) for name, arr, binary in outputs]
+    return _finish(doc, chunks)
+
+
+def encode_infer_request(
+    inputs: Mapping[str, Array],
+    outputs: Sequence[str] | None = None,
+    *,
+    binary_inputs: bool = False,
+    binary_outputs: bool = False,
+    request_id: str | None = None,
+) -> EncodedBody:
+    """Encode a request as tritonclient would (binary inputs and/or binary outputs)."""
+    doc: dict[str, Any] = {}
+    if request_id is not None:
+        doc["id"] = request_id
+    chunks: list[bytes] = []
+    doc["inputs"] = [_encode_tensor(n, a, binary_inputs, chunks) for n, a in inputs.items()]
+    if outputs is not None:
+        doc["outputs"] = [{"name": n, "parameters": {"binary_data": binary_outputs}} for n in outputs]
+    elif binary_outputs:
+        doc["parameters"] = {"binary_data_output": True}
+    return _finish(doc, chunks)
+
+
+def _encode_tensor(name: str, arr: Array, binary: bool, chunks: list[bytes]) -> dict[str, Any]:
+    datatype = datatype_of(arr.dtype)
+    entry: dict[str, Any] = {"name": name, "datatype": datatype, "shape": list(arr.shape)}
+    if binary:
+        raw = _tensor_bytes(arr, datatype)
+        entry["parameters"] = {"binary_data_size": len(raw)}
+        chunks.append(raw)
+    elif datatype == "BYTES":
+        entry["data"] = [x.decode(errors="replace") if isinstance(x, bytes) else str(x)
+                         for x in arr.ravel()]
+    elif datatype == "FP16":
+        entry["data"] = arr.ravel().astype(np.float32)
+    else:
+        entry["data"] = np.ascontiguousarray(arr.ravel()).astype(arr.dtype.newbyteorder("="))
+    return entry
+
+
+def _tensor_bytes(arr: Array, datatype: str) -> bytes:
+    if datatype == "BYTES":
+        parts = []
+        for x in arr.ravel():
+            b = x if isinstance(x, bytes) else str(x).encode()
+            parts.append(_LENGTH.pack(len(b)) + b)
+        return b"".join(parts)
+    return arr.astype(DATATYPES[datatype], copy=False).tobytes()
+
+
+def _finish(doc: dict[str, Any], chunks: list[bytes]) -> EncodedBody:
+    head = orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY)
+    if not chunks:
+        return EncodedBody(head)
+    return EncodedBody(b"".join([head, *chunks]), len(head))

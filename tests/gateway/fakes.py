@@ -1,0 +1,61 @@
+"""Fakes for fast unit tests of the gateway: a scripted transport (no network)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Mapping
+
+from gateway.upstream.transport import Endpoint, UpstreamResponse
+
+Behaviour = Callable[[str, str, bytes], Awaitable[UpstreamResponse]]
+
+
+def reply(status: int = 200, body: bytes = b'{"model_name":"m","outputs":[]}') -> Behaviour:
+    async def behave(method: str, path: str, payload: bytes) -> UpstreamResponse:
+        return UpstreamResponse(status, {"content-type": "application/json"}, body)
+
+    return behave
+
+
+def fail(error: Exception) -> Behaviour:
+    async def behave(method: str, path: str, payload: bytes) -> UpstreamResponse:
+        raise error
+
+    return behave
+
+
+def hang() -> Behaviour:
+    async def behave(method: str, path: str, payload: bytes) -> UpstreamResponse:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    return behave
+
+
+class FakeTransport:
+    """Answers by endpoint authority (``host:port``) with a scripted behaviour."""
+
+    name = "fake"
+
+    def __init__(self, behaviours: Mapping[str, Behaviour] | None = None) -> None:
+        self.behaviours: dict[str, Behaviour] = dict(behaviours or {})
+        self.calls: dict[str, list[str]] = defaultdict(list)
+        self.closed = False
+
+    async def request(
+        self,
+        endpoint: Endpoint,
+        method: str,
+        path: str,
+        *,
+        body: bytes = b"",
+        headers: Mapping[str, str] | None = None,
+        timeout: float,
+    ) -> UpstreamResponse:
+        self.calls[endpoint.authority].append(f"{method} {path}")
+        behave = self.behaviours.get(endpoint.authority, reply())
+        return await asyncio.wait_for(behave(method, path, body), timeout)
+
+    async def aclose(self) -> None:
+        self.closed = True

@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+import asyncio
+import http.client
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from pathlib import Path
+
+import pytest
+import uvloop
+
+from gateway.upstream.transport import Endpoint
+from tests.gateway.upstream.scripted_server import ScriptedServer
+
+ECHO_APP = Path(__file__).with_name("echo_app.py")
+
+
+def pytest_asyncio_loop_factories(
+    config: pytest.Config, item: pytest.Item
+) -> Mapping[str, Callable[[], asyncio.AbstractEventLoop]]:
+    """Every async test here runs on both loops the gateway supports."""
+    return {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[ScriptedServer]:
+    scripted = ScriptedServer()
+    await scripted.start()
+    try:
+        yield scripted
+    finally:
+        await scripted.stop()
+
+
+@pytest.fixture
+def endpoint(server: ScriptedServer) -> Endpoint:
+    return Endpoint("127.0.0.1", server.port)
+
+
+@pytest.fixture(scope="module")
+def uvicorn_endpoint() -> Iterator[Endpoint]:
+    """A uvicorn echo server in a subprocess, on a socket bound here (so no port race)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    port = sock.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, str(ECHO_APP), str(sock.fileno())], pass_fds=[sock.fileno()])
+    sock.close()
+    try:
+        _wait_ready(port)
+        yield Endpoint("127.0.0.1", port)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def _wait_ready(port: int, within_s: float = 30.0) -> None:
+    """Block until the server answers: the bound socket queues our request until uvicorn
+    accepts it, and if the child dies the socket closes and the request fails at once."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=within_s)
+    try:
+        conn.request("GET", "/ready")
+        assert conn.getresponse().status == 200
+    finally:
+        conn.close()
