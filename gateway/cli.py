@@ -7,11 +7,11 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import sys
 
 import uvicorn
+import uvloop
 
 from gateway.api.app import GatewayApp
 from gateway.config import ConfigError, GatewayConfig, load_config
@@ -48,29 +48,27 @@ def _serve(args: argparse.Namespace) -> int:
 def _up(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     launcher = Launcher(config)
-    launcher.check()
 
     async def run() -> None:
-        try:
-            await launcher.start()
-            log.info("%d local replica(s) ready; starting the gateway", len(launcher.replicas))
-            await _server(config, args.host, args.port).serve()
-        finally:
-            launcher.stop()
+        await launcher.wait_ready()
+        log.info("%d local replica(s) ready; starting the gateway", len(launcher.replicas))
+        await _server(config, args.host, args.port).serve()
 
     try:
-        import uvloop
-
+        launcher.spawn()
         uvloop.run(run())
     except KeyboardInterrupt:
         pass
+    finally:
+        launcher.stop()
     return 0
 
 
 def _check(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     replicas = sum(len(p.replicas) for p in config.pools.values())
-    print(f"{args.config}: ok ({len(config.models)} models, {len(config.pools)} pools, {replicas} replicas)")
+    counts = f"{len(config.models)} models, {len(config.pools)} pools, {replicas} replicas"
+    print(f"{args.config}: ok ({counts})")
     return 0
 
 
@@ -93,7 +91,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     args = parser().parse_args(argv)
     try:
         result: int = args.func(args)

@@ -8,6 +8,7 @@ SIGKILL. On Linux each child also gets SIGKILL if this process dies without clea
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import logging
 import signal
@@ -57,10 +58,8 @@ def replica_argv(pool: PoolConfig, replica: ReplicaConfig, launch: LocalLaunch) 
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
-    try:
+    with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass
 
 
 class Launcher:
@@ -76,7 +75,8 @@ class Launcher:
                     "(build the models with `replica build-models`)"
                 )
 
-    async def start(self) -> None:
+    def spawn(self) -> None:
+        """Starts every local replica process; `wait_ready` then waits for them."""
         self.check()
         for pool in self._config.pools.values():
             if pool.local is None:
@@ -88,7 +88,6 @@ class Launcher:
                 )
                 self.replicas.append(LocalReplica(replica, process))
                 log.info("started replica %s (pid %d) on %s", replica.id, process.pid, replica.url)
-        await self.wait_ready()
 
     async def wait_ready(self) -> None:
         async with httpx.AsyncClient(trust_env=False) as client:
@@ -120,7 +119,9 @@ class Launcher:
             try:
                 local.process.wait(timeout=STOP_GRACE_S)
             except subprocess.TimeoutExpired:
-                log.warning("replica %s ignored SIGTERM; killing pid %d", local.replica.id, local.pid)
+                log.warning(
+                    "replica %s ignored SIGTERM; killing pid %d", local.replica.id, local.pid
+                )
                 local.process.kill()
                 local.process.wait()
         self.replicas.clear()

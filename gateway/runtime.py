@@ -148,4 +148,3 @@ class Gateway:
             },
             "pools": self.registry.snapshot(),
         }
-

@@ -32,7 +32,9 @@ class AttemptLayer:
         timeout = call.deadline.remaining()
         if timeout < MIN_TRY_TIMEOUT_S:
             if replica.breaker is not None:  # hand back a half-open permit
-                replica.breaker.record(Outcome(OutcomeKind.CANCELLED, replica.id, 0.0), breaker_state)
+                replica.breaker.record(
+                    Outcome(OutcomeKind.CANCELLED, replica.id, 0.0), breaker_state
+                )
             raise UpstreamTimeout("no time left for another attempt")
         started = self._clock.now()
         replica.started()

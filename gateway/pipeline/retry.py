@@ -30,7 +30,7 @@ from gateway.policies.budget import RetryBudget
 MIN_TRY_S = 0.005  # a retry needs at least this much time left after its backoff
 
 
-class StopBeforeDeadline(stop_base):  # type: ignore[misc]
+class StopBeforeDeadline(stop_base):
     """Stops when the upcoming backoff would leave less than ``min_try_s`` before the deadline."""
 
     def __init__(self, deadline: Deadline, min_try_s: float = MIN_TRY_S) -> None:
@@ -58,7 +58,9 @@ class RetryLayer:
             policy = call.model.retry
             if policy.max_attempts < 2 or not _retryable(first):
                 raise
-            jitter = FullJitter(policy.backoff_base_ms / 1000, policy.backoff_max_ms / 1000, self._rng)
+            jitter = FullJitter(
+                policy.backoff_base_ms / 1000, policy.backoff_max_ms / 1000, self._rng
+            )
             wait = jitter.for_retry(0)
             if call.deadline.remaining() - wait < MIN_TRY_S or not self._budget.try_spend():
                 raise
@@ -68,7 +70,9 @@ class RetryLayer:
     def _should_retry(self, error: BaseException) -> bool:
         return _retryable(error) and self._budget.try_spend()
 
-    async def _retry(self, call: InferCall, first: UpstreamError, jitter: FullJitter) -> InferResult:
+    async def _retry(
+        self, call: InferCall, first: UpstreamError, jitter: FullJitter
+    ) -> InferResult:
         last = [first]
         exhausted = False
 
@@ -96,4 +100,6 @@ class RetryLayer:
 
 
 def _retryable(error: BaseException) -> bool:
-    return isinstance(error, UpstreamError) and error.outcome is not None and error.outcome.retryable
+    return (
+        isinstance(error, UpstreamError) and error.outcome is not None and error.outcome.retryable
+    )

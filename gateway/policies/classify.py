@@ -8,7 +8,7 @@ so they can never disagree about what happened (as in linkerd2-proxy's response 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from gateway.errors import (
     UpstreamConnectError,
@@ -20,7 +20,7 @@ from gateway.errors import (
 RETRYABLE_STATUSES = frozenset({500, 502, 503, 504})
 
 
-class OutcomeKind(str, Enum):
+class OutcomeKind(StrEnum):
     SUCCESS = "success"
     CLIENT_ERROR = "client_error"  # 4xx: the request is wrong, never the replica's fault
     SERVER_ERROR = "server_error"  # 5xx from the replica
@@ -55,7 +55,9 @@ class Outcome:
 
     def describe(self) -> str:
         if self.status is not None:
-            return f"{self.replica} answered {self.status}" + (f": {self.detail}" if self.detail else "")
+            return f"{self.replica} answered {self.status}" + (
+                f": {self.detail}" if self.detail else ""
+            )
         return f"{self.replica}: {self.kind.value}" + (f": {self.detail}" if self.detail else "")
 
 

@@ -97,7 +97,7 @@ class AiohttpTransport:
         *,
         body: bytes = b"",
         headers: Mapping[str, str] | None = None,
-        timeout: float,  # noqa: ASYNC109 - the Transport contract
+        timeout: float,
     ) -> UpstreamResponse:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
@@ -122,7 +122,7 @@ class AiohttpTransport:
         url: str,
         body: bytes,
         headers: Mapping[str, str] | None,
-        timeout: float,  # noqa: ASYNC109 - the Transport contract
+        timeout: float,
     ) -> UpstreamResponse:
         session = self._session
         if session is None:

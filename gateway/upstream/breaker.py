@@ -15,6 +15,7 @@ half-open, and wraps calls synchronously. This adapter closes those gaps:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 
@@ -43,7 +44,7 @@ def _fail() -> None:
     raise _Failed
 
 
-class _Listener(pybreaker.CircuitBreakerListener):  # type: ignore[misc]
+class _Listener(pybreaker.CircuitBreakerListener):
     def __init__(self, owner: ReplicaBreaker) -> None:
         self._owner = owner
 
@@ -81,9 +82,7 @@ class ReplicaBreaker:
     def state(self) -> str:
         state: str = self._cb.current_state
         if state == OPEN and self._clock.now() - self._opened_at >= self._config.reset_timeout_s:
-            self._cb.half_open()
-            self._half_open_in_flight = 0
-            self.on_state_change(OPEN, HALF_OPEN)
+            self._cb.half_open()  # pybreaker notifies the listener -> on_state_change
             state = HALF_OPEN
         return state
 
@@ -113,10 +112,8 @@ class ReplicaBreaker:
             return
         if self._cb.current_state == OPEN:
             return  # a straggler from before the trip: the verdict is already in
-        try:
+        with contextlib.suppress(_Failed, pybreaker.CircuitBreakerError):
             self._cb.call(_fail if outcome.is_failure else _succeed)
-        except (_Failed, pybreaker.CircuitBreakerError):
-            pass
 
     def on_state_change(self, old: str, new: str) -> None:
         if old == new:
@@ -124,8 +121,7 @@ class ReplicaBreaker:
         self.transitions += 1
         if new == OPEN:
             self._opened_at = self._clock.now()
-        if new != HALF_OPEN:
-            self._half_open_in_flight = 0
+        self._half_open_in_flight = 0
         log.info("breaker of %s: %s -> %s", self.replica_id, old, new)
         for listener in self._listeners:
             listener(self.replica_id, old, new)

@@ -73,7 +73,7 @@ class FastTransport:
         *,
         body: bytes = b"",
         headers: Mapping[str, str] | None = None,
-        timeout: float,  # noqa: ASYNC109 - the Transport contract
+        timeout: float,
     ) -> UpstreamResponse:
         raw = encode_request(endpoint, method, path, body, headers)
         deadline = asyncio.get_running_loop().time() + timeout

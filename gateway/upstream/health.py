@@ -68,7 +68,10 @@ class HealthProber:
     async def probe(self, pool: Pool, replica: Replica) -> tuple[bool, str | None]:
         try:
             response = await self._transport.request(
-                replica.endpoint, "GET", pool.model_path("/ready"), timeout=pool.config.health.timeout_s
+                replica.endpoint,
+                "GET",
+                pool.model_path("/ready"),
+                timeout=pool.config.health.timeout_s,
             )
         except UpstreamError as exc:
             return False, exc.message

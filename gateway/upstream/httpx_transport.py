@@ -71,7 +71,7 @@ class HttpxTransport:
         *,
         body: bytes = b"",
         headers: Mapping[str, str] | None = None,
-        timeout: float,  # noqa: ASYNC109 - the Transport contract
+        timeout: float,
     ) -> UpstreamResponse:
         url = f"{endpoint.base_url}{path}"
         limits = httpx.Timeout(timeout, connect=min(timeout, self._connect_timeout))

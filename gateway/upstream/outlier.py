@@ -50,7 +50,9 @@ class OutlierDetector:
         if ejected >= 1 and ejected + 1 > cap:
             return False
         replica.ejections += 1
-        duration = min(self._config.base_ejection_s * replica.ejections, self._config.max_ejection_s)
+        duration = min(
+            self._config.base_ejection_s * replica.ejections, self._config.max_ejection_s
+        )
         replica.ejected_until = now + duration
         replica.last_ejected_at = now
         replica.ejection_reason = reason

@@ -46,7 +46,7 @@ class Pool:
         return self.config.version
 
     def model_path(self, suffix: str = "") -> str:
-        """The replica-side V2 path for this pool's model, e.g. ``/v2/models/m/versions/1/infer``."""
+        """The replica-side V2 path of this pool's model, e.g. ``/v2/models/m/versions/1/ready``."""
         path = f"/v2/models/{self.model}"
         if self.version is not None:
             path += f"/versions/{self.version}"

@@ -11,8 +11,9 @@ import pytest
 
 from gateway.api.app import GatewayApp
 from gateway.runtime import Gateway
+from gateway.upstream.transport import UpstreamResponse
 from tests.gateway.conftest import make_config
-from tests.gateway.fakes import FakeTransport, reply
+from tests.gateway.fakes import Behaviour, FakeTransport, reply
 
 ROW = [0.0] * 64
 REQUEST = {"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32", "data": ROW}]}
@@ -27,27 +28,32 @@ METADATA = orjson.dumps(
 
 
 class Upstream(FakeTransport):
-    """Answers metadata GETs with METADATA, readiness with 200 and infer with REPLY."""
+    """Answers metadata GETs with METADATA and readiness with 200; infer as scripted."""
 
-    async def request(self, endpoint, method, path, *, body=b"", headers=None, timeout):  # type: ignore[no-untyped-def]
-        if endpoint.authority not in self.behaviours:
-            if method == "GET" and not path.endswith("/ready"):
-                self.behaviours[endpoint.authority] = reply(200, METADATA)
-                response = await super().request(endpoint, method, path, timeout=timeout)
-                del self.behaviours[endpoint.authority]
-                return response
-        return await super().request(endpoint, method, path, body=body, timeout=timeout)
+    def __init__(self) -> None:
+        super().__init__()
+        self.infer: Behaviour = reply(200, REPLY)
+
+    def script(self, infer: Behaviour) -> None:
+        self.infer = infer
+        for port in range(9000, 9003):
+            self.behaviours[f"127.0.0.1:{port}"] = self._route
+
+    async def _route(self, method: str, path: str, payload: bytes) -> UpstreamResponse:
+        if method == "GET":
+            return UpstreamResponse(200, {}, b"{}" if path.endswith("/ready") else METADATA)
+        return await self.infer(method, path, payload)
 
 
 @pytest.fixture
 async def upstream() -> Upstream:
-    return Upstream({})
+    transport = Upstream()
+    transport.script(reply(200, REPLY))
+    return transport
 
 
 @pytest.fixture
 async def client(upstream: Upstream) -> AsyncIterator[httpx.AsyncClient]:
-    for port in range(9000, 9003):
-        upstream.behaviours[f"127.0.0.1:{port}"] = reply(200, REPLY)
     gateway = Gateway(make_config(), transport=upstream, rng=random.Random(0))
     await gateway.start()
     for replica in gateway.registry.replicas():
@@ -98,8 +104,7 @@ async def test_bad_input_is_a_precise_4xx(
 
 
 async def test_replica_5xx_becomes_503_json(client: httpx.AsyncClient, upstream: Upstream) -> None:
-    for port in range(9000, 9003):
-        upstream.behaviours[f"127.0.0.1:{port}"] = reply(500, b'{"error": "boom"}')
+    upstream.script(reply(500, b'{"error": "boom"}'))
     response = await client.post("/v2/models/digits/infer", json=REQUEST)
     assert response.status_code == 503
     assert "boom" in response.json()["error"]
@@ -117,8 +122,6 @@ async def test_health_and_server_metadata(client: httpx.AsyncClient) -> None:
 
 
 async def test_model_metadata_is_renamed(client: httpx.AsyncClient, upstream: Upstream) -> None:
-    for port in range(9000, 9003):
-        del upstream.behaviours[f"127.0.0.1:{port}"]
     metadata = (await client.get("/v2/models/digits")).json()
     assert metadata["name"] == "digits" and metadata["versions"] == ["1"]
     assert (await client.get("/v2/models/digits/versions/2")).status_code == 404

@@ -59,4 +59,6 @@ def test_missing_file_and_bad_yaml(tmp_path: Path) -> None:
 
 def test_timeout_over_cap_rejected() -> None:
     with pytest.raises(ConfigError, match="timeout_ms must not exceed max_timeout_ms"):
-        parse_config({**GOOD, "models": {"d": {"pool": "p", "timeout_ms": 10, "max_timeout_ms": 5}}})
+        parse_config(
+            {**GOOD, "models": {"d": {"pool": "p", "timeout_ms": 10, "max_timeout_ms": 5}}}
+        )

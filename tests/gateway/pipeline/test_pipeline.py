@@ -8,10 +8,10 @@ import pytest
 
 from gateway.clock import MonotonicClock
 from gateway.config import GatewayConfig
+from gateway.config.models import RetryBudgetConfig
 from gateway.deadline import Deadline
 from gateway.errors import DeadlineExceeded, UpstreamConnectError, UpstreamFailed
 from gateway.pipeline.build import build_pipeline
-from gateway.config.models import RetryBudgetConfig
 from gateway.pipeline.call import Handler, InferCall
 from gateway.policies.budget import RetryBudget
 from gateway.upstream.registry import Registry

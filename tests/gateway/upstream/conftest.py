@@ -20,7 +20,9 @@ ECHO_APP = Path(__file__).with_name("echo_app.py")
 def pytest_asyncio_loop_factories(
     config: pytest.Config, item: pytest.Item
 ) -> Mapping[str, Callable[[], asyncio.AbstractEventLoop]]:
-    """Every async test here runs on both loops the gateway supports."""
+    """The transport tests run on both loops the gateway supports; other tests as before."""
+    if item.path.name != "test_transports.py":
+        return {"asyncio": asyncio.new_event_loop}
     return {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
 
 
@@ -46,7 +48,9 @@ def uvicorn_endpoint() -> Iterator[Endpoint]:
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)
     port = sock.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, str(ECHO_APP), str(sock.fileno())], pass_fds=[sock.fileno()])
+    proc = subprocess.Popen(
+        [sys.executable, str(ECHO_APP), str(sock.fileno())], pass_fds=[sock.fileno()]
+    )
     sock.close()
     try:
         _wait_ready(port)

@@ -49,7 +49,8 @@ def test_binary_inputs() -> None:
         (b'{"inputs": [{"name": "x", "shape": [1], "data": [1]}]}', None, "'datatype'"),
         (b'{"inputs": [{"name": "x", "shape": [-1], "datatype": "FP32", "data": [1]}]}', None,
          "'shape'"),
-        (b'{"inputs": [{"name": "x", "shape": [1], "datatype": "FP32"}]}', None, "'data' is missing"),
+        (b'{"inputs": [{"name": "x", "shape": [1], "datatype": "FP32"}]}', None,
+         "'data' is missing"),
         (b'{"inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": 3}]}', None,
          "'data' must be a list"),
         (b'{"id": 5, "inputs": []}', None, "'id' must be a string"),
@@ -59,6 +60,8 @@ def test_binary_inputs() -> None:
         (_body() + b"xx", str(len(_body())), "binary tensor data is 2 bytes"),
     ],
 )  # fmt: skip
-def test_bad_requests_name_the_problem(body: bytes, header_length: str | None, message: str) -> None:
+def test_bad_requests_name_the_problem(
+    body: bytes, header_length: str | None, message: str
+) -> None:
     with pytest.raises(BadRequest, match=message):
         parse_infer_request(body, header_length)

@@ -17,7 +17,7 @@ def test_binary_reply_keeps_its_tensor_bytes() -> None:
     tensor = bytes(range(16))
     new, length = rename_reply(header + tensor, str(len(header)), "digits", "1")
     assert length is not None
-    assert new[int(length):] == tensor
+    assert new[int(length) :] == tensor
     assert orjson.loads(new[: int(length)])["model_name"] == "digits"
 
 

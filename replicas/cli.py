@@ -1,0 +1,105 @@
+"""The ``replica`` command: ``serve`` one ONNX model over V2 REST, or ``build-models``.
+
+Heavy imports (uvicorn, onnxruntime, scikit-learn) happen inside each subcommand so that
+``replica --help`` is instant and ``serve`` never loads scikit-learn.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="replica", description="Serve or build V2 (Open Inference Protocol) models.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="serve one ONNX model over the V2 REST protocol")
+    serve.add_argument("--model", required=True, type=Path, help="path of the .onnx file")
+    serve.add_argument("--name", required=True, help="model name in the V2 URLs")
+    serve.add_argument("--version", default="1", help="model version (default: 1)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", required=True, type=int, help="TCP port (0: any free port)")
+    serve.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    serve.add_argument(
+        "--threads", type=int, default=1, help="inference worker threads (default: 1)"
+    )
+    serve.add_argument(
+        "--enable-faults", action="store_true", help="expose /admin/faults (chaos tests only)"
+    )
+    serve.add_argument("--fault-seed", type=int, default=None, help="seed for fault randomness")
+    serve.add_argument(
+        "--graceful-timeout",
+        type=float,
+        default=30.0,
+        help="seconds in-flight requests get to finish after SIGTERM (default: 30)",
+    )
+    serve.add_argument(
+        "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
+    )
+    serve.set_defaults(run=_serve)
+
+    build = sub.add_parser("build-models", help="train, export and verify the digits models")
+    build.add_argument("--out", type=Path, default=Path("models"))
+    build.add_argument("--fallback-dir", type=Path, default=Path("fallback_models"))
+    build.add_argument(
+        "--refresh-fallback",
+        action="store_true",
+        help="rebuild the committed fallback model and golden set (changes their SHA-256)",
+    )
+    build.set_defaults(run=_build)
+    return parser
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from replicas.serve import ServeOptions, serve
+
+    if not args.model.is_file():
+        print(f"replica: model file not found: {args.model}", file=sys.stderr)
+        return 2
+    if args.threads < 1:
+        print("replica: --threads must be >= 1", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=args.log_level.upper(), format=LOG_FORMAT)
+    options = ServeOptions(
+        model=args.model,
+        name=args.name,
+        version=args.version,
+        host=args.host,
+        port=args.port,
+        device=args.device,
+        threads=args.threads,
+        enable_faults=args.enable_faults,
+        fault_seed=args.fault_seed,
+        graceful_timeout_s=args.graceful_timeout,
+        log_level=args.log_level,
+    )
+    serve(options)
+    return 0
+
+
+def _build(args: argparse.Namespace) -> int:
+    from replicas.build import BuildError, build_models
+    from replicas.manifest import ManifestError
+
+    try:
+        build_models(args.out, args.fallback_dir, refresh_fallback=args.refresh_fallback)
+    except (BuildError, ManifestError) as exc:
+        print(f"replica build-models: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    run: Callable[[argparse.Namespace], int] = args.run
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,179 @@
+"""Retries, budget, breakers, ejection, admission and hedging through the real pipeline,
+on a scripted transport and a fake clock (no sleeping)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+import pytest
+
+from gateway.clock import FakeClock
+from gateway.config import GatewayConfig
+from gateway.config.models import RetryBudgetConfig
+from gateway.deadline import Deadline
+from gateway.errors import NoReplicaAvailable, Overloaded, UpstreamConnectError, UpstreamFailed
+from gateway.pipeline.build import Pipeline, build_pipeline
+from gateway.pipeline.call import InferCall
+from gateway.policies.budget import RetryBudget
+from gateway.upstream.breaker import OPEN
+from gateway.upstream.registry import Registry
+from gateway.upstream.transport import UpstreamResponse
+from tests.gateway.conftest import make_config
+from tests.gateway.fakes import FakeTransport, fail, hang, reply
+
+A, B, C = "127.0.0.1:9000", "127.0.0.1:9001", "127.0.0.1:9002"
+
+
+class Rig:
+    def __init__(
+        self, config: GatewayConfig, transport: FakeTransport, budget: dict[str, Any] | None = None
+    ) -> None:
+        self.clock = FakeClock()
+        self.config = config
+        self.registry = Registry(config, self.clock)
+        self.transport = transport
+        self.budget = RetryBudget(RetryBudgetConfig(**(budget or {})), self.clock)
+        self.pipeline: Pipeline = build_pipeline(
+            self.registry, transport, self.budget, self.clock, random.Random(0)
+        )
+
+    def call(self, timeout_s: float = 1.0) -> InferCall:
+        return InferCall(
+            model_name="digits",
+            model=self.config.models["digits"],
+            body=b"{}",
+            upstream_headers={},
+            deadline=Deadline.after(self.clock, timeout_s),
+            request_id="t",
+        )
+
+    async def run(self, timeout_s: float = 1.0) -> Any:
+        return await self.pipeline.handler(self.call(timeout_s))
+
+    def replica(self, index: int) -> Any:
+        return self.registry.pools["p"].replicas[index]
+
+
+async def test_a_failing_replica_is_retried_elsewhere() -> None:
+    rig = Rig(make_config(), FakeTransport({A: reply(500), B: reply(500)}))
+    for _ in range(20):
+        result = await rig.run()
+        assert result.status == 200 and result.served_by == "r2"
+    assert max(len(rig.transport.calls[k]) for k in (A, B)) <= 20
+
+
+async def test_retries_never_repeat_a_replica_and_stop_at_max_attempts() -> None:
+    rig = Rig(make_config(replicas=5, retry={"max_attempts": 3}), FakeTransport(
+        {f"127.0.0.1:{9000 + i}": fail(UpstreamConnectError("refused")) for i in range(5)}
+    ))  # fmt: skip
+    call = rig.call()
+    with pytest.raises(UpstreamFailed, match="after 3 attempt"):
+        await rig.pipeline.handler(call)
+    assert call.attempts == 3 and len(call.tried) == 3
+
+
+async def test_client_errors_are_not_retried() -> None:
+    rig = Rig(make_config(), FakeTransport({k: reply(400, b'{"error":"x"}') for k in (A, B, C)}))
+    result = await rig.run()
+    assert result.status == 400 and result.attempts == 1
+
+
+async def test_backoff_uses_the_injected_clock() -> None:
+    rig = Rig(make_config(), FakeTransport({A: reply(503), B: reply(503), C: reply(503)}))
+    with pytest.raises(UpstreamFailed):
+        await rig.run()
+    assert len(rig.clock.slept) == 2 and all(0 <= s <= 0.25 for s in rig.clock.slept)
+
+
+async def test_retry_budget_bounds_amplification_when_all_fail() -> None:
+    budget = {"ratio": 0.2, "min_per_s": 1, "window_s": 10}
+    transport = FakeTransport({k: reply(500) for k in (A, B, C)})
+    rig = Rig(make_config(retry={"max_attempts": 3}), transport, budget)
+    failed = 0
+    for _ in range(200):
+        try:
+            await rig.run()
+        except (UpstreamFailed, NoReplicaAvailable):
+            failed += 1
+    attempts = sum(len(v) for v in transport.calls.values())
+    assert failed == 200
+    assert attempts <= 1.2 * 200 + 10
+
+
+async def test_breakers_open_and_the_pool_answers_fast_503() -> None:
+    transport = FakeTransport({k: reply(500) for k in (A, B, C)})
+    rig = Rig(make_config(), transport)
+    errors = []
+    for _ in range(30):
+        try:
+            await rig.run()
+        except (UpstreamFailed, NoReplicaAvailable) as exc:
+            errors.append(exc)
+    assert all(rig.replica(i).breaker.state() == OPEN for i in range(3))
+    assert isinstance(errors[-1], NoReplicaAvailable) and errors[-1].status == 503
+    before = sum(len(v) for v in transport.calls.values())
+    with pytest.raises(NoReplicaAvailable):
+        await rig.run()
+    assert sum(len(v) for v in transport.calls.values()) == before  # no upstream call at all
+
+
+async def test_consecutive_failures_eject() -> None:
+    rig = Rig(make_config(replicas=4), FakeTransport({A: reply(500)}))
+    for _ in range(60):
+        await rig.run()
+    assert rig.replica(0).ejections >= 1
+    assert (
+        rig.registry.pools["p"].outlier.is_ejected(rig.replica(0))
+        or rig.replica(0).breaker.state() == OPEN
+    )
+
+
+async def test_standby_only_serves_while_an_active_is_down() -> None:
+    config = make_config(replicas=3)
+    pools = config.model_dump()["pools"]
+    pools["p"]["replicas"][2]["standby"] = True
+    config = GatewayConfig.model_validate({**config.model_dump(), "pools": pools})
+    rig = Rig(config, FakeTransport())
+    served = {(await rig.run()).served_by for _ in range(30)}
+    assert served == {"r0", "r1"}
+    rig.replica(0).healthy = False
+    served = {(await rig.run()).served_by for _ in range(30)}
+    assert served == {"r1", "r2"}
+
+
+async def test_admission_sheds_at_once_beyond_the_bound() -> None:
+    rig = Rig(
+        make_config(admission={"max_in_flight": 2}), FakeTransport({k: hang() for k in (A, B, C)})
+    )
+    held = [asyncio.create_task(rig.run(timeout_s=5)) for _ in range(2)]
+    await asyncio.sleep(0)
+    with pytest.raises(Overloaded) as info:
+        await rig.run()
+    assert info.value.status == 503 and info.value.headers()["retry-after"] == "1"
+    for task in held:
+        task.cancel()
+    await asyncio.gather(*held, return_exceptions=True)
+    assert rig.pipeline.admission.in_flight["digits"] == 0
+
+
+async def test_hedge_after_p95_takes_the_first_good_answer() -> None:
+    async def slow(method: str, path: str, payload: bytes) -> UpstreamResponse:
+        await asyncio.sleep(2)
+        return UpstreamResponse(200, {}, b"{}")
+
+    config = make_config(replicas=2, hedge={"enabled": True, "min_samples": 5, "min_delay_ms": 1})
+    rig = Rig(config, FakeTransport({A: slow}))
+    pool = rig.registry.pools["p"]
+    for _ in range(10):
+        pool.latency.record(0.005)
+    rig.replica(1).outstanding = 100  # make P2C pick the slow replica first
+    result = await asyncio.wait_for(rig.run(timeout_s=10), 1.5)
+    assert result.served_by == "r1"
+    assert rig.pipeline.hedge.hedges_won == 1
+    for _ in range(100):  # the losing copy is cancelled without delaying the answer
+        if rig.replica(0).outstanding == 0:
+            break
+        await asyncio.sleep(0)
+    assert rig.replica(0).outstanding == 0
