@@ -22,6 +22,7 @@ import httpx
 from gateway.config.models import GatewayConfig, LocalLaunch, PoolConfig, ReplicaConfig
 
 log = logging.getLogger(__name__)
+logging.getLogger("httpx").setLevel(logging.WARNING)
 
 STOP_GRACE_S = 10.0
 PR_SET_PDEATHSIG = 1

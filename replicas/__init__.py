@@ -1,3 +1,3 @@
-"""A V2 (Open Inference Protocol) model server on onnxruntime, with fault injection for chaos tests."""
+"""A V2 (Open Inference Protocol) model server on onnxruntime, with faults for chaos tests."""
 
 __version__ = "0.1.0"

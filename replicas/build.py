@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 import onnx
 import onnxruntime as ort
+from skl2onnx import to_onnx
+from skl2onnx.common.data_types import FloatTensorType
 from sklearn.calibration import CalibratedClassifierCV
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
@@ -27,8 +29,6 @@ from sklearn.neural_network import MLPClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC
-from skl2onnx import to_onnx
-from skl2onnx.common.data_types import FloatTensorType
 from tqdm import tqdm
 
 from replicas.dataset import N_CLASSES, N_FEATURES, Split, load_split
@@ -108,6 +108,7 @@ class Built:
     sklearn_accuracy: float | None  # None: an existing file was checked, not rebuilt
     agreement: float | None
     seconds: float
+    golden_accuracy: float | None = None
 
 
 def export_onnx(estimator: Any) -> bytes:
@@ -218,9 +219,10 @@ def _fallback(directory: Path, split: Split, refresh: bool) -> Built:
             f"{FALLBACK_MIN_ACCURACY}), golden accuracy {golden.accuracy(golden_labels):.2f} "
             f"(needs {golden.min_accuracy})"
         )
+    golden_accuracy = golden.accuracy(golden_labels)
     if built is not None:
-        return Built(entry, built.sklearn_accuracy, built.agreement, built.seconds)
-    return Built(entry, None, None, time.perf_counter() - started)
+        return Built(entry, built.sklearn_accuracy, built.agreement, built.seconds, golden_accuracy)
+    return Built(entry, None, None, time.perf_counter() - started, golden_accuracy)
 
 
 def build_models(
@@ -256,4 +258,9 @@ def format_table(results: list[Built]) -> str:
             f"{r.entry.name:<15} {pct(r.sklearn_accuracy):>8} {r.entry.accuracy:>8.2%} "
             f"{pct(r.agreement):>8} {r.entry.size:>10,} {r.seconds:>6.2f}s"
         )
+        if r.golden_accuracy is not None and r.entry.golden is not None:
+            lines.append(
+                f"  golden set {r.entry.golden.file}: {r.golden_accuracy:.2%} "
+                f"(needs {r.entry.golden.min_accuracy:.0%})"
+            )
     return "\n".join(lines)

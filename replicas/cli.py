@@ -16,7 +16,9 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="replica", description="Serve or build V2 (Open Inference Protocol) models.")
+    parser = argparse.ArgumentParser(
+        prog="replica", description="Serve or build V2 (Open Inference Protocol) models."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="serve one ONNX model over the V2 REST protocol")
@@ -35,8 +37,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--fault-seed", type=int, default=None, help="seed for fault randomness")
     serve.add_argument(
         "--graceful-timeout",
-        type=float,
-        default=30.0,
+        type=int,
+        default=30,
         help="seconds in-flight requests get to finish after SIGTERM (default: 30)",
     )
     serve.add_argument(

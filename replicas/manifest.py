@@ -169,7 +169,9 @@ class GoldenSet:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ManifestError(f"cannot read golden set {path}: {exc}") from exc
         if inputs.ndim != 2 or labels.shape != (inputs.shape[0],) or not 0 < min_accuracy <= 1:
-            raise ManifestError(f"{path}: inputs must be rows matching labels; 0 < min_accuracy <= 1")
+            raise ManifestError(
+                f"{path}: inputs must be rows matching labels, 0 < min_accuracy <= 1"
+            )
         return cls(inputs, labels, min_accuracy)
 
     def write(self, path: Path) -> None:

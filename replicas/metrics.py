@@ -12,8 +12,6 @@ from collections.abc import Mapping
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from prometheus_client.metrics import MetricWrapperBase
-
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
@@ -53,13 +51,13 @@ class ReplicaMetrics:
             ["fault"],
             registry=self.registry,
         )
-        self._by_code: dict[int, MetricWrapperBase] = {}
+        self._by_code: dict[int, Counter] = {}
 
     def observe(self, code: int, seconds: float, rows: int = 0) -> None:
         child = self._by_code.get(code)
         if child is None:
             child = self._by_code[code] = self._requests.labels(self.model, str(code))
-        child.inc()  # type: ignore[attr-defined]
+        child.inc()
         self._duration.observe(seconds)
         if rows:
             self._rows.inc(rows)

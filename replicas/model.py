@@ -17,8 +17,7 @@ import numpy as np
 import onnxruntime as ort
 
 from replicas.errors import InferenceFailed
-from replicas.signature import DATATYPES, ONNX_TYPES, Signature, TensorSpec
-from replicas.v2codec import Array
+from replicas.signature import DATATYPES, ONNX_TYPES, Array, Signature, TensorSpec
 
 log = logging.getLogger("replicas.model")
 

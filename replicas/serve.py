@@ -32,7 +32,7 @@ class ServeOptions:
     threads: int = 1
     enable_faults: bool = False
     fault_seed: int | None = None
-    graceful_timeout_s: float = 30.0
+    graceful_timeout_s: int = 30
     log_level: str = "info"
 
 

@@ -50,6 +50,7 @@ log = logging.getLogger("replicas.server")
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
 MODELS_PREFIX = "/v2/models/"
+_HEADER_LENGTH_KEY = HEADER_LENGTH.encode()
 SERVER_METADATA = {"name": "replica", "version": __version__, "extensions": ["binary_tensor_data"]}
 
 Handler = Callable[[str, Scope, Receive], Awaitable[Response]]
@@ -114,7 +115,10 @@ class ReplicaApp:
         self.model = model
         log.info(
             "model %s version %s ready (%s, provider %s)",
-            self.name, self.version, self.model_path, model.provider,
+            self.name,
+            self.version,
+            self.model_path,
+            model.provider,
         )
 
     def _load_and_warm_up(self) -> OnnxModel:
@@ -230,7 +234,9 @@ class ReplicaApp:
 
     # ------------------------------------------------------------------ model routes
 
-    async def _model_route(self, method: str, path: str, scope: Scope, receive: Receive) -> Response:
+    async def _model_route(
+        self, method: str, path: str, scope: Scope, receive: Receive
+    ) -> Response:
         name, *rest = path[len(MODELS_PREFIX) :].split("/")
         version = None
         if len(rest) >= 2 and rest[0] == "versions":
@@ -257,17 +263,19 @@ class ReplicaApp:
         model = self.model
         if model is None:
             raise NotReady(f"model '{self.name}' is not loaded: {self.not_ready_reason()}")
-        return json_response({
-            "name": self.name,
-            "versions": [self.version],
-            "platform": PLATFORM,
-            "inputs": [t.to_json() for t in model.signature.inputs],
-            "outputs": [t.to_json() for t in model.signature.outputs],
-            "parameters": {
-                "execution_provider": model.provider,
-                "requested_device": model.requested_device,
-            },
-        })
+        return json_response(
+            {
+                "name": self.name,
+                "versions": [self.version],
+                "platform": PLATFORM,
+                "inputs": [t.to_json() for t in model.signature.inputs],
+                "outputs": [t.to_json() for t in model.signature.outputs],
+                "parameters": {
+                    "execution_provider": model.provider,
+                    "requested_device": model.requested_device,
+                },
+            }
+        )
 
     async def _infer(self, scope: Scope, receive: Receive) -> Response:
         started = time.perf_counter()
@@ -277,7 +285,7 @@ class ReplicaApp:
             if model is None:
                 raise NotReady(f"model '{self.name}' is not ready: {self.not_ready_reason()}")
             body = await read_body(scope, receive, self._max_body)
-            request = parse_infer_request(body, header(scope, HEADER_LENGTH), model.signature)
+            request = parse_infer_request(body, header(scope, _HEADER_LENGTH_KEY), model.signature)
             await self.faults.before_infer()
             loop = asyncio.get_running_loop()
             outputs = await loop.run_in_executor(self._executor, model.run, request.inputs)

@@ -12,6 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
+
+Array = npt.NDArray[Any]
 
 # Little-endian, as the binary tensor data extension puts tensors on the wire.
 DATATYPES: Mapping[str, np.dtype[Any]] = {
@@ -81,9 +84,7 @@ class TensorSpec:
             raise ValueError(f"tensor spec needs a non-empty string 'name', got {name!r}")
         if datatype not in DATATYPES:
             raise ValueError(f"tensor {name!r}: unknown datatype {datatype!r}")
-        if not isinstance(shape, list) or not all(
-            type(d) is int and d >= -1 for d in shape
-        ):
+        if not isinstance(shape, list) or not all(type(d) is int and d >= -1 for d in shape):
             raise ValueError(f"tensor {name!r}: shape must be a list of integers >= -1")
         return cls(name, str(datatype), tuple(shape))
 

@@ -13,30 +13,19 @@ little-endian length followed by the bytes.
 
 from __future__ import annotations
 
-import math
-import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
 import orjson
 
 from replicas.errors import BadRequest
-from replicas.signature import DATATYPES, Signature, TensorSpec, datatype_of
+from replicas.signature import Array, Signature
+from replicas.tensors import BinaryReader, decode_tensor, encode_tensor, parameters
 
 HEADER_LENGTH = "inference-header-content-length"
 JSON_CONTENT_TYPE = "application/json"
 BINARY_CONTENT_TYPE = "application/octet-stream"
-
-Array = npt.NDArray[Any]
-
-_INTEGER_KINDS = "iu"
-_ALLOWED_KINDS = {"BOOL": "b", "FP16": "iuf", "FP32": "iuf", "FP64": "iuf"}
-_KIND_WORDS = {"b": "booleans", "i": "integers", "u": "integers", "f": "non-integers",
-               "U": "strings", "S": "strings", "O": "non-numeric values"}
-_LENGTH = struct.Struct("<I")
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +95,7 @@ def parse_infer_request(
     request_id = doc.get("id")
     if request_id is not None and not isinstance(request_id, str):
         raise BadRequest(f"'id' must be a string, got {request_id!r}")
-    params = _parameters(doc.get("parameters"), "parameters")
+    params = parameters(doc.get("parameters"), "parameters")
     binary_output = _flag(params, "binary_data_output", "parameters", default=False)
     if "inputs" not in doc:
         raise BadRequest("missing 'inputs'")
@@ -124,7 +113,7 @@ def parse_infer_request(
                 raise BadRequest(f"unknown input '{name}'; the model's inputs are: {known}")
         if name in inputs:
             raise BadRequest(f"input '{name}' appears twice")
-        inputs[name] = _decode_tensor(obj, f"input '{name}'", binary, spec, allow_empty=False)
+        inputs[name] = decode_tensor(obj, f"input '{name}'", binary, spec, allow_empty=False)
     if signature is not None:
         for name in signature.input_names:
             if name not in inputs:
@@ -147,45 +136,18 @@ def decode_infer_response(body: bytes, header_length: str | int | None = None) -
     outputs: dict[str, Array] = {}
     for i, obj in enumerate(raw_outputs):
         name = _name(obj, f"outputs[{i}]")
-        outputs[name] = _decode_tensor(obj, f"output '{name}'", binary, None, allow_empty=True)
+        outputs[name] = decode_tensor(obj, f"output '{name}'", binary, None, allow_empty=True)
     binary.finish()
     return InferResponse(
         model_name,
         None if version is None else str(version),
         None if response_id is None else str(response_id),
         outputs,
-        _parameters(doc.get("parameters"), "parameters"),
+        parameters(doc.get("parameters"), "parameters"),
     )
 
 
-class _BinaryReader:
-    """Hands out the binary section's bytes in tensor order and checks none are left over."""
-
-    def __init__(self, data: memoryview, has_header: bool) -> None:
-        self._data = data
-        self._offset = 0
-        self._has_header = has_header
-
-    def take(self, size: int, where: str) -> memoryview:
-        left = len(self._data) - self._offset
-        if size > left:
-            if not self._has_header:
-                raise BadRequest(
-                    f"{where}: binary_data_size {size} but the request has no binary data "
-                    f"(no Inference-Header-Content-Length header)"
-                )
-            raise BadRequest(f"{where}: binary_data_size {size} exceeds the {left} bytes left")
-        chunk = self._data[self._offset : self._offset + size]
-        self._offset += size
-        return chunk
-
-    def finish(self) -> None:
-        left = len(self._data) - self._offset
-        if left:
-            raise BadRequest(f"{left} bytes of binary data follow the JSON but no tensor claims them")
-
-
-def _load(body: bytes, header_length: str | int | None) -> tuple[dict[str, Any], _BinaryReader]:
+def _load(body: bytes, header_length: str | int | None) -> tuple[dict[str, Any], BinaryReader]:
     view = memoryview(body)
     json_part, rest = view, view[len(view) :]
     if header_length is not None:
@@ -205,7 +167,7 @@ def _load(body: bytes, header_length: str | int | None) -> tuple[dict[str, Any],
         raise BadRequest(f"malformed JSON: {exc}") from None
     if not isinstance(doc, dict):
         raise BadRequest(f"the body must be a JSON object, got {type(doc).__name__}")
-    return doc, _BinaryReader(rest, header_length is not None)
+    return doc, BinaryReader(rest, header_length is not None)
 
 
 def _name(obj: object, where: str) -> str:
@@ -215,14 +177,6 @@ def _name(obj: object, where: str) -> str:
     if not isinstance(name, str) or not name:
         raise BadRequest(f"{where}: 'name' must be a non-empty string")
     return name
-
-
-def _parameters(raw: object, where: str) -> dict[str, Any]:
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict):
-        raise BadRequest(f"{where} must be an object")
-    return raw
 
 
 def _flag(params: Mapping[str, Any], key: str, where: str, *, default: bool) -> bool:
@@ -245,135 +199,10 @@ def _requested_outputs(
         if signature is not None and signature.output(name) is None:
             known = ", ".join(signature.output_names)
             raise BadRequest(f"unknown output '{name}'; the model's outputs are: {known}")
-        params = _parameters(obj.get("parameters"), f"output '{name}' parameters")
+        params = parameters(obj.get("parameters"), f"output '{name}' parameters")
         binary = _flag(params, "binary_data", f"output '{name}' parameters", default=default_binary)
         result.append(RequestedOutput(name, binary))
     return tuple(result)
-
-
-def _decode_tensor(
-    obj: dict[str, Any],
-    where: str,
-    binary: _BinaryReader,
-    spec: TensorSpec | None,
-    *,
-    allow_empty: bool,
-) -> Array:
-    datatype = obj.get("datatype")
-    if not isinstance(datatype, str) or datatype not in DATATYPES:
-        raise BadRequest(f"{where}: unknown datatype {datatype!r}")
-    if spec is not None and datatype != spec.datatype:
-        raise BadRequest(f"{where}: datatype {datatype} does not match the model's {spec.datatype}")
-    shape = obj.get("shape")
-    if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
-        raise BadRequest(f"{where}: 'shape' must be a list of non-negative integers, got {shape!r}")
-    if spec is not None:
-        _check_shape(shape, spec, where)
-    if not allow_empty and shape and shape[0] == 0:
-        raise BadRequest(f"{where}: batch of 0 rows (shape {shape})")
-    count = math.prod(shape)
-    params = _parameters(obj.get("parameters"), f"{where} parameters")
-    size = params.get("binary_data_size")
-    if size is not None:
-        if "data" in obj:
-            raise BadRequest(f"{where}: has both 'data' and binary_data_size")
-        if type(size) is not int or size < 0:
-            raise BadRequest(f"{where}: binary_data_size must be a non-negative integer")
-        return _from_binary(binary.take(size, where), datatype, shape, count, where)
-    if "data" not in obj:
-        raise BadRequest(f"{where}: missing 'data' (or parameters.binary_data_size)")
-    return _from_json(obj["data"], datatype, shape, count, where)
-
-
-def _check_shape(shape: list[int], spec: TensorSpec, where: str) -> None:
-    want = list(spec.shape)
-    if len(shape) != len(want):
-        raise BadRequest(
-            f"{where}: shape {shape} has rank {len(shape)}, the model expects rank "
-            f"{len(want)} {want}"
-        )
-    for dim, (got, expected) in enumerate(zip(shape, want, strict=True)):
-        if expected not in (-1, got):
-            raise BadRequest(
-                f"{where}: shape {shape} does not match the model's {want} "
-                f"(dimension {dim} must be {expected})"
-            )
-
-
-def _from_binary(raw: memoryview, datatype: str, shape: list[int], count: int, where: str) -> Array:
-    if datatype == "BYTES":
-        return _bytes_elements(raw, count, where).reshape(shape)
-    dtype = DATATYPES[datatype]
-    expected = count * dtype.itemsize
-    if len(raw) != expected:
-        raise BadRequest(
-            f"{where}: binary_data_size {len(raw)} does not match shape {shape} of {datatype} "
-            f"({expected} bytes)"
-        )
-    return np.frombuffer(raw, dtype=dtype).astype(dtype.newbyteorder("="), copy=False).reshape(shape)
-
-
-def _bytes_elements(raw: memoryview, count: int, where: str) -> Array:
-    items: list[bytes] = []
-    offset = 0
-    while offset < len(raw):
-        if offset + 4 > len(raw):
-            raise BadRequest(f"{where}: truncated BYTES element length")
-        (n,) = _LENGTH.unpack_from(raw, offset)
-        if offset + 4 + n > len(raw):
-            raise BadRequest(f"{where}: BYTES element of {n} bytes runs past the data")
-        items.append(bytes(raw[offset + 4 : offset + 4 + n]))
-        offset += 4 + n
-    if len(items) != count:
-        raise BadRequest(f"{where}: binary data has {len(items)} BYTES elements, shape needs {count}")
-    out = np.empty(count, dtype=object)
-    out[:] = items
-    return out
-
-
-def _from_json(data: object, datatype: str, shape: list[int], count: int, where: str) -> Array:
-    if not isinstance(data, list):
-        raise BadRequest(f"{where}: 'data' must be a list")
-    if datatype == "BYTES":
-        flat = _flatten(data)
-        if not all(isinstance(x, str) for x in flat):
-            raise BadRequest(f"{where}: 'data' must contain only strings for datatype BYTES")
-        if len(flat) != count:
-            raise BadRequest(f"{where}: 'data' has {len(flat)} elements but shape {shape} needs {count}")
-        out = np.empty(count, dtype=object)
-        out[:] = [x.encode() for x in flat]
-        return out.reshape(shape)
-    try:
-        arr = np.asarray(data)
-    except ValueError:
-        raise BadRequest(f"{where}: 'data' is ragged (nested lists of unequal length)") from None
-    if arr.size != count:
-        raise BadRequest(f"{where}: 'data' has {arr.size} elements but shape {shape} needs {count}")
-    allowed = _ALLOWED_KINDS.get(datatype, _INTEGER_KINDS)
-    if count and arr.dtype.kind not in allowed:
-        wanted = {"b": "booleans", "iu": "integers"}.get(allowed, "numbers")
-        found = _KIND_WORDS.get(arr.dtype.kind, str(arr.dtype))
-        raise BadRequest(f"{where}: 'data' must contain only {wanted} for {datatype}, found {found}")
-    target = DATATYPES[datatype]
-    if count and allowed == _INTEGER_KINDS:
-        info = np.iinfo(target)
-        if arr.min() < info.min or arr.max() > info.max:
-            raise BadRequest(f"{where}: 'data' has values out of range for {datatype}")
-    return arr.astype(target.newbyteorder("="), copy=False).reshape(shape)
-
-
-def _flatten(data: list[Any]) -> list[Any]:
-    flat: list[Any] = []
-    stack: list[Any] = [iter(data)]
-    while stack:
-        for item in stack[-1]:
-            if isinstance(item, list):
-                stack.append(iter(item))
-                break
-            flat.append(item)
-        else:
-            stack.pop()
-    return flat
 
 
 # ---------------------------------------------------------------------------------- encoding
@@ -396,7 +225,7 @@ def encode_infer_response(
     if parameters:
         doc["parameters"] = dict(parameters)
     chunks: list[bytes] = []
-    doc["outputs"] = [_encode_tensor(name, arr, binary, chunks) for name, arr, binary in outputs]
+    doc["outputs"] = [encode_tensor(name, arr, binary, chunks) for name, arr, binary in outputs]
     return _finish(doc, chunks)
 
 
@@ -413,39 +242,13 @@ def encode_infer_request(
     if request_id is not None:
         doc["id"] = request_id
     chunks: list[bytes] = []
-    doc["inputs"] = [_encode_tensor(n, a, binary_inputs, chunks) for n, a in inputs.items()]
+    doc["inputs"] = [encode_tensor(n, a, binary_inputs, chunks) for n, a in inputs.items()]
     if outputs is not None:
-        doc["outputs"] = [{"name": n, "parameters": {"binary_data": binary_outputs}} for n in outputs]
+        flag = {"binary_data": binary_outputs}
+        doc["outputs"] = [{"name": n, "parameters": flag} for n in outputs]
     elif binary_outputs:
         doc["parameters"] = {"binary_data_output": True}
     return _finish(doc, chunks)
-
-
-def _encode_tensor(name: str, arr: Array, binary: bool, chunks: list[bytes]) -> dict[str, Any]:
-    datatype = datatype_of(arr.dtype)
-    entry: dict[str, Any] = {"name": name, "datatype": datatype, "shape": list(arr.shape)}
-    if binary:
-        raw = _tensor_bytes(arr, datatype)
-        entry["parameters"] = {"binary_data_size": len(raw)}
-        chunks.append(raw)
-    elif datatype == "BYTES":
-        entry["data"] = [x.decode(errors="replace") if isinstance(x, bytes) else str(x)
-                         for x in arr.ravel()]
-    elif datatype == "FP16":
-        entry["data"] = arr.ravel().astype(np.float32)
-    else:
-        entry["data"] = np.ascontiguousarray(arr.ravel()).astype(arr.dtype.newbyteorder("="))
-    return entry
-
-
-def _tensor_bytes(arr: Array, datatype: str) -> bytes:
-    if datatype == "BYTES":
-        parts = []
-        for x in arr.ravel():
-            b = x if isinstance(x, bytes) else str(x).encode()
-            parts.append(_LENGTH.pack(len(b)) + b)
-        return b"".join(parts)
-    return arr.astype(DATATYPES[datatype], copy=False).tobytes()
 
 
 def _finish(doc: dict[str, Any], chunks: list[bytes]) -> EncodedBody:

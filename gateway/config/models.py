@@ -24,7 +24,7 @@ class ServerConfig(Frozen):
 
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
-    transport: Literal["fast", "aiohttp", "httpx"] = "fast"
+    transport: Literal["fast", "aiohttp", "httpx", "httpx-aiohttp"] = "fast"
     max_body_bytes: int = Field(64 * 1024 * 1024, gt=0)
     max_connections_per_replica: int = Field(256, gt=0)
 

@@ -50,8 +50,12 @@ class Connection(asyncio.Protocol):
         self.got_bytes = False
         self.keep_alive = False
         self._waiter = waiter = self._loop.create_future()
+        transport = cast(asyncio.Transport, self._transport)
+        if self.closed or transport.is_closing():  # lost before we could send: fail, don't hang
+            waiter.set_exception(UpstreamConnectError("upstream closed the connection"))
+            return waiter
         self._timer = self._loop.call_at(deadline, self._on_timeout)
-        cast(asyncio.Transport, self._transport).write(request)
+        transport.write(request)
         return waiter
 
     @property
@@ -92,6 +96,7 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self._cancel_timer()
         self._on_lost(self)
         if self._waiter is None or self._waiter.done():
             return

@@ -95,7 +95,13 @@ Behaviour = Callable[[Exchange], Awaitable[bool]]
 
 
 def _head(status: str, *extra: str) -> bytes:
-    lines = [f"HTTP/1.1 {status}", "Content-Type: application/octet-stream", "X-Mixed-Case: Yes"]
+    lines = [
+        f"HTTP/1.1 {status}",
+        "Content-Type: application/octet-stream",
+        "X-Mixed-Case: Yes",
+        "X-Twice: a",
+        "x-twice: b",
+    ]
     return ("\r\n".join([*lines, *extra]) + "\r\n\r\n").encode("latin-1")
 
 
@@ -127,6 +133,12 @@ async def _close_after(ex: Exchange) -> bool:
     ex.writer.write(_head("200 OK", "Content-Length: 2") + b"ok")
     await ex.writer.drain()
     return False
+
+
+async def _trailing_junk(ex: Exchange) -> bool:
+    """A complete reply followed by junk in the same write: the connection must not be reused."""
+    ex.writer.write(_head("200 OK", "Content-Length: 2") + b"okJUNK\r\n")
+    return True
 
 
 async def _drop_if_reused(ex: Exchange) -> bool:
@@ -176,6 +188,7 @@ _ROUTES: dict[str, Behaviour] = {
     "/chunked": _chunked,
     "/close": _close,
     "/close-after": _close_after,
+    "/trailing-junk": _trailing_junk,
     "/drop-if-reused": _drop_if_reused,
     "/drop": _drop,
     "/hang": _hang,

@@ -121,6 +121,25 @@ async def test_chunked_reply_is_decoded(
     assert server.accepted == 1
 
 
+async def test_header_names_are_lower_case_and_repeats_joined(
+    transport: Transport, endpoint: Endpoint
+) -> None:
+    reply = await transport.request(endpoint, "POST", "/echo", body=b"x", timeout=5.0)
+    assert reply.headers["x-mixed-case"] == "Yes"
+    assert reply.headers["x-twice"] == "a, b"
+
+
+async def test_junk_after_a_reply_is_never_read_as_the_next_reply(
+    transport: Transport, endpoint: Endpoint
+) -> None:
+    try:  # aiohttp and h11 reject the whole read, FastTransport takes the complete reply
+        reply = await transport.request(endpoint, "POST", "/trailing-junk", body=b"x", timeout=5)
+        assert (reply.status, reply.body) == (200, b"ok")
+    except UpstreamProtocolError:
+        pass
+    await _echo(transport, endpoint, b"next")
+
+
 async def test_connection_close_is_honoured(
     transport: Transport, server: ScriptedServer, endpoint: Endpoint
 ) -> None:

@@ -1,0 +1,121 @@
+"""Gateway overhead benchmark: direct to a replica vs through the gateway (vs nginx).
+
+One run, same replica, same body (one digits row, JSON), fixed concurrency levels, bounded in
+time and requests. Prints req/s, p50/p99 latency, and the proxy process's CPU µs per request
+(from /proc), with ratios to direct and to nginx. Run: ``make bench`` or
+``.venv/bin/python loadtests/bench_overhead.py [--seconds 5] [--concurrency 1,16,64]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+import uvloop
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from loadtests.loadgen import LoadResult, closed_loop  # noqa: E402
+from loadtests.stack import Proc, Stack, cpu_seconds, pool_config  # noqa: E402
+from replicas.dataset import load_split  # noqa: E402
+
+MODEL = "digits-mlp"
+
+
+@dataclass
+class Row:
+    target: str
+    concurrency: int
+    result: LoadResult
+    cpu_us: float | None
+
+
+def body() -> bytes:
+    _, x_test, _, _ = load_split()
+    row = [float(v) for v in x_test[0]]
+    return orjson.dumps(
+        {"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32", "data": row}]}
+    )
+
+
+def measure(proc: Proc | None, url: str, path: str, payload: bytes, concurrency: int,
+            seconds: float, max_requests: int) -> tuple[LoadResult, float | None]:  # fmt: skip
+    # Warm up connections and caches, then measure.
+    uvloop.run(closed_loop(url, path, payload, concurrency=concurrency, seconds=0.5,
+                           max_requests=500))  # fmt: skip
+    before = cpu_seconds(proc.pid) if proc else None
+    result = uvloop.run(
+        closed_loop(url, path, payload, concurrency=concurrency, seconds=seconds,
+                    max_requests=max_requests)  # fmt: skip
+    )
+    cpu = None
+    if proc is not None and before is not None and result.requests:
+        cpu = (cpu_seconds(proc.pid) - before) / result.requests * 1e6
+    return result, cpu
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--concurrency", default="1,16,64")
+    parser.add_argument("--max-requests", type=int, default=200_000)
+    parser.add_argument("--transport", default="fast", help="the gateway's upstream transport")
+    args = parser.parse_args(argv)
+    levels = [int(c) for c in args.concurrency.split(",")]
+    payload = body()
+    rows: list[Row] = []
+    with Stack() as stack:
+        replica = stack.replica("replica-0", MODEL, faults=False)
+        config = pool_config([replica], MODEL)
+        config["server"] = {"transport": args.transport}
+        gateway = stack.gateway(config)
+        nginx = stack.nginx([replica.url])
+        targets: list[tuple[str, Proc | None, str, str]] = [
+            ("direct", None, replica.url, f"/v2/models/{MODEL}/infer"),
+            (f"gateway[{args.transport}]", gateway, gateway.url, "/v2/models/digits/infer"),
+        ]
+        if nginx is not None:
+            targets.append(("nginx", nginx, nginx.url, f"/v2/models/{MODEL}/infer"))
+        for concurrency in levels:
+            for name, proc, url, path in targets:
+                result, cpu = measure(proc, url, path, payload, concurrency, args.seconds,
+                                      args.max_requests)  # fmt: skip
+                bad = sum(n for s, n in result.statuses.items() if s != 200)
+                if bad or result.errors:
+                    print(f"warning: {name} c={concurrency}: {bad} non-200, {dict(result.errors)}")
+                rows.append(Row(name, concurrency, result, cpu))
+    print(render(rows))
+    return 0
+
+
+def render(rows: list[Row]) -> str:
+    lines = [
+        "| target | conc | req/s | p50 ms | p99 ms | proxy CPU µs/req | req/s vs direct "
+        "| CPU vs nginx |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        direct = next(r for r in rows if r.target == "direct" and r.concurrency == row.concurrency)
+        nginx = next(
+            (r for r in rows if r.target == "nginx" and r.concurrency == row.concurrency), None
+        )
+        cpu = f"{row.cpu_us:.0f}" if row.cpu_us is not None else "-"
+        vs_nginx = (
+            f"{row.cpu_us / nginx.cpu_us:.1f}×"
+            if row.cpu_us and nginx is not None and nginx.cpu_us
+            else "-"
+        )
+        lines.append(
+            f"| {row.target} | {row.concurrency} | {row.result.rate:.0f} "
+            f"| {row.result.quantile_ms(0.5):.2f} | {row.result.quantile_ms(0.99):.2f} | {cpu} "
+            f"| {row.result.rate / direct.result.rate:.2f} | {vs_nginx} |"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,187 @@
+"""Starts local stacks for benchmarks and chaos runs: replicas, a gateway, nginx, by PID.
+
+Every process started here is registered with a `Stack` and stopped by PID when the stack
+closes (SIGTERM, a grace period, then SIGKILL), even when the run is interrupted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class Proc:
+    name: str
+    process: subprocess.Popen[bytes]
+    url: str
+    log: Path
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+
+@dataclass
+class Stack:
+    workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="gw-stack-")))
+    procs: list[Proc] = field(default_factory=list)
+
+    def start(self, name: str, argv: list[str], url: str, ready_path: str) -> Proc:
+        log = self.workdir / f"{name}.log"
+        with log.open("wb") as out:
+            process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+        proc = Proc(name, process, url, log)
+        self.procs.append(proc)
+        wait_http(proc, ready_path)
+        return proc
+
+    def replica(self, name: str, model: str, port: int | None = None, faults: bool = True) -> Proc:
+        port = port or free_port()
+        argv = [sys.executable, "-m", "replicas.cli", "serve", "--model",
+                str(ROOT / "models" / f"{model}.onnx"), "--name", model, "--port", str(port)]  # fmt: skip
+        if faults:
+            argv.append("--enable-faults")
+        return self.start(name, argv, f"http://127.0.0.1:{port}", "/v2/health/ready")
+
+    def gateway(self, config: dict[str, Any], name: str = "gateway") -> Proc:
+        port = free_port()
+        config.setdefault("server", {})["port"] = port
+        path = self.workdir / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(config))
+        argv = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(path)]
+        return self.start(name, argv, f"http://127.0.0.1:{port}", "/v2/health/ready")
+
+    def nginx(self, upstreams: list[str]) -> Proc | None:
+        binary = shutil.which("nginx") or next(
+            (p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if os.path.exists(p)), None
+        )
+        if binary is None:
+            return None
+        port = free_port()
+        servers = "\n".join(f"    server {u.removeprefix('http://')};" for u in upstreams)
+        conf = self.workdir / "nginx.conf"
+        conf.write_text(NGINX_CONF.format(servers=servers, port=port, dir=self.workdir))
+        argv = [binary, "-c", str(conf), "-p", str(self.workdir), "-g", "daemon off;"]
+        return self.start("nginx", argv, f"http://127.0.0.1:{port}", "/v2/health/ready")
+
+    def close(self) -> None:
+        for proc in reversed(self.procs):
+            stop(proc.process)
+        self.procs.clear()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> Stack:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def stop(process: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def wait_http(proc: Proc, path: str, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    with httpx.Client(trust_env=False) as client:
+        while time.monotonic() < deadline:
+            if proc.process.poll() is not None:
+                raise RuntimeError(f"{proc.name} exited: {proc.log.read_text()[-2000:]}")
+            try:
+                if client.get(proc.url + path, timeout=1.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+    raise RuntimeError(f"{proc.name} not ready after {timeout_s} s")
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) of a process and its children threads, from /proc."""
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    for candidate in [pid, *_children(pid)]:
+        try:
+            fields = Path(f"/proc/{candidate}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(c) for c in text.split()]
+
+
+def pool_config(replicas: list[Proc], model: str, **model_options: Any) -> dict[str, Any]:
+    return {
+        "pools": {
+            "pool": {
+                "model": model,
+                "replicas": [{"id": p.name, "url": p.url} for p in replicas],
+            }
+        },
+        "models": {"digits": {"pool": "pool", **model_options}},
+    }
+
+
+NGINX_CONF = """
+worker_processes 1;
+error_log {dir}/nginx-error.log warn;
+pid {dir}/nginx.pid;
+events {{ worker_connections 1024; }}
+http {{
+  access_log off;
+  client_body_temp_path {dir}/body;
+  proxy_temp_path {dir}/proxy;
+  fastcgi_temp_path {dir}/fastcgi;
+  uwsgi_temp_path {dir}/uwsgi;
+  scgi_temp_path {dir}/scgi;
+  upstream replicas {{
+{servers}
+    keepalive 64;
+  }}
+  server {{
+    listen 127.0.0.1:{port};
+    location / {{
+      proxy_pass http://replicas;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }}
+  }}
+}}
+"""

@@ -1,0 +1,204 @@
+"""Start, wait for and stop real processes (replicas, gateways) in tests.
+
+Integration tests must never leak a process or hang: every process is started through
+`ManagedProcess`, which logs its output to a file for debugging and is stopped by PID
+(SIGTERM, then SIGKILL after a bounded wait); waiting is always polling with a deadline.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free a moment ago (bind port 0, read it, release it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until(
+    predicate: Callable[[], bool],
+    timeout: float,
+    *,
+    interval: float = 0.02,
+    message: str | Callable[[], str] = "condition",
+) -> None:
+    """Poll ``predicate`` until it is true; `TimeoutError` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if predicate():
+            return
+        if time.monotonic() >= deadline:
+            text = message() if callable(message) else message
+            raise TimeoutError(f"timed out after {timeout:g}s waiting for {text}")
+        time.sleep(interval)
+
+
+def http_status(url: str, timeout: float = 1.0) -> int | None:
+    """The status of a GET to ``url``, or None if nothing answered."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+    except (OSError, ValueError):
+        return None
+
+
+class ManagedProcess:
+    """A child process started from ``argv`` with stdout and stderr captured to a log file."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | Path | None = None,
+        name: str | None = None,
+    ) -> None:
+        self.argv = list(argv)
+        self.name = name or Path(self.argv[0]).name
+        fd, log_path = tempfile.mkstemp(prefix=f"{self.name}-", suffix=".log")
+        self.log_path = Path(log_path)
+        self._log = os.fdopen(fd, "wb")
+        full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+        try:
+            self._popen = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                env=full_env,
+                cwd=str(cwd or REPO_ROOT),
+            )
+        except BaseException:
+            self._log.close()
+            self.log_path.unlink(missing_ok=True)
+            raise
+
+    @property
+    def pid(self) -> int:
+        return self._popen.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._popen.poll()
+
+    def alive(self) -> bool:
+        return self._popen.poll() is None
+
+    def send_signal(self, sig: int) -> None:
+        if self.alive():
+            os.kill(self.pid, sig)
+
+    def wait(self, timeout: float) -> int:
+        """The exit code; `subprocess.TimeoutExpired` if still running after ``timeout``."""
+        return self._popen.wait(timeout)
+
+    def log_text(self) -> str:
+        self._log.flush()
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def stop(self, timeout: float = 10.0) -> int:
+        """SIGTERM by PID, SIGKILL if still alive after ``timeout``; returns the exit code."""
+        try:
+            if self.alive():
+                os.kill(self.pid, signal.SIGTERM)
+                try:
+                    return self._popen.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    os.kill(self.pid, signal.SIGKILL)
+            return self._popen.wait(timeout)
+        finally:
+            self._log.close()
+
+    def cleanup(self) -> None:
+        """Stop the process and delete its log."""
+        self.stop()
+        self.log_path.unlink(missing_ok=True)
+
+    def __enter__(self) -> ManagedProcess:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.cleanup()
+
+
+class ReplicaProcess(ManagedProcess):
+    """A ``replica serve`` process; ``url`` is its base URL."""
+
+    def __init__(self, argv: Sequence[str], *, host: str, port: int, name: str, version: str):
+        super().__init__(argv, name=f"replica-{name}")
+        self.host, self.port = host, port
+        self.model_name, self.model_version = name, version
+        self.url = f"http://{host}:{port}"
+
+    def ready(self) -> bool:
+        return http_status(f"{self.url}/v2/health/ready", timeout=0.5) == 200
+
+
+def start_replica(
+    model: str | Path,
+    *,
+    name: str = "digits",
+    version: str = "1",
+    host: str = "127.0.0.1",
+    enable_faults: bool = False,
+    extra_args: Sequence[str] = (),
+    ready_timeout: float = 30.0,
+    attempts: int = 3,
+) -> ReplicaProcess:
+    """Start ``replica serve`` on a free port and wait (bounded) until it reports ready.
+
+    The port is picked before the child binds it, so another process can take it in between;
+    if the child dies with "address already in use" it is started again on another port.
+    """
+    last_log = ""
+    for _ in range(attempts):
+        port = free_port(host)
+        argv = [
+            sys.executable, "-m", "replicas.cli", "serve",
+            "--model", str(model), "--name", name, "--version", version,
+            "--host", host, "--port", str(port),
+            *(["--enable-faults"] if enable_faults else []),
+            *extra_args,
+        ]  # fmt: skip
+        proc = ReplicaProcess(argv, host=host, port=port, name=name, version=version)
+        try:
+            wait_until(
+                lambda: proc.ready() or not proc.alive(),  # noqa: B023 (used in this iteration)
+                ready_timeout,
+                message=lambda: f"replica on port {port} to be ready; log:\n{proc.log_text()}",  # noqa: B023
+            )
+        except BaseException:
+            proc.cleanup()
+            raise
+        if proc.alive():
+            return proc
+        last_log = proc.log_text()
+        proc.cleanup()
+        if "address already in use" not in last_log.lower():
+            break
+    raise RuntimeError(f"replica did not start; log:\n{last_log}")
