@@ -9,7 +9,6 @@ time and requests. Prints req/s, p50/p99 latency, and the proxy process's CPU µ
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,9 +18,9 @@ import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from loadtests.loadgen import LoadResult, closed_loop  # noqa: E402
-from loadtests.stack import Proc, Stack, cpu_seconds, pool_config  # noqa: E402
-from replicas.dataset import load_split  # noqa: E402
+from loadtests.loadgen import LoadResult, closed_loop
+from loadtests.stack import Proc, Stack, cpu_seconds, pool_config
+from replicas.dataset import load_split
 
 MODEL = "digits-mlp"
 
@@ -42,15 +41,24 @@ def body() -> bytes:
     )
 
 
-def measure(proc: Proc | None, url: str, path: str, payload: bytes, concurrency: int,
-            seconds: float, max_requests: int) -> tuple[LoadResult, float | None]:  # fmt: skip
+def measure(
+    proc: Proc | None,
+    url: str,
+    path: str,
+    payload: bytes,
+    concurrency: int,
+    seconds: float,
+    max_requests: int,
+) -> tuple[LoadResult, float | None]:
     # Warm up connections and caches, then measure.
-    uvloop.run(closed_loop(url, path, payload, concurrency=concurrency, seconds=0.5,
-                           max_requests=500))  # fmt: skip
+    uvloop.run(
+        closed_loop(url, path, payload, concurrency=concurrency, seconds=0.5, max_requests=500)
+    )
     before = cpu_seconds(proc.pid) if proc else None
     result = uvloop.run(
-        closed_loop(url, path, payload, concurrency=concurrency, seconds=seconds,
-                    max_requests=max_requests)  # fmt: skip
+        closed_loop(
+            url, path, payload, concurrency=concurrency, seconds=seconds, max_requests=max_requests
+        )
     )
     cpu = None
     if proc is not None and before is not None and result.requests:
@@ -82,8 +90,9 @@ def main(argv: list[str] | None = None) -> int:
             targets.append(("nginx", nginx, nginx.url, f"/v2/models/{MODEL}/infer"))
         for concurrency in levels:
             for name, proc, url, path in targets:
-                result, cpu = measure(proc, url, path, payload, concurrency, args.seconds,
-                                      args.max_requests)  # fmt: skip
+                result, cpu = measure(
+                    proc, url, path, payload, concurrency, args.seconds, args.max_requests
+                )
                 bad = sum(n for s, n in result.statuses.items() if s != 200)
                 if bad or result.errors:
                     print(f"warning: {name} c={concurrency}: {bad} non-200, {dict(result.errors)}")

@@ -60,8 +60,18 @@ class Stack:
 
     def replica(self, name: str, model: str, port: int | None = None, faults: bool = True) -> Proc:
         port = port or free_port()
-        argv = [sys.executable, "-m", "replicas.cli", "serve", "--model",
-                str(ROOT / "models" / f"{model}.onnx"), "--name", model, "--port", str(port)]  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "replicas.cli",
+            "serve",
+            "--model",
+            str(ROOT / "models" / f"{model}.onnx"),
+            "--name",
+            model,
+            "--port",
+            str(port),
+        ]
         if faults:
             argv.append("--enable-faults")
         return self.start(name, argv, f"http://127.0.0.1:{port}", "/v2/health/ready")
