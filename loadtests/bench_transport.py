@@ -2,11 +2,13 @@
 
 Why: the upstream client is most of the gateway's own CPU per request, so the default transport
 is picked by these numbers. The upstream is a realistic replica stand-in (uvicorn + httptools +
-uvloop, one process, fixed V2 reply); every transport runs in this process on uvloop, in a closed
-loop bounded by duration and by request count, and its cost is this process's CPU time.
+uvloop, one process, fixed V2 reply); every transport runs in this process on uvloop (or
+asyncio), in a closed loop bounded by duration and by request count, and its cost is this
+process's CPU time.
 
     .venv/bin/python loadtests/bench_transport.py [--seconds 2] [--concurrency 1,16,64]
                                                   [--transports fast,aiohttp,httpx,httpx-aiohttp]
+                                                  [--loop uvloop|asyncio]
 """
 
 from __future__ import annotations
@@ -263,6 +265,7 @@ def main() -> None:
         type=lambda s: s.split(","),
         default=["fast", "aiohttp", "httpx-aiohttp", "httpx"],
     )
+    parser.add_argument("--loop", choices=["uvloop", "asyncio"], default="uvloop")
     parser.add_argument("--serve-fd", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_fd is not None:
@@ -278,12 +281,14 @@ def main() -> None:
     print(
         f"python {platform.python_version()}, {os.cpu_count()} cores, {libraries}, "
         f"sniffio {'installed' if sniffio else 'NOT installed'}; "
-        f"request {len(BODY)} B, reply {len(REPLY)} B, {args.seconds:g} s per cell",
+        f"client loop {args.loop}; request {len(BODY)} B, reply {len(REPLY)} B, "
+        f"{args.seconds:g} s per cell",
         flush=True,
     )
     proc, port = start_upstream()
     try:
-        cells = uvloop.run(bench(args, port, proc.pid))
+        run = uvloop.run if args.loop == "uvloop" else asyncio.run
+        cells = run(bench(args, port, proc.pid))
     finally:
         stop(proc)
     print_table(cells)

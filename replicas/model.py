@@ -58,7 +58,9 @@ class OnnxModel:
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         self.path = Path(path)
         self.requested_device: Device = device
-        self.session = ort.InferenceSession(str(path), options, providers=PROVIDERS[device])
+        available = ort.get_available_providers()
+        providers = [p for p in PROVIDERS[device] if p in available] or ["CPUExecutionProvider"]
+        self.session = ort.InferenceSession(str(path), options, providers=providers)
         self.provider: str = self.session.get_providers()[0]
         if device == "cuda" and self.provider != "CUDAExecutionProvider":
             log.warning(
@@ -66,7 +68,7 @@ class OnnxModel:
                 "%s); install onnxruntime-gpu and a matching CUDA runtime to use the GPU",
                 self.path.name,
                 self.provider,
-                ", ".join(ort.get_available_providers()),
+                ", ".join(available),
             )
         self.signature = signature_of(self.session)
         self._output_names = list(self.signature.output_names)

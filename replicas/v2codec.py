@@ -164,7 +164,10 @@ def _load(body: bytes, header_length: str | int | None) -> tuple[dict[str, Any],
     try:
         doc = orjson.loads(json_part)
     except orjson.JSONDecodeError as exc:
-        raise BadRequest(f"malformed JSON: {exc}") from None
+        hint = ""
+        if header_length is None:
+            hint = " (a body with binary tensors needs an Inference-Header-Content-Length header)"
+        raise BadRequest(f"malformed JSON: {exc}{hint}") from None
     if not isinstance(doc, dict):
         raise BadRequest(f"the body must be a JSON object, got {type(doc).__name__}")
     return doc, BinaryReader(rest, header_length is not None)

@@ -108,12 +108,28 @@ class PoolConfig(Frozen):
         return replicas
 
 
+class TryTimeoutConfig(Frozen):
+    """Per-try timeout learned from the pool's observed latency, when a retry is still possible.
+
+    ``multiplier × quantile`` of recent successful attempts, within [min_ms, time left]; the
+    last possible attempt always gets all the time left. A hung replica then costs one short
+    try instead of the whole deadline.
+    """
+
+    adaptive: bool = True
+    quantile: float = Field(0.99, gt=0, lt=1)
+    multiplier: float = Field(4.0, ge=1)
+    min_ms: float = Field(25.0, gt=0)
+    min_samples: int = Field(20, ge=1)
+
+
 class RetryConfig(Frozen):
     """Bounded retries with exponential backoff and full jitter, each on an untried replica."""
 
     max_attempts: int = Field(3, ge=1, description="attempts in all, the first included")
     backoff_base_ms: float = Field(25.0, ge=0)
     backoff_max_ms: float = Field(250.0, ge=0)
+    try_timeout: TryTimeoutConfig = TryTimeoutConfig()
 
 
 class RetryBudgetConfig(Frozen):

@@ -13,23 +13,37 @@ import orjson
 from gateway.clock import Clock
 from gateway.errors import UpstreamError, UpstreamStatusError, UpstreamTimeout
 from gateway.pipeline.call import InferCall, InferResult
+from gateway.policies.budget import RetryBudget
 from gateway.policies.classify import Outcome, OutcomeKind, classify_error, classify_status
+from gateway.policies.try_timeout import try_timeout
 from gateway.upstream.transport import Transport
 
 MIN_TRY_TIMEOUT_S = 0.001
 
 
 class AttemptLayer:
-    def __init__(self, transport: Transport, clock: Clock) -> None:
+    def __init__(self, transport: Transport, budget: RetryBudget, clock: Clock) -> None:
         self._transport = transport
+        self._budget = budget
         self._clock = clock
+
+    def _retry_possible(self, call: InferCall) -> bool:
+        assert call.pool is not None
+        return (
+            call.attempts < call.model.retry.max_attempts
+            and len(call.tried) < len(call.pool.replicas)
+            and self._budget.balance() >= 1.0
+        )
 
     async def __call__(self, call: InferCall) -> InferResult:
         assert call.pool is not None and call.replica is not None, "balance layer sets both"
         replica, pool, breaker_state = call.replica, call.pool, call.breaker_state
         call.attempts += 1
         call.tried.add(replica.id)
-        timeout = call.deadline.remaining()
+        remaining = call.deadline.remaining()
+        timeout = try_timeout(
+            call.model.retry.try_timeout, pool.latency, remaining, self._retry_possible(call)
+        )
         if timeout < MIN_TRY_TIMEOUT_S:
             if replica.breaker is not None:  # hand back a half-open permit
                 replica.breaker.record(

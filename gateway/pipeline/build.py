@@ -49,7 +49,7 @@ def build_pipeline(
     clock: Clock,
     rng: random.Random,
 ) -> Pipeline:
-    attempt = AttemptLayer(transport, clock)
+    attempt = AttemptLayer(transport, budget, clock)
     balance = BalanceLayer(PowerOfTwoChoices(rng), attempt)
     hedge = HedgeLayer(budget, balance)
     retry = RetryLayer(budget, clock, rng, hedge)

@@ -20,8 +20,9 @@ from gateway.errors import (
 )
 from gateway.upstream.transport import Endpoint, UpstreamResponse
 
-# aiohttp adds these unless told not to; a proxy hop needs neither.
-_SKIP_AUTO_HEADERS = ("User-Agent", "Content-Type")
+# aiohttp adds these unless told not to. A proxy hop needs none of them, and without an
+# Accept-Encoding the replica replies uncompressed, so the body we pass on is what it says it is.
+_SKIP_AUTO_HEADERS = ("User-Agent", "Content-Type", "Accept", "Accept-Encoding")
 
 
 def new_session(max_connections_per_endpoint: int) -> aiohttp.ClientSession:

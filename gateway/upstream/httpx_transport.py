@@ -59,8 +59,13 @@ class HttpxTransport:
             max_keepalive_connections=max_idle_per_endpoint,
             keepalive_expiry=30.0,
         )
+        # identity: httpx would decompress the body but keep Content-Encoding in the headers.
         self._client = httpx.AsyncClient(
-            limits=limits, trust_env=False, follow_redirects=False, transport=backend
+            limits=limits,
+            trust_env=False,
+            follow_redirects=False,
+            transport=backend,
+            headers={"accept-encoding": "identity"},
         )
 
     async def request(

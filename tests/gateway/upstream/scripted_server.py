@@ -27,6 +27,7 @@ class ScriptedServer:
     def __init__(self) -> None:
         self.accepted = 0
         self.requests = 0
+        self.last_headers: dict[str, str] = {}
         self.port = 0
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
@@ -68,6 +69,7 @@ class ScriptedServer:
                 headers = {k.lower(): v for k, v in headers.items()}
                 body = await reader.readexactly(int(headers.get("content-length", "0")))
                 self.requests += 1
+                self.last_headers = headers
                 behaviour = _ROUTES[path.split("?")[0]]
                 if not await behaviour(Exchange(reader, writer, headers, body, served)):
                     break

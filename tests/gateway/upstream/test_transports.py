@@ -129,9 +129,25 @@ async def test_header_names_are_lower_case_and_repeats_joined(
     assert reply.headers["x-twice"] == "a, b"
 
 
-async def test_junk_after_a_reply_is_never_read_as_the_next_reply(
-    transport: Transport, endpoint: Endpoint
+async def test_request_head_is_lean_and_asks_for_no_compression(
+    transport: Transport, server: ScriptedServer, endpoint: Endpoint
 ) -> None:
+    await transport.request(
+        endpoint, "POST", "/echo", body=b"abc", headers={"x-echo": "1"}, timeout=5.0
+    )
+    sent = server.last_headers
+    assert sent["host"] == f"127.0.0.1:{server.port}"
+    assert (sent["content-length"], sent["x-echo"]) == ("3", "1")
+    assert sent.get("accept-encoding", "identity") == "identity"
+    assert "content-type" not in sent
+
+
+async def test_junk_after_a_reply_is_never_read_as_the_next_reply(
+    name: str, transport: Transport, endpoint: Endpoint, request: pytest.FixtureRequest
+) -> None:
+    if name == "httpx":
+        reason = "httpcore pools the connection with the junk still in h11's buffer"
+        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
     try:  # aiohttp and h11 reject the whole read, FastTransport takes the complete reply
         reply = await transport.request(endpoint, "POST", "/trailing-junk", body=b"x", timeout=5)
         assert (reply.status, reply.body) == (200, b"ok")

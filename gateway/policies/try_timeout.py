@@ -1,0 +1,23 @@
+"""The per-try timeout: learned from the pool's latency while a retry is still possible.
+
+A fixed per-try timeout is either too long (every request that meets a hung replica waits it
+out: nginx and HAProxy's 300 ms) or too short (healthy slow answers are thrown away). The
+pool's own recent p99 says what "too long" means right now; the last try gets all that's left.
+"""
+
+from __future__ import annotations
+
+from gateway.config.models import TryTimeoutConfig
+from gateway.policies.latency import LatencyWindow
+
+
+def try_timeout(
+    config: TryTimeoutConfig, latency: LatencyWindow, remaining_s: float, retry_possible: bool
+) -> float:
+    if not config.adaptive or not retry_possible or latency.count < config.min_samples:
+        return remaining_s
+    observed = latency.quantile(config.quantile)
+    if observed is None:
+        return remaining_s
+    learned = max(config.min_ms / 1000, config.multiplier * observed)
+    return min(learned, remaining_s)

@@ -1,0 +1,138 @@
+"""The serving path end to end: real replicas, a real gateway, real V2 clients."""
+
+from __future__ import annotations
+
+import httpx
+import numpy as np
+import orjson
+import pytest
+import tritonclient.http as triton
+from tritonclient.utils import InferenceServerException
+
+from replicas.dataset import load_split
+from tests.integration.conftest import StartGateway, StartReplicas
+from tests.support.gateway import pool_config
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def gateway_url(start_replicas: StartReplicas, start_gw: StartGateway) -> str:
+    replicas = start_replicas(2)
+    return start_gw(pool_config(replicas)).url
+
+
+def test_tritonclient_live_ready_metadata_and_infer(gateway_url: str) -> None:
+    _, x_test, _, y_test = load_split()
+    client = triton.InferenceServerClient(gateway_url.removeprefix("http://"))
+    assert client.is_server_live() and client.is_server_ready()
+    assert client.is_model_ready("digits") and not client.is_model_ready("nope")
+    metadata = client.get_model_metadata("digits")
+    assert metadata["name"] == "digits" and metadata["inputs"][0]["name"] == "input"
+    batch = x_test[:32]
+    for binary in (True, False):
+        tensor = triton.InferInput("input", list(batch.shape), "FP32")
+        tensor.set_data_from_numpy(batch, binary_data=binary)
+        outputs = [
+            triton.InferRequestedOutput("label", binary_data=binary),
+            triton.InferRequestedOutput("probabilities", binary_data=binary),
+        ]
+        result = client.infer("digits", [tensor], outputs=outputs, request_id="abc")
+        labels = result.as_numpy("label")
+        assert labels is not None and labels.shape == (32,)
+        assert (labels == y_test[:32]).mean() >= 0.9
+        probabilities = result.as_numpy("probabilities")
+        assert probabilities is not None and probabilities.shape == (32, 10)
+        assert np.allclose(probabilities.sum(axis=1), 1.0, atol=1e-3)
+        response = result.get_response()
+        assert response["model_name"] == "digits" and response["id"] == "abc"
+    implicit = client.infer("digits", [tensor])  # tritonclient asks for binary outputs
+    assert implicit.as_numpy("label") is not None
+
+
+def test_tritonclient_sees_errors_as_exceptions(gateway_url: str) -> None:
+    client = triton.InferenceServerClient(gateway_url.removeprefix("http://"))
+    wrong = triton.InferInput("pixels", [1, 64], "FP32")
+    wrong.set_data_from_numpy(np.zeros((1, 64), dtype=np.float32))
+    with pytest.raises(InferenceServerException, match="pixels"):
+        client.infer("digits", [wrong])
+    with pytest.raises(InferenceServerException, match="not found"):
+        client.infer("nope", [wrong])
+
+
+def test_httpx_json_infer_and_headers(gateway_url: str) -> None:
+    _, x_test, _, _ = load_split()
+    request = {"inputs": [{"name": "input", "shape": [2, 64], "datatype": "FP32",
+                           "data": x_test[:2].tolist()}]}  # fmt: skip
+    with httpx.Client(base_url=gateway_url, trust_env=False) as client:
+        response = client.post("/v2/models/digits/versions/1/infer", content=orjson.dumps(request))
+        assert response.status_code == 200, response.text
+        assert response.headers["x-served-by"] in {"r0", "r1"}
+        assert response.headers["x-attempts"] == "1"
+        assert "x-degraded" not in response.headers
+        body = response.json()
+        assert body["model_name"] == "digits" and body["model_version"] == "1"
+        assert [o["name"] for o in body["outputs"]] == ["label", "probabilities"]
+        state = client.get("/admin/state").json()
+        urls = {r["url"] for p in state["pools"] for r in p["replicas"]}
+        assert len(urls) == 2
+
+
+@pytest.mark.parametrize(
+    ("path", "content", "headers", "status", "needle"),
+    [
+        ("/v2/models/digits/infer", b"{nope", {}, 400, "JSON"),
+        ("/v2/models/digits/infer", b'{"inputs": []}', {}, 400, "inputs"),
+        ("/v2/models/digits/infer",
+         b'{"inputs": [{"name": "input", "shape": [1, 63], "datatype": "FP32", "data": [1]}]}',
+         {}, 400, "input"),
+        ("/v2/models/digits/infer",
+         b'{"inputs": [{"name": "input", "shape": [1, 64], "datatype": "INT8", "data": [1]}]}',
+         {}, 400, "datatype"),
+        ("/v2/models/nope/infer", b"{}", {}, 404, "nope"),
+        ("/v2/models/digits/versions/7/infer", b"{}", {}, 404, "version"),
+        ("/v2/models/digits/infer", b"{}", {"x-request-timeout-ms": "-1"}, 400,
+         "x-request-timeout-ms"),
+    ],
+)  # fmt: skip
+def test_bad_input_gets_a_precise_json_4xx(
+    gateway_url: str,
+    path: str,
+    content: bytes,
+    headers: dict[str, str],
+    status: int,
+    needle: str,
+) -> None:
+    response = httpx.post(gateway_url + path, content=content, headers=headers, trust_env=False)
+    assert response.status_code == status, response.text
+    assert needle in response.json()["error"]
+
+
+def test_deadline_exceeded_is_504(start_replicas: StartReplicas, start_gw: StartGateway) -> None:
+    replicas = start_replicas(1)
+    gateway = start_gw(pool_config(replicas))
+    httpx.post(f"{replicas[0].url}/admin/faults", json={"latency_ms": 400}, trust_env=False)
+    _, x_test, _, _ = load_split()
+    request = {"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32",
+                           "data": x_test[0].tolist()}]}  # fmt: skip
+    response = httpx.post(
+        f"{gateway.url}/v2/models/digits/infer",
+        json=request,
+        headers={"x-request-timeout-ms": "100"},
+        trust_env=False,
+        timeout=5,
+    )
+    assert response.status_code == 504
+    assert "deadline of 100 ms exceeded" in response.json()["error"]
+
+
+def test_no_replica_reachable_is_503(start_replicas: StartReplicas, start_gw: StartGateway) -> None:
+    replicas = start_replicas(1)
+    gateway = start_gw(pool_config(replicas))
+    replicas[0].stop()
+    _, x_test, _, _ = load_split()
+    request = {"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32",
+                           "data": x_test[0].tolist()}]}  # fmt: skip
+    response = httpx.post(f"{gateway.url}/v2/models/digits/infer", json=request, trust_env=False)
+    assert response.status_code == 503
+    assert "error" in response.json() and "retry-after" in response.headers

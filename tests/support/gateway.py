@@ -1,0 +1,80 @@
+"""Real gateway processes for integration tests, configured from a dict, on a free port."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.support.processes import (
+    ManagedProcess,
+    ReplicaProcess,
+    free_port,
+    http_status,
+    wait_until,
+)
+
+MODELS = Path(__file__).resolve().parents[2] / "models"
+
+
+class GatewayProcess(ManagedProcess):
+    def __init__(self, config: dict[str, Any], port: int) -> None:
+        handle, path = tempfile.mkstemp(prefix="gateway-", suffix=".yaml")
+        self.config_path = Path(path)
+        with open(handle, "w") as out:
+            yaml.safe_dump(config, out)
+        argv = [sys.executable, "-m", "gateway.cli", "serve", "--config", path, "--port", str(port)]
+        super().__init__(argv, name="gateway")
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+
+    def ready(self) -> bool:
+        return http_status(f"{self.url}/v2/health/ready", timeout=0.5) == 200
+
+    def cleanup(self) -> None:
+        super().cleanup()
+        self.config_path.unlink(missing_ok=True)
+
+
+def start_gateway(config: dict[str, Any], ready_timeout: float = 30.0) -> GatewayProcess:
+    """Starts ``gateway serve`` and waits until it reports ready (every model has a replica)."""
+    last = ""
+    for _ in range(3):
+        proc = GatewayProcess(config, free_port())
+        try:
+            wait_until(
+                lambda: proc.ready() or not proc.alive(),  # noqa: B023
+                ready_timeout,
+                message=lambda: f"gateway to be ready; log:\n{proc.log_text()}",  # noqa: B023
+            )
+        except BaseException:
+            proc.cleanup()
+            raise
+        if proc.alive():
+            return proc
+        last = proc.log_text()
+        proc.cleanup()
+        if "address already in use" not in last.lower():
+            break
+    raise RuntimeError(f"gateway did not start; log:\n{last}")
+
+
+def pool_config(
+    replicas: list[ReplicaProcess], *, pool: dict[str, Any] | None = None, **model: Any
+) -> dict[str, Any]:
+    """A one-pool config whose model ``digits`` is served by ``replicas``."""
+    first = replicas[0]
+    return {
+        "pools": {
+            "primary": {
+                "model": first.model_name,
+                "version": first.model_version,
+                "replicas": [{"id": f"r{i}", "url": r.url} for i, r in enumerate(replicas)],
+                **(pool or {}),
+            }
+        },
+        "models": {"digits": {"pool": "primary", **model}},
+    }
