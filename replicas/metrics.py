@@ -42,6 +42,11 @@ class ReplicaMetrics:
             ["model"],
             registry=self.registry,
         ).labels(model)
+        self.in_flight = Gauge(
+            "replica_requests_in_flight",
+            "Infer requests received and not yet answered.",
+            registry=self.registry,
+        )
         self._ready = Gauge(
             "replica_ready", "1 when the replica reports ready.", registry=self.registry
         )

@@ -280,6 +280,7 @@ class ReplicaApp:
     async def _infer(self, scope: Scope, receive: Receive) -> Response:
         started = time.perf_counter()
         status, rows = 500, 0
+        self.metrics.in_flight.inc()
         try:
             model = self.model
             if model is None:
@@ -306,4 +307,5 @@ class ReplicaApp:
             status = exc.status
             raise
         finally:
+            self.metrics.in_flight.dec()
             self.metrics.observe(status, time.perf_counter() - started, rows)

@@ -69,6 +69,7 @@ class ReplicaBreaker:
         self._opened_at = 0.0
         self._half_open_in_flight = 0
         self.half_open_granted = 0  # permits given while half-open, for tests and state
+        self.half_open_peak = 0  # most half-open probes ever in flight at once
         self.transitions = 0
         self._cb = pybreaker.CircuitBreaker(
             fail_max=config.failure_threshold,
@@ -101,6 +102,7 @@ class ReplicaBreaker:
         if state == HALF_OPEN and self._half_open_in_flight < self._config.half_open_max_calls:
             self._half_open_in_flight += 1
             self.half_open_granted += 1
+            self.half_open_peak = max(self.half_open_peak, self._half_open_in_flight)
             return True
         return False
 
@@ -114,6 +116,15 @@ class ReplicaBreaker:
             return  # a straggler from before the trip: the verdict is already in
         with contextlib.suppress(_Failed, pybreaker.CircuitBreakerError):
             self._cb.call(_fail if outcome.is_failure else _succeed)
+
+    def snapshot(self) -> dict[str, object]:
+        return {
+            "state": self.state(),
+            "transitions": self.transitions,
+            "half_open_in_flight": self._half_open_in_flight,
+            "half_open_granted": self.half_open_granted,
+            "half_open_peak": self.half_open_peak,
+        }
 
     def on_state_change(self, old: str, new: str) -> None:
         if old == new:

@@ -78,7 +78,7 @@ class Replica:
             "zone": self.zone,
             "standby": self.standby,
             "healthy": self.healthy,
-            "breaker": self.breaker.state() if self.breaker else None,
+            "breaker": self.breaker.snapshot() if self.breaker else None,
             "ejected": self.ejected_until > now,
             "ejected_for_s": round(max(0.0, self.ejected_until - now), 3),
             "ejections": self.ejections,

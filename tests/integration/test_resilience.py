@@ -1,0 +1,155 @@
+"""Issue-level proofs with real faults: real replica processes, a real gateway, bounded load.
+
+Every assertion is on counts (answers, statuses, state), never on sleeping for a while.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.integration.conftest import StartGateway, StartReplicas
+from tests.support.gateway import pool_config
+from tests.support.processes import ReplicaProcess, wait_until
+from tests.support.traffic import drive
+
+pytestmark = pytest.mark.integration
+
+
+def state(url: str) -> dict[str, Any]:
+    response = httpx.get(f"{url}/admin/state", trust_env=False, timeout=5)
+    return dict(response.json())
+
+
+def replica_state(url: str, replica_id: str) -> dict[str, Any]:
+    for pool in state(url)["pools"]:
+        for replica in pool["replicas"]:
+            if replica["id"] == replica_id:
+                return dict(replica)
+    raise KeyError(replica_id)
+
+
+async def fault(replica: ReplicaProcess, **faults: Any) -> None:
+    async with httpx.AsyncClient(trust_env=False) as client:
+        response = await client.post(f"{replica.url}/admin/faults", json=faults, timeout=5)
+        assert response.status_code == 200, response.text
+
+
+async def test_sigkill_one_of_three_mid_load_fails_no_request(
+    start_replicas: StartReplicas, start_gw: StartGateway
+) -> None:
+    replicas = start_replicas(3)
+    gateway = start_gw(pool_config(replicas))
+    traffic = await drive(
+        gateway.url,
+        requests=600,
+        concurrency=8,
+        events={150: lambda: os.kill(replicas[0].pid, signal.SIGKILL)},
+    )
+    assert traffic.failed == 0, [a.body for a in traffic.answers if a.status != 200][:3]
+    assert len(traffic.answers) == 600
+    r0 = replica_state(gateway.url, "r0")
+    assert r0["failures"] >= 1 and r0["healthy"] is not True or r0["breaker"]["state"] == "open"
+
+
+async def test_hung_replica_is_ejected_and_no_request_misses_its_deadline(
+    start_replicas: StartReplicas, start_gw: StartGateway
+) -> None:
+    replicas = start_replicas(3)
+    gateway = start_gw(pool_config(replicas))
+    traffic = await drive(
+        gateway.url,
+        requests=600,
+        concurrency=8,
+        timeout_ms=1000,
+        events={100: lambda: fault(replicas[0], hang=True)},
+    )
+    assert traffic.failed == 0
+    assert traffic.max_latency_s < 1.0
+    assert replica_state(gateway.url, "r0")["ejections"] >= 1
+    print(f"hang: max client latency {traffic.max_latency_s * 1000:.0f} ms")
+
+
+async def test_half_failing_replica_still_gives_999_per_mille(
+    start_replicas: StartReplicas, start_gw: StartGateway
+) -> None:
+    replicas = start_replicas(3)
+    gateway = start_gw(pool_config(replicas))
+    await fault(replicas[0], error_rate=0.5)
+    traffic = await drive(gateway.url, requests=1000, concurrency=8)
+    assert traffic.failed <= 1  # >= 99.9 % success
+    assert len(traffic.answers) == 1000
+
+
+async def test_all_failing_pool_gets_fast_503s_and_bounded_amplification(
+    start_replicas: StartReplicas, start_gw: StartGateway
+) -> None:
+    replicas = start_replicas(3)
+    config = pool_config(replicas)
+    config["retry_budget"] = {"ratio": 0.2, "min_per_s": 1, "window_s": 10}
+    gateway = start_gw(config)
+    for replica in replicas:
+        await fault(replica, error_rate=1.0)
+    requests = 300
+    traffic = await drive(gateway.url, requests=requests, concurrency=8, timeout_ms=1000)
+    assert traffic.count(503) == requests
+    assert all(a.retry_after and b'"error"' in a.body for a in traffic.answers)
+    assert traffic.max_latency_s < 0.5  # fast failures, not timeouts
+    attempts = sum(r["requests"] for p in state(gateway.url)["pools"] for r in p["replicas"])
+    assert attempts <= (1 + 0.2) * requests + 1 * 10
+
+
+async def test_restarted_replica_rejoins_through_a_bounded_half_open(
+    start_replicas: StartReplicas, start_gw: StartGateway
+) -> None:
+    replicas = start_replicas(3)
+    breaker = {"failure_threshold": 3, "reset_timeout_s": 0.5, "success_threshold": 2,
+               "half_open_max_calls": 1}  # fmt: skip
+    health = {"interval_s": 0.1, "healthy_threshold": 3, "unhealthy_threshold": 1}
+    gateway = start_gw(pool_config(replicas, pool={"breaker": breaker, "health": health}))
+    dead = replicas[0]
+    os.kill(dead.pid, signal.SIGKILL)
+    dead.wait(10)
+    await drive(gateway.url, requests=100, concurrency=4)
+    wait_until(lambda: replica_state(gateway.url, "r0")["healthy"] is False, 10)
+
+    reborn = ReplicaProcess(dead.argv, host=dead.host, port=dead.port, name=dead.model_name,
+                            version=dead.model_version)  # fmt: skip
+    try:
+        wait_until(reborn.ready, 30, message="restarted replica to be ready")
+        wait_until(lambda: replica_state(gateway.url, "r0")["healthy"] is True, 10)
+        served_r0 = 0
+        for _ in range(20):  # bounded: light load until r0 takes traffic and closes
+            traffic = await drive(gateway.url, requests=80, concurrency=8)
+            assert traffic.failed == 0
+            served_r0 += traffic.served_by()["r0"]
+            if replica_state(gateway.url, "r0")["breaker"]["state"] == "closed" and served_r0:
+                break
+        r0 = replica_state(gateway.url, "r0")
+        assert r0["breaker"]["state"] == "closed" and served_r0 > 0
+        assert r0["breaker"]["half_open_peak"] <= breaker["half_open_max_calls"]
+        assert r0["breaker"]["half_open_granted"] >= breaker["success_threshold"]
+    finally:
+        reborn.cleanup()
+
+
+async def test_admission_sheds_a_burst_at_once_and_loses_nothing_admitted(
+    start_replicas: StartReplicas, start_gw: StartGateway
+) -> None:
+    replicas = start_replicas(2)
+    gateway = start_gw(pool_config(replicas, admission={"max_in_flight": 4}))
+    for replica in replicas:
+        await fault(replica, latency_ms=300)
+    traffic = await drive(gateway.url, requests=20, concurrency=20, timeout_ms=5000)
+    ok, shed = traffic.count(200), traffic.count(503)
+    assert ok + shed == 20 and len(traffic.answers) == 20
+    assert ok >= 4 and shed >= 8
+    assert all(a.retry_after == "1" for a in traffic.answers if a.status == 503)
+    slowest_shed = max(a.latency_s for a in traffic.answers if a.status == 503)
+    fastest_ok = min(a.latency_s for a in traffic.answers if a.status == 200)
+    assert slowest_shed < fastest_ok  # shed at once, not queued behind the admitted ones
+    assert state(gateway.url)["models"]["digits"]["shed"] == shed
