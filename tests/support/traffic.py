@@ -59,7 +59,7 @@ def request_bodies(count: int = 64) -> list[bytes]:
                     {"name": "input", "shape": [1, 64], "datatype": "FP32", "data": row.tolist()}
                 ]
             }
-        )  # fmt: skip
+        )
         for row in x_test[:count]
     ]
 
