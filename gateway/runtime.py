@@ -66,6 +66,8 @@ class Gateway:
     async def stop(self) -> None:
         if self._prober is not None:
             await self._prober.stop()
+        if self._pipeline is not None:
+            await self._pipeline.attempt.aclose()
         if self._transport is not None:
             await self._transport.aclose()
 

@@ -205,12 +205,13 @@ def _fallback(directory: Path, split: Split, refresh: bool) -> Built:
         golden_set(split).write(golden_path)
     golden = GoldenSet.read(golden_path)
     started = time.perf_counter()
-    accuracy, _ = check_onnx(model_path, split)
-    ref = GoldenRef(GOLDEN_FILE, golden.min_accuracy)
     if built is not None or not manifest_path.exists():
+        ref = GoldenRef(GOLDEN_FILE, golden.min_accuracy)
+        accuracy, _ = check_onnx(model_path, split)
         write_manifest(manifest_path, Manifest((_entry(FALLBACK.name, model_path, accuracy, ref),)))
     entry = read_manifest(manifest_path).get(FALLBACK.name)
-    entry.verify_file(directory)
+    entry.verify_file(directory)  # before running it: a tampered file is refused unread
+    accuracy, _ = check_onnx(model_path, split)
     session = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
     golden_labels = session.run(["label"], {"input": golden.inputs})[0]
     if accuracy < FALLBACK_MIN_ACCURACY or not golden.passes(golden_labels):

@@ -73,6 +73,8 @@ def serve(options: ServeOptions) -> None:
         http="httptools",
         lifespan="on",
         access_log=False,
+        proxy_headers=False,  # loopback behind the gateway: no X-Forwarded-* to trust
+        server_header=False,
         log_level=options.log_level,
         timeout_graceful_shutdown=options.graceful_timeout_s,
     )

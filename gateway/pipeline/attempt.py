@@ -1,7 +1,16 @@
 """Attempt layer: one upstream exchange with ``call.replica``, classified exactly once.
 
-It owns the per-try timeout (the time left), the replica's outstanding count and latency EWMA,
-and turns every failure into an `UpstreamError` carrying its `Outcome` for the layers above.
+It owns the per-try timeout, the replica's outstanding count and latency EWMA, and feeds every
+`Outcome` to the reactors (breaker, outlier detector, latency window). Failures leave as an
+`UpstreamError` carrying their `Outcome` for the layers above.
+
+Speculative tries: while a retry is still possible, the layer waits only the learned per-try
+timeout (`try_timeout`), then hands the request to the retry layer as SLOW, but does *not*
+cancel the exchange: it finishes in the background within the request's deadline and is
+classified by how it really ended. A late answer makes the replica slow (its EWMA and
+outstanding count steer traffic away) but not failed; a replica that never answers times out
+at the deadline and is ejected. So a hang costs each client one short try, and a slow but
+healthy replica is kept, which a fixed proxy read timeout cannot do both of.
 """
 
 from __future__ import annotations
@@ -16,6 +25,8 @@ from gateway.pipeline.call import InferCall, InferResult
 from gateway.policies.budget import RetryBudget
 from gateway.policies.classify import Outcome, OutcomeKind, classify_error, classify_status
 from gateway.policies.try_timeout import try_timeout
+from gateway.upstream.registry import Pool
+from gateway.upstream.replica import Replica
 from gateway.upstream.transport import Transport
 
 MIN_TRY_TIMEOUT_S = 0.001
@@ -26,6 +37,7 @@ class AttemptLayer:
         self._transport = transport
         self._budget = budget
         self._clock = clock
+        self.background: set[asyncio.Task[InferResult]] = set()
 
     def _retry_possible(self, call: InferCall) -> bool:
         assert call.pool is not None
@@ -41,15 +53,46 @@ class AttemptLayer:
         call.attempts += 1
         call.tried.add(replica.id)
         remaining = call.deadline.remaining()
-        timeout = try_timeout(
+        if remaining < MIN_TRY_TIMEOUT_S:
+            if replica.breaker is not None:  # hand back a half-open permit
+                cancelled = Outcome(OutcomeKind.CANCELLED, replica.id, 0.0)
+                replica.breaker.record(cancelled, breaker_state)
+            raise UpstreamTimeout("no time left for another attempt")
+        patience = try_timeout(
             call.model.retry.try_timeout, pool.latency, remaining, self._retry_possible(call)
         )
-        if timeout < MIN_TRY_TIMEOUT_S:
-            if replica.breaker is not None:  # hand back a half-open permit
-                replica.breaker.record(
-                    Outcome(OutcomeKind.CANCELLED, replica.id, 0.0), breaker_state
-                )
-            raise UpstreamTimeout("no time left for another attempt")
+        exchange = self._exchange(call, replica, pool, breaker_state, remaining)
+        if patience >= remaining:
+            return await exchange
+        task = asyncio.ensure_future(exchange)
+        try:
+            done, _ = await asyncio.wait({task}, timeout=patience)
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        if done:
+            return task.result()
+        self.background.add(task)
+        task.add_done_callback(self._finished_in_background)
+        slow = Outcome(OutcomeKind.SLOW, replica.id, patience, detail="answer still pending")
+        call.outcomes.append(slow)
+        error = UpstreamTimeout(f"{replica.id}: no answer within {patience * 1000:.0f} ms")
+        error.outcome = slow
+        raise error
+
+    def _finished_in_background(self, task: asyncio.Task[InferResult]) -> None:
+        self.background.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: its outcome was recorded by _exchange
+
+    async def aclose(self) -> None:
+        for task in list(self.background):
+            task.cancel()
+        await asyncio.gather(*self.background, return_exceptions=True)
+
+    async def _exchange(
+        self, call: InferCall, replica: Replica, pool: Pool, breaker_state: str, timeout: float
+    ) -> InferResult:
         started = self._clock.now()
         replica.started()
         outcome = Outcome(OutcomeKind.CANCELLED, replica.id, 0.0)

@@ -40,6 +40,7 @@ class Pipeline:
     handler: Handler
     admission: AdmissionLayer
     hedge: HedgeLayer
+    attempt: AttemptLayer
 
 
 def build_pipeline(
@@ -56,4 +57,4 @@ def build_pipeline(
     route = SingleRoute(registry, retry)
     deadline = DeadlineLayer(route)
     admission = AdmissionLayer(deadline)
-    return Pipeline(admission, admission, hedge)
+    return Pipeline(admission, admission, hedge, attempt)

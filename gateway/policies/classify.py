@@ -27,6 +27,7 @@ class OutcomeKind(StrEnum):
     CONNECT_ERROR = "connect_error"
     TIMEOUT = "timeout"
     PROTOCOL_ERROR = "protocol_error"
+    SLOW = "slow"  # gave up waiting early; the exchange goes on and is classified when it ends
     CANCELLED = "cancelled"  # a hedge or deadline cancelled it: no verdict on the replica
 
 
@@ -70,7 +71,7 @@ _REPLICA_FAILURES = frozenset(
     }
 )
 _RETRYABLE_KINDS = frozenset(
-    {OutcomeKind.CONNECT_ERROR, OutcomeKind.TIMEOUT, OutcomeKind.PROTOCOL_ERROR}
+    {OutcomeKind.CONNECT_ERROR, OutcomeKind.TIMEOUT, OutcomeKind.PROTOCOL_ERROR, OutcomeKind.SLOW}
 )
 
 

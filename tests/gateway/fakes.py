@@ -6,6 +6,7 @@ import asyncio
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Mapping
 
+from gateway.errors import UpstreamTimeout
 from gateway.upstream.transport import Endpoint, UpstreamResponse
 
 Behaviour = Callable[[str, str, bytes], Awaitable[UpstreamResponse]]
@@ -55,7 +56,10 @@ class FakeTransport:
     ) -> UpstreamResponse:
         self.calls[endpoint.authority].append(f"{method} {path}")
         behave = self.behaviours.get(endpoint.authority, reply())
-        return await asyncio.wait_for(behave(method, path, body), timeout)
+        try:
+            return await asyncio.wait_for(behave(method, path, body), timeout)
+        except TimeoutError as exc:  # as a real transport does
+            raise UpstreamTimeout(f"no reply within {timeout:.3f} s") from exc
 
     async def aclose(self) -> None:
         self.closed = True

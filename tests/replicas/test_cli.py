@@ -21,8 +21,9 @@ def test_serve_rejects_zero_threads(model_path: Path, capsys: pytest.CaptureFixt
 
 def test_unknown_device_is_a_usage_error(model_path: Path) -> None:
     with pytest.raises(SystemExit) as info:
-        cli.main(["serve", "--model", str(model_path), "--name", "m", "--port", "1",
-                  "--device", "tpu"])
+        cli.main(
+            ["serve", "--model", str(model_path), "--name", "m", "--port", "1", "--device", "tpu"]
+        )
     assert info.value.code == 2
 
 

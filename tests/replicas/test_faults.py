@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from replicas.errors import BadRequest, InjectedFault
-from replicas.faults import CRASH_EXIT_CODE, Faults, FaultInjector, NoFaults, corrupt
+from replicas.faults import CRASH_EXIT_CODE, FaultInjector, Faults, NoFaults, corrupt
 
 
 class FakeSleep:

@@ -25,8 +25,11 @@ INFER = "/v2/models/digits/infer"
 
 
 def infer_body(x: np.ndarray) -> dict[str, object]:
-    return {"inputs": [{"name": "input", "shape": list(x.shape), "datatype": "FP32",
-                        "data": x.tolist()}]}
+    return {
+        "inputs": [
+            {"name": "input", "shape": list(x.shape), "datatype": "FP32", "data": x.tolist()}
+        ]
+    }
 
 
 @pytest.fixture(scope="module")
@@ -88,8 +91,9 @@ def test_tritonclient(
     result = triton.infer("digits", [infer_input], outputs=outputs, request_id="t-1")
     expected = onnx_model.run({"input": x})
     np.testing.assert_array_equal(result.as_numpy("label"), expected["label"])
-    np.testing.assert_allclose(result.as_numpy("probabilities"), expected["probabilities"],
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+        result.as_numpy("probabilities"), expected["probabilities"], rtol=1e-6
+    )
     assert result.get_response()["id"] == "t-1"
 
 
@@ -134,9 +138,7 @@ def test_corrupt_fault(http: httpx.Client, onnx_model: OnnxModel, split: Split) 
     np.testing.assert_array_equal(probabilities.argmax(axis=1), labels)
 
 
-def test_ready_fault(
-    http: httpx.Client, triton: httpclient.InferenceServerClient
-) -> None:
+def test_ready_fault(http: httpx.Client, triton: httpclient.InferenceServerClient) -> None:
     http.post("/admin/faults", json={"ready": False})
     assert http.get("/v2/health/ready").status_code == 503
     assert not triton.is_server_ready() and not triton.is_model_ready("digits")
@@ -146,8 +148,9 @@ def test_ready_fault(
 
 def test_hang_fault(http: httpx.Client, replica: ReplicaProcess, split: Split) -> None:
     http.post("/admin/faults", json={"hang": True})
-    with httpx.Client(base_url=replica.url, timeout=0.5) as impatient, pytest.raises(
-        httpx.ReadTimeout
+    with (
+        httpx.Client(base_url=replica.url, timeout=0.5) as impatient,
+        pytest.raises(httpx.ReadTimeout),
     ):
         impatient.post(INFER, json=infer_body(split.X_test[:1]))
     http.delete("/admin/faults")

@@ -80,9 +80,14 @@ def test_verify_file_detects_changes(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["not json", '{"nomodels": []}', '{"models": {}}', '{"models": [{"name": "m"}]}',
-     '{"models": [{"name": "m", "version": 1, "file": "f", "sha256": "x", "size": 1,'
-     ' "accuracy": 1, "inputs": [], "outputs": []}]}'],
+    [
+        "not json",
+        '{"nomodels": []}',
+        '{"models": {}}',
+        '{"models": [{"name": "m"}]}',
+        '{"models": [{"name": "m", "version": 1, "file": "f", "sha256": "x", "size": 1,'
+        ' "accuracy": 1, "inputs": [], "outputs": []}]}',
+    ],
 )
 def test_malformed_manifests(tmp_path: Path, text: str) -> None:
     (tmp_path / "MANIFEST.json").write_text(text)

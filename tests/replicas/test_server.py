@@ -103,7 +103,9 @@ async def test_model_metadata_and_ready(client: Client, prefix: str) -> None:
         ("POST", "/v2/health/ready", 405, "use GET"),
     ],
 )
-async def test_errors_are_json(client: Client, method: str, path: str, status: int, error: str) -> None:
+async def test_errors_are_json(
+    client: Client, method: str, path: str, status: int, error: str
+) -> None:
     r = await client.request(method, path, content=b"{}")
     assert r.status_code == status
     assert r.headers["content-type"] == "application/json"
@@ -115,7 +117,9 @@ async def test_errors_are_json(client: Client, method: str, path: str, status: i
 
 async def test_infer_json(client: Client, onnx_model: OnnxModel, split: Split) -> None:
     x = split.X_test[:3]
-    r = await client.post(INFER, content=json_body(x, id="abc"))  # no content-type, like tritonclient
+    r = await client.post(
+        INFER, content=json_body(x, id="abc")
+    )  # no content-type, like tritonclient
     assert r.status_code == 200 and r.headers["content-type"] == "application/json"
     assert HEADER_LENGTH not in r.headers
     doc = r.json()
@@ -124,7 +128,9 @@ async def test_infer_json(client: Client, onnx_model: OnnxModel, split: Split) -
     expected = onnx_model.run({"input": x})
     assert doc["outputs"][0]["data"] == expected["label"].tolist()
     assert doc["outputs"][1]["shape"] == [3, 10]
-    np.testing.assert_allclose(doc["outputs"][1]["data"], expected["probabilities"].ravel(), rtol=1e-6)
+    np.testing.assert_allclose(
+        doc["outputs"][1]["data"], expected["probabilities"].ravel(), rtol=1e-6
+    )
 
 
 async def test_infer_nested_data_and_requested_output(client: Client, split: Split) -> None:
@@ -137,10 +143,10 @@ async def test_infer_nested_data_and_requested_output(client: Client, split: Spl
 
 async def test_infer_binary_both_ways(client: Client, onnx_model: OnnxModel, split: Split) -> None:
     x = split.X_test[:5]
-    req = encode_infer_request({"input": x}, ["probabilities", "label"], binary_inputs=True,
-                               binary_outputs=True)
-    r = await client.post(INFER, content=req.body,
-                          headers={HEADER_LENGTH: str(req.json_length)})
+    req = encode_infer_request(
+        {"input": x}, ["probabilities", "label"], binary_inputs=True, binary_outputs=True
+    )
+    r = await client.post(INFER, content=req.body, headers={HEADER_LENGTH: str(req.json_length)})
     assert r.status_code == 200
     assert r.headers["content-type"] == "application/octet-stream"
     decoded = decode_infer_response(r.content, r.headers[HEADER_LENGTH])
@@ -162,8 +168,11 @@ async def test_large_batch(client: Client, split: Split) -> None:
 
 
 async def test_bad_request_is_400_and_counted(client: Client) -> None:
-    r = await client.post(INFER, content=b'{"inputs": [{"name": "input", "shape": [1, 64], '
-                                         b'"datatype": "FP32", "data": [1, 2]}]}')
+    r = await client.post(
+        INFER,
+        content=b'{"inputs": [{"name": "input", "shape": [1, 64], '
+        b'"datatype": "FP32", "data": [1, 2]}]}',
+    )
     assert r.status_code == 400
     assert r.json() == {"error": "input 'input': 'data' has 2 elements, shape [1, 64] needs 64"}
     metrics = (await client.get("/metrics")).text
@@ -226,8 +235,10 @@ class FailingModel(OnnxModel):
 
 @pytest.mark.parametrize(
     ("error", "message"),
-    [(InferenceFailed("inference failed: bad node"), "inference failed: bad node"),
-     (RuntimeError("boom"), "internal error: boom")],
+    [
+        (InferenceFailed("inference failed: bad node"), "inference failed: bad node"),
+        (RuntimeError("boom"), "internal error: boom"),
+    ],
 )
 async def test_inference_exceptions_are_500_json(
     make_app: MakeApp, split: Split, error: Exception, message: str
@@ -275,8 +286,13 @@ async def test_admin_get_post_delete(faulty: tuple[ReplicaApp, Client, list[int]
     assert (await client.get("/admin/faults")).json()["latency_ms"] == 0
     r = await client.post("/admin/faults", json={"latency_ms": 20})
     r = await client.post("/admin/faults", json={"error_rate": 0.25})
-    assert r.json() == {"latency_ms": 20.0, "error_rate": 0.25, "hang": False,
-                        "corrupt_rate": 0.0, "ready": True}
+    assert r.json() == {
+        "latency_ms": 20.0,
+        "error_rate": 0.25,
+        "hang": False,
+        "corrupt_rate": 0.0,
+        "ready": True,
+    }
     assert 'replica_faults_active{fault="latency_ms"} 1.0' in (await client.get("/metrics")).text
     assert (await client.delete("/admin/faults")).json()["latency_ms"] == 0
     assert (await client.get("/admin/faults")).json()["error_rate"] == 0
@@ -284,8 +300,11 @@ async def test_admin_get_post_delete(faulty: tuple[ReplicaApp, Client, list[int]
 
 @pytest.mark.parametrize(
     ("body", "error"),
-    [(b"{", "malformed JSON"), (b'{"error_rate": 2}', "'error_rate' must be between 0 and 1"),
-     (b'{"bogus": 1}', "unknown fault 'bogus'")],
+    [
+        (b"{", "malformed JSON"),
+        (b'{"error_rate": 2}', "'error_rate' must be between 0 and 1"),
+        (b'{"bogus": 1}', "unknown fault 'bogus'"),
+    ],
 )
 async def test_admin_validation(
     faulty: tuple[ReplicaApp, Client, list[int]], body: bytes, error: str

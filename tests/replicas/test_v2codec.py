@@ -50,10 +50,12 @@ def error_of(raw: bytes, header_length: int | None = None) -> str:
 
 
 def test_flat_and_nested_data_give_the_same_array() -> None:
-    flat = parse(body(inputs=[{"name": "input", "shape": [2, 4], "datatype": "FP32",
-                               "data": ROW + ROW}]))
-    nested = parse(body(inputs=[{"name": "input", "shape": [2, 4], "datatype": "FP32",
-                                 "data": [ROW, ROW]}]))
+    flat = parse(
+        body(inputs=[{"name": "input", "shape": [2, 4], "datatype": "FP32", "data": ROW + ROW}])
+    )
+    nested = parse(
+        body(inputs=[{"name": "input", "shape": [2, 4], "datatype": "FP32", "data": [ROW, ROW]}])
+    )
     for request in (flat, nested):
         arr = request.inputs["input"]
         assert arr.dtype == np.float32 and arr.shape == (2, 4)
@@ -67,12 +69,17 @@ def test_integers_are_accepted_for_float_inputs() -> None:
 
 
 def test_id_parameters_and_requested_outputs() -> None:
-    request = parse(body(
-        id="req-7",
-        parameters={"binary_data_output": True},
-        inputs=[{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": ROW}],
-        outputs=[{"name": "label"}, {"name": "probabilities", "parameters": {"binary_data": False}}],
-    ))
+    request = parse(
+        body(
+            id="req-7",
+            parameters={"binary_data_output": True},
+            inputs=[{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": ROW}],
+            outputs=[
+                {"name": "label"},
+                {"name": "probabilities", "parameters": {"binary_data": False}},
+            ],
+        )
+    )
     assert request.id == "req-7"
     assert request.requested(SIGNATURE.output_names) == (
         RequestedOutput("label", True),
@@ -91,8 +98,18 @@ def test_all_outputs_when_none_requested() -> None:
 
 def test_binary_input() -> None:
     x = np.arange(8, dtype=np.float32).reshape(2, 4)
-    head = orjson.dumps({"inputs": [{"name": "input", "shape": [2, 4], "datatype": "FP32",
-                                     "parameters": {"binary_data_size": x.nbytes}}]})
+    head = orjson.dumps(
+        {
+            "inputs": [
+                {
+                    "name": "input",
+                    "shape": [2, 4],
+                    "datatype": "FP32",
+                    "parameters": {"binary_data_size": x.nbytes},
+                }
+            ]
+        }
+    )
     request = parse(head + x.tobytes(), len(head))
     np.testing.assert_array_equal(request.inputs["input"], x)
 
@@ -143,8 +160,10 @@ def test_parses_tritonclient_default_binary_output_request() -> None:
         (body(inputs=[{"shape": [1, 4]}]), "inputs[0]: 'name' must be a non-empty string"),
         (body(id=5, inputs=[]), "'id' must be a string"),
         (body(parameters=[1], inputs=[]), "parameters must be an object"),
-        (body(parameters={"binary_data_output": "yes"}, inputs=[]),
-         "parameters.binary_data_output must be true or false"),
+        (
+            body(parameters={"binary_data_output": "yes"}, inputs=[]),
+            "parameters.binary_data_output must be true or false",
+        ),
     ],
 )
 def test_request_level_errors(raw: bytes, expected: str) -> None:
@@ -197,22 +216,39 @@ def test_duplicate_input() -> None:
 @pytest.mark.parametrize(
     ("outputs", "expected"),
     [
-        ([{"name": "score"}], "unknown output 'score'; the model's outputs are: label, probabilities"),
+        (
+            [{"name": "score"}],
+            "unknown output 'score'; the model's outputs are: label, probabilities",
+        ),
         ({"name": "label"}, "'outputs' must be a list"),
         (["label"], "outputs[0] must be an object"),
-        ([{"name": "label", "parameters": {"binary_data": 1}}],
-         "output 'label' parameters.binary_data must be true or false"),
+        (
+            [{"name": "label", "parameters": {"binary_data": 1}}],
+            "output 'label' parameters.binary_data must be true or false",
+        ),
     ],
 )
 def test_output_errors(outputs: Any, expected: str) -> None:
-    raw = body(inputs=[{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": ROW}],
-               outputs=outputs)
+    raw = body(
+        inputs=[{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": ROW}],
+        outputs=outputs,
+    )
     assert expected in error_of(raw)
 
 
 def binary_request(size: int, payload: bytes) -> tuple[bytes, int]:
-    head = orjson.dumps({"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32",
-                                     "parameters": {"binary_data_size": size}}]})
+    head = orjson.dumps(
+        {
+            "inputs": [
+                {
+                    "name": "input",
+                    "shape": [1, 4],
+                    "datatype": "FP32",
+                    "parameters": {"binary_data_size": size},
+                }
+            ]
+        }
+    )
     return head + payload, len(head)
 
 
@@ -231,7 +267,7 @@ def test_binary_errors(size: int, payload: bytes, expected: str) -> None:
 
 
 def test_binary_size_without_header() -> None:
-    raw, header_length = binary_request(16, b"")
+    raw, _ = binary_request(16, b"")
     assert "no Inference-Header-Content-Length header" in error_of(raw)
     raw, _ = binary_request(16, bytes(16))
     assert "needs an Inference-Header-Content-Length header" in error_of(raw)
@@ -259,8 +295,12 @@ def test_integer_datatypes_reject_floats_and_out_of_range() -> None:
 
 
 def test_without_signature_any_tensor_is_accepted() -> None:
-    raw = body(inputs=[{"name": "anything", "shape": [2], "datatype": "BOOL", "data": [True, False]},
-                       {"name": "s", "shape": [1], "datatype": "BYTES", "data": ["hi"]}])
+    raw = body(
+        inputs=[
+            {"name": "anything", "shape": [2], "datatype": "BOOL", "data": [True, False]},
+            {"name": "s", "shape": [1], "datatype": "BYTES", "data": ["hi"]},
+        ]
+    )
     request = parse_infer_request(raw)
     assert request.inputs["anything"].tolist() == [True, False]
     assert request.inputs["s"].tolist() == [b"hi"]
@@ -278,8 +318,9 @@ def outputs_fixture() -> dict[str, np.ndarray[Any, Any]]:
 
 def test_json_response() -> None:
     outs = outputs_fixture()
-    encoded = encode_infer_response("m", "1", [(k, v, False) for k, v in outs.items()],
-                                    request_id="r1")
+    encoded = encode_infer_response(
+        "m", "1", [(k, v, False) for k, v in outs.items()], request_id="r1"
+    )
     assert encoded.json_length is None and encoded.content_type == JSON_CONTENT_TYPE
     doc = orjson.loads(encoded.body)
     assert doc["model_name"] == "m" and doc["model_version"] == "1" and doc["id"] == "r1"
@@ -292,8 +333,9 @@ def test_json_response() -> None:
 
 def test_binary_response_round_trip() -> None:
     outs = outputs_fixture()
-    encoded = encode_infer_response("m", "1", [("label", outs["label"], True),
-                                               ("probabilities", outs["probabilities"], False)])
+    encoded = encode_infer_response(
+        "m", "1", [("label", outs["label"], True), ("probabilities", outs["probabilities"], False)]
+    )
     assert encoded.content_type == BINARY_CONTENT_TYPE
     assert encoded.headers()[HEADER_LENGTH] == str(encoded.json_length)
     head = orjson.loads(encoded.body[: encoded.json_length])
@@ -343,7 +385,17 @@ def test_decode_rejects_malformed_responses() -> None:
     with pytest.raises(BadRequest, match="no 'outputs' list"):
         decode_infer_response(b'{"model_name": "m"}')
     with pytest.raises(BadRequest, match="truncated BYTES element length"):
-        head = orjson.dumps({"model_name": "m", "outputs": [
-            {"name": "s", "shape": [1], "datatype": "BYTES", "parameters": {"binary_data_size": 2}}
-        ]})
+        head = orjson.dumps(
+            {
+                "model_name": "m",
+                "outputs": [
+                    {
+                        "name": "s",
+                        "shape": [1],
+                        "datatype": "BYTES",
+                        "parameters": {"binary_data_size": 2},
+                    }
+                ],
+            }
+        )
         decode_infer_response(head + b"\x01\x00", len(head))

@@ -177,3 +177,53 @@ async def test_hedge_after_p95_takes_the_first_good_answer() -> None:
             break
         await asyncio.sleep(0)
     assert rig.replica(0).outstanding == 0
+
+
+def _prime(rig: Rig, latency_s: float = 0.002, samples: int = 50) -> None:
+    for _ in range(samples):
+        rig.registry.pools["p"].latency.record(latency_s)
+
+
+class RealTimeRig(Rig):
+    """The speculative try waits on the event loop's time, so these use the real clock."""
+
+    def __init__(self, config: GatewayConfig, transport: FakeTransport) -> None:
+        super().__init__(config, transport)
+        from gateway.clock import MonotonicClock
+
+        self.clock = MonotonicClock()  # type: ignore[assignment]
+        self.registry = Registry(config, self.clock)
+        self.budget = RetryBudget(RetryBudgetConfig(), self.clock)
+        self.pipeline = build_pipeline(
+            self.registry, transport, self.budget, self.clock, random.Random(0)
+        )
+
+
+async def test_a_hung_replica_costs_one_short_try_and_fails_at_the_deadline() -> None:
+    rig = RealTimeRig(make_config(replicas=2), FakeTransport({A: hang()}))
+    _prime(rig)
+    rig.replica(1).outstanding = 50  # P2C tries the hung replica first
+    result = await asyncio.wait_for(rig.run(timeout_s=0.3), 0.25)
+    assert result.served_by == "r1" and result.attempts == 2
+    hung = rig.replica(0)
+    assert hung.outstanding == 1 and hung.failures == 0  # still waiting in the background
+    background = rig.pipeline.attempt.background
+    await asyncio.wait_for(asyncio.gather(*background, return_exceptions=True), 1)
+    assert hung.outstanding == 0 and hung.failures == 1  # timed out at the deadline: a failure
+
+
+async def test_a_slow_replica_is_retried_but_not_counted_as_failed() -> None:
+    async def slow(method: str, path: str, payload: bytes) -> UpstreamResponse:
+        await asyncio.sleep(0.06)
+        return UpstreamResponse(200, {}, b"{}")
+
+    rig = RealTimeRig(make_config(replicas=2), FakeTransport({A: slow}))
+    _prime(rig)
+    rig.replica(1).outstanding = 50
+    result = await asyncio.wait_for(rig.run(timeout_s=1.0), 0.5)
+    assert result.served_by == "r1"
+    background = rig.pipeline.attempt.background
+    await asyncio.wait_for(asyncio.gather(*background, return_exceptions=True), 1)
+    slow_replica = rig.replica(0)
+    assert slow_replica.failures == 0 and slow_replica.consecutive_failures == 0
+    assert slow_replica.ewma_latency_s >= 0.05
