@@ -26,9 +26,11 @@ so the edge renders every failure the same way: ``{"error": "..."}`` with a prec
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import asyncio
+
     from gateway.policies.classify import Outcome
 
 
@@ -112,6 +114,7 @@ class UpstreamError(GatewayError):
 
     status = 502
     outcome: Outcome | None = None
+    pending: asyncio.Future[Any] | None = None  # a slow exchange that may still answer
 
 
 class UpstreamConnectError(UpstreamError):

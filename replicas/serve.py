@@ -78,7 +78,8 @@ def serve(options: ServeOptions) -> None:
         log_level=options.log_level,
         timeout_graceful_shutdown=options.graceful_timeout_s,
     )
-    # uvicorn restores the previous handler and re-raises SIGTERM after its graceful shutdown;
-    # this handler turns that (or a SIGTERM that arrives before uvicorn starts) into exit 0.
+    # uvicorn restores the previous handlers and re-raises the signal after its graceful
+    # shutdown; these turn that (or a signal before uvicorn starts) into a clean exit 0.
     signal.signal(signal.SIGTERM, _exit_cleanly)
+    signal.signal(signal.SIGINT, _exit_cleanly)
     DrainingServer(config, on_exit=app.begin_shutdown).run()

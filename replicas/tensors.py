@@ -210,7 +210,7 @@ def encode_tensor(name: str, arr: Array, binary: bool, chunks: list[bytes]) -> d
     elif datatype == "FP16":
         entry["data"] = arr.ravel().astype(np.float32)
     else:
-        entry["data"] = np.ascontiguousarray(arr.ravel()).astype(arr.dtype.newbyteorder("="))
+        entry["data"] = arr.ravel().astype(arr.dtype.newbyteorder("="), copy=False)
     return entry
 
 

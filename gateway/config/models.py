@@ -121,6 +121,7 @@ class TryTimeoutConfig(Frozen):
     multiplier: float = Field(4.0, ge=1)
     min_ms: float = Field(25.0, gt=0)
     min_samples: int = Field(20, ge=1)
+    cold_ms: float = Field(250.0, gt=0, description="per-try timeout before min_samples")
 
 
 class RetryConfig(Frozen):

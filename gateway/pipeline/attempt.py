@@ -77,7 +77,7 @@ class AttemptLayer:
         slow = Outcome(OutcomeKind.SLOW, replica.id, patience, detail="answer still pending")
         call.outcomes.append(slow)
         error = UpstreamTimeout(f"{replica.id}: no answer within {patience * 1000:.0f} ms")
-        error.outcome = slow
+        error.outcome, error.pending = slow, task
         raise error
 
     def _finished_in_background(self, task: asyncio.Task[InferResult]) -> None:

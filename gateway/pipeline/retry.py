@@ -24,6 +24,7 @@ from gateway.clock import Clock
 from gateway.deadline import Deadline
 from gateway.errors import NoReplicaAvailable, UpstreamError
 from gateway.pipeline.call import Handler, InferCall, InferResult
+from gateway.pipeline.pending import PendingAnswers
 from gateway.policies.backoff import FullJitter
 from gateway.policies.budget import RetryBudget
 
@@ -58,20 +59,25 @@ class RetryLayer:
             policy = call.model.retry
             if policy.max_attempts < 2 or not _retryable(first):
                 raise
+            pending = PendingAnswers()
+            pending.keep(first)
             jitter = FullJitter(
                 policy.backoff_base_ms / 1000, policy.backoff_max_ms / 1000, self._rng
             )
             wait = jitter.for_retry(0)
             if call.deadline.remaining() - wait < MIN_TRY_S or not self._budget.try_spend():
-                raise
+                return await _settle(pending, first)
             await self._clock.sleep(wait)
-            return await self._retry(call, first, jitter)
+            try:
+                return await self._retry(call, first, jitter, pending)
+            except UpstreamError as last:
+                return await _settle(pending, last)
 
     def _should_retry(self, error: BaseException) -> bool:
         return _retryable(error) and self._budget.try_spend()
 
     async def _retry(
-        self, call: InferCall, first: UpstreamError, jitter: FullJitter
+        self, call: InferCall, first: UpstreamError, jitter: FullJitter, pending: PendingAnswers
     ) -> InferResult:
         last = [first]
         exhausted = False
@@ -79,8 +85,9 @@ class RetryLayer:
         async def attempt() -> InferResult:
             nonlocal exhausted
             try:
-                return await self._inner(call)
+                return await pending.race(self._inner(call))
             except UpstreamError as exc:
+                pending.keep(exc)
                 last.append(exc)
                 raise
             except NoReplicaAvailable:  # every replica tried: report how the last try failed
@@ -97,6 +104,14 @@ class RetryLayer:
         )
         result: InferResult = await retrying(attempt)
         return result
+
+
+async def _settle(pending: PendingAnswers, error: UpstreamError) -> InferResult:
+    """No more tries: a slow exchange that still answers well wins, else the error stands."""
+    result = await pending.first_good()
+    if result is None:
+        raise error
+    return result
 
 
 def _retryable(error: BaseException) -> bool:

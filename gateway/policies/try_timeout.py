@@ -14,10 +14,10 @@ from gateway.policies.latency import LatencyWindow
 def try_timeout(
     config: TryTimeoutConfig, latency: LatencyWindow, remaining_s: float, retry_possible: bool
 ) -> float:
-    if not config.adaptive or not retry_possible or latency.count < config.min_samples:
+    if not config.adaptive or not retry_possible:
         return remaining_s
     observed = latency.quantile(config.quantile)
-    if observed is None:
-        return remaining_s
+    if observed is None or latency.count < config.min_samples:
+        return min(config.cold_ms / 1000, remaining_s)
     learned = max(config.min_ms / 1000, config.multiplier * observed)
     return min(learned, remaining_s)

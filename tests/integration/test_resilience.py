@@ -60,17 +60,17 @@ async def test_hung_replica_is_ejected_and_no_request_misses_its_deadline(
 ) -> None:
     replicas = start_replicas(3)
     gateway = start_gw(pool_config(replicas))
-    traffic = await drive(
-        gateway.url,
-        requests=600,
-        concurrency=8,
-        timeout_ms=1000,
-        events={100: lambda: fault(replicas[0], hang=True)},
-    )
-    assert traffic.failed == 0
-    assert traffic.max_latency_s < 1.0
+    worst = 0.0
+    await fault(replicas[0], hang=True)
+    for _ in range(30):  # bounded: hung tries time out at their deadline, then r0 is ejected
+        traffic = await drive(gateway.url, requests=200, concurrency=8, timeout_ms=1000)
+        assert traffic.failed == 0
+        worst = max(worst, traffic.max_latency_s)
+        if replica_state(gateway.url, "r0")["ejections"] >= 1:
+            break
     assert replica_state(gateway.url, "r0")["ejections"] >= 1
-    print(f"hang: max client latency {traffic.max_latency_s * 1000:.0f} ms")
+    assert worst < 1.0
+    print(f"hang: max client latency {worst * 1000:.0f} ms")
 
 
 async def test_half_failing_replica_still_gives_999_per_mille(
