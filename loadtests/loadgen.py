@@ -21,6 +21,8 @@ from gateway.upstream.transport import Endpoint
 class LoadResult:
     seconds: float
     latencies_s: list[float] = field(default_factory=list)
+    starts_s: list[float] = field(default_factory=list)  # since the run began
+    codes: list[int] = field(default_factory=list)  # status, or 0 for a transport error
     statuses: Counter[int] = field(default_factory=Counter)
     errors: Counter[str] = field(default_factory=Counter)
 
@@ -61,14 +63,18 @@ async def closed_loop(
         while sent < max_requests and time.perf_counter() < stop_at:
             sent += 1
             started = time.perf_counter()
+            code = 0
             try:
                 response = await transport.request(
                     endpoint, "POST", path, body=body, headers=headers, timeout=timeout_s
                 )
-                result.statuses[response.status] += 1
+                code = response.status
+                result.statuses[code] += 1
             except UpstreamError as exc:
                 result.errors[type(exc).__name__] += 1
             result.latencies_s.append(time.perf_counter() - started)
+            result.starts_s.append(started - began)
+            result.codes.append(code)
 
     began = time.perf_counter()
     try:

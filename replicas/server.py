@@ -181,6 +181,10 @@ class ReplicaApp:
             response = error_response(exc.status, exc.message)
         except ClientDisconnected:
             return
+        except asyncio.CancelledError:
+            # uvicorn cancels requests still running when the graceful shutdown times out
+            # (a hang fault, say); without this the client would get a text/plain 500.
+            response = error_response(503, "replica shut down before answering")
         except Exception as exc:  # never a bare 500: say what broke, as JSON
             log.exception("unexpected error on %s %s", method, path)
             response = error_response(500, f"internal error: {exc}")
@@ -305,6 +309,9 @@ class ReplicaApp:
             return Response(200, encoded.body, encoded.content_type, extra)
         except ReplicaError as exc:
             status = exc.status
+            raise
+        except asyncio.CancelledError:
+            status = 503
             raise
         finally:
             self.metrics.in_flight.dec()

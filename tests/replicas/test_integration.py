@@ -198,3 +198,27 @@ def test_sigterm_lets_in_flight_requests_finish(model_path: Path, split: Split) 
         assert proc.wait(timeout=15) == 0
     finally:
         proc.cleanup()
+
+
+def test_sigterm_answers_hung_requests_when_the_grace_period_ends(
+    model_path: Path, split: Split
+) -> None:
+    proc = start_replica(model_path, enable_faults=True, extra_args=["--graceful-timeout", "1"])
+    try:
+        with httpx.Client(base_url=proc.url, timeout=10) as client, ThreadPoolExecutor(1) as pool:
+            client.post("/admin/faults", json={"hang": True})
+            pending = pool.submit(client.post, INFER, json=infer_body(split.X_test[:1]))
+            wait_until(
+                lambda: "replica_requests_in_flight 1.0" in httpx.get(f"{proc.url}/metrics").text,
+                5,
+                message="the request to be in flight",
+            )
+            proc.send_signal(signal.SIGTERM)
+            r = pending.result(timeout=10)
+            assert (r.status_code, r.json()) == (
+                503,
+                {"error": "replica shut down before answering"},
+            )
+        assert proc.wait(timeout=15) == 0
+    finally:
+        proc.cleanup()

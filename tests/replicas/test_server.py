@@ -360,3 +360,30 @@ async def test_crash_fault(faulty: tuple[ReplicaApp, Client, list[int]]) -> None
             break
         await asyncio.sleep(0.01)
     assert exits == [CRASH_EXIT_CODE]
+
+
+async def test_request_cancelled_by_shutdown_gets_a_json_503(
+    faulty: tuple[ReplicaApp, Client, list[int]], split: Split
+) -> None:
+    app, client, _ = faulty
+    await client.post("/admin/faults", json={"hang": True})
+    body = json_body(split.X_test[:1])
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": INFER, "headers": []}
+    task = asyncio.create_task(app(scope, receive, send))
+    for _ in range(500):
+        if "replica_requests_in_flight 1.0" in app.metrics.render().decode():
+            break
+        await asyncio.sleep(0.01)
+    task.cancel()  # what uvicorn does when the graceful shutdown times out
+    await asyncio.wait_for(task, 5)
+    assert sent[0]["status"] == 503
+    assert orjson.loads(sent[1]["body"]) == {"error": "replica shut down before answering"}
+    assert 'replica_requests_total{code="503",model="digits"} 1.0' in app.metrics.render().decode()
