@@ -15,6 +15,7 @@ so the edge renders every failure the same way: ``{"error": "..."}`` with a prec
     ├── ServiceUnavailable            503: no way to serve right now, with Retry-After
     │   ├── Overloaded                503: admission bound reached
     │   ├── NoReplicaAvailable        503: no admissible replica in the pool
+    │   ├── NoQuorum                  503: a vote's legs did not agree (or too few answered)
     │   └── UpstreamFailed            503: every permitted attempt failed
     ├── DeadlineExceeded              504: the request's deadline passed
     └── UpstreamError                 one failed attempt; internal, retried or wrapped
@@ -99,6 +100,10 @@ class Overloaded(ServiceUnavailable):
 
 class NoReplicaAvailable(ServiceUnavailable):
     """No replica of the pool is admissible (down, ejected, breaker open or unreachable)."""
+
+
+class NoQuorum(ServiceUnavailable):
+    """Too few vote legs answered, or they disagreed; the message says which."""
 
 
 class UpstreamFailed(ServiceUnavailable):

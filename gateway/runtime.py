@@ -17,6 +17,7 @@ from gateway.config.models import GatewayConfig, ModelConfig
 from gateway.errors import NoReplicaAvailable, NotFound, UpstreamError
 from gateway.pipeline.build import Pipeline, build_pipeline
 from gateway.pipeline.call import InferCall, InferResult
+from gateway.pipeline.fallback import FallbackRunner
 from gateway.policies.budget import RetryBudget
 from gateway.upstream.health import HealthProber
 from gateway.upstream.registry import Pool, Registry
@@ -44,6 +45,7 @@ class Gateway:
         self._prober: HealthProber | None = None
         self._pipeline: Pipeline | None = None
         self._metadata: dict[str, dict[str, Any]] = {}
+        self.fallbacks: dict[str, FallbackRunner] = {}
 
     @property
     def transport(self) -> Transport:
@@ -58,7 +60,7 @@ class Gateway:
             )
             self._transport = make_transport(self.config.server.transport, limits)
         self._pipeline = build_pipeline(
-            self.registry, self._transport, self.budget, self.clock, self.rng
+            self.registry, self._transport, self.budget, self.clock, self.rng, self.fallbacks
         )
         self._prober = HealthProber(self.registry, self._transport, self.clock, self.rng)
         self._prober.start()
@@ -82,10 +84,20 @@ class Gateway:
         return model
 
     def pool_of(self, model: ModelConfig) -> Pool:
-        return self.registry.pools[model.pool]
+        """The pool that answers metadata for the model (a vote's first pool)."""
+        return self.registry.pools[model.pools[0]]
 
     def model_ready(self, model: ModelConfig) -> bool:
-        return any(r.healthy for r in self.pool_of(model).replicas)
+        """Ready when enough pools have a healthy replica, or a verified fallback can answer."""
+        live = sum(1 for name in model.pools if self.registry.pools[name].healthy())
+        needed = model.vote.quorum if model.vote is not None else 1
+        return live >= needed or self._fallback_ready(model)
+
+    def _fallback_ready(self, model: ModelConfig) -> bool:
+        if model.fallback is None:
+            return False
+        runner = self.fallbacks.get(model.fallback.model)
+        return runner is not None and runner.ok
 
     def ready(self) -> bool:
         return all(self.model_ready(m) for m in self.config.models.values())
@@ -139,7 +151,8 @@ class Gateway:
             },
             "models": {
                 name: {
-                    "pool": m.pool,
+                    "route": m.route,
+                    "pools": list(m.pools),
                     "version": m.version,
                     "ready": self.model_ready(m),
                     "in_flight": admission.in_flight.get(name, 0) if admission else 0,

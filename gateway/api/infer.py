@@ -40,7 +40,7 @@ class InferEndpoint:
                 headers.get(TIMEOUT_HEADER), model.timeout_ms, model.max_timeout_ms
             )
             deadline = Deadline.after(self._gateway.clock, timeout_s)
-            parse_infer_request(body, headers.get(HEADER_LENGTH))
+            request = parse_infer_request(body, headers.get(HEADER_LENGTH))
             forwarded = {k: headers[k] for k in FORWARDED if k in headers}
             forwarded["content-type"] = "application/json"
             call = InferCall(
@@ -50,6 +50,7 @@ class InferEndpoint:
                 upstream_headers=forwarded,
                 deadline=deadline,
                 request_id=headers.get("x-request-id") or f"{_prefix}{next(_ids)}",
+                request=request,
             )
             result = await self._gateway.infer(call)
         except GatewayError as error:
@@ -57,7 +58,7 @@ class InferEndpoint:
             await send_error(send, error, [(b"x-attempts", attempts)])
             return
         reply, header_length = result.body, result.header_length
-        if result.status == 200:
+        if result.status == 200 and result.vote is None and result.degraded is None:
             reply, header_length = rename_reply(reply, header_length, model_name, model.version)
         out = [
             (b"content-type", (result.content_type or "application/json").encode()),
@@ -68,6 +69,8 @@ class InferEndpoint:
             out.append((b"inference-header-content-length", header_length.encode()))
         if result.degraded:
             out.append((b"x-degraded", result.degraded.encode()))
+        if result.vote:
+            out.append((b"x-vote", result.vote.encode()))
         await send_bytes(send, result.status, reply, out)
 
     async def _read_body(self, receive: Receive, headers: dict[str, str]) -> bytes:

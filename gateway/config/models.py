@@ -8,15 +8,24 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from gateway.config.policies import (
+    AdmissionConfig,
+    BreakerConfig,
+    FallbackConfig,
+    Frozen,
+    GoldenProbeConfig,
+    HealthCheckConfig,
+    HedgeConfig,
+    OutlierConfig,
+    RetryBudgetConfig,
+    RetryConfig,
+    VoteConfig,
+)
 from gateway.upstream.transport import Endpoint
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
-
-
-class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class ServerConfig(Frozen):
@@ -36,34 +45,6 @@ class LocalLaunch(Frozen):
     device: Literal["cpu", "cuda"] = "cpu"
     enable_faults: bool = False
     startup_timeout_s: float = Field(60.0, gt=0)
-
-
-class HealthCheckConfig(Frozen):
-    """Active readiness probes, one loop per replica (Envoy's health_checks, simplified)."""
-
-    interval_s: float = Field(0.5, gt=0, le=60)
-    jitter: float = Field(0.2, ge=0, le=1)
-    timeout_s: float = Field(0.5, gt=0)
-    healthy_threshold: int = Field(2, ge=1)
-    unhealthy_threshold: int = Field(2, ge=1)
-
-
-class OutlierConfig(Frozen):
-    """Passive outlier ejection from live traffic (Envoy's consecutive_5xx, simplified)."""
-
-    consecutive_failures: int = Field(5, ge=1)
-    base_ejection_s: float = Field(2.0, gt=0, description="first ejection; grows linearly")
-    max_ejection_s: float = Field(30.0, gt=0)
-    max_ejection_percent: int = Field(50, ge=0, le=100)
-
-
-class BreakerConfig(Frozen):
-    """Per-replica circuit breaker (pybreaker under an adapter with an injected clock)."""
-
-    failure_threshold: int = Field(5, ge=1, description="consecutive failures that open it")
-    reset_timeout_s: float = Field(2.0, gt=0, description="open -> half-open after this")
-    success_threshold: int = Field(2, ge=1, description="half-open passes that close it")
-    half_open_max_calls: int = Field(1, ge=1, description="concurrent probes while half-open")
 
 
 class ReplicaConfig(Frozen):
@@ -92,6 +73,7 @@ class PoolConfig(Frozen):
     health: HealthCheckConfig = HealthCheckConfig()
     outlier: OutlierConfig = OutlierConfig()
     breaker: BreakerConfig = BreakerConfig()
+    golden: GoldenProbeConfig | None = None
     panic_threshold_percent: int = Field(
         50, ge=0, le=100, description="below this share of usable replicas, use all of them"
     )
@@ -108,59 +90,12 @@ class PoolConfig(Frozen):
         return replicas
 
 
-class TryTimeoutConfig(Frozen):
-    """Per-try timeout learned from the pool's observed latency, when a retry is still possible.
-
-    ``multiplier × quantile`` of recent successful attempts, within [min_ms, time left]; the
-    last possible attempt always gets all the time left. A hung replica then costs one short
-    try instead of the whole deadline.
-    """
-
-    adaptive: bool = True
-    quantile: float = Field(0.99, gt=0, lt=1)
-    multiplier: float = Field(4.0, ge=1)
-    min_ms: float = Field(25.0, gt=0)
-    min_samples: int = Field(20, ge=1)
-    cold_ms: float = Field(250.0, gt=0, description="per-try timeout before min_samples")
-
-
-class RetryConfig(Frozen):
-    """Bounded retries with exponential backoff and full jitter, each on an untried replica."""
-
-    max_attempts: int = Field(3, ge=1, description="attempts in all, the first included")
-    backoff_base_ms: float = Field(25.0, ge=0)
-    backoff_max_ms: float = Field(250.0, ge=0)
-    try_timeout: TryTimeoutConfig = TryTimeoutConfig()
-
-
-class RetryBudgetConfig(Frozen):
-    """Gateway-wide cap on retries: ``ratio`` of requests plus ``min_per_s`` (Finagle/Linkerd)."""
-
-    ratio: float = Field(0.2, ge=0)
-    min_per_s: float = Field(10.0, ge=0)
-    window_s: float = Field(10.0, gt=0)
-
-
-class AdmissionConfig(Frozen):
-    """Bound on in-flight requests per model; beyond it requests are shed at once."""
-
-    max_in_flight: int = Field(256, ge=1)
-    retry_after_s: float = Field(1.0, gt=0)
-
-
-class HedgeConfig(Frozen):
-    """Tail-latency hedging: one more copy after the pool's observed latency quantile."""
-
-    enabled: bool = False
-    quantile: float = Field(0.95, gt=0, lt=1)
-    min_delay_ms: float = Field(5.0, ge=0)
-    min_samples: int = Field(50, ge=1)
-
-
 class ModelConfig(Frozen):
-    """A model as clients see it, the pool that serves it, and its request policy."""
+    """A model as clients see it: one pool or a vote over pools, and its request policy."""
 
-    pool: str
+    pool: str | None = None
+    vote: VoteConfig | None = None
+    fallback: FallbackConfig | None = None
     version: str = "1"
     timeout_ms: int = Field(1000, gt=0, description="deadline when the client sends none")
     max_timeout_ms: int = Field(60_000, gt=0, description="cap on x-request-timeout-ms")
@@ -169,24 +104,38 @@ class ModelConfig(Frozen):
     hedge: HedgeConfig = HedgeConfig()
 
     @model_validator(mode="after")
-    def _timeouts(self) -> ModelConfig:
+    def _shape(self) -> ModelConfig:
+        if (self.pool is None) == (self.vote is None):
+            raise ValueError("a model needs exactly one of 'pool' or 'vote'")
         if self.timeout_ms > self.max_timeout_ms:
             raise ValueError("timeout_ms must not exceed max_timeout_ms")
         return self
+
+    @property
+    def pools(self) -> tuple[str, ...]:
+        """Every pool this model routes to."""
+        return self.vote.pools if self.vote is not None else (self.pool or "",)
+
+    @property
+    def route(self) -> str:
+        return "vote" if self.vote is not None else "single"
 
 
 class GatewayConfig(Frozen):
     server: ServerConfig = ServerConfig()
     retry_budget: RetryBudgetConfig = RetryBudgetConfig()
+    fallback_manifest: str = "fallback_models/MANIFEST.json"
     pools: dict[str, PoolConfig] = Field(min_length=1)
     models: dict[str, ModelConfig] = Field(min_length=1)
 
     @model_validator(mode="after")
     def _references(self) -> GatewayConfig:
         for name, model in self.models.items():
-            if model.pool not in self.pools:
-                known = ", ".join(sorted(self.pools))
-                raise ValueError(f"models.{name}.pool: unknown pool {model.pool!r} (have {known})")
+            where = f"models.{name}.pool" if model.vote is None else f"models.{name}.vote.pools"
+            for pool_ref in model.pools:
+                if pool_ref not in self.pools:
+                    known = ", ".join(sorted(self.pools))
+                    raise ValueError(f"{where}: unknown pool {pool_ref!r} (have {known})")
         ids: dict[str, str] = {}
         for pool_name, pool in self.pools.items():
             for replica in pool.replicas:

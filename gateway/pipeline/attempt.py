@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import asyncio
 
-import orjson
-
 from gateway.clock import Clock
 from gateway.errors import UpstreamError, UpstreamStatusError, UpstreamTimeout
 from gateway.pipeline.call import InferCall, InferResult
@@ -28,6 +26,7 @@ from gateway.policies.try_timeout import try_timeout
 from gateway.upstream.registry import Pool
 from gateway.upstream.replica import Replica
 from gateway.upstream.transport import Transport
+from gateway.v2.reply import error_text
 
 MIN_TRY_TIMEOUT_S = 0.001
 
@@ -110,7 +109,7 @@ class AttemptLayer:
                 outcome = classify_error(replica.id, exc, self._clock.now() - started)
                 exc.outcome = outcome
                 raise
-            detail = _error_text(response.body) if response.status >= 400 else ""
+            detail = error_text(response.body) if response.status >= 400 else ""
             outcome = classify_status(
                 replica.id, response.status, self._clock.now() - started, detail
             )
@@ -138,13 +137,3 @@ class AttemptLayer:
             if outcome.ok:
                 pool.latency.record(outcome.latency_s)
 
-
-def _error_text(body: bytes, limit: int = 200) -> str:
-    """The replica's error message, short enough for a log line or an error body."""
-    try:
-        parsed = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        parsed = None
-    if isinstance(parsed, dict) and isinstance(parsed.get("error"), str):
-        return str(parsed["error"])[:limit]
-    return body[:limit].decode("utf-8", "replace").strip()

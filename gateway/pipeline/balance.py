@@ -9,6 +9,7 @@ admitted under are written to the call and read by the attempt layer before any 
 
 from __future__ import annotations
 
+from gateway.clock import Clock
 from gateway.errors import NoReplicaAvailable
 from gateway.pipeline.call import Handler, InferCall, InferResult
 from gateway.policies.selection import PowerOfTwoChoices
@@ -16,13 +17,14 @@ from gateway.upstream.eligibility import eligible
 
 
 class BalanceLayer:
-    def __init__(self, selector: PowerOfTwoChoices, inner: Handler) -> None:
+    def __init__(self, selector: PowerOfTwoChoices, clock: Clock, inner: Handler) -> None:
         self._selector = selector
+        self._clock = clock
         self._inner = inner
 
     async def __call__(self, call: InferCall) -> InferResult:
         assert call.pool is not None, "route layer sets the pool"
-        candidates = eligible(call.pool, call.tried)
+        candidates = eligible(call.pool, call.tried, self._clock.now())
         while candidates:
             replica = self._selector.pick(candidates)
             assert replica is not None

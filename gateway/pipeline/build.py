@@ -1,13 +1,16 @@
 """The whole request pipeline, outer to inner, in one place.
 
-    admission ── deadline ── route(single) ── retry ── hedge ── balance ── attempt ── transport
+    admission ── deadline ── fallback ── route ─┬─ single ──────────────┐
+                                                └─ vote: k legs, vote ──┴─ leg:
+                                   retry ── hedge ── balance ── attempt ── transport ── replica
 
 - admission: bounded in-flight per model, shed at once (503 + Retry-After);
 - deadline: nothing below runs past the request's deadline (504);
-- route: resolves the model's pool;
-- retry: jittered, bounded, budgeted retries on untried replicas (tenacity);
+- fallback: the verified in-process model answers, degraded, when the primary path cannot;
+- route: the model's pool, or a vote over pools (each leg a full single route);
+- retry: jittered, bounded, budgeted retries on untried replicas (tenacity); slow tries race;
 - hedge: optional second copy after the pool's p95;
-- balance: eligibility (health, ejection, breaker, spares, panic) then power-of-two-choices;
+- balance: eligibility (health, ejection, quarantine, breaker, spares, panic), then P2C;
 - attempt: one classified exchange; its `Outcome` feeds the replica's breaker, the outlier
   detector and the latency window.
 
@@ -18,6 +21,7 @@ the order of the pipeline, read or edit this function and nothing else.
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gateway.clock import Clock
@@ -26,9 +30,11 @@ from gateway.pipeline.attempt import AttemptLayer
 from gateway.pipeline.balance import BalanceLayer
 from gateway.pipeline.call import Handler
 from gateway.pipeline.deadline import DeadlineLayer
+from gateway.pipeline.fallback import FallbackLayer, FallbackRunner
 from gateway.pipeline.hedge import HedgeLayer
 from gateway.pipeline.retry import RetryLayer
-from gateway.pipeline.route import SingleRoute
+from gateway.pipeline.route import Router, SingleRoute
+from gateway.pipeline.vote import VoteRoute
 from gateway.policies.budget import RetryBudget
 from gateway.policies.selection import PowerOfTwoChoices
 from gateway.upstream.registry import Registry
@@ -39,6 +45,8 @@ from gateway.upstream.transport import Transport
 class Pipeline:
     handler: Handler
     admission: AdmissionLayer
+    fallback: FallbackLayer
+    vote: VoteRoute
     hedge: HedgeLayer
     attempt: AttemptLayer
 
@@ -49,12 +57,15 @@ def build_pipeline(
     budget: RetryBudget,
     clock: Clock,
     rng: random.Random,
+    fallbacks: Mapping[str, FallbackRunner] | None = None,
 ) -> Pipeline:
     attempt = AttemptLayer(transport, budget, clock)
-    balance = BalanceLayer(PowerOfTwoChoices(rng), attempt)
+    balance = BalanceLayer(PowerOfTwoChoices(rng), clock, attempt)
     hedge = HedgeLayer(budget, balance)
-    retry = RetryLayer(budget, clock, rng, hedge)
-    route = SingleRoute(registry, retry)
-    deadline = DeadlineLayer(route)
+    leg = RetryLayer(budget, clock, rng, hedge)
+    vote = VoteRoute(registry, leg, clock)
+    route = Router({"single": SingleRoute(registry, leg), "vote": vote})
+    fallback = FallbackLayer(fallbacks or {}, route)
+    deadline = DeadlineLayer(fallback)
     admission = AdmissionLayer(deadline)
-    return Pipeline(admission, admission, hedge, attempt)
+    return Pipeline(admission, admission, fallback, vote, hedge, attempt)

@@ -14,6 +14,7 @@ from gateway.deadline import Deadline
 from gateway.policies.classify import Outcome
 from gateway.upstream.registry import Pool
 from gateway.upstream.replica import Replica
+from gateway.v2.request import InferRequestInfo
 
 
 @dataclass(slots=True)
@@ -24,6 +25,7 @@ class InferCall:
     upstream_headers: dict[str, str]
     deadline: Deadline
     request_id: str
+    request: InferRequestInfo | None = None  # the parsed JSON header, when the edge parsed it
     pool: Pool | None = None
     replica: Replica | None = None
     breaker_state: str = "closed"
@@ -42,6 +44,7 @@ class InferResult:
     served_by: str
     attempts: int
     degraded: str | None = None
+    vote: str | None = None  # e.g. "3/3": legs agreeing / legs answered
 
 
 Handler = Callable[[InferCall], Awaitable[InferResult]]

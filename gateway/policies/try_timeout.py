@@ -7,7 +7,7 @@ pool's own recent p99 says what "too long" means right now; the last try gets al
 
 from __future__ import annotations
 
-from gateway.config.models import TryTimeoutConfig
+from gateway.config.policies import TryTimeoutConfig
 from gateway.policies.latency import LatencyWindow
 
 

@@ -78,6 +78,9 @@ class Registry:
             for name, pool in config.pools.items()
         }
 
+    def replica(self, replica_id: str) -> Replica | None:
+        return next((r for r in self.replicas() if r.id == replica_id), None)
+
     def replicas(self) -> Iterator[Replica]:
         for pool in self.pools.values():
             yield from pool.replicas

@@ -38,6 +38,9 @@ class Replica:
     ejections: int = 0
     last_ejected_at: float = 0.0
     ejection_reason: str | None = None
+    quarantined_until: float = 0.0  # wrong answers: excluded even in panic mode
+    quarantine_reason: str | None = None
+    golden_failures: int = 0
     breaker: ReplicaBreaker | None = field(default=None, repr=False)
 
     @classmethod
@@ -71,6 +74,14 @@ class Replica:
             self.consecutive_failures += 1
             self.last_error = error
 
+    def quarantine(self, now: float, duration_s: float, reason: str) -> bool:
+        """Takes the replica out for wrong answers; False if it already was."""
+        if self.quarantined_until > now:
+            return False
+        self.quarantined_until = now + duration_s
+        self.quarantine_reason = reason
+        return True
+
     def snapshot(self, now: float) -> dict[str, Any]:
         return {
             "id": self.id,
@@ -83,6 +94,9 @@ class Replica:
             "ejected_for_s": round(max(0.0, self.ejected_until - now), 3),
             "ejections": self.ejections,
             "ejection_reason": self.ejection_reason,
+            "quarantined": self.quarantined_until > now,
+            "quarantined_for_s": round(max(0.0, self.quarantined_until - now), 3),
+            "quarantine_reason": self.quarantine_reason,
             "outstanding": self.outstanding,
             "ewma_latency_ms": round(self.ewma_latency_s * 1000, 3),
             "requests": self.requests,

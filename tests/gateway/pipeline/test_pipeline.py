@@ -8,7 +8,7 @@ import pytest
 
 from gateway.clock import MonotonicClock
 from gateway.config import GatewayConfig
-from gateway.config.models import RetryBudgetConfig
+from gateway.config.policies import RetryBudgetConfig
 from gateway.deadline import Deadline
 from gateway.errors import DeadlineExceeded, UpstreamConnectError, UpstreamFailed
 from gateway.pipeline.build import build_pipeline

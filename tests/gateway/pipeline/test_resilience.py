@@ -11,7 +11,7 @@ import pytest
 
 from gateway.clock import FakeClock
 from gateway.config import GatewayConfig
-from gateway.config.models import RetryBudgetConfig
+from gateway.config.policies import RetryBudgetConfig
 from gateway.deadline import Deadline
 from gateway.errors import NoReplicaAvailable, Overloaded, UpstreamConnectError, UpstreamFailed
 from gateway.pipeline.build import Pipeline, build_pipeline

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from gateway.clock import FakeClock
-from gateway.config.models import RetryBudgetConfig
+from gateway.config.policies import RetryBudgetConfig
 from gateway.policies.budget import RetryBudget
 
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.config.models import TryTimeoutConfig
+from gateway.config.policies import TryTimeoutConfig
 from gateway.policies.latency import LatencyWindow
 from gateway.policies.try_timeout import try_timeout
 

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from gateway.clock import FakeClock
-from gateway.config.models import BreakerConfig
+from gateway.config.policies import BreakerConfig
 from gateway.policies.classify import Outcome, OutcomeKind, classify_status
 from gateway.upstream.breaker import CLOSED, HALF_OPEN, OPEN, ReplicaBreaker
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import random
 
 from gateway.clock import FakeClock
-from gateway.config.models import HealthCheckConfig
+from gateway.config.policies import HealthCheckConfig
 from gateway.upstream.health import HealthProber, apply_probe
 from gateway.upstream.registry import Registry
 from gateway.upstream.replica import Replica

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from gateway.clock import FakeClock
-from gateway.config.models import OutlierConfig
+from gateway.config.policies import OutlierConfig
 from gateway.policies.classify import classify_status
 from gateway.upstream.outlier import OutlierDetector
 from gateway.upstream.replica import Replica

@@ -1,0 +1,138 @@
+"""Request and replica policies as frozen config objects, one per mechanism.
+
+Each mechanism (health probes, outlier ejection, breakers, retries, budget, admission,
+hedging, voting, fallback) has its own small config, as Envoy keeps them apart, so a
+change to one never ripples into the others.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class HealthCheckConfig(Frozen):
+    """Active readiness probes, one loop per replica (Envoy's health_checks, simplified)."""
+
+    interval_s: float = Field(0.5, gt=0, le=60)
+    jitter: float = Field(0.2, ge=0, le=1)
+    timeout_s: float = Field(0.5, gt=0)
+    healthy_threshold: int = Field(2, ge=1)
+    unhealthy_threshold: int = Field(2, ge=1)
+
+
+class OutlierConfig(Frozen):
+    """Passive outlier ejection from live traffic (Envoy's consecutive_5xx, simplified)."""
+
+    consecutive_failures: int = Field(5, ge=1)
+    base_ejection_s: float = Field(2.0, gt=0, description="first ejection; grows linearly")
+    max_ejection_s: float = Field(30.0, gt=0)
+    max_ejection_percent: int = Field(50, ge=0, le=100)
+
+
+class BreakerConfig(Frozen):
+    """Per-replica circuit breaker (pybreaker under an adapter with an injected clock)."""
+
+    failure_threshold: int = Field(5, ge=1, description="consecutive failures that open it")
+    reset_timeout_s: float = Field(2.0, gt=0, description="open -> half-open after this")
+    success_threshold: int = Field(2, ge=1, description="half-open passes that close it")
+    half_open_max_calls: int = Field(1, ge=1, description="concurrent probes while half-open")
+
+
+class TryTimeoutConfig(Frozen):
+    """Per-try timeout learned from the pool's observed latency, when a retry is still possible.
+
+    ``multiplier × quantile`` of recent successful attempts, within [min_ms, time left]; the
+    last possible attempt always gets all the time left. A hung replica then costs one short
+    try instead of the whole deadline.
+    """
+
+    adaptive: bool = True
+    quantile: float = Field(0.99, gt=0, lt=1)
+    multiplier: float = Field(4.0, ge=1)
+    min_ms: float = Field(25.0, gt=0)
+    min_samples: int = Field(20, ge=1)
+    cold_ms: float = Field(250.0, gt=0, description="per-try timeout before min_samples")
+
+
+class RetryConfig(Frozen):
+    """Bounded retries with exponential backoff and full jitter, each on an untried replica."""
+
+    max_attempts: int = Field(3, ge=1, description="attempts in all, the first included")
+    backoff_base_ms: float = Field(25.0, ge=0)
+    backoff_max_ms: float = Field(250.0, ge=0)
+    try_timeout: TryTimeoutConfig = TryTimeoutConfig()
+
+
+class RetryBudgetConfig(Frozen):
+    """Gateway-wide cap on retries: ``ratio`` of requests plus ``min_per_s`` (Finagle/Linkerd)."""
+
+    ratio: float = Field(0.2, ge=0)
+    min_per_s: float = Field(10.0, ge=0)
+    window_s: float = Field(10.0, gt=0)
+
+
+class AdmissionConfig(Frozen):
+    """Bound on in-flight requests per model; beyond it requests are shed at once."""
+
+    max_in_flight: int = Field(256, ge=1)
+    retry_after_s: float = Field(1.0, gt=0)
+
+
+class HedgeConfig(Frozen):
+    """Tail-latency hedging: one more copy after the pool's observed latency quantile."""
+
+    enabled: bool = False
+    quantile: float = Field(0.95, gt=0, lt=1)
+    min_delay_ms: float = Field(5.0, ge=0)
+    min_samples: int = Field(50, ge=1)
+
+
+class VoteConfig(Frozen):
+    """N-version voting over distinct pools (diverse model versions)."""
+
+    pools: tuple[str, ...] = Field(min_length=2)
+    quorum: int = Field(2, ge=1)
+    label_outputs: tuple[str, ...] = ("label",)
+    numeric_atol: float = Field(1e-3, ge=0)
+    numeric_rtol: float = Field(1e-2, ge=0)
+    straggler_grace_ms: float = Field(20.0, ge=0, description="wait after a quorum agrees")
+    suspect_window: int = Field(200, ge=10, description="last votes kept per replica")
+    suspect_min_votes: int = Field(100, ge=1)
+    suspect_ratio: float = Field(0.08, gt=0, le=1, description="dissent share to quarantine")
+    quarantine_s: float = Field(60.0, gt=0)
+
+    @model_validator(mode="after")
+    def _quorum(self) -> VoteConfig:
+        if self.quorum > len(self.pools):
+            raise ValueError(f"quorum {self.quorum} exceeds the {len(self.pools)} pools")
+        if len(set(self.pools)) != len(self.pools):
+            raise ValueError("vote pools must be distinct")
+        return self
+
+
+FallbackReason = Literal["no_replica", "exhausted", "deadline", "no_quorum", "overloaded"]
+
+
+class FallbackConfig(Frozen):
+    """Answer from the verified in-process model when the primary path cannot."""
+
+    model: str = Field(min_length=1, description="a model of fallback_models/MANIFEST.json")
+    on: tuple[FallbackReason, ...] = ("no_replica", "exhausted", "deadline", "no_quorum")
+    reserve_ms: float = Field(20.0, ge=0, description="time kept back for the fallback")
+
+
+class GoldenProbeConfig(Frozen):
+    """Correctness probes: known inputs to every replica, answers compared with expected."""
+
+    file: str = Field(description="golden set JSON: inputs, labels, min_accuracy")
+    interval_s: float = Field(5.0, gt=0)
+    rows: int = Field(20, ge=1, description="golden rows per probe")
+    min_accuracy: float | None = Field(None, ge=0, le=1, description="default: the golden set's")
+    failures_to_quarantine: int = Field(2, ge=1)
+    quarantine_s: float = Field(60.0, gt=0)

@@ -1,0 +1,94 @@
+"""Fallback layer: a verified small model answers, degraded, when the primary path cannot.
+
+The primary path (single or vote) runs with the deadline minus the fallback's reserve; if it
+has no admissible replica, exhausts its attempts, finds no quorum, or runs out of that time,
+and the model's policy names that reason, the in-process fallback answers with
+``x-degraded: <reason>`` and ``x-served-by: fallback/<model>``. A fallback that failed its
+verification (checksum, golden set) never answers: the primary's error stands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from gateway.errors import (
+    DeadlineExceeded,
+    GatewayError,
+    NoQuorum,
+    NoReplicaAvailable,
+    UpstreamError,
+)
+from gateway.pipeline.call import Handler, InferCall, InferResult
+from gateway.v2.codec import decode_inputs
+from gateway.v2.reply import encode_reply
+from gateway.v2.request import HEADER_LENGTH
+
+log = logging.getLogger(__name__)
+
+
+class FallbackRunner(Protocol):
+    """What the layer needs of a fallback model (see `gateway.fallback`)."""
+
+    @property
+    def ok(self) -> bool: ...
+
+    async def infer(self, inputs: Mapping[str, Any]) -> Mapping[str, Any]: ...
+
+
+def fallback_reason(error: BaseException) -> str | None:
+    """Why the primary path could not answer, in the policy's words (None: not ours to save)."""
+    if isinstance(error, TimeoutError | DeadlineExceeded):
+        return "deadline"
+    if isinstance(error, NoQuorum):
+        return "no_quorum"
+    if isinstance(error, NoReplicaAvailable):
+        return "no_replica"
+    if isinstance(error, UpstreamError):
+        return "exhausted"
+    return None
+
+
+class FallbackLayer:
+    def __init__(self, fallbacks: Mapping[str, FallbackRunner], inner: Handler) -> None:
+        self._fallbacks = fallbacks
+        self._inner = inner
+        self.answered: dict[str, int] = {}
+
+    async def __call__(self, call: InferCall) -> InferResult:
+        policy = call.model.fallback
+        if policy is None:
+            return await self._inner(call)
+        primary_time = call.deadline.remaining() - policy.reserve_ms / 1000
+        try:
+            if primary_time <= 0:
+                raise DeadlineExceeded("no time left for the primary path")
+            async with asyncio.timeout(primary_time):
+                return await self._inner(call)
+        except (TimeoutError, GatewayError) as error:
+            reason = fallback_reason(error)
+            runner = self._fallbacks.get(policy.model)
+            if reason is None or reason not in policy.on or runner is None or not runner.ok:
+                if isinstance(error, TimeoutError):
+                    raise DeadlineExceeded("the primary path did not answer in time") from error
+                raise
+            return await self._answer(call, policy.model, runner, reason)
+
+    async def _answer(
+        self, call: InferCall, name: str, runner: FallbackRunner, reason: str
+    ) -> InferResult:
+        inputs = decode_inputs(call.body, call.upstream_headers.get(HEADER_LENGTH))
+        outputs = await runner.infer(inputs)
+        reply = encode_reply(call, outputs)
+        self.answered[reason] = self.answered.get(reason, 0) + 1
+        return InferResult(
+            status=200,
+            body=reply.body,
+            content_type=reply.content_type,
+            header_length=None if reply.json_length is None else str(reply.json_length),
+            served_by=f"fallback/{name}",
+            attempts=call.attempts,
+            degraded=reason,
+        )

@@ -1,0 +1,163 @@
+"""Vote route: k legs on distinct pools (diverse versions), compared once a quorum agrees.
+
+Each leg is a full single route (retry, hedge, balance, attempt) on its own pool, asking for
+JSON outputs. Answers are compared as they arrive; once a quorum agrees, stragglers get a
+short grace and are then cancelled. Legs that answered against the quorum count against the
+replica that served them; a replica whose dissent share crosses the suspect threshold is
+quarantined. No quorum raises `NoQuorum`, which the fallback layer may turn into a degraded
+answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from typing import Any
+
+from gateway.clock import Clock
+from gateway.config.policies import VoteConfig
+from gateway.errors import BadRequest, GatewayError, NoQuorum
+from gateway.pipeline.call import Handler, InferCall, InferResult
+from gateway.policies.suspects import SuspectTracker
+from gateway.policies.voting import VoteResult, VoteRule, vote
+from gateway.upstream.registry import Registry
+from gateway.v2.codec import decode_outputs
+from gateway.v2.outputs import json_outputs_request
+from gateway.v2.reply import encode_reply, error_text
+
+log = logging.getLogger(__name__)
+Outputs = dict[str, Any]
+
+
+class VoteRoute:
+    def __init__(self, registry: Registry, leg: Handler, clock: Clock) -> None:
+        self._registry = registry
+        self._leg = leg
+        self._clock = clock
+        self.suspects: dict[str, SuspectTracker] = {}
+        self.votes = 0
+        self.no_quorum = 0
+
+    def _tracker(self, model: str, config: VoteConfig) -> SuspectTracker:
+        tracker = self.suspects.get(model)
+        if tracker is None:
+            tracker = SuspectTracker(
+                config.suspect_window, config.suspect_min_votes, config.suspect_ratio
+            )
+            self.suspects[model] = tracker
+        return tracker
+
+    async def __call__(self, call: InferCall) -> InferResult:
+        config = call.model.vote
+        assert config is not None and call.request is not None, "router and edge set these"
+        body, header_length = json_outputs_request(call.request, call.body)
+        headers = dict(call.upstream_headers)
+        headers.pop("inference-header-content-length", None)
+        if header_length is not None:
+            headers["inference-header-content-length"] = header_length
+        legs = {
+            name: dataclasses.replace(
+                call, body=body, upstream_headers=headers, pool=self._registry.pools[name],
+                replica=None, attempts=0, tried=set(), outcomes=[],
+            )  # fmt: skip
+            for name in config.pools
+        }
+        answers, served = await self._collect(legs, config)
+        call.attempts = sum(leg.attempts for leg in legs.values())
+        rule = VoteRule(config.quorum, config.label_outputs, config.numeric_atol,
+                        config.numeric_rtol)  # fmt: skip
+        result = vote(answers, rule) if answers else None
+        self.votes += 1
+        if result is None or not result.agreed:
+            self.no_quorum += 1
+            raise NoQuorum(_no_quorum_message(call.model_name, config, answers, result))
+        self._judge(call.model_name, config, result, served)
+        reply = encode_reply(call, result.outputs)
+        return InferResult(
+            status=200,
+            body=reply.body,
+            content_type=reply.content_type,
+            header_length=None if reply.json_length is None else str(reply.json_length),
+            served_by=",".join(served[name] for name in answers),
+            attempts=call.attempts,
+            vote=result.tally,
+        )
+
+    async def _collect(
+        self, legs: dict[str, InferCall], config: VoteConfig
+    ) -> tuple[dict[str, Outputs], dict[str, str]]:
+        tasks = {asyncio.ensure_future(self._leg(leg)): name for name, leg in legs.items()}
+        answers: dict[str, Outputs] = {}
+        served: dict[str, str] = {}
+        pending = set(tasks)
+        agreed_at: float | None = None
+        grace = config.straggler_grace_ms / 1000
+        rule = VoteRule(config.quorum, config.label_outputs)
+        try:
+            while pending:
+                timeout = None if agreed_at is None else agreed_at + grace - self._clock.now()
+                done, pending = await asyncio.wait(
+                    pending, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+                )
+                if not done:
+                    break  # the stragglers' grace is over
+                for task in done:
+                    name = tasks[task]
+                    outputs = _decoded(task)
+                    if outputs is not None:
+                        answers[name] = outputs
+                        served[name] = task.result().served_by
+                if agreed_at is None and len(answers) >= config.quorum and vote(answers, rule).agreed:
+                    agreed_at = self._clock.now()
+        finally:
+            for task in pending:
+                task.cancel()
+        return answers, served
+
+    def _judge(
+        self, model: str, config: VoteConfig, result: VoteResult, served: dict[str, str]
+    ) -> None:
+        tracker = self._tracker(model, config)
+        now = self._clock.now()
+        for leg, replica_id in served.items():
+            dissented = result.dissenters.get(leg, 0) > 0
+            if dissented:
+                log.info("vote on %s: %s (%s) dissented", model, replica_id, leg)
+            if tracker.observe(replica_id, dissented):
+                replica = self._registry.replica(replica_id)
+                reason = f"dissented from the {model} quorum too often"
+                if replica is not None and replica.quarantine(now, config.quarantine_s, reason):
+                    tracker.forgive(replica_id)
+                    log.warning("replica %s quarantined for %.0f s: %s", replica_id,
+                                config.quarantine_s, reason)  # fmt: skip
+
+
+def _decoded(task: asyncio.Future[InferResult]) -> Outputs | None:
+    if task.cancelled() or task.exception() is not None:
+        error = None if task.cancelled() else task.exception()
+        if error is not None and not isinstance(error, GatewayError):
+            raise error
+        return None
+    result = task.result()
+    if result.status != 200:
+        if 400 <= result.status < 500:
+            raise BadRequest(error_text(result.body))
+        return None
+    try:
+        return decode_outputs(result.body, result.header_length)
+    except BadRequest:  # a malformed answer is a missing answer, not a crash
+        log.warning("vote leg %s sent an undecodable answer", result.served_by)
+        return None
+
+
+def _no_quorum_message(
+    model: str, config: VoteConfig, answers: dict[str, Outputs], result: VoteResult | None
+) -> str:
+    if len(answers) < config.quorum:
+        return (
+            f"model {model!r}: no quorum: {len(answers)} of {len(config.pools)} legs answered, "
+            f"{config.quorum} needed"
+        )
+    rows = result.rows_without_quorum if result else []
+    return f"model {model!r}: no quorum: the {len(answers)} legs disagree on rows {rows[:10]}"

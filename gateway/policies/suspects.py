@@ -1,0 +1,58 @@
+"""Suspects: replicas whose answers keep disagreeing with the vote's quorum.
+
+Diverse model versions disagree now and then by design (here 0.7–2.4 % of the digits test
+split), so a count of dissents alone would quarantine honest replicas on a long enough run.
+A replica becomes a suspect on its *share* of dissents over its last ``window`` votes, once it
+has at least ``min_votes`` of them: a replica corrupting 10 % of its answers stands out, an
+honest one's 1–2 % does not.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class _Record:
+    votes: deque[bool]
+    dissents: int = 0
+    total_dissents: int = 0
+    total_votes: int = 0
+
+
+@dataclass
+class SuspectTracker:
+    window: int
+    min_votes: int
+    ratio: float
+    _records: dict[str, _Record] = field(default_factory=dict)
+
+    def observe(self, replica_id: str, dissented: bool) -> bool:
+        """Records one vote; True when the replica just crossed the suspect threshold."""
+        record = self._records.get(replica_id)
+        if record is None:
+            record = self._records[replica_id] = _Record(deque(maxlen=self.window))
+        if len(record.votes) == self.window and record.votes[0]:
+            record.dissents -= 1
+        record.votes.append(dissented)
+        record.dissents += dissented
+        record.total_votes += 1
+        record.total_dissents += dissented
+        if len(record.votes) < self.min_votes:
+            return False
+        return record.dissents / len(record.votes) >= self.ratio
+
+    def forgive(self, replica_id: str) -> None:
+        """Starts the replica afresh (after its quarantine)."""
+        self._records.pop(replica_id, None)
+
+    def snapshot(self) -> dict[str, dict[str, float]]:
+        return {
+            rid: {
+                "votes": r.total_votes,
+                "dissents": r.total_dissents,
+                "recent_dissent_ratio": round(r.dissents / len(r.votes), 4) if r.votes else 0.0,
+            }
+            for rid, r in self._records.items()
+        }

@@ -1,0 +1,46 @@
+"""The gateway's door to the V2 tensor codec shared with the replicas (`replicas.v2codec`).
+
+The codec raises the replica package's errors; this module is where they become the
+gateway's own (`BadRequest`), so nothing from that tree escapes as a bare 500.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from gateway.errors import BadRequest
+from replicas.errors import ReplicaError
+from replicas.v2codec import (
+    EncodedBody,
+    decode_infer_response,
+    encode_infer_response,
+    parse_infer_request,
+)
+
+__all__ = ["EncodedBody", "decode_outputs", "decode_inputs", "encode_outputs"]
+
+
+def decode_inputs(body: bytes, header_length: str | None) -> dict[str, Any]:
+    """The request's input tensors as numpy arrays (shapes and datatypes as declared)."""
+    try:
+        return dict(parse_infer_request(body, header_length).inputs)
+    except ReplicaError as exc:
+        raise BadRequest(str(exc)) from exc
+
+
+def decode_outputs(body: bytes, header_length: str | None) -> dict[str, Any]:
+    """A replica reply's output tensors; an undecodable reply raises `BadRequest`."""
+    try:
+        return dict(decode_infer_response(body, header_length).outputs)
+    except ReplicaError as exc:
+        raise BadRequest(f"undecodable replica reply: {exc}") from exc
+
+
+def encode_outputs(
+    model_name: str,
+    version: str | None,
+    outputs: Iterable[tuple[str, Any, bool]],
+    request_id: str | None,
+) -> EncodedBody:
+    return encode_infer_response(model_name, version, outputs, request_id=request_id)
