@@ -33,6 +33,8 @@ def _server(config: GatewayConfig, host: str | None, port: int | None) -> uvicor
             http="httptools",
             lifespan="on",
             access_log=False,
+            proxy_headers=False,
+            server_header=False,
             log_level="info",
             timeout_graceful_shutdown=10,
         )

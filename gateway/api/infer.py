@@ -19,6 +19,9 @@ from gateway.v2.request import HEADER_LENGTH, parse_infer_request
 from gateway.v2.response import rename_reply
 
 FORWARDED = (HEADER_LENGTH, "traceparent", "tracestate")
+_WANTED = frozenset(
+    name.encode() for name in (*FORWARDED, TIMEOUT_HEADER, "content-length", "x-request-id")
+)
 _ids = itertools.count(1)
 _prefix = f"{os.getpid():x}-"
 
@@ -33,7 +36,7 @@ class InferEndpoint:
     ) -> None:
         call: InferCall | None = None
         try:
-            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+            headers = _wanted_headers(scope["headers"])
             model = self._gateway.model(model_name, version)
             body = await self._read_body(receive, headers)
             timeout_s = timeout_from_header(
@@ -90,3 +93,8 @@ class InferEndpoint:
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def _wanted_headers(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
+    """Decodes only the request headers the gateway reads (the hot path skips the rest)."""
+    return {k.decode("latin-1"): v.decode("latin-1") for k, v in raw if k in _WANTED}

@@ -22,7 +22,7 @@ from collections.abc import Callable
 import pybreaker
 
 from gateway.clock import Clock
-from gateway.config.models import BreakerConfig
+from gateway.config.policies import BreakerConfig
 from gateway.policies.classify import Outcome, OutcomeKind
 
 log = logging.getLogger(__name__)
@@ -30,6 +30,9 @@ log = logging.getLogger(__name__)
 CLOSED, OPEN, HALF_OPEN = pybreaker.STATE_CLOSED, pybreaker.STATE_OPEN, pybreaker.STATE_HALF_OPEN
 _NEVER = 10.0**9  # pybreaker's own reset timer must never fire: ours does
 StateListener = Callable[[str, str, str], None]  # (replica id, old state, new state)
+
+
+_NO_VERDICT = frozenset({OutcomeKind.CLIENT_ERROR, OutcomeKind.CANCELLED, OutcomeKind.SLOW})
 
 
 class _Failed(Exception):
@@ -110,10 +113,13 @@ class ReplicaBreaker:
         """Feeds one finished attempt; ``permitted_state`` is the state when it was admitted."""
         if permitted_state == HALF_OPEN:
             self._half_open_in_flight = max(0, self._half_open_in_flight - 1)
-        if outcome.kind in (OutcomeKind.CLIENT_ERROR, OutcomeKind.CANCELLED):
+        if outcome.kind in _NO_VERDICT:
             return
-        if self._cb.current_state == OPEN:
+        state = self._cb.current_state
+        if state == OPEN:
             return  # a straggler from before the trip: the verdict is already in
+        if state == CLOSED and not outcome.is_failure and self._cb.fail_counter == 0:
+            return  # the hot path: pybreaker would only reset a counter that is already 0
         with contextlib.suppress(_Failed, pybreaker.CircuitBreakerError):
             self._cb.call(_fail if outcome.is_failure else _succeed)
 
