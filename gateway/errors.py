@@ -16,7 +16,8 @@ so the edge renders every failure the same way: ``{"error": "..."}`` with a prec
     │   ├── Overloaded                503: admission bound reached
     │   ├── NoReplicaAvailable        503: no admissible replica in the pool
     │   ├── NoQuorum                  503: a vote's legs did not agree (or too few answered)
-    │   └── UpstreamFailed            503: every permitted attempt failed
+    │   ├── UpstreamFailed            503: every permitted attempt failed
+    │   └── FallbackUnavailable       503: the fallback model is not verified (reason says why)
     ├── DeadlineExceeded              504: the request's deadline passed
     └── UpstreamError                 one failed attempt; internal, retried or wrapped
         ├── UpstreamConnectError      could not connect / connection reset before a reply
@@ -108,6 +109,10 @@ class NoQuorum(ServiceUnavailable):
 
 class UpstreamFailed(ServiceUnavailable):
     """Every attempt the policy allowed failed; the message says how the last one failed."""
+
+
+class FallbackUnavailable(ServiceUnavailable):
+    """The in-process fallback model cannot answer: not verified, refused, or it failed."""
 
 
 class DeadlineExceeded(GatewayError):

@@ -7,6 +7,7 @@ probes stop before the transport closes.
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -15,16 +16,20 @@ from gateway import __version__
 from gateway.clock import Clock, MonotonicClock
 from gateway.config.models import GatewayConfig, ModelConfig
 from gateway.errors import NoReplicaAvailable, NotFound, UpstreamError
+from gateway.fallback.model import FallbackModel
+from gateway.fallback.watcher import FallbackWatcher
 from gateway.pipeline.build import Pipeline, build_pipeline
 from gateway.pipeline.call import InferCall, InferResult
 from gateway.pipeline.fallback import FallbackRunner
 from gateway.policies.budget import RetryBudget
+from gateway.upstream.golden_prober import GoldenProber
 from gateway.upstream.health import HealthProber
 from gateway.upstream.registry import Pool, Registry
 from gateway.upstream.transport import Transport
 from gateway.upstream.transports import TransportLimits, make_transport
 
 METADATA_TIMEOUT_S = 2.0
+FALLBACK_RECHECK_S = 30.0
 
 
 class Gateway:
@@ -45,7 +50,15 @@ class Gateway:
         self._prober: HealthProber | None = None
         self._pipeline: Pipeline | None = None
         self._metadata: dict[str, dict[str, Any]] = {}
-        self.fallbacks: dict[str, FallbackRunner] = {}
+        self._golden: GoldenProber | None = None
+        names = sorted({m.fallback.model for m in config.models.values() if m.fallback})
+        manifest = Path(config.fallback_manifest)
+        self.fallback_models = {n: FallbackModel(manifest, n, self.clock) for n in names}
+        self.fallbacks: dict[str, FallbackRunner] = dict(self.fallback_models)
+        self._watchers = [
+            FallbackWatcher(m, self.clock, FALLBACK_RECHECK_S)
+            for m in self.fallback_models.values()
+        ]
 
     @property
     def transport(self) -> Transport:
@@ -64,8 +77,18 @@ class Gateway:
         )
         self._prober = HealthProber(self.registry, self._transport, self.clock, self.rng)
         self._prober.start()
+        self._golden = GoldenProber(self.registry, self._transport, self.clock, self.rng)
+        self._golden.start()
+        for model in self.fallback_models.values():
+            await model.verify()
+        for watcher in self._watchers:
+            watcher.start()
 
     async def stop(self) -> None:
+        for watcher in self._watchers:
+            await watcher.stop()
+        if self._golden is not None:
+            await self._golden.stop()
         if self._prober is not None:
             await self._prober.stop()
         if self._pipeline is not None:
@@ -101,6 +124,17 @@ class Gateway:
 
     def ready(self) -> bool:
         return all(self.model_ready(m) for m in self.config.models.values())
+
+    def readiness(self) -> dict[str, Any]:
+        """The ready document: overall, per model, and why a fallback is refused, if one is."""
+        doc: dict[str, Any] = {
+            "ready": self.ready(),
+            "models": {n: self.model_ready(m) for n, m in self.config.models.items()},
+        }
+        refused = {n: m.status.reason for n, m in self.fallback_models.items() if not m.ok}
+        if refused:
+            doc["fallbacks_refused"] = refused
+        return doc
 
     async def infer(self, call: InferCall) -> InferResult:
         assert self._pipeline is not None, "gateway not started"
@@ -145,6 +179,8 @@ class Gateway:
             "ready": self.ready(),
             "transport": self.config.server.transport,
             "retry_budget": self.budget.snapshot(),
+            "fallbacks": {n: m.status.to_json() for n, m in self.fallback_models.items()},
+            "suspects": self._pipeline.vote.suspects_snapshot() if self._pipeline else {},
             "hedges": {
                 "sent": hedge.hedges_sent if hedge else 0,
                 "won": hedge.hedges_won if hedge else 0,

@@ -34,7 +34,7 @@ def build_admin_app(gateway: Gateway) -> FastAPI:
     @app.get("/v2/health/ready")
     async def ready() -> Response:
         ok = gateway.ready()
-        return JSONResponse({"ready": ok}, status_code=200 if ok else 503)
+        return JSONResponse(gateway.readiness(), status_code=200 if ok else 503)
 
     @app.get("/v2/models/{name}")
     async def model_metadata(name: str) -> dict[str, Any]:

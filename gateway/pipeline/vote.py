@@ -39,6 +39,9 @@ class VoteRoute:
         self.votes = 0
         self.no_quorum = 0
 
+    def suspects_snapshot(self) -> dict[str, dict[str, dict[str, float]]]:
+        return {model: tracker.snapshot() for model, tracker in self.suspects.items()}
+
     def _tracker(self, model: str, config: VoteConfig) -> SuspectTracker:
         tracker = self.suspects.get(model)
         if tracker is None:
@@ -58,15 +61,22 @@ class VoteRoute:
             headers["inference-header-content-length"] = header_length
         legs = {
             name: dataclasses.replace(
-                call, body=body, upstream_headers=headers, pool=self._registry.pools[name],
-                replica=None, attempts=0, tried=set(), outcomes=[],
-            )  # fmt: skip
+                call,
+                body=body,
+                upstream_headers=headers,
+                pool=self._registry.pools[name],
+                replica=None,
+                attempts=0,
+                tried=set(),
+                outcomes=[],
+            )
             for name in config.pools
         }
         answers, served = await self._collect(legs, config)
         call.attempts = sum(leg.attempts for leg in legs.values())
-        rule = VoteRule(config.quorum, config.label_outputs, config.numeric_atol,
-                        config.numeric_rtol)  # fmt: skip
+        rule = VoteRule(
+            config.quorum, config.label_outputs, config.numeric_atol, config.numeric_rtol
+        )
         result = vote(answers, rule) if answers else None
         self.votes += 1
         if result is None or not result.agreed:
@@ -108,7 +118,11 @@ class VoteRoute:
                     if outputs is not None:
                         answers[name] = outputs
                         served[name] = task.result().served_by
-                if agreed_at is None and len(answers) >= config.quorum and vote(answers, rule).agreed:
+                if (
+                    agreed_at is None
+                    and len(answers) >= config.quorum
+                    and vote(answers, rule).agreed
+                ):
                     agreed_at = self._clock.now()
         finally:
             for task in pending:
@@ -129,8 +143,12 @@ class VoteRoute:
                 reason = f"dissented from the {model} quorum too often"
                 if replica is not None and replica.quarantine(now, config.quarantine_s, reason):
                     tracker.forgive(replica_id)
-                    log.warning("replica %s quarantined for %.0f s: %s", replica_id,
-                                config.quarantine_s, reason)  # fmt: skip
+                    log.warning(
+                        "replica %s quarantined for %.0f s: %s",
+                        replica_id,
+                        config.quarantine_s,
+                        reason,
+                    )
 
 
 def _decoded(task: asyncio.Future[InferResult]) -> Outputs | None:

@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from gateway.clock import Clock
-from gateway.config.models import RetryBudgetConfig
+from gateway.config.policies import RetryBudgetConfig
 
 
 class RetryBudget:

@@ -13,7 +13,7 @@ import logging
 import random
 
 from gateway.clock import Clock
-from gateway.config.models import HealthCheckConfig
+from gateway.config.policies import HealthCheckConfig
 from gateway.errors import UpstreamError
 from gateway.upstream.registry import Pool, Registry
 from gateway.upstream.replica import Replica

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Sequence
 
 from gateway.clock import Clock
-from gateway.config.models import OutlierConfig
+from gateway.config.policies import OutlierConfig
 from gateway.policies.classify import Outcome
 from gateway.upstream.replica import Replica
 

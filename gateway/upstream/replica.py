@@ -41,6 +41,7 @@ class Replica:
     quarantined_until: float = 0.0  # wrong answers: excluded even in panic mode
     quarantine_reason: str | None = None
     golden_failures: int = 0
+    golden_last: str | None = None
     breaker: ReplicaBreaker | None = field(default=None, repr=False)
 
     @classmethod
@@ -97,6 +98,7 @@ class Replica:
             "quarantined": self.quarantined_until > now,
             "quarantined_for_s": round(max(0.0, self.quarantined_until - now), 3),
             "quarantine_reason": self.quarantine_reason,
+            "golden_last": self.golden_last,
             "outstanding": self.outstanding,
             "ewma_latency_ms": round(self.ewma_latency_s * 1000, 3),
             "requests": self.requests,

@@ -18,7 +18,7 @@ from replicas.v2codec import (
     parse_infer_request,
 )
 
-__all__ = ["EncodedBody", "decode_outputs", "decode_inputs", "encode_outputs"]
+__all__ = ["EncodedBody", "decode_inputs", "decode_outputs", "encode_outputs"]
 
 
 def decode_inputs(body: bytes, header_length: str | None) -> dict[str, Any]:

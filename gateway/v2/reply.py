@@ -13,8 +13,8 @@ import orjson
 
 from gateway.errors import BadRequest
 from gateway.pipeline.call import InferCall
-from gateway.v2.outputs import binary_by_default, requested_outputs
 from gateway.v2.codec import EncodedBody, encode_outputs
+from gateway.v2.outputs import binary_by_default, requested_outputs
 
 
 def encode_reply(call: InferCall, outputs: Mapping[str, Any]) -> EncodedBody:
@@ -25,7 +25,9 @@ def encode_reply(call: InferCall, outputs: Mapping[str, Any]) -> EncodedBody:
         chosen = [(name, default) for name in outputs]
     missing = [name for name, _ in chosen if name not in outputs]
     if missing:
-        raise BadRequest(f"unknown output {missing[0]!r}; the model's outputs: {', '.join(outputs)}")
+        raise BadRequest(
+            f"unknown output {missing[0]!r}; the model's outputs: {', '.join(outputs)}"
+        )
     return encode_outputs(
         call.model_name,
         call.model.version,

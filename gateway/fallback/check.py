@@ -1,0 +1,116 @@
+"""The blocking verification of a fallback model: checksum, load, signature, golden set.
+
+Kept apart from the async wrapper so each step can be read (and tested) in order. Every step
+that fails says why in one line, because that line is what readiness and ``/admin/state``
+show to the operator: a refused fallback must be explainable without reading logs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+from gateway.fallback.manifest import find_model, read_hashed
+from replicas.manifest import GoldenSet, ManifestError
+from replicas.model import signature_of
+from replicas.signature import Array, Signature
+
+LABEL_OUTPUT = "label"
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """A verified onnxruntime session and what it was verified as."""
+
+    session: ort.InferenceSession
+    signature: Signature
+    sha256: str
+    version: str
+
+    def run(self, feed: Mapping[str, Array]) -> dict[str, Array]:
+        """All outputs, in the model's order; blocking (call it from a worker thread)."""
+        names = list(self.signature.output_names)
+        results = self.session.run(names, dict(feed))
+        return dict(zip(names, results, strict=True))
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    ok: bool
+    reason: str
+    sha256: str | None = None
+    accuracy: float | None = None
+    version: str | None = None
+
+
+def open_session(data: bytes) -> ort.InferenceSession:
+    """A CPU session on one thread (measured fastest for small models on this machine)."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.log_severity_level = 3  # errors only: a refused file is reported by us, once
+    return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+
+
+def check_model(
+    manifest: Path, name: str, current: Loaded | None = None
+) -> tuple[Verdict, Loaded | None]:
+    """Verifies ``name`` from ``manifest``; the session is reused if the bytes are unchanged."""
+    try:
+        files = find_model(manifest, name)
+    except ManifestError as exc:
+        return Verdict(False, f"manifest: {exc}"), None
+    entry = files.entry
+    try:
+        data, digest = read_hashed(files.model_path)
+    except OSError as exc:
+        return Verdict(False, f"cannot read {files.model_path}: {exc}"), None
+    if digest != entry.sha256:
+        reason = f"sha256 mismatch: manifest {entry.sha256[:12]}…, file {digest[:12]}…"
+        return Verdict(False, reason, digest), None
+    if current is not None and current.sha256 == digest and current.version == entry.version:
+        loaded = current
+    else:
+        try:
+            session = open_session(data)
+        except Exception as exc:  # onnxruntime raises its own untyped errors
+            return Verdict(False, f"onnxruntime cannot load it: {exc}", digest), None
+        loaded = Loaded(session, signature_of(session), digest, entry.version)
+    expected = Signature(entry.inputs, entry.outputs)
+    if loaded.signature != expected:
+        reason = f"signature {loaded.signature} differs from the manifest's {expected}"
+        return Verdict(False, reason, digest), None
+    verdict = _golden(files.golden_path, entry.golden.min_accuracy if entry.golden else 1.0, loaded)
+    return verdict, loaded if verdict.ok else None
+
+
+def _golden(path: Path, pinned_min: float, loaded: Loaded) -> Verdict:
+    """Accuracy of the label output on the golden set against the stricter minimum of the two.
+
+    The golden file is not hashed in the manifest, so its own ``min_accuracy`` may only raise
+    the bar the manifest sets, never lower it.
+    """
+    try:
+        golden = GoldenSet.read(path)
+    except ManifestError as exc:
+        return Verdict(False, f"golden set: {exc}", loaded.sha256)
+    inputs = loaded.signature.inputs
+    if len(inputs) != 1 or loaded.signature.output(LABEL_OUTPUT) is None:
+        reason = f"golden set needs one input and a {LABEL_OUTPUT!r} output"
+        return Verdict(False, reason, loaded.sha256)
+    try:
+        outputs = loaded.run({inputs[0].name: golden.inputs})
+    except Exception as exc:  # onnxruntime's own errors
+        return Verdict(False, f"golden set: inference failed: {exc}", loaded.sha256)
+    accuracy = golden.accuracy(np.asarray(outputs[LABEL_OUTPUT]))
+    minimum = max(pinned_min, golden.min_accuracy)
+    if accuracy < minimum:
+        reason = f"golden accuracy {accuracy:.3f} is below the minimum {minimum:.3f}"
+        return Verdict(False, reason, loaded.sha256, accuracy, loaded.version)
+    reason = f"verified: sha256 matches, golden accuracy {accuracy:.3f} >= {minimum:.3f}"
+    return Verdict(True, reason, loaded.sha256, accuracy, loaded.version)
