@@ -72,17 +72,20 @@ class VoteRoute:
             )
             for name in config.pools
         }
-        answers, served = await self._collect(legs, config)
-        call.attempts = sum(leg.attempts for leg in legs.values())
         rule = VoteRule(
             config.quorum, config.label_outputs, config.numeric_atol, config.numeric_rtol
         )
+        answers, served = await self._collect(legs, config)
         result = vote(answers, rule) if answers else None
+        replaced: list[tuple[str, Outputs]] = []
+        if result is not None and not result.agreed:
+            result = await self._tiebreak(legs, config, rule, answers, served, replaced)
+        call.attempts = sum(leg.attempts for leg in legs.values())
         self.votes += 1
         if result is None or not result.agreed:
             self.no_quorum += 1
             raise NoQuorum(_no_quorum_message(call.model_name, config, answers, result))
-        self._judge(call.model_name, config, result, served)
+        self._judge(call.model_name, config, result, served, replaced)
         reply = encode_reply(call, result.outputs)
         return InferResult(
             status=200,
@@ -129,15 +132,49 @@ class VoteRoute:
                 task.cancel()
         return answers, served
 
+    async def _tiebreak(
+        self,
+        legs: dict[str, InferCall],
+        config: VoteConfig,
+        rule: VoteRule,
+        answers: dict[str, Outputs],
+        served: dict[str, str],
+        replaced: list[tuple[str, Outputs]],
+    ) -> VoteResult:
+        """No quorum: ask another replica of each answered pool that has one, then vote again.
+
+        A replica that answers wrongly among honest spares (a bad GPU, a corrupted copy) then
+        cannot break a vote where the diverse versions legitimately split.
+        """
+        again = {
+            name: dataclasses.replace(leg, replica=None, outcomes=[])
+            for name, leg in legs.items()
+            if name in answers and len(leg.tried) < len(self._registry.pools[name].replicas)
+        }
+        if again:
+            fresh, fresh_served = await self._collect(again, config)
+            for name, outputs in fresh.items():
+                replaced.append((served[name], answers[name]))
+                answers[name], served[name] = outputs, fresh_served[name]
+            for name, leg in again.items():
+                legs[name].attempts = leg.attempts
+        return vote(answers, rule)
+
     def _judge(
-        self, model: str, config: VoteConfig, result: VoteResult, served: dict[str, str]
+        self,
+        model: str,
+        config: VoteConfig,
+        result: VoteResult,
+        served: dict[str, str],
+        replaced: list[tuple[str, Outputs]],
     ) -> None:
         tracker = self._tracker(model, config)
         now = self._clock.now()
-        for leg, replica_id in served.items():
-            dissented = result.dissenters.get(leg, 0) > 0
+        judged = [(rid, result.dissenters.get(leg, 0) > 0) for leg, rid in served.items()]
+        judged += [(rid, _differs(outputs, result, config)) for rid, outputs in replaced]
+        for replica_id, dissented in judged:
             if dissented:
-                log.info("vote on %s: %s (%s) dissented", model, replica_id, leg)
+                log.info("vote on %s: %s dissented", model, replica_id)
             if tracker.observe(replica_id, dissented):
                 replica = self._registry.replica(replica_id)
                 reason = f"dissented from the {model} quorum too often"
@@ -167,6 +204,17 @@ def _decoded(task: asyncio.Future[InferResult]) -> Outputs | None:
     except BadRequest:  # a malformed answer is a missing answer, not a crash
         log.warning("vote leg %s sent an undecodable answer", result.served_by)
         return None
+
+
+def _differs(outputs: Outputs, result: VoteResult, config: VoteConfig) -> bool:
+    """Whether a replaced answer's labels differ from the quorum's."""
+    for name in config.label_outputs:
+        mine, agreed = outputs.get(name), result.outputs.get(name)
+        if mine is None or agreed is None or mine.shape != agreed.shape:
+            return True
+        if bool((mine != agreed).any()):
+            return True
+    return False
 
 
 def _no_quorum_message(

@@ -1,0 +1,221 @@
+"""Issue-level proofs for voting, correctness probes and the verified fallback, with real
+replica processes (three diverse versions) and a real gateway."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import orjson
+import pytest
+
+from replicas.dataset import load_split
+from tests.integration.conftest import StartGateway, StartReplicas
+from tests.support.gateway import GatewayProcess
+from tests.support.processes import ReplicaProcess, wait_until
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def vote_config(
+    mlp: list[ReplicaProcess], svm: ReplicaProcess, forest: ReplicaProcess, **extra: Any
+) -> dict[str, Any]:
+    def pool(model: str, replicas: list[ReplicaProcess], prefix: str) -> dict[str, Any]:
+        return {
+            "model": model,
+            "replicas": [{"id": f"{prefix}{i}", "url": r.url} for i, r in enumerate(replicas)],
+            "golden": {"file": str(ROOT / "fallback_models" / "digits-golden.json"),
+                       "interval_s": 0.5},
+        }  # fmt: skip
+
+    return {
+        "fallback_manifest": str(ROOT / "fallback_models" / "MANIFEST.json"),
+        "pools": {
+            "mlp": pool("digits-mlp", mlp, "mlp-"),
+            "svm": pool("digits-svm", [svm], "svm-"),
+            "forest": pool("digits-forest", [forest], "forest-"),
+        },
+        "models": {
+            "digits": {"pool": "mlp", "fallback": {"model": "digits-logreg"}},
+            "digits-vote": {
+                "vote": {"pools": ["mlp", "svm", "forest"], "quorum": 2},
+                "fallback": {"model": "digits-logreg"},
+                "timeout_ms": 2000,
+            },
+        },
+        **extra,
+    }
+
+
+def stack(start_replicas: StartReplicas) -> tuple[list[ReplicaProcess], ReplicaProcess,
+                                                  ReplicaProcess]:  # fmt: skip
+    mlp = start_replicas(3, "digits-mlp")
+    (svm,) = start_replicas(1, "digits-svm")
+    (forest,) = start_replicas(1, "digits-forest")
+    return mlp, svm, forest
+
+
+Answer = tuple[int, int | None, dict[str, str]]
+
+
+async def classify(
+    url: str, model: str, rows: np.ndarray, concurrency: int = 8, timeout_ms: int = 2000
+) -> list[Answer]:
+    """(status, label, headers) per row, in order."""
+    results: list[Answer] = [(0, None, {})] * len(rows)
+    queue = list(range(len(rows)))
+    headers = {"x-request-timeout-ms": str(timeout_ms)}
+    async with httpx.AsyncClient(base_url=url, trust_env=False, timeout=10) as client:
+
+        async def worker() -> None:
+            while queue:
+                i = queue.pop(0)
+                body = {"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32",
+                                    "data": rows[i].tolist()}]}  # fmt: skip
+                response = await client.post(
+                    f"/v2/models/{model}/infer", content=orjson.dumps(body), headers=headers
+                )
+                label = None
+                if response.status_code == 200:
+                    label = next(o for o in response.json()["outputs"] if o["name"] == "label")
+                    label = int(label["data"][0])
+                results[i] = (response.status_code, label, dict(response.headers))
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return results
+
+
+def state(gateway: GatewayProcess) -> dict[str, Any]:
+    return dict(httpx.get(f"{gateway.url}/admin/state", trust_env=False, timeout=5).json())
+
+
+def replica(gateway: GatewayProcess, replica_id: str) -> dict[str, Any]:
+    for pool in state(gateway)["pools"]:
+        for item in pool["replicas"]:
+            if item["id"] == replica_id:
+                return dict(item)
+    raise KeyError(replica_id)
+
+
+async def test_voting_masks_a_replica_corrupting_ten_percent(
+    start_replicas: StartReplicas, start_gw: StartGateway
+) -> None:
+    mlp, svm, forest = stack(start_replicas)
+    gateway = start_gw(vote_config(mlp, svm, forest))
+    _, x_test, _, y_test = load_split()
+    reference = await classify(gateway.url, "digits-vote", x_test)
+    assert all(status == 200 for status, _, _ in reference)
+    async with httpx.AsyncClient(trust_env=False) as client:
+        await client.post(f"{mlp[0].url}/admin/faults", json={"corrupt_rate": 0.1})
+    faulty = (await classify(gateway.url, "digits-vote", x_test)) + (
+        await classify(gateway.url, "digits-vote", x_test)
+    )
+    expected = [label for _, label, _ in reference] * 2
+    differing = sum(1 for (s, label, _), want in zip(faulty, expected, strict=True)
+                    if s != 200 or label != want)  # fmt: skip
+    assert differing <= 0.001 * len(faulty), differing
+    accuracy = np.mean([label == y for (_, label, _), y in zip(faulty, list(y_test) * 2,
+                                                              strict=True)])  # fmt: skip
+    reference_accuracy = np.mean([label == y for (_, label, _), y in zip(reference, y_test,
+                                                                        strict=True)])  # fmt: skip
+    assert accuracy >= reference_accuracy - 0.001
+    mlp_alone = await classify(gateway.url, "digits", x_test)  # the plain route, no fault here
+    assert accuracy >= np.mean([label == y for (_, label, _), y in zip(mlp_alone, y_test,
+                                                                      strict=True)])  # fmt: skip
+    corrupt = replica(gateway, "mlp-0")
+    assert corrupt["quarantined"] or corrupt["quarantine_reason"], corrupt
+    print(f"vote accuracy {accuracy:.4f}, reference {reference_accuracy:.4f}, "
+          f"differing {differing}/{len(faulty)}")  # fmt: skip
+
+
+async def test_golden_probes_quarantine_a_replica_with_corrupted_weights(
+    start_replicas: StartReplicas, start_gw: StartGateway
+) -> None:
+    mlp, svm, forest = stack(start_replicas)
+    gateway = start_gw(vote_config(mlp, svm, forest))
+    async with httpx.AsyncClient(trust_env=False) as client:
+        await client.post(f"{mlp[1].url}/admin/faults", json={"corrupt_rate": 1.0})
+    wait_until(lambda: replica(gateway, "mlp-1")["quarantined"], 20,
+               message="golden probes to quarantine mlp-1")  # fmt: skip
+    assert "golden probe" in replica(gateway, "mlp-1")["quarantine_reason"]
+    _, x_test, _, _ = load_split()
+    answers = await classify(gateway.url, "digits", x_test[:60])
+    assert all(h.get("x-served-by") != "mlp-1" for _, _, h in answers)
+
+
+async def test_all_primaries_down_the_fallback_answers_then_traffic_returns(
+    start_replicas: StartReplicas, start_gw: StartGateway
+) -> None:
+    mlp, svm, forest = stack(start_replicas)
+    gateway = start_gw(vote_config(mlp, svm, forest))
+    for proc in [*mlp, svm, forest]:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    _, x_test, _, y_test = load_split()
+    for model in ("digits", "digits-vote"):
+        answers = await classify(gateway.url, model, x_test)
+        assert all(status == 200 for status, _, _ in answers)
+        assert all(h["x-served-by"] == "fallback/digits-logreg" and h["x-degraded"]
+                   for _, _, h in answers)  # fmt: skip
+        accuracy = np.mean([label == y for (_, label, _), y in zip(answers, y_test, strict=True)])
+        assert accuracy >= 0.95
+    reborn = ReplicaProcess(mlp[0].argv, host=mlp[0].host, port=mlp[0].port,
+                            name=mlp[0].model_name, version=mlp[0].model_version)  # fmt: skip
+    try:
+        wait_until(reborn.ready, 30, message="restarted replica")
+        wait_until(lambda: replica(gateway, "mlp-0")["healthy"] is True, 15)
+        served: set[str] = set()
+        for _ in range(20):  # bounded: until the breaker lets it back in
+            answers = await classify(gateway.url, "digits", x_test[:40])
+            served |= {h["x-served-by"] for _, _, h in answers}
+            if "mlp-0" in served:
+                break
+        assert "mlp-0" in served
+    finally:
+        reborn.cleanup()
+
+
+async def test_a_tampered_fallback_is_refused_and_replicas_keep_serving(
+    start_replicas: StartReplicas, start_gw: StartGateway, tmp_path: Path
+) -> None:
+    mlp, svm, forest = stack(start_replicas)
+    for name in ("MANIFEST.json", "digits-logreg.onnx", "digits-golden.json"):
+        shutil.copy(ROOT / "fallback_models" / name, tmp_path / name)
+    model = tmp_path / "digits-logreg.onnx"
+    data = bytearray(model.read_bytes())
+    data[100] ^= 0x01
+    model.write_bytes(bytes(data))
+    config = vote_config(mlp, svm, forest, fallback_manifest=str(tmp_path / "MANIFEST.json"))
+    gateway = start_gw(config)
+    fallback = state(gateway)["fallbacks"]["digits-logreg"]
+    assert fallback["ok"] is False and "sha256 mismatch" in fallback["reason"]
+    async with httpx.AsyncClient(trust_env=False) as client:
+        ready = (await client.get(f"{gateway.url}/v2/health/ready")).json()
+    assert "sha256 mismatch" in ready["fallbacks_refused"]["digits-logreg"]
+    _, x_test, _, _ = load_split()
+    answers = await classify(gateway.url, "digits", x_test[:50])
+    assert all(status == 200 and "x-degraded" not in h for status, _, h in answers)
+
+
+async def test_vote_legs_that_time_out_never_hold_the_answer_past_the_deadline(
+    start_replicas: StartReplicas, start_gw: StartGateway
+) -> None:
+    mlp, svm, forest = stack(start_replicas)
+    gateway = start_gw(vote_config(mlp, svm, forest))
+    async with httpx.AsyncClient(trust_env=False) as client:
+        await client.post(f"{svm.url}/admin/faults", json={"hang": True})
+        await client.post(f"{forest.url}/admin/faults", json={"latency_ms": 3000})
+    _, x_test, _, _ = load_split()
+    started = asyncio.get_running_loop().time()
+    answers = await classify(gateway.url, "digits-vote", x_test[:16], timeout_ms=400)
+    elapsed = asyncio.get_running_loop().time() - started
+    assert all(status == 200 for status, _, _ in answers)
+    assert all(h.get("x-degraded") == "deadline" for _, _, h in answers)
+    assert elapsed < 16 / 8 * 0.4 + 2.0  # two rounds of 400 ms deadlines, with slack
