@@ -17,6 +17,7 @@ from gateway.api.app import GatewayApp
 from gateway.config import ConfigError, GatewayConfig, load_config
 from gateway.launcher import Launcher, LaunchError
 from gateway.runtime import Gateway
+from gateway.telemetry.logging import configure_logging
 
 DEFAULT_CONFIG = "config/local.yaml"
 log = logging.getLogger("gateway")
@@ -41,14 +42,21 @@ def _server(config: GatewayConfig, host: str | None, port: int | None) -> uvicor
     )
 
 
+def _logging(config: GatewayConfig) -> None:
+    configure_logging(json=config.log.json_lines, level=config.log.level)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
 def _serve(args: argparse.Namespace) -> int:
     config = load_config(args.config)
+    _logging(config)
     _server(config, args.host, args.port).run()
     return 0
 
 
 def _up(args: argparse.Namespace) -> int:
     config = load_config(args.config)
+    _logging(config)
     launcher = Launcher(config)
 
     async def run() -> None:

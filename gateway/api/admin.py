@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException
 
 from gateway import __version__
 from gateway.errors import GatewayError
+from gateway.introspection import slo_document, state_document
 from gateway.runtime import Gateway
 
 
@@ -54,7 +55,16 @@ def build_admin_app(gateway: Gateway) -> FastAPI:
 
     @app.get("/admin/state")
     async def admin_state() -> dict[str, Any]:
-        return gateway.state()
+        return state_document(gateway)
+
+    @app.get("/slo")
+    async def slo() -> dict[str, Any]:
+        return slo_document(gateway)
+
+    @app.get("/metrics")
+    async def metrics(request: Request) -> Response:
+        body, content_type = gateway.metrics.render(request.headers.get("accept"))
+        return Response(body, media_type=content_type)
 
     return app
 

@@ -15,13 +15,17 @@ from gateway.deadline import TIMEOUT_HEADER, Deadline, timeout_from_header
 from gateway.errors import BadRequest, GatewayError, PayloadTooLarge
 from gateway.pipeline.call import InferCall
 from gateway.runtime import Gateway
+from gateway.telemetry.logging import bind_request, unbind_request
+from gateway.telemetry.spans import RequestSpan
 from gateway.v2.request import HEADER_LENGTH, parse_infer_request
 from gateway.v2.response import rename_reply
 
-FORWARDED = (HEADER_LENGTH, "traceparent", "tracestate")
 _WANTED = frozenset(
-    name.encode() for name in (*FORWARDED, TIMEOUT_HEADER, "content-length", "x-request-id")
-)
+    name.encode()
+    for name in (
+        HEADER_LENGTH, TIMEOUT_HEADER, "content-length", "x-request-id", "traceparent", "tracestate"
+    )
+)  # fmt: skip
 _ids = itertools.count(1)
 _prefix = f"{os.getpid():x}-"
 
@@ -34,31 +38,41 @@ class InferEndpoint:
     async def __call__(
         self, scope: Scope, receive: Receive, send: Send, model_name: str, version: str | None
     ) -> None:
+        gateway = self._gateway
+        arrived = gateway.clock.now()
+        headers = _wanted_headers(scope["headers"])
+        request_id = headers.get("x-request-id") or f"{_prefix}{next(_ids)}"
+        span = gateway.tracer.start_request(headers, model_name, request_id)
+        token = bind_request(request_id, span)
         call: InferCall | None = None
         try:
-            headers = _wanted_headers(scope["headers"])
-            model = self._gateway.model(model_name, version)
+            model = gateway.model(model_name, version)
             body = await self._read_body(receive, headers)
             timeout_s = timeout_from_header(
                 headers.get(TIMEOUT_HEADER), model.timeout_ms, model.max_timeout_ms
             )
-            deadline = Deadline.after(self._gateway.clock, timeout_s)
             request = parse_infer_request(body, headers.get(HEADER_LENGTH))
-            forwarded = {k: headers[k] for k in FORWARDED if k in headers}
-            forwarded["content-type"] = "application/json"
+            forwarded = {"content-type": "application/json"}
+            if HEADER_LENGTH in headers:
+                forwarded[HEADER_LENGTH] = headers[HEADER_LENGTH]
             call = InferCall(
                 model_name=model_name,
                 model=model,
                 body=body,
                 upstream_headers=forwarded,
-                deadline=deadline,
-                request_id=headers.get("x-request-id") or f"{_prefix}{next(_ids)}",
+                deadline=Deadline(gateway.clock, arrived, arrived + timeout_s),
+                request_id=request_id,
                 request=request,
+                span=span,
             )
-            result = await self._gateway.infer(call)
+            result = await gateway.infer(call)
         except GatewayError as error:
-            attempts = str(call.attempts if call else 0).encode()
-            await send_error(send, error, [(b"x-attempts", attempts)])
+            extra = [(b"x-attempts", str(call.attempts if call else 0).encode())]
+            if span.traceparent:
+                extra.append((b"traceparent", span.traceparent.encode()))
+            await send_error(send, error, extra)
+            self._finish(span, model_name, error.status, "", arrived, None)
+            unbind_request(token)
             return
         reply, header_length = result.body, result.header_length
         if result.status == 200 and result.vote is None and result.degraded is None:
@@ -74,7 +88,24 @@ class InferEndpoint:
             out.append((b"x-degraded", result.degraded.encode()))
         if result.vote:
             out.append((b"x-vote", result.vote.encode()))
+        if span.traceparent:
+            out.append((b"traceparent", span.traceparent.encode()))
         await send_bytes(send, result.status, reply, out)
+        self._finish(span, model_name, result.status, result.served_by, arrived, result.degraded)
+        unbind_request(token)
+
+    def _finish(
+        self,
+        span: RequestSpan,
+        model: str,
+        status: int,
+        served_by: str,
+        arrived: float,
+        degraded: str | None,
+    ) -> None:
+        latency = self._gateway.clock.now() - arrived
+        self._gateway.observe(model, status, served_by, latency, degraded)
+        span.end(status, served_by or None, degraded)
 
     async def _read_body(self, receive: Receive, headers: dict[str, str]) -> bytes:
         declared = headers.get("content-length")

@@ -23,6 +23,8 @@ from gateway.config.policies import (
     RetryConfig,
     VoteConfig,
 )
+from gateway.slo.config import BurnPolicyConfig, SloConfig, unique_names
+from gateway.telemetry.tracing import TracingConfig
 from gateway.upstream.transport import Endpoint
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
@@ -90,6 +92,20 @@ class PoolConfig(Frozen):
         return replicas
 
 
+class StateConfig(Frozen):
+    """Where breaker states, ejections and SLO counters are shared between gateway instances."""
+
+    backend: Literal["memory", "redis"] = "memory"
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    sync_interval_s: float = Field(0.5, gt=0)
+    instance: str | None = Field(None, description="this instance's name; default host:pid")
+
+
+class LogConfig(Frozen):
+    json_lines: bool = Field(True, description="one JSON object per log line")
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+
 class ModelConfig(Frozen):
     """A model as clients see it: one pool or a vote over pools, and its request policy."""
 
@@ -102,6 +118,13 @@ class ModelConfig(Frozen):
     retry: RetryConfig = RetryConfig()
     admission: AdmissionConfig = AdmissionConfig()
     hedge: HedgeConfig = HedgeConfig()
+    slos: tuple[SloConfig, ...] = ()
+    burn_policy: BurnPolicyConfig = BurnPolicyConfig()
+
+    @field_validator("slos")
+    @classmethod
+    def _unique_slos(cls, slos: tuple[SloConfig, ...]) -> tuple[SloConfig, ...]:
+        return unique_names(slos)
 
     @model_validator(mode="after")
     def _shape(self) -> ModelConfig:
@@ -125,6 +148,9 @@ class GatewayConfig(Frozen):
     server: ServerConfig = ServerConfig()
     retry_budget: RetryBudgetConfig = RetryBudgetConfig()
     fallback_manifest: str = "fallback_models/MANIFEST.json"
+    state: StateConfig = StateConfig()
+    tracing: TracingConfig = TracingConfig()
+    log: LogConfig = LogConfig()
     pools: dict[str, PoolConfig] = Field(min_length=1)
     models: dict[str, ModelConfig] = Field(min_length=1)
 

@@ -11,10 +11,12 @@ from collections import defaultdict
 
 from gateway.errors import Overloaded
 from gateway.pipeline.call import Handler, InferCall, InferResult
+from gateway.telemetry.metrics import Metrics
 
 
 class AdmissionLayer:
-    def __init__(self, inner: Handler) -> None:
+    def __init__(self, metrics: Metrics, inner: Handler) -> None:
+        self._metrics = metrics
         self._inner = inner
         self.in_flight: dict[str, int] = defaultdict(int)
         self.shed: dict[str, int] = defaultdict(int)
@@ -23,6 +25,7 @@ class AdmissionLayer:
         name, policy = call.model_name, call.model.admission
         if self.in_flight[name] >= policy.max_in_flight:
             self.shed[name] += 1
+            self._metrics.shed(name)
             raise Overloaded(
                 f"model {name!r} is at its bound of {policy.max_in_flight} in-flight requests",
                 retry_after_s=policy.retry_after_s,

@@ -23,6 +23,7 @@ from gateway.pipeline.call import InferCall, InferResult
 from gateway.policies.budget import RetryBudget
 from gateway.policies.classify import Outcome, OutcomeKind, classify_error, classify_status
 from gateway.policies.try_timeout import try_timeout
+from gateway.telemetry.metrics import Metrics
 from gateway.upstream.registry import Pool
 from gateway.upstream.replica import Replica
 from gateway.upstream.transport import Transport
@@ -32,10 +33,13 @@ MIN_TRY_TIMEOUT_S = 0.001
 
 
 class AttemptLayer:
-    def __init__(self, transport: Transport, budget: RetryBudget, clock: Clock) -> None:
+    def __init__(
+        self, transport: Transport, budget: RetryBudget, clock: Clock, metrics: Metrics
+    ) -> None:
         self._transport = transport
         self._budget = budget
         self._clock = clock
+        self._metrics = metrics
         self.background: set[asyncio.Task[InferResult]] = set()
 
     def _retry_possible(self, call: InferCall) -> bool:
@@ -95,6 +99,8 @@ class AttemptLayer:
         started = self._clock.now()
         replica.started()
         outcome = Outcome(OutcomeKind.CANCELLED, replica.id, 0.0)
+        span = call.span.attempt(replica.id, call.attempts, breaker_state) if call.span else None
+        headers = span.inject(dict(call.upstream_headers)) if span else call.upstream_headers
         try:
             try:
                 response = await self._transport.request(
@@ -102,7 +108,7 @@ class AttemptLayer:
                     "POST",
                     pool.model_path("/infer"),
                     body=call.body,
-                    headers=call.upstream_headers,
+                    headers=headers,
                     timeout=timeout,
                 )
             except UpstreamError as exc:
@@ -136,4 +142,6 @@ class AttemptLayer:
             pool.outlier.observe(replica, outcome)
             if outcome.ok:
                 pool.latency.record(outcome.latency_s)
-
+            self._metrics.attempt(call.model_name, outcome)
+            if span is not None:
+                span.end(outcome)

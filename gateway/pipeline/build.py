@@ -28,7 +28,7 @@ from gateway.clock import Clock
 from gateway.pipeline.admission import AdmissionLayer
 from gateway.pipeline.attempt import AttemptLayer
 from gateway.pipeline.balance import BalanceLayer
-from gateway.pipeline.call import Handler
+from gateway.pipeline.call import Adjuster, Handler, no_adjustment
 from gateway.pipeline.deadline import DeadlineLayer
 from gateway.pipeline.fallback import FallbackLayer, FallbackRunner
 from gateway.pipeline.hedge import HedgeLayer
@@ -37,6 +37,7 @@ from gateway.pipeline.route import Router, SingleRoute
 from gateway.pipeline.vote import VoteRoute
 from gateway.policies.budget import RetryBudget
 from gateway.policies.selection import PowerOfTwoChoices
+from gateway.telemetry.metrics import Metrics
 from gateway.upstream.registry import Registry
 from gateway.upstream.transport import Transport
 
@@ -58,14 +59,18 @@ def build_pipeline(
     clock: Clock,
     rng: random.Random,
     fallbacks: Mapping[str, FallbackRunner] | None = None,
+    metrics: Metrics | None = None,
+    adjust: Adjuster | None = None,
 ) -> Pipeline:
-    attempt = AttemptLayer(transport, budget, clock)
+    metrics = metrics or Metrics(process=False)
+    adjust = adjust or no_adjustment
+    attempt = AttemptLayer(transport, budget, clock, metrics)
     balance = BalanceLayer(PowerOfTwoChoices(rng), clock, attempt)
-    hedge = HedgeLayer(budget, balance)
-    leg = RetryLayer(budget, clock, rng, hedge)
-    vote = VoteRoute(registry, leg, clock)
+    hedge = HedgeLayer(budget, metrics, adjust, balance)
+    leg = RetryLayer(budget, clock, rng, metrics, adjust, hedge)
+    vote = VoteRoute(registry, leg, clock, metrics)
     route = Router({"single": SingleRoute(registry, leg), "vote": vote})
-    fallback = FallbackLayer(fallbacks or {}, route)
+    fallback = FallbackLayer(fallbacks or {}, metrics, adjust, route)
     deadline = DeadlineLayer(fallback)
-    admission = AdmissionLayer(deadline)
+    admission = AdmissionLayer(metrics, deadline)
     return Pipeline(admission, admission, fallback, vote, hedge, attempt)

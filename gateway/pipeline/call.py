@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from gateway.config.models import ModelConfig
 from gateway.deadline import Deadline
 from gateway.policies.classify import Outcome
+from gateway.slo.policy import NORMAL, PolicyAdjustment
+from gateway.telemetry.spans import RequestSpan
 from gateway.upstream.registry import Pool
 from gateway.upstream.replica import Replica
 from gateway.v2.request import InferRequestInfo
@@ -26,6 +28,7 @@ class InferCall:
     deadline: Deadline
     request_id: str
     request: InferRequestInfo | None = None  # the parsed JSON header, when the edge parsed it
+    span: RequestSpan | None = None  # the request's trace span, when tracing is on
     pool: Pool | None = None
     replica: Replica | None = None
     breaker_state: str = "closed"
@@ -48,3 +51,8 @@ class InferResult:
 
 
 Handler = Callable[[InferCall], Awaitable[InferResult]]
+Adjuster = Callable[[str], PolicyAdjustment]  # model name -> the burn policy's adjustment
+
+
+def no_adjustment(model: str) -> PolicyAdjustment:
+    return NORMAL

@@ -21,7 +21,8 @@ from gateway.errors import (
     NoReplicaAvailable,
     UpstreamError,
 )
-from gateway.pipeline.call import Handler, InferCall, InferResult
+from gateway.pipeline.call import Adjuster, Handler, InferCall, InferResult
+from gateway.telemetry.metrics import Metrics
 from gateway.v2.codec import decode_inputs
 from gateway.v2.reply import encode_reply
 from gateway.v2.request import HEADER_LENGTH
@@ -52,7 +53,15 @@ def fallback_reason(error: BaseException) -> str | None:
 
 
 class FallbackLayer:
-    def __init__(self, fallbacks: Mapping[str, FallbackRunner], inner: Handler) -> None:
+    def __init__(
+        self,
+        fallbacks: Mapping[str, FallbackRunner],
+        metrics: Metrics,
+        adjust: Adjuster,
+        inner: Handler,
+    ) -> None:
+        self._metrics = metrics
+        self._adjust = adjust
         self._fallbacks = fallbacks
         self._inner = inner
         self.answered: dict[str, int] = {}
@@ -61,7 +70,8 @@ class FallbackLayer:
         policy = call.model.fallback
         if policy is None:
             return await self._inner(call)
-        primary_time = call.deadline.remaining() - policy.reserve_ms / 1000
+        margin = self._adjust(call.model_name).fallback_margin_factor
+        primary_time = call.deadline.remaining() - margin * policy.reserve_ms / 1000
         try:
             if primary_time <= 0:
                 raise DeadlineExceeded("no time left for the primary path")
@@ -83,6 +93,7 @@ class FallbackLayer:
         outputs = await runner.infer(inputs)
         reply = encode_reply(call, outputs)
         self.answered[reason] = self.answered.get(reason, 0) + 1
+        self._metrics.fallback(call.model_name, reason)
         return InferResult(
             status=200,
             body=reply.body,

@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import asyncio
 
-from gateway.pipeline.call import Handler, InferCall, InferResult
+from gateway.pipeline.call import Adjuster, Handler, InferCall, InferResult
 from gateway.policies.budget import RetryBudget
+from gateway.telemetry.metrics import Metrics
 
 
 class HedgeLayer:
-    def __init__(self, budget: RetryBudget, inner: Handler) -> None:
+    def __init__(
+        self, budget: RetryBudget, metrics: Metrics, adjust: Adjuster, inner: Handler
+    ) -> None:
+        self._metrics = metrics
+        self._adjust = adjust
         self._budget = budget
         self._inner = inner
         self.hedges_sent = 0
@@ -25,6 +30,8 @@ class HedgeLayer:
         policy, pool = call.model.hedge, call.pool
         if not policy.enabled or pool is None or pool.latency.count < policy.min_samples:
             return None
+        if not self._adjust(call.model_name).hedging_enabled:
+            return None  # the burn policy protects the error budget
         observed = pool.latency.quantile(policy.quantile)
         if observed is None:
             return None
@@ -45,7 +52,10 @@ class HedgeLayer:
             self.hedges_sent += 1
             hedge = asyncio.ensure_future(self._inner(call))
             tasks.add(hedge)
-            return await self._first_good(primary, hedge)
+            won_before = self.hedges_won
+            result = await self._first_good(primary, hedge)
+            self._metrics.hedge(call.model_name, won=self.hedges_won > won_before)
+            return result
         finally:
             for task in tasks:
                 if not task.done():

@@ -23,10 +23,11 @@ from tenacity.stop import stop_base
 from gateway.clock import Clock
 from gateway.deadline import Deadline
 from gateway.errors import NoReplicaAvailable, UpstreamError
-from gateway.pipeline.call import Handler, InferCall, InferResult
+from gateway.pipeline.call import Adjuster, Handler, InferCall, InferResult
 from gateway.pipeline.pending import PendingAnswers
 from gateway.policies.backoff import FullJitter
 from gateway.policies.budget import RetryBudget
+from gateway.telemetry.metrics import Metrics
 
 MIN_TRY_S = 0.005  # a retry needs at least this much time left after its backoff
 
@@ -44,8 +45,16 @@ class StopBeforeDeadline(stop_base):
 
 class RetryLayer:
     def __init__(
-        self, budget: RetryBudget, clock: Clock, rng: random.Random, inner: Handler
+        self,
+        budget: RetryBudget,
+        clock: Clock,
+        rng: random.Random,
+        metrics: Metrics,
+        adjust: Adjuster,
+        inner: Handler,
     ) -> None:
+        self._metrics = metrics
+        self._adjust = adjust
         self._budget = budget
         self._clock = clock
         self._rng = rng
@@ -65,7 +74,7 @@ class RetryLayer:
                 policy.backoff_base_ms / 1000, policy.backoff_max_ms / 1000, self._rng
             )
             wait = jitter.for_retry(0)
-            if call.deadline.remaining() - wait < MIN_TRY_S or not self._budget.try_spend():
+            if call.deadline.remaining() - wait < MIN_TRY_S or not self._spend(call):
                 return await _settle(pending, first)
             await self._clock.sleep(wait)
             try:
@@ -73,8 +82,12 @@ class RetryLayer:
             except UpstreamError as last:
                 return await _settle(pending, last)
 
-    def _should_retry(self, error: BaseException) -> bool:
-        return _retryable(error) and self._budget.try_spend()
+    def _spend(self, call: InferCall) -> bool:
+        if self._budget.try_spend(self._adjust(call.model_name).retry_budget_factor):
+            self._metrics.retry(call.model_name)
+            return True
+        self._metrics.retry_refused(call.model_name)
+        return False
 
     async def _retry(
         self, call: InferCall, first: UpstreamError, jitter: FullJitter, pending: PendingAnswers
@@ -98,7 +111,9 @@ class RetryLayer:
             stop=stop_after_attempt(call.model.retry.max_attempts - 1)
             | StopBeforeDeadline(call.deadline),
             wait=jitter,
-            retry=retry_if_exception(lambda exc: not exhausted and self._should_retry(exc)),
+            retry=retry_if_exception(
+                lambda exc: not exhausted and _retryable(exc) and self._spend(call)
+            ),
             sleep=self._clock.sleep,
             reraise=True,
         )

@@ -21,6 +21,7 @@ from gateway.errors import BadRequest, GatewayError, NoQuorum
 from gateway.pipeline.call import Handler, InferCall, InferResult
 from gateway.policies.suspects import SuspectTracker
 from gateway.policies.voting import VoteResult, VoteRule, vote
+from gateway.telemetry.metrics import Metrics
 from gateway.upstream.registry import Registry
 from gateway.v2.codec import decode_outputs
 from gateway.v2.outputs import json_outputs_request
@@ -31,7 +32,8 @@ Outputs = dict[str, Any]
 
 
 class VoteRoute:
-    def __init__(self, registry: Registry, leg: Handler, clock: Clock) -> None:
+    def __init__(self, registry: Registry, leg: Handler, clock: Clock, metrics: Metrics) -> None:
+        self._metrics = metrics
         self._registry = registry
         self._leg = leg
         self._clock = clock
@@ -84,8 +86,11 @@ class VoteRoute:
         self.votes += 1
         if result is None or not result.agreed:
             self.no_quorum += 1
+            self._metrics.vote(call.model_name, "no_quorum")
             raise NoQuorum(_no_quorum_message(call.model_name, config, answers, result))
         self._judge(call.model_name, config, result, served, replaced)
+        dissenters = [served[leg] for leg, rows in result.dissenters.items() if rows]
+        self._metrics.vote(call.model_name, result.tally, dissenters)
         reply = encode_reply(call, result.outputs)
         return InferResult(
             status=200,
@@ -169,7 +174,6 @@ class VoteRoute:
         replaced: list[tuple[str, Outputs]],
     ) -> None:
         tracker = self._tracker(model, config)
-        now = self._clock.now()
         judged = [(rid, result.dissenters.get(leg, 0) > 0) for leg, rid in served.items()]
         judged += [(rid, _differs(outputs, result, config)) for rid, outputs in replaced]
         for replica_id, dissented in judged:
@@ -178,14 +182,10 @@ class VoteRoute:
             if tracker.observe(replica_id, dissented):
                 replica = self._registry.replica(replica_id)
                 reason = f"dissented from the {model} quorum too often"
-                if replica is not None and replica.quarantine(now, config.quarantine_s, reason):
+                if replica is not None and self._registry.quarantine(
+                    replica, config.quarantine_s, reason, "vote_dissent"
+                ):
                     tracker.forgive(replica_id)
-                    log.warning(
-                        "replica %s quarantined for %.0f s: %s",
-                        replica_id,
-                        config.quarantine_s,
-                        reason,
-                    )
 
 
 def _decoded(task: asyncio.Future[InferResult]) -> Outputs | None:

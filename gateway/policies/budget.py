@@ -48,14 +48,19 @@ class RetryBudget:
     def record_request(self) -> None:
         self._requests[self._slot()] += 1
 
-    def balance(self) -> float:
-        """Retries still allowed in the current window (may be fractional)."""
-        requests, retries = self._window()
-        return self.ratio * requests + self._config.min_per_s * self._size - retries
+    def balance(self, scale: float = 1.0) -> float:
+        """Retries still allowed in the current window (may be fractional).
 
-    def try_spend(self) -> bool:
+        ``scale`` shrinks the allowance (0.5 halves it), as the burn policy asks while a
+        model burns its error budget fast.
+        """
+        requests, retries = self._window()
+        allowance = self.ratio * requests + self._config.min_per_s * self._size
+        return scale * allowance - retries
+
+    def try_spend(self, scale: float = 1.0) -> bool:
         """Takes one retry (or hedge) from the budget if it has one."""
-        if self.balance() < 1.0:
+        if self.balance(scale) < 1.0:
             self.refused_total += 1
             return False
         self._retries[self._slot()] += 1

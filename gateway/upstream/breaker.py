@@ -123,6 +123,17 @@ class ReplicaBreaker:
         with contextlib.suppress(_Failed, pybreaker.CircuitBreakerError):
             self._cb.call(_fail if outcome.is_failure else _succeed)
 
+    def force(self, state: str) -> None:
+        """Takes a state decided elsewhere (another gateway instance, via shared state)."""
+        if state == self._cb.current_state:
+            return
+        if state == OPEN:
+            self._cb.open()
+        elif state == HALF_OPEN:
+            self._cb.half_open()
+        else:
+            self._cb.close()
+
     def snapshot(self) -> dict[str, object]:
         return {
             "state": self.state(),

@@ -86,15 +86,8 @@ class GoldenProber:
             replica.golden_failures = 0
             return True
         replica.golden_failures += 1
-        if replica.golden_failures >= config.failures_to_quarantine and replica.quarantine(
-            self._clock.now(), config.quarantine_s, verdict.reason
-        ):
-            log.warning(
-                "replica %s quarantined for %.0f s: %s",
-                replica.id,
-                config.quarantine_s,
-                verdict.reason,
-            )
+        if replica.golden_failures >= config.failures_to_quarantine:
+            self._registry.quarantine(replica, config.quarantine_s, verdict.reason, "golden_probe")
         return False
 
 

@@ -14,16 +14,24 @@ from collections.abc import Sequence
 from gateway.clock import Clock
 from gateway.config.policies import OutlierConfig
 from gateway.policies.classify import Outcome
+from gateway.upstream.events import NullEvents, UpstreamEvents
 from gateway.upstream.replica import Replica
 
 log = logging.getLogger(__name__)
 
 
 class OutlierDetector:
-    def __init__(self, replicas: Sequence[Replica], config: OutlierConfig, clock: Clock) -> None:
+    def __init__(
+        self,
+        replicas: Sequence[Replica],
+        config: OutlierConfig,
+        clock: Clock,
+        events: UpstreamEvents | None = None,
+    ) -> None:
         self._replicas = replicas
         self._config = config
         self._clock = clock
+        self._events = events or NullEvents()
 
     def is_ejected(self, replica: Replica) -> bool:
         return replica.ejected_until > self._clock.now()
@@ -38,7 +46,9 @@ class OutlierDetector:
                 replica.ejections = 0
             return
         if replica.consecutive_failures >= self._config.consecutive_failures:
-            self.eject(replica, f"{replica.consecutive_failures} consecutive failures")
+            reason = f"{replica.consecutive_failures} consecutive failures"
+            if self.eject(replica, reason):
+                self._events.ejection(replica.id, "consecutive_failures")
 
     def eject(self, replica: Replica, reason: str) -> bool:
         """Ejects unless already ejected or the pool's ejection cap is reached."""

@@ -7,6 +7,7 @@ the very same state objects.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,8 +16,11 @@ from gateway.clock import Clock
 from gateway.config.models import GatewayConfig, PoolConfig
 from gateway.policies.latency import LatencyWindow
 from gateway.upstream.breaker import ReplicaBreaker, StateListener
+from gateway.upstream.events import NullEvents, UpstreamEvents
 from gateway.upstream.outlier import OutlierDetector
 from gateway.upstream.replica import Replica
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -30,12 +34,14 @@ class Pool:
 
     @classmethod
     def from_config(
-        cls, name: str, config: PoolConfig, clock: Clock, listeners: tuple[StateListener, ...]
+        cls, name: str, config: PoolConfig, clock: Clock, events: UpstreamEvents
     ) -> Pool:
         replicas = tuple(Replica.from_config(name, r) for r in config.replicas)
+        listeners: tuple[StateListener, ...] = (events.breaker_transition,)
         for replica in replicas:
             replica.breaker = ReplicaBreaker(replica.id, config.breaker, clock, listeners)
-        return cls(name, config, replicas, OutlierDetector(replicas, config.outlier, clock))
+        outlier = OutlierDetector(replicas, config.outlier, clock, events)
+        return cls(name, config, replicas, outlier)
 
     @property
     def model(self) -> str:
@@ -70,13 +76,22 @@ class Pool:
 
 class Registry:
     def __init__(
-        self, config: GatewayConfig, clock: Clock, listeners: tuple[StateListener, ...] = ()
+        self, config: GatewayConfig, clock: Clock, events: UpstreamEvents | None = None
     ) -> None:
         self._clock = clock
+        self.events: UpstreamEvents = events or NullEvents()
         self.pools = {
-            name: Pool.from_config(name, pool, clock, listeners)
+            name: Pool.from_config(name, pool, clock, self.events)
             for name, pool in config.pools.items()
         }
+
+    def quarantine(self, replica: Replica, duration_s: float, reason: str, kind: str) -> bool:
+        """Quarantines ``replica`` (wrong answers) and reports it once; False if it already was."""
+        if not replica.quarantine(self._clock.now(), duration_s, reason):
+            return False
+        self.events.quarantine(replica.id, kind)
+        log.warning("replica %s quarantined for %.0f s: %s", replica.id, duration_s, reason)
+        return True
 
     def replica(self, replica_id: str) -> Replica | None:
         return next((r for r in self.replicas() if r.id == replica_id), None)

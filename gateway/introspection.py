@@ -1,0 +1,54 @@
+"""The documents that describe the running gateway: `/admin/state` and `/slo`.
+
+Kept apart from `Gateway` so the runtime holds behaviour and this module holds presentation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.runtime import Gateway
+
+
+def state_document(gateway: Gateway) -> dict[str, Any]:
+    pipeline = gateway.pipeline
+    admission = pipeline.admission
+    return {
+        "ready": gateway.ready(),
+        "transport": gateway.config.server.transport,
+        "state_store": gateway.shared.snapshot(),
+        "retry_budget": gateway.budget.snapshot(),
+        "fallbacks": {n: m.status.to_json() for n, m in gateway.fallback_models.items()},
+        "suspects": pipeline.vote.suspects_snapshot(),
+        "hedges": {"sent": pipeline.hedge.hedges_sent, "won": pipeline.hedge.hedges_won},
+        "models": {
+            name: {
+                "route": m.route,
+                "pools": list(m.pools),
+                "version": m.version,
+                "ready": gateway.model_ready(m),
+                "in_flight": admission.in_flight.get(name, 0),
+                "max_in_flight": m.admission.max_in_flight,
+                "shed": admission.shed.get(name, 0),
+                "policy": _adjustment(gateway, name),
+            }
+            for name, m in gateway.config.models.items()
+        },
+        "pools": gateway.registry.snapshot(),
+    }
+
+
+def slo_document(gateway: Gateway) -> dict[str, Any]:
+    doc = gateway.slo.to_json()
+    doc["state_store"] = gateway.shared.snapshot()
+    return doc
+
+
+def _adjustment(gateway: Gateway, model: str) -> dict[str, Any]:
+    adjustment = gateway.slo.adjustment(model)
+    return {
+        "retry_budget_factor": adjustment.retry_budget_factor,
+        "hedging_enabled": adjustment.hedging_enabled,
+        "fallback_margin_factor": adjustment.fallback_margin_factor,
+        "reason": adjustment.reason,
+    }

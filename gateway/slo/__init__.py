@@ -1,0 +1,1 @@
+"""Service level objectives: per-model SLOs, error budgets, burn-rate alerts, burn policy."""

@@ -1,0 +1,75 @@
+"""SLO and burn-policy configuration: frozen, validated pydantic models, one per concept.
+
+An SLO names what counts as a good event (answered without a 5xx, or answered in time), the
+objective and the compliance window; the burn policy says how the gateway tightens a model's
+request policy while its error budget burns fast. Both are checked once, at load time.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"  # also safe inside shared-state keys
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class SloConfig(_Frozen):
+    """One SLO of one model (and optionally one tenant).
+
+    ``availability``: good = answered without a 5xx (degraded answers are good, and counted
+    on their own). ``latency``: good = answered without a 5xx within ``threshold_ms``, as the
+    client saw it.
+    """
+
+    name: str = Field(pattern=NAME_PATTERN)
+    kind: Literal["availability", "latency"]
+    objective: float = Field(gt=0, lt=1, description="share of good events, e.g. 0.999")
+    window_days: float = Field(30.0, gt=0, le=366, description="compliance window")
+    threshold_ms: float | None = Field(None, gt=0, description="latency SLOs only")
+    tenant: str | None = Field(None, min_length=1, description="count only this tenant")
+
+    @model_validator(mode="after")
+    def _threshold_matches_kind(self) -> SloConfig:
+        if self.kind == "latency" and self.threshold_ms is None:
+            raise ValueError(f"slo {self.name!r}: a latency SLO needs threshold_ms")
+        if self.kind == "availability" and self.threshold_ms is not None:
+            raise ValueError(f"slo {self.name!r}: threshold_ms is for latency SLOs only")
+        return self
+
+    @property
+    def window_s(self) -> float:
+        return self.window_days * 86_400.0
+
+    @property
+    def error_budget(self) -> float:
+        """The share of events allowed to be bad, ``1 - objective``."""
+        return 1.0 - self.objective
+
+
+class BurnPolicyConfig(_Frozen):
+    """How a model's request policy tightens while a fast-burn (page) alert fires.
+
+    Off by default. While engaged: the retry budget's ratio is multiplied by
+    ``retry_budget_factor``, hedging is off if ``disable_hedging``, and the time left at which
+    the gateway prefers the fallback is multiplied by ``fallback_margin_factor``.
+    """
+
+    enabled: bool = False
+    retry_budget_factor: float = Field(0.5, ge=0, le=1)
+    disable_hedging: bool = True
+    fallback_margin_factor: float = Field(2.0, ge=1)
+
+
+def unique_names(slos: tuple[SloConfig, ...]) -> tuple[SloConfig, ...]:
+    """Validator helper for the model config: SLO names are unique within a model."""
+    seen: set[str] = set()
+    for slo in slos:
+        if slo.name in seen:
+            raise ValueError(f"duplicate slo name {slo.name!r}")
+        seen.add(slo.name)
+    return slos

@@ -1,0 +1,217 @@
+"""SLO trackers and the book of all of them: events in, error budgets, burn rates, alerts out.
+
+A `SloTracker` turns each request's outcome as the client saw it (status, latency, degraded)
+into a good or bad event of one SLO, and derives from its `SloWindow` the error budget over the
+compliance window and the burn rates the alert table reads. The `SloBook` holds every tracker
+of every model with each model's `BurnPolicy`, renders ``/slo`` and shares counters (keys
+``slo:<model>:<slo>:<f|c>:<bucket start>:<g|t|d>``) with other instances via the state store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from typing import Any
+
+from gateway.clock import Clock
+from gateway.slo.alerts import ALERT_RULES, BURN_WINDOWS, AlertState
+from gateway.slo.config import BurnPolicyConfig, SloConfig
+from gateway.slo.policy import BurnPolicy, PolicyAdjustment
+from gateway.slo.window import Field, SloWindow
+from gateway.state.base import CounterDelta
+
+KEY_PREFIX = "slo:"
+_FIELDS: tuple[Field, ...] = ("g", "t", "d")
+
+
+class SloTracker:
+    """One SLO of one model: records events, computes its budget, burn rates and alerts."""
+
+    def __init__(self, model: str, config: SloConfig, clock: Clock) -> None:
+        self.model = model
+        self.config = config
+        self.key = f"{KEY_PREFIX}{model}:{config.name}"
+        retention = max(config.window_s, max(BURN_WINDOWS.values()))
+        self.window = SloWindow(clock, retention)
+        self.alerts = tuple(AlertState(rule, f"{model}/{config.name}") for rule in ALERT_RULES)
+        self.burn_rates = dict.fromkeys(BURN_WINDOWS, 0.0)
+        self._threshold_s = (config.threshold_ms or 0.0) / 1000.0
+
+    def record(self, status: int, latency_s: float, degraded: bool = False) -> None:
+        """One request as the client saw it; 4xx answers count as good, 5xx as bad."""
+        good = status < 500
+        if good and self.config.kind == "latency":
+            good = latency_s <= self._threshold_s
+        self.window.add(good, degraded)
+
+    def burn_rate(self, window_s: float) -> float:
+        """How fast the budget burns: the error rate over ``window_s`` / the allowed rate."""
+        counts = self.window.counts(window_s)
+        if counts.total == 0:
+            return 0.0
+        return counts.bad / counts.total / self.config.error_budget
+
+    def evaluate(self, wall: float) -> None:
+        self.burn_rates = {name: self.burn_rate(s) for name, s in BURN_WINDOWS.items()}
+        for alert in self.alerts:
+            alert.update(self.burn_rates, wall)
+
+    @property
+    def fast_burn(self) -> bool:
+        """Whether a page-severity alert fires (as of the last `evaluate`)."""
+        return any(a.firing and a.rule.severity == "page" for a in self.alerts)
+
+    def firing_reason(self) -> str:
+        """The page alerts firing, with their burn rates, for logs and `/slo`."""
+        return "; ".join(
+            a.describe() for a in self.alerts if a.firing and a.rule.severity == "page"
+        )
+
+    def budget(self) -> dict[str, Any]:
+        """Error budget over the compliance window: allowed bad events, consumed, remaining."""
+        counts = self.window.counts(self.config.window_s)
+        allowed = self.config.error_budget * counts.total
+        consumed = counts.bad / allowed if counts.total else 0.0
+        return {
+            "events": {
+                "total": counts.total,
+                "good": counts.good,
+                "bad": counts.bad,
+                "degraded": counts.degraded,
+            },
+            "sli": round(counts.good / counts.total, 6) if counts.total else None,
+            "degraded_fraction": round(counts.degraded / counts.total, 6) if counts.total else 0.0,
+            "error_budget": {
+                "allowed_bad": round(allowed, 3),
+                "consumed": round(consumed, 6),
+                "remaining": round(1.0 - consumed, 6),
+                "remaining_events": round(allowed - counts.bad, 3),
+            },
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.config.name,
+            "kind": self.config.kind,
+            "objective": self.config.objective,
+            "window_days": self.config.window_days,
+            "threshold_ms": self.config.threshold_ms,
+            "tenant": self.config.tenant,
+            **self.budget(),
+            "burn_rates": {name: round(rate, 4) for name, rate in self.burn_rates.items()},
+            "alerts": [a.to_json() for a in self.alerts],
+        }
+
+
+class SloBook:
+    """Every SLO tracker of every model, with each model's burn policy.
+
+    Alerts are re-evaluated at most every ``eval_interval_s`` (lazily by `fast_burn` and
+    `adjustment`, or by a background roller calling `evaluate`), so the request path reads a
+    cached verdict instead of summing buckets.
+    """
+
+    def __init__(
+        self,
+        slos: Mapping[str, Sequence[SloConfig]],
+        clock: Clock,
+        *,
+        policies: Mapping[str, BurnPolicyConfig] | None = None,
+        eval_interval_s: float = 1.0,
+    ) -> None:
+        self._clock = clock
+        self._interval = eval_interval_s
+        self._evaluated_at: float | None = None
+        self.trackers = {m: tuple(SloTracker(m, c, clock) for c in cs) for m, cs in slos.items()}
+        self._by_key = {t.key: t for ts in self.trackers.values() for t in ts}
+        policies = policies or {}
+        self.policies = {
+            m: BurnPolicy(m, policies.get(m, BurnPolicyConfig()), clock) for m in self.trackers
+        }
+
+    def record(
+        self,
+        model: str,
+        status: int,
+        latency_s: float,
+        degraded: bool = False,
+        tenant: str | None = None,
+    ) -> None:
+        """One request to ``model`` as the client saw it; SLOs of other tenants ignore it."""
+        for tracker in self.trackers.get(model, ()):
+            if tracker.config.tenant is None or tracker.config.tenant == tenant:
+                tracker.record(status, latency_s, degraded)
+
+    def evaluate(self, force: bool = True) -> None:
+        """Recomputes burn rates and alerts, then engages or releases each burn policy."""
+        now = self._clock.now()
+        if (
+            not force
+            and self._evaluated_at is not None
+            and now - self._evaluated_at < self._interval
+        ):
+            return
+        self._evaluated_at = now
+        wall = self._clock.wall()
+        for model, trackers in self.trackers.items():
+            for tracker in trackers:
+                tracker.evaluate(wall)
+            burning = [t for t in trackers if t.fast_burn]
+            reason = "fast burn: " + "; ".join(t.firing_reason() for t in burning)
+            self.policies[model].update(bool(burning), reason)
+
+    def fast_burn(self, model: str) -> bool:
+        self.evaluate(force=False)
+        return any(t.fast_burn for t in self.trackers.get(model, ()))
+
+    def adjustment(self, model: str) -> PolicyAdjustment:
+        """The policy adjustment in force for ``model`` (`NORMAL` unless its policy engaged)."""
+        self.evaluate(force=False)
+        policy = self.policies.get(model)
+        return policy.current if policy is not None else PolicyAdjustment()
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``/slo`` document: per model, its SLOs, budgets, burn rates, alerts, policy."""
+        self.evaluate()
+        return {
+            "evaluated_at": self._clock.wall(),
+            "alert_rules": [asdict(rule) for rule in ALERT_RULES],
+            "models": {
+                model: {
+                    "fast_burn": any(t.fast_burn for t in trackers),
+                    "policy": self.policies[model].to_json(),
+                    "slos": [t.to_json() for t in trackers],
+                }
+                for model, trackers in self.trackers.items()
+            },
+        }
+
+    # --- sharing through the state store -----------------------------------------------
+
+    def export_deltas(self) -> dict[str, CounterDelta]:
+        """Local events since the last export, as counter deltas for `StateStore.push`."""
+        out: dict[str, CounterDelta] = {}
+        for key, tracker in self._by_key.items():
+            for d in tracker.window.take_deltas():
+                base = f"{key}:{d.tag}:{d.start}:"
+                for field, amount in zip(
+                    _FIELDS, (d.counts.good, d.counts.total, d.counts.degraded), strict=True
+                ):
+                    if amount:
+                        out[base + field] = CounterDelta(amount, d.expire_at)
+        return out
+
+    def apply_remote(self, counters: Mapping[str, int], full: bool = False) -> None:
+        """Other instances' totals per counter key; ``full`` means the map holds all of them."""
+        if full:
+            for tracker in self._by_key.values():
+                tracker.window.clear_remote()
+        for key, value in counters.items():
+            if not key.startswith(KEY_PREFIX):
+                continue
+            parts = key.rsplit(":", 3)
+            target = self._by_key.get(parts[0]) if len(parts) == 4 else None
+            field = parts[3] if len(parts) == 4 else ""
+            if target is None or field not in _FIELDS or not parts[2].lstrip("-").isdigit():
+                continue
+            target.window.set_remote(parts[1], int(parts[2]), field, value)

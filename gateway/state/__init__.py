@@ -1,0 +1,1 @@
+"""Shared gateway state: a store (in-memory or Redis) and the background sync that uses it."""

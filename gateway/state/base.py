@@ -1,0 +1,168 @@
+"""The `StateStore` protocol and the values that travel through it.
+
+Two things are shared between gateway instances: *signals* (a replica's breaker state and
+ejection, last writer by epoch wins) and *counters* (SLO and retry-budget events, added up
+across instances). A store is never read on a request's critical path: `StateSync` pushes local
+changes and pulls the others' in the background, and requests read local state.
+
+Signal order (the epoch rule): a signal replaces the stored one for its replica only if
+``(epoch, stamp, origin)`` is greater, compared in that order. ``epoch`` is a Lamport counter
+per replica (a transition publishes one more than the highest epoch its instance has seen),
+``stamp`` the origin's wall time of the transition, ``origin`` the instance id (an ASCII tie
+breaker, so every instance picks the same winner). A stale instance cannot overwrite a newer
+state, and resending the same signal is a no-op.
+
+Counters carry deltas and an absolute expiry; the store keeps the totals, a change log so a
+pull returns only the keys changed since the caller's cursor, and a *generation* token that
+changes when the store loses its data (a Redis restart without persistence), which tells every
+instance to push its own contribution again.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Protocol
+
+import orjson
+
+BREAKER_STATES = frozenset({"closed", "open", "half-open"})
+
+
+class StoreUnavailable(Exception):
+    """The store failed or did not answer in time; callers keep serving on local state."""
+
+
+def make_origin() -> str:
+    """A unique id for this gateway process: host, pid and a random suffix (ASCII only)."""
+    host = re.sub(r"[^A-Za-z0-9.-]", "-", socket.gethostname())[:40] or "host"
+    return f"{host}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaSignal:
+    """One replica's breaker state and ejection as decided by the instance ``origin``."""
+
+    replica_id: str
+    breaker: str  # "closed" | "open" | "half-open"
+    ejected_until_wall: float  # Unix seconds; 0 when not ejected
+    epoch: int
+    origin: str
+    stamp: float  # the origin's wall time of the transition
+
+    def order(self) -> tuple[int, float, str]:
+        return (self.epoch, self.stamp, self.origin)
+
+    def supersedes(self, other: ReplicaSignal | None) -> bool:
+        """The epoch rule: whether this signal may replace ``other``."""
+        return other is None or self.order() > other.order()
+
+    def encode(self) -> str:
+        return orjson.dumps(
+            [self.replica_id, self.breaker, self.ejected_until_wall, self.epoch, self.origin,
+             self.stamp]
+        ).decode()  # fmt: skip
+
+    @classmethod
+    def decode(cls, text: str | bytes) -> ReplicaSignal:
+        rid, breaker, until, epoch, origin, stamp = orjson.loads(text)
+        return cls(str(rid), str(breaker), float(until), int(epoch), str(origin), float(stamp))
+
+
+class CounterDelta(NamedTuple):
+    """Events to add to a shared counter, and when the counter may be forgotten (Unix s)."""
+
+    amount: int
+    expire_at: float
+
+    def plus(self, other: CounterDelta) -> CounterDelta:
+        return CounterDelta(self.amount + other.amount, max(self.expire_at, other.expire_at))
+
+
+@dataclass(frozen=True, slots=True)
+class PushBatch:
+    """Local changes from one instance; ``number`` grows per origin, and a store applies a
+    batch at most once (a retry after a lost reply is skipped)."""
+
+    origin: str
+    number: int
+    signals: tuple[ReplicaSignal, ...] = ()
+    counters: Mapping[str, CounterDelta] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PushResult:
+    generation: str
+    applied: bool  # False: this batch number was applied before
+    stale: tuple[str, ...] = ()  # replica ids whose signal lost to a newer stored one
+
+
+class Cursor(NamedTuple):
+    """Where a pull left off: the store generation and change sequence number it saw."""
+
+    generation: str
+    seq: int
+
+
+START = Cursor("", 0)
+
+
+@dataclass(frozen=True, slots=True)
+class SharedSnapshot:
+    """A pull: all stored signals, and counter totals of all instances changed since a cursor.
+
+    ``full`` is True when ``counters`` holds every live key (the cursor was the start, or from
+    another generation), so anything not in it is gone.
+    """
+
+    cursor: Cursor
+    full: bool
+    signals: dict[str, ReplicaSignal]
+    counters: dict[str, int]
+
+    @property
+    def generation(self) -> str:
+        return self.cursor.generation
+
+
+@dataclass(frozen=True, slots=True)
+class SharedView:
+    """What `StateSync` hands its ``apply`` callback after a pull.
+
+    ``signals``: the winning signal per replica (possibly this instance's own). ``counters``:
+    the *other* instances' totals for the keys that changed (store total minus what this
+    instance pushed); ``full``: it holds every key, so drop remote values not in it.
+    """
+
+    signals: dict[str, ReplicaSignal]
+    counters: dict[str, int]
+    full: bool
+
+
+class StateStore(Protocol):
+    """Shared state behind one interface: `MemoryStore` (one instance) or `RedisStore`."""
+
+    name: str
+
+    @property
+    def healthy(self) -> bool:
+        """False after a failed call, True again after a successful one."""
+        ...
+
+    async def push(self, batch: PushBatch) -> PushResult:
+        """Adds counter deltas and offers signals (epoch rule); `StoreUnavailable` on failure."""
+        ...
+
+    async def pull(self, since: Cursor = START) -> SharedSnapshot:
+        """Signals, and counters changed after ``since``; `StoreUnavailable` on failure."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """For ``/admin/state``: kind, location, health."""
+        ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,91 @@
+"""The in-memory `StateStore`: the embedded default for a single gateway instance.
+
+It keeps exactly the semantics of the Redis store (epoch rule, batches applied at most once,
+counter totals with expiry, a change log behind cursors, a generation token), so `StateSync`
+and the contract tests treat both the same; several syncs in one process may share one.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from gateway.clock import Clock, MonotonicClock
+from gateway.state.base import (
+    START,
+    Cursor,
+    PushBatch,
+    PushResult,
+    ReplicaSignal,
+    SharedSnapshot,
+)
+
+PRUNE_EVERY_S = 1.0
+
+
+class MemoryStore:
+    name = "memory"
+
+    def __init__(self, clock: Clock | None = None) -> None:
+        self._clock = clock or MonotonicClock()
+        self.generation = secrets.token_hex(8)
+        self._seq = 0
+        self._totals: dict[str, int] = {}
+        self._expiry: dict[str, float] = {}
+        self._changed: dict[str, int] = {}  # key -> seq of its last change, oldest first
+        self._signals: dict[str, ReplicaSignal] = {}
+        self._batches: dict[str, int] = {}  # origin -> highest batch number applied
+        self._pruned_at = float("-inf")
+
+    @property
+    def healthy(self) -> bool:
+        return True
+
+    async def push(self, batch: PushBatch) -> PushResult:
+        if batch.number <= self._batches.get(batch.origin, -1):
+            return PushResult(self.generation, applied=False)
+        self._batches[batch.origin] = batch.number
+        self._seq += 1
+        for key, delta in batch.counters.items():
+            self._totals[key] = self._totals.get(key, 0) + delta.amount
+            self._expiry[key] = delta.expire_at
+            self._changed.pop(key, None)
+            self._changed[key] = self._seq
+        stale = []
+        for signal in batch.signals:
+            current = self._signals.get(signal.replica_id)
+            if signal.supersedes(current):
+                self._signals[signal.replica_id] = signal
+            elif current is not None and current.order() > signal.order():
+                stale.append(signal.replica_id)
+        self._prune()
+        return PushResult(self.generation, applied=True, stale=tuple(stale))
+
+    async def pull(self, since: Cursor = START) -> SharedSnapshot:
+        self._prune()
+        full = since.generation != self.generation or not 0 < since.seq <= self._seq
+        after = 0 if full else since.seq
+        wall = self._clock.wall()
+        counters: dict[str, int] = {}
+        for key, seq in reversed(self._changed.items()):
+            if seq <= after:
+                break
+            if self._expiry[key] > wall:
+                counters[key] = self._totals[key]
+        return SharedSnapshot(
+            Cursor(self.generation, self._seq), full, dict(self._signals), counters
+        )
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.name, "healthy": True, "counters": len(self._totals)}
+
+    async def close(self) -> None:
+        return None
+
+    def _prune(self) -> None:
+        wall = self._clock.wall()
+        if wall - self._pruned_at < PRUNE_EVERY_S:
+            return
+        self._pruned_at = wall
+        for key in [k for k, at in self._expiry.items() if at <= wall]:
+            del self._totals[key], self._expiry[key], self._changed[key]

@@ -1,0 +1,149 @@
+"""The Redis `StateStore`: several gateway instances share state through one Redis.
+
+Only `StateSync`'s background task calls it, never a request. Every call is one round trip
+(an atomic Lua script from `redis_scripts`) on `redis.asyncio`, bounded by ``op_timeout_s``
+(``bulk_timeout_s`` for large pushes and full pulls), with one immediate retry on a fresh
+connection (a pooled one may be dead after a Redis restart; both scripts are safe to repeat,
+since a store applies a batch at most once). Redis's exceptions become `StoreUnavailable` here,
+where they enter, and mark the store unhealthy until a call succeeds again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
+
+from gateway.state import redis_scripts
+from gateway.state.base import (
+    START,
+    Cursor,
+    PushBatch,
+    PushResult,
+    ReplicaSignal,
+    SharedSnapshot,
+    StoreUnavailable,
+)
+
+log = logging.getLogger(__name__)
+
+OP_TIMEOUT_S = 0.2
+BULK_TIMEOUT_S = 2.0
+BULK_COUNTERS = 2_000  # a push with more counters than this gets the bulk timeout
+BATCH_MARK_TTL_S = 7 * 86_400  # how long a store remembers an origin's last batch number
+
+
+class RedisStore:
+    name = "redis"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str = "gw:",
+        op_timeout_s: float = OP_TIMEOUT_S,
+        bulk_timeout_s: float = BULK_TIMEOUT_S,
+    ) -> None:
+        self.url = url
+        self.prefix = prefix
+        self._op_timeout = op_timeout_s
+        self._bulk_timeout = bulk_timeout_s
+        self._redis: aioredis.Redis = aioredis.Redis.from_url(
+            url,
+            decode_responses=True,
+            socket_timeout=bulk_timeout_s,
+            socket_connect_timeout=op_timeout_s,
+            retry=Retry(NoBackoff(), 1),  # once, on a fresh connection: a pooled one may be dead
+            health_check_interval=0,
+        )
+        self._push = self._redis.register_script(redis_scripts.PUSH)
+        self._pull = self._redis.register_script(redis_scripts.PULL)
+        self._healthy = True
+        self.last_error: str | None = None
+
+    @property
+    def healthy(self) -> bool:
+        return self._healthy
+
+    async def push(self, batch: PushBatch) -> PushResult:
+        p = self.prefix
+        keys = [p + "gen", p + "seq", p + "chg", p + "exp", p + "sig", f"{p}b:{batch.origin}"]
+        args: list[str | int] = [
+            _new_generation(),
+            p,
+            batch.number,
+            BATCH_MARK_TTL_S,
+            len(batch.counters),
+            len(batch.signals),
+        ]
+        for key, delta in batch.counters.items():
+            args += (key, delta.amount, int(delta.expire_at * 1000))
+        for s in batch.signals:
+            args += (s.replica_id, s.epoch, repr(s.stamp), s.origin, s.encode())
+        bulk = len(batch.counters) > BULK_COUNTERS
+        reply = await self._call(self._push(keys, args), bulk)
+        generation, applied, stale = reply
+        return PushResult(str(generation), bool(applied), tuple(str(s) for s in stale))
+
+    async def pull(self, since: Cursor = START) -> SharedSnapshot:
+        p = self.prefix
+        keys = [p + "gen", p + "seq", p + "chg", p + "sig"]
+        args: list[str | int] = [_new_generation(), p, since.generation, since.seq]
+        reply = await self._call(self._pull(keys, args), bulk=since.seq == 0)
+        generation, seq, full, names, values, flat_signals = reply
+        signals = {}
+        for i in range(0, len(flat_signals), 2):
+            try:
+                signal = ReplicaSignal.decode(flat_signals[i + 1])
+            except (ValueError, TypeError):
+                log.warning(
+                    "redis %s: ignoring a malformed signal for %s", self.prefix, flat_signals[i]
+                )
+                continue
+            signals[signal.replica_id] = signal
+        counters = {str(k): int(v) for k, v in zip(names, values, strict=True)}
+        return SharedSnapshot(Cursor(str(generation), int(seq)), bool(full), signals, counters)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "kind": self.name,
+            "url": _without_password(self.url),
+            "prefix": self.prefix,
+            "healthy": self._healthy,
+            "last_error": self.last_error,
+        }
+
+    async def close(self) -> None:
+        await self._redis.aclose()
+
+    async def _call(self, call: Any, bulk: bool = False) -> Any:
+        timeout = self._bulk_timeout if bulk else self._op_timeout
+        try:
+            async with asyncio.timeout(timeout):
+                reply = await call
+        except (RedisError, OSError, TimeoutError) as exc:
+            self._healthy = False
+            self.last_error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            raise StoreUnavailable(
+                f"redis {_without_password(self.url)}: {self.last_error}"
+            ) from exc
+        self._healthy = True
+        return reply
+
+
+def _new_generation() -> str:
+    """A fresh token for each call: whichever call finds Redis empty makes it the generation."""
+    return secrets.token_hex(8)
+
+
+def _without_password(url: str) -> str:
+    scheme, sep, rest = url.partition("://")
+    if "@" not in rest:
+        return url
+    return f"{scheme}{sep}***@{rest.split('@', 1)[1]}"

@@ -1,0 +1,111 @@
+"""This instance's side of shared state: what it tells other gateways and what it takes.
+
+Local breaker transitions and ejections become `ReplicaSignal`s in a `SignalLedger`; SLO
+counters leave as deltas from the `SloBook`; a `StateSync` pushes both and pulls the others'
+in the background. What comes back is applied to the same breaker and replica objects the
+request path reads, so one instance's discovery protects all, and no request ever waits on
+Redis. With the in-memory backend there is nothing to share and no sync runs.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gateway.clock import Clock
+from gateway.config.models import StateConfig
+from gateway.slo.engine import SloBook
+from gateway.state.base import CounterDelta, ReplicaSignal, SharedView
+from gateway.state.redis_store import RedisStore
+from gateway.state.signals import SignalLedger
+from gateway.state.sync import StateSync
+from gateway.upstream.breaker import CLOSED, HALF_OPEN, OPEN
+from gateway.upstream.registry import Registry
+
+
+class SharedState:
+    def __init__(
+        self, config: StateConfig, registry: Registry, book: SloBook, clock: Clock
+    ) -> None:
+        self._config = config
+        self._registry = registry
+        self._book = book
+        self._clock = clock
+        self.origin = config.instance or f"{socket.gethostname()}:{os.getpid()}"
+        self._ledger = SignalLedger(self.origin, clock)
+        self._applying = False
+        self.applied = 0
+        self.sync: StateSync | None = None
+        if config.backend == "redis":
+            store = RedisStore(config.redis_url)
+            self.sync = StateSync(
+                store, self._collect, self._apply, clock,
+                interval_s=config.sync_interval_s, origin=self.origin,
+            )  # fmt: skip
+
+    def start(self) -> None:
+        if self.sync is not None:
+            self.sync.start()
+
+    async def stop(self) -> None:
+        if self.sync is not None:
+            await self.sync.stop()
+
+    @property
+    def degraded(self) -> bool:
+        return self.sync is not None and bool(self.sync.snapshot().get("degraded"))
+
+    # --- local changes (registered as upstream events) ------------------------------------
+
+    def breaker_transition(self, replica_id: str, old: str, new: str) -> None:
+        if not self._applying and self.sync is not None:
+            self._ledger.local(replica_id, new, self._ejected_until_wall(replica_id))
+
+    def ejection(self, replica_id: str, reason: str) -> None:
+        if not self._applying and self.sync is not None:
+            replica = self._registry.replica(replica_id)
+            state = replica.breaker.state() if replica and replica.breaker else CLOSED
+            self._ledger.local(replica_id, state, self._ejected_until_wall(replica_id))
+
+    def quarantine(self, replica: str, reason: str) -> None:
+        pass  # quarantines are local judgements of answers; they are not shared
+
+    def _ejected_until_wall(self, replica_id: str) -> float:
+        replica = self._registry.replica(replica_id)
+        if replica is None or replica.ejected_until <= self._clock.now():
+            return 0.0
+        return self._clock.wall() + (replica.ejected_until - self._clock.now())
+
+    # --- the sync's callbacks -------------------------------------------------------------
+
+    def _collect(self) -> tuple[Sequence[ReplicaSignal], Mapping[str, CounterDelta]]:
+        return self._ledger.take_unsent(), self._book.export_deltas()
+
+    def _apply(self, view: SharedView) -> None:
+        self._book.apply_remote(view.counters, view.full)
+        self._applying = True
+        try:
+            for signal in self._ledger.observe(view.signals):
+                self._apply_signal(signal)
+        finally:
+            self._applying = False
+
+    def _apply_signal(self, signal: ReplicaSignal) -> None:
+        replica = self._registry.replica(signal.replica_id)
+        if replica is None:
+            return
+        self.applied += 1
+        left = signal.ejected_until_wall - self._clock.wall()
+        if left > 0:
+            replica.ejected_until = max(replica.ejected_until, self._clock.now() + left)
+            replica.ejection_reason = f"ejected by gateway {signal.origin}"
+        if replica.breaker is not None and signal.breaker in (OPEN, CLOSED, HALF_OPEN):
+            replica.breaker.force(signal.breaker)
+
+    def snapshot(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"backend": self._config.backend, "instance": self.origin}
+        if self.sync is not None:
+            doc.update(self.sync.snapshot(), signals_applied=self.applied)
+        return doc

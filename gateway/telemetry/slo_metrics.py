@@ -1,0 +1,116 @@
+"""SLO gauges (objective, error budget remaining, burn rates, alerts) from the /slo document.
+
+The SLO recorder already computes everything for ``GET /slo``; exporting that same document
+keeps /metrics and /slo from ever disagreeing, and costs nothing per request: call
+``Metrics.set_slo(recorder.document())`` from a scrape hook (``Metrics.on_scrape``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from gateway.telemetry.series import GaugeFamily
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+class SloMetrics:
+    def __init__(self) -> None:
+        self.objective = GaugeFamily(
+            "gateway_slo_objective", "Target fraction of good events.", ("slo",)
+        )
+        self.budget = GaugeFamily(
+            "gateway_slo_error_budget_remaining",
+            "Fraction of the error budget left in the SLO period (negative when overspent).",
+            ("slo",),
+        )
+        self.burn = GaugeFamily(
+            "gateway_slo_burn_rate",
+            "Error budget burn rate over a window (1 spends the budget exactly in the period).",
+            ("slo", "window"),
+        )
+        self.alert = GaugeFamily(
+            "gateway_slo_alert_firing", "1 while a burn-rate alert fires.", ("slo", "severity")
+        )
+        self.families = (self.objective, self.budget, self.burn, self.alert)
+
+    def update(self, doc: Mapping[str, Any] | Iterable[Mapping[str, Any]]) -> None:
+        """Replaces every SLO series with those in ``doc``.
+
+        Expected shape (unknown keys ignored, missing ones skipped)::
+
+            {"slos": [{"name": "digits-availability",
+                       "objective": 0.999,
+                       "budget_remaining": 0.83,
+                       "burn_rates": {"5m": 14.2, "1h": 2.1, "6h": 0.9},
+                       "alerts": {"page": true, "ticket": false}}]}
+
+        ``slos`` may also be a mapping from name to entry, and ``doc`` the bare list;
+        ``burn_rates`` may be a list of ``{"window": "5m", "burn_rate": 14.2}``, and ``alerts``
+        a list of ``{"severity": "page", "firing": true}``.
+        """
+        for family in self.families:
+            family.clear()
+        for name, entry in _entries(doc):
+            self.slo(
+                name,
+                objective=_number(entry.get("objective")),
+                budget_remaining=_number(
+                    entry.get("budget_remaining", entry.get("error_budget_remaining"))
+                ),
+                burn_rates=_pairs(entry.get("burn_rates"), "window", ("burn_rate", "rate")),
+                alerts=_pairs(entry.get("alerts"), "severity", ("firing",)),
+            )
+
+    def slo(
+        self,
+        name: str,
+        *,
+        objective: float | None = None,
+        budget_remaining: float | None = None,
+        burn_rates: Mapping[str, float] | None = None,
+        alerts: Mapping[str, float] | None = None,
+    ) -> None:
+        """Sets one SLO's gauges (the simple-arguments form of `update`)."""
+        if objective is not None:
+            self.objective.labels(name).set(objective)
+        if budget_remaining is not None:
+            self.budget.labels(name).set(budget_remaining)
+        for window, rate in (burn_rates or {}).items():
+            self.burn.labels(name, window).set(rate)
+        for severity, firing in (alerts or {}).items():
+            self.alert.labels(name, severity).set(1.0 if firing else 0.0)
+
+
+def _entries(doc: Mapping[str, Any] | Iterable[Mapping[str, Any]]) -> list[tuple[str, Any]]:
+    slos = doc.get("slos", ()) if isinstance(doc, Mapping) else doc
+    if isinstance(slos, Mapping):
+        return [(str(k), v) for k, v in slos.items() if isinstance(v, Mapping)]
+    return [
+        (str(e["name"]), e) for e in slos if isinstance(e, Mapping) and e.get("name") is not None
+    ]
+
+
+def _pairs(value: object, key: str, value_keys: tuple[str, ...]) -> dict[str, float]:
+    """``{"5m": 1.2}`` or ``[{"window": "5m", "burn_rate": 1.2}]`` as ``{"5m": 1.2}``."""
+    out: dict[str, float] = {}
+    if isinstance(value, Mapping):
+        items: Iterable[tuple[object, object]] = value.items()
+    elif isinstance(value, list):
+        items = [
+            (e.get(key), next((e[k] for k in value_keys if k in e), None))
+            for e in value
+            if isinstance(e, Mapping)
+        ]
+    else:
+        return out
+    for k, v in items:
+        number = 1.0 if v is True else 0.0 if v is False else _number(v)
+        if k is not None and number is not None:
+            out[str(k)] = number
+    return out

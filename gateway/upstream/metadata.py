@@ -1,0 +1,54 @@
+"""Model metadata from the replicas, renamed to what the client calls the model, cached.
+
+Metadata rarely changes and clients (tritonclient) ask for it before inferring, so the first
+replica that answers is remembered per client-facing model.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from gateway.config.models import ModelConfig
+from gateway.errors import NoReplicaAvailable, UpstreamError
+from gateway.upstream.registry import Pool
+from gateway.upstream.transport import Transport
+
+METADATA_TIMEOUT_S = 2.0
+
+
+class MetadataCache:
+    def __init__(self) -> None:
+        self._cache: dict[str, dict[str, Any]] = {}
+
+    async def get(
+        self, transport: Transport, name: str, model: ModelConfig, pool: Pool
+    ) -> dict[str, Any]:
+        cached = self._cache.get(name)
+        if cached is not None:
+            return dict(cached)
+        last = "no replica answered"
+        for replica in pool.healthy() or list(pool.replicas):
+            try:
+                response = await transport.request(
+                    replica.endpoint, "GET", pool.model_path(), timeout=METADATA_TIMEOUT_S
+                )
+            except UpstreamError as exc:
+                last = f"{replica.id}: {exc.message}"
+                continue
+            if response.status != 200:
+                last = f"{replica.id} answered {response.status}"
+                continue
+            try:
+                metadata = orjson.loads(response.body)
+            except orjson.JSONDecodeError:
+                last = f"{replica.id} sent metadata that is not JSON"
+                continue
+            if not isinstance(metadata, dict):
+                last = f"{replica.id} sent metadata that is not an object"
+                continue
+            metadata.update(name=name, versions=[model.version])
+            self._cache[name] = metadata
+            return dict(metadata)
+        raise NoReplicaAvailable(f"model {name!r}: metadata unavailable ({last})")

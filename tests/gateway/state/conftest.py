@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+from gateway.clock import FakeClock
+from gateway.state.base import StateStore
+from gateway.state.memory import MemoryStore
+from gateway.state.redis_store import RedisStore
+from tests.gateway.state.redis_server import TEST_TIMEOUT_S, RedisServer, new_prefix
+
+
+@pytest.fixture(scope="session")
+def shared_redis() -> Iterator[RedisServer]:
+    """One redis-server for the tests that do not kill it; each test uses its own prefix."""
+    server = RedisServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def redis_server() -> Iterator[RedisServer]:
+    """A redis-server of this test's own, which it may kill, pause and restart."""
+    server = RedisServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    """A fake clock whose wall time is the real one (Redis expires keys by its own clock)."""
+    return FakeClock(start=1000.0, wall_offset=time.time() - 1000.0)
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def store(request: pytest.FixtureRequest, clock: FakeClock) -> AsyncIterator[StateStore]:
+    """Each contract test runs against both implementations."""
+    if request.param == "memory":
+        impl: StateStore = MemoryStore(clock)
+    else:
+        server: RedisServer = request.getfixturevalue("shared_redis")
+        impl = RedisStore(server.url, prefix=new_prefix(), op_timeout_s=TEST_TIMEOUT_S)
+    try:
+        yield impl
+    finally:
+        await impl.close()
