@@ -194,6 +194,25 @@ class Gateway:
                 for name in self.config.models:
                     self.metrics.set_in_flight(name, self._pipeline.admission.in_flight[name])
             self.metrics.state_store(self.shared.degraded)
-            self.metrics.set_slo(self.slo.to_json())
+            self.metrics.set_slo(_slo_gauges(self.slo.to_json()))
 
         self.metrics.on_scrape(refresh)
+
+
+def _slo_gauges(doc: dict[str, Any]) -> dict[str, Any]:
+    """The /slo document reshaped for the SLO gauges: one entry per model/SLO."""
+    entries = []
+    for model, entry in doc.get("models", {}).items():
+        for slo in entry.get("slos", []):
+            entries.append(
+                {
+                    "name": f"{model}/{slo['name']}",
+                    "objective": slo["objective"],
+                    "budget_remaining": slo["error_budget"]["remaining"],
+                    "burn_rates": slo["burn_rates"],
+                    "alerts": [
+                        {"severity": a["severity"], "firing": a["firing"]} for a in slo["alerts"]
+                    ],
+                }
+            )
+    return {"slos": entries}

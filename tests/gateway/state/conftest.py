@@ -9,7 +9,7 @@ from gateway.clock import FakeClock
 from gateway.state.base import StateStore
 from gateway.state.memory import MemoryStore
 from gateway.state.redis_store import RedisStore
-from tests.gateway.state.redis_server import TEST_TIMEOUT_S, RedisServer, new_prefix
+from tests.support.redis_server import TEST_TIMEOUT_S, RedisServer, new_prefix
 
 
 @pytest.fixture(scope="session")

@@ -23,7 +23,7 @@ from gateway.state.memory import MemoryStore
 from gateway.state.redis_store import RedisStore
 from gateway.state.sync import StateSync
 from tests.gateway.state.instance import Instance
-from tests.gateway.state.redis_server import TEST_TIMEOUT_S, RedisServer, new_prefix
+from tests.support.redis_server import TEST_TIMEOUT_S, RedisServer, new_prefix
 
 
 async def test_two_instances_converge_within_one_interval(

@@ -1,0 +1,90 @@
+"""Issue-level proofs for shared state: two real gateways on one real redis-server."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.integration.conftest import StartGateway, StartReplicas
+from tests.support.gateway import pool_config
+from tests.support.processes import ReplicaProcess, wait_until
+from tests.support.redis_server import RedisServer
+from tests.support.traffic import drive
+
+pytestmark = pytest.mark.integration
+SYNC_S = 0.2
+SLO = {"name": "availability", "kind": "availability", "objective": 0.99}
+
+
+@pytest.fixture
+def redis() -> Iterator[RedisServer]:
+    server = RedisServer()
+    server.start()
+    yield server
+    server.stop()
+
+
+def shared_config(replicas: list[ReplicaProcess], redis: RedisServer, name: str) -> dict[str, Any]:
+    config = pool_config(replicas, slos=[SLO])
+    config["state"] = {"backend": "redis", "redis_url": redis.url, "sync_interval_s": SYNC_S,
+                       "instance": name}  # fmt: skip
+    return config
+
+
+def get(url: str, path: str) -> dict[str, Any]:
+    return dict(httpx.get(url + path, trust_env=False, timeout=5).json())
+
+
+def r0_out(url: str) -> bool:
+    replica = get(url, "/admin/state")["pools"][0]["replicas"][0]
+    return bool(replica["ejected"] or replica["breaker"]["state"] != "closed")
+
+
+def slo_total(url: str) -> int:
+    slo = get(url, "/slo")
+    return int(slo["models"]["digits"]["slos"][0]["events"]["total"])
+
+
+async def test_one_gateways_discovery_protects_the_other_and_slos_are_global(
+    start_replicas: StartReplicas, start_gw: StartGateway, redis: RedisServer
+) -> None:
+    replicas = start_replicas(3)
+    a = start_gw(shared_config(replicas, redis, "gw-a"))
+    b = start_gw(shared_config(replicas, redis, "gw-b"))
+    async with httpx.AsyncClient(trust_env=False) as client:
+        await client.post(f"{replicas[0].url}/admin/faults", json={"error_rate": 1.0})
+    for _ in range(20):  # bounded: traffic through A only, until A takes r0 out
+        assert (await drive(a.url, requests=50, concurrency=4)).failed == 0
+        if r0_out(a.url):
+            break
+    assert r0_out(a.url)
+    seen_at = time.monotonic()
+    wait_until(lambda: r0_out(b.url), 5, message="gateway B to learn of r0 from gateway A")
+    delay = time.monotonic() - seen_at
+    print(f"propagation A -> B: {delay * 1000:.0f} ms (sync interval {SYNC_S * 1000:.0f} ms)")
+    await drive(b.url, requests=40, concurrency=4)
+    total_a = sum(r["requests"] for r in get(a.url, "/admin/state")["pools"][0]["replicas"])
+    assert total_a > 0
+    wait_until(
+        lambda: slo_total(a.url) == slo_total(b.url) and slo_total(a.url) > 40,
+        5,
+        message=lambda: f"SLO totals to agree: {slo_total(a.url)} vs {slo_total(b.url)}",
+    )
+
+
+async def test_redis_killed_under_load_fails_no_request_then_reconciles(
+    start_replicas: StartReplicas, start_gw: StartGateway, redis: RedisServer
+) -> None:
+    replicas = start_replicas(2)
+    gateway = start_gw(shared_config(replicas, redis, "gw-a"))
+    traffic = await drive(gateway.url, requests=600, concurrency=8, events={150: redis.kill})
+    assert traffic.failed == 0 and len(traffic.answers) == 600
+    wait_until(lambda: get(gateway.url, "/admin/state")["state_store"]["degraded"], 10)
+    redis.start()
+    wait_until(lambda: not get(gateway.url, "/admin/state")["state_store"]["degraded"], 10,
+               message="the store to recover")  # fmt: skip
+    assert (await drive(gateway.url, requests=50, concurrency=4)).failed == 0
