@@ -101,9 +101,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(json=False, level=logging.INFO)  # until a config says otherwise
     args = parser().parse_args(argv)
     try:
         result: int = args.func(args)
