@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-stamp
 MODELS := models/MANIFEST.json
 CONFIG ?= config/local.yaml
 
-.PHONY: run test lint unit bench setup system clean
+.PHONY: run test lint unit bench faults chaos capacity setup system clean
 
 run: setup
 	$(VENV)/bin/gateway up --config $(CONFIG)
@@ -24,7 +24,17 @@ lint: setup
 	$(VENV)/bin/mypy
 
 bench: setup
-	$(PY) loadtests/bench_overhead.py
+	@WITH_NGINX=1 bash .ci/system-deps.sh
+	$(PY) loadtests/bench_overhead.py --variants
+
+faults: setup
+	$(PY) loadtests/bench_faults.py
+
+chaos: setup
+	$(PY) -m loadtests.chaos
+
+capacity: setup
+	$(PY) -m loadtests.chaos.capacity
 
 setup: system $(STAMP) $(MODELS)
 

@@ -19,7 +19,7 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from loadtests.loadgen import LoadResult, closed_loop
-from loadtests.stack import Proc, Stack, cpu_seconds, pool_config
+from loadtests.stack import ROOT, Proc, Stack, cpu_seconds, pool_config, redis_server
 from replicas.dataset import load_split
 
 MODEL = "digits-mlp"
@@ -66,12 +66,44 @@ def measure(
     return result, cpu
 
 
+def variants(
+    stack: Stack, replica: Proc, transport: str
+) -> list[tuple[str, Proc | None, str, str]]:
+    """The same gateway with Redis shared state on, and with 30 probed replica entries.
+
+    The 30 entries all point at the one replica process: what is measured is the gateway's
+    own cost of probing (health every 0.5 s and golden probes per entry) and of balancing
+    over 30 replicas, not 30 model servers fighting over two cores.
+    """
+    redis = redis_server(stack)
+    shared = pool_config([replica], MODEL)
+    shared["server"] = {"transport": transport}
+    shared["state"] = {"backend": "redis", "redis_url": redis.url, "sync_interval_s": 0.5}
+    many = pool_config([replica], MODEL)
+    many["server"] = {"transport": transport}
+    entries = [{"id": f"r{i}", "url": replica.url} for i in range(30)]
+    many["pools"]["pool"]["replicas"] = entries
+    many["pools"]["pool"]["golden"] = {"file": str(ROOT / "fallback_models" / "digits-golden.json")}
+    path = "/v2/models/digits/infer"
+    with_redis = stack.gateway(shared, name="gateway-redis")
+    with_30 = stack.gateway(many, name="gateway-30")
+    return [
+        ("gateway[redis state]", with_redis, with_redis.url, path),
+        ("gateway[30 replicas probed]", with_30, with_30.url, path),
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--concurrency", default="1,16,64")
     parser.add_argument("--max-requests", type=int, default=200_000)
     parser.add_argument("--transport", default="fast", help="the gateway's upstream transport")
+    parser.add_argument(
+        "--variants",
+        action="store_true",
+        help="also measure the gateway with Redis shared state, and with 30 probed replicas",
+    )
     args = parser.parse_args(argv)
     levels = [int(c) for c in args.concurrency.split(",")]
     payload = body()
@@ -88,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         ]
         if nginx is not None:
             targets.append(("nginx", nginx, nginx.url, f"/v2/models/{MODEL}/infer"))
+        if args.variants:
+            targets += variants(stack, replica, args.transport)
         for concurrency in levels:
             for name, proc, url, path in targets:
                 result, cpu = measure(

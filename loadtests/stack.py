@@ -195,3 +195,52 @@ http {{
   }}
 }}
 """
+
+
+def redis_server(stack: Stack, port: int | None = None, name: str = "redis") -> Proc:
+    """Starts ``redis-server`` on loopback with no persistence, registered with ``stack``.
+
+    Chaos scenarios kill it by PID and start it again on the same port; its URL is the one a
+    gateway config takes (``redis://127.0.0.1:PORT/0``).
+    """
+    binary = shutil.which("redis-server") or next(
+        (p for p in ("/usr/bin/redis-server", "/usr/local/bin/redis-server") if os.path.exists(p)),
+        None,
+    )
+    if binary is None:
+        raise RuntimeError("redis-server not found (.ci/system-deps.sh installs it)")
+    port = port or free_port()
+    argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    log = stack.workdir / f"{name}.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=stack.workdir)
+    proc = Proc(name, process, f"redis://127.0.0.1:{port}/0", log)
+    stack.procs.append(proc)
+    wait_redis(proc, port)
+    return proc
+
+
+def wait_redis(proc: Proc, port: int, timeout_s: float = 30.0) -> None:
+    """Polls with PING until the server answers PONG, the process exits, or time runs out."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.process.poll() is not None:
+            raise RuntimeError(f"{proc.name} exited: {proc.log.read_text()[-2000:]}")
+        with (
+            contextlib.suppress(OSError),
+            socket.create_connection(("127.0.0.1", port), timeout=1.0) as sock,
+        ):
+            sock.sendall(b"PING\r\n")
+            if sock.recv(64).startswith(b"+PONG"):
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"{proc.name} not answering PING after {timeout_s} s")
+
+
+def raise_on_sigterm() -> None:
+    """Turn SIGTERM into KeyboardInterrupt, so every ``finally`` (and `Stack.close`) runs."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupt)

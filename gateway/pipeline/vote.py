@@ -174,12 +174,17 @@ class VoteRoute:
         replaced: list[tuple[str, Outputs]],
     ) -> None:
         tracker = self._tracker(model, config)
-        judged = [(rid, result.dissenters.get(leg, 0) > 0) for leg, rid in served.items()]
-        judged += [(rid, _differs(outputs, result, config)) for rid, outputs in replaced]
+        rows = _rows(result, config)
+        judged = [(rid, result.dissenters.get(leg, 0)) for leg, rid in served.items()]
+        judged += [
+            (rid, _differing_rows(outputs, result, config, rows)) for rid, outputs in replaced
+        ]
         for replica_id, dissented in judged:
             if dissented:
-                log.info("vote on %s: %s dissented", model, replica_id)
-            if tracker.observe(replica_id, dissented):
+                log.info(
+                    "vote on %s: %s dissented on %d of %d rows", model, replica_id, dissented, rows
+                )
+            if tracker.observe(replica_id, rows, dissented):
                 replica = self._registry.replica(replica_id)
                 reason = f"dissented from the {model} quorum too often"
                 if replica is not None and self._registry.quarantine(
@@ -206,15 +211,24 @@ def _decoded(task: asyncio.Future[InferResult]) -> Outputs | None:
         return None
 
 
-def _differs(outputs: Outputs, result: VoteResult, config: VoteConfig) -> bool:
-    """Whether a replaced answer's labels differ from the quorum's."""
+def _rows(result: VoteResult, config: VoteConfig) -> int:
+    """Rows in the voted answer (the batch size), from its first label output."""
+    for name in config.label_outputs:
+        agreed = result.outputs.get(name)
+        if agreed is not None and agreed.ndim:
+            return int(agreed.shape[0])
+    return 1
+
+
+def _differing_rows(outputs: Outputs, result: VoteResult, config: VoteConfig, rows: int) -> int:
+    """On how many rows a replaced answer's labels differ from the quorum's."""
+    differing = 0
     for name in config.label_outputs:
         mine, agreed = outputs.get(name), result.outputs.get(name)
         if mine is None or agreed is None or mine.shape != agreed.shape:
-            return True
-        if bool((mine != agreed).any()):
-            return True
-    return False
+            return rows
+        differing = max(differing, int((mine != agreed).reshape(rows, -1).any(axis=1).sum()))
+    return differing
 
 
 def _no_quorum_message(

@@ -2,9 +2,10 @@
 
 Diverse model versions disagree now and then by design (here 0.7–2.4 % of the digits test
 split), so a count of dissents alone would quarantine honest replicas on a long enough run.
-A replica becomes a suspect on its *share* of dissents over its last ``window`` votes, once it
-has at least ``min_votes`` of them: a replica corrupting 10 % of its answers stands out, an
-honest one's 1–2 % does not.
+A replica becomes a suspect on its *share* of dissenting rows over its last ``window`` voted
+rows, once it has at least ``min_votes`` of them: a replica corrupting 10 % of its answers
+stands out, an honest one's 1–2 % does not. Rows, not requests, are counted: an honest
+replica disagrees on some row of an 8-row batch a fifth of the time.
 """
 
 from __future__ import annotations
@@ -28,17 +29,19 @@ class SuspectTracker:
     ratio: float
     _records: dict[str, _Record] = field(default_factory=dict)
 
-    def observe(self, replica_id: str, dissented: bool) -> bool:
-        """Records one vote; True when the replica just crossed the suspect threshold."""
+    def observe(self, replica_id: str, rows: int, dissented_rows: int) -> bool:
+        """Records one vote of ``rows`` rows; True when the replica crosses the threshold."""
         record = self._records.get(replica_id)
         if record is None:
             record = self._records[replica_id] = _Record(deque(maxlen=self.window))
-        if len(record.votes) == self.window and record.votes[0]:
-            record.dissents -= 1
-        record.votes.append(dissented)
-        record.dissents += dissented
-        record.total_votes += 1
-        record.total_dissents += dissented
+        for row in range(rows):
+            dissented = row < dissented_rows
+            if len(record.votes) == self.window and record.votes[0]:
+                record.dissents -= 1
+            record.votes.append(dissented)
+            record.dissents += dissented
+        record.total_votes += rows
+        record.total_dissents += dissented_rows
         if len(record.votes) < self.min_votes:
             return False
         return record.dissents / len(record.votes) >= self.ratio

@@ -1,0 +1,156 @@
+"""The scenario catalogue: for each, the processes, gateway models, load, faults and objective.
+
+Every scenario runs steady load for ``before`` seconds, keeps its faults on for ``fault``
+seconds, then watches recovery for ``after`` seconds. The last three need gateway features
+that are being added (voting, fallback, Redis state); they are written against the planned
+config and skipped with "not run: needs ..." while ``gateway check-config`` rejects it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from loadtests.chaos import actions as act
+from loadtests.chaos.actions import Action
+from loadtests.chaos.cluster import Topology
+from loadtests.chaos.objectives import Objective
+
+MLP, SVM, FOREST, FALLBACK = "digits-mlp", "digits-svm", "digits-forest", "digits-logreg"
+DEADLINE_MS = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    before: float
+    fault: float
+    after: float
+
+    @property
+    def total(self) -> float:
+        return self.before + self.fault + self.after
+
+
+FULL = Timing(before=5.0, fault=6.0, after=5.0)
+SMOKE = Timing(before=2.0, fault=3.0, after=2.5)
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """``begin`` at ``at`` s; ``end`` at ``until`` s (None: the window is ``begin``'s run)."""
+
+    label: str
+    at: float
+    begin: tuple[Action, ...]
+    until: float | None = None
+    end: tuple[Action, ...] = ()
+
+
+Timeline = Callable[[Timing], list[Fault]]
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    name: str
+    title: str
+    topology: Topology
+    models: dict[str, Any]
+    users: tuple[str, ...]  # Locust user classes
+    timeline: Timeline
+    objective: Objective
+    needs: str | None = None  # the gateway feature the config depends on
+    user_count: int = 16
+    rate: float = 20.0  # requests/s per user
+    expect: str = ""  # what a correct gateway does, in a line, for the report
+
+
+def window(label: str, begin: Sequence[Action], end: Sequence[Action]) -> Timeline:
+    """One fault window over the whole fault phase."""
+    return lambda t: [Fault(label, t.before, tuple(begin), t.before + t.fault, tuple(end))]
+
+
+def rolling(pool: str, count: int) -> Timeline:
+    """Restart each replica in turn, evenly spread over the fault phase."""
+    return lambda t: [
+        Fault(f"restart {i}", t.before + i * t.fault / count, (act.restart(pool, [i]),))
+        for i in range(count)
+    ]
+
+
+def _plain(**extra: Any) -> dict[str, Any]:
+    return {"digits": {"pool": MLP, "timeout_ms": DEADLINE_MS, **extra}}
+
+
+THREE = Topology(pools=((MLP, 3),))
+STRICT = Objective(max_failed_rate=0.0, max_late_rate=0.0, max_wrong_rate=0.001)
+DIGITS = ("DigitsUser",)
+
+SCENARIOS: tuple[Scenario, ...] = (
+    Scenario(
+        "crash", "Replica crash: SIGKILL 1 of 3, restarted after the fault", THREE, _plain(),
+        DIGITS, window("SIGKILL mlp-0", [act.kill(MLP, [0])], [act.restart(MLP, [0])]), STRICT,
+        expect="requests caught on the dead replica are retried on another; nothing is lost",
+    ),
+    Scenario(
+        "hang", "Hung replica: 1 of 3 holds every request (hang=true)", THREE, _plain(), DIGITS,
+        window("hang mlp-0", [act.set_faults(MLP, [0], hang=True)], [act.clear_faults(MLP, [0])]),
+        STRICT, expect="a try on the hung replica is given up early and retried; it is ejected",
+    ),
+    Scenario(
+        "freeze", "Frozen replica: SIGSTOP 1 of 3 (probes hang too), then SIGCONT", THREE,
+        _plain(), DIGITS,
+        window("SIGSTOP mlp-0", [act.pause(MLP, [0])], [act.resume(MLP, [0])]), STRICT,
+        expect="as a hang, but the health probes time out too; back in service after SIGCONT",
+    ),
+    Scenario(
+        "slow", "Slow replica: +30 ms on 1 of 3", THREE, _plain(), DIGITS,
+        window("+30 ms mlp-0", [act.set_faults(MLP, [0], latency_ms=30)],
+               [act.clear_faults(MLP, [0])]),
+        Objective(max_p99_during_ms=100.0),
+        expect="the slow replica gets less traffic (least outstanding); p99 stays near +30 ms",
+    ),
+    Scenario(
+        "burst-5xx", "5xx burst: 2 of 3 replicas answer 500 to every request", THREE, _plain(),
+        DIGITS,
+        window("500s on mlp-0, mlp-1", [act.set_faults(MLP, [0, 1], error_rate=1.0)],
+               [act.clear_faults(MLP, [0, 1])]),
+        Objective(max_failed_rate=0.001),
+        expect="retries (budgeted) land on the healthy replica while breakers open on the two",
+    ),
+    Scenario(
+        "rolling-restart", "Rolling restart of all 3 replicas (SIGTERM, same port)", THREE,
+        _plain(), DIGITS, rolling(MLP, 3), STRICT,
+        expect="each replica drains and comes back on its port; no request is lost",
+    ),
+    Scenario(
+        "vote-corrupt", "Corrupted outputs under voting: every digits-mlp answer wrong",
+        Topology(pools=((MLP, 2), (SVM, 1), (FOREST, 1))),
+        {"digits-vote": {"vote": {"pools": [MLP, SVM, FOREST], "quorum": 2},
+                         "fallback": {"model": FALLBACK}, "timeout_ms": DEADLINE_MS}},
+        ("VoteUser",),
+        window("corrupt_rate=1 on mlp", [act.set_faults(MLP, [0, 1], corrupt_rate=1.0)],
+               [act.clear_faults(MLP, [0, 1])]),
+        Objective(max_degraded_during=0.2), needs="voting (models.*.vote) with fallback",
+        expect="svm and forest outvote mlp, which is quarantined; they disagree on ~3 % of "
+        "rows, so a few % of requests (2 rows on average) fall back on no quorum",
+    ),
+    Scenario(
+        "all-down", "All replicas down: SIGKILL 3 of 3, fallback answers, restart", THREE,
+        _plain(fallback={"model": FALLBACK}), DIGITS,
+        window("SIGKILL all", [act.kill(MLP, [0, 1, 2])], [act.restart(MLP, [0, 1, 2])]),
+        Objective(min_degraded_during=0.5, max_degraded_end=0.01),
+        needs="fallback (models.*.fallback)",
+        expect="the verified fallback model answers (x-degraded) until the replicas are back",
+    ),
+    Scenario(
+        "redis-down", "Redis down: SIGKILL redis-server mid-run, restart it",
+        Topology(pools=((MLP, 3),), redis=True), _plain(), DIGITS,
+        window("redis down", [act.kill_redis()], [act.start_redis()]), STRICT,
+        needs="Redis state (state.backend: redis)",
+        expect="Redis is off the request path: serving goes on on local state",
+    ),
+)  # fmt: skip
+
+BY_NAME = {s.name: s for s in SCENARIOS}
+SMOKE_SCENARIO = "crash"
