@@ -29,8 +29,11 @@ class BalanceLayer:
             replica = self._selector.pick(candidates)
             assert replica is not None
             breaker = replica.breaker
-            state = breaker.state() if breaker else "closed"
-            if breaker is None or breaker.acquire():
+            if breaker is None or breaker.closed:  # the hot path: no permit to take
+                call.replica, call.breaker_state = replica, "closed"
+                return await self._inner(call)
+            state = breaker.state()
+            if breaker.acquire():
                 call.replica, call.breaker_state = replica, state
                 return await self._inner(call)
             candidates.remove(replica)

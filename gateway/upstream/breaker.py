@@ -73,6 +73,7 @@ class ReplicaBreaker:
         self._half_open_in_flight = 0
         self.half_open_granted = 0  # permits given while half-open, for tests and state
         self.half_open_peak = 0  # most half-open probes ever in flight at once
+        self.closed = True  # mirrors the state for the hot path: no pybreaker call when closed
         self.transitions = 0
         self._cb = pybreaker.CircuitBreaker(
             fail_max=config.failure_threshold,
@@ -147,6 +148,7 @@ class ReplicaBreaker:
         if old == new:
             return
         self.transitions += 1
+        self.closed = new == CLOSED
         if new == OPEN:
             self._opened_at = self._clock.now()
         self._half_open_in_flight = 0

@@ -18,14 +18,15 @@ from gateway.upstream.replica import Replica
 def _admitted(replica: Replica, now: float) -> bool:
     if replica.quarantined_until > now:
         return False
-    return replica.breaker is None or replica.breaker.admits()
+    breaker = replica.breaker
+    return breaker is None or breaker.closed or breaker.admits()
 
 
 def eligible(pool: Pool, tried: set[str], now: float) -> list[Replica]:
     usable = [
         r
         for r in pool.replicas
-        if r.healthy is not False and not pool.outlier.is_ejected(r) and _admitted(r, now)
+        if r.healthy is not False and r.ejected_until <= now and _admitted(r, now)
     ]
     threshold = pool.config.panic_threshold_percent / 100 * len(pool.replicas)
     pool.panic = len(usable) < threshold

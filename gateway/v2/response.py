@@ -6,13 +6,27 @@ Replicas may call the model something else (``digits-mlp`` version 3 behind the 
 
 from __future__ import annotations
 
+import re
+
 import orjson
+
+# Compact replies (orjson, our replicas) start like this; the hot path splices the prefix
+# instead of decoding and re-encoding the whole JSON header.
+_PREFIX = re.compile(rb'^\{"model_name":"[^"\\]*"(,"model_version":"[^"\\]*")?')
 
 
 def rename_reply(
     body: bytes, header_length: str | None, model_name: str, version: str
 ) -> tuple[bytes, str | None]:
     """Returns the new body and the new Inference-Header-Content-Length (or None)."""
+    match = _PREFIX.match(body)
+    if match is not None and (match[1] is not None or b'"model_version"' not in body):
+        prefix = orjson.dumps({"model_name": model_name, "model_version": version})[:-1]
+        new = prefix + body[match.end() :]
+        if header_length is None:
+            return new, None
+        if header_length.isdigit():
+            return new, str(int(header_length) + len(new) - len(body))
     split = len(body)
     if header_length is not None:
         try:
