@@ -6,6 +6,7 @@ last line against bare 500s: anything unexpected becomes a JSON 500 that says so
 
 from __future__ import annotations
 
+import gc
 import logging
 import re
 
@@ -50,8 +51,21 @@ class GatewayApp:
                     log.exception("gateway failed to start")
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})
                     return
+                _settle_garbage_collector()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 await self.gateway.stop()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+
+def _settle_garbage_collector() -> None:
+    """Moves start-up objects out of the collector's sight and collects less often.
+
+    A request allocates a few hundred short-lived objects; with CPython's default thresholds
+    the young generation is collected every ~700 allocations and the old ones keep re-walking
+    everything loaded at start-up, which shows up as tail latency under load.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(20_000, 20, 20)
