@@ -10,10 +10,11 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException
 
 from gateway import __version__
+from gateway.api.status_page import render_status
 from gateway.errors import GatewayError
 from gateway.introspection import slo_document, state_document
 from gateway.runtime import Gateway
@@ -56,6 +57,10 @@ def build_admin_app(gateway: Gateway) -> FastAPI:
     @app.get("/admin/state")
     async def admin_state() -> dict[str, Any]:
         return state_document(gateway)
+
+    @app.get("/status", response_class=HTMLResponse)
+    async def status() -> str:
+        return render_status(state_document(gateway), slo_document(gateway))
 
     @app.get("/slo")
     async def slo() -> dict[str, Any]:

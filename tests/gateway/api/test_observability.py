@@ -110,3 +110,11 @@ async def test_metrics_and_slo_document(client: httpx.AsyncClient) -> None:
     entry = slo["models"]["digits"]["slos"][0]
     assert entry["events"]["total"] == 5 and entry["events"]["good"] == 5
     assert {"5m", "30m", "1h", "6h", "1d", "3d"} <= set(entry["burn_rates"])
+
+
+async def test_status_page_for_people(client: httpx.AsyncClient) -> None:
+    await client.post("/v2/models/digits/infer", content=orjson.dumps(REQUEST))
+    page = await client.get("/status")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    for text in ("v2-gateway: ready", "Pool p", "bad", "good", "availability", "memory"):
+        assert text in page.text
