@@ -23,8 +23,10 @@ DEFAULT_CONFIG = "config/local.yaml"
 log = logging.getLogger("gateway")
 
 
-def _server(config: GatewayConfig, host: str | None, port: int | None) -> uvicorn.Server:
-    app = GatewayApp(Gateway(config))
+def _server(
+    config: GatewayConfig, host: str | None, port: int | None, path: str | None = None
+) -> uvicorn.Server:
+    app = GatewayApp(Gateway(config), config_path=path)
     return uvicorn.Server(
         uvicorn.Config(
             app,
@@ -50,7 +52,7 @@ def _logging(config: GatewayConfig) -> None:
 def _serve(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     _logging(config)
-    _server(config, args.host, args.port).run()
+    _server(config, args.host, args.port, args.config).run()
     return 0
 
 
@@ -62,7 +64,7 @@ def _up(args: argparse.Namespace) -> int:
     async def run() -> None:
         await launcher.wait_ready()
         log.info("%d local replica(s) ready; starting the gateway", len(launcher.replicas))
-        await _server(config, args.host, args.port).serve()
+        await _server(config, args.host, args.port, args.config).serve()
 
     try:
         launcher.spawn()

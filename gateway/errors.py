@@ -10,6 +10,7 @@ so the edge renders every failure the same way: ``{"error": "..."}`` with a prec
     │   ├── Unauthorized              401
     │   ├── Forbidden                 403
     │   ├── NotFound                  404: unknown model or version
+    │   ├── Conflict                  409: the request conflicts with how the gateway runs
     │   ├── PayloadTooLarge           413
     │   └── TooManyRequests           429: per-tenant shed, with Retry-After
     ├── ServiceUnavailable            503: no way to serve right now, with Retry-After
@@ -73,6 +74,10 @@ class Forbidden(ClientError):
 
 class NotFound(ClientError):
     status = 404
+
+
+class Conflict(ClientError):
+    status = 409
 
 
 class PayloadTooLarge(ClientError):

@@ -6,6 +6,7 @@ exception handlers make sure even FastAPI's own 404/405/422 leave as ``{"error":
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -15,12 +16,14 @@ from starlette.exceptions import HTTPException
 
 from gateway import __version__
 from gateway.api.status_page import render_status
-from gateway.errors import GatewayError
+from gateway.errors import Conflict, GatewayError
 from gateway.introspection import slo_document, state_document
 from gateway.runtime import Gateway
 
+Reload = Callable[[], Awaitable[dict[str, Any]]]
 
-def build_admin_app(gateway: Gateway) -> FastAPI:
+
+def build_admin_app(gateway: Gateway, reload: Reload | None = None) -> FastAPI:
     app = FastAPI(title="v2-gateway", version=__version__)
     _install_error_handlers(app)
 
@@ -61,6 +64,12 @@ def build_admin_app(gateway: Gateway) -> FastAPI:
     @app.get("/status", response_class=HTMLResponse)
     async def status() -> str:
         return render_status(state_document(gateway), slo_document(gateway))
+
+    @app.post("/admin/reload")
+    async def admin_reload() -> dict[str, Any]:
+        if reload is None:
+            raise Conflict("reload is not available here")
+        return await reload()
 
     @app.get("/slo")
     async def slo() -> dict[str, Any]:

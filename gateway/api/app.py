@@ -6,25 +6,69 @@ last line against bare 500s: anything unexpected becomes a JSON 500 that says so
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import gc
 import logging
 import re
+from typing import Any
 
 from gateway.api.admin import build_admin_app
 from gateway.api.infer import InferEndpoint
 from gateway.api.responses import Receive, Scope, Send, send_json
+from gateway.config import ConfigError, load_config
+from gateway.errors import BadRequest, Conflict
 from gateway.runtime import Gateway
 
 log = logging.getLogger(__name__)
 
+RETIRE_GRACE_S = 60.0
 INFER_PATH = re.compile(r"^/v2/models/([^/]+)(?:/versions/([^/]+))?/infer$")
 
 
 class GatewayApp:
-    def __init__(self, gateway: Gateway) -> None:
+    def __init__(self, gateway: Gateway, config_path: str | None = None) -> None:
+        self._config_path = config_path
+        self._retiring: set[asyncio.Task[None]] = set()
+        self._install(gateway)
+
+    def _install(self, gateway: Gateway) -> None:
         self.gateway = gateway
         self._infer = InferEndpoint(gateway)
-        self._admin = build_admin_app(gateway)
+        self._admin = build_admin_app(gateway, self.reload)
+
+    async def reload(self) -> dict[str, Any]:
+        """Re-reads the config file and swaps in a gateway built from it, without a restart.
+
+        The new gateway starts (probes, fallback verification) before it takes traffic; the
+        old one finishes the requests it holds, then stops. Replica state starts afresh.
+        Where to listen (``server.host``/``port``) needs a restart to change.
+        """
+        if self._config_path is None:
+            raise Conflict("this gateway was not started from a config file; nothing to reload")
+        try:
+            config = load_config(self._config_path)
+        except ConfigError as exc:
+            raise BadRequest(f"config not reloaded: {exc}") from exc
+        fresh = Gateway(config)
+        await fresh.start()
+        old = self.gateway
+        self._install(fresh)
+        task = asyncio.create_task(_retire(old))
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
+        log.info("config reloaded from %s", self._config_path)
+        restart = [
+            k
+            for k in ("host", "port")
+            if getattr(config.server, k) != getattr(old.config.server, k)
+        ]
+        return {
+            "reloaded": self._config_path,
+            "models": sorted(config.models),
+            "pools": sorted(config.pools),
+            "needs_restart_for": [f"server.{k}" for k in restart],
+        }
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -54,9 +98,17 @@ class GatewayApp:
                 _settle_garbage_collector()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                await asyncio.gather(*self._retiring, return_exceptions=True)
                 await self.gateway.stop()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+
+async def _retire(gateway: Gateway, grace_s: float = RETIRE_GRACE_S) -> None:
+    """Stops a replaced gateway once the requests it admitted are answered (bounded)."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(gateway.pipeline.admission.idle.wait(), grace_s)
+    await gateway.stop()
 
 
 def _settle_garbage_collector() -> None:

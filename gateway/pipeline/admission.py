@@ -7,6 +7,7 @@ before the deadline starts to matter and released however the request ends.
 
 from __future__ import annotations
 
+import asyncio
 from collections import defaultdict
 
 from gateway.errors import Overloaded
@@ -20,6 +21,9 @@ class AdmissionLayer:
         self._inner = inner
         self.in_flight: dict[str, int] = defaultdict(int)
         self.shed: dict[str, int] = defaultdict(int)
+        self._total = 0
+        self.idle = asyncio.Event()  # set while nothing is in flight (for draining)
+        self.idle.set()
 
     async def __call__(self, call: InferCall) -> InferResult:
         name, policy = call.model_name, call.model.admission
@@ -31,7 +35,13 @@ class AdmissionLayer:
                 retry_after_s=policy.retry_after_s,
             )
         self.in_flight[name] += 1
+        self._total += 1
+        if self._total == 1:
+            self.idle.clear()
         try:
             return await self._inner(call)
         finally:
             self.in_flight[name] -= 1
+            self._total -= 1
+            if self._total == 0:
+                self.idle.set()
