@@ -34,6 +34,7 @@ class InferCall:
     breaker_state: str = "closed"
     attempts: int = 0
     hedged: bool = False
+    zones_taken: set[str] | None = None  # a vote's legs share it to land in distinct zones
     tried: set[str] = field(default_factory=set)
     outcomes: list[Outcome] = field(default_factory=list)
 

@@ -61,9 +61,11 @@ class VoteRoute:
         headers.pop("inference-header-content-length", None)
         if header_length is not None:
             headers["inference-header-content-length"] = header_length
+        zones: set[str] = set()
         legs = {
             name: dataclasses.replace(
                 call,
+                zones_taken=zones,
                 body=body,
                 upstream_headers=headers,
                 pool=self._registry.pools[name],

@@ -31,12 +31,20 @@ PORTS = {"a": 9100, "b": 9200, "c": 9300}
 def _answer(label: int, top: float = 0.9) -> bytes:
     probabilities = np.full(10, (1 - top) / 9, dtype=np.float32)
     probabilities[label] = top
-    return orjson.dumps({
-        "model_name": "m", "outputs": [
-            {"name": "label", "datatype": "INT64", "shape": [1], "data": [label]},
-            {"name": "probabilities", "datatype": "FP32", "shape": [1, 10],
-             "data": probabilities.tolist()},
-        ]})  # fmt: skip
+    return orjson.dumps(
+        {
+            "model_name": "m",
+            "outputs": [
+                {"name": "label", "datatype": "INT64", "shape": [1], "data": [label]},
+                {
+                    "name": "probabilities",
+                    "datatype": "FP32",
+                    "shape": [1, 10],
+                    "data": probabilities.tolist(),
+                },
+            ],
+        }
+    )
 
 
 def _config(**model: Any) -> GatewayConfig:
@@ -115,9 +123,22 @@ async def test_a_dissenting_leg_is_outvoted_and_counted() -> None:
 
 async def test_a_persistent_dissenter_is_quarantined() -> None:
     config = _config()
-    config = parse_config({**config.model_dump(), "models": {"digits-vote": {
-        "vote": {"pools": list(PORTS), "quorum": 2, "suspect_min_votes": 10,
-                 "suspect_window": 20, "suspect_ratio": 0.5}}}})  # fmt: skip
+    config = parse_config(
+        {
+            **config.model_dump(),
+            "models": {
+                "digits-vote": {
+                    "vote": {
+                        "pools": list(PORTS),
+                        "quorum": 2,
+                        "suspect_min_votes": 10,
+                        "suspect_window": 20,
+                        "suspect_ratio": 0.5,
+                    }
+                }
+            },
+        }
+    )
     pipeline = await _pipeline(
         config,
         {"a": reply(200, _answer(7)), "b": reply(200, _answer(7)), "c": reply(200, _answer(2))},
@@ -173,8 +194,56 @@ async def test_fallback_is_refused_when_tampered(tmp_path: Path) -> None:
     clock = MonotonicClock()
     transport = FakeTransport({f"127.0.0.1:{p}": reply(500) for p in PORTS.values()})
     pipeline = build_pipeline(
-        Registry(config, clock), transport, RetryBudget(RetryBudgetConfig(), clock), clock,
-        random.Random(0), {"digits-logreg": model},
-    )  # fmt: skip
+        Registry(config, clock),
+        transport,
+        RetryBudget(RetryBudgetConfig(), clock),
+        clock,
+        random.Random(0),
+        {"digits-logreg": model},
+    )
     with pytest.raises((NoQuorum, UpstreamFailed)):
         await pipeline.handler(_call(config))
+
+
+async def test_vote_legs_land_in_distinct_zones_when_they_can() -> None:
+    pools = {
+        "a": {
+            "model": "digits-a",
+            "replicas": [{"id": "a1", "url": "http://127.0.0.1:9100", "zone": "z1"}],
+        },
+        "b": {
+            "model": "digits-b",
+            "replicas": [
+                {"id": "b1", "url": "http://127.0.0.1:9200", "zone": "z1"},
+                {"id": "b2", "url": "http://127.0.0.1:9201", "zone": "z2"},
+            ],
+        },
+        "c": {
+            "model": "digits-c",
+            "replicas": [
+                {"id": "c1", "url": "http://127.0.0.1:9300", "zone": "z1"},
+                {"id": "c2", "url": "http://127.0.0.1:9301", "zone": "z2"},
+                {"id": "c3", "url": "http://127.0.0.1:9302", "zone": "z3"},
+            ],
+        },
+    }
+    config = parse_config(
+        {"pools": pools, "models": {"digits-vote": {"vote": {"pools": ["a", "b", "c"]}}}}
+    )
+    clock = MonotonicClock()
+    authorities = [
+        "127.0.0.1:9100",
+        "127.0.0.1:9200",
+        "127.0.0.1:9201",
+        "127.0.0.1:9300",
+        "127.0.0.1:9301",
+        "127.0.0.1:9302",
+    ]
+    transport = FakeTransport({k: reply(200, _answer(5)) for k in authorities})
+    budget = RetryBudget(RetryBudgetConfig(), clock)
+    for seed in range(10):
+        pipeline = build_pipeline(
+            Registry(config, clock), transport, budget, clock, random.Random(seed)
+        )
+        result = await pipeline.handler(_call(config))
+        assert sorted(result.served_by.split(",")) == ["a1", "b2", "c3"]
