@@ -61,9 +61,9 @@ class Gateway:
         )
         events = FanoutEvents(self.metrics)
         self.registry = Registry(config, self.clock, events)
-        self.shared = SharedState(config.state, self.registry, self.slo, self.clock)
-        events.add(self.shared)
         self.budget = RetryBudget(config.retry_budget, self.clock)
+        self.shared = SharedState(config.state, self.registry, self.slo, self.budget, self.clock)
+        events.add(self.shared)
         names = sorted({m.fallback.model for m in config.models.values() if m.fallback})
         manifest = Path(config.fallback_manifest)
         self.fallback_models = {n: FallbackModel(manifest, n, self.clock) for n in names}

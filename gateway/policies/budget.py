@@ -13,6 +13,7 @@ from typing import Any
 
 from gateway.clock import Clock
 from gateway.config.policies import RetryBudgetConfig
+from gateway.policies.budget_sharing import SharedBudgetCounts
 
 
 class RetryBudget:
@@ -26,6 +27,12 @@ class RetryBudget:
         self.ratio = config.ratio
         self.spent_total = 0
         self.refused_total = 0
+        self.shared: SharedBudgetCounts | None = None  # set when instances share state
+
+    def share(self) -> SharedBudgetCounts:
+        """Starts counting for other instances too; returns the shared counts."""
+        self.shared = SharedBudgetCounts(self._clock, self._size)
+        return self.shared
 
     def _slot(self) -> int:
         second = int(self._clock.now())
@@ -43,10 +50,16 @@ class RetryBudget:
             if second >= oldest:
                 requests += self._requests[slot]
                 retries += self._retries[slot]
+        if self.shared is not None:
+            remote_requests, remote_retries = self.shared.remote_window()
+            requests += remote_requests
+            retries += remote_retries
         return requests, retries
 
     def record_request(self) -> None:
         self._requests[self._slot()] += 1
+        if self.shared is not None:
+            self.shared.count("req")
 
     def balance(self, scale: float = 1.0) -> float:
         """Retries still allowed in the current window (may be fractional).
@@ -65,6 +78,8 @@ class RetryBudget:
             return False
         self._retries[self._slot()] += 1
         self.spent_total += 1
+        if self.shared is not None:
+            self.shared.count("retry")
         return True
 
     def snapshot(self) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """This instance's side of shared state: what it tells other gateways and what it takes.
 
 Local breaker transitions and ejections become `ReplicaSignal`s in a `SignalLedger`; SLO
-counters leave as deltas from the `SloBook`; a `StateSync` pushes both and pulls the others'
+counters and retry-budget counts leave as deltas; a `StateSync` pushes both and pulls the others'
 in the background. What comes back is applied to the same breaker and replica objects the
 request path reads, so one instance's discovery protects all, and no request ever waits on
 Redis. With the in-memory backend there is nothing to share and no sync runs.
@@ -16,6 +16,8 @@ from typing import Any
 
 from gateway.clock import Clock
 from gateway.config.models import StateConfig
+from gateway.policies.budget import RetryBudget
+from gateway.policies.budget_sharing import SharedBudgetCounts
 from gateway.slo.engine import SloBook
 from gateway.state.base import CounterDelta, ReplicaSignal, SharedView
 from gateway.state.redis_store import RedisStore
@@ -27,7 +29,12 @@ from gateway.upstream.registry import Registry
 
 class SharedState:
     def __init__(
-        self, config: StateConfig, registry: Registry, book: SloBook, clock: Clock
+        self,
+        config: StateConfig,
+        registry: Registry,
+        book: SloBook,
+        budget: RetryBudget,
+        clock: Clock,
     ) -> None:
         self._config = config
         self._registry = registry
@@ -38,7 +45,9 @@ class SharedState:
         self._applying = False
         self.applied = 0
         self.sync: StateSync | None = None
+        self._budget: SharedBudgetCounts | None = None
         if config.backend == "redis":
+            self._budget = budget.share()
             store = RedisStore(config.redis_url)
             self.sync = StateSync(
                 store, self._collect, self._apply, clock,
@@ -81,10 +90,15 @@ class SharedState:
     # --- the sync's callbacks -------------------------------------------------------------
 
     def _collect(self) -> tuple[Sequence[ReplicaSignal], Mapping[str, CounterDelta]]:
-        return self._ledger.take_unsent(), self._book.export_deltas()
+        deltas = self._book.export_deltas()
+        if self._budget is not None:
+            deltas.update(self._budget.export_deltas())
+        return self._ledger.take_unsent(), deltas
 
     def _apply(self, view: SharedView) -> None:
         self._book.apply_remote(view.counters, view.full)
+        if self._budget is not None:
+            self._budget.apply_remote(view.counters, view.full)
         self._applying = True
         try:
             for signal in self._ledger.observe(view.signals):

@@ -30,6 +30,7 @@ def redis() -> Iterator[RedisServer]:
 
 def shared_config(replicas: list[ReplicaProcess], redis: RedisServer, name: str) -> dict[str, Any]:
     config = pool_config(replicas, slos=[SLO])
+    config["retry_budget"] = {"window_s": 60}  # long enough that no count ages out mid-test
     config["state"] = {"backend": "redis", "redis_url": redis.url, "sync_interval_s": SYNC_S,
                        "instance": name}  # fmt: skip
     return config
@@ -74,6 +75,8 @@ async def test_one_gateways_discovery_protects_the_other_and_slos_are_global(
         5,
         message=lambda: f"SLO totals to agree: {slo_total(a.url)} vs {slo_total(b.url)}",
     )
+    # the retry budget is shared too: B's window counts A's requests as well as its own 40
+    wait_until(lambda: get(b.url, "/admin/state")["retry_budget"]["requests_in_window"] > 80, 5)
 
 
 async def test_redis_killed_under_load_fails_no_request_then_reconciles(

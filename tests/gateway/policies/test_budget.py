@@ -35,3 +35,23 @@ def test_snapshot() -> None:
     budget.record_request()
     snap = budget.snapshot()
     assert snap["requests_in_window"] == 1 and snap["balance"] == 100.2
+
+
+def test_shared_counts_make_every_instance_see_all_traffic() -> None:
+    clock = FakeClock()
+    config = RetryBudgetConfig(ratio=0.2, min_per_s=0, window_s=10)
+    a, b = RetryBudget(config, clock), RetryBudget(config, clock)
+    shared_a, shared_b = a.share(), b.share()
+    for _ in range(100):
+        a.record_request()
+    assert sum(a.try_spend() for _ in range(30)) == 20
+    deltas = shared_a.export_deltas()
+    assert sum(d.amount for k, d in deltas.items() if k.endswith(":req")) == 100
+    assert shared_a.export_deltas() == {}  # exported once
+    shared_b.apply_remote({k: d.amount for k, d in deltas.items()}, full=True)
+    assert b.snapshot()["requests_in_window"] == 100
+    assert b.snapshot()["retries_in_window"] == 20
+    assert not b.try_spend()  # a's retries used up the budget both of them share
+    clock.advance(11)
+    shared_b.apply_remote({}, full=False)
+    assert b.snapshot()["requests_in_window"] == 0
