@@ -129,6 +129,9 @@ async def test_voting_masks_a_replica_corrupting_ten_percent(
     mlp_alone = await classify(gateway.url, "digits", x_test)  # the plain route, no fault here
     assert accuracy >= np.mean([label == y for (_, label, _), y in zip(mlp_alone, y_test,
                                                                       strict=True)])  # fmt: skip
+    manifest = orjson.loads((ROOT / "models" / "MANIFEST.json").read_bytes())
+    best_single = max(entry["accuracy"] for entry in manifest["models"])
+    assert accuracy >= best_single - 1e-4, (accuracy, best_single)
     corrupt = replica(gateway, "mlp-0")
     assert corrupt["quarantined"] or corrupt["quarantine_reason"], corrupt
     print(f"vote accuracy {accuracy:.4f}, reference {reference_accuracy:.4f}, "
