@@ -3,7 +3,8 @@
 Policy, each piece a tenacity primitive or a small callable beside them:
 - stop: ``stop_after_attempt`` | `StopBeforeDeadline` (never start a backoff that would leave
   the next try less than a minimum slice before the deadline);
-- wait: `FullJitter`, exponential backoff with full jitter (base 25 ms, cap 250 ms by default);
+- wait: `FullJitter`, exponential backoff with full jitter (base 25 ms, cap 250 ms by default),
+  except after a slow try, which is still running: the next copy goes at once, as a hedge;
 - retry: only retryable outcomes (connect error, timeout, protocol error, 5xx; never 4xx), and
   only while the gateway-wide `RetryBudget` has a retry to spend;
 - each retry lands on a replica this request has not tried (the balance layer skips tried ones).
@@ -27,6 +28,7 @@ from gateway.pipeline.call import Adjuster, Handler, InferCall, InferResult
 from gateway.pipeline.pending import PendingAnswers
 from gateway.policies.backoff import FullJitter
 from gateway.policies.budget import RetryBudget
+from gateway.policies.classify import OutcomeKind
 from gateway.telemetry.metrics import Metrics
 
 MIN_TRY_S = 0.005  # a retry needs at least this much time left after its backoff
@@ -73,7 +75,7 @@ class RetryLayer:
             jitter = FullJitter(
                 policy.backoff_base_ms / 1000, policy.backoff_max_ms / 1000, self._rng
             )
-            wait = jitter.for_retry(0)
+            wait = 0.0 if _slow(first) else jitter.for_retry(0)
             if call.deadline.remaining() - wait < MIN_TRY_S or not self._spend(call):
                 return await _settle(pending, first)
             await self._clock.sleep(wait)
@@ -110,7 +112,7 @@ class RetryLayer:
         retrying = AsyncRetrying(
             stop=stop_after_attempt(call.model.retry.max_attempts - 1)
             | StopBeforeDeadline(call.deadline),
-            wait=jitter,
+            wait=lambda state: 0.0 if _slow(_error_of(state)) else jitter(state),
             retry=retry_if_exception(
                 lambda exc: not exhausted and _retryable(exc) and self._spend(call)
             ),
@@ -127,6 +129,19 @@ async def _settle(pending: PendingAnswers, error: UpstreamError) -> InferResult:
     if result is None:
         raise error
     return result
+
+
+def _slow(error: BaseException | None) -> bool:
+    """A slow try is still running elsewhere: the next copy goes at once, as a hedge would."""
+    return (
+        isinstance(error, UpstreamError)
+        and error.outcome is not None
+        and error.outcome.kind is OutcomeKind.SLOW
+    )
+
+
+def _error_of(state: RetryCallState) -> BaseException | None:
+    return state.outcome.exception() if state.outcome is not None else None
 
 
 def _retryable(error: BaseException) -> bool:

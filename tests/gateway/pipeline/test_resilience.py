@@ -227,3 +227,28 @@ async def test_a_slow_replica_is_retried_but_not_counted_as_failed() -> None:
     slow_replica = rig.replica(0)
     assert slow_replica.failures == 0 and slow_replica.consecutive_failures == 0
     assert slow_replica.ewma_latency_s >= 0.05
+
+
+async def test_the_copy_after_a_slow_try_goes_at_once_without_backoff() -> None:
+    from gateway.clock import MonotonicClock
+
+    class RecordingClock(MonotonicClock):
+        def __init__(self) -> None:
+            self.slept: list[float] = []
+
+        async def sleep(self, seconds: float) -> None:
+            self.slept.append(seconds)
+            await super().sleep(seconds)
+
+    rig = RealTimeRig(make_config(replicas=2), FakeTransport({A: hang()}))
+    clock = RecordingClock()
+    rig.registry = Registry(rig.config, clock)
+    rig.pipeline = build_pipeline(rig.registry, rig.transport, rig.budget, clock, random.Random(0))
+    _prime(rig)
+    rig.replica(1).outstanding = 50
+    result = await asyncio.wait_for(rig.run(timeout_s=0.3), 0.25)
+    assert result.served_by == "r1" and result.attempts == 2
+    assert clock.slept == [0.0]
+    await asyncio.wait_for(
+        asyncio.gather(*rig.pipeline.attempt.background, return_exceptions=True), 1
+    )
