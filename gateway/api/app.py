@@ -112,12 +112,14 @@ async def _retire(gateway: Gateway, grace_s: float = RETIRE_GRACE_S) -> None:
 
 
 def _settle_garbage_collector() -> None:
-    """Moves start-up objects out of the collector's sight and collects less often.
+    """Moves start-up objects out of the collector's sight; keeps young collections short.
 
-    A request allocates a few hundred short-lived objects; with CPython's default thresholds
-    the young generation is collected every ~700 allocations and the old ones keep re-walking
-    everything loaded at start-up, which shows up as tail latency under load.
+    Everything loaded at start-up (frameworks, config, models) would otherwise be re-walked
+    by every older-generation collection, which showed as p99 under load (55 ms -> 31 ms at
+    64 in flight). The young generation stays small: a request's cyclic garbage (uvicorn's
+    per-request objects among it) makes a 20,000-object young collection take 12–16 ms, a
+    2,000-object one ≈ 1.5 ms.
     """
     gc.collect()
     gc.freeze()
-    gc.set_threshold(20_000, 20, 20)
+    gc.set_threshold(2_000, 10, 100)

@@ -54,8 +54,8 @@ class TryTimeoutConfig(Frozen):
 
     adaptive: bool = True
     quantile: float = Field(0.99, gt=0, lt=1)
-    multiplier: float = Field(4.0, ge=1)
-    min_ms: float = Field(25.0, gt=0)
+    multiplier: float = Field(3.0, ge=1)
+    min_ms: float = Field(20.0, gt=0)
     min_samples: int = Field(20, ge=1)
     cold_ms: float = Field(250.0, gt=0, description="per-try timeout before min_samples")
 
