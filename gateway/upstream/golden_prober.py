@@ -11,45 +11,31 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any
 
-from gateway.clock import Clock
 from gateway.config.policies import GoldenProbeConfig
 from gateway.errors import BadRequest, UpstreamError
 from gateway.upstream.golden import GoldenSet, check_golden_answer, golden_request, sample_rows
-from gateway.upstream.registry import Pool, Registry
+from gateway.upstream.prober import Prober
+from gateway.upstream.registry import Pool
 from gateway.upstream.replica import Replica
-from gateway.upstream.transport import Transport
 from gateway.v2.codec import decode_outputs
 
 log = logging.getLogger(__name__)
 PROBE_TIMEOUT_S = 2.0
 
 
-class GoldenProber:
-    def __init__(
-        self, registry: Registry, transport: Transport, clock: Clock, rng: random.Random
-    ) -> None:
-        self._registry = registry
-        self._transport = transport
-        self._clock = clock
-        self._rng = rng
-        self._tasks: list[asyncio.Task[None]] = []
-        self.probes = 0
+class GoldenProber(Prober):
+    probes = 0
 
-    def start(self) -> None:
-        for pool in self._registry.pools.values():
-            if pool.config.golden is not None:
-                golden = GoldenSet.read(Path(pool.config.golden.file))
-                task = asyncio.create_task(self._loop(pool, pool.config.golden, golden))
-                self._tasks.append(task)
-
-    async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks.clear()
+    def loops(self) -> list[tuple[str, Coroutine[Any, Any, None]]]:
+        return [
+            (f"golden:{pool.name}", self._loop(pool, config, GoldenSet.read(Path(config.file))))
+            for pool in self._registry.pools.values()
+            if (config := pool.config.golden) is not None
+        ]
 
     async def _loop(self, pool: Pool, config: GoldenProbeConfig, golden: GoldenSet) -> None:
         while True:

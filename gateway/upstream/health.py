@@ -8,16 +8,15 @@ Probes run as background tasks and never touch the request path's locks or queue
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import random
+from collections.abc import Coroutine
+from typing import Any
 
-from gateway.clock import Clock
 from gateway.config.policies import HealthCheckConfig
 from gateway.errors import UpstreamError
-from gateway.upstream.registry import Pool, Registry
+from gateway.upstream.prober import Prober
+from gateway.upstream.registry import Pool
 from gateway.upstream.replica import Replica
-from gateway.upstream.transport import Transport
 
 log = logging.getLogger(__name__)
 
@@ -43,27 +42,13 @@ def apply_probe(
     return None
 
 
-class HealthProber:
-    def __init__(
-        self, registry: Registry, transport: Transport, clock: Clock, rng: random.Random
-    ) -> None:
-        self._registry = registry
-        self._transport = transport
-        self._clock = clock
-        self._rng = rng
-        self._tasks: list[asyncio.Task[None]] = []
-
-    def start(self) -> None:
-        for pool in self._registry.pools.values():
-            for replica in pool.replicas:
-                task = asyncio.create_task(self._loop(pool, replica), name=f"probe:{replica.id}")
-                self._tasks.append(task)
-
-    async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks.clear()
+class HealthProber(Prober):
+    def loops(self) -> list[tuple[str, Coroutine[Any, Any, None]]]:
+        return [
+            (f"probe:{replica.id}", self._loop(pool, replica))
+            for pool in self._registry.pools.values()
+            for replica in pool.replicas
+        ]
 
     async def probe(self, pool: Pool, replica: Replica) -> tuple[bool, str | None]:
         try:
