@@ -83,7 +83,7 @@ class InferEndpoint:
             (b"x-attempts", str(result.attempts).encode()),
         ]
         if header_length is not None:
-            out.append((b"inference-header-content-length", header_length.encode()))
+            out.append((HEADER_LENGTH.encode(), header_length.encode()))
         if result.degraded:
             out.append((b"x-degraded", result.degraded.encode()))
         if result.vote:

@@ -28,6 +28,7 @@ from gateway.upstream.registry import Pool
 from gateway.upstream.replica import Replica
 from gateway.upstream.transport import Transport
 from gateway.v2.reply import error_text
+from gateway.v2.request import HEADER_LENGTH
 
 MIN_TRY_TIMEOUT_S = 0.001
 
@@ -127,7 +128,7 @@ class AttemptLayer:
                 status=response.status,
                 body=response.body,
                 content_type=response.headers.get("content-type"),
-                header_length=response.headers.get("inference-header-content-length"),
+                header_length=response.headers.get(HEADER_LENGTH),
                 served_by=replica.id,
                 attempts=call.attempts,
             )

@@ -26,6 +26,7 @@ from gateway.upstream.registry import Registry
 from gateway.v2.codec import decode_outputs
 from gateway.v2.outputs import json_outputs_request
 from gateway.v2.reply import encode_reply, error_text
+from gateway.v2.request import HEADER_LENGTH
 
 log = logging.getLogger(__name__)
 Outputs = dict[str, Any]
@@ -58,9 +59,9 @@ class VoteRoute:
         assert config is not None and call.request is not None, "router and edge set these"
         body, header_length = json_outputs_request(call.request, call.body)
         headers = dict(call.upstream_headers)
-        headers.pop("inference-header-content-length", None)
+        headers.pop(HEADER_LENGTH, None)
         if header_length is not None:
-            headers["inference-header-content-length"] = header_length
+            headers[HEADER_LENGTH] = header_length
         zones: set[str] = set()
         legs = {
             name: dataclasses.replace(

@@ -22,6 +22,7 @@ from gateway.upstream.prober import Prober
 from gateway.upstream.registry import Pool
 from gateway.upstream.replica import Replica
 from gateway.v2.codec import decode_outputs
+from gateway.v2.request import HEADER_LENGTH
 
 log = logging.getLogger(__name__)
 PROBE_TIMEOUT_S = 2.0
@@ -62,7 +63,7 @@ class GoldenProber(Prober):
             )
             if response.status != 200:
                 return None
-            outputs = decode_outputs(response.body, response.headers.get(HEADER))
+            outputs = decode_outputs(response.body, response.headers.get(HEADER_LENGTH))
         except (UpstreamError, BadRequest):
             return None
         minimum = config.min_accuracy if config.min_accuracy is not None else golden.min_accuracy
@@ -76,5 +77,3 @@ class GoldenProber(Prober):
             self._registry.quarantine(replica, config.quarantine_s, verdict.reason, "golden_probe")
         return False
 
-
-HEADER = "inference-header-content-length"
