@@ -24,6 +24,9 @@ class HealthCheckConfig(Frozen):
     timeout_s: float = Field(0.5, gt=0)
     healthy_threshold: int = Field(2, ge=1)
     unhealthy_threshold: int = Field(2, ge=1)
+    healthy_edge_interval_s: float = Field(
+        0.1, gt=0, le=60, description="interval between passes while an unhealthy one recovers"
+    )
 
 
 class OutlierConfig(Frozen):

@@ -124,6 +124,18 @@ class ReplicaBreaker:
         with contextlib.suppress(_Failed, pybreaker.CircuitBreakerError):
             self._cb.call(_fail if outcome.is_failure else _succeed)
 
+    def trial(self) -> bool:
+        """Moves an open breaker to half-open now (its replica passed health checks again).
+
+        Envoy un-ejects a host on a successful active health check; waiting out the reset
+        timeout after the probes have seen the replica recover only keeps traffic on the
+        fallback longer. Half-open still lets just ``half_open_max_calls`` probes through.
+        """
+        if self._cb.current_state != OPEN:
+            return False
+        self._cb.half_open()
+        return True
+
     def force(self, state: str) -> None:
         """Takes a state decided elsewhere (another gateway instance, via shared state)."""
         if state == self._cb.current_state:

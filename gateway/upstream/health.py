@@ -2,7 +2,11 @@
 
 A replica turns unhealthy after ``unhealthy_threshold`` consecutive failed probes and healthy
 again after ``healthy_threshold`` consecutive passes (Envoy's model); the first verdict is
-taken at once so a freshly started gateway does not wait thresholds before serving.
+taken at once so a freshly started gateway does not wait thresholds before serving. While an
+unhealthy replica is passing, the next probe comes after the short ``healthy_edge_interval_s``
+(Envoy's ``healthy_edge_interval``), and once it turns healthy its open breaker goes half-open
+and any ejection ends (`readmit`): a restarted replica gets a trial at once instead of waiting
+out the breaker's reset timeout while the fallback answers.
 Probes run as background tasks and never touch the request path's locks or queues.
 """
 
@@ -42,6 +46,20 @@ def apply_probe(
     return None
 
 
+def readmit(pool: Pool, replica: Replica) -> None:
+    """A replica the probes saw recover: end its ejection, give its open breaker a trial."""
+    pool.outlier.reinstate(replica)  # first: the breaker's transition then shares no ejection
+    if replica.breaker is not None:
+        replica.breaker.trial()
+
+
+def next_interval(replica: Replica, config: HealthCheckConfig) -> float:
+    """The pause before the next probe: short while an unhealthy replica is passing."""
+    if replica.healthy is False and replica.probe_successes > 0:
+        return config.healthy_edge_interval_s
+    return config.interval_s
+
+
 class HealthProber(Prober):
     def loops(self) -> list[tuple[str, Coroutine[Any, Any, None]]]:
         return [
@@ -76,5 +94,7 @@ class HealthProber(Prober):
                     "healthy" if changed else "unhealthy",
                     "" if changed else f" ({error})",
                 )
+            if changed:
+                readmit(pool, replica)
             jitter = 1.0 + config.jitter * (2 * self._rng.random() - 1)
-            await self._clock.sleep(config.interval_s * jitter)
+            await self._clock.sleep(next_interval(replica, config) * jitter)

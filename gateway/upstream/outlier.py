@@ -3,7 +3,8 @@
 Envoy's consecutive-5xx detector, simplified: ``consecutive_failures`` failed attempts in a row
 (5xx, connect error, timeout) eject a replica for ``base_ejection_s × times ejected`` (capped),
 but never more than ``max_ejection_percent`` of a pool (at least one replica may always be
-ejected, as in Envoy). Ejection ends by time alone; the balancer checks ``is_ejected``.
+ejected, as in Envoy). Ejection ends by time, or early when active health checks turn the
+replica healthy again (Envoy's ``successful_active_health_check_uneject_host``).
 """
 
 from __future__ import annotations
@@ -68,6 +69,14 @@ class OutlierDetector:
         replica.ejection_reason = reason
         replica.consecutive_failures = 0
         log.warning("replica %s ejected for %.1f s: %s", replica.id, duration, reason)
+        return True
+
+    def reinstate(self, replica: Replica) -> bool:
+        """Ends an ejection early (active health checks saw the replica recover)."""
+        if replica.ejected_until <= self._clock.now():
+            return False
+        replica.ejected_until = 0.0
+        log.info("replica %s reinstated: health checks pass again", replica.id)
         return True
 
     def _forgiven(self, replica: Replica) -> bool:

@@ -15,6 +15,7 @@ import numpy as np
 import orjson
 import pytest
 
+from gateway.config.policies import HealthCheckConfig
 from replicas.dataset import load_split
 from tests.integration.conftest import StartGateway, StartReplicas
 from tests.support.gateway import GatewayProcess
@@ -163,7 +164,11 @@ async def test_all_primaries_down_the_fallback_answers_then_traffic_returns(
     start_replicas: StartReplicas, start_gw: StartGateway
 ) -> None:
     mlp, svm, forest = stack(start_replicas)
-    gateway = start_gw(vote_config(mlp, svm, forest))
+    config = vote_config(mlp, svm, forest)
+    # a reset timeout far longer than the bound below: only the health checks' readmission
+    # can bring mlp-0 back in time, not the breaker's own timer
+    config["pools"]["mlp"]["breaker"] = {"reset_timeout_s": 60}
+    gateway = start_gw(config)
     for proc in [*mlp, svm, forest]:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
@@ -178,17 +183,61 @@ async def test_all_primaries_down_the_fallback_answers_then_traffic_returns(
     reborn = ReplicaProcess(mlp[0].argv, host=mlp[0].host, port=mlp[0].port,
                             name=mlp[0].model_name, version=mlp[0].model_version)  # fmt: skip
     try:
-        wait_until(reborn.ready, 30, message="restarted replica")
-        wait_until(lambda: replica(gateway, "mlp-0")["healthy"] is True, 15)
-        served: set[str] = set()
-        for _ in range(20):  # bounded: until the breaker lets it back in
-            answers = await classify(gateway.url, "digits", x_test[:40])
-            served |= {h["x-served-by"] for _, _, h in answers}
-            if "mlp-0" in served:
-                break
-        assert "mlp-0" in served
+        recovery_s = await first_served_after_ready(gateway, reborn, "mlp-0", x_test[:40])
     finally:
         reborn.cleanup()
+    health = HealthCheckConfig()  # the config above leaves health probes at their defaults
+    # the gateway's first probe comes within one (jittered) interval of the replica's first
+    # ready answer, the next pass after the edge interval, then the breaker gives it a trial
+    probes_s = (health.interval_s + health.healthy_edge_interval_s * (
+        health.healthy_threshold - 1)) * (1 + health.jitter)  # fmt: skip
+    one_request_s = 0.5  # one request on a busy 2-core machine, with room to spare
+    print(f"recovery: first answer from mlp-0 {recovery_s * 1000:.0f} ms after its first ready")
+    assert recovery_s <= probes_s + one_request_s, (recovery_s, replica(gateway, "mlp-0"))
+
+
+async def first_served_after_ready(
+    gateway: GatewayProcess, reborn: ReplicaProcess, replica_id: str, rows: np.ndarray,
+    limit_s: float = 30.0,
+) -> float:  # fmt: skip
+    """Seconds from ``reborn``'s first ready answer to the first client answer it serves, with
+    steady load on the gateway all along (the fallback answering until then)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + limit_s
+    served_at: list[float] = []
+    ready_at: list[float] = []
+    bodies = [orjson.dumps({"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32",
+                                        "data": row.tolist()}]}) for row in rows]  # fmt: skip
+    headers = {"x-request-timeout-ms": "2000"}
+
+    async def load(client: httpx.AsyncClient) -> None:
+        i = 0
+        while not served_at and loop.time() < deadline:
+            response = await client.post("/v2/models/digits/infer", content=bodies[i % len(bodies)],
+                                         headers=headers)  # fmt: skip
+            i += 1
+            assert response.status_code == 200, response.text
+            if response.headers["x-served-by"] == replica_id and not served_at:
+                served_at.append(loop.time())
+
+    async def watch_ready(client: httpx.AsyncClient) -> None:
+        model = f"/v2/models/{reborn.model_name}/versions/{reborn.model_version}"
+        ready_url = f"{reborn.url}{model}/ready"
+        while not ready_at and loop.time() < deadline:
+            try:
+                if (await client.get(ready_url, timeout=0.5)).status_code == 200:
+                    ready_at.append(loop.time())
+                    return
+            except httpx.TransportError:
+                pass
+            await asyncio.sleep(0.01)
+
+    async with httpx.AsyncClient(base_url=gateway.url, trust_env=False, timeout=10) as client, \
+            httpx.AsyncClient(trust_env=False) as direct:  # fmt: skip
+        await asyncio.gather(watch_ready(direct), *(load(client) for _ in range(4)))
+    assert ready_at, f"{replica_id} never answered ready within {limit_s:g} s"
+    assert served_at, f"{replica_id} served nothing in {limit_s:g} s: {state(gateway)}"
+    return served_at[0] - ready_at[0]
 
 
 async def test_a_tampered_fallback_is_refused_and_replicas_keep_serving(

@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+import asyncio
 import random
 
 from gateway.clock import FakeClock
 from gateway.config.policies import HealthCheckConfig
-from gateway.upstream.health import HealthProber, apply_probe
+from gateway.policies.classify import classify_status
+from gateway.upstream.events import NullEvents
+from gateway.upstream.health import HealthProber, apply_probe, next_interval, readmit
 from gateway.upstream.registry import Registry
 from gateway.upstream.replica import Replica
 from gateway.upstream.transport import Endpoint
@@ -56,3 +59,91 @@ async def test_prober_marks_replicas_by_their_ready_endpoint() -> None:
         apply_probe(replica, passed, error, pool.config.health)
     assert [r.healthy for r in pool.replicas] == [True, False]
     assert transport.calls["127.0.0.1:9000"] == ["GET /v2/models/digits-mlp/versions/1/ready"]
+
+
+def _tripped_and_ejected(registry: Registry, clock: FakeClock) -> Replica:
+    pool = registry.pools["p"]
+    replica = pool.replicas[0]
+    assert replica.breaker is not None
+    for _ in range(pool.config.breaker.failure_threshold):
+        assert replica.breaker.acquire()
+        replica.breaker.record(classify_status(replica.id, 503, 0.01), "closed")
+    assert pool.outlier.eject(replica, "test")
+    replica.healthy = False
+    return replica
+
+
+def test_turning_healthy_gives_an_open_breaker_a_trial_and_ends_the_ejection() -> None:
+    clock = FakeClock()
+    registry = Registry(make_config(replicas=3), clock)
+    pool = registry.pools["p"]
+    replica = _tripped_and_ejected(registry, clock)
+    assert replica.breaker is not None and replica.breaker.state() == "open"
+    config = pool.config.health
+    for _ in range(config.healthy_threshold - 1):
+        assert apply_probe(replica, True, None, config) is None
+    assert apply_probe(replica, True, None, config) is True
+    readmit(pool, replica)
+    assert replica.breaker.state() == "half-open"  # at once: the reset timeout has not passed
+    assert not pool.outlier.is_ejected(replica)
+    assert replica.breaker.acquire() and not replica.breaker.acquire()  # permits still bounded
+
+
+def test_readmit_leaves_a_closed_breaker_and_a_live_replica_alone() -> None:
+    clock = FakeClock()
+    registry = Registry(make_config(replicas=2), clock)
+    pool = registry.pools["p"]
+    replica = pool.replicas[1]
+    readmit(pool, replica)
+    assert replica.breaker is not None and replica.breaker.state() == "closed"
+    assert replica.breaker.transitions == 0
+
+
+def test_an_unhealthy_replica_that_passes_is_probed_again_after_the_edge_interval() -> None:
+    replica = _replica()
+    config = HealthCheckConfig(interval_s=2.0, healthy_edge_interval_s=0.1, healthy_threshold=3)
+    apply_probe(replica, False, "down", config)
+    assert next_interval(replica, config) == 2.0  # failing: the normal pace
+    apply_probe(replica, True, None, config)
+    assert next_interval(replica, config) == 0.1
+    apply_probe(replica, True, None, config)
+    apply_probe(replica, True, None, config)
+    assert replica.healthy is True
+    assert next_interval(replica, config) == 2.0
+
+
+async def test_the_probe_loop_readmits_a_restarted_replica_within_one_edge_interval() -> None:
+    """Virtual time: the replica goes down, its breaker opens, it comes back; the loop
+    turns it healthy and half-opens its breaker long before the reset timeout. One replica,
+    so only its loop moves the fake clock."""
+    clock = FakeClock()
+    half_opened: list[float] = []
+
+    class Events(NullEvents):
+        def breaker_transition(self, replica: str, old: str, new: str) -> None:
+            if new == "half-open":
+                half_opened.append(clock.now())
+
+    registry = Registry(make_config(replicas=1), clock, Events())
+    pool = registry.pools["p"]
+    replica = _tripped_and_ejected(registry, clock)
+    transport = FakeTransport({"127.0.0.1:9000": reply(200, b"{}")})
+    back_at = clock.now()
+    prober = HealthProber(registry, transport, clock, random.Random(0))
+    prober.start()
+    try:
+        for _ in range(1000):  # virtual time: each turn of the loop advances the fake clock
+            if replica.breaker is not None and replica.breaker.state() == "half-open":
+                break
+            await asyncio.sleep(0)
+    finally:
+        await prober.stop()
+    assert replica.healthy is True
+    assert replica.breaker is not None and replica.breaker.state() == "half-open"
+    assert not pool.outlier.is_ejected(replica)
+    health = pool.config.health
+    # the first probe passes at once, the next after the edge interval (jittered)
+    took = half_opened[0] - back_at
+    edge = health.healthy_edge_interval_s * (1 + health.jitter)
+    assert took <= edge * (health.healthy_threshold - 1) + 1e-9
+    assert took < pool.config.breaker.reset_timeout_s
