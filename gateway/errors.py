@@ -12,7 +12,8 @@ so the edge renders every failure the same way: ``{"error": "..."}`` with a prec
     │   ├── NotFound                  404: unknown model or version
     │   ├── Conflict                  409: the request conflicts with how the gateway runs
     │   ├── PayloadTooLarge           413
-    │   └── TooManyRequests           429: per-tenant shed, with Retry-After
+    │   ├── TooManyRequests           429: per-tenant shed, with Retry-After
+    │   └── RejectedByReplicas        4xx: replicas refused the request (their status, message)
     ├── ServiceUnavailable            503: no way to serve right now, with Retry-After
     │   ├── Overloaded                503: admission bound reached
     │   ├── NoReplicaAvailable        503: no admissible replica in the pool
@@ -23,8 +24,8 @@ so the edge renders every failure the same way: ``{"error": "..."}`` with a prec
     └── UpstreamError                 one failed attempt; internal, retried or wrapped
         ├── UpstreamConnectError      could not connect / connection reset before a reply
         ├── UpstreamTimeout           no reply within the per-try timeout
-        ├── UpstreamProtocolError     the reply was not valid HTTP/1.1
-        └── UpstreamStatusError       the replica answered 5xx
+        ├── UpstreamProtocolError     the reply was not valid HTTP/1.1, or not a valid V2 reply
+        └── UpstreamStatusError       the replica answered 4xx or 5xx
 """
 
 from __future__ import annotations
@@ -92,6 +93,15 @@ class TooManyRequests(ClientError):
         self.retry_after_s = retry_after_s
 
 
+class RejectedByReplicas(ClientError):
+    """Replicas refused the request itself (the same 4xx or 500 from two, or a 4xx from the only
+    one asked); answered with a 4xx naming their message, and no replica is penalised."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status if 400 <= status < 500 else 400
+
+
 class ServiceUnavailable(GatewayError):
     status = 503
 
@@ -145,7 +155,7 @@ class UpstreamProtocolError(UpstreamError):
 
 
 class UpstreamStatusError(UpstreamError):
-    """The replica answered with a 5xx status; ``upstream_status`` and ``body`` say what."""
+    """The replica answered an error status; ``upstream_status`` and ``body`` say what."""
 
     def __init__(self, message: str, upstream_status: int, body: bytes = b"") -> None:
         super().__init__(message)

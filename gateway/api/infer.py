@@ -17,6 +17,7 @@ from gateway.pipeline.call import InferCall
 from gateway.runtime import Gateway
 from gateway.telemetry.logging import bind_request, unbind_request
 from gateway.telemetry.spans import RequestSpan
+from gateway.v2.identity import with_request_id
 from gateway.v2.request import HEADER_LENGTH, parse_infer_request
 from gateway.v2.response import rename_reply
 
@@ -52,9 +53,12 @@ class InferEndpoint:
                 headers.get(TIMEOUT_HEADER), model.timeout_ms, model.max_timeout_ms
             )
             request = parse_infer_request(body, headers.get(HEADER_LENGTH))
+            body, header_length, request = with_request_id(
+                body, headers.get(HEADER_LENGTH), request, request_id
+            )
             forwarded = {"content-type": "application/json"}
-            if HEADER_LENGTH in headers:
-                forwarded[HEADER_LENGTH] = headers[HEADER_LENGTH]
+            if header_length is not None:
+                forwarded[HEADER_LENGTH] = header_length
             call = InferCall(
                 model_name=model_name,
                 model=model,

@@ -2,7 +2,9 @@
 
 It owns the per-try timeout, the replica's outstanding count and latency EWMA, and feeds every
 `Outcome` to the reactors (breaker, outlier detector, latency window). Failures leave as an
-`UpstreamError` carrying their `Outcome` for the layers above.
+`UpstreamError` carrying their `Outcome` for the layers above. A 200 counts only if it is a V2
+reply to this very request (`check_reply`: well-formed, the attempt's ``id``); an error answer
+(4xx, 500) is a `Dispute` whose verdict waits for a second replica (`gateway.upstream.evidence`).
 
 Speculative tries: while a retry is still possible, the layer waits only the learned per-try
 timeout (`try_timeout`), then hands the request to the retry layer as SLOW, but does *not*
@@ -18,17 +20,24 @@ from __future__ import annotations
 import asyncio
 
 from gateway.clock import Clock
-from gateway.errors import UpstreamError, UpstreamStatusError, UpstreamTimeout
+from gateway.errors import (
+    UpstreamError,
+    UpstreamProtocolError,
+    UpstreamStatusError,
+    UpstreamTimeout,
+)
 from gateway.pipeline.call import InferCall, InferResult
 from gateway.policies.budget import RetryBudget
 from gateway.policies.classify import Outcome, OutcomeKind, classify_error, classify_status
 from gateway.policies.try_timeout import try_timeout
 from gateway.telemetry.metrics import Metrics
+from gateway.upstream.evidence import Dispute
 from gateway.upstream.registry import Pool
 from gateway.upstream.replica import Replica
-from gateway.upstream.transport import Transport
+from gateway.upstream.transport import Transport, UpstreamResponse
 from gateway.v2.reply import error_text
 from gateway.v2.request import HEADER_LENGTH
+from gateway.v2.response import check_reply
 
 MIN_TRY_TIMEOUT_S = 0.001
 
@@ -116,13 +125,16 @@ class AttemptLayer:
                 outcome = classify_error(replica.id, exc, self._clock.now() - started)
                 exc.outcome = outcome
                 raise
-            detail = error_text(response.body) if response.status >= 400 else ""
-            outcome = classify_status(
-                replica.id, response.status, self._clock.now() - started, detail
-            )
-            if outcome.kind is OutcomeKind.SERVER_ERROR:
+            outcome = _judge_reply(call, replica.id, response, self._clock.now() - started)
+            if outcome.kind is OutcomeKind.PROTOCOL_ERROR:
+                protocol_error = UpstreamProtocolError(outcome.describe())
+                protocol_error.outcome = outcome
+                raise protocol_error
+            if not outcome.ok:
                 error = UpstreamStatusError(outcome.describe(), response.status, response.body)
                 error.outcome = outcome
+                if outcome.disputed:
+                    call.disputes.append(Dispute(replica, pool, outcome, outcome.detail))
                 raise error
             return InferResult(
                 status=response.status,
@@ -137,12 +149,33 @@ class AttemptLayer:
             raise
         finally:
             call.outcomes.append(outcome)
-            replica.finished(outcome.latency_s, outcome.describe() if outcome.is_failure else None)
+            judged = not outcome.disputed  # a disputed answer is judged by evidence, later
+            error_text_ = outcome.describe() if outcome.is_failure else None
+            replica.finished(outcome.latency_s, error_text_, judged=judged)
             if replica.breaker is not None:
-                replica.breaker.record(outcome, breaker_state)
-            pool.outlier.observe(replica, outcome)
+                replica.breaker.release(breaker_state)
+                if judged:
+                    replica.breaker.judge(outcome)
+            if judged:
+                pool.outlier.observe(replica, outcome)
             if outcome.ok:
                 pool.latency.record(outcome.latency_s)
             self._metrics.attempt(call.model_name, outcome)
             if span is not None:
                 span.end(outcome)
+
+
+def _judge_reply(
+    call: InferCall, replica_id: str, response: UpstreamResponse, latency_s: float
+) -> Outcome:
+    """Classifies a reply: a 200 counts only if it is a V2 reply to this very request."""
+    status = response.status
+    if status >= 400:
+        return classify_status(replica_id, status, latency_s, error_text(response.body))
+    problem: str | None = f"answered {status}, which is not a V2 infer reply"
+    if status == 200:
+        expected = call.request.id if call.request is not None else None
+        problem = check_reply(response.body, response.headers.get(HEADER_LENGTH), expected)
+    if problem is None:
+        return classify_status(replica_id, status, latency_s)
+    return Outcome(OutcomeKind.PROTOCOL_ERROR, replica_id, latency_s, None, problem)

@@ -14,6 +14,7 @@ from gateway.deadline import Deadline
 from gateway.policies.classify import Outcome
 from gateway.slo.policy import NORMAL, PolicyAdjustment
 from gateway.telemetry.spans import RequestSpan
+from gateway.upstream.evidence import Dispute
 from gateway.upstream.registry import Pool
 from gateway.upstream.replica import Replica
 from gateway.v2.request import InferRequestInfo
@@ -37,6 +38,7 @@ class InferCall:
     zones_taken: set[str] | None = None  # a vote's legs share it to land in distinct zones
     tried: set[str] = field(default_factory=set)
     outcomes: list[Outcome] = field(default_factory=list)
+    disputes: list[Dispute] = field(default_factory=list)  # error answers awaiting a verdict
 
 
 @dataclass(slots=True)

@@ -5,8 +5,10 @@ Policy, each piece a tenacity primitive or a small callable beside them:
   the next try less than a minimum slice before the deadline);
 - wait: `FullJitter`, exponential backoff with full jitter (base 25 ms, cap 250 ms by default),
   except after a slow try, which is still running: the next copy goes at once, as a hedge;
-- retry: only retryable outcomes (connect error, timeout, protocol error, 5xx; never 4xx), and
-  only while the gateway-wide `RetryBudget` has a retry to spend;
+- retry: only retryable outcomes (connect error, timeout, protocol error, 5xx), and a 4xx for
+  a second opinion (`gateway.upstream.evidence`: the same refusal from two replicas is the
+  request's fault and ends the tries; an answer elsewhere charges the refusing replica), only
+  while the gateway-wide `RetryBudget` has a retry to spend;
 - each retry lands on a replica this request has not tried (the balance layer skips tried ones).
 
 The first attempt runs *outside* tenacity: measured here, an ``AsyncRetrying`` loop costs
@@ -30,6 +32,7 @@ from gateway.policies.backoff import FullJitter
 from gateway.policies.budget import RetryBudget
 from gateway.policies.classify import OutcomeKind
 from gateway.telemetry.metrics import Metrics
+from gateway.upstream import evidence
 
 MIN_TRY_S = 0.005  # a retry needs at least this much time left after its backoff
 
@@ -67,22 +70,39 @@ class RetryLayer:
         try:
             return await self._inner(call)
         except UpstreamError as first:
-            policy = call.model.retry
-            if policy.max_attempts < 2 or not _retryable(first):
-                raise
-            pending = PendingAnswers()
-            pending.keep(first)
-            jitter = FullJitter(
-                policy.backoff_base_ms / 1000, policy.backoff_max_ms / 1000, self._rng
-            )
-            wait = 0.0 if _slow(first) else jitter.for_retry(0)
-            if call.deadline.remaining() - wait < MIN_TRY_S or not self._spend(call):
-                return await _settle(pending, first)
-            await self._clock.sleep(wait)
-            try:
-                return await self._retry(call, first, jitter, pending)
-            except UpstreamError as last:
-                return await _settle(pending, last)
+            result = await self._after_first(call, first)
+        if call.disputes:
+            evidence.refuted(call.disputes, result.served_by)
+        return result
+
+    async def _after_first(self, call: InferCall, first: UpstreamError) -> InferResult:
+        policy = call.model.retry
+        pending = PendingAnswers()
+        pending.keep(first)
+        if policy.max_attempts < 2 or not _retryable(first):
+            return await self._settle(call, pending, first)
+        jitter = FullJitter(policy.backoff_base_ms / 1000, policy.backoff_max_ms / 1000, self._rng)
+        wait = 0.0 if _slow(first) else jitter.for_retry(0)
+        if call.deadline.remaining() - wait < MIN_TRY_S or not self._spend(call):
+            return await self._settle(call, pending, first)
+        await self._clock.sleep(wait)
+        try:
+            return await self._retry(call, first, jitter, pending)
+        except UpstreamError as last:
+            return await self._settle(call, pending, last)
+
+    async def _settle(
+        self, call: InferCall, pending: PendingAnswers, error: UpstreamError
+    ) -> InferResult:
+        """No more tries: a slow exchange that still answers well wins, else the error stands;
+        disputes nobody settled are decided without a second opinion."""
+        result = await pending.first_good()
+        if result is not None:
+            return result
+        rejected, call.disputes = evidence.unresolved(call.disputes, call.model_name)
+        if rejected is not None:
+            raise rejected from error
+        raise error
 
     def _spend(self, call: InferCall) -> bool:
         if self._budget.try_spend(self._adjust(call.model_name).retry_budget_factor):
@@ -104,6 +124,10 @@ class RetryLayer:
             except UpstreamError as exc:
                 pending.keep(exc)
                 last.append(exc)
+                rejected = evidence.request_at_fault(call.disputes, call.model_name)
+                if rejected is not None:  # two replicas refused it alike: nobody is charged
+                    call.disputes.clear()
+                    raise rejected from exc
                 raise
             except NoReplicaAvailable:  # every replica tried: report how the last try failed
                 exhausted = True
@@ -121,14 +145,6 @@ class RetryLayer:
         )
         result: InferResult = await retrying(attempt)
         return result
-
-
-async def _settle(pending: PendingAnswers, error: UpstreamError) -> InferResult:
-    """No more tries: a slow exchange that still answers well wins, else the error stands."""
-    result = await pending.first_good()
-    if result is None:
-        raise error
-    return result
 
 
 def _slow(error: BaseException | None) -> bool:

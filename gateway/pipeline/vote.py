@@ -4,8 +4,10 @@ Each leg is a full single route (retry, hedge, balance, attempt) on its own pool
 JSON outputs. Answers are compared as they arrive; once a quorum agrees, stragglers get a
 short grace and are then cancelled. Legs that answered against the quorum count against the
 replica that served them; a replica whose dissent share crosses the suspect threshold is
-quarantined. No quorum raises `NoQuorum`, which the fallback layer may turn into a degraded
-answer.
+quarantined. A leg that fails (an error, a refusal) is a missing answer: the rest decide, and a
+refusal the quorum refutes is charged to its replica. No quorum raises `NoQuorum`, which the
+fallback layer may turn into a degraded answer, unless legs refused the request alike (its
+fault: a 4xx).
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ from gateway.pipeline.call import Handler, InferCall, InferResult
 from gateway.policies.suspects import SuspectTracker
 from gateway.policies.voting import VoteResult, VoteRule, vote
 from gateway.telemetry.metrics import Metrics
+from gateway.upstream import evidence
 from gateway.upstream.registry import Registry
 from gateway.v2.codec import decode_outputs
 from gateway.v2.outputs import json_outputs_request
-from gateway.v2.reply import encode_reply, error_text
+from gateway.v2.reply import encode_reply
 from gateway.v2.request import HEADER_LENGTH
 
 log = logging.getLogger(__name__)
@@ -74,6 +77,7 @@ class VoteRoute:
                 attempts=0,
                 tried=set(),
                 outcomes=[],
+                disputes=[],
             )
             for name in config.pools
         }
@@ -87,10 +91,15 @@ class VoteRoute:
             result = await self._tiebreak(legs, config, rule, answers, served, replaced)
         call.attempts = sum(leg.attempts for leg in legs.values())
         self.votes += 1
+        refusals = [d for leg in legs.values() for d in leg.disputes]
         if result is None or not result.agreed:
             self.no_quorum += 1
             self._metrics.vote(call.model_name, "no_quorum")
+            rejected = evidence.request_at_fault(refusals, call.model_name)
+            if rejected is not None:  # legs of two versions refused it alike: the request's fault
+                raise rejected
             raise NoQuorum(_no_quorum_message(call.model_name, config, answers, result))
+        evidence.refuted(refusals, "the vote's quorum")
         self._judge(call.model_name, config, result, served, replaced)
         dissenters = [served[leg] for leg, rows in result.dissenters.items() if rows]
         self._metrics.vote(call.model_name, result.tally, dissenters)
@@ -155,7 +164,7 @@ class VoteRoute:
         cannot break a vote where the diverse versions legitimately split.
         """
         again = {
-            name: dataclasses.replace(leg, replica=None, outcomes=[])
+            name: dataclasses.replace(leg, replica=None, outcomes=[], disputes=[])
             for name, leg in legs.items()
             if name in answers and len(leg.tried) < len(self._registry.pools[name].replicas)
         }
@@ -204,8 +213,6 @@ def _decoded(task: asyncio.Future[InferResult]) -> Outputs | None:
         return None
     result = task.result()
     if result.status != 200:
-        if 400 <= result.status < 500:
-            raise BadRequest(error_text(result.body))
         return None
     try:
         return decode_outputs(result.body, result.header_length)

@@ -17,7 +17,10 @@ from gateway.errors import (
     UpstreamTimeout,
 )
 
-RETRYABLE_STATUSES = frozenset({500, 502, 503, 504})
+# Answers that may be the request's fault as much as the replica's: the verdict waits for a
+# second replica's answer to the same request (see `gateway.upstream.evidence`). 502/503/504
+# say the replica is overloaded or broken whatever it was asked, and count at once.
+DISPUTED_SERVER_STATUSES = frozenset({500, 501})
 
 
 class OutcomeKind(StrEnum):
@@ -29,6 +32,7 @@ class OutcomeKind(StrEnum):
     PROTOCOL_ERROR = "protocol_error"
     SLOW = "slow"  # gave up waiting early; the exchange goes on and is classified when it ends
     CANCELLED = "cancelled"  # a hedge or deadline cancelled it: no verdict on the replica
+    REFUTED = "refuted"  # its error answer was refuted: another replica answered that request
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,9 +53,18 @@ class Outcome:
         return self.kind in _REPLICA_FAILURES
 
     @property
+    def disputed(self) -> bool:
+        """An error answer whose fault (request or replica) a second replica must decide."""
+        status = self.status
+        return status is not None and (
+            self.kind is OutcomeKind.CLIENT_ERROR
+            or (self.kind is OutcomeKind.SERVER_ERROR and status in DISPUTED_SERVER_STATUSES)
+        )
+
+    @property
     def retryable(self) -> bool:
-        if self.kind is OutcomeKind.SERVER_ERROR:
-            return self.status in RETRYABLE_STATUSES or (self.status or 0) >= 500
+        """Worth a try on another replica: a failure, or an error answer wanting a second
+        opinion (a 4xx too: only another replica can tell a bad request from a bad replica)."""
         return self.kind in _RETRYABLE_KINDS
 
     def describe(self) -> str:
@@ -68,10 +81,18 @@ _REPLICA_FAILURES = frozenset(
         OutcomeKind.CONNECT_ERROR,
         OutcomeKind.TIMEOUT,
         OutcomeKind.PROTOCOL_ERROR,
+        OutcomeKind.REFUTED,
     }
 )
 _RETRYABLE_KINDS = frozenset(
-    {OutcomeKind.CONNECT_ERROR, OutcomeKind.TIMEOUT, OutcomeKind.PROTOCOL_ERROR, OutcomeKind.SLOW}
+    {
+        OutcomeKind.SERVER_ERROR,
+        OutcomeKind.CLIENT_ERROR,
+        OutcomeKind.CONNECT_ERROR,
+        OutcomeKind.TIMEOUT,
+        OutcomeKind.PROTOCOL_ERROR,
+        OutcomeKind.SLOW,
+    }
 )
 
 

@@ -112,8 +112,16 @@ class ReplicaBreaker:
 
     def record(self, outcome: Outcome, permitted_state: str) -> None:
         """Feeds one finished attempt; ``permitted_state`` is the state when it was admitted."""
+        self.release(permitted_state)
+        self.judge(outcome)
+
+    def release(self, permitted_state: str) -> None:
+        """Hands back the permit of a finished attempt (its verdict may come later)."""
         if permitted_state == HALF_OPEN:
             self._half_open_in_flight = max(0, self._half_open_in_flight - 1)
+
+    def judge(self, outcome: Outcome) -> None:
+        """Feeds a verdict on the replica: now, or once evidence decided a disputed answer."""
         if outcome.kind in _NO_VERDICT:
             return
         state = self._cb.current_state

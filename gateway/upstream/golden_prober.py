@@ -3,8 +3,9 @@
 Health probes prove a replica is alive, not that it is right: a replica with corrupted weights
 answers fast and wrong. At a low rate, each pool with a golden set sends a few known rows to
 each replica; a replica whose misses are implausible for a healthy model (see
-`check_golden_answer`) ``failures_to_quarantine`` times in a row is quarantined with the
-reason, like a failing one, and released when its quarantine ends.
+`check_golden_answer`), or that refuses a golden input (any non-200: a known-good request),
+``failures_to_quarantine`` times in a row is quarantined with the reason, like a failing one,
+and released when its quarantine ends.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from gateway.upstream.prober import Prober
 from gateway.upstream.registry import Pool
 from gateway.upstream.replica import Replica
 from gateway.v2.codec import decode_outputs
+from gateway.v2.reply import error_text
 from gateway.v2.request import HEADER_LENGTH
 
 log = logging.getLogger(__name__)
@@ -61,19 +63,29 @@ class GoldenProber(Prober):
                 headers={"content-type": "application/json"},
                 timeout=PROBE_TIMEOUT_S,
             )
-            if response.status != 200:
-                return None
+        except UpstreamError:
+            return None  # unreachable or hung: the health prober and live traffic judge that
+        if response.status != 200:  # a known-good input refused: the replica is wrong
+            reason = f"golden probe answered {response.status}: {error_text(response.body)}"
+            return self._judged(pool, replica, config, False, reason)
+        try:
             outputs = decode_outputs(response.body, response.headers.get(HEADER_LENGTH))
-        except (UpstreamError, BadRequest):
-            return None
+        except BadRequest as exc:
+            reason = f"golden probe: the answer is not a V2 reply: {exc.message}"
+            return self._judged(pool, replica, config, False, reason)
         minimum = config.min_accuracy if config.min_accuracy is not None else golden.min_accuracy
         verdict = check_golden_answer(golden.labels, outputs, rows, min_accuracy=minimum)
-        replica.golden_last = verdict.reason
-        if verdict.passed:
+        return self._judged(pool, replica, config, verdict.passed, verdict.reason)
+
+    def _judged(
+        self, pool: Pool, replica: Replica, config: GoldenProbeConfig, passed: bool, reason: str
+    ) -> bool:
+        replica.golden_last = reason
+        if passed:
             replica.golden_failures = 0
             return True
         replica.golden_failures += 1
         if replica.golden_failures >= config.failures_to_quarantine:
-            self._registry.quarantine(replica, config.quarantine_s, verdict.reason, "golden_probe")
+            self._registry.quarantine(replica, config.quarantine_s, reason, "golden_probe")
         return False
 

@@ -62,18 +62,25 @@ class Replica:
         self.outstanding += 1
         self.requests += 1
 
-    def finished(self, latency_s: float, error: str | None) -> None:
+    def finished(self, latency_s: float, error: str | None, *, judged: bool = True) -> None:
+        """An attempt ended; ``judged=False`` when its verdict waits for evidence (`charge`)."""
         self.outstanding -= 1
         if self.ewma_latency_s == 0.0:
             self.ewma_latency_s = latency_s
         else:
             self.ewma_latency_s += EWMA_WEIGHT * (latency_s - self.ewma_latency_s)
+        if not judged:
+            return
         if error is None:
             self.consecutive_failures = 0
         else:
-            self.failures += 1
-            self.consecutive_failures += 1
-            self.last_error = error
+            self.charge(error)
+
+    def charge(self, error: str) -> None:
+        """Counts one failure against the replica."""
+        self.failures += 1
+        self.consecutive_failures += 1
+        self.last_error = error
 
     def quarantine(self, now: float, duration_s: float, reason: str) -> bool:
         """Takes the replica out for wrong answers; False if it already was."""

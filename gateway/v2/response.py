@@ -1,4 +1,4 @@
-"""Rewrites a replica's infer reply so the client sees its own model name and version.
+"""Checks a replica's infer reply, and rewrites it so the client sees its own model name.
 
 Replicas may call the model something else (``digits-mlp`` version 3 behind the client's
 ``digits`` version 1); only the JSON header part is touched, binary tensor bytes pass through.
@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 
 import orjson
+
+from gateway.v2.request import HEADER_LENGTH
 
 # Compact replies (orjson, our replicas) start like this; the hot path splices the prefix
 # instead of decoding and re-encoding the whole JSON header.
@@ -45,3 +47,46 @@ def rename_reply(
     if header_length is None:
         return new_header, None
     return new_header + body[split:], str(len(new_header))
+
+
+def check_reply(body: bytes, header_length: str | None, expected_id: str | None) -> str | None:
+    """Why a replica's 200 is not a V2 infer reply to *this* request, or None if it is one.
+
+    The last line of defence against a desynchronised or truncated stream: the JSON header must
+    parse as an object with an ``outputs`` list of named tensors, each with data or a binary
+    size; binary sizes must add up to the bytes after the header; and an ``id`` in the reply
+    must be the attempt's (a reply without one is allowed: not every V2 server echoes it).
+    """
+    split = len(body)
+    if header_length is not None:
+        if not header_length.isdigit() or not 0 < int(header_length) <= len(body):
+            return f"{HEADER_LENGTH}={header_length!r} does not fit a {len(body)}-byte body"
+        split = int(header_length)
+    try:
+        header = orjson.loads(body[:split])
+    except orjson.JSONDecodeError:
+        return f"the reply is not JSON ({len(body)} bytes)"
+    if not isinstance(header, dict):
+        return "the reply is not a JSON object"
+    reply_id = header.get("id")
+    if reply_id is not None and expected_id is not None and reply_id != expected_id:
+        return f"the reply's id {str(reply_id)[:64]!r} is not the request's {expected_id!r}"
+    outputs = header.get("outputs")
+    if not isinstance(outputs, list):
+        return "the reply has no 'outputs' list"
+    binary = 0
+    for output in outputs:
+        if not isinstance(output, dict) or not isinstance(output.get("name"), str):
+            return "an output has no name"
+        parameters = output.get("parameters")
+        size = parameters.get("binary_data_size") if isinstance(parameters, dict) else None
+        if size is None:
+            if not isinstance(output.get("data"), list):
+                return f"output {output['name']!r} has neither data nor a binary size"
+        elif isinstance(size, int) and not isinstance(size, bool) and size >= 0:
+            binary += size
+        else:
+            return f"output {output['name']!r} has a bad binary_data_size"
+    if binary != len(body) - split:
+        return f"binary outputs declare {binary} bytes but {len(body) - split} follow the header"
+    return None

@@ -103,12 +103,22 @@ async def test_bad_input_is_a_precise_4xx(
     assert message in response.json()["error"]
 
 
-async def test_replica_5xx_becomes_503_json(client: httpx.AsyncClient, upstream: Upstream) -> None:
-    upstream.script(reply(500, b'{"error": "boom"}'))
+async def test_replica_503s_become_503_json(client: httpx.AsyncClient, upstream: Upstream) -> None:
+    upstream.script(reply(503, b'{"error": "overloaded"}'))
     response = await client.post("/v2/models/digits/infer", json=REQUEST)
     assert response.status_code == 503
-    assert "boom" in response.json()["error"]
+    assert "overloaded" in response.json()["error"]
     assert "retry-after" in response.headers
+
+
+async def test_the_same_500_from_two_replicas_is_the_requests_fault(
+    client: httpx.AsyncClient, upstream: Upstream
+) -> None:
+    upstream.script(reply(500, b'{"error": "boom on this input"}'))
+    response = await client.post("/v2/models/digits/infer", json=REQUEST)
+    assert response.status_code == 400
+    assert "boom on this input" in response.json()["error"]
+    assert response.headers["x-attempts"] == "2"  # a second opinion, then no more tries
 
 
 async def test_health_and_server_metadata(client: httpx.AsyncClient) -> None:

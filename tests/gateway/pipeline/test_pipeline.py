@@ -10,7 +10,12 @@ from gateway.clock import MonotonicClock
 from gateway.config import GatewayConfig
 from gateway.config.policies import RetryBudgetConfig
 from gateway.deadline import Deadline
-from gateway.errors import DeadlineExceeded, UpstreamConnectError, UpstreamFailed
+from gateway.errors import (
+    DeadlineExceeded,
+    RejectedByReplicas,
+    UpstreamConnectError,
+    UpstreamFailed,
+)
 from gateway.pipeline.build import build_pipeline
 from gateway.pipeline.call import Handler, InferCall
 from gateway.policies.budget import RetryBudget
@@ -45,13 +50,14 @@ async def test_success_reports_the_replica() -> None:
     assert transport.calls["127.0.0.1:9000"] == ["POST /v2/models/digits-mlp/versions/1/infer"]
 
 
-async def test_client_errors_pass_through_untouched() -> None:
+async def test_a_client_error_from_the_only_replica_reaches_the_client_uncharged() -> None:
     config = make_config(replicas=1)
     transport = FakeTransport({"127.0.0.1:9000": reply(400, b'{"error": "bad shape"}')})
     registry = Registry(config, MonotonicClock())
     pipeline = _build(registry, transport)
-    result = await pipeline(_call(config))
-    assert result.status == 400 and result.body == b'{"error": "bad shape"}'
+    with pytest.raises(RejectedByReplicas, match="refused by r0 \\(400\\): bad shape") as info:
+        await pipeline(_call(config))
+    assert info.value.status == 400
     assert registry.pools["p"].replicas[0].consecutive_failures == 0
 
 

@@ -13,7 +13,13 @@ from gateway.clock import FakeClock
 from gateway.config import GatewayConfig
 from gateway.config.policies import RetryBudgetConfig
 from gateway.deadline import Deadline
-from gateway.errors import NoReplicaAvailable, Overloaded, UpstreamConnectError, UpstreamFailed
+from gateway.errors import (
+    NoReplicaAvailable,
+    Overloaded,
+    RejectedByReplicas,
+    UpstreamConnectError,
+    UpstreamFailed,
+)
 from gateway.pipeline.build import Pipeline, build_pipeline
 from gateway.pipeline.call import InferCall
 from gateway.policies.budget import RetryBudget
@@ -57,7 +63,7 @@ class Rig:
 
 
 async def test_a_failing_replica_is_retried_elsewhere() -> None:
-    rig = Rig(make_config(), FakeTransport({A: reply(500), B: reply(500)}))
+    rig = Rig(make_config(), FakeTransport({A: reply(503), B: reply(503)}))
     for _ in range(20):
         result = await rig.run()
         assert result.status == 200 and result.served_by == "r2"
@@ -74,10 +80,40 @@ async def test_retries_never_repeat_a_replica_and_stop_at_max_attempts() -> None
     assert call.attempts == 3 and len(call.tried) == 3
 
 
-async def test_client_errors_are_not_retried() -> None:
+async def test_the_same_client_error_from_two_replicas_ends_the_tries_uncharged() -> None:
     rig = Rig(make_config(), FakeTransport({k: reply(400, b'{"error":"x"}') for k in (A, B, C)}))
-    result = await rig.run()
-    assert result.status == 400 and result.attempts == 1
+    call = rig.call()
+    with pytest.raises(RejectedByReplicas, match=r"refused by r\d, r\d \(400\): x") as info:
+        await rig.pipeline.handler(call)
+    assert info.value.status == 400 and call.attempts == 2  # one second opinion, no more
+    assert all(rig.replica(i).failures == 0 for i in range(3))
+
+
+async def test_a_replica_refusing_what_another_answers_is_charged_until_ejected() -> None:
+    """A black hole (4xx to everything, fast) behind P2C: every request still gets its 200,
+    and the refusals count against it until it is out of the pool."""
+    rig = Rig(make_config(replicas=2), FakeTransport({A: reply(400, b'{"error":"no input x"}')}))
+    for _ in range(40):
+        result = await rig.run()
+        assert result.status == 200 and result.served_by == "r1"
+    black_hole = rig.replica(0)
+    assert black_hole.failures >= 5 and "where r1 answered" in (black_hole.last_error or "")
+    assert rig.registry.pools["p"].outlier.is_ejected(black_hole) or (
+        black_hole.breaker.state() == OPEN
+    )
+    assert len(rig.transport.calls[A]) < 10  # out of the pool after a handful of refusals
+    assert rig.replica(1).failures == 0
+
+
+async def test_an_input_that_makes_one_replica_fail_does_not_eject_a_healthy_one() -> None:
+    """The mirror case: the same 500 from two replicas is the request's fault."""
+    poison = b'{"error":"cannot reshape"}'
+    rig = Rig(make_config(replicas=3), FakeTransport({k: reply(500, poison) for k in (A, B, C)}))
+    for _ in range(30):
+        with pytest.raises(RejectedByReplicas, match="cannot reshape"):
+            await rig.run()
+    assert all(rig.replica(i).failures == 0 for i in range(3))
+    assert all(not rig.registry.pools["p"].outlier.is_ejected(rig.replica(i)) for i in range(3))
 
 
 async def test_backoff_uses_the_injected_clock() -> None:
@@ -89,7 +125,7 @@ async def test_backoff_uses_the_injected_clock() -> None:
 
 async def test_retry_budget_bounds_amplification_when_all_fail() -> None:
     budget = {"ratio": 0.2, "min_per_s": 1, "window_s": 10}
-    transport = FakeTransport({k: reply(500) for k in (A, B, C)})
+    transport = FakeTransport({k: reply(503) for k in (A, B, C)})
     rig = Rig(make_config(retry={"max_attempts": 3}), transport, budget)
     failed = 0
     for _ in range(200):
@@ -103,7 +139,7 @@ async def test_retry_budget_bounds_amplification_when_all_fail() -> None:
 
 
 async def test_breakers_open_and_the_pool_answers_fast_503() -> None:
-    transport = FakeTransport({k: reply(500) for k in (A, B, C)})
+    transport = FakeTransport({k: reply(503) for k in (A, B, C)})
     rig = Rig(make_config(), transport)
     errors = []
     for _ in range(30):
@@ -215,7 +251,7 @@ async def test_a_hung_replica_costs_one_short_try_and_fails_at_the_deadline() ->
 async def test_a_slow_replica_is_retried_but_not_counted_as_failed() -> None:
     async def slow(method: str, path: str, payload: bytes) -> UpstreamResponse:
         await asyncio.sleep(0.06)
-        return UpstreamResponse(200, {}, b"{}")
+        return UpstreamResponse(200, {}, b'{"outputs":[]}')
 
     rig = RealTimeRig(make_config(replicas=2), FakeTransport({A: slow}))
     _prime(rig)

@@ -14,7 +14,7 @@ from gateway.clock import MonotonicClock
 from gateway.config import GatewayConfig, parse_config
 from gateway.config.policies import RetryBudgetConfig
 from gateway.deadline import Deadline
-from gateway.errors import NoQuorum, UpstreamFailed
+from gateway.errors import NoQuorum, RejectedByReplicas, UpstreamFailed
 from gateway.fallback.model import FallbackModel
 from gateway.pipeline.build import Pipeline, build_pipeline
 from gateway.pipeline.call import InferCall
@@ -247,3 +247,45 @@ async def test_vote_legs_land_in_distinct_zones_when_they_can() -> None:
         )
         result = await pipeline.handler(_call(config))
         assert sorted(result.served_by.split(",")) == ["a1", "b2", "c3"]
+
+
+async def test_a_leg_that_refuses_is_a_missing_answer_and_is_charged() -> None:
+    """One version refuses (a changed signature that still reports ready): the other two
+    decide, and the refusal, refuted by their quorum, counts against its replica."""
+    config = _config()
+    pipeline = await _pipeline(config, {
+        "a": reply(200, _answer(7)), "b": reply(200, _answer(7)),
+        "c": reply(400, b'{"error": "unknown input \'input\'"}'),
+    })  # fmt: skip
+    for _ in range(10):
+        result = await pipeline.handler(_call(config))
+        assert result.status == 200 and result.vote == "2/2"
+        assert decode_outputs(result.body, None)["label"].tolist() == [7]
+    refuser = next(r for r in pipeline.vote._registry.replicas() if r.id == "c")
+    assert refuser.failures >= 5 and "quorum" in (refuser.last_error or "")
+
+
+async def test_legs_refusing_alike_are_the_requests_fault() -> None:
+    config = _config()
+    refusal = reply(400, b'{"error": "shape [1, 64] does not match [-1, 8]"}')
+    pipeline = await _pipeline(config, {"a": refusal, "b": refusal, "c": reply(200, _answer(7))})
+    with pytest.raises(RejectedByReplicas, match="does not match") as info:
+        await pipeline.handler(_call(config))
+    assert info.value.status == 400
+    assert all(r.failures == 0 for r in pipeline.vote._registry.replicas())
+
+
+async def test_a_reply_for_another_request_is_never_an_answer() -> None:
+    """A reply carrying another request's id (a desynchronised stream) is a protocol error:
+    the leg is missing, the replica is charged, the vote decides on the rest."""
+    config = _config()
+    stray = orjson.loads(_answer(2))
+    stray["id"] = "someone-else"
+    pipeline = await _pipeline(config, {
+        "a": reply(200, _answer(7)), "b": reply(200, _answer(7)),
+        "c": reply(200, orjson.dumps(stray)),
+    })  # fmt: skip
+    result = await pipeline.handler(_call(config))
+    assert result.vote == "2/2"
+    c = next(r for r in pipeline.vote._registry.replicas() if r.id == "c")
+    assert c.failures == 1 and "not the request's 'req-1'" in (c.last_error or "")

@@ -10,8 +10,8 @@ from gateway.policies.classify import OutcomeKind, classify_error, classify_stat
     ("status", "kind", "retryable", "failure"),
     [
         (200, OutcomeKind.SUCCESS, False, False),
-        (400, OutcomeKind.CLIENT_ERROR, False, False),
-        (404, OutcomeKind.CLIENT_ERROR, False, False),
+        (400, OutcomeKind.CLIENT_ERROR, True, False),  # retried for a second opinion
+        (404, OutcomeKind.CLIENT_ERROR, True, False),
         (500, OutcomeKind.SERVER_ERROR, True, True),
         (503, OutcomeKind.SERVER_ERROR, True, True),
     ],
@@ -34,3 +34,13 @@ def test_errors_are_retryable_failures(error: UpstreamTimeout, kind: OutcomeKind
     assert outcome.kind is kind
     assert outcome.retryable and outcome.is_failure
     assert "r:" in outcome.describe()
+
+
+@pytest.mark.parametrize(
+    ("status", "disputed"), [(200, False), (400, True), (422, True), (500, True), (501, True),
+                             (502, False), (503, False), (504, False)]
+)  # fmt: skip
+def test_error_answers_that_could_be_the_requests_fault_are_disputed(
+    status: int, disputed: bool
+) -> None:
+    assert classify_status("r", status, 0.01).disputed is disputed

@@ -8,7 +8,9 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from gateway.errors import BadRequest
+from gateway.clock import FakeClock
+from gateway.config.policies import GoldenProbeConfig
+from gateway.errors import BadRequest, UpstreamConnectError
 from gateway.upstream.golden import (
     GoldenSet,
     allowed_misses,
@@ -16,9 +18,13 @@ from gateway.upstream.golden import (
     golden_request,
     sample_rows,
 )
+from gateway.upstream.golden_prober import GoldenProber
+from gateway.upstream.registry import Registry
 from gateway.v2.codec import decode_outputs
 from replicas.faults import corrupt
 from replicas.v2codec import encode_infer_response, parse_infer_request
+from tests.gateway.conftest import make_config
+from tests.gateway.fakes import Behaviour, FakeTransport, fail, reply
 
 FALLBACK = Path(__file__).resolve().parents[3] / "fallback_models"
 GOLDEN = GoldenSet.read(FALLBACK / "digits-golden.json")
@@ -126,3 +132,33 @@ def test_sample_rows() -> None:
     rows = sample_rows(GOLDEN, 20, random.Random(0))
     assert rows == sorted(set(rows)) and len(rows) == 20
     assert sample_rows(GOLDEN, 500, random.Random(0)) == list(range(100))
+
+
+@pytest.mark.parametrize(
+    ("answer", "reason"),
+    [
+        (reply(400, b'{"error": "unknown input \'input\'"}'), "answered 400: unknown input"),
+        (reply(500, b'{"error": "boom"}'), "answered 500: boom"),
+        (reply(200, b'{"outputs": "nope"}'), "not a V2 reply"),
+    ],
+)
+async def test_a_replica_refusing_golden_inputs_fails_its_probes(
+    answer: Behaviour, reason: str
+) -> None:
+    """A golden input is known to be good: a refusal is the replica's fault (a black hole
+    answering 4xx to everything is quarantined), unlike an unreachable replica (no verdict)."""
+    config = make_config(replicas=2)
+    pools = {name: pool.model_copy(update={"golden": GoldenProbeConfig(
+        file=str(FALLBACK / "digits-golden.json"))}) for name, pool in config.pools.items()}
+    registry = Registry(config.model_copy(update={"pools": pools}), FakeClock())
+    transport = FakeTransport({"127.0.0.1:9000": answer,
+                               "127.0.0.1:9001": fail(UpstreamConnectError("refused"))})
+    prober = GoldenProber(registry, transport, FakeClock(), random.Random(0))
+    pool = registry.pools["p"]
+    assert pool.config.golden is not None
+    bad, unreachable = pool.replicas
+    verdicts = [await prober.probe(pool, bad, pool.config.golden, GOLDEN) for _ in range(2)]
+    assert verdicts == [False, False]
+    assert bad.quarantined_until > 0 and reason in (bad.quarantine_reason or "")
+    assert await prober.probe(pool, unreachable, pool.config.golden, GOLDEN) is None
+    assert unreachable.quarantined_until == 0

@@ -1,8 +1,11 @@
 from __future__ import annotations
 
 import orjson
+import pytest
 
-from gateway.v2.response import rename_reply
+from gateway.v2.identity import with_request_id
+from gateway.v2.request import parse_infer_request
+from gateway.v2.response import check_reply, rename_reply
 
 
 def test_json_reply_is_renamed() -> None:
@@ -46,3 +49,43 @@ def test_a_version_further_on_is_not_duplicated() -> None:
     body = b'{"model_name":"m","id":"5","model_version":"9","outputs":[]}'
     new, _ = rename_reply(body, None, "digits", "1")
     assert new.count(b"model_version") == 1 and orjson.loads(new)["model_version"] == "1"
+
+
+@pytest.mark.parametrize(
+    ("body", "header_length", "problem"),
+    [
+        (b'{"id":"a","outputs":[{"name":"y","data":[1]}]}', None, None),
+        (b'{"outputs":[{"name":"y","data":[1]}]}', None, None),  # no id echoed: allowed
+        (b'{"id":"b","outputs":[]}', None, "not the request's 'a'"),
+        (b'{"id":"a","outputs":[{"name":"y","da', None, "not JSON"),  # truncated
+        (b"", None, "not JSON"),
+        (b"[]", None, "not a JSON object"),
+        (b'{"id":"a"}', None, "no 'outputs'"),
+        (b'{"outputs":[{"data":[1]}]}', None, "no name"),
+        (b'{"outputs":[{"name":"y"}]}', None, "neither data nor a binary size"),
+        (b'{"outputs":[{"name":"y","parameters":{"binary_data_size":4}}]}1234', "62", None),
+        (b'{"outputs":[{"name":"y","parameters":{"binary_data_size":8}}]}1234', "62", "8 bytes"),
+        (b'{"outputs":[]}', "99", "does not fit"),
+        (b'{"outputs":[]}', "x", "does not fit"),
+        (b'{"outputs":[{"name":"y","parameters":{"binary_data_size":-1}}]}', None, "bad binary"),
+    ],
+)
+def test_check_reply(body: bytes, header_length: str | None, problem: str | None) -> None:
+    found = check_reply(body, header_length, "a")
+    assert (found is None) if problem is None else (found is not None and problem in found)
+
+
+def test_the_gateway_gives_a_request_without_an_id_its_own() -> None:
+    body = b'{"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1.0]}]}'
+    info = parse_infer_request(body, None)
+    new_body, length, new_info = with_request_id(body, None, info, 'gw-1"')
+    assert orjson.loads(new_body)["id"] == 'gw-1"' and new_info.id == 'gw-1"' and length is None
+    binary = b'{"inputs":[{"name":"x","shape":[1],"datatype":"FP32",' \
+             b'"parameters":{"binary_data_size":4}}]}' + b"\x00\x00\x80?"  # fmt: skip
+    split = str(len(binary) - 4)
+    info = parse_infer_request(binary, split)
+    new_body, length, _ = with_request_id(binary, split, info, "gw-2")
+    assert length is not None and new_body[int(length) :] == b"\x00\x00\x80?"
+    assert orjson.loads(new_body[: int(length)])["id"] == "gw-2"
+    own = b'{"id":"mine","inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1.0]}]}'
+    assert with_request_id(own, None, parse_infer_request(own, None), "gw-3")[0] == own
