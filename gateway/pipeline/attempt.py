@@ -134,7 +134,8 @@ class AttemptLayer:
                 error = UpstreamStatusError(outcome.describe(), response.status, response.body)
                 error.outcome = outcome
                 if outcome.disputed:
-                    call.disputes.append(Dispute(replica, pool, outcome, outcome.detail))
+                    dispute = Dispute(replica, pool, outcome, outcome.detail, self._clock.now())
+                    call.disputes.append(dispute)
                 raise error
             return InferResult(
                 status=response.status,
@@ -160,6 +161,7 @@ class AttemptLayer:
                 pool.outlier.observe(replica, outcome)
             if outcome.ok:
                 pool.latency.record(outcome.latency_s)
+                replica.last_ok_at = self._clock.now()
             self._metrics.attempt(call.model_name, outcome)
             if span is not None:
                 span.end(outcome)

@@ -8,7 +8,10 @@ an answer as a `Dispute` and charges nothing, and the retry layer asks another r
 - another replica answers the request: every disputed replica is charged (`REFUTED`, a failure
   for its breaker and outlier detector), so a fast black hole cannot keep winning P2C;
 - another replica gives the same status: the request is at fault: it is answered at once with
-  a 4xx naming the replicas' message, no replica is charged and nothing more is tried;
+  a 4xx naming the replicas' message, no replica is charged and nothing more is tried. For a
+  500 both replicas must also have answered some other request within `WORKING_WINDOW_S`: a
+  pool that fails *everything* alike is broken (a bad driver, a bad rollout), not asked wrong,
+  and its failures count, so breakers open and the fallback answers;
 - no second opinion (one replica, no budget or time left): a 4xx goes to the client and no one
   is charged; a 500 is charged, as any 5xx is.
 """
@@ -26,6 +29,7 @@ from gateway.upstream.registry import Pool
 from gateway.upstream.replica import Replica
 
 log = logging.getLogger(__name__)
+WORKING_WINDOW_S = 10.0  # a replica that answered well this recently is working
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +40,7 @@ class Dispute:
     pool: Pool
     outcome: Outcome
     message: str  # the replica's own error text
+    at: float  # clock time of the answer
 
     @property
     def status(self) -> int:
@@ -63,10 +68,16 @@ def request_at_fault(disputes: Sequence[Dispute], model: str) -> RejectedByRepli
     """Two replicas gave the same error status: the request's fault (None: no such pair)."""
     seen: dict[int, Dispute] = {}
     for dispute in disputes:
+        if dispute.status >= 500 and not _working(dispute):
+            continue
         first = seen.setdefault(dispute.status, dispute)
         if first.replica.id != dispute.replica.id:
             return _rejected(model, [first, dispute])
     return None
+
+
+def _working(dispute: Dispute) -> bool:
+    return dispute.replica.last_ok_at >= dispute.at - WORKING_WINDOW_S
 
 
 def unresolved(

@@ -1,5 +1,10 @@
 """Retries, budget, breakers, ejection, admission and hedging through the real pipeline,
-on a scripted transport and a fake clock (no sleeping)."""
+on a scripted transport and a fake clock (no sleeping).
+
+The per-try timeout, the hedge delay and the deadline wait on the event loop's own time, so
+those tests run on real time; they assert on what happened and in which order (outcomes,
+outstanding tries, who answered), never on how fast this machine did it.
+"""
 
 from __future__ import annotations
 
@@ -23,11 +28,13 @@ from gateway.errors import (
 from gateway.pipeline.build import Pipeline, build_pipeline
 from gateway.pipeline.call import InferCall
 from gateway.policies.budget import RetryBudget
+from gateway.policies.classify import OutcomeKind
 from gateway.upstream.breaker import OPEN
 from gateway.upstream.registry import Registry
 from gateway.upstream.transport import UpstreamResponse
 from tests.gateway.conftest import make_config
 from tests.gateway.fakes import FakeTransport, fail, hang, reply
+from tests.support.processes import wait_until_async
 
 A, B, C = "127.0.0.1:9000", "127.0.0.1:9001", "127.0.0.1:9002"
 
@@ -105,15 +112,43 @@ async def test_a_replica_refusing_what_another_answers_is_charged_until_ejected(
     assert rig.replica(1).failures == 0
 
 
-async def test_an_input_that_makes_one_replica_fail_does_not_eject_a_healthy_one() -> None:
-    """The mirror case: the same 500 from two replicas is the request's fault."""
-    poison = b'{"error":"cannot reshape"}'
-    rig = Rig(make_config(replicas=3), FakeTransport({k: reply(500, poison) for k in (A, B, C)}))
+def _poisoned(poison: bytes) -> Any:
+    """Answers 500 to a request whose body is ``poison``, and 200 to every other."""
+
+    async def behave(method: str, path: str, payload: bytes) -> UpstreamResponse:
+        if payload == poison:
+            return UpstreamResponse(500, {}, b'{"error":"cannot reshape"}')
+        return UpstreamResponse(200, {}, b'{"outputs":[]}')
+
+    return behave
+
+
+async def test_an_input_that_makes_working_replicas_fail_ejects_none_of_them() -> None:
+    """The mirror case: the same 500 from two replicas that answer other requests well is
+    the request's fault: a 400 with their message, and no replica charged."""
+    poison = b'{"poison":1}'
+    rig = Rig(make_config(replicas=3), FakeTransport({k: _poisoned(poison) for k in (A, B, C)}))
+    served = {(await rig.run()).served_by for _ in range(30)}  # seeded: deterministic
+    assert served == {"r0", "r1", "r2"}  # each has answered well
     for _ in range(30):
-        with pytest.raises(RejectedByReplicas, match="cannot reshape"):
-            await rig.run()
+        assert (await rig.run()).status == 200
+        call = rig.call()
+        call.body = poison
+        with pytest.raises(RejectedByReplicas, match="cannot reshape") as info:
+            await rig.pipeline.handler(call)
+        assert info.value.status == 400
     assert all(rig.replica(i).failures == 0 for i in range(3))
     assert all(not rig.registry.pools["p"].outlier.is_ejected(rig.replica(i)) for i in range(3))
+
+
+async def test_a_pool_failing_everything_alike_is_broken_not_asked_wrong() -> None:
+    """Every replica 500s on every request (a bad driver): not the request's fault; the
+    failures count, breakers open and the pool answers fast 503s (the fallback's cue)."""
+    rig = Rig(make_config(replicas=3), FakeTransport({k: reply(500) for k in (A, B, C)}))
+    for _ in range(30):
+        with pytest.raises((UpstreamFailed, NoReplicaAvailable)):
+            await rig.run()
+    assert all(rig.replica(i).breaker.state() == OPEN for i in range(3))
 
 
 async def test_backoff_uses_the_injected_clock() -> None:
@@ -195,24 +230,23 @@ async def test_admission_sheds_at_once_beyond_the_bound() -> None:
 
 
 async def test_hedge_after_p95_takes_the_first_good_answer() -> None:
-    async def slow(method: str, path: str, payload: bytes) -> UpstreamResponse:
-        await asyncio.sleep(2)
-        return UpstreamResponse(200, {}, b"{}")
-
     config = make_config(replicas=2, hedge={"enabled": True, "min_samples": 5, "min_delay_ms": 1})
-    rig = Rig(config, FakeTransport({A: slow}))
+    rig = Rig(config, FakeTransport({A: hang()}))  # the first copy never answers by itself
     pool = rig.registry.pools["p"]
     for _ in range(10):
         pool.latency.record(0.005)
-    rig.replica(1).outstanding = 100  # make P2C pick the slow replica first
-    result = await asyncio.wait_for(rig.run(timeout_s=10), 1.5)
+    rig.replica(1).outstanding = 100  # make P2C pick the hung replica first
+    result = await asyncio.wait_for(rig.run(timeout_s=10), 5)  # only the hedge can answer
     assert result.served_by == "r1"
     assert rig.pipeline.hedge.hedges_won == 1
-    for _ in range(100):  # the losing copy is cancelled without delaying the answer
-        if rig.replica(0).outstanding == 0:
-            break
-        await asyncio.sleep(0)
-    assert rig.replica(0).outstanding == 0
+    # the losing copy is cancelled without delaying the answer: nothing else ends a hung try
+    # within the 10 s deadline
+    await wait_until_async(
+        lambda: rig.replica(0).outstanding == 0,
+        5,
+        interval=0,
+        message="the losing copy to be cancelled",
+    )
 
 
 def _prime(rig: Rig, latency_s: float = 0.002, samples: int = 50) -> None:
@@ -239,27 +273,34 @@ async def test_a_hung_replica_costs_one_short_try_and_fails_at_the_deadline() ->
     rig = RealTimeRig(make_config(replicas=2), FakeTransport({A: hang()}))
     _prime(rig)
     rig.replica(1).outstanding = 50  # P2C tries the hung replica first
-    result = await asyncio.wait_for(rig.run(timeout_s=0.3), 0.25)
+    deadline_s = 1.0  # the hung try lasts this long, in the background
+    call = rig.call(timeout_s=deadline_s)
+    result = await asyncio.wait_for(rig.pipeline.handler(call), deadline_s + 5)
     assert result.served_by == "r1" and result.attempts == 2
+    # one short try: the hung replica had the per-try timeout learned from the pool's 2 ms
+    # answers (3 x p99, at least min_ms), not the deadline
+    [short_try] = [o for o in call.outcomes if o.kind is OutcomeKind.SLOW]
+    min_try_s = rig.config.models["digits"].retry.try_timeout.min_ms / 1000
+    assert short_try.replica == "r0" and short_try.latency_s == pytest.approx(min_try_s)
     hung = rig.replica(0)
     assert hung.outstanding == 1 and hung.failures == 0  # still waiting in the background
     background = rig.pipeline.attempt.background
-    await asyncio.wait_for(asyncio.gather(*background, return_exceptions=True), 1)
+    await asyncio.wait_for(asyncio.gather(*background, return_exceptions=True), deadline_s + 5)
     assert hung.outstanding == 0 and hung.failures == 1  # timed out at the deadline: a failure
 
 
 async def test_a_slow_replica_is_retried_but_not_counted_as_failed() -> None:
     async def slow(method: str, path: str, payload: bytes) -> UpstreamResponse:
-        await asyncio.sleep(0.06)
+        await asyncio.sleep(0.06)  # its answer time: three times the 20 ms per-try timeout
         return UpstreamResponse(200, {}, b'{"outputs":[]}')
 
     rig = RealTimeRig(make_config(replicas=2), FakeTransport({A: slow}))
     _prime(rig)
     rig.replica(1).outstanding = 50
-    result = await asyncio.wait_for(rig.run(timeout_s=1.0), 0.5)
+    result = await asyncio.wait_for(rig.run(timeout_s=5.0), 10)
     assert result.served_by == "r1"
     background = rig.pipeline.attempt.background
-    await asyncio.wait_for(asyncio.gather(*background, return_exceptions=True), 1)
+    await asyncio.wait_for(asyncio.gather(*background, return_exceptions=True), 5)
     slow_replica = rig.replica(0)
     assert slow_replica.failures == 0 and slow_replica.consecutive_failures == 0
     assert slow_replica.ewma_latency_s >= 0.05
@@ -282,9 +323,7 @@ async def test_the_copy_after_a_slow_try_goes_at_once_without_backoff() -> None:
     rig.pipeline = build_pipeline(rig.registry, rig.transport, rig.budget, clock, random.Random(0))
     _prime(rig)
     rig.replica(1).outstanding = 50
-    result = await asyncio.wait_for(rig.run(timeout_s=0.3), 0.25)
+    result = await asyncio.wait_for(rig.run(timeout_s=5.0), 10)
     assert result.served_by == "r1" and result.attempts == 2
     assert clock.slept == [0.0]
-    await asyncio.wait_for(
-        asyncio.gather(*rig.pipeline.attempt.background, return_exceptions=True), 1
-    )
+    await rig.pipeline.attempt.aclose()  # the hung try would wait out the deadline
