@@ -1,0 +1,127 @@
+"""A misbehaving replica beside an honest one, behind a real gateway, over real sockets.
+
+The rogue (`tests.support.rogue_replica`) reports ready like a healthy server and answers infer
+requests wrongly: 4xx to everything, another request's answer, a truncated or empty 200, a
+302. Clients must never see any of it: every request gets the honest replica's answer, with
+its own ``id``, and the rogue is charged until it is out of the pool. In a vote, a refusing leg
+is a missing answer and the quorum of the rest decides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from tests.integration.conftest import StartGateway, StartReplicas
+from tests.support.gateway import GatewayProcess
+from tests.support.processes import ReplicaProcess, free_port, wait_until
+from tests.support.traffic import request_bodies
+
+pytestmark = pytest.mark.integration
+StartRogue = Callable[[str, str], ReplicaProcess]
+
+
+@pytest.fixture
+def start_rogue() -> Iterator[StartRogue]:
+    started: list[ReplicaProcess] = []
+
+    def start(mode: str, model: str) -> ReplicaProcess:
+        port = free_port()
+        argv = [sys.executable, "-m", "tests.support.rogue_replica", "--port", str(port),
+                "--mode", mode]  # fmt: skip
+        proc = ReplicaProcess(argv, host="127.0.0.1", port=port, name=model, version="1")
+        started.append(proc)
+        wait_until(lambda: proc.ready() or not proc.alive(), 20,
+                   message=lambda: f"rogue replica; log:\n{proc.log_text()}")  # fmt: skip
+        assert proc.alive(), proc.log_text()
+        return proc
+
+    yield start
+    for proc in started:
+        proc.cleanup()
+
+
+def admin_replica(gateway: GatewayProcess, replica_id: str) -> dict[str, Any]:
+    state = httpx.get(f"{gateway.url}/admin/state", trust_env=False, timeout=5).json()
+    for pool in state["pools"]:
+        for item in pool["replicas"]:
+            if item["id"] == replica_id:
+                return dict(item)
+    raise KeyError(replica_id)
+
+
+async def send(
+    url: str, model: str, count: int, concurrency: int = 4
+) -> list[tuple[int, str, dict[str, Any], str | None]]:
+    """(status, the id sent, the reply's JSON, x-served-by) for ``count`` requests."""
+    bodies = request_bodies(16)
+    results: list[tuple[int, str, dict[str, Any], str | None]] = []
+    queue = list(range(count))
+    async with httpx.AsyncClient(base_url=url, trust_env=False, timeout=10) as client:
+
+        async def worker() -> None:
+            while queue:
+                i = queue.pop()
+                request = orjson.loads(bodies[i % len(bodies)])
+                request["id"] = f"client-{i}"
+                response = await client.post(
+                    f"/v2/models/{model}/infer", content=orjson.dumps(request),
+                    headers={"x-request-timeout-ms": "3000"},
+                )  # fmt: skip
+                results.append((response.status_code, request["id"], response.json(),
+                                response.headers.get("x-served-by")))  # fmt: skip
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return results
+
+
+@pytest.mark.parametrize("mode", ["refuse", "stale", "truncated", "empty", "redirect"])
+async def test_clients_only_ever_get_the_honest_replicas_answers(
+    mode: str, start_replicas: StartReplicas, start_gw: StartGateway, start_rogue: StartRogue
+) -> None:
+    (honest,) = start_replicas(1, "digits-mlp")
+    rogue = start_rogue(mode, "digits-mlp")
+    config = {
+        "pools": {"primary": {
+            "model": "digits-mlp", "version": "1",
+            "replicas": [{"id": "honest", "url": honest.url}, {"id": "rogue", "url": rogue.url}],
+        }},
+        "models": {"digits": {"pool": "primary"}},
+    }  # fmt: skip
+    gateway = start_gw(config)
+    results = await send(gateway.url, "digits", 60)
+    wrong = [(s, rid, body, by) for s, rid, body, by in results
+             if s != 200 or body.get("id") != rid or by != "honest"]  # fmt: skip
+    assert not wrong, wrong[:3]
+    rogue_state = admin_replica(gateway, "rogue")
+    assert rogue_state["failures"] >= 1, rogue_state
+    # charged until out of the pool: a handful of tries at most, not a share of the traffic
+    assert rogue_state["requests"] <= 15, rogue_state
+    assert admin_replica(gateway, "honest")["failures"] == 0
+
+
+async def test_a_refusing_vote_leg_is_outvoted_not_fatal(
+    start_replicas: StartReplicas, start_gw: StartGateway, start_rogue: StartRogue
+) -> None:
+    (mlp,) = start_replicas(1, "digits-mlp")
+    (svm,) = start_replicas(1, "digits-svm")
+    rogue = start_rogue("refuse", "digits-forest")
+
+    def pool(model: str, proc: ReplicaProcess, rid: str) -> dict[str, Any]:
+        return {"model": model, "version": "1", "replicas": [{"id": rid, "url": proc.url}]}
+
+    config = {
+        "pools": {"mlp": pool("digits-mlp", mlp, "mlp-0"), "svm": pool("digits-svm", svm, "svm-0"),
+                  "forest": pool("digits-forest", rogue, "forest-rogue")},
+        "models": {"digits-vote": {"vote": {"pools": ["mlp", "svm", "forest"], "quorum": 2}}},
+    }  # fmt: skip
+    gateway = start_gw(config)
+    results = await send(gateway.url, "digits-vote", 10, concurrency=2)
+    assert all(status == 200 and body["id"] == rid for status, rid, body, _ in results), results
+    assert admin_replica(gateway, "forest-rogue")["failures"] >= 1

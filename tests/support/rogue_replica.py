@@ -1,0 +1,115 @@
+"""A misbehaving V2 "replica" for integration tests: a raw TCP server speaking just enough HTTP.
+
+It answers readiness and metadata like a healthy server, so the gateway's health probes keep it
+in the pool, and answers infer requests in one of several wrong ways (``--mode``):
+
+- ``refuse``: 400 ``{"error": ...}`` to every infer (a rollout with a changed signature that
+  still reports ready: the black hole that P2C loves because it is fast);
+- ``stale``: a well-formed 200 carrying another request's ``id`` (a desynchronised stream);
+- ``truncated``: a 200 without Content-Length, cut short by closing the connection;
+- ``empty``: a 200 with an empty body;
+- ``redirect``: a 302 with no body.
+
+Run as ``python -m tests.support.rogue_replica --port P --mode M``; it prints ``listening``
+once bound, and is stopped by PID like every process a test starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+
+import orjson
+
+READY = b'{"ready": true}'
+_stale_ids = itertools.count()
+
+
+def _metadata(path: str) -> bytes:
+    name = path.split("/")[3] if path.count("/") >= 3 else "model"
+    return orjson.dumps({
+        "name": name, "versions": ["1"], "platform": "rogue",
+        "inputs": [{"name": "input", "datatype": "FP32", "shape": [-1, 64]}],
+        "outputs": [{"name": "label", "datatype": "INT64", "shape": [-1]}],
+    })  # fmt: skip
+
+
+def _response(status: int, reason: str, body: bytes, *, framed: bool = True) -> bytes:
+    head = f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
+    if framed:
+        head += f"content-length: {len(body)}\r\n"
+    else:
+        head += "connection: close\r\n"
+    return head.encode() + b"\r\n" + body
+
+
+def _infer_reply(mode: str, body: bytes) -> tuple[bytes, bool]:
+    """(bytes to send, close the connection after)."""
+    rows = 1
+    try:
+        request = orjson.loads(body)
+        rows = int(request["inputs"][0]["shape"][0])
+    except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, ValueError):
+        pass
+    if mode == "refuse":
+        return _response(400, "Bad Request", b'{"error": "unknown input \'input\'"}'), False
+    if mode == "empty":
+        return _response(200, "OK", b""), False
+    if mode == "redirect":
+        return b"HTTP/1.1 302 Found\r\nlocation: /elsewhere\r\ncontent-length: 0\r\n\r\n", False
+    answer = orjson.dumps({
+        "model_name": "rogue", "id": f"stale-{next(_stale_ids)}",
+        "outputs": [{"name": "label", "datatype": "INT64", "shape": [rows], "data": [0] * rows}],
+    })  # fmt: skip
+    if mode == "stale":
+        return _response(200, "OK", answer), False
+    if mode == "truncated":
+        return _response(200, "OK", answer[: len(answer) // 2], framed=False), True
+    raise ValueError(f"unknown mode {mode!r}")
+
+
+async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, mode: str) -> None:
+    try:
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            lines = head.decode("latin-1").split("\r\n")
+            method, path, _ = lines[0].split(" ", 2)
+            length = 0
+            for line in lines[1:]:
+                name, _, value = line.partition(":")
+                if name.strip().lower() == "content-length":
+                    length = int(value.strip())
+            body = await reader.readexactly(length) if length else b""
+            close = False
+            if method == "GET" and path.endswith("/ready"):
+                reply = _response(200, "OK", READY)
+            elif method == "GET":
+                reply = _response(200, "OK", _metadata(path))
+            else:
+                reply, close = _infer_reply(mode, body)
+            writer.write(reply)
+            await writer.drain()
+            if close:
+                break
+    except (asyncio.IncompleteReadError, ConnectionError, ValueError):
+        pass
+    finally:
+        writer.close()
+
+
+async def main(port: int, mode: str) -> None:
+    server = await asyncio.start_server(
+        lambda r, w: _serve(r, w, mode), "127.0.0.1", port, reuse_address=True
+    )
+    print("listening", flush=True)
+    async with server:
+        await server.serve_forever()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--mode", required=True)
+    args = parser.parse_args()
+    asyncio.run(main(args.port, args.mode))
