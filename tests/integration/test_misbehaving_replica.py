@@ -100,6 +100,8 @@ async def test_clients_only_ever_get_the_honest_replicas_answers(
              if s != 200 or body.get("id") != rid or by != "honest"]  # fmt: skip
     assert not wrong, wrong[:3]
     rogue_state = admin_replica(gateway, "rogue")
+    print(f"{mode}: {len(results) - len(wrong)}/{len(results)} right; the rogue was tried "
+          f"{rogue_state['requests']} times, {rogue_state['failures']} charged")  # fmt: skip
     assert rogue_state["failures"] >= 1, rogue_state
     # charged until out of the pool: a handful of tries at most, not a share of the traffic
     assert rogue_state["requests"] <= 15, rogue_state
