@@ -133,9 +133,9 @@ class AttemptLayer:
             if not outcome.ok:
                 error = UpstreamStatusError(outcome.describe(), response.status, response.body)
                 error.outcome = outcome
+                pool.error_streak += 1
                 if outcome.disputed:
-                    dispute = Dispute(replica, pool, outcome, outcome.detail, self._clock.now())
-                    call.disputes.append(dispute)
+                    call.disputes.append(Dispute(replica, pool, outcome, outcome.detail))
                 raise error
             return InferResult(
                 status=response.status,
@@ -161,7 +161,7 @@ class AttemptLayer:
                 pool.outlier.observe(replica, outcome)
             if outcome.ok:
                 pool.latency.record(outcome.latency_s)
-                replica.last_ok_at = self._clock.now()
+                pool.error_streak = 0
             self._metrics.attempt(call.model_name, outcome)
             if span is not None:
                 span.end(outcome)

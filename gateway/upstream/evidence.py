@@ -9,9 +9,11 @@ an answer as a `Dispute` and charges nothing, and the retry layer asks another r
   for its breaker and outlier detector), so a fast black hole cannot keep winning P2C;
 - another replica gives the same status: the request is at fault: it is answered at once with
   a 4xx naming the replicas' message, no replica is charged and nothing more is tried. For a
-  500 both replicas must also have answered some other request within `WORKING_WINDOW_S`: a
-  pool that fails *everything* alike is broken (a bad driver, a bad rollout), not asked wrong,
-  and its failures count, so breakers open and the fallback answers;
+  500 the pool must also be working: fewer than `BROKEN_STREAK` error answers in a row across
+  the pool since its last good one (one request's pair of refusals stays below it). A pool
+  that fails *everything* alike is broken (a bad driver, a bad rollout), not asked wrong: its
+  failures count, so breakers open and the fallback answers. (The price: a client sending only
+  poison to an otherwise idle pool can still get its replicas charged.)
 - no second opinion (one replica, no budget or time left): a 4xx goes to the client and no one
   is charged; a 500 is charged, as any 5xx is.
 """
@@ -29,7 +31,7 @@ from gateway.upstream.registry import Pool
 from gateway.upstream.replica import Replica
 
 log = logging.getLogger(__name__)
-WORKING_WINDOW_S = 10.0  # a replica that answered well this recently is working
+BROKEN_STREAK = 4  # error answers in a row across a pool that mean "broken", not "asked wrong"
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +42,6 @@ class Dispute:
     pool: Pool
     outcome: Outcome
     message: str  # the replica's own error text
-    at: float  # clock time of the answer
 
     @property
     def status(self) -> int:
@@ -77,7 +78,7 @@ def request_at_fault(disputes: Sequence[Dispute], model: str) -> RejectedByRepli
 
 
 def _working(dispute: Dispute) -> bool:
-    return dispute.replica.last_ok_at >= dispute.at - WORKING_WINDOW_S
+    return dispute.pool.error_streak < BROKEN_STREAK
 
 
 def unresolved(

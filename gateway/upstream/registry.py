@@ -31,6 +31,7 @@ class Pool:
     outlier: OutlierDetector
     latency: LatencyWindow = field(default_factory=LatencyWindow)
     panic: bool = False
+    error_streak: int = 0  # error answers (4xx/5xx) in a row across the pool, for `evidence`
 
     @classmethod
     def from_config(

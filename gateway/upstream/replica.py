@@ -30,7 +30,6 @@ class Replica:
     requests: int = 0
     failures: int = 0
     consecutive_failures: int = 0
-    last_ok_at: float = float("-inf")  # clock time of the last good answer to live traffic
     last_error: str | None = None
     probe_successes: int = 0
     probe_failures: int = 0
