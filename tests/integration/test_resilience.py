@@ -1,6 +1,7 @@
 """Issue-level proofs with real faults: real replica processes, a real gateway, bounded load.
 
-Every assertion is on counts (answers, statuses, state), never on sleeping for a while.
+Every assertion is on counts (answers, statuses, state), never on sleeping for a while; traffic
+that goes on until the gateway reaches a state is bounded by time (`drive_until`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pytest
 from tests.integration.conftest import StartGateway, StartReplicas
 from tests.support.gateway import pool_config
 from tests.support.processes import ReplicaProcess, wait_until
-from tests.support.traffic import drive
+from tests.support.traffic import Traffic, drive, drive_until
 
 pytestmark = pytest.mark.integration
 
@@ -60,15 +61,19 @@ async def test_hung_replica_is_ejected_and_no_request_misses_its_deadline(
 ) -> None:
     replicas = start_replicas(3)
     gateway = start_gw(pool_config(replicas))
-    worst = 0.0
     await fault(replicas[0], hang=True)
-    for _ in range(30):  # bounded: hung tries time out at their deadline, then r0 is ejected
-        traffic = await drive(gateway.url, requests=200, concurrency=8, timeout_ms=1000)
-        assert traffic.failed == 0
-        worst = max(worst, traffic.max_latency_s)
-        if replica_state(gateway.url, "r0")["ejections"] >= 1:
-            break
-    assert replica_state(gateway.url, "r0")["ejections"] >= 1
+    # hung tries time out at their deadline in the background, then r0 is ejected
+    traffic = await drive_until(
+        gateway.url,
+        lambda _: replica_state(gateway.url, "r0")["ejections"] >= 1,
+        timeout_s=60,
+        message=lambda: f"r0 to be ejected; state: {state(gateway.url)}",
+        requests=200,
+        concurrency=8,
+        timeout_ms=1000,
+    )
+    assert traffic.failed == 0, [a.body for a in traffic.answers if a.status != 200][:3]
+    worst = traffic.max_latency_s
     assert worst < 1.0
     print(f"hang: max client latency {worst * 1000:.0f} ms")
 
@@ -113,11 +118,14 @@ async def test_restarted_replica_rejoins_through_a_bounded_half_open(
     dead = replicas[0]
     os.kill(dead.pid, signal.SIGKILL)
     dead.wait(10)
-    for _ in range(20):  # bounded: live traffic trips r0's breaker before probes give up on it
-        assert (await drive(gateway.url, requests=50, concurrency=4)).failed == 0
-        if replica_state(gateway.url, "r0")["breaker"]["transitions"] >= 1:
-            break
-    assert replica_state(gateway.url, "r0")["breaker"]["transitions"] >= 1
+    # live traffic trips r0's breaker before probes give up on it
+    tripping = await drive_until(
+        gateway.url,
+        lambda _: replica_state(gateway.url, "r0")["breaker"]["transitions"] >= 1,
+        timeout_s=30,
+        message=lambda: f"r0's breaker to open; r0: {replica_state(gateway.url, 'r0')}",
+    )
+    assert tripping.failed == 0
     wait_until(lambda: replica_state(gateway.url, "r0")["healthy"] is False, 10)
 
     reborn = ReplicaProcess(dead.argv, host=dead.host, port=dead.port, name=dead.model_name,
@@ -125,15 +133,23 @@ async def test_restarted_replica_rejoins_through_a_bounded_half_open(
     try:
         wait_until(reborn.ready, 30, message="restarted replica to be ready")
         wait_until(lambda: replica_state(gateway.url, "r0")["healthy"] is True, 10)
-        served_r0 = 0
-        for _ in range(20):  # bounded: light load until r0 takes traffic and closes
-            traffic = await drive(gateway.url, requests=80, concurrency=8)
-            assert traffic.failed == 0
-            served_r0 += traffic.served_by()["r0"]
-            if replica_state(gateway.url, "r0")["breaker"]["state"] == "closed" and served_r0:
-                break
+
+        def rejoined(sent: Traffic) -> bool:
+            closed = replica_state(gateway.url, "r0")["breaker"]["state"] == "closed"
+            return closed and sent.served_by()["r0"] > 0
+
+        # light load until r0 takes traffic and its breaker closes
+        traffic = await drive_until(
+            gateway.url,
+            rejoined,
+            timeout_s=30,
+            message=lambda: f"r0 to serve and close; r0: {replica_state(gateway.url, 'r0')}",
+            requests=80,
+            concurrency=8,
+        )
+        assert traffic.failed == 0
         r0 = replica_state(gateway.url, "r0")
-        assert r0["breaker"]["state"] == "closed" and served_r0 > 0
+        assert r0["breaker"]["state"] == "closed" and traffic.served_by()["r0"] > 0
         assert r0["breaker"]["half_open_peak"] <= breaker["half_open_max_calls"]
         assert r0["breaker"]["half_open_granted"] >= breaker["success_threshold"]
     finally:

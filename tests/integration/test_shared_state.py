@@ -13,7 +13,7 @@ from tests.integration.conftest import StartGateway, StartReplicas
 from tests.support.gateway import pool_config
 from tests.support.processes import ReplicaProcess, wait_until
 from tests.support.redis_server import RedisServer
-from tests.support.traffic import drive
+from tests.support.traffic import drive, drive_until
 
 pytestmark = pytest.mark.integration
 SYNC_S = 0.2
@@ -40,8 +40,12 @@ def get(url: str, path: str) -> dict[str, Any]:
     return dict(httpx.get(url + path, trust_env=False, timeout=5).json())
 
 
+def r0_state(url: str) -> dict[str, Any]:
+    return dict(get(url, "/admin/state")["pools"][0]["replicas"][0])
+
+
 def r0_out(url: str) -> bool:
-    replica = get(url, "/admin/state")["pools"][0]["replicas"][0]
+    replica = r0_state(url)
     return bool(replica["ejected"] or replica["breaker"]["state"] != "closed")
 
 
@@ -58,11 +62,13 @@ async def test_one_gateways_discovery_protects_the_other_and_slos_are_global(
     b = start_gw(shared_config(replicas, redis, "gw-b"))
     async with httpx.AsyncClient(trust_env=False) as client:
         await client.post(f"{replicas[0].url}/admin/faults", json={"error_rate": 1.0})
-    for _ in range(20):  # bounded: traffic through A only, until A takes r0 out
-        assert (await drive(a.url, requests=50, concurrency=4)).failed == 0
-        if r0_out(a.url):
-            break
-    assert r0_out(a.url)
+    traffic = await drive_until(  # traffic through A only, until A takes r0 out
+        a.url,
+        lambda _: r0_out(a.url),
+        timeout_s=30,
+        message=lambda: f"gateway A to take r0 out; r0: {r0_state(a.url)}",
+    )
+    assert traffic.failed == 0
     seen_at = time.monotonic()
     wait_until(lambda: r0_out(b.url), 5, message="gateway B to learn of r0 from gateway A")
     delay = time.monotonic() - seen_at

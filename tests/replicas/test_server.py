@@ -21,6 +21,7 @@ from replicas.model import OnnxModel
 from replicas.server import ReplicaApp
 from replicas.signature import Array
 from replicas.v2codec import HEADER_LENGTH, decode_infer_response, encode_infer_request
+from tests.support.processes import wait_until_async
 
 INFER = "/v2/models/digits/infer"
 Client = httpx.AsyncClient
@@ -259,11 +260,11 @@ async def test_lifespan_loads_in_background(model_path: Path) -> None:
     task = asyncio.create_task(app({"type": "lifespan"}, inbox.get, outbox.put))
     await inbox.put({"type": "lifespan.startup"})
     assert (await asyncio.wait_for(outbox.get(), 5))["type"] == "lifespan.startup.complete"
-    for _ in range(500):
-        if app.not_ready_reason() is None:
-            break
-        await asyncio.sleep(0.01)
-    assert app.not_ready_reason() is None
+    await wait_until_async(
+        lambda: app.not_ready_reason() is None,
+        30,
+        message=lambda: f"the model to load in the background: {app.not_ready_reason()}",
+    )
     await inbox.put({"type": "lifespan.shutdown"})
     assert (await asyncio.wait_for(outbox.get(), 5))["type"] == "lifespan.shutdown.complete"
     await asyncio.wait_for(task, 5)
@@ -355,10 +356,7 @@ async def test_crash_fault(faulty: tuple[ReplicaApp, Client, list[int]]) -> None
     _, client, exits = faulty
     r = await client.post("/admin/faults", json={"crash": True})
     assert r.status_code == 202 and r.json()["crash"] is True
-    for _ in range(500):
-        if exits:
-            break
-        await asyncio.sleep(0.01)
+    await wait_until_async(lambda: bool(exits), 5, message="the injected crash to exit")
     assert exits == [CRASH_EXIT_CODE]
 
 
@@ -378,10 +376,11 @@ async def test_request_cancelled_by_shutdown_gets_a_json_503(
 
     scope = {"type": "http", "method": "POST", "path": INFER, "headers": []}
     task = asyncio.create_task(app(scope, receive, send))
-    for _ in range(500):
-        if "replica_requests_in_flight 1.0" in app.metrics.render().decode():
-            break
-        await asyncio.sleep(0.01)
+    await wait_until_async(
+        lambda: "replica_requests_in_flight 1.0" in app.metrics.render().decode(),
+        5,
+        message="the request to be in flight",
+    )
     task.cancel()  # what uvicorn does when the graceful shutdown times out
     await asyncio.wait_for(task, 5)
     assert sent[0]["status"] == 503

@@ -7,6 +7,7 @@ Integration tests must never leak a process or hang: every process is started th
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
@@ -46,6 +47,29 @@ def wait_until(
             text = message() if callable(message) else message
             raise TimeoutError(f"timed out after {timeout:g}s waiting for {text}")
         time.sleep(interval)
+
+
+async def wait_until_async(
+    predicate: Callable[[], bool],
+    timeout: float,
+    *,
+    interval: float = 0.01,
+    message: str | Callable[[], str] = "condition",
+) -> None:
+    """`wait_until` for a running event loop: other tasks run between polls.
+
+    ``interval=0`` checks after every turn of the loop (``asyncio.sleep(0)``), for conditions
+    that another task sets between two turns; the bound is still the ``timeout`` in seconds.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        if predicate():
+            return
+        if loop.time() >= deadline:
+            text = message() if callable(message) else message
+            raise TimeoutError(f"timed out after {timeout:g}s waiting for {text}")
+        await asyncio.sleep(interval)
 
 
 def http_status(url: str, timeout: float = 1.0) -> int | None:

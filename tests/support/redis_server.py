@@ -12,7 +12,6 @@ import os
 import shutil
 import signal
 import socket
-import time
 
 import pytest
 
@@ -77,9 +76,7 @@ class RedisServer:
         self.process.wait(5.0)
         self.process.cleanup()
         self.process = None
-        deadline = time.monotonic() + 5.0
-        while _pong(self.port) and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: not _pong(self.port), 5.0, message=f"port {self.port} to stop answering")
 
     def pause(self) -> None:
         """SIGSTOP: the port accepts connections but nothing answers (a hung Redis)."""

@@ -1,7 +1,9 @@
 """Bounded V2 traffic for integration tests: fixed count, fixed concurrency, events on cue.
 
 Events fire when a given number of requests has completed (not at a wall-clock time), so a
-fault lands "mid-load" on a busy machine as reliably as on an idle one.
+fault lands "mid-load" on a busy machine as reliably as on an idle one. Traffic that must go
+on until the gateway reaches some state (`drive_until`) is bounded by time instead: a count of
+requests that suffices on one machine runs out too early on a faster one.
 """
 
 from __future__ import annotations
@@ -117,3 +119,38 @@ async def drive(
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
     return traffic
+
+
+async def drive_until(
+    url: str,
+    done: Callable[[Traffic], bool],
+    *,
+    timeout_s: float,
+    message: str | Callable[[], str],
+    requests: int = 50,
+    concurrency: int = 4,
+    timeout_ms: int = 1000,
+    model: str = "digits",
+) -> Traffic:
+    """Sends batches of ``requests`` until ``done(all traffic so far)`` holds after a batch.
+
+    Returns all the traffic sent; `TimeoutError` (with ``message`` and the failure count) if
+    ``done`` still fails once ``timeout_s`` seconds have passed.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    traffic = Traffic()
+    while True:
+        batch = await drive(
+            url, requests=requests, concurrency=concurrency, timeout_ms=timeout_ms, model=model
+        )
+        traffic.answers += batch.answers
+        traffic.transport_errors += batch.transport_errors
+        if done(traffic):
+            return traffic
+        if loop.time() >= deadline:
+            text = message() if callable(message) else message
+            raise TimeoutError(
+                f"timed out after {timeout_s:g}s of traffic ({len(traffic.answers)} answers, "
+                f"{traffic.failed} failed) waiting for {text}"
+            )
