@@ -2,19 +2,49 @@
 
 Why: callbacks on a Protocol cost a fraction of a stream-based client (no StreamReader, no
 coroutine per read): a request is one ``write``, a reply is parsed as bytes arrive and completes
-one future. Works on the default loop and on uvloop alike.
+one future. Works on the default loop and on uvloop alike. A replica is an untrusted peer, so the
+framing follows RFC 9112 strictly (checked against h11 in tests/gateway/upstream) and every
+reply is capped in header fields, head bytes and body bytes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import select
 from collections.abc import Callable
-from typing import cast
+from dataclasses import dataclass
+from typing import NoReturn, cast
 
 import httptools
 
 from gateway.errors import UpstreamConnectError, UpstreamProtocolError, UpstreamTimeout
 from gateway.upstream.transport import UpstreamResponse
+
+MAX_REPLY_HEADER_COUNT = 100
+MAX_REPLY_HEADER_BYTES = 64 * 1024
+MAX_REPLY_BODY_BYTES = 64 * 1024 * 1024  # the largest tensor reply the gateway relays
+_BODYLESS_STATUSES = (204, 304)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyLimits:
+    """Caps on one reply, interim (1xx) replies and trailers included; over one, it fails.
+
+    ``max_reply_header_bytes`` bounds the header fields' names and values, the bytes read before
+    the final head is complete, and the non-body bytes of a body (chunk framing, trailers)
+    beyond the body's own size.
+    """
+
+    max_reply_header_count: int = MAX_REPLY_HEADER_COUNT
+    max_reply_header_bytes: int = MAX_REPLY_HEADER_BYTES
+    max_reply_body_bytes: int = MAX_REPLY_BODY_BYTES
+
+
+DEFAULT_LIMITS = ReplyLimits()
+
+
+class _Rejected(Exception):
+    """Raised in a parser callback to stop httptools; the waiter already holds the real error."""
 
 
 class Connection(asyncio.Protocol):
@@ -25,30 +55,53 @@ class Connection(asyncio.Protocol):
     reply arrived; the pool uses it to decide whether a failed exchange may be retried.
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, on_lost: Callable[[Connection], None]):
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        on_lost: Callable[[Connection], None],
+        limits: ReplyLimits = DEFAULT_LIMITS,
+    ):
         self._loop = loop
         self._on_lost = on_lost
+        self._limits = limits
+        self._max_fields = limits.max_reply_header_count  # the hot path reads the caps directly
+        self._max_field_bytes = limits.max_reply_header_bytes
+        self._max_body = limits.max_reply_body_bytes
         self._transport: asyncio.Transport | None = None
+        self._poll: select.poll | None = None
         self._parser = httptools.HttpResponseParser(self)
         self._waiter: asyncio.Future[UpstreamResponse] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._headers: dict[str, str] = {}
+        self._repeats: dict[str, list[str]] | None = None  # fields seen twice or more, in order
         self._body: list[bytes] = []
-        self._until_eof = False  # reply has neither Content-Length nor chunked: body ends at EOF
+        self._head_request = False  # the reply to HEAD has no body, whatever its headers say
+        self._final = False  # the final (non-1xx) head is parsed: later fields are trailers
+        self._until_eof = False  # a non-2xx reply with no framing: its body ends at EOF
+        self._received = 0  # bytes of this reply so far
+        self._body_size = 0
+        self._fields = 0  # header fields of this reply, interim replies and trailers included
+        self._field_bytes = 0
         self.got_bytes = False
         self.closed = False
         self.keep_alive = False
 
     # --- the exchange, called by the pool --------------------------------------------------
 
-    def exchange(self, request: bytes, deadline: float) -> asyncio.Future[UpstreamResponse]:
+    def exchange(
+        self, request: bytes, deadline: float, *, head: bool = False
+    ) -> asyncio.Future[UpstreamResponse]:
         """Send one request; the future completes with the reply or fails with an upstream error.
 
         At ``deadline`` (loop time) the future fails with `UpstreamTimeout` and the connection
-        is aborted, so a late reply can never be read by the next exchange.
+        is aborted, so a late reply can never be read by the next exchange. ``head`` says the
+        request is a HEAD: httptools cannot be told, so that reply completes at its head and the
+        connection is not reused.
         """
-        self.got_bytes = False
-        self.keep_alive = False
+        self.got_bytes = self.keep_alive = False
+        self._head_request = head
+        self._final = self._until_eof = False
+        self._received = self._body_size = self._fields = self._field_bytes = 0
         self._waiter = waiter = self._loop.create_future()
         transport = cast(asyncio.Transport, self._transport)
         if self.closed or transport.is_closing():  # lost before we could send: fail, don't hang
@@ -62,6 +115,15 @@ class Connection(asyncio.Protocol):
     def reusable(self) -> bool:
         transport = self._transport
         return self.keep_alive and not self.closed and not (transport and transport.is_closing())
+
+    def has_unread_input(self) -> bool:
+        """Whether the socket holds bytes (or EOF) that the loop has not delivered yet.
+
+        An idle connection must have none: a byte there is a late or unsolicited reply (or the
+        server's close) that would otherwise be read as the next request's reply. One
+        zero-timeout poll(2), as urllib3's ``is_connection_dropped``: about 1 µs.
+        """
+        return self._poll is not None and bool(self._poll.poll(0))
 
     def abort(self) -> None:
         """Drop the connection at once (no FIN handshake wait); idempotent."""
@@ -78,18 +140,25 @@ class Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            self._poll = select.poll()
+            self._poll.register(sock.fileno(), select.POLLIN)
 
     def data_received(self, data: bytes) -> None:
-        if self._waiter is None or self._waiter.done():
+        waiter = self._waiter
+        if waiter is None or waiter.done():
             self.abort()  # bytes nobody asked for: the stream is out of step, never reuse it
             return
         self.got_bytes = True
+        self._received += len(data)
         try:
             self._parser.feed_data(data)
-        except httptools.HttpParserUpgrade as exc:
-            self._fail(UpstreamProtocolError("upstream switched protocols"), exc)
-        except httptools.HttpParserError as exc:
+        except (httptools.HttpParserError, httptools.HttpParserUpgrade) as exc:
             self._fail(UpstreamProtocolError(f"invalid HTTP/1.1 reply: {exc}"), exc)
+            return
+        if self._received > self._max_field_bytes and not waiter.done():
+            self._check_framing_size()
 
     def eof_received(self) -> bool:
         return False  # close our side too; connection_lost follows
@@ -111,27 +180,81 @@ class Connection(asyncio.Protocol):
 
     def on_message_begin(self) -> None:
         if self._waiter is None or self._waiter.done():
-            self.abort()  # a second reply in the same read: out of step, never reuse
+            self._reject("a second reply to one request")  # out of step: never reuse
         self._headers = {}
+        self._repeats = None
         self._body = []
-        self._until_eof = False
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        self._fields += 1
+        self._field_bytes += len(name) + len(value)  # checked per read and at the end
+        if self._fields > self._max_fields:
+            self._reject(self._cap_message("reply header fields", "max_reply_header_count"))
+        if self._final:
+            return  # a trailer field: counted, never merged into the head
         key = name.decode("latin-1").lower()
-        text = value.decode("latin-1")
-        previous = self._headers.get(key)
-        self._headers[key] = text if previous is None else f"{previous}, {text}"
+        text = value.rstrip(b" \t").decode("latin-1")  # llhttp strips only the leading OWS
+        headers = self._headers
+        if key not in headers:
+            headers[key] = text
+            return
+        # Repeats are collected and joined once at the head's end: joining each time would cost
+        # quadratic time in the number of repeats (10,000 of them stalled the loop for 1 s).
+        repeats = self._repeats
+        if repeats is None:
+            repeats = self._repeats = {}
+        values = repeats.get(key)
+        if values is None:
+            repeats[key] = [headers[key], text]
+        else:
+            values.append(text)
 
     def on_headers_complete(self) -> None:
-        status = self._parser.get_status_code()
-        framed = "content-length" in self._headers or "transfer-encoding" in self._headers
-        self._until_eof = not framed and status >= 200 and status not in (204, 304)
+        parser = self._parser
+        status = parser.get_status_code()
+        if status < 200:
+            # An interim reply (100 Continue, 103 Early Hints): drop it, wait for the final one.
+            if status == 101 or status < 100:
+                self._reject(f"unexpected status {status}")
+            if not parser.should_keep_alive():
+                self._reject("an interim reply that closes the connection")
+            if "content-length" in self._headers or "transfer-encoding" in self._headers:
+                # RFC 9110 forbids them here, and llhttp would read a body after some 1xx.
+                self._reject(f"an interim reply ({status}) with body framing headers")
+            return
+        self._final = True
+        headers = self._headers
+        if self._repeats:
+            for key, values in self._repeats.items():
+                headers[key] = ", ".join(values)
+        bodyless = self._head_request or status in _BODYLESS_STATUSES
+        coding = headers.get("transfer-encoding")
+        length = headers.get("content-length")  # llhttp refused repeats and TE alongside it
+        if coding is not None:
+            if coding.lower() != "chunked":
+                self._reject(f"unsupported Transfer-Encoding {coding!r}")
+        elif length is not None:
+            if not bodyless and int(length) > self._max_body:
+                self._reject(self._cap_message("reply body", "max_reply_body_bytes"))
+        elif bodyless:
+            pass
+        elif 200 <= status < 300:
+            # Framed by the close alone, a cut-short reply cannot be told from a whole one.
+            self._reject("a 2xx reply with neither Content-Length nor chunked encoding")
+        else:
+            self._until_eof = True
+        if self._head_request:
+            self._complete()
 
     def on_body(self, body: bytes) -> None:
+        self._body_size += len(body)
+        if self._body_size > self._max_body:
+            self._reject(self._cap_message("reply body", "max_reply_body_bytes"))
         self._body.append(body)
 
     def on_message_complete(self) -> None:
-        self._complete()
+        if self._final:  # else an interim reply ended
+            self._complete()
 
     # --- completion -----------------------------------------------------------------------------
 
@@ -139,9 +262,15 @@ class Connection(asyncio.Protocol):
         waiter = self._waiter
         if waiter is None or waiter.done():
             return
+        if self._field_bytes > self._max_field_bytes:
+            self._fail(self._field_bytes_error(), None)
+            return
         self._cancel_timer()
-        self.keep_alive = not self._until_eof and self._parser.should_keep_alive()
-        status = self._parser.get_status_code()
+        parser = self._parser
+        self.keep_alive = (
+            not self._until_eof and not self._head_request and parser.should_keep_alive()
+        )
+        status = parser.get_status_code()
         waiter.set_result(UpstreamResponse(status, self._headers, b"".join(self._body)))
 
     def _fail(self, error: Exception, cause: BaseException | None) -> None:
@@ -151,6 +280,33 @@ class Connection(asyncio.Protocol):
         if waiter is not None and not waiter.done():
             error.__cause__ = cause
             waiter.set_exception(error)
+
+    def _check_framing_size(self) -> None:
+        """Fail the exchange if its header fields, or the bytes that are not body, are too many.
+
+        Run after each read once the reply outgrows the header cap, so no field grows past the
+        cap by more than one read in httptools' buffers. Bytes that are not body (heads, chunk
+        framing, trailers) may exceed the body's own size by the header cap.
+        """
+        if self._field_bytes > self._max_field_bytes:
+            self._fail(self._field_bytes_error(), None)
+        elif self._received - self._body_size > self._max_field_bytes + self._body_size:
+            where = "chunk framing and trailers" if self._final else "head"
+            message = self._cap_message(f"reply {where}", "max_reply_header_bytes")
+            self._fail(UpstreamProtocolError(message), None)
+
+    def _field_bytes_error(self) -> UpstreamProtocolError:
+        return UpstreamProtocolError(
+            self._cap_message("reply header fields", "max_reply_header_bytes")
+        )
+
+    def _reject(self, reason: str) -> NoReturn:
+        """Fail the exchange with a protocol error; the raise stops the parser mid-read."""
+        self._fail(UpstreamProtocolError(reason), None)
+        raise _Rejected(reason)
+
+    def _cap_message(self, what: str, cap: str) -> str:
+        return f"{what} over {cap}={getattr(self._limits, cap)}"
 
     def _on_timeout(self) -> None:
         self._timer = None

@@ -12,7 +12,13 @@ import asyncio
 from collections.abc import Mapping
 
 from gateway.errors import UpstreamConnectError, UpstreamTimeout
-from gateway.upstream.fast_connection import Connection
+from gateway.upstream.fast_connection import (
+    MAX_REPLY_BODY_BYTES,
+    MAX_REPLY_HEADER_BYTES,
+    MAX_REPLY_HEADER_COUNT,
+    Connection,
+    ReplyLimits,
+)
 from gateway.upstream.transport import Endpoint, UpstreamResponse
 
 # Framing is ours: extra headers with these names are dropped rather than sent twice.
@@ -45,7 +51,8 @@ class FastTransport:
     Per endpoint: at most ``max_connections_per_endpoint`` exchanges in flight (more wait for a
     free slot within their timeout), and at most ``max_idle_per_endpoint`` idle connections kept,
     most recently used first (hot connections stay hot, cold ones close at the server's idle
-    timeout).
+    timeout). An idle connection is reused only if nothing arrived on it while idle. Each reply
+    is capped by the ``max_reply_*`` limits (see `ReplyLimits`).
     """
 
     name = "fast"
@@ -56,7 +63,13 @@ class FastTransport:
         max_connections_per_endpoint: int = 256,
         max_idle_per_endpoint: int = 64,
         connect_timeout_s: float = 1.0,
+        max_reply_header_count: int = MAX_REPLY_HEADER_COUNT,
+        max_reply_header_bytes: int = MAX_REPLY_HEADER_BYTES,
+        max_reply_body_bytes: int = MAX_REPLY_BODY_BYTES,
     ) -> None:
+        self._limits = ReplyLimits(
+            max_reply_header_count, max_reply_header_bytes, max_reply_body_bytes
+        )
         self._max_connections = max_connections_per_endpoint
         self._max_idle = max_idle_per_endpoint
         self._connect_timeout = connect_timeout_s
@@ -76,6 +89,7 @@ class FastTransport:
         timeout: float,
     ) -> UpstreamResponse:
         raw = encode_request(endpoint, method, path, body, headers)
+        head = method == "HEAD"
         deadline = asyncio.get_running_loop().time() + timeout
         slots = self._slots.get(endpoint)
         if slots is None:
@@ -85,7 +99,7 @@ class FastTransport:
             conn = self._pop_idle(endpoint)
             if conn is not None:
                 try:
-                    return await self._exchange(endpoint, conn, raw, deadline)
+                    return await self._exchange(endpoint, conn, raw, deadline, head)
                 except UpstreamConnectError:
                     # The server may close a keep-alive connection while it sits idle in our pool
                     # (its idle timeout, a restart); we then see EOF or a reset before any reply
@@ -95,7 +109,7 @@ class FastTransport:
                     if conn.got_bytes:
                         raise
             conn = await self._connect(endpoint, deadline)
-            return await self._exchange(endpoint, conn, raw, deadline)
+            return await self._exchange(endpoint, conn, raw, deadline, head)
         finally:
             slots.release()
 
@@ -123,15 +137,18 @@ class FastTransport:
         idle = self._idle.get(endpoint)
         while idle:
             conn = idle.pop()
-            if conn.reusable:
+            if conn.reusable and not conn.has_unread_input():
                 return conn
+            # Closed, or bytes arrived while it sat idle that the loop has not delivered yet (a
+            # late or unsolicited reply, or the server's close): they would be read as our reply.
+            conn.abort()
         return None
 
     async def _exchange(
-        self, endpoint: Endpoint, conn: Connection, raw: bytes, deadline: float
+        self, endpoint: Endpoint, conn: Connection, raw: bytes, deadline: float, head: bool
     ) -> UpstreamResponse:
         try:
-            response = await conn.exchange(raw, deadline)
+            response = await conn.exchange(raw, deadline, head=head)
         except BaseException:  # an error, a timeout or our cancellation: never reuse it
             conn.abort()
             raise
@@ -144,7 +161,7 @@ class FastTransport:
         return response
 
     def _new_connection(self, loop: asyncio.AbstractEventLoop) -> Connection:
-        conn = Connection(loop, self._open.discard)
+        conn = Connection(loop, self._open.discard, self._limits)
         self._open.add(conn)
         return conn
 

@@ -11,6 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gateway.upstream.aiohttp_transport import AiohttpTransport
+from gateway.upstream.fast_connection import (
+    MAX_REPLY_BODY_BYTES,
+    MAX_REPLY_HEADER_BYTES,
+    MAX_REPLY_HEADER_COUNT,
+)
 from gateway.upstream.fast_transport import FastTransport
 from gateway.upstream.httpx_aiohttp import AiohttpBackend
 from gateway.upstream.httpx_transport import HttpxTransport
@@ -21,11 +26,19 @@ DEFAULT_TRANSPORT = "fast"
 
 @dataclass(frozen=True, slots=True)
 class TransportLimits:
-    """Connection limits per replica endpoint; a transport that cannot express one says so."""
+    """Connection limits per replica endpoint, and caps on each reply (a replica is untrusted).
+
+    A reply over a ``max_reply_*`` cap fails with `UpstreamProtocolError` naming the cap, and its
+    connection is dropped. Only "fast" enforces those caps; the other transports (kept for
+    benchmarks) use their libraries' own limits.
+    """
 
     max_connections_per_endpoint: int = 256
     max_idle_per_endpoint: int = 64
     connect_timeout_s: float = 1.0
+    max_reply_header_count: int = MAX_REPLY_HEADER_COUNT  # fields, interim replies included
+    max_reply_header_bytes: int = MAX_REPLY_HEADER_BYTES
+    max_reply_body_bytes: int = MAX_REPLY_BODY_BYTES  # the largest tensor reply relayed
 
     def __post_init__(self) -> None:
         if self.max_connections_per_endpoint < 1:
@@ -34,6 +47,9 @@ class TransportLimits:
             raise ValueError("max_idle_per_endpoint must not be negative")
         if self.connect_timeout_s <= 0:
             raise ValueError("connect_timeout_s must be positive")
+        for cap in ("max_reply_header_count", "max_reply_header_bytes", "max_reply_body_bytes"):
+            if getattr(self, cap) < 1:
+                raise ValueError(f"{cap} must be at least 1")
 
 
 def _fast(limits: TransportLimits) -> Transport:
@@ -41,6 +57,9 @@ def _fast(limits: TransportLimits) -> Transport:
         max_connections_per_endpoint=limits.max_connections_per_endpoint,
         max_idle_per_endpoint=limits.max_idle_per_endpoint,
         connect_timeout_s=limits.connect_timeout_s,
+        max_reply_header_count=limits.max_reply_header_count,
+        max_reply_header_bytes=limits.max_reply_header_bytes,
+        max_reply_body_bytes=limits.max_reply_body_bytes,
     )
 
 

@@ -8,10 +8,16 @@ what the clients did: connections accepted, open and closed, requests read.
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import struct
+import termios
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 CHUNKS = (b"first,", b"second,", b"third")
+HUGE = 64 * 1024 * 1024  # what /huge-* would send if the client read it all
+STALE = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstale"  # a reply nobody asked for
 
 
 async def wait_until(condition: Callable[[], bool], within_s: float = 5.0) -> None:
@@ -28,7 +34,10 @@ class ScriptedServer:
         self.accepted = 0
         self.requests = 0
         self.last_headers: dict[str, str] = {}
+        self.body_bytes_sent = 0  # by /huge-*, before the client stopped reading
+        self.release = asyncio.Event()  # lets /late reply
         self.port = 0
+        self._newest: asyncio.StreamWriter | None = None
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -45,6 +54,25 @@ class ScriptedServer:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
         self.port = self._server.sockets[0].getsockname()[1]
 
+    def send_now(self, data: bytes, within_s: float = 5.0) -> None:
+        """Write ``data`` on the newest connection; return once the client's kernel holds it.
+
+        Synchronous on purpose: the client's loop cannot run in between, so the bytes sit in its
+        socket unread, as a late reply does when the pool hands the connection out again. On
+        loopback the client's kernel acknowledges what it has queued, so "all acknowledged" is
+        the condition waited on (the loop blocks for microseconds).
+        """
+        assert self._newest is not None, "no connection yet"
+        self._newest.write(data)
+        transport = self._newest.transport
+        assert transport.get_write_buffer_size() == 0, "not sent at once"
+        fd = transport.get_extra_info("socket").fileno()
+        deadline = time.monotonic() + within_s
+        while struct.unpack("i", fcntl.ioctl(fd, termios.TIOCOUTQ, b"\0" * 4))[0]:
+            if time.monotonic() > deadline:
+                raise TimeoutError("the client's kernel did not acknowledge the bytes")
+            time.sleep(0.0001)
+
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
@@ -58,6 +86,7 @@ class ScriptedServer:
         assert task is not None
         self._tasks.add(task)
         self._writers.add(writer)
+        self._newest = writer
         self.accepted += 1
         served = 0
         try:
@@ -71,7 +100,7 @@ class ScriptedServer:
                 self.requests += 1
                 self.last_headers = headers
                 behaviour = _ROUTES[path.split("?")[0]]
-                if not await behaviour(Exchange(reader, writer, headers, body, served)):
+                if not await behaviour(Exchange(reader, writer, headers, body, served, self)):
                     break
                 served += 1
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -91,6 +120,7 @@ class Exchange:
     headers: dict[str, str]
     body: bytes
     served: int
+    server: ScriptedServer
 
 
 Behaviour = Callable[[Exchange], Awaitable[bool]]
@@ -176,11 +206,99 @@ async def _truncated(ex: Exchange) -> bool:
     return False
 
 
-async def _until_eof(ex: Exchange) -> bool:
+async def _until_eof(ex: Exchange, status: str = "200 OK") -> bool:
     """200 with neither Content-Length nor chunked: the body ends when the server closes."""
-    ex.writer.write(_head("200 OK") + b"until-")
+    ex.writer.write(_head(status) + b"until-")
     await ex.writer.drain()
     ex.writer.write(b"eof")
+    await ex.writer.drain()
+    return False
+
+
+async def _until_eof_404(ex: Exchange) -> bool:
+    """As /until-eof with status 404."""
+    return await _until_eof(ex, "404 Not Found")
+
+
+# --- replicas that break HTTP/1.1 framing ------------------------------------------------------
+
+
+async def _interim_then_echo(ex: Exchange, interim: bytes) -> bool:
+    ex.writer.write(interim)
+    await ex.writer.drain()
+    return await _echo(ex)
+
+
+async def _continue(ex: Exchange) -> bool:
+    """100 Continue (unasked), then the echo."""
+    return await _interim_then_echo(ex, b"HTTP/1.1 100 Continue\r\n\r\n")
+
+
+async def _early_hints(ex: Exchange) -> bool:
+    """103 Early Hints, then the echo."""
+    return await _interim_then_echo(ex, b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n")
+
+
+async def _extra_reply(ex: Exchange) -> bool:
+    """The echo, then a second reply nobody asked for."""
+    await _echo(ex)
+    await ex.writer.drain()
+    ex.writer.write(STALE)
+    return True
+
+
+async def _late(ex: Exchange) -> bool:
+    """Reply only once the test sets ``server.release`` (after the client gave up)."""
+    await ex.server.release.wait()
+    ex.writer.write(_head("200 OK", "Content-Length: 4") + b"late")
+    return True
+
+
+async def _many_headers(ex: Exchange) -> bool:
+    """The echo with 10,000 copies of one header."""
+    repeats = ["X-Repeat: v"] * 10_000
+    ex.writer.write(_head("200 OK", *repeats, f"Content-Length: {len(ex.body)}") + ex.body)
+    return True
+
+
+async def _stream(ex: Exchange, head: bytes, piece: bytes, size: int) -> bool:
+    """Write ``head``, then ``piece`` over and over (``size`` body bytes), as fast as read."""
+    ex.writer.write(head)
+    while ex.server.body_bytes_sent < HUGE:
+        ex.writer.write(piece)
+        ex.server.body_bytes_sent += size
+        await ex.writer.drain()
+    return False
+
+
+async def _huge_chunked(ex: Exchange) -> bool:
+    """A chunked 200 of HUGE bytes."""
+    data = b"x" * 65536
+    piece = b"%x\r\n%s\r\n" % (len(data), data)
+    return await _stream(ex, _head("200 OK", "Transfer-Encoding: chunked"), piece, len(data))
+
+
+async def _huge_length(ex: Exchange) -> bool:
+    """A 200 that says Content-Length: HUGE."""
+    data = b"x" * 65536
+    return await _stream(ex, _head("200 OK", f"Content-Length: {HUGE}"), data, len(data))
+
+
+async def _no_content(ex: Exchange) -> bool:
+    """204 with no body and no Content-Length; keep-alive."""
+    ex.writer.write(_head("204 No Content"))
+    return True
+
+
+async def _head_reply(ex: Exchange) -> bool:
+    """The head of a 5-byte reply, no body: the right answer to HEAD; keep-alive."""
+    ex.writer.write(_head("200 OK", "Content-Length: 5"))
+    return True
+
+
+async def _truncated_chunked(ex: Exchange) -> bool:
+    """A chunked 200 cut short after its first chunk."""
+    ex.writer.write(_head("200 OK", "Transfer-Encoding: chunked") + b"5\r\nfirst\r\n")
     await ex.writer.drain()
     return False
 
@@ -197,4 +315,15 @@ _ROUTES: dict[str, Behaviour] = {
     "/garbage": _garbage,
     "/truncated": _truncated,
     "/until-eof": _until_eof,
+    "/until-eof-404": _until_eof_404,
+    "/continue": _continue,
+    "/early-hints": _early_hints,
+    "/extra-reply": _extra_reply,
+    "/late": _late,
+    "/many-headers": _many_headers,
+    "/huge-chunked": _huge_chunked,
+    "/huge-length": _huge_length,
+    "/no-content": _no_content,
+    "/head": _head_reply,
+    "/truncated-chunked": _truncated_chunked,
 }

@@ -165,9 +165,9 @@ async def test_connection_close_is_honoured(
     assert server.accepted == 3
 
 
-async def test_reply_delimited_by_close(transport: Transport, endpoint: Endpoint) -> None:
-    reply = await transport.request(endpoint, "GET", "/until-eof", timeout=5.0)
-    assert (reply.status, reply.body) == (200, b"until-eof")
+async def test_error_reply_delimited_by_close(transport: Transport, endpoint: Endpoint) -> None:
+    reply = await transport.request(endpoint, "GET", "/until-eof-404", timeout=5.0)
+    assert (reply.status, reply.body) == (404, b"until-eof")
 
 
 async def test_idle_connection_closed_by_server_is_replaced(
@@ -306,6 +306,17 @@ async def test_fast_keeps_at_most_max_idle_connections(
         await transport.aclose()
 
 
+async def test_fast_refuses_a_2xx_reply_delimited_by_close(endpoint: Endpoint) -> None:
+    """Framed by the close alone, a cut-short 2xx would pass for a whole one (aiohttp and httpx
+    accept it)."""
+    transport = FastTransport()
+    try:
+        with pytest.raises(UpstreamProtocolError, match="neither Content-Length nor chunked"):
+            await transport.request(endpoint, "GET", "/until-eof", timeout=5.0)
+    finally:
+        await transport.aclose()
+
+
 async def test_fast_refuses_header_injection(endpoint: Endpoint) -> None:
     transport = FastTransport()
     with pytest.raises(ValueError, match="CR or LF"):
@@ -329,3 +340,5 @@ def test_each_transport_carries_its_name(name: str) -> None:
 def test_limits_are_validated() -> None:
     with pytest.raises(ValueError, match="max_connections_per_endpoint"):
         TransportLimits(max_connections_per_endpoint=0)
+    with pytest.raises(ValueError, match="max_reply_body_bytes"):
+        TransportLimits(max_reply_body_bytes=0)
