@@ -7,6 +7,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
 import logging
 import sys
 
@@ -14,26 +16,43 @@ import uvicorn
 import uvloop
 
 from gateway.api.app import GatewayApp
+from gateway.api.protocol import ClientLimits, guarded_protocol
 from gateway.config import ConfigError, GatewayConfig, load_config
 from gateway.launcher import Launcher, LaunchError
 from gateway.runtime import Gateway
 from gateway.telemetry.logging import configure_logging
 
 DEFAULT_CONFIG = "config/local.yaml"
+M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
+LARGE_BUFFER_BYTES = 256 * 1024
 log = logging.getLogger("gateway")
+
+
+def _return_large_buffers_to_the_os() -> None:
+    """Allocations from 256 KiB up are mmapped, and so given back to the OS when freed.
+
+    glibc raises its mmap threshold to the size of each large block freed (up to 32 MiB), so
+    after one big request its buffers come from the heap and stay: with a 60 MB body the
+    gateway kept 297 MB after a 113 MB baseline; a fixed threshold brought it back to 127.
+    """
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to tune
+        ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, LARGE_BUFFER_BYTES)
 
 
 def _server(
     config: GatewayConfig, host: str | None, port: int | None, path: str | None = None
 ) -> uvicorn.Server:
+    _return_large_buffers_to_the_os()
     app = GatewayApp(Gateway(config), config_path=path)
+    server = config.server
+    limits = ClientLimits(server.max_header_bytes, server.header_timeout_s, server.body_timeout_s)
     return uvicorn.Server(
         uvicorn.Config(
             app,
             host=host or config.server.host,
             port=port if port is not None else config.server.port,
             loop="uvloop",
-            http="httptools",
+            http=guarded_protocol(limits),  # httptools, with head size and read timeouts
             lifespan="on",
             access_log=False,
             proxy_headers=False,

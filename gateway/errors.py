@@ -10,6 +10,7 @@ so the edge renders every failure the same way: ``{"error": "..."}`` with a prec
     │   ├── Unauthorized              401
     │   ├── Forbidden                 403
     │   ├── NotFound                  404: unknown model or version
+    │   ├── RequestTimeout            408: the client did not send its whole request in time
     │   ├── Conflict                  409: the request conflicts with how the gateway runs
     │   ├── PayloadTooLarge           413
     │   ├── TooManyRequests           429: per-tenant shed, with Retry-After
@@ -75,6 +76,10 @@ class Forbidden(ClientError):
 
 class NotFound(ClientError):
     status = 404
+
+
+class RequestTimeout(ClientError):
+    status = 408
 
 
 class Conflict(ClientError):

@@ -159,9 +159,18 @@ class Gateway:
         return await self.pipeline.handler(call)
 
     def observe(
-        self, model: str, status: int, served_by: str, latency_s: float, degraded: str | None
+        self,
+        model: str,
+        status: int,
+        served_by: str,
+        latency_s: float,
+        degraded: str | None,
+        deadline_s: float | None = None,
     ) -> None:
-        """One answer as the client saw it: metrics and SLOs (the edge calls this once)."""
+        """One answer as the client saw it: metrics and SLOs (the edge calls this once).
+
+        ``deadline_s``: the time the client allowed; SLOs exclude deadlines under their floor.
+        """
         config = self.config.models.get(model)
         if config is None:
             self.metrics.request(UNKNOWN_MODEL, "none", status, served_by, latency_s)
@@ -169,7 +178,7 @@ class Gateway:
         route = "fallback" if served_by.startswith("fallback/") else config.route
         self.metrics.request(model, route, status, served_by if route == "single" else route,
                              latency_s, degraded)  # fmt: skip
-        self.slo.record(model, status, latency_s, degraded is not None)
+        self.slo.record(model, status, latency_s, degraded is not None, deadline_s=deadline_s)
 
     async def model_metadata(self, name: str, model: ModelConfig) -> dict[str, Any]:
         pool = self.registry.pools[model.pools[0]]

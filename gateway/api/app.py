@@ -15,6 +15,7 @@ from typing import Any
 
 from gateway.api.admin import build_admin_app
 from gateway.api.infer import InferEndpoint
+from gateway.api.parsing import RequestParser
 from gateway.api.responses import Receive, Scope, Send, send_json
 from gateway.config import ConfigError, load_config
 from gateway.errors import BadRequest, Conflict
@@ -23,6 +24,11 @@ from gateway.runtime import Gateway
 log = logging.getLogger(__name__)
 
 RETIRE_GRACE_S = 60.0
+# Server settings the running server holds (the socket, the protocol, the parser).
+RESTART_FIELDS = (
+    "host", "port", "max_header_bytes", "header_timeout_s", "body_timeout_s",
+    "parse_inline_max_bytes", "parse_offload", "parse_workers",
+)  # fmt: skip
 INFER_PATH = re.compile(r"^/v2/models/([^/]+)(?:/versions/([^/]+))?/infer$")
 
 
@@ -30,11 +36,15 @@ class GatewayApp:
     def __init__(self, gateway: Gateway, config_path: str | None = None) -> None:
         self._config_path = config_path
         self._retiring: set[asyncio.Task[None]] = set()
+        server = gateway.config.server  # where and how to listen: fixed until a restart
+        self.parser = RequestParser(
+            server.parse_inline_max_bytes, server.parse_offload, server.parse_workers
+        )
         self._install(gateway)
 
     def _install(self, gateway: Gateway) -> None:
         self.gateway = gateway
-        self._infer = InferEndpoint(gateway)
+        self._infer = InferEndpoint(gateway, self.parser)
         self._admin = build_admin_app(gateway, self.reload)
 
     async def reload(self) -> dict[str, Any]:
@@ -42,7 +52,8 @@ class GatewayApp:
 
         The new gateway starts (probes, fallback verification) before it takes traffic; the
         old one finishes the requests it holds, then stops. Replica state starts afresh.
-        Where to listen (``server.host``/``port``) needs a restart to change.
+        Where to listen (``server.host``/``port``), the client limits the protocol holds and
+        the parser's settings need a restart to change (`RESTART_FIELDS`).
         """
         if self._config_path is None:
             raise Conflict("this gateway was not started from a config file; nothing to reload")
@@ -59,9 +70,7 @@ class GatewayApp:
         task.add_done_callback(self._retiring.discard)
         log.info("config reloaded from %s", self._config_path)
         restart = [
-            k
-            for k in ("host", "port")
-            if getattr(config.server, k) != getattr(old.config.server, k)
+            k for k in RESTART_FIELDS if getattr(config.server, k) != getattr(old.config.server, k)
         ]
         return {
             "reloaded": self._config_path,
@@ -91,6 +100,7 @@ class GatewayApp:
             if message["type"] == "lifespan.startup":
                 try:
                     await self.gateway.start()
+                    await self.parser.start()
                 except Exception as exc:
                     log.exception("gateway failed to start")
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})
@@ -100,6 +110,7 @@ class GatewayApp:
             elif message["type"] == "lifespan.shutdown":
                 await asyncio.gather(*self._retiring, return_exceptions=True)
                 await self.gateway.stop()
+                await self.parser.close()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 import itertools
 import os
 
+from gateway.api.parsing import RequestParser
+from gateway.api.protocol import BODY_TIMEOUT_KEY
 from gateway.api.responses import Receive, Scope, Send, send_bytes, send_error
 from gateway.deadline import TIMEOUT_HEADER, Deadline, timeout_from_header
-from gateway.errors import BadRequest, GatewayError, PayloadTooLarge
+from gateway.errors import BadRequest, GatewayError, PayloadTooLarge, RequestTimeout
 from gateway.pipeline.call import InferCall
 from gateway.runtime import Gateway
 from gateway.telemetry.logging import bind_request, unbind_request
@@ -32,9 +34,12 @@ _prefix = f"{os.getpid():x}-"
 
 
 class InferEndpoint:
-    def __init__(self, gateway: Gateway) -> None:
+    def __init__(self, gateway: Gateway, parser: RequestParser | None = None) -> None:
         self._gateway = gateway
-        self._max_body = gateway.config.server.max_body_bytes
+        server = gateway.config.server
+        self._max_body = server.max_body_bytes
+        self._parser = parser or RequestParser(server.parse_inline_max_bytes, "inline")
+        self._inline_max = self._parser.inline_max_bytes
 
     async def __call__(
         self, scope: Scope, receive: Receive, send: Send, model_name: str, version: str | None
@@ -46,13 +51,21 @@ class InferEndpoint:
         span = gateway.tracer.start_request(headers, model_name, request_id)
         token = bind_request(request_id, span)
         call: InferCall | None = None
+        client_deadline_s: float | None = None  # for the SLOs: only a deadline the client chose
         try:
             model = gateway.model(model_name, version)
-            body = await self._read_body(receive, headers)
+            body = await self._read_body(scope, receive, headers)
             timeout_s = timeout_from_header(
                 headers.get(TIMEOUT_HEADER), model.timeout_ms, model.max_timeout_ms
             )
-            request = parse_infer_request(body, headers.get(HEADER_LENGTH))
+            if TIMEOUT_HEADER in headers:
+                client_deadline_s = timeout_s
+            if len(body) <= self._inline_max:
+                request = parse_infer_request(body, headers.get(HEADER_LENGTH), model.max_rows)
+            else:  # off the event loop
+                request = await self._parser.offload(
+                    body, headers.get(HEADER_LENGTH), model.max_rows
+                )
             body, header_length, request = with_request_id(
                 body, headers.get(HEADER_LENGTH), request, request_id
             )
@@ -75,7 +88,7 @@ class InferEndpoint:
             if span.traceparent:
                 extra.append((b"traceparent", span.traceparent.encode()))
             await send_error(send, error, extra)
-            self._finish(span, model_name, error.status, "", arrived, None)
+            self._finish(span, model_name, error.status, "", arrived, None, client_deadline_s)
             unbind_request(token)
             return
         reply, header_length = result.body, result.header_length
@@ -95,7 +108,10 @@ class InferEndpoint:
         if span.traceparent:
             out.append((b"traceparent", span.traceparent.encode()))
         await send_bytes(send, result.status, reply, out)
-        self._finish(span, model_name, result.status, result.served_by, arrived, result.degraded)
+        self._finish(
+            span, model_name, result.status, result.served_by, arrived, result.degraded,
+            client_deadline_s,
+        )  # fmt: skip
         unbind_request(token)
 
     def _finish(
@@ -106,12 +122,14 @@ class InferEndpoint:
         served_by: str,
         arrived: float,
         degraded: str | None,
+        deadline_s: float | None,
     ) -> None:
         latency = self._gateway.clock.now() - arrived
-        self._gateway.observe(model, status, served_by, latency, degraded)
+        self._gateway.observe(model, status, served_by, latency, degraded, deadline_s)
         span.end(status, served_by or None, degraded)
 
-    async def _read_body(self, receive: Receive, headers: dict[str, str]) -> bytes:
+    async def _read_body(self, scope: Scope, receive: Receive, headers: dict[str, str]) -> bytes:
+        """The whole body, up to ``max_body_bytes`` (413); the server times a slow one (408)."""
         declared = headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > self._max_body:
             raise PayloadTooLarge(f"request body over {self._max_body} bytes")
@@ -120,6 +138,8 @@ class InferEndpoint:
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
+                if scope.get(BODY_TIMEOUT_KEY) is not None:  # the protocol answered 408
+                    raise RequestTimeout(f"body not complete in {scope[BODY_TIMEOUT_KEY]:g} s")
                 raise BadRequest("client disconnected before sending the whole body")
             chunk = message.get("body", b"")
             size += len(chunk)

@@ -29,14 +29,42 @@ from gateway.upstream.transport import Endpoint
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 
+# The largest real request: DEFAULT_MAX_ROWS rows of the digits model's 64 FP32 features as
+# JSON, at no more than 25 bytes a number (", -1.2345678901234567e-05") and 4 a row, is
+# 1.57 MiB (256 KiB as binary tensors); the body limit adds ~28 % for headroom. 1,024 rows
+# take a replica ~13 ms, inside the shortest learned per-try timeout (20 ms), so the largest
+# request is not retried onto a second replica just for being large (4,096 rows took 42-62 ms).
+DEFAULT_MAX_ROWS = 1024
+DEFAULT_MAX_BODY_BYTES = 2 * 1024 * 1024
+# Where parsing and checking a V2 body on the event loop passes ~1 ms on a 2-core machine:
+# 64 KiB of the slowest kind (short numbers in nested rows, ~70 MB/s with the checks; orjson
+# alone passes 1 ms at ~200 KiB of those and ~600 KiB of long random floats).
+DEFAULT_PARSE_INLINE_MAX_BYTES = 64 * 1024
+
 
 class ServerConfig(Frozen):
-    """Where the gateway listens and how it talks upstream."""
+    """Where the gateway listens, what it accepts from clients, and how it talks upstream.
+
+    The client limits keep one big or slow client from hurting the others: a request body
+    over ``max_body_bytes`` gets 413, a request line and headers over ``max_header_bytes``
+    get 431, headers not complete ``header_timeout_s`` after the connection (or the request's
+    first byte) get 408 and a closed connection, and so does a body not complete
+    ``body_timeout_s`` after its headers. Bodies over ``parse_inline_max_bytes`` are parsed
+    off the event loop, in ``parse_workers`` worker processes (``parse_offload``).
+    """
 
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
     transport: Literal["fast", "aiohttp", "httpx", "httpx-aiohttp"] = "fast"
-    max_body_bytes: int = Field(64 * 1024 * 1024, gt=0)
+    max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, gt=0)
+    max_header_bytes: int = Field(32 * 1024, ge=1024, description="request line + headers")
+    header_timeout_s: float = Field(10.0, gt=0)
+    body_timeout_s: float = Field(30.0, gt=0)
+    parse_inline_max_bytes: int = Field(DEFAULT_PARSE_INLINE_MAX_BYTES, ge=0)
+    parse_offload: Literal["process", "thread", "inline"] = Field(
+        "process", description="thread: no help with orjson, which holds the GIL (measured)"
+    )
+    parse_workers: int = Field(1, ge=1, le=64)
     max_connections_per_replica: int = Field(256, gt=0)
 
 
@@ -115,6 +143,7 @@ class ModelConfig(Frozen):
     version: str = "1"
     timeout_ms: int = Field(1000, gt=0, description="deadline when the client sends none")
     max_timeout_ms: int = Field(60_000, gt=0, description="cap on x-request-timeout-ms")
+    max_rows: int = Field(DEFAULT_MAX_ROWS, gt=0, description="rows (first dimension) a request")
     retry: RetryConfig = RetryConfig()
     admission: AdmissionConfig = AdmissionConfig()
     hedge: HedgeConfig = HedgeConfig()

@@ -36,9 +36,19 @@ class SloTracker:
         self.alerts = tuple(AlertState(rule, f"{model}/{config.name}") for rule in ALERT_RULES)
         self.burn_rates = dict.fromkeys(BURN_WINDOWS, 0.0)
         self._threshold_s = (config.threshold_ms or 0.0) / 1000.0
+        self._min_deadline_s = config.min_deadline_s
+        self.excluded = 0  # requests with a deadline under the floor, since start (this instance)
 
-    def record(self, status: int, latency_s: float, degraded: bool = False) -> None:
-        """One request as the client saw it; 4xx answers count as good, 5xx as bad."""
+    def record(
+        self, status: int, latency_s: float, degraded: bool = False, deadline_s: float | None = None
+    ) -> None:
+        """One request as the client saw it; 4xx answers count as good, 5xx as bad.
+
+        A request whose deadline was shorter than the SLO's floor only counts as excluded.
+        """
+        if deadline_s is not None and deadline_s < self._min_deadline_s:
+            self.excluded += 1
+            return
         good = status < 500
         if good and self.config.kind == "latency":
             good = latency_s <= self._threshold_s
@@ -98,6 +108,10 @@ class SloTracker:
             "threshold_ms": self.config.threshold_ms,
             "tenant": self.config.tenant,
             **self.budget(),
+            "excluded": {
+                "short_deadline": self.excluded,
+                "min_deadline_ms": round(self._min_deadline_s * 1000.0, 3),
+            },
             "burn_rates": {name: round(rate, 4) for name, rate in self.burn_rates.items()},
             "alerts": [a.to_json() for a in self.alerts],
         }
@@ -136,11 +150,15 @@ class SloBook:
         latency_s: float,
         degraded: bool = False,
         tenant: str | None = None,
+        deadline_s: float | None = None,
     ) -> None:
-        """One request to ``model`` as the client saw it; SLOs of other tenants ignore it."""
+        """One request to ``model`` as the client saw it; SLOs of other tenants ignore it.
+
+        ``deadline_s``: the time the client allowed, for SLOs that exclude short deadlines.
+        """
         for tracker in self.trackers.get(model, ()):
             if tracker.config.tenant is None or tracker.config.tenant == tenant:
-                tracker.record(status, latency_s, degraded)
+                tracker.record(status, latency_s, degraded, deadline_s)
 
     def evaluate(self, force: bool = True) -> None:
         """Recomputes burn rates and alerts, then engages or releases each burn policy."""

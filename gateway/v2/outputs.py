@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from gateway.v2.request import InferRequestInfo
+from gateway.v2.request import InferRequestInfo, detached, parse_infer_request
 
 
 def requested_outputs(header: dict[str, Any]) -> list[tuple[str, bool]] | None:
@@ -38,9 +38,30 @@ def _binary(parameters: Any, key: str) -> bool | None:
 
 
 def json_outputs_request(info: InferRequestInfo, body: bytes) -> tuple[bytes, str | None]:
-    """The same request asking for JSON outputs; returns the body and its header length."""
+    """The same request asking for JSON outputs; returns the body and its header length.
+
+    The client's own body when it asks for nothing else (no re-encoding of a large request).
+    """
+    length = None if info.binary_length == 0 else str(len(body) - info.binary_length)
+    if not needs_json_outputs_rewrite(info.header):
+        return body, length
+    if detached(info.header):  # parsed in a worker, without its data: parse it whole
+        info = parse_infer_request(body, length)
+    return rewrite_json_outputs(info, body)
+
+
+def needs_json_outputs_rewrite(header: dict[str, Any]) -> bool:
+    """Whether the request asks for anything but the default (JSON) outputs."""
+    parameters = header.get("parameters")
+    if isinstance(parameters, dict) and "binary_data_output" in parameters:
+        return True
+    return any(set(output) != {"name"} for output in header.get("outputs") or ())
+
+
+def rewrite_json_outputs(info: InferRequestInfo, body: bytes) -> tuple[bytes, str | None]:
     header = dict(info.header)
-    parameters = dict(header.get("parameters") or {})
+    parameters = header.get("parameters")
+    parameters = dict(parameters) if isinstance(parameters, dict) else {}
     parameters.pop("binary_data_output", None)
     if parameters:
         header["parameters"] = parameters

@@ -1,8 +1,9 @@
 """Structural checks of a V2 infer request at the gateway, before any replica sees it.
 
 The gateway checks what it can without the model's signature (valid JSON, the shape of the
-message, binary-extension sizes) so a malformed request gets a precise 400 here instead of
-costing a replica attempt; the replica checks the rest against its model.
+message, parameters, binary-extension sizes, the row limit, finite floating-point values) so
+a malformed request gets a precise 400 here instead of costing a replica attempt (or a 200
+with ``null`` outputs); the replica checks the rest against its model.
 """
 
 from __future__ import annotations
@@ -13,20 +14,39 @@ from typing import Any
 import orjson
 
 from gateway.errors import BadRequest
+from gateway.v2.finite import check_binary_finite, check_json_finite
 
 HEADER_LENGTH = "inference-header-content-length"
 
 
 @dataclass(frozen=True, slots=True)
 class InferRequestInfo:
-    """What the gateway keeps from a validated request."""
+    """What the gateway keeps from a validated request.
+
+    A request parsed in a worker process comes back with its inputs' ``data`` left out of
+    ``header`` (carrying it back would cost the event loop what the worker saved); see
+    `detached`.
+    """
 
     id: str | None
     header: dict[str, Any]
     binary_length: int  # bytes of binary tensor data after the JSON header
 
 
-def parse_infer_request(body: bytes, header_length: str | None) -> InferRequestInfo:
+def detached(header: dict[str, Any]) -> bool:
+    """Whether ``header`` lost its inputs' data: an input with neither data nor binary size.
+
+    (Structural, so it survives copies of the header; a validated input has one of them.)
+    """
+    return any(
+        "data" not in tensor and "binary_data_size" not in (tensor.get("parameters") or {})
+        for tensor in header["inputs"]
+    )
+
+
+def parse_infer_request(
+    body: bytes, header_length: str | None, max_rows: int | None = None
+) -> InferRequestInfo:
     json_part, binary_length = _split(body, header_length)
     if not json_part:
         raise BadRequest("request body is empty: expected a V2 inference request (JSON)")
@@ -39,7 +59,9 @@ def parse_infer_request(body: bytes, header_length: str | None) -> InferRequestI
     request_id = header.get("id")
     if request_id is not None and not isinstance(request_id, str):
         raise BadRequest("'id' must be a string")
-    _check_inputs(header.get("inputs"), binary_length)
+    _check_parameters(header.get("parameters"), "'parameters'", "binary_data_output")
+    binary = memoryview(body)[len(json_part) :]
+    _check_inputs(header.get("inputs"), binary, max_rows)
     _check_outputs(header.get("outputs"))
     return InferRequestInfo(request_id, header, binary_length)
 
@@ -56,10 +78,10 @@ def _split(body: bytes, header_length: str | None) -> tuple[bytes, int]:
     return body[:length], len(body) - length
 
 
-def _check_inputs(inputs: Any, binary_length: int) -> None:
+def _check_inputs(inputs: Any, binary: memoryview, max_rows: int | None) -> None:
     if not isinstance(inputs, list) or not inputs:
         raise BadRequest("'inputs' must be a non-empty list of tensors")
-    binary_total = 0
+    offset = 0
     for index, tensor in enumerate(inputs):
         where = f"inputs[{index}]"
         if not isinstance(tensor, dict):
@@ -68,33 +90,45 @@ def _check_inputs(inputs: Any, binary_length: int) -> None:
         if not isinstance(name, str) or not name:
             raise BadRequest(f"{where}.name must be a non-empty string")
         where = f"input {name!r}"
-        if not isinstance(tensor.get("datatype"), str):
+        datatype = tensor.get("datatype")
+        if not isinstance(datatype, str):
             raise BadRequest(f"{where}: 'datatype' must be a string such as \"FP32\"")
         shape = tensor.get("shape")
         if not isinstance(shape, list) or not all(
             isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
         ):
             raise BadRequest(f"{where}: 'shape' must be a list of non-negative integers")
+        if max_rows is not None and shape and shape[0] > max_rows:
+            raise BadRequest(
+                f"{where}: {shape[0]} rows; this model takes at most {max_rows} rows a request"
+            )
         binary_size = _binary_size(tensor.get("parameters"), where)
         if binary_size is None:
             if "data" not in tensor:
                 raise BadRequest(f"{where}: 'data' is missing")
             if not isinstance(tensor["data"], list):
                 raise BadRequest(f"{where}: 'data' must be a list")
+            check_json_finite(tensor["data"], datatype, where)
         else:
-            binary_total += binary_size
-    if binary_total != binary_length:
-        raise BadRequest(
-            f"binary tensor data is {binary_length} bytes but inputs declare {binary_total}"
-        )
+            check_binary_finite(binary[offset : offset + binary_size], datatype, where)
+            offset += binary_size
+    if offset != len(binary):
+        raise BadRequest(f"binary tensor data is {len(binary)} bytes but inputs declare {offset}")
+
+
+def _check_parameters(parameters: Any, where: str, flag: str | None = None) -> dict[str, Any]:
+    """``parameters`` must be an object; its binary-data ``flag``, if there, a boolean."""
+    if parameters is None:
+        return {}
+    if not isinstance(parameters, dict):
+        raise BadRequest(f"{where} must be an object, not {type(parameters).__name__}")
+    if flag in parameters and not isinstance(parameters[flag], bool):
+        raise BadRequest(f"{where}.{flag} must be true or false")
+    return parameters
 
 
 def _binary_size(parameters: Any, where: str) -> int | None:
-    if parameters is None:
-        return None
-    if not isinstance(parameters, dict):
-        raise BadRequest(f"{where}: 'parameters' must be an object")
-    size = parameters.get("binary_data_size")
+    size = _check_parameters(parameters, f"{where}: 'parameters'").get("binary_data_size")
     if size is None:
         return None
     if not isinstance(size, int) or isinstance(size, bool) or size < 0:
@@ -110,3 +144,4 @@ def _check_outputs(outputs: Any) -> None:
     for index, output in enumerate(outputs):
         if not isinstance(output, dict) or not isinstance(output.get("name"), str):
             raise BadRequest(f"outputs[{index}].name must be a string")
+        _check_parameters(output.get("parameters"), f"outputs[{index}].parameters", "binary_data")

@@ -1,0 +1,188 @@
+"""uvicorn's httptools protocol with the client limits it lacks: head size and read timeouts.
+
+uvicorn with httptools bounds neither the request head (httptools buffers a header of any
+size: 55 MB were accepted) nor the time a client may take to send its head or body (100
+connections trickling bytes all stayed open). This subclass answers 431 once a request line
+and headers pass ``max_header_bytes``, and 408 (closing the connection) when a head is not
+complete ``header_timeout_s`` after the connection or the request's first byte, or a body
+``body_timeout_s`` after its head. A timer is armed only when a read is left incomplete, so
+a request that arrives whole costs the hot path a comparison, not a timer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import http
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import orjson
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+# Set in a request's scope when its body timed out, so the app records the 408 it was given.
+BODY_TIMEOUT_KEY = "gateway.body_timeout"
+# After an error answer the connection lingers (reading and dropping) so the client, still
+# sending, can read the answer instead of a reset; bounded in time and bytes.
+LINGER_S = 1.0
+LINGER_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ClientLimits:
+    max_header_bytes: int = 32 * 1024
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 30.0
+
+
+class _Reading(enum.Enum):
+    NOTHING = enum.auto()  # between requests (uvicorn's keep-alive timeout applies)
+    HEAD = enum.auto()
+    BODY = enum.auto()
+
+
+_NOTHING, _HEAD, _BODY = _Reading.NOTHING, _Reading.HEAD, _Reading.BODY
+
+
+class _HeadTooLarge(Exception):
+    pass
+
+
+class GuardedHttpToolsProtocol(HttpToolsProtocol):
+    limits: ClassVar[ClientLimits] = ClientLimits()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._reading = _HEAD
+        self._raw_head = 0  # bytes received since the head began: at least the head's size
+        self._chunk = 0  # the size of the chunk being parsed, while no message ended in it
+        self._head_too_large = False
+        self._linger: int | None = None  # bytes still to drop before closing, once answered
+        self._timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)  # type: ignore[arg-type]
+        self._arm()  # a connection that never sends a request is closed too
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._linger is not None:
+            self._linger -= len(data)
+            if self._linger < 0:
+                self.transport.close()
+            return
+        if self._reading is _HEAD:
+            self._raw_head += len(data)
+        self._chunk = len(data)
+        super().data_received(data)
+        if self._reading is _NOTHING or self._linger is not None:
+            return
+        if self._reading is _HEAD and self._raw_head > self.limits.max_header_bytes:
+            self._head_too_large = True
+            self.send_400_response("request head too large")
+        elif self._timer is None:
+            self._arm()
+
+    # --- parser callbacks ---------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._reading = _HEAD
+        # the whole chunk, unless an earlier message ended in it (pipelining): then count
+        # from the next chunk, letting one read (at most 256 KiB) more through unchecked
+        self._raw_head = self._chunk
+
+    def on_headers_complete(self) -> None:
+        limit = self.limits.max_header_bytes
+        if self._raw_head > limit and self._head_size() > limit:  # checked only if it may be
+            self._head_too_large = True
+            raise _HeadTooLarge  # stops the parser; uvicorn then calls send_400_response
+        self._disarm()  # the head's timer; the body gets its own if it does not follow at once
+        self._reading = _BODY
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._disarm()
+        self._reading = _NOTHING
+        self._chunk = 0
+        super().on_message_complete()
+        if self.cycle.response_complete and self.timeout_keep_alive_task is None:
+            # answered before the body ended (a 413): the body was read and dropped; idle
+            # from now on, so the keep-alive timeout applies (uvicorn arms it only on answer)
+            self.timeout_keep_alive_task = self.loop.call_later(
+                self.timeout_keep_alive, self.timeout_keep_alive_handler
+            )
+
+    def _head_size(self) -> int:
+        """The request line and headers' size (line ends and separators counted, about)."""
+        return len(self.url) + 16 + sum(len(n) + len(v) + 4 for n, v in self.headers)
+
+    # --- answers --------------------------------------------------------------------------
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's answer to a request it cannot parse, as JSON; 431 for a head too large."""
+        if self._head_too_large:
+            limit = self.limits.max_header_bytes
+            self._close_with(431, f"request line and headers over {limit} bytes")
+        else:
+            self._close_with(400, f"invalid HTTP request: {msg}")
+
+    def _close_with(self, status: int, message: str) -> None:
+        """Answers ``status`` and ends the connection: no more requests are read from it."""
+        self._disarm()
+        self._reading = _NOTHING
+        if self.transport.is_closing() or self._linger is not None:
+            return
+        body = orjson.dumps({"error": message})
+        head = (
+            f"HTTP/1.1 {status} {http.HTTPStatus(status).phrase}\r\n"
+            f"content-type: application/json\r\ncontent-length: {len(body)}\r\n"
+            "connection: close\r\n\r\n"
+        )
+        self.transport.write(head.encode("latin-1") + body)
+        if not self.transport.can_write_eof():
+            self.transport.close()
+            return
+        self.transport.write_eof()
+        self._linger = LINGER_BYTES
+        self._timer = self.loop.call_later(LINGER_S, self.transport.close)
+
+    # --- timers ---------------------------------------------------------------------------
+
+    def _arm(self) -> None:
+        head = self._reading is _HEAD
+        delay = self.limits.header_timeout_s if head else self.limits.body_timeout_s
+        self._timer = self.loop.call_later(delay, self._timed_out)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _timed_out(self) -> None:
+        self._timer = None
+        if self._reading is _HEAD:
+            limit = self.limits.header_timeout_s
+            self._close_with(408, f"request headers not complete within {limit:g} s")
+        elif self._reading is _BODY:
+            if self.flow.read_paused:  # the server stopped reading, not the client: wait on
+                self._arm()
+                return
+            cycle = self.cycle
+            if cycle.response_started:  # answered without reading the body: just hang up
+                self._disarm()
+                self.transport.close()
+                return
+            cycle.scope[BODY_TIMEOUT_KEY] = self.limits.body_timeout_s  # type: ignore[literal-required]
+            cycle.disconnected = True  # the app's receive() returns; its answer is dropped
+            cycle.message_event.set()
+            limit = self.limits.body_timeout_s
+            self._close_with(408, f"request body not complete within {limit:g} s")
+
+
+def guarded_protocol(limits: ClientLimits) -> type[GuardedHttpToolsProtocol]:
+    """The protocol class to give uvicorn (``http=``), bound to ``limits``."""
+    return type("GuardedHttpToolsProtocol", (GuardedHttpToolsProtocol,), {"limits": limits})

@@ -1,0 +1,81 @@
+"""Floating-point inputs must be finite: checks of JSON and binary tensor data.
+
+A NaN or an infinity reaching a model comes back as NaN outputs, which JSON renders as
+``null``: a 200 that is not valid V2. JSON has no NaN or infinity literals (orjson rejects
+them, and numbers past float64's range), but a JSON number can still overflow a narrower
+type (1e39 becomes inf as FP32), and binary tensor data can hold any bit pattern.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from typing import Any
+
+import numpy as np
+
+from gateway.errors import BadRequest
+
+_FLOATS: dict[str, np.dtype[np.floating[Any]]] = {
+    "FP16": np.dtype("<f2"),
+    "FP32": np.dtype("<f4"),
+    "FP64": np.dtype("<f8"),
+}
+
+
+def check_json_finite(data: list[Any], datatype: str, where: str) -> None:
+    """`BadRequest` if a number in ``data`` (flat or nested) overflows ``datatype``.
+
+    FP64 needs no check (orjson already refuses what would overflow it). A flat FP32 list,
+    the hot path's case, costs one C conversion and a sum: FP32 values as doubles cannot
+    add up to infinity, so the sum is finite exactly when every converted value is.
+    """
+    if datatype == "FP32":
+        values = _fp32(data)
+        if values is not None:
+            if not math.isfinite(sum(values)):
+                flat = data if len(data) == len(values) else [v for row in data for v in row]
+                bad = next(d for d, v in zip(flat, values, strict=True) if not math.isfinite(v))
+                raise _out_of_range(where, bad, datatype)
+            return
+    dtype = _FLOATS.get(datatype)
+    if dtype is None or datatype == "FP64":
+        return
+    try:
+        numbers = np.asarray(data, dtype=np.float64)
+    except (ValueError, TypeError):
+        return  # ragged or not numbers: the replica names what is wrong
+    with np.errstate(over="ignore"):
+        finite = np.isfinite(numbers.astype(dtype))
+    if not finite.all():
+        raise _out_of_range(where, numbers[~finite].flat[0].item(), datatype)
+
+
+def _fp32(data: list[Any]) -> array[float] | None:
+    """``data`` (flat, or rows) as C floats: overflow becomes inf, as in the model; or None."""
+    try:
+        return array("f", data)
+    except TypeError:
+        pass
+    values = array("f")
+    try:
+        for row in data:
+            values.extend(row)
+    except TypeError:
+        return None  # deeper nesting, or not numbers (the replica names those)
+    return values
+
+
+def check_binary_finite(raw: memoryview, datatype: str, where: str) -> None:
+    """`BadRequest` if binary ``datatype`` data holds a NaN or an infinity."""
+    dtype = _FLOATS.get(datatype)
+    if dtype is None or len(raw) % dtype.itemsize:
+        return  # not a float type, or a size the replica will reject with a precise message
+    finite = np.isfinite(np.frombuffer(raw, dtype=dtype))
+    if not finite.all():
+        bad = int(finite.size - np.count_nonzero(finite))
+        raise BadRequest(f"{where}: binary {datatype} data holds NaN or infinity ({bad} values)")
+
+
+def _out_of_range(where: str, value: Any, datatype: str) -> BadRequest:
+    return BadRequest(f"{where}: {value!r} is outside the {datatype} range (it would be infinity)")

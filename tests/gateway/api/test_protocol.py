@@ -1,0 +1,239 @@
+"""The guarded HTTP protocol on real sockets: head size and read timeouts, nothing else changed.
+
+A real uvicorn server with `guarded_protocol` runs in the test's loop on a free port; clients
+are raw sockets, so trickling, oversized and half-sent requests are exactly what is sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import pytest
+import uvicorn
+
+from gateway.api.protocol import BODY_TIMEOUT_KEY, ClientLimits, guarded_protocol
+
+LIMITS = ClientLimits(max_header_bytes=4096, header_timeout_s=0.5, body_timeout_s=0.5)
+WAIT_S = 10.0  # the bound on every wait: generous, a busy machine must not fail these
+
+
+@dataclass
+class App:
+    """Echoes the body's length; ``/early`` answers 413 without reading the body."""
+
+    seen: list[dict[str, Any]] = field(default_factory=list)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["path"] == "/early":
+            await self._send(send, 413, {"error": "too large"})
+            return
+        size, event = 0, {"type": ""}
+        while True:
+            event = await receive()
+            if event["type"] == "http.disconnect":
+                self.seen.append({"disconnect": True, "timeout": scope.get(BODY_TIMEOUT_KEY)})
+                await self._send(send, 400, {"error": "dropped"})  # must not reach the client
+                return
+            size += len(event.get("body", b""))
+            if not event.get("more_body"):
+                break
+        self.seen.append({"size": size})
+        await self._send(send, 200, {"size": size})
+
+    @staticmethod
+    async def _send(send: Any, status: int, doc: Any) -> None:
+        body = orjson.dumps(doc)
+        headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+@dataclass
+class Served:
+    app: App
+    port: int
+
+
+@pytest.fixture
+async def served() -> AsyncIterator[Served]:
+    app = App()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    config = uvicorn.Config(
+        app, http=guarded_protocol(LIMITS), lifespan="off", log_level="warning",
+        timeout_keep_alive=1,
+    )  # fmt: skip
+    server = uvicorn.Server(config)
+    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    await _until(lambda: server.started)
+    yield Served(app, sock.getsockname()[1])
+    server.should_exit = True
+    await asyncio.wait_for(task, WAIT_S)
+
+
+async def _until(predicate: Any) -> None:
+    """Polls ``predicate`` every 10 ms; `TimeoutError` after `WAIT_S`."""
+    for _ in range(int(WAIT_S / 0.01)):
+        if predicate():
+            return
+        await asyncio.sleep(0.01)
+    raise TimeoutError("condition not met in time")
+
+
+async def connect(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    return await asyncio.open_connection("127.0.0.1", port)
+
+
+async def answer(reader: asyncio.StreamReader) -> tuple[int, dict[str, str], bytes]:
+    """One response: status, headers, body (read by content-length), within the bound."""
+    async with asyncio.timeout(WAIT_S):
+        head = await reader.readuntil(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        headers = dict(line.lower().split(": ", 1) for line in lines[1:] if ": " in line)
+        body = await reader.readexactly(int(headers["content-length"]))
+    return int(lines[0].split()[1]), headers, body
+
+
+async def closed(reader: asyncio.StreamReader) -> bool:
+    """Whether the server closes the connection within the bound (reset counts as closed)."""
+    try:
+        async with asyncio.timeout(WAIT_S):
+            return await reader.read(65536) == b""
+    except ConnectionResetError:
+        return True
+
+
+def post(path: str, body: bytes, extra: bytes = b"") -> bytes:
+    return (
+        b"POST %s HTTP/1.1\r\nhost: t\r\ncontent-length: %d\r\n%s\r\n"
+        % (path.encode(), len(body), extra)
+        + body
+    )
+
+
+async def test_whole_and_quickly_split_requests_are_served_on_a_kept_alive_connection(
+    served: Served,
+) -> None:
+    reader, writer = await connect(served.port)
+    writer.write(post("/", b"abc") + post("/", b""))  # pipelined
+    assert (await answer(reader))[::2] == (200, b'{"size":3}')
+    assert (await answer(reader))[::2] == (200, b'{"size":0}')
+    message = post("/", b"x" * 10_000)
+    writer.write(message[:20])
+    await asyncio.sleep(0.05)
+    writer.write(message[20:5000])
+    await asyncio.sleep(0.05)
+    writer.write(message[5000:])
+    assert (await answer(reader))[::2] == (200, b'{"size":10000}')
+    writer.close()
+
+
+async def test_a_pipelined_head_after_a_large_body_is_not_counted_with_it(served: Served) -> None:
+    reader, writer = await connect(served.port)
+    second = post("/", b"z" * 7)
+    writer.write(post("/", b"b" * 20_000) + second[:30])  # one chunk: body over the head limit
+    await asyncio.sleep(0.1)
+    writer.write(second[30:])
+    assert (await answer(reader))[::2] == (200, b'{"size":20000}')
+    assert (await answer(reader))[::2] == (200, b'{"size":7}')
+    writer.close()
+
+
+async def test_a_connection_that_sends_nothing_gets_408_and_is_closed(served: Served) -> None:
+    reader, writer = await connect(served.port)
+    status, headers, body = await answer(reader)
+    assert status == 408 and headers["connection"] == "close"
+    assert orjson.loads(body) == {"error": "request headers not complete within 0.5 s"}
+    assert await closed(reader)
+    writer.close()
+
+
+async def test_trickled_headers_are_cut_with_408(served: Served) -> None:
+    reader, writer = await connect(served.port)
+    writer.write(b"GET / HTTP/1.1\r\n")
+
+    async def trickle() -> None:
+        for _ in range(100):
+            writer.write(b"x")
+            await asyncio.sleep(0.05)
+
+    trickling = asyncio.create_task(trickle())
+    status, _, body = await answer(reader)
+    assert status == 408 and b"request headers not complete" in body
+    assert await closed(reader)
+    trickling.cancel()
+    writer.close()
+
+
+async def test_a_trickled_body_is_cut_with_408_and_the_app_is_told(served: Served) -> None:
+    reader, writer = await connect(served.port)
+    writer.write(post("/", b"x" * 100)[:-90])  # the head and 10 bytes of the body
+    status, _, body = await answer(reader)
+    assert status == 408
+    assert orjson.loads(body) == {"error": "request body not complete within 0.5 s"}
+    assert await closed(reader)
+    await _until(lambda: served.app.seen)
+    assert served.app.seen == [{"disconnect": True, "timeout": 0.5}]  # its 400 was dropped
+    writer.close()
+
+
+@pytest.mark.parametrize("kind", ["many headers", "one huge header", "huge url"])
+async def test_a_head_over_the_limit_gets_431(served: Served, kind: str) -> None:
+    reader, writer = await connect(served.port)
+    if kind == "many headers":
+        writer.write(b"GET / HTTP/1.1\r\n" + b"x-h: %s\r\n" % (b"v" * 100) * 50 + b"\r\n")
+    elif kind == "one huge header":
+        writer.write(b"GET / HTTP/1.1\r\nx-big: " + b"a" * 20_000)  # still incomplete
+    else:
+        writer.write(b"GET /" + b"a" * 5000 + b" HTTP/1.1\r\n\r\n")
+    status, headers, body = await answer(reader)
+    assert status == 431 and headers["connection"] == "close"
+    assert orjson.loads(body) == {"error": "request line and headers over 4096 bytes"}
+    assert await closed(reader)
+    writer.close()
+
+
+async def test_a_client_still_sending_a_huge_head_is_cut_off(served: Served) -> None:
+    _, writer = await connect(served.port)
+    writer.write(b"GET / HTTP/1.1\r\nx-big: ")
+    sent = 0
+    with pytest.raises(ConnectionError):
+        async with asyncio.timeout(WAIT_S):
+            while sent < 55 * 1024 * 1024:
+                writer.write(b"a" * 65536)
+                await writer.drain()
+                sent += 65536
+    assert sent < 8 * 1024 * 1024  # read at most the limit, a read or two and the linger
+    writer.close()
+
+
+async def test_an_early_answer_drops_the_body_then_keep_alive_applies(served: Served) -> None:
+    reader, writer = await connect(served.port)
+    writer.write(post("/early", b"y" * 200_000))
+    assert (await answer(reader))[0] == 413
+    writer.write(post("/", b"after"))  # the same connection still serves
+    assert (await answer(reader))[::2] == (200, b'{"size":5}')
+    assert await closed(reader)  # idle: uvicorn's keep-alive timeout (1 s) closes it
+    writer.close()
+
+
+async def test_a_body_left_half_sent_after_an_early_answer_is_cut(served: Served) -> None:
+    reader, writer = await connect(served.port)
+    writer.write(post("/early", b"y" * 1000)[:-900])
+    assert (await answer(reader))[0] == 413
+    assert await closed(reader)  # the body timeout still bounds the rest
+    writer.close()
+
+
+async def test_unparseable_http_gets_a_json_400(served: Served) -> None:
+    reader, writer = await connect(served.port)
+    writer.write(b"NOT HTTP\r\n\r\n")
+    status, _, body = await answer(reader)
+    assert status == 400 and orjson.loads(body)["error"].startswith("invalid HTTP request")
+    writer.close()
