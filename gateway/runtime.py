@@ -88,8 +88,12 @@ class Gateway:
 
     async def start(self) -> None:
         if self._transport is None:
+            server = self.config.server
             limits = TransportLimits(
-                max_connections_per_endpoint=self.config.server.max_connections_per_replica
+                max_connections_per_endpoint=server.max_connections_per_replica,
+                max_reply_header_count=server.max_reply_headers,
+                max_reply_header_bytes=server.max_reply_header_bytes,
+                max_reply_body_bytes=server.max_reply_body_bytes,
             )
             self._transport = make_transport(self.config.server.transport, limits)
         self._pipeline = build_pipeline(

@@ -50,7 +50,8 @@ class ServerConfig(Frozen):
     get 431, headers not complete ``header_timeout_s`` after the connection (or the request's
     first byte) get 408 and a closed connection, and so does a body not complete
     ``body_timeout_s`` after its headers. Bodies over ``parse_inline_max_bytes`` are parsed
-    off the event loop, in ``parse_workers`` worker processes (``parse_offload``).
+    off the event loop, in ``parse_workers`` worker processes (``parse_offload``). A replica's
+    reply over the ``max_reply_*`` caps is a failed attempt of that replica (it is untrusted).
     """
 
     host: str = "127.0.0.1"
@@ -66,6 +67,11 @@ class ServerConfig(Frozen):
     )
     parse_workers: int = Field(1, ge=1, le=64)
     max_connections_per_replica: int = Field(256, gt=0)
+    max_reply_body_bytes: int = Field(
+        16 * 1024 * 1024, gt=0, description="a replica's reply body; over it: a failed attempt"
+    )
+    max_reply_header_bytes: int = Field(64 * 1024, gt=0)
+    max_reply_headers: int = Field(100, gt=0)
 
 
 class LocalLaunch(Frozen):

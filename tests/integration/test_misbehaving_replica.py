@@ -1,8 +1,8 @@
 """A misbehaving replica beside an honest one, behind a real gateway, over real sockets.
 
 The rogue (`tests.support.rogue_replica`) reports ready like a healthy server and answers infer
-requests wrongly: 4xx to everything, another request's answer, a truncated or empty 200, a
-302. Clients must never see any of it: every request gets the honest replica's answer, with
+requests wrongly: 4xx to everything, another request's answer, a truncated, empty or huge
+200, a 302. Clients must never see any of it: every request gets the honest replica's answer, with
 its own ``id``, and the rogue is charged until it is out of the pool. In a vote, a refusing leg
 is a missing answer and the quorum of the rest decides.
 """
@@ -81,7 +81,7 @@ async def send(
     return results
 
 
-@pytest.mark.parametrize("mode", ["refuse", "stale", "truncated", "empty", "redirect"])
+@pytest.mark.parametrize("mode", ["refuse", "stale", "truncated", "empty", "redirect", "huge"])
 async def test_clients_only_ever_get_the_honest_replicas_answers(
     mode: str, start_replicas: StartReplicas, start_gw: StartGateway, start_rogue: StartRogue
 ) -> None:
@@ -93,6 +93,7 @@ async def test_clients_only_ever_get_the_honest_replicas_answers(
             "replicas": [{"id": "honest", "url": honest.url}, {"id": "rogue", "url": rogue.url}],
         }},
         "models": {"digits": {"pool": "primary"}},
+        "server": {"max_reply_body_bytes": 1 << 20},  # the honest replies are < 1 KiB
     }  # fmt: skip
     gateway = start_gw(config)
     results = await send(gateway.url, "digits", 60)

@@ -8,7 +8,8 @@ in the pool, and answers infer requests in one of several wrong ways (``--mode``
 - ``stale``: a well-formed 200 carrying another request's ``id`` (a desynchronised stream);
 - ``truncated``: a 200 without Content-Length, cut short by closing the connection;
 - ``empty``: a 200 with an empty body;
-- ``redirect``: a 302 with no body.
+- ``redirect``: a 302 with no body;
+- ``huge``: a well-formed 200 of about 2 MB (over a gateway's reply cap).
 
 Run as ``python -m tests.support.rogue_replica --port P --mode M``; it prints ``listening``
 once bound, and is stopped by PID like every process a test starts.
@@ -46,7 +47,7 @@ def _response(status: int, reason: str, body: bytes, *, framed: bool = True) -> 
 
 def _infer_reply(mode: str, body: bytes) -> tuple[bytes, bool]:
     """(bytes to send, close the connection after)."""
-    rows = 1
+    rows, request = 1, None
     try:
         request = orjson.loads(body)
         rows = int(request["inputs"][0]["shape"][0])
@@ -64,6 +65,14 @@ def _infer_reply(mode: str, body: bytes) -> tuple[bytes, bool]:
     })  # fmt: skip
     if mode == "stale":
         return _response(200, "OK", answer), False
+    if mode == "huge":
+        filler = {"name": "filler", "datatype": "FP32", "shape": [500_000], "data": [0.5] * 500_000}
+        request_id = request.get("id") if isinstance(request, dict) else None
+        return _response(200, "OK", orjson.dumps({
+            "model_name": "rogue", "id": request_id,
+            "outputs": [{"name": "label", "datatype": "INT64", "shape": [rows], "data": [0] * rows},
+                        filler],
+        })), False  # fmt: skip
     if mode == "truncated":
         return _response(200, "OK", answer[: len(answer) // 2], framed=False), True
     raise ValueError(f"unknown mode {mode!r}")
