@@ -12,16 +12,18 @@ run: setup
 	$(VENV)/bin/gateway up --config $(CONFIG)
 
 test: setup
-	$(VENV)/bin/ruff check gateway replicas tests loadtests
+	$(VENV)/bin/ruff check gateway replicas v2proto tests loadtests
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q -p no:cacheprovider
 
 unit: setup
 	$(PY) -m pytest -q -m "not integration"
 
 lint: setup
-	$(VENV)/bin/ruff check gateway replicas tests loadtests
+	$(VENV)/bin/ruff check gateway replicas v2proto tests loadtests
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 bench: setup
 	@WITH_NGINX=1 bash .ci/system-deps.sh
@@ -44,7 +46,7 @@ system:
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[cpu,dev,load]'
+	$(PY) -m pip install -q -e '.[cpu,dev,load,build]'
 	touch $(STAMP)
 
 $(MODELS): $(STAMP)

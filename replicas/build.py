@@ -32,7 +32,7 @@ from sklearn.svm import SVC
 from tqdm import tqdm
 
 from replicas.dataset import N_CLASSES, N_FEATURES, Split, load_split
-from replicas.manifest import (
+from v2proto.manifest import (
     MANIFEST_NAME,
     GoldenRef,
     GoldenSet,
@@ -42,8 +42,7 @@ from replicas.manifest import (
     sha256_file,
     write_manifest,
 )
-from replicas.model import signature_of
-from replicas.signature import Signature, TensorSpec
+from v2proto.signature import Signature, TensorSpec, signature_of
 
 VERSION = "1"
 MIN_AGREEMENT = 0.99  # onnxruntime vs scikit-learn labels on the test split

@@ -1,7 +1,8 @@
 """The ``replica`` command: ``serve`` one ONNX model over V2 REST, or ``build-models``.
 
 Heavy imports (uvicorn, onnxruntime, scikit-learn) happen inside each subcommand so that
-``replica --help`` is instant and ``serve`` never loads scikit-learn.
+``replica --help`` is instant and ``serve`` never loads scikit-learn. Only ``build-models``
+needs the ``build`` extra (scikit-learn, skl2onnx, onnx, tqdm); without it, it says so.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+BUILD_PACKAGES = ("sklearn", "skl2onnx", "onnx", "tqdm")  # the `build` extra, by import name
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -86,8 +88,19 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from replicas.build import BuildError, build_models
-    from replicas.manifest import ManifestError
+    try:
+        from replicas.build import BuildError, build_models
+    except ModuleNotFoundError as exc:
+        missing = (exc.name or "").partition(".")[0]
+        if missing not in BUILD_PACKAGES:
+            raise
+        print(
+            f"replica build-models: {missing} is not installed; the model build needs the "
+            "'build' extra: pip install 'v2-gateway[build]' (or '.[build]' in a checkout)",
+            file=sys.stderr,
+        )
+        return 2
+    from v2proto.errors import ManifestError
 
     try:
         build_models(args.out, args.fallback_dir, refresh_fallback=args.refresh_fallback)

@@ -1,8 +1,9 @@
 """The replica's one error tree; every failure a client can see is a `ReplicaError`.
 
 Each class carries its HTTP status, so the server renders every failure the same way:
-``{"error": "..."}`` with a precise status and never a bare 500. The codec raises these for bad
-requests, the model wrapper for failed inference, the fault injector for injected failures.
+``{"error": "..."}`` with a precise status and never a bare 500. A malformed request (the V2
+codec's `v2proto.errors.ProtocolError`) becomes `BadRequest` where the server parses it; the
+model wrapper raises `InferenceFailed`, the fault injector its injected failures.
 
     ReplicaError                 500 (never raised directly)
     ├── BadRequest               400: the message names the bad field

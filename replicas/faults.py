@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from replicas.errors import BadRequest, InjectedFault
-from replicas.signature import Array
+from v2proto.signature import Array
 
 CRASH_EXIT_CODE = 3
 CRASH_DELAY_S = 0.01  # long enough for the 202 to leave the socket buffer

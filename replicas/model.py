@@ -17,7 +17,7 @@ import numpy as np
 import onnxruntime as ort
 
 from replicas.errors import InferenceFailed
-from replicas.signature import DATATYPES, ONNX_TYPES, Array, Signature, TensorSpec
+from v2proto.signature import DATATYPES, Array, signature_of
 
 log = logging.getLogger("replicas.model")
 
@@ -27,23 +27,6 @@ PROVIDERS: Mapping[str, list[str]] = {
     "cuda": ["CUDAExecutionProvider", "CPUExecutionProvider"],
 }
 PLATFORM = "onnxruntime_onnx"
-
-
-def _spec(arg: Any) -> TensorSpec:
-    try:
-        datatype = ONNX_TYPES[arg.type]
-    except KeyError:
-        raise ValueError(f"tensor {arg.name!r} has unsupported ONNX type {arg.type}") from None
-    shape = tuple(d if isinstance(d, int) and d >= 0 else -1 for d in arg.shape)
-    return TensorSpec(arg.name, datatype, shape)
-
-
-def signature_of(session: ort.InferenceSession) -> Signature:
-    """The V2 signature of a loaded session."""
-    return Signature(
-        tuple(_spec(a) for a in session.get_inputs()),
-        tuple(_spec(a) for a in session.get_outputs()),
-    )
 
 
 class OnnxModel:

@@ -44,7 +44,9 @@ from replicas.errors import BadRequest, MethodNotAllowed, NotFound, NotReady, Re
 from replicas.faults import FaultHooks, FaultInjector, NoFaults
 from replicas.metrics import ReplicaMetrics
 from replicas.model import PLATFORM, Device, OnnxModel
-from replicas.v2codec import HEADER_LENGTH, encode_infer_response, parse_infer_request
+from v2proto.codec import HEADER_LENGTH, InferRequest, encode_infer_response, parse_infer_request
+from v2proto.errors import ProtocolError
+from v2proto.signature import Signature
 
 log = logging.getLogger("replicas.server")
 
@@ -60,6 +62,14 @@ Loader = Callable[..., OnnxModel]
 def _allow(method: str, *allowed: str) -> None:
     if method not in allowed:
         raise MethodNotAllowed(f"method {method} not allowed here; use {' or '.join(allowed)}")
+
+
+def _parse(body: bytes, header_length: str | None, signature: Signature) -> InferRequest:
+    """The request checked against the model; a malformed one is the replica's 400."""
+    try:
+        return parse_infer_request(body, header_length, signature)
+    except ProtocolError as exc:
+        raise BadRequest(exc.message) from exc
 
 
 class ReplicaApp:
@@ -290,7 +300,7 @@ class ReplicaApp:
             if model is None:
                 raise NotReady(f"model '{self.name}' is not ready: {self.not_ready_reason()}")
             body = await read_body(scope, receive, self._max_body)
-            request = parse_infer_request(body, header(scope, _HEADER_LENGTH_KEY), model.signature)
+            request = _parse(body, header(scope, _HEADER_LENGTH_KEY), model.signature)
             await self.faults.before_infer()
             loop = asyncio.get_running_loop()
             outputs = await loop.run_in_executor(self._executor, model.run, request.inputs)

@@ -15,9 +15,9 @@ import numpy as np
 import onnxruntime as ort
 
 from gateway.fallback.manifest import find_model, read_hashed
-from replicas.manifest import GoldenSet, ManifestError
-from replicas.model import signature_of
-from replicas.signature import Array, Signature
+from v2proto.errors import ManifestError
+from v2proto.manifest import GoldenSet
+from v2proto.signature import Array, Signature, signature_of
 
 LABEL_OUTPUT = "label"
 

@@ -3,7 +3,7 @@
 The manifest is the trust root: the model file is served only if its bytes hash to the pinned
 SHA-256. The file is read once, hashed while streaming, and the *same* bytes are then handed
 to onnxruntime, so a file swapped between the check and the load can never slip through.
-Formats and parsing are shared with the model build (`replicas.manifest`).
+Formats and parsing are shared with the model build (`v2proto.manifest`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from replicas.manifest import ManifestError, ModelEntry, read_manifest
+from v2proto.errors import ManifestError
+from v2proto.manifest import ModelEntry, read_manifest
 
 BLOCK_BYTES = 1 << 20
 MAX_MODEL_BYTES = 256 * 1024 * 1024  # a "small" model; anything bigger is refused unread

@@ -22,8 +22,8 @@ from gateway.clock import Clock
 from gateway.errors import BadRequest, FallbackUnavailable
 from gateway.fallback.check import Loaded, Verdict, check_model
 from gateway.fallback.manifest import FileStamp, find_model, manifest_file, stamp
-from replicas.manifest import ManifestError
-from replicas.signature import DATATYPES, Array, Signature, datatype_of
+from v2proto.errors import ManifestError
+from v2proto.signature import DATATYPES, Array, Signature, datatype_of
 
 log = logging.getLogger(__name__)
 

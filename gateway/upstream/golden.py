@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from replicas.manifest import GoldenSet
-from replicas.signature import Array
-from replicas.v2codec import EncodedBody, encode_infer_request
+from v2proto.codec import EncodedBody, encode_infer_request
+from v2proto.manifest import GoldenSet
+from v2proto.signature import Array
 
 __all__ = ["GoldenSet", "GoldenVerdict", "allowed_misses", "check_golden_answer"]
 

@@ -1,7 +1,7 @@
-"""The gateway's door to the V2 tensor codec shared with the replicas (`replicas.v2codec`).
+"""The gateway's door to the V2 codec it shares with the replicas (`v2proto.codec`).
 
-The codec raises the replica package's errors; this module is where they become the
-gateway's own (`BadRequest`), so nothing from that tree escapes as a bare 500.
+The codec raises the protocol package's `ProtocolError`; this module is where it becomes the
+gateway's own `BadRequest`, so nothing from that tree escapes as a bare 500.
 """
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from gateway.errors import BadRequest
-from replicas.errors import ReplicaError
-from replicas.v2codec import (
+from v2proto.codec import (
     EncodedBody,
     decode_infer_response,
     encode_infer_response,
     parse_infer_request,
 )
+from v2proto.errors import ProtocolError
 
 __all__ = ["EncodedBody", "decode_inputs", "decode_outputs", "encode_outputs"]
 
@@ -25,7 +25,7 @@ def decode_inputs(body: bytes, header_length: str | None) -> dict[str, Any]:
     """The request's input tensors as numpy arrays (shapes and datatypes as declared)."""
     try:
         return dict(parse_infer_request(body, header_length).inputs)
-    except ReplicaError as exc:
+    except ProtocolError as exc:
         raise BadRequest(str(exc)) from exc
 
 
@@ -33,7 +33,7 @@ def decode_outputs(body: bytes, header_length: str | None) -> dict[str, Any]:
     """A replica reply's output tensors; an undecodable reply raises `BadRequest`."""
     try:
         return dict(decode_infer_response(body, header_length).outputs)
-    except ReplicaError as exc:
+    except ProtocolError as exc:
         raise BadRequest(f"undecodable replica reply: {exc}") from exc
 
 

@@ -1,8 +1,8 @@
-"""What a V2 request asks back, and how to ask replicas for outputs the gateway can read.
+"""How to ask replicas for outputs the gateway can read: the same request, JSON outputs only.
 
-A vote or a fallback builds its own reply, so it needs the client's output choices (names,
-binary or JSON); and vote legs ask replicas for plain JSON outputs, which every V2 server
-speaks (the binary extension is optional).
+Vote legs decode the replicas' answers to compare them, and plain JSON outputs are what every
+V2 server speaks (the binary extension is optional). The client's own output choices, which
+the vote's reply honours, are read by `v2proto.outputs`.
 """
 
 from __future__ import annotations
@@ -12,29 +12,6 @@ from typing import Any
 import orjson
 
 from gateway.v2.request import InferRequestInfo, detached, parse_infer_request
-
-
-def requested_outputs(header: dict[str, Any]) -> list[tuple[str, bool]] | None:
-    """``[(name, binary)]`` the client asked for, or None for "all, in the default form"."""
-    outputs = header.get("outputs")
-    if outputs is None:
-        return None
-    default = bool(_binary(header.get("parameters"), "binary_data_output"))
-    chosen = []
-    for output in outputs:
-        flag = _binary(output.get("parameters"), "binary_data")
-        chosen.append((str(output["name"]), default if flag is None else flag))
-    return chosen
-
-
-def binary_by_default(header: dict[str, Any]) -> bool:
-    return bool(_binary(header.get("parameters"), "binary_data_output"))
-
-
-def _binary(parameters: Any, key: str) -> bool | None:
-    if not isinstance(parameters, dict) or key not in parameters:
-        return None
-    return bool(parameters[key])
 
 
 def json_outputs_request(info: InferRequestInfo, body: bytes) -> tuple[bytes, str | None]:

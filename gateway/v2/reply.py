@@ -1,29 +1,50 @@
 """Builds the gateway's own V2 reply (for votes and fallbacks) the way the client asked.
 
 Outputs the client named, in the form it named (binary or JSON), or all of them in its
-default form; the client's model name, version and request id.
+default form, read as a replica reads them (`v2proto.outputs`); the client's model name,
+version and request id.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
 from gateway.errors import BadRequest
-from gateway.pipeline.call import InferCall
 from gateway.v2.codec import EncodedBody, encode_outputs
-from gateway.v2.outputs import binary_by_default, requested_outputs
+from gateway.v2.request import InferRequestInfo
+from v2proto.errors import ProtocolError
+from v2proto.outputs import binary_by_default, outputs_to_send, requested_outputs
 
 
-def encode_reply(call: InferCall, outputs: Mapping[str, Any]) -> EncodedBody:
+class _Versioned(Protocol):
+    @property
+    def version(self) -> str: ...
+
+
+class Answering(Protocol):
+    """What a reply needs from the call it answers (the pipeline's `InferCall`).
+
+    A protocol rather than the pipeline's class, so this module stays below the pipeline.
+    """
+
+    @property
+    def model_name(self) -> str: ...
+    @property
+    def model(self) -> _Versioned: ...
+    @property
+    def request(self) -> InferRequestInfo | None: ...
+
+
+def encode_reply(call: Answering, outputs: Mapping[str, Any]) -> EncodedBody:
     header = call.request.header if call.request is not None else {}
-    chosen = requested_outputs(header)
-    if chosen is None:
-        default = binary_by_default(header)
-        chosen = [(name, default) for name in outputs]
-    missing = [name for name, _ in chosen if name not in outputs]
+    try:
+        chosen = outputs_to_send(requested_outputs(header), binary_by_default(header), outputs)
+    except ProtocolError as exc:
+        raise BadRequest(exc.message) from exc
+    missing = [o.name for o in chosen if o.name not in outputs]
     if missing:
         raise BadRequest(
             f"unknown output {missing[0]!r}; the model's outputs: {', '.join(outputs)}"
@@ -31,7 +52,7 @@ def encode_reply(call: InferCall, outputs: Mapping[str, Any]) -> EncodedBody:
     return encode_outputs(
         call.model_name,
         call.model.version,
-        [(name, outputs[name], binary) for name, binary in chosen],
+        [(o.name, outputs[o.name], o.binary) for o in chosen],
         call.request.id if call.request is not None else None,
     )
 

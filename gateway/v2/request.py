@@ -15,8 +15,7 @@ import orjson
 
 from gateway.errors import BadRequest
 from gateway.v2.finite import check_binary_finite, check_json_finite
-
-HEADER_LENGTH = "inference-header-content-length"
+from v2proto.codec import HEADER_LENGTH as HEADER_LENGTH
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ import re
 
 import orjson
 
-from gateway.v2.request import HEADER_LENGTH
+from v2proto.codec import HEADER_LENGTH
 
 # Compact replies (orjson, our replicas) start like this; the hot path splices the prefix
 # instead of decoding and re-encoding the whole JSON header.

@@ -11,7 +11,7 @@ from onnx import TensorProto, helper
 
 from replicas import build
 from replicas.build import FALLBACK, GOLDEN_FILE, MAX_MODEL_BYTES, SIGNATURE, Built
-from replicas.manifest import GoldenSet, read_manifest, sha256_file
+from v2proto.manifest import GoldenSet, read_manifest, sha256_file
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from replicas import build, cli
+from tests.support.blocked_imports import MODEL_BUILD, run_without
 
 
 def test_serve_requires_an_existing_model(
@@ -37,3 +38,15 @@ def test_build_models_command(
     (tmp_path / "f" / "digits-logreg.onnx").write_bytes(b"tampered")
     assert cli.main(argv) == 1
     assert "manifest says" in capsys.readouterr().err
+
+
+def test_build_models_without_the_build_extra_names_it(tmp_path: Path) -> None:
+    code = f"""
+from replicas.cli import main
+print("RC", main(["build-models", "--out", {str(tmp_path / "m")!r}]))
+"""
+    result = run_without(MODEL_BUILD, code)
+    assert "RC 2" in result.stdout, result.stderr[-2000:]
+    assert "the model build needs the 'build' extra" in result.stderr
+    assert "pip install 'v2-gateway[build]'" in result.stderr
+    assert not (tmp_path / "m").exists()

@@ -9,11 +9,11 @@ import pytest
 
 from replicas.build import FALLBACK_MIN_ACCURACY, SIGNATURE
 from replicas.dataset import Split
-from replicas.manifest import (
+from v2proto.errors import ManifestError
+from v2proto.manifest import (
     GoldenRef,
     GoldenSet,
     Manifest,
-    ManifestError,
     ModelEntry,
     read_manifest,
     sha256_file,

@@ -19,9 +19,9 @@ from replicas.errors import InferenceFailed
 from replicas.faults import CRASH_EXIT_CODE, FaultInjector
 from replicas.model import OnnxModel
 from replicas.server import ReplicaApp
-from replicas.signature import Array
-from replicas.v2codec import HEADER_LENGTH, decode_infer_response, encode_infer_request
 from tests.support.processes import wait_until_async
+from v2proto.codec import HEADER_LENGTH, decode_infer_response, encode_infer_request
+from v2proto.signature import Array
 
 INFER = "/v2/models/digits/infer"
 Client = httpx.AsyncClient

@@ -22,9 +22,9 @@ from gateway.upstream.golden_prober import GoldenProber
 from gateway.upstream.registry import Registry
 from gateway.v2.codec import decode_outputs
 from replicas.faults import corrupt
-from replicas.v2codec import encode_infer_response, parse_infer_request
 from tests.gateway.conftest import make_config
 from tests.gateway.fakes import Behaviour, FakeTransport, fail, reply
+from v2proto.codec import encode_infer_response, parse_infer_request
 
 FALLBACK = Path(__file__).resolve().parents[3] / "fallback_models"
 GOLDEN = GoldenSet.read(FALLBACK / "digits-golden.json")

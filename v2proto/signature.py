@@ -2,14 +2,16 @@
 
 A model's signature (input and output names, datatypes, shapes with -1 for variable dims) is what
 requests are validated against, what model metadata shows and what manifests record; keeping it
-in one small module lets the codec, the model wrapper and the build share one definition.
+in one small module lets the codec, the model wrapper, the build and the gateway's fallback
+share one definition. `signature_of` reads it from an onnxruntime session without importing
+onnxruntime (the session is duck-typed), so this package stays free of it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -115,3 +117,38 @@ class Signature:
     @property
     def output_names(self) -> tuple[str, ...]:
         return tuple(t.name for t in self.outputs)
+
+
+class OnnxArg(Protocol):
+    """One input or output of an onnxruntime session (``onnxruntime.NodeArg``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def type(self) -> str: ...
+    @property
+    def shape(self) -> Sequence[Any]: ...
+
+
+class OnnxSession(Protocol):
+    """What `signature_of` reads from an ``onnxruntime.InferenceSession``."""
+
+    def get_inputs(self) -> Sequence[OnnxArg]: ...
+    def get_outputs(self) -> Sequence[OnnxArg]: ...
+
+
+def signature_of(session: OnnxSession) -> Signature:
+    """The V2 signature of a loaded session; dynamic dims become -1."""
+    return Signature(
+        tuple(_spec(a) for a in session.get_inputs()),
+        tuple(_spec(a) for a in session.get_outputs()),
+    )
+
+
+def _spec(arg: OnnxArg) -> TensorSpec:
+    try:
+        datatype = ONNX_TYPES[arg.type]
+    except KeyError:
+        raise ValueError(f"tensor {arg.name!r} has unsupported ONNX type {arg.type}") from None
+    shape = tuple(d if isinstance(d, int) and d >= 0 else -1 for d in arg.shape)
+    return TensorSpec(arg.name, datatype, shape)

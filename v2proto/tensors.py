@@ -3,7 +3,7 @@
 Requests and responses carry tensors the same way, so both directions of the codec share this
 module: a tensor object is validated (datatype, shape, optionally against a signature, element
 count, element kinds) and turned into a numpy array, or an array is turned into the object plus
-its raw bytes. Every malformed tensor raises `BadRequest` naming the tensor and what is wrong.
+its raw bytes. Every malformed tensor raises `ProtocolError` naming the tensor and what is wrong.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from replicas.errors import BadRequest
-from replicas.signature import DATATYPES, Array, TensorSpec, datatype_of
+from v2proto.errors import ProtocolError
+from v2proto.fields import parameters
+from v2proto.signature import DATATYPES, Array, TensorSpec, datatype_of
 
 _INTEGER_KINDS = "iu"
 _ALLOWED_KINDS = {"BOOL": "b", "FP16": "iuf", "FP32": "iuf", "FP64": "iuf"}
@@ -43,11 +44,11 @@ class BinaryReader:
         left = len(self._data) - self._offset
         if size > left:
             if not self._has_header:
-                raise BadRequest(
+                raise ProtocolError(
                     f"{where}: binary_data_size {size} but the request has no binary data "
                     f"(no Inference-Header-Content-Length header)"
                 )
-            raise BadRequest(f"{where}: binary_data_size {size} exceeds the {left} bytes left")
+            raise ProtocolError(f"{where}: binary_data_size {size} exceeds the {left} bytes left")
         chunk = self._data[self._offset : self._offset + size]
         self._offset += size
         return chunk
@@ -55,15 +56,9 @@ class BinaryReader:
     def finish(self) -> None:
         left = len(self._data) - self._offset
         if left:
-            raise BadRequest(f"{left} bytes of binary data follow the JSON; no tensor claims them")
-
-
-def parameters(raw: object, where: str) -> dict[str, Any]:
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict):
-        raise BadRequest(f"{where} must be an object")
-    return raw
+            raise ProtocolError(
+                f"{left} bytes of binary data follow the JSON; no tensor claims them"
+            )
 
 
 def decode_tensor(
@@ -76,40 +71,44 @@ def decode_tensor(
 ) -> Array:
     datatype = obj.get("datatype")
     if not isinstance(datatype, str) or datatype not in DATATYPES:
-        raise BadRequest(f"{where}: unknown datatype {datatype!r}")
+        raise ProtocolError(f"{where}: unknown datatype {datatype!r}")
     if spec is not None and datatype != spec.datatype:
-        raise BadRequest(f"{where}: datatype {datatype} does not match the model's {spec.datatype}")
+        raise ProtocolError(
+            f"{where}: datatype {datatype} does not match the model's {spec.datatype}"
+        )
     shape = obj.get("shape")
     if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
-        raise BadRequest(f"{where}: 'shape' must be a list of non-negative integers, got {shape!r}")
+        raise ProtocolError(
+            f"{where}: 'shape' must be a list of non-negative integers, got {shape!r}"
+        )
     if spec is not None:
         _check_shape(shape, spec, where)
     if not allow_empty and shape and shape[0] == 0:
-        raise BadRequest(f"{where}: batch of 0 rows (shape {shape})")
+        raise ProtocolError(f"{where}: batch of 0 rows (shape {shape})")
     count = math.prod(shape)
     params = parameters(obj.get("parameters"), f"{where} parameters")
     size = params.get("binary_data_size")
     if size is not None:
         if "data" in obj:
-            raise BadRequest(f"{where}: has both 'data' and binary_data_size")
+            raise ProtocolError(f"{where}: has both 'data' and binary_data_size")
         if type(size) is not int or size < 0:
-            raise BadRequest(f"{where}: binary_data_size must be a non-negative integer")
+            raise ProtocolError(f"{where}: binary_data_size must be a non-negative integer")
         return _from_binary(binary.take(size, where), datatype, shape, count, where)
     if "data" not in obj:
-        raise BadRequest(f"{where}: missing 'data' (or parameters.binary_data_size)")
+        raise ProtocolError(f"{where}: missing 'data' (or parameters.binary_data_size)")
     return _from_json(obj["data"], datatype, shape, count, where)
 
 
 def _check_shape(shape: list[int], spec: TensorSpec, where: str) -> None:
     want = list(spec.shape)
     if len(shape) != len(want):
-        raise BadRequest(
+        raise ProtocolError(
             f"{where}: shape {shape} has rank {len(shape)}, the model expects rank "
             f"{len(want)} {want}"
         )
     for dim, (got, expected) in enumerate(zip(shape, want, strict=True)):
         if expected not in (-1, got):
-            raise BadRequest(
+            raise ProtocolError(
                 f"{where}: shape {shape} does not match the model's {want} "
                 f"(dimension {dim} must be {expected})"
             )
@@ -121,7 +120,7 @@ def _from_binary(raw: memoryview, datatype: str, shape: list[int], count: int, w
     dtype = DATATYPES[datatype]
     expected = count * dtype.itemsize
     if len(raw) != expected:
-        raise BadRequest(
+        raise ProtocolError(
             f"{where}: binary_data_size {len(raw)} does not match shape {shape} of {datatype} "
             f"({expected} bytes)"
         )
@@ -134,14 +133,14 @@ def _bytes_elements(raw: memoryview, count: int, where: str) -> Array:
     offset = 0
     while offset < len(raw):
         if offset + 4 > len(raw):
-            raise BadRequest(f"{where}: truncated BYTES element length")
+            raise ProtocolError(f"{where}: truncated BYTES element length")
         (n,) = _LENGTH.unpack_from(raw, offset)
         if offset + 4 + n > len(raw):
-            raise BadRequest(f"{where}: BYTES element of {n} bytes runs past the data")
+            raise ProtocolError(f"{where}: BYTES element of {n} bytes runs past the data")
         items.append(bytes(raw[offset + 4 : offset + 4 + n]))
         offset += 4 + n
     if len(items) != count:
-        raise BadRequest(
+        raise ProtocolError(
             f"{where}: binary data holds {len(items)} BYTES elements, the shape needs {count}"
         )
     out = np.empty(count, dtype=object)
@@ -151,13 +150,13 @@ def _bytes_elements(raw: memoryview, count: int, where: str) -> Array:
 
 def _from_json(data: object, datatype: str, shape: list[int], count: int, where: str) -> Array:
     if not isinstance(data, list):
-        raise BadRequest(f"{where}: 'data' must be a list")
+        raise ProtocolError(f"{where}: 'data' must be a list")
     if datatype == "BYTES":
         flat = _flatten(data)
         if not all(isinstance(x, str) for x in flat):
-            raise BadRequest(f"{where}: 'data' must contain only strings for datatype BYTES")
+            raise ProtocolError(f"{where}: 'data' must contain only strings for datatype BYTES")
         if len(flat) != count:
-            raise BadRequest(
+            raise ProtocolError(
                 f"{where}: 'data' has {len(flat)} elements, shape {shape} needs {count}"
             )
         out = np.empty(count, dtype=object)
@@ -166,19 +165,21 @@ def _from_json(data: object, datatype: str, shape: list[int], count: int, where:
     try:
         arr = np.asarray(data)
     except ValueError:
-        raise BadRequest(f"{where}: 'data' is ragged (nested lists of unequal length)") from None
+        raise ProtocolError(f"{where}: 'data' is ragged (nested lists of unequal length)") from None
     if arr.size != count:
-        raise BadRequest(f"{where}: 'data' has {arr.size} elements, shape {shape} needs {count}")
+        raise ProtocolError(f"{where}: 'data' has {arr.size} elements, shape {shape} needs {count}")
     allowed = _ALLOWED_KINDS.get(datatype, _INTEGER_KINDS)
     if count and arr.dtype.kind not in allowed:
         wanted = {"b": "booleans", "iu": "integers"}.get(allowed, "numbers")
         found = _KIND_WORDS.get(arr.dtype.kind, str(arr.dtype))
-        raise BadRequest(f"{where}: 'data' must hold only {wanted} for {datatype}, found {found}")
+        raise ProtocolError(
+            f"{where}: 'data' must hold only {wanted} for {datatype}, found {found}"
+        )
     target = DATATYPES[datatype]
     if count and allowed == _INTEGER_KINDS:
         info = np.iinfo(target)
         if arr.min() < info.min or arr.max() > info.max:
-            raise BadRequest(f"{where}: 'data' has values out of range for {datatype}")
+            raise ProtocolError(f"{where}: 'data' has values out of range for {datatype}")
     return arr.astype(target.newbyteorder("="), copy=False).reshape(shape)
 
 

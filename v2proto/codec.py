@@ -1,9 +1,10 @@
 """Parse, validate and encode V2 inference bodies, in JSON and with the binary tensor extension.
 
 One codec serves every side of the protocol: the replica parses requests and encodes responses,
-the gateway decodes replicas' responses to vote on them, tests and clients encode requests.
-Every malformed body raises `BadRequest` with a message that names the field; callers decoding
-*responses* map it to their own protocol error.
+the gateway decodes replicas' responses to vote on them, decodes a request's inputs for its
+fallback model and encodes its own replies, tests and clients encode requests. Every malformed
+body raises `ProtocolError` with a message that names the field; each caller maps it to its own
+error (a 400 for a request, an upstream error for a reply).
 
 Binary tensor data extension (Triton): the body is the JSON header followed by raw little-endian
 tensors in tensor order; ``Inference-Header-Content-Length`` gives the JSON length; a binary
@@ -19,19 +20,15 @@ from typing import Any
 
 import orjson
 
-from replicas.errors import BadRequest
-from replicas.signature import Array, Signature
-from replicas.tensors import BinaryReader, decode_tensor, encode_tensor, parameters
+from v2proto.errors import ProtocolError
+from v2proto.fields import flag, name_of, parameters
+from v2proto.outputs import RequestedOutput, outputs_to_send, requested_outputs
+from v2proto.signature import Array, Signature
+from v2proto.tensors import BinaryReader, decode_tensor, encode_tensor
 
 HEADER_LENGTH = "inference-header-content-length"
 JSON_CONTENT_TYPE = "application/json"
 BINARY_CONTENT_TYPE = "application/octet-stream"
-
-
-@dataclass(frozen=True, slots=True)
-class RequestedOutput:
-    name: str
-    binary: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,9 +49,7 @@ class InferRequest:
 
     def requested(self, available: Sequence[str]) -> tuple[RequestedOutput, ...]:
         """The outputs to return: the requested ones, or all of ``available``."""
-        if self.outputs is not None:
-            return self.outputs
-        return tuple(RequestedOutput(name, self.binary_output) for name in available)
+        return outputs_to_send(self.outputs, self.binary_output, available)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,32 +89,35 @@ def parse_infer_request(
     doc, binary = _load(body, header_length)
     request_id = doc.get("id")
     if request_id is not None and not isinstance(request_id, str):
-        raise BadRequest(f"'id' must be a string, got {request_id!r}")
+        raise ProtocolError(f"'id' must be a string, got {request_id!r}")
     params = parameters(doc.get("parameters"), "parameters")
-    binary_output = _flag(params, "binary_data_output", "parameters", default=False)
+    binary_output = flag(params, "binary_data_output", "parameters", default=False)
     if "inputs" not in doc:
-        raise BadRequest("missing 'inputs'")
+        raise ProtocolError("missing 'inputs'")
     raw_inputs = doc["inputs"]
     if not isinstance(raw_inputs, list) or not raw_inputs:
-        raise BadRequest("'inputs' must be a non-empty list")
+        raise ProtocolError("'inputs' must be a non-empty list")
     inputs: dict[str, Array] = {}
     for i, obj in enumerate(raw_inputs):
-        name = _name(obj, f"inputs[{i}]")
+        input_name = name_of(obj, f"inputs[{i}]")
         spec = None
         if signature is not None:
-            spec = signature.input(name)
+            spec = signature.input(input_name)
             if spec is None:
                 known = ", ".join(signature.input_names)
-                raise BadRequest(f"unknown input '{name}'; the model's inputs are: {known}")
-        if name in inputs:
-            raise BadRequest(f"input '{name}' appears twice")
-        inputs[name] = decode_tensor(obj, f"input '{name}'", binary, spec, allow_empty=False)
+                raise ProtocolError(
+                    f"unknown input '{input_name}'; the model's inputs are: {known}"
+                )
+        if input_name in inputs:
+            raise ProtocolError(f"input '{input_name}' appears twice")
+        where = f"input '{input_name}'"
+        inputs[input_name] = decode_tensor(obj, where, binary, spec, allow_empty=False)
     if signature is not None:
-        for name in signature.input_names:
-            if name not in inputs:
-                raise BadRequest(f"missing input '{name}'")
+        for input_name in signature.input_names:
+            if input_name not in inputs:
+                raise ProtocolError(f"missing input '{input_name}'")
     binary.finish()
-    outputs = _requested_outputs(doc.get("outputs"), binary_output, signature)
+    outputs = requested_outputs(doc, signature)
     return InferRequest(request_id, inputs, outputs, binary_output, params)
 
 
@@ -128,15 +126,15 @@ def decode_infer_response(body: bytes, header_length: str | int | None = None) -
     doc, binary = _load(body, header_length)
     model_name = doc.get("model_name")
     if not isinstance(model_name, str):
-        raise BadRequest("response has no string 'model_name'")
+        raise ProtocolError("response has no string 'model_name'")
     version, response_id = doc.get("model_version"), doc.get("id")
     raw_outputs = doc.get("outputs")
     if not isinstance(raw_outputs, list):
-        raise BadRequest("response has no 'outputs' list")
+        raise ProtocolError("response has no 'outputs' list")
     outputs: dict[str, Array] = {}
     for i, obj in enumerate(raw_outputs):
-        name = _name(obj, f"outputs[{i}]")
-        outputs[name] = decode_tensor(obj, f"output '{name}'", binary, None, allow_empty=True)
+        output = name_of(obj, f"outputs[{i}]")
+        outputs[output] = decode_tensor(obj, f"output '{output}'", binary, None, allow_empty=True)
     binary.finish()
     return InferResponse(
         model_name,
@@ -156,7 +154,7 @@ def _load(body: bytes, header_length: str | int | None) -> tuple[dict[str, Any],
         except ValueError:
             n = -1
         if not 0 <= n <= len(view):
-            raise BadRequest(
+            raise ProtocolError(
                 f"Inference-Header-Content-Length {header_length!r} is not a length within "
                 f"the {len(view)}-byte body"
             )
@@ -167,45 +165,10 @@ def _load(body: bytes, header_length: str | int | None) -> tuple[dict[str, Any],
         hint = ""
         if header_length is None:
             hint = " (a body with binary tensors needs an Inference-Header-Content-Length header)"
-        raise BadRequest(f"malformed JSON: {exc}{hint}") from None
+        raise ProtocolError(f"malformed JSON: {exc}{hint}") from None
     if not isinstance(doc, dict):
-        raise BadRequest(f"the body must be a JSON object, got {type(doc).__name__}")
+        raise ProtocolError(f"the body must be a JSON object, got {type(doc).__name__}")
     return doc, BinaryReader(rest, header_length is not None)
-
-
-def _name(obj: object, where: str) -> str:
-    if not isinstance(obj, dict):
-        raise BadRequest(f"{where} must be an object")
-    name = obj.get("name")
-    if not isinstance(name, str) or not name:
-        raise BadRequest(f"{where}: 'name' must be a non-empty string")
-    return name
-
-
-def _flag(params: Mapping[str, Any], key: str, where: str, *, default: bool) -> bool:
-    value = params.get(key, default)
-    if not isinstance(value, bool):
-        raise BadRequest(f"{where}.{key} must be true or false, got {value!r}")
-    return value
-
-
-def _requested_outputs(
-    raw: object, default_binary: bool, signature: Signature | None
-) -> tuple[RequestedOutput, ...] | None:
-    if raw is None or raw == []:
-        return None
-    if not isinstance(raw, list):
-        raise BadRequest("'outputs' must be a list")
-    result = []
-    for i, obj in enumerate(raw):
-        name = _name(obj, f"outputs[{i}]")
-        if signature is not None and signature.output(name) is None:
-            known = ", ".join(signature.output_names)
-            raise BadRequest(f"unknown output '{name}'; the model's outputs are: {known}")
-        params = parameters(obj.get("parameters"), f"output '{name}' parameters")
-        binary = _flag(params, "binary_data", f"output '{name}' parameters", default=default_binary)
-        result.append(RequestedOutput(name, binary))
-    return tuple(result)
 
 
 # ---------------------------------------------------------------------------------- encoding

@@ -7,18 +7,18 @@ import orjson
 import pytest
 import tritonclient.http as httpclient
 
-from replicas.errors import BadRequest
-from replicas.signature import Signature, TensorSpec
-from replicas.v2codec import (
+from v2proto.codec import (
     BINARY_CONTENT_TYPE,
     HEADER_LENGTH,
     JSON_CONTENT_TYPE,
-    RequestedOutput,
     decode_infer_response,
     encode_infer_request,
     encode_infer_response,
     parse_infer_request,
 )
+from v2proto.errors import ProtocolError
+from v2proto.outputs import RequestedOutput
+from v2proto.signature import Signature, TensorSpec
 
 SIGNATURE = Signature(
     inputs=(TensorSpec("input", "FP32", (-1, 4)),),
@@ -41,7 +41,7 @@ def parse(raw: bytes, header_length: int | None = None) -> Any:
 
 
 def error_of(raw: bytes, header_length: int | None = None) -> str:
-    with pytest.raises(BadRequest) as info:
+    with pytest.raises(ProtocolError) as info:
         parse(raw, header_length)
     return info.value.message
 
@@ -204,7 +204,7 @@ def test_missing_required_input() -> None:
         outputs=SIGNATURE.outputs,
     )
     raw = body(inputs=[{"name": "a", "shape": [1, 4], "datatype": "FP32", "data": ROW}])
-    with pytest.raises(BadRequest, match="missing input 'b'"):
+    with pytest.raises(ProtocolError, match="missing input 'b'"):
         parse_infer_request(raw, None, sig)
 
 
@@ -284,7 +284,7 @@ def test_integer_datatypes_reject_floats_and_out_of_range() -> None:
 
     def err(data: list[Any]) -> str:
         raw = body(inputs=[{"name": "x", "shape": [len(data)], "datatype": "UINT8", "data": data}])
-        with pytest.raises(BadRequest) as info:
+        with pytest.raises(ProtocolError) as info:
             parse_infer_request(raw, None, sig)
         return info.value.message
 
@@ -380,11 +380,11 @@ def test_every_datatype_round_trips(arr: np.ndarray[Any, Any], binary: bool) -> 
 
 
 def test_decode_rejects_malformed_responses() -> None:
-    with pytest.raises(BadRequest, match="no string 'model_name'"):
+    with pytest.raises(ProtocolError, match="no string 'model_name'"):
         decode_infer_response(b'{"outputs": []}')
-    with pytest.raises(BadRequest, match="no 'outputs' list"):
+    with pytest.raises(ProtocolError, match="no 'outputs' list"):
         decode_infer_response(b'{"model_name": "m"}')
-    with pytest.raises(BadRequest, match="truncated BYTES element length"):
+    with pytest.raises(ProtocolError, match="truncated BYTES element length"):
         head = orjson.dumps(
             {
                 "model_name": "m",

@@ -1,8 +1,9 @@
 """Model manifests (``MANIFEST.json``) and golden sets: what a model file must be to be trusted.
 
 A manifest pins each model file by SHA-256 and size and records its signature and test-split
-accuracy; a golden set is known inputs with expected labels and a minimum accuracy. The gateway
-loads its fallback model only if both check out, so these formats are a contract:
+accuracy; a golden set is known inputs with expected labels and a minimum accuracy. The model
+build writes them, the gateway loads its fallback model only if both check out and probes
+replicas with the golden set, so these formats are a contract:
 
     {"models": [{"name", "version", "file", "sha256", "size", "accuracy",
                  "inputs": [{"name", "datatype", "shape"}], "outputs": [...],
@@ -21,13 +22,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from replicas.signature import TensorSpec
+from v2proto.errors import ManifestError
+from v2proto.signature import TensorSpec
 
 MANIFEST_NAME = "MANIFEST.json"
-
-
-class ManifestError(ValueError):
-    """A manifest or golden set is malformed, or a file does not match its manifest entry."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from replicas.signature import DATATYPES, TensorSpec, datatype_of
+from v2proto.signature import DATATYPES, TensorSpec, datatype_of
 
 
 @pytest.mark.parametrize("name", [n for n in DATATYPES if n != "BYTES"])
