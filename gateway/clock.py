@@ -1,14 +1,33 @@
-"""Injected time: a `Clock` protocol, the real monotonic clock, and a fake one for tests.
+"""Injected time: the `Clock` protocol, the real clock on the event loop, and a manual fake.
 
-Every timer-driven decision (deadlines, ejection times, breaker timeouts, SLO windows) reads
-time through a `Clock` so tests advance time explicitly instead of sleeping.
+Every timer-driven decision reads and waits on time through a `Clock`: deadlines, per-try
+timeouts, hedge delays, backoff, a vote's straggler grace, ejection times, breaker timeouts,
+SLO windows. So tests move time explicitly instead of sleeping.
+
+- `MonotonicClock`: the real one; its timers are the event loop's own.
+- `FakeClock`: moves only when told (`advance`); timers fire as time passes them, and ``sleep``
+  advances it at once, as if the sleeper were the only task (one background loop under test).
+- `gateway.virtual_time.VirtualClock`: for concurrent code: a sleep waits for its timer and,
+  when every task is waiting, time jumps to the next timer. The pipeline's tests run on it.
+
+`wait_first` is the one waiting primitive the layers need beyond ``sleep`` and ``timeout_at``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import heapq
+import itertools
+import math
 import time
-from typing import Protocol
+from collections.abc import AsyncIterator, Callable, Collection
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol
+
+
+class Timer(Protocol):
+    def cancel(self) -> None: ...
 
 
 class Clock(Protocol):
@@ -22,9 +41,44 @@ class Clock(Protocol):
 
     async def sleep(self, seconds: float) -> None: ...
 
+    def call_at(self, when: float, callback: Callable[[], object]) -> Timer:
+        """Calls ``callback`` on the loop once the clock reaches ``when`` (soon, if past)."""
+        ...
+
+    def timeout_at(self, when: float) -> AbstractAsyncContextManager[object]:
+        """A scope cancelled at ``when``, which then raises `TimeoutError` (as
+        `asyncio.timeout_at`)."""
+        ...
+
+
+async def wait_first(
+    clock: Clock, futures: Collection[asyncio.Future[Any]], until: float | None
+) -> None:
+    """Returns once one of ``futures`` is done or ``clock`` reaches ``until`` (None: no limit).
+
+    Cancels nothing: `asyncio.wait` with ``FIRST_COMPLETED`` and a timeout, on ``clock``'s time.
+    """
+    waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def wake(_: object = None) -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    timer = None if until is None else clock.call_at(until, wake)
+    for future in futures:
+        future.add_done_callback(wake)
+    try:
+        await waiter
+    finally:
+        if timer is not None:
+            timer.cancel()
+        for future in futures:
+            future.remove_done_callback(wake)
+
 
 class MonotonicClock:
-    """The real clock."""
+    """The real clock. Its timers are the running loop's, converted from `time.monotonic`
+    (uvloop's ``loop.time()`` has its own resolution)."""
 
     def now(self) -> float:
         return time.monotonic()
@@ -35,6 +89,25 @@ class MonotonicClock:
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
 
+    def call_at(self, when: float, callback: Callable[[], object]) -> Timer:
+        return asyncio.get_running_loop().call_later(when - time.monotonic(), callback)
+
+    def timeout_at(self, when: float) -> AbstractAsyncContextManager[object]:
+        return asyncio.timeout(when - time.monotonic())
+
+
+class FakeTimer:
+    """A timer of a fake clock; cancelled ones stay in the heap until their time passes."""
+
+    __slots__ = ("callback", "when")
+
+    def __init__(self, when: float, callback: Callable[[], object]) -> None:
+        self.when = when
+        self.callback: Callable[[], object] | None = callback
+
+    def cancel(self) -> None:
+        self.callback = None
+
 
 class FakeClock:
     """A clock that moves only when told; ``sleep`` advances it instead of waiting."""
@@ -42,6 +115,8 @@ class FakeClock:
     def __init__(self, start: float = 1000.0, wall_offset: float = 1_700_000_000.0) -> None:
         self._now = start
         self._wall_offset = wall_offset
+        self._timers: list[tuple[float, int, FakeTimer]] = []
+        self._order = itertools.count()  # timers due at the same time fire in creation order
         self.slept: list[float] = []
 
     def now(self) -> float:
@@ -51,9 +126,50 @@ class FakeClock:
         return self._now + self._wall_offset
 
     def advance(self, seconds: float) -> None:
-        self._now += seconds
+        self.advance_to(self._now + seconds)
+
+    def advance_to(self, when: float) -> None:
+        """Moves time to ``when``, firing the timers it passes in order, each at its own time."""
+        while self._timers and self._timers[0][0] <= when:
+            due, _, timer = heapq.heappop(self._timers)
+            callback, timer.callback = timer.callback, None
+            if callback is not None:
+                self._now = max(self._now, due)
+                callback()
+        self._now = max(self._now, when)
+
+    def next_timer(self) -> float | None:
+        """When the earliest live timer is due (None: no timer)."""
+        timers = self._timers
+        while timers and timers[0][2].callback is None:
+            heapq.heappop(timers)
+        return timers[0][0] if timers else None
 
     async def sleep(self, seconds: float) -> None:
         self.slept.append(seconds)
-        self._now += max(0.0, seconds)
+        self.advance(max(0.0, seconds))
         await asyncio.sleep(0)
+
+    def call_at(self, when: float, callback: Callable[[], object]) -> Timer:
+        if when <= self._now:  # already due: at the loop's next turn, as asyncio does
+            return asyncio.get_running_loop().call_soon(callback)
+        return self._push(when, callback)
+
+    def _push(self, when: float, callback: Callable[[], object]) -> FakeTimer:
+        timer = FakeTimer(when, callback)
+        heapq.heappush(self._timers, (when, next(self._order), timer))
+        return timer
+
+    def timeout_at(self, when: float) -> AbstractAsyncContextManager[object]:
+        return _timeout_at(self, when)
+
+
+@contextlib.asynccontextmanager
+async def _timeout_at(clock: Clock, when: float) -> AsyncIterator[None]:
+    """`asyncio.timeout_at` on a fake clock's time: its timer expires an open asyncio scope."""
+    async with asyncio.timeout(None) as scope:
+        timer = clock.call_at(when, lambda: scope.reschedule(-math.inf))
+        try:
+            yield
+        finally:
+            timer.cancel()

@@ -6,20 +6,21 @@ It owns the per-try timeout, the replica's outstanding count and latency EWMA, a
 reply to this very request (`check_reply`: well-formed, the attempt's ``id``); an error answer
 (4xx, 500) is a `Dispute` whose verdict waits for a second replica (`gateway.upstream.evidence`).
 
-Speculative tries: while a retry is still possible, the layer waits only the learned per-try
-timeout (`try_timeout`), then hands the request to the retry layer as SLOW, but does *not*
-cancel the exchange: it finishes in the background within the request's deadline and is
-classified by how it really ended. A late answer makes the replica slow (its EWMA and
-outstanding count steer traffic away) but not failed; a replica that never answers times out
-at the deadline and is ejected. So a hang costs each client one short try, and a slow but
-healthy replica is kept, which a fixed proxy read timeout cannot do both of.
+Speculative tries: while a retry is still possible (`RetryPolicy.possible`, the rules the retry
+layer applies), the layer waits only the learned per-try timeout (`try_timeout`, on the injected
+clock), then hands the request to the retry layer as SLOW, but does *not* cancel the exchange:
+it finishes in the background within the request's deadline and is classified by how it really
+ended. A late answer makes the replica slow (its EWMA and outstanding count steer traffic away)
+but not failed; a replica that never answers times out at the deadline and is ejected. So a
+hang costs each client one short try, and a slow but healthy replica is kept, which a fixed
+proxy read timeout cannot do both of.
 """
 
 from __future__ import annotations
 
 import asyncio
 
-from gateway.clock import Clock
+from gateway.clock import Clock, wait_first
 from gateway.errors import (
     UpstreamError,
     UpstreamProtocolError,
@@ -27,7 +28,7 @@ from gateway.errors import (
     UpstreamTimeout,
 )
 from gateway.pipeline.call import InferCall, InferResult
-from gateway.policies.budget import RetryBudget
+from gateway.pipeline.retry_policy import RetryPolicy
 from gateway.policies.classify import Outcome, OutcomeKind, classify_error, classify_status
 from gateway.policies.try_timeout import try_timeout
 from gateway.telemetry.metrics import Metrics
@@ -44,21 +45,13 @@ MIN_TRY_TIMEOUT_S = 0.001
 
 class AttemptLayer:
     def __init__(
-        self, transport: Transport, budget: RetryBudget, clock: Clock, metrics: Metrics
+        self, transport: Transport, retry: RetryPolicy, clock: Clock, metrics: Metrics
     ) -> None:
         self._transport = transport
-        self._budget = budget
+        self._retry = retry
         self._clock = clock
         self._metrics = metrics
-        self.background: set[asyncio.Task[InferResult]] = set()
-
-    def _retry_possible(self, call: InferCall) -> bool:
-        assert call.pool is not None
-        return (
-            call.attempts < call.model.retry.max_attempts
-            and len(call.tried) < len(call.pool.replicas)
-            and self._budget.balance() >= 1.0
-        )
+        self.background: set[asyncio.Future[InferResult]] = set()
 
     async def __call__(self, call: InferCall) -> InferResult:
         assert call.pool is not None and call.replica is not None, "balance layer sets both"
@@ -72,18 +65,18 @@ class AttemptLayer:
                 replica.breaker.record(cancelled, breaker_state)
             raise UpstreamTimeout("no time left for another attempt")
         patience = try_timeout(
-            call.model.retry.try_timeout, pool.latency, remaining, self._retry_possible(call)
+            call.model.retry.try_timeout, pool.latency, remaining, self._retry.possible(call)
         )
         exchange = self._exchange(call, replica, pool, breaker_state, remaining)
         if patience >= remaining:
             return await exchange
         task = asyncio.ensure_future(exchange)
         try:
-            done, _ = await asyncio.wait({task}, timeout=patience)
+            await wait_first(self._clock, (task,), self._clock.now() + patience)
         except asyncio.CancelledError:
             task.cancel()
             raise
-        if done:
+        if task.done():
             return task.result()
         self.background.add(task)
         task.add_done_callback(self._finished_in_background)
@@ -93,7 +86,7 @@ class AttemptLayer:
         error.outcome, error.pending = slow, task
         raise error
 
-    def _finished_in_background(self, task: asyncio.Task[InferResult]) -> None:
+    def _finished_in_background(self, task: asyncio.Future[InferResult]) -> None:
         self.background.discard(task)
         if not task.cancelled():
             task.exception()  # retrieved: its outcome was recorded by _exchange

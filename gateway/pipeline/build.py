@@ -8,14 +8,17 @@
 - deadline: nothing below runs past the request's deadline (504);
 - fallback: the verified in-process model answers, degraded, when the primary path cannot;
 - route: the model's pool, or a vote over pools (each leg a full single route);
-- retry: jittered, bounded, budgeted retries on untried replicas (tenacity); slow tries race;
+- retry: one loop of tries on untried replicas; `RetryPolicy` (bounded, jittered, before the
+  deadline, budgeted) decides each retry, and the attempt layer's per-try timeout; slow tries race;
 - hedge: optional second copy after the pool's p95;
 - balance: eligibility (health, ejection, quarantine, breaker, spares, panic), then P2C;
 - attempt: one classified exchange; its `Outcome` feeds the replica's breaker, the outlier
   detector and the latency window.
 
 Each layer is a class holding the next handler with one ``async __call__``; to see or change
-the order of the pipeline, read or edit this function and nothing else.
+the order of the pipeline, read or edit this function and nothing else. Every layer that waits
+(backoff, per-try timeout, hedge delay, deadline, fallback reserve, straggler grace) waits on
+the injected `Clock`.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from gateway.pipeline.deadline import DeadlineLayer
 from gateway.pipeline.fallback import FallbackLayer, FallbackRunner
 from gateway.pipeline.hedge import HedgeLayer
 from gateway.pipeline.retry import RetryLayer
+from gateway.pipeline.retry_policy import RetryPolicy
 from gateway.pipeline.route import Router, SingleRoute
 from gateway.pipeline.vote import VoteRoute
 from gateway.policies.budget import RetryBudget
@@ -64,13 +68,14 @@ def build_pipeline(
 ) -> Pipeline:
     metrics = metrics or Metrics(process=False)
     adjust = adjust or no_adjustment
-    attempt = AttemptLayer(transport, budget, clock, metrics)
+    retry = RetryPolicy(budget, adjust, metrics, clock, rng)
+    attempt = AttemptLayer(transport, retry, clock, metrics)
     balance = BalanceLayer(PowerOfTwoChoices(rng), clock, attempt)
-    hedge = HedgeLayer(budget, metrics, adjust, balance)
-    leg = RetryLayer(budget, clock, rng, metrics, adjust, hedge)
+    hedge = HedgeLayer(budget, clock, metrics, adjust, balance)
+    leg = RetryLayer(retry, hedge)
     vote = VoteRoute(registry, leg, clock, metrics)
     route = Router({"single": SingleRoute(registry, leg), "vote": vote})
-    fallback = FallbackLayer(fallbacks or {}, metrics, adjust, route)
-    deadline = DeadlineLayer(fallback)
+    fallback = FallbackLayer(fallbacks or {}, clock, metrics, adjust, route)
+    deadline = DeadlineLayer(clock, fallback)
     admission = AdmissionLayer(metrics, deadline)
     return Pipeline(admission, admission, fallback, vote, hedge, attempt)

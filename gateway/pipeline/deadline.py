@@ -1,19 +1,20 @@
 """Deadline layer: nothing below it runs past the request's deadline.
 
 It turns "the deadline passed" into one precise 504, and an upstream failure that escaped every
-inner layer into a 503 that says how the last attempt failed.
+inner layer into a 503 that says how the last attempt failed. The deadline's timer is the
+injected clock's.
 """
 
 from __future__ import annotations
 
-import asyncio
-
+from gateway.clock import Clock
 from gateway.errors import DeadlineExceeded, UpstreamError, UpstreamFailed
 from gateway.pipeline.call import Handler, InferCall, InferResult
 
 
 class DeadlineLayer:
-    def __init__(self, inner: Handler) -> None:
+    def __init__(self, clock: Clock, inner: Handler) -> None:
+        self._clock = clock
         self._inner = inner
 
     async def __call__(self, call: InferCall) -> InferResult:
@@ -21,7 +22,7 @@ class DeadlineLayer:
         if remaining <= 0:
             raise DeadlineExceeded(self._expired_message(call))
         try:
-            async with asyncio.timeout(remaining):
+            async with self._clock.timeout_at(call.deadline.expires_at):
                 return await self._inner(call)
         except TimeoutError as exc:
             raise DeadlineExceeded(self._expired_message(call)) from exc

@@ -9,11 +9,11 @@ verification (checksum, golden set) never answers: the primary's error stands.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from gateway.clock import Clock
 from gateway.errors import (
     DeadlineExceeded,
     GatewayError,
@@ -56,12 +56,14 @@ class FallbackLayer:
     def __init__(
         self,
         fallbacks: Mapping[str, FallbackRunner],
+        clock: Clock,
         metrics: Metrics,
         adjust: Adjuster,
         inner: Handler,
     ) -> None:
         self._metrics = metrics
         self._adjust = adjust
+        self._clock = clock
         self._fallbacks = fallbacks
         self._inner = inner
         self.answered: dict[str, int] = {}
@@ -71,11 +73,11 @@ class FallbackLayer:
         if policy is None:
             return await self._inner(call)
         margin = self._adjust(call.model_name).fallback_margin_factor
-        primary_time = call.deadline.remaining() - margin * policy.reserve_ms / 1000
+        primary_until = call.deadline.expires_at - margin * policy.reserve_ms / 1000
         try:
-            if primary_time <= 0:
+            if primary_until <= self._clock.now():
                 raise DeadlineExceeded("no time left for the primary path")
-            async with asyncio.timeout(primary_time):
+            async with self._clock.timeout_at(primary_until):
                 return await self._inner(call)
         except (TimeoutError, GatewayError) as error:
             reason = fallback_reason(error)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 
+from gateway.clock import Clock, wait_first
 from gateway.pipeline.call import Adjuster, Handler, InferCall, InferResult
 from gateway.policies.budget import RetryBudget
 from gateway.telemetry.metrics import Metrics
@@ -17,11 +18,17 @@ from gateway.telemetry.metrics import Metrics
 
 class HedgeLayer:
     def __init__(
-        self, budget: RetryBudget, metrics: Metrics, adjust: Adjuster, inner: Handler
+        self,
+        budget: RetryBudget,
+        clock: Clock,
+        metrics: Metrics,
+        adjust: Adjuster,
+        inner: Handler,
     ) -> None:
         self._metrics = metrics
         self._adjust = adjust
         self._budget = budget
+        self._clock = clock
         self._inner = inner
         self.hedges_sent = 0
         self.hedges_won = 0
@@ -45,8 +52,8 @@ class HedgeLayer:
         primary = asyncio.ensure_future(self._inner(call))
         tasks = {primary}
         try:
-            done, _ = await asyncio.wait(tasks, timeout=delay)
-            if done or not self._budget.try_spend():
+            await wait_first(self._clock, tasks, self._clock.now() + delay)
+            if primary.done() or not self._budget.try_spend():
                 return await primary
             call.hedged = True
             self.hedges_sent += 1

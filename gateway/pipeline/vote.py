@@ -17,7 +17,7 @@ import dataclasses
 import logging
 from typing import Any
 
-from gateway.clock import Clock
+from gateway.clock import Clock, wait_first
 from gateway.config.policies import VoteConfig
 from gateway.errors import BadRequest, GatewayError, NoQuorum
 from gateway.pipeline.call import Handler, InferCall, InferResult
@@ -120,18 +120,17 @@ class VoteRoute:
         tasks = {asyncio.ensure_future(self._leg(leg)): name for name, leg in legs.items()}
         answers: dict[str, Outputs] = {}
         served: dict[str, str] = {}
-        pending = set(tasks)
-        agreed_at: float | None = None
+        pending = list(tasks)  # in the legs' order, so that answers are taken in that order
+        grace_until: float | None = None
         grace = config.straggler_grace_ms / 1000
         rule = VoteRule(config.quorum, config.label_outputs)
         try:
             while pending:
-                timeout = None if agreed_at is None else agreed_at + grace - self._clock.now()
-                done, pending = await asyncio.wait(
-                    pending, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-                )
+                await wait_first(self._clock, pending, grace_until)
+                done = [task for task in pending if task.done()]
                 if not done:
                     break  # the stragglers' grace is over
+                pending = [task for task in pending if not task.done()]
                 for task in done:
                     name = tasks[task]
                     outputs = _decoded(task)
@@ -139,11 +138,11 @@ class VoteRoute:
                         answers[name] = outputs
                         served[name] = task.result().served_by
                 if (
-                    agreed_at is None
+                    grace_until is None
                     and len(answers) >= config.quorum
                     and vote(answers, rule).agreed
                 ):
-                    agreed_at = self._clock.now()
+                    grace_until = self._clock.now() + grace
         finally:
             for task in pending:
                 task.cancel()

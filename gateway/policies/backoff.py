@@ -11,9 +11,12 @@ from __future__ import annotations
 import random
 
 from tenacity import RetryCallState
+from tenacity.wait import wait_base
 
 
-class FullJitter:
+class FullJitter(wait_base):
+    """A tenacity ``wait`` (composable with ``+``); `RetryPolicy` calls `for_retry` directly."""
+
     def __init__(self, base_s: float, cap_s: float, rng: random.Random) -> None:
         self._base_s = base_s
         self._cap_s = cap_s

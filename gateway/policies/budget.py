@@ -71,10 +71,16 @@ class RetryBudget:
         allowance = self.ratio * requests + self._config.min_per_s * self._size
         return scale * allowance - retries
 
-    def try_spend(self, scale: float = 1.0) -> bool:
-        """Takes one retry (or hedge) from the budget if it has one."""
+    def affordable(self, scale: float = 1.0) -> bool:
+        """Whether one retry could be spent now; a "no" counts as a refusal."""
         if self.balance(scale) < 1.0:
             self.refused_total += 1
+            return False
+        return True
+
+    def try_spend(self, scale: float = 1.0) -> bool:
+        """Takes one retry (or hedge) from the budget if it has one."""
+        if not self.affordable(scale):
             return False
         self._retries[self._slot()] += 1
         self.spent_total += 1

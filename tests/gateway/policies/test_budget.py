@@ -55,3 +55,12 @@ def test_shared_counts_make_every_instance_see_all_traffic() -> None:
     clock.advance(11)
     shared_b.apply_remote({}, full=False)
     assert b.snapshot()["requests_in_window"] == 0
+
+
+def test_affordable_changes_nothing_but_counts_a_no_as_a_refusal() -> None:
+    budget = RetryBudget(RetryBudgetConfig(ratio=0.0, min_per_s=0.1, window_s=10), FakeClock())
+    assert budget.affordable() and budget.affordable()  # one retry in the window, not spent
+    assert not budget.affordable(scale=0.5)
+    assert (budget.spent_total, budget.refused_total) == (0, 1)
+    assert budget.try_spend() and not budget.affordable()
+    assert (budget.spent_total, budget.refused_total) == (1, 2)

@@ -1,0 +1,109 @@
+"""The retry policy in one place: whether another try may follow, after what wait, at what price.
+
+The retry layer's loop and the attempt layer's per-try timeout ("is a retry still possible?")
+ask this one object, so they cannot disagree. Another try follows only
+- a retryable outcome: connect error, timeout, slow, protocol error, 5xx, or a disputed 4xx/500
+  that a second replica must settle (`gateway.upstream.evidence`);
+- within ``max_attempts`` tries in all, while a replica this request has not tried is left and
+  admits traffic (the balance layer's eligibility: health, ejection, breaker);
+- after `FullJitter` backoff (exponential, full jitter), except after a SLOW try, which is still
+  running: the next copy goes at once, as a hedge would; and only if that wait leaves at least
+  `MIN_TRY_S` before the deadline (stop *before* it, never at it);
+- while the gateway-wide `RetryBudget`, scaled by the burn policy (`Adjuster`), has a retry.
+
+Accounting is exact: the budget is asked last, after the backoff, so one retry is spent and
+`metrics.retry` recorded per retry actually sent, and N tries cost N−1 retries however they end
+(an answer, the attempt cap, a refusal by the budget, the deadline). The one exception is a race
+inside the balance layer: a half-open breaker handing out its last probe permit to another
+request at that very instant. tenacity's ``AsyncRetrying`` evaluated its ``retry`` predicate
+(which spent the budget) before its ``stop``, so the last try spent a retry that was never sent;
+here the loop is plain and the decisions are small checks, with `FullJitter` a tenacity ``wait``.
+"""
+
+from __future__ import annotations
+
+import random
+
+from gateway.clock import Clock
+from gateway.errors import UpstreamError
+from gateway.pipeline.call import Adjuster, InferCall
+from gateway.policies.backoff import FullJitter
+from gateway.policies.budget import RetryBudget
+from gateway.policies.classify import OutcomeKind
+from gateway.telemetry.metrics import Metrics
+from gateway.upstream.eligibility import eligible
+
+MIN_TRY_S = 0.005  # a retry needs at least this much time left after its backoff
+
+
+class RetryPolicy:
+    def __init__(
+        self,
+        budget: RetryBudget,
+        adjust: Adjuster,
+        metrics: Metrics,
+        clock: Clock,
+        rng: random.Random,
+    ) -> None:
+        self._budget = budget
+        self._adjust = adjust
+        self._metrics = metrics
+        self._clock = clock
+        self._rng = rng
+
+    def count_request(self) -> None:
+        """A request entered a retry loop: it adds to what the budget allows."""
+        self._budget.record_request()
+
+    def possible(self, call: InferCall) -> bool:
+        """Whether a retry could still follow the current try (it changes nothing)."""
+        return self._tries_left(call) and self._budget.balance(self._scale(call)) >= 1.0
+
+    async def next_try(self, call: InferCall, error: UpstreamError) -> bool:
+        """Waits out the backoff before the next try and pays for it: True when the next try
+        may go now (one retry spent and recorded); False when no try may follow."""
+        wait = self._wait(call, error)
+        if wait is None:
+            return False
+        if wait > 0.0:
+            await self._clock.sleep(wait)
+        return self._pay(call)
+
+    def _wait(self, call: InferCall, error: UpstreamError) -> float | None:
+        """The wait before the next try; None when none may follow (nothing spent)."""
+        outcome = error.outcome
+        if outcome is None or not outcome.retryable or not self._tries_left(call):
+            return None
+        wait = 0.0 if outcome.kind is OutcomeKind.SLOW else self._backoff(call)
+        if call.deadline.remaining() - wait < MIN_TRY_S:
+            return None
+        if not self._budget.affordable(self._scale(call)):  # don't wait for a certain no
+            self._metrics.retry_refused(call.model_name)
+            return None
+        return wait
+
+    def _pay(self, call: InferCall) -> bool:
+        """After the wait, right before the try: an admissible replica is left and the budget
+        still pays (others may have spent it meanwhile)."""
+        assert call.pool is not None, "route layer sets the pool"
+        if not eligible(call.pool, call.tried, self._clock.now()):
+            return False  # the untried replicas are down, ejected or tripped
+        if not self._budget.try_spend(self._scale(call)):
+            self._metrics.retry_refused(call.model_name)
+            return False
+        self._metrics.retry(call.model_name)
+        return True
+
+    def _tries_left(self, call: InferCall) -> bool:
+        assert call.pool is not None, "route layer sets the pool"
+        return call.attempts < call.model.retry.max_attempts and len(call.tried) < len(
+            call.pool.replicas
+        )
+
+    def _scale(self, call: InferCall) -> float:
+        return self._adjust(call.model_name).retry_budget_factor
+
+    def _backoff(self, call: InferCall) -> float:
+        policy = call.model.retry
+        jitter = FullJitter(policy.backoff_base_ms / 1000, policy.backoff_max_ms / 1000, self._rng)
+        return jitter.for_retry(max(0, call.attempts - 1))

@@ -1,0 +1,81 @@
+"""Error answers through the pipeline: who is at fault is settled by a second replica
+(`gateway.upstream.evidence`), and the retry loop acts on the verdict."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.errors import NoReplicaAvailable, RejectedByReplicas, UpstreamFailed
+from gateway.upstream.breaker import OPEN
+from gateway.upstream.transport import UpstreamResponse
+from tests.gateway.conftest import make_config
+from tests.gateway.fakes import Behaviour, reply
+from tests.gateway.pipeline.rig import A, B, C, Rig
+
+
+async def test_the_same_client_error_from_two_replicas_ends_the_tries_uncharged() -> None:
+    rig = Rig(make_config(), {k: reply(400, b'{"error":"x"}') for k in (A, B, C)})
+    call = rig.call()
+    with pytest.raises(RejectedByReplicas, match=r"refused by r\d, r\d \(400\): x") as info:
+        await rig.pipeline.handler(call)
+    assert info.value.status == 400 and call.attempts == 2  # one second opinion, no more
+    assert all(rig.replica(i).failures == 0 for i in range(3))
+
+
+async def test_a_replica_refusing_what_another_answers_is_charged_until_ejected() -> None:
+    """A black hole (4xx to everything, fast) behind P2C: every request still gets its 200,
+    and the refusals count against it until it is out of the pool."""
+    rig = Rig(make_config(replicas=2), {A: reply(400, b'{"error":"no input x"}')})
+    for _ in range(40):
+        result = await rig.run()
+        assert result.status == 200 and result.served_by == "r1"
+    black_hole = rig.replica(0)
+    assert black_hole.failures >= 5 and "where r1 answered" in (black_hole.last_error or "")
+    assert rig.registry.pools["p"].outlier.is_ejected(black_hole) or (
+        black_hole.breaker is not None and black_hole.breaker.state() == OPEN
+    )
+    assert len(rig.transport.calls[A]) < 10  # out of the pool after a handful of refusals
+    assert rig.replica(1).failures == 0
+
+
+def _poisoned(poison: bytes) -> Behaviour:
+    """Answers 500 to a request whose body is ``poison``, and 200 to every other."""
+
+    async def behave(method: str, path: str, payload: bytes) -> UpstreamResponse:
+        if payload == poison:
+            return UpstreamResponse(500, {}, b'{"error":"cannot reshape"}')
+        return UpstreamResponse(200, {}, b'{"outputs":[]}')
+
+    return behave
+
+
+async def test_an_input_that_makes_working_replicas_fail_ejects_none_of_them() -> None:
+    """The mirror case: the same 500 from two replicas that answer other requests well is
+    the request's fault: a 400 with their message, and no replica charged."""
+    poison = b'{"poison":1}'
+    rig = Rig(make_config(replicas=3), {k: _poisoned(poison) for k in (A, B, C)})
+    served = {(await rig.run()).served_by for _ in range(30)}  # seeded: deterministic
+    assert served == {"r0", "r1", "r2"}  # each has answered well
+    for _ in range(30):
+        assert (await rig.run()).status == 200
+        call = rig.call()
+        call.body = poison
+        with pytest.raises(RejectedByReplicas, match="cannot reshape") as info:
+            await rig.pipeline.handler(call)
+        assert info.value.status == 400
+    assert all(rig.replica(i).failures == 0 for i in range(3))
+    assert all(not rig.registry.pools["p"].outlier.is_ejected(rig.replica(i)) for i in range(3))
+
+
+async def test_a_pool_failing_everything_alike_is_broken_not_asked_wrong() -> None:
+    """Every replica 500s on every request (a bad driver): not the request's fault; the
+    failures count, breakers open and the pool answers fast 503s (the fallback's cue)."""
+    rig = Rig(make_config(replicas=3), {k: reply(500) for k in (A, B, C)})
+    errors: list[type[BaseException]] = []
+    for _ in range(30):
+        with pytest.raises((RejectedByReplicas, UpstreamFailed, NoReplicaAvailable)) as info:
+            await rig.run()
+        errors.append(info.type)
+    # the first pair of 500s looks like a poison input; from the next request on it is not
+    assert errors.count(RejectedByReplicas) <= 1 and RejectedByReplicas not in errors[1:]
+    assert all(rig.replica(i).breaker.state() == OPEN for i in range(3))  # type: ignore[union-attr]

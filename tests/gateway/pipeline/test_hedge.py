@@ -1,0 +1,48 @@
+"""The hedge layer: one more copy after the pool's observed quantile, paid from the budget."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.gateway.conftest import make_config
+from tests.gateway.fakes import hang
+from tests.gateway.pipeline.rig import A, Rig, slow
+
+HEDGED = make_config(replicas=2, hedge={"enabled": True, "min_samples": 5, "min_delay_ms": 1})
+
+
+async def test_hedge_after_p95_takes_the_first_good_answer() -> None:
+    rig = Rig(HEDGED, {A: hang()})  # the first copy never answers by itself
+    rig.prime(0.005, samples=10)
+    rig.replica(1).outstanding = 100  # make P2C pick the hung replica first
+    started = rig.clock.now()
+    result = await rig.run(timeout_s=10)  # only the hedge can answer
+    assert result.served_by == "r1" and rig.pipeline.hedge.hedges_won == 1
+    assert rig.clock.now() - started == pytest.approx(0.005)  # sent at the p95, answered at once
+    assert rig.budget.spent_total == 1
+    # the losing copy is cancelled without delaying the answer: nothing else ends a hung try
+    # within the 10 s deadline
+    await rig.clock.idle()
+    assert rig.replica(0).outstanding == 0 and rig.clock.now() - started == pytest.approx(0.005)
+
+
+async def test_no_hedge_when_the_first_copy_answers_before_the_delay() -> None:
+    rig = Rig(HEDGED)
+    rig.transport.behaviours[A] = slow(rig.clock, 0.004)
+    rig.prime(0.005, samples=10)
+    rig.replica(1).outstanding = 100
+    result = await rig.run()
+    assert result.served_by == "r0" and rig.pipeline.hedge.hedges_sent == 0
+    assert rig.budget.spent_total == 0
+
+
+async def test_no_hedge_without_budget() -> None:
+    budget = {"ratio": 0.0, "min_per_s": 0.0}
+    rig = Rig(HEDGED, budget=budget)
+    rig.transport.behaviours[A] = slow(rig.clock, 0.05)
+    rig.prime(0.005, samples=10)
+    rig.replica(1).outstanding = 100
+    started = rig.clock.now()
+    result = await rig.run()
+    assert result.served_by == "r0" and rig.pipeline.hedge.hedges_sent == 0
+    assert rig.clock.now() - started == pytest.approx(0.05)  # the first copy, waited for

@@ -1,0 +1,92 @@
+"""The clocks: the real one's timers on the event loop, the manual fake's on ``advance``."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from gateway.clock import FakeClock, MonotonicClock, wait_first
+
+
+async def test_fake_timers_fire_in_order_each_at_its_time_as_time_passes() -> None:
+    clock = FakeClock(start=0.0)
+    fired: list[tuple[str, float]] = []
+    clock.call_at(2.0, lambda: fired.append(("b", clock.now())))
+    clock.call_at(1.0, lambda: fired.append(("a", clock.now())))
+    clock.call_at(2.0, lambda: fired.append(("c", clock.now())))
+    clock.call_at(9.0, lambda: fired.append(("late", clock.now()))).cancel()
+    clock.advance(0.5)
+    assert fired == []
+    clock.advance(9.5)
+    assert fired == [("a", 1.0), ("b", 2.0), ("c", 2.0)] and clock.now() == 10.0
+    assert clock.next_timer() is None
+
+
+async def test_a_fake_timer_already_due_fires_at_the_next_turn_of_the_loop() -> None:
+    clock = FakeClock()
+    fired: list[float] = []
+    clock.call_at(clock.now(), lambda: fired.append(clock.now()))
+    assert fired == []
+    await asyncio.sleep(0)
+    assert fired == [clock.now()]
+
+
+async def test_fake_sleep_advances_at_once_and_fires_what_it_passes() -> None:
+    clock = FakeClock(start=0.0)
+    fired: list[float] = []
+    clock.call_at(0.5, lambda: fired.append(clock.now()))
+    await clock.sleep(2)
+    assert clock.now() == 2.0 and fired == [0.5] and clock.slept == [2]
+
+
+async def test_fake_timeout_at_expires_when_time_passes_it() -> None:
+    clock = FakeClock(start=0.0)
+    never = asyncio.Event()
+
+    async def wait() -> None:
+        async with clock.timeout_at(1.0):
+            await never.wait()
+
+    task = asyncio.create_task(wait())
+    await asyncio.sleep(0)
+    clock.advance(0.999)
+    await asyncio.sleep(0)
+    assert not task.done()
+    clock.advance(0.001)
+    with pytest.raises(TimeoutError):
+        await task
+
+
+async def test_a_scope_left_in_time_is_not_cancelled_later() -> None:
+    clock = FakeClock(start=0.0)
+    async with clock.timeout_at(1.0):
+        pass
+    clock.advance(2)
+    await asyncio.sleep(0)  # nothing to cancel: the timer went with the scope
+
+
+async def test_wait_first_returns_on_the_first_done_future_and_cancels_nothing() -> None:
+    clock = MonotonicClock()
+    loop = asyncio.get_running_loop()
+    first, second = loop.create_future(), loop.create_future()
+    loop.call_soon(first.set_result, 1)
+    await wait_first(clock, [first, second], clock.now() + 60)
+    assert first.done() and not second.done() and not second.cancelled()
+
+
+async def test_wait_first_returns_at_the_time_limit() -> None:
+    clock = MonotonicClock()
+    never = asyncio.get_running_loop().create_future()
+    await wait_first(clock, [never], clock.now() - 1)  # already past: at the loop's next turn
+    assert not never.done()
+
+
+async def test_the_real_timeout_at_is_asyncio_timeout_on_the_monotonic_clock() -> None:
+    clock = MonotonicClock()
+    with pytest.raises(TimeoutError):
+        async with clock.timeout_at(clock.now() - 1):
+            await asyncio.Event().wait()
+    fired = asyncio.Event()
+    clock.call_at(clock.now(), fired.set)
+    await asyncio.wait_for(fired.wait(), 5)
