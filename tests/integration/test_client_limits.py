@@ -35,8 +35,8 @@ from tests.support.processes import ManagedProcess, wait_until
 
 pytestmark = pytest.mark.integration
 
-FLOOR_S = 0.05  # the p99 bound is max(2x unloaded p99, this)
-MAX_STALL_S = 0.25  # the longest any health/live answer may take (a stalled loop: 0.9-1.9 s)
+FLOOR_S = 0.1  # the p99 bound is max(2x unloaded p99, this): a busy 2-core machine
+MAX_STALL_S = 0.5  # the longest any health/live answer may take (a stalled loop: 0.9-1.9 s)
 BASELINE_S = 3.0  # unloaded probing before the big client starts
 BIG_REQUESTS = 40
 RSS_SLACK = 1.2
