@@ -6,6 +6,7 @@ import asyncio
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Mapping
 
+from gateway.clock import Clock
 from gateway.errors import UpstreamTimeout
 from gateway.upstream.transport import Endpoint, UpstreamResponse
 
@@ -39,10 +40,13 @@ class FakeTransport:
 
     name = "fake"
 
-    def __init__(self, behaviours: Mapping[str, Behaviour] | None = None) -> None:
+    def __init__(
+        self, behaviours: Mapping[str, Behaviour] | None = None, *, clock: Clock | None = None
+    ) -> None:
         self.behaviours: dict[str, Behaviour] = dict(behaviours or {})
         self.calls: dict[str, list[str]] = defaultdict(list)
         self.closed = False
+        self.clock = clock  # whose time the timeout runs on; None: the event loop's
 
     async def request(
         self,
@@ -57,7 +61,10 @@ class FakeTransport:
         self.calls[endpoint.authority].append(f"{method} {path}")
         behave = self.behaviours.get(endpoint.authority, reply())
         try:
-            return await asyncio.wait_for(behave(method, path, body), timeout)
+            if self.clock is None:
+                return await asyncio.wait_for(behave(method, path, body), timeout)
+            async with self.clock.timeout_at(self.clock.now() + timeout):
+                return await behave(method, path, body)
         except TimeoutError as exc:  # as a real transport does
             raise UpstreamTimeout(f"no reply within {timeout:.3f} s") from exc
 

@@ -13,7 +13,6 @@ from typing import Any
 from gateway.config import GatewayConfig
 from gateway.config.policies import RetryBudgetConfig
 from gateway.deadline import Deadline
-from gateway.errors import UpstreamTimeout
 from gateway.pipeline.build import Pipeline, build_pipeline
 from gateway.pipeline.call import Adjuster, InferCall, InferResult
 from gateway.pipeline.fallback import FallbackRunner
@@ -22,7 +21,7 @@ from gateway.telemetry.metrics import Metrics
 from gateway.upstream.breaker import OPEN
 from gateway.upstream.registry import Registry
 from gateway.upstream.replica import Replica
-from gateway.upstream.transport import Endpoint, UpstreamResponse
+from gateway.upstream.transport import UpstreamResponse
 from gateway.v2.request import InferRequestInfo
 from gateway.virtual_time import VirtualClock
 from tests.gateway.fakes import Behaviour, FakeTransport, reply
@@ -33,26 +32,7 @@ OK = b'{"outputs":[]}'
 
 class ClockedTransport(FakeTransport):
     def __init__(self, clock: VirtualClock, behaviours: Mapping[str, Behaviour] | None) -> None:
-        super().__init__(behaviours)
-        self.clock = clock
-
-    async def request(
-        self,
-        endpoint: Endpoint,
-        method: str,
-        path: str,
-        *,
-        body: bytes = b"",
-        headers: Mapping[str, str] | None = None,
-        timeout: float,
-    ) -> UpstreamResponse:
-        self.calls[endpoint.authority].append(f"{method} {path}")
-        behave = self.behaviours.get(endpoint.authority, reply())
-        try:
-            async with self.clock.timeout_at(self.clock.now() + timeout):
-                return await behave(method, path, body)
-        except TimeoutError as exc:  # as a real transport does
-            raise UpstreamTimeout(f"no reply within {timeout:.3f} s") from exc
+        super().__init__(behaviours, clock=clock)
 
     def sent(self) -> int:
         return sum(len(calls) for calls in self.calls.values())
