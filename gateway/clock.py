@@ -16,12 +16,11 @@ SLO windows. So tests move time explicitly instead of sleeping.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import heapq
 import itertools
 import math
 import time
-from collections.abc import AsyncIterator, Callable, Collection
+from collections.abc import Callable, Collection
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
@@ -76,9 +75,17 @@ async def wait_first(
             future.remove_done_callback(wake)
 
 
+TIMER_SLACK_S = 0.001  # uvloop's timers count whole milliseconds and may fire up to ~1 ms early
+
+
 class MonotonicClock:
-    """The real clock. Its timers are the running loop's, converted from `time.monotonic`
-    (uvloop's ``loop.time()`` has its own resolution)."""
+    """The real clock. Its timers are the running loop's, converted from `time.monotonic`.
+
+    A timer never fires before ``now()`` reaches its time: uvloop's ``loop.time()`` counts whole
+    milliseconds, so its timers fire up to about a millisecond early by `time.monotonic`. A
+    deadline whose timer fired must also read as passed (a 504 is decided on both), so an early
+    timer is put back for what is left, plus the loop's slack.
+    """
 
     def now(self) -> float:
         return time.monotonic()
@@ -90,10 +97,32 @@ class MonotonicClock:
         await asyncio.sleep(seconds)
 
     def call_at(self, when: float, callback: Callable[[], object]) -> Timer:
-        return asyncio.get_running_loop().call_later(when - time.monotonic(), callback)
+        return _NeverEarly(asyncio.get_running_loop(), when, callback)
 
     def timeout_at(self, when: float) -> AbstractAsyncContextManager[object]:
-        return asyncio.timeout(when - time.monotonic())
+        return _timeout_at(self, when)
+
+
+class _NeverEarly:
+    """A loop timer for ``when`` on `time.monotonic`, rescheduled if the loop fires it early."""
+
+    __slots__ = ("_callback", "_handle", "_loop", "_when")
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, when: float, callback: Callable[[], object]
+    ) -> None:
+        self._loop, self._when, self._callback = loop, when, callback
+        self._handle = loop.call_later(when - time.monotonic(), self._fire)
+
+    def _fire(self) -> None:
+        left = self._when - time.monotonic()
+        if left > 0:
+            self._handle = self._loop.call_later(left + TIMER_SLACK_S, self._fire)
+            return
+        self._callback()
+
+    def cancel(self) -> None:
+        self._handle.cancel()
 
 
 class FakeTimer:
@@ -164,12 +193,30 @@ class FakeClock:
         return _timeout_at(self, when)
 
 
-@contextlib.asynccontextmanager
-async def _timeout_at(clock: Clock, when: float) -> AsyncIterator[None]:
-    """`asyncio.timeout_at` on a fake clock's time: its timer expires an open asyncio scope."""
-    async with asyncio.timeout(None) as scope:
-        timer = clock.call_at(when, lambda: scope.reschedule(-math.inf))
-        try:
-            yield
-        finally:
-            timer.cancel()
+class _TimeoutAt:
+    """`asyncio.timeout_at` on ``clock``'s time: the clock's timer expires an open asyncio scope."""
+
+    __slots__ = ("_clock", "_scope", "_timer", "_when")
+
+    def __init__(self, clock: Clock, when: float) -> None:
+        self._clock, self._when = clock, when
+        self._scope = asyncio.timeout(None)
+        self._timer: Timer | None = None
+
+    async def __aenter__(self) -> None:
+        await self._scope.__aenter__()
+        self._timer = self._clock.call_at(self._when, self._expire)
+
+    def _expire(self) -> None:
+        self._scope.reschedule(-math.inf)
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: Any
+    ) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        await self._scope.__aexit__(kind, error, tb)
+
+
+def _timeout_at(clock: Clock, when: float) -> AbstractAsyncContextManager[None]:
+    return _TimeoutAt(clock, when)

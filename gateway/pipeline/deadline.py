@@ -2,14 +2,17 @@
 
 It turns "the deadline passed" into one precise 504, and an upstream failure that escaped every
 inner layer into a 503 that says how the last attempt failed. The deadline's timer is the
-injected clock's.
+injected clock's. An attempt that timed out with less than a usable try's time left (`MIN_TRY_S`)
+was stopped by the deadline: a transport's timer may fire a hair before the clock says the
+deadline passed (uvloop's timers have millisecond resolution), and that is still a 504.
 """
 
 from __future__ import annotations
 
 from gateway.clock import Clock
-from gateway.errors import DeadlineExceeded, UpstreamError, UpstreamFailed
+from gateway.errors import DeadlineExceeded, UpstreamError, UpstreamFailed, UpstreamTimeout
 from gateway.pipeline.call import Handler, InferCall, InferResult
+from gateway.pipeline.retry_policy import MIN_TRY_S
 
 
 class DeadlineLayer:
@@ -27,7 +30,7 @@ class DeadlineLayer:
         except TimeoutError as exc:
             raise DeadlineExceeded(self._expired_message(call)) from exc
         except UpstreamError as exc:
-            if call.deadline.expired():
+            if call.deadline.expired() or _cut_by_deadline(call, exc):
                 raise DeadlineExceeded(self._expired_message(call)) from exc
             raise UpstreamFailed(
                 f"model {call.model_name!r}: no replica answered after {call.attempts} "
@@ -38,3 +41,7 @@ class DeadlineLayer:
     def _expired_message(call: InferCall) -> str:
         ms = round(call.deadline.budget * 1000)
         return f"deadline of {ms} ms exceeded after {call.attempts} attempt(s)"
+
+
+def _cut_by_deadline(call: InferCall, error: UpstreamError) -> bool:
+    return isinstance(error, UpstreamTimeout) and call.deadline.remaining() < MIN_TRY_S

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+import uvloop
 
 from gateway.clock import FakeClock, MonotonicClock, wait_first
 
@@ -90,3 +91,32 @@ async def test_the_real_timeout_at_is_asyncio_timeout_on_the_monotonic_clock() -
     fired = asyncio.Event()
     clock.call_at(clock.now(), fired.set)
     await asyncio.wait_for(fired.wait(), 5)
+
+
+def test_real_timers_never_fire_before_now_reaches_their_time_on_uvloop() -> None:
+    """uvloop's timers count whole milliseconds and fire up to ~1 ms early by `time.monotonic`;
+    a deadline whose timer fired must read as passed, so the clock puts early timers back."""
+
+    async def main() -> list[str]:
+        clock = MonotonicClock()
+        early: list[str] = []
+        for i in range(40):
+            when = clock.now() + 0.0003 + i * 0.00011
+            fired = asyncio.Event()
+
+            def fire(when: float = when, fired: asyncio.Event = fired) -> None:
+                if clock.now() < when:
+                    early.append(f"timer {when - clock.now():.6f} s early")
+                fired.set()
+
+            clock.call_at(when, fire)
+            await fired.wait()
+            until = clock.now() + 0.0004 + i * 0.00007
+            with pytest.raises(TimeoutError):
+                async with clock.timeout_at(until):
+                    await asyncio.Event().wait()
+            if clock.now() < until:
+                early.append(f"timeout {until - clock.now():.6f} s early")
+        return early
+
+    assert uvloop.run(main()) == []

@@ -122,7 +122,7 @@ def test_deadline_exceeded_is_504(start_replicas: StartReplicas, start_gw: Start
         trust_env=False,
         timeout=5,
     )
-    assert response.status_code == 504
+    assert response.status_code == 504, response.text
     assert "deadline of 100 ms exceeded" in response.json()["error"]
 
 

@@ -10,10 +10,11 @@ from gateway.errors import (
     RejectedByReplicas,
     UpstreamConnectError,
     UpstreamFailed,
+    UpstreamTimeout,
 )
 from tests.gateway.conftest import make_config
 from tests.gateway.fakes import fail, hang, reply
-from tests.gateway.pipeline.rig import A, Rig
+from tests.gateway.pipeline.rig import A, Rig, slow
 
 
 async def test_success_reports_the_replica() -> None:
@@ -30,6 +31,16 @@ async def test_hang_becomes_504_exactly_at_the_deadline() -> None:
         await rig.run(timeout_s=0.05)
     assert rig.clock.now() - started == pytest.approx(0.05)
     assert rig.replica(0).outstanding == 0
+
+
+async def test_a_transport_timer_firing_a_hair_before_the_deadline_is_still_504() -> None:
+    """uvloop's timers count whole milliseconds: the transport's timeout, set to all the time
+    left, may fire just before the clock says the deadline passed. That is the deadline's 504,
+    not a replica's failure (CI once saw a 503 here)."""
+    rig = Rig(make_config(replicas=1))
+    rig.transport.behaviours[A] = slow(rig.clock, 0.05 - 0.0004, fail(UpstreamTimeout("timer")))
+    with pytest.raises(DeadlineExceeded, match="deadline of 50 ms exceeded after 1 attempt"):
+        await rig.run(timeout_s=0.05)
 
 
 async def test_an_expired_deadline_sends_nothing() -> None:
