@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import asyncio
 
-    from gateway.policies.classify import Outcome
+    from gateway.outcome import Outcome
 
 
 class GatewayError(Exception):

@@ -22,17 +22,17 @@ from gateway.pipeline.build import Pipeline, build_pipeline
 from gateway.pipeline.call import InferCall, InferResult
 from gateway.pipeline.fallback import FallbackRunner
 from gateway.policies.budget import RetryBudget
+from gateway.shared_state import SharedState
 from gateway.slo.engine import SloBook
-from gateway.state.shared import SharedState
 from gateway.telemetry.metrics import UNKNOWN_MODEL, Metrics
 from gateway.telemetry.tracing import Tracer
 from gateway.upstream.events import FanoutEvents
+from gateway.upstream.fast_transport import FastTransport
 from gateway.upstream.golden_prober import GoldenProber
 from gateway.upstream.health import HealthProber
 from gateway.upstream.metadata import MetadataCache
 from gateway.upstream.registry import Registry
 from gateway.upstream.transport import Transport
-from gateway.upstream.transports import TransportLimits, make_transport
 
 FALLBACK_RECHECK_S = 30.0
 SLO_EVALUATE_S = 1.0
@@ -89,13 +89,12 @@ class Gateway:
     async def start(self) -> None:
         if self._transport is None:
             server = self.config.server
-            limits = TransportLimits(
+            self._transport = FastTransport(
                 max_connections_per_endpoint=server.max_connections_per_replica,
                 max_reply_header_count=server.max_reply_headers,
                 max_reply_header_bytes=server.max_reply_header_bytes,
                 max_reply_body_bytes=server.max_reply_body_bytes,
             )
-            self._transport = make_transport(self.config.server.transport, limits)
         self._pipeline = build_pipeline(
             self.registry, self._transport, self.budget, self.clock, self.rng,
             self.fallbacks, self.metrics, self.slo.adjustment,

@@ -1,4 +1,4 @@
-"""Attempt layer: one upstream exchange with ``call.replica``, classified exactly once.
+"""Attempt layer: one upstream exchange with the `Try`'s replica, classified exactly once.
 
 It owns the per-try timeout, the replica's outstanding count and latency EWMA, and feeds every
 `Outcome` to the reactors (breaker, outlier detector, latency window). Failures leave as an
@@ -27,14 +27,13 @@ from gateway.errors import (
     UpstreamStatusError,
     UpstreamTimeout,
 )
-from gateway.pipeline.call import InferCall, InferResult
+from gateway.outcome import Outcome, OutcomeKind
+from gateway.pipeline.call import InferCall, InferResult, Try
 from gateway.pipeline.retry_policy import RetryPolicy
-from gateway.policies.classify import Outcome, OutcomeKind, classify_error, classify_status
+from gateway.policies.classify import classify_error, classify_status
 from gateway.policies.try_timeout import try_timeout
 from gateway.telemetry.metrics import Metrics
 from gateway.upstream.evidence import Dispute
-from gateway.upstream.registry import Pool
-from gateway.upstream.replica import Replica
 from gateway.upstream.transport import Transport, UpstreamResponse
 from gateway.v2.reply import error_text
 from gateway.v2.request import HEADER_LENGTH
@@ -53,21 +52,21 @@ class AttemptLayer:
         self._metrics = metrics
         self.background: set[asyncio.Future[InferResult]] = set()
 
-    async def __call__(self, call: InferCall) -> InferResult:
-        assert call.pool is not None and call.replica is not None, "balance layer sets both"
-        replica, pool, breaker_state = call.replica, call.pool, call.breaker_state
-        call.attempts += 1
-        call.tried.add(replica.id)
-        remaining = call.deadline.remaining()
+    async def __call__(self, attempt: Try) -> InferResult:
+        leg, replica, breaker_state = attempt.leg, attempt.replica, attempt.breaker_state
+        remaining = leg.call.deadline.remaining()
         if remaining < MIN_TRY_TIMEOUT_S:
             if replica.breaker is not None:  # hand back a half-open permit
                 cancelled = Outcome(OutcomeKind.CANCELLED, replica.id, 0.0)
                 replica.breaker.record(cancelled, breaker_state)
             raise UpstreamTimeout("no time left for another attempt")
         patience = try_timeout(
-            call.model.retry.try_timeout, pool.latency, remaining, self._retry.possible(call)
+            leg.call.model.retry.try_timeout,
+            leg.pool.latency,
+            remaining,
+            self._retry.possible(leg),
         )
-        exchange = self._exchange(call, replica, pool, breaker_state, remaining)
+        exchange = self._exchange(attempt, remaining)
         if patience >= remaining:
             return await exchange
         task = asyncio.ensure_future(exchange)
@@ -81,7 +80,7 @@ class AttemptLayer:
         self.background.add(task)
         task.add_done_callback(self._finished_in_background)
         slow = Outcome(OutcomeKind.SLOW, replica.id, patience, detail="answer still pending")
-        call.outcomes.append(slow)
+        leg.call.ledger.record(slow)
         error = UpstreamTimeout(f"{replica.id}: no answer within {patience * 1000:.0f} ms")
         error.outcome, error.pending = slow, task
         raise error
@@ -96,9 +95,9 @@ class AttemptLayer:
             task.cancel()
         await asyncio.gather(*self.background, return_exceptions=True)
 
-    async def _exchange(
-        self, call: InferCall, replica: Replica, pool: Pool, breaker_state: str, timeout: float
-    ) -> InferResult:
+    async def _exchange(self, attempt: Try, timeout: float) -> InferResult:
+        leg, replica, breaker_state = attempt.leg, attempt.replica, attempt.breaker_state
+        call, pool = leg.call, leg.pool
         started = self._clock.now()
         replica.started()
         outcome = Outcome(OutcomeKind.CANCELLED, replica.id, 0.0)
@@ -128,7 +127,7 @@ class AttemptLayer:
                 error.outcome = outcome
                 pool.error_streak += 1
                 if outcome.disputed:
-                    call.disputes.append(Dispute(replica, pool, outcome, outcome.detail))
+                    leg.tries.dispute(Dispute(replica, pool, outcome, outcome.detail))
                 raise error
             return InferResult(
                 status=response.status,
@@ -142,7 +141,7 @@ class AttemptLayer:
             outcome = Outcome(OutcomeKind.CANCELLED, replica.id, self._clock.now() - started)
             raise
         finally:
-            call.outcomes.append(outcome)
+            call.ledger.record(outcome)
             judged = not outcome.disputed  # a disputed answer is judged by evidence, later
             error_text_ = outcome.describe() if outcome.is_failure else None
             replica.finished(outcome.latency_s, error_text_, judged=judged)

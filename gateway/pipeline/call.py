@@ -1,17 +1,30 @@
-"""The values that flow through the pipeline: `InferCall` down, `InferResult` up.
+"""The values that flow through the pipeline: an immutable request down, `InferResult` up.
 
-Layers annotate the call (chosen pool, replicas tried, attempt count) instead of passing a
-growing list of arguments, so adding a layer never changes the others' signatures.
+- `InferCall`: the client's request as the edge accepted it (model, body, headers to forward,
+  deadline, id, parsed header, span). Frozen: no layer changes it; a vote derives its legs'
+  request with ``dataclasses.replace``.
+- `Ledger`: what the request has cost so far: attempts on every pool and how each ended (its
+  `Outcome`), for the answer's ``x-attempts``, the 504's message and tests. One per request,
+  carried by the call; a vote's legs add to the same one.
+- `Tries`: one leg's record on one pool: the replicas tried, the error answers awaiting a
+  verdict (`Dispute`), and the failure domains a vote's legs already took. A route opens it for
+  each leg; below the route only the leg's own layers write it, through its methods.
+- `Leg`: the request on one pool with its `Tries`: what the retry, hedge and balance layers take.
+- `Try`: one attempt: the leg, the replica the balancer chose and the breaker state it was
+  admitted under: what the attempt layer takes.
+
+Layers return results (or raise one error carrying its `Outcome`) instead of annotating a
+shared object, so a layer's signature says what it reads.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from gateway.config.models import ModelConfig
 from gateway.deadline import Deadline
-from gateway.policies.classify import Outcome
+from gateway.outcome import Outcome
 from gateway.slo.policy import NORMAL, PolicyAdjustment
 from gateway.telemetry.spans import RequestSpan
 from gateway.upstream.evidence import Dispute
@@ -21,24 +34,82 @@ from gateway.v2.request import InferRequestInfo
 
 
 @dataclass(slots=True)
+class Ledger:
+    """What one request has cost: attempts on every pool, and each one's outcome."""
+
+    attempts: int = 0
+    outcomes: list[Outcome] = field(default_factory=list)  # in the order they were known
+
+    def record(self, outcome: Outcome) -> None:
+        self.outcomes.append(outcome)
+
+
+@dataclass(frozen=True, slots=True)
 class InferCall:
     model_name: str
     model: ModelConfig
     body: bytes
-    upstream_headers: dict[str, str]
+    upstream_headers: Mapping[str, str]
     deadline: Deadline
     request_id: str
     request: InferRequestInfo | None = None  # the parsed JSON header, when the edge parsed it
     span: RequestSpan | None = None  # the request's trace span, when tracing is on
-    pool: Pool | None = None
-    replica: Replica | None = None
-    breaker_state: str = "closed"
+    ledger: Ledger = field(default_factory=Ledger, compare=False)
+
+    @property
+    def attempts(self) -> int:
+        """Attempts sent for this request so far, on every pool."""
+        return self.ledger.attempts
+
+
+@dataclass(slots=True, eq=False)
+class Tries:
+    """One leg's tries on one pool; written only by that leg's layers, through these methods."""
+
+    ledger: Ledger
+    pool: Pool
+    zones: set[str] | None = None  # shared by a vote's legs, to land in distinct zones
     attempts: int = 0
-    hedged: bool = False
-    zones_taken: set[str] | None = None  # a vote's legs share it to land in distinct zones
     tried: set[str] = field(default_factory=set)
-    outcomes: list[Outcome] = field(default_factory=list)
     disputes: list[Dispute] = field(default_factory=list)  # error answers awaiting a verdict
+
+    def take(self, replica: Replica) -> None:
+        """The balancer chose ``replica`` for the next attempt."""
+        self.attempts += 1
+        self.ledger.attempts += 1
+        self.tried.add(replica.id)
+        if self.zones is not None and replica.zone is not None:
+            self.zones.add(replica.zone)
+
+    def dispute(self, dispute: Dispute) -> None:
+        self.disputes.append(dispute)
+
+    def settle(self) -> list[Dispute]:
+        """Takes the disputes still open (their verdict is being given now)."""
+        disputes, self.disputes = self.disputes, []
+        return disputes
+
+    def again(self) -> Tries:
+        """Tries for a tiebreak on the same pool: the replicas tried stay tried, the attempts
+        count on, and the disputes start afresh."""
+        return Tries(self.ledger, self.pool, self.zones, self.attempts, self.tried)
+
+
+@dataclass(frozen=True, slots=True)
+class Leg:
+    call: InferCall
+    tries: Tries
+
+    @property
+    def pool(self) -> Pool:
+        return self.tries.pool
+
+
+@dataclass(frozen=True, slots=True)
+class Try:
+    leg: Leg
+    replica: Replica
+    breaker_state: str  # the state it was admitted under: a half-open permit is handed back
 
 
 @dataclass(slots=True)
@@ -54,6 +125,8 @@ class InferResult:
 
 
 Handler = Callable[[InferCall], Awaitable[InferResult]]
+LegHandler = Callable[[Leg], Awaitable[InferResult]]
+TryHandler = Callable[[Try], Awaitable[InferResult]]
 Adjuster = Callable[[str], PolicyAdjustment]  # model name -> the burn policy's adjustment
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 
 from gateway.clock import Clock, wait_first
-from gateway.pipeline.call import Adjuster, Handler, InferCall, InferResult
+from gateway.pipeline.call import Adjuster, InferResult, Leg, LegHandler
 from gateway.policies.budget import RetryBudget
 from gateway.telemetry.metrics import Metrics
 
@@ -23,7 +23,7 @@ class HedgeLayer:
         clock: Clock,
         metrics: Metrics,
         adjust: Adjuster,
-        inner: Handler,
+        inner: LegHandler,
     ) -> None:
         self._metrics = metrics
         self._adjust = adjust
@@ -33,9 +33,10 @@ class HedgeLayer:
         self.hedges_sent = 0
         self.hedges_won = 0
 
-    def _delay(self, call: InferCall) -> float | None:
-        policy, pool = call.model.hedge, call.pool
-        if not policy.enabled or pool is None or pool.latency.count < policy.min_samples:
+    def _delay(self, leg: Leg) -> float | None:
+        call, pool = leg.call, leg.pool
+        policy = call.model.hedge
+        if not policy.enabled or pool.latency.count < policy.min_samples:
             return None
         if not self._adjust(call.model_name).hedging_enabled:
             return None  # the burn policy protects the error budget
@@ -45,23 +46,22 @@ class HedgeLayer:
         delay = max(policy.min_delay_ms / 1000, observed)
         return delay if delay < call.deadline.remaining() else None
 
-    async def __call__(self, call: InferCall) -> InferResult:
-        delay = self._delay(call)
+    async def __call__(self, leg: Leg) -> InferResult:
+        delay = self._delay(leg)
         if delay is None:
-            return await self._inner(call)
-        primary = asyncio.ensure_future(self._inner(call))
+            return await self._inner(leg)
+        primary = asyncio.ensure_future(self._inner(leg))
         tasks = {primary}
         try:
             await wait_first(self._clock, tasks, self._clock.now() + delay)
             if primary.done() or not self._budget.try_spend():
                 return await primary
-            call.hedged = True
             self.hedges_sent += 1
-            hedge = asyncio.ensure_future(self._inner(call))
+            hedge = asyncio.ensure_future(self._inner(leg))
             tasks.add(hedge)
             won_before = self.hedges_won
             result = await self._first_good(primary, hedge)
-            self._metrics.hedge(call.model_name, won=self.hedges_won > won_before)
+            self._metrics.hedge(leg.call.model_name, won=self.hedges_won > won_before)
             return result
         finally:
             for task in tasks:

@@ -15,53 +15,54 @@ for the retry), and
 from __future__ import annotations
 
 from gateway.errors import NoReplicaAvailable, UpstreamError
-from gateway.pipeline.call import Handler, InferCall, InferResult
+from gateway.pipeline.call import InferResult, Leg, LegHandler
 from gateway.pipeline.pending import PendingAnswers
 from gateway.pipeline.retry_policy import RetryPolicy
 from gateway.upstream import evidence
 
 
 class RetryLayer:
-    def __init__(self, policy: RetryPolicy, inner: Handler) -> None:
+    def __init__(self, policy: RetryPolicy, inner: LegHandler) -> None:
         self._policy = policy
         self._inner = inner
 
-    async def __call__(self, call: InferCall) -> InferResult:
+    async def __call__(self, leg: Leg) -> InferResult:
         self._policy.count_request()
         try:
-            result = await self._inner(call)
+            result = await self._inner(leg)
         except UpstreamError as first:
-            result = await self._retry(call, first)
-        if call.disputes:
-            evidence.refuted(call.disputes, result.served_by)
+            result = await self._retry(leg, first)
+        if leg.tries.disputes:
+            evidence.refuted(leg.tries.settle(), result.served_by)
         return result
 
-    async def _retry(self, call: InferCall, error: UpstreamError) -> InferResult:
+    async def _retry(self, leg: Leg, error: UpstreamError) -> InferResult:
         pending = PendingAnswers()
         pending.keep(error)
-        while await self._policy.next_try(call, error):
+        while await self._policy.next_try(leg, error):
             try:
-                return await pending.race(self._inner(call))
+                return await pending.race(self._inner(leg))
             except UpstreamError as exc:
                 pending.keep(exc)
-                rejected = evidence.request_at_fault(call.disputes, call.model_name)
+                rejected = evidence.request_at_fault(leg.tries.disputes, leg.call.model_name)
                 if rejected is not None:  # two replicas refused it alike: nobody is charged
-                    call.disputes.clear()
+                    leg.tries.settle()
                     raise rejected from exc
                 error = exc
             except NoReplicaAvailable:  # every admissible replica tried: the last try's story
                 break
-        return await self._settle(call, pending, error)
+        return await self._settle(leg, pending, error)
 
-    async def _settle(
-        self, call: InferCall, pending: PendingAnswers, error: UpstreamError
-    ) -> InferResult:
+    async def _settle(self, leg: Leg, pending: PendingAnswers, error: UpstreamError) -> InferResult:
         """No more tries: a slow exchange that still answers well wins, else the error stands;
-        disputes nobody settled are decided without a second opinion."""
+        disputes nobody settled are decided without a second opinion (refusals stay open on
+        the leg's tries, for a vote to refute with the other legs' answers)."""
         result = await pending.first_good()
         if result is not None:
             return result
-        rejected, call.disputes = evidence.unresolved(call.disputes, call.model_name)
+        rejected, refusals = evidence.unresolved(leg.tries.settle(), leg.call.model_name)
+        for refusal in refusals:
+            leg.tries.dispute(refusal)
         if rejected is not None:
             raise rejected from error
         raise error

@@ -26,10 +26,10 @@ import random
 
 from gateway.clock import Clock
 from gateway.errors import UpstreamError
-from gateway.pipeline.call import Adjuster, InferCall
+from gateway.outcome import OutcomeKind
+from gateway.pipeline.call import Adjuster, Leg
 from gateway.policies.backoff import FullJitter
 from gateway.policies.budget import RetryBudget
-from gateway.policies.classify import OutcomeKind
 from gateway.telemetry.metrics import Metrics
 from gateway.upstream.eligibility import eligible
 
@@ -55,55 +55,54 @@ class RetryPolicy:
         """A request entered a retry loop: it adds to what the budget allows."""
         self._budget.record_request()
 
-    def possible(self, call: InferCall) -> bool:
+    def possible(self, leg: Leg) -> bool:
         """Whether a retry could still follow the current try (it changes nothing)."""
-        return self._tries_left(call) and self._budget.balance(self._scale(call)) >= 1.0
+        return self._tries_left(leg) and self._budget.balance(self._scale(leg)) >= 1.0
 
-    async def next_try(self, call: InferCall, error: UpstreamError) -> bool:
+    async def next_try(self, leg: Leg, error: UpstreamError) -> bool:
         """Waits out the backoff before the next try and pays for it: True when the next try
         may go now (one retry spent and recorded); False when no try may follow."""
-        wait = self._wait(call, error)
+        wait = self._wait(leg, error)
         if wait is None:
             return False
         if wait > 0.0:
             await self._clock.sleep(wait)
-        return self._pay(call)
+        return self._pay(leg)
 
-    def _wait(self, call: InferCall, error: UpstreamError) -> float | None:
+    def _wait(self, leg: Leg, error: UpstreamError) -> float | None:
         """The wait before the next try; None when none may follow (nothing spent)."""
         outcome = error.outcome
-        if outcome is None or not outcome.retryable or not self._tries_left(call):
+        if outcome is None or not outcome.retryable or not self._tries_left(leg):
             return None
-        wait = 0.0 if outcome.kind is OutcomeKind.SLOW else self._backoff(call)
-        if call.deadline.remaining() - wait < MIN_TRY_S:
+        wait = 0.0 if outcome.kind is OutcomeKind.SLOW else self._backoff(leg)
+        if leg.call.deadline.remaining() - wait < MIN_TRY_S:
             return None
-        if not self._budget.affordable(self._scale(call)):  # don't wait for a certain no
-            self._metrics.retry_refused(call.model_name)
+        if not self._budget.affordable(self._scale(leg)):  # don't wait for a certain no
+            self._metrics.retry_refused(leg.call.model_name)
             return None
         return wait
 
-    def _pay(self, call: InferCall) -> bool:
+    def _pay(self, leg: Leg) -> bool:
         """After the wait, right before the try: an admissible replica is left and the budget
         still pays (others may have spent it meanwhile)."""
-        assert call.pool is not None, "route layer sets the pool"
-        if not eligible(call.pool, call.tried, self._clock.now()):
+        if not eligible(leg.pool, leg.tries.tried, self._clock.now()):
             return False  # the untried replicas are down, ejected or tripped
-        if not self._budget.try_spend(self._scale(call)):
-            self._metrics.retry_refused(call.model_name)
+        if not self._budget.try_spend(self._scale(leg)):
+            self._metrics.retry_refused(leg.call.model_name)
             return False
-        self._metrics.retry(call.model_name)
+        self._metrics.retry(leg.call.model_name)
         return True
 
-    def _tries_left(self, call: InferCall) -> bool:
-        assert call.pool is not None, "route layer sets the pool"
-        return call.attempts < call.model.retry.max_attempts and len(call.tried) < len(
-            call.pool.replicas
+    def _tries_left(self, leg: Leg) -> bool:
+        tries = leg.tries
+        return tries.attempts < leg.call.model.retry.max_attempts and len(tries.tried) < len(
+            tries.pool.replicas
         )
 
-    def _scale(self, call: InferCall) -> float:
-        return self._adjust(call.model_name).retry_budget_factor
+    def _scale(self, leg: Leg) -> float:
+        return self._adjust(leg.call.model_name).retry_budget_factor
 
-    def _backoff(self, call: InferCall) -> float:
-        policy = call.model.retry
+    def _backoff(self, leg: Leg) -> float:
+        policy = leg.call.model.retry
         jitter = FullJitter(policy.backoff_base_ms / 1000, policy.backoff_max_ms / 1000, self._rng)
-        return jitter.for_retry(max(0, call.attempts - 1))
+        return jitter.for_retry(max(0, leg.tries.attempts - 1))

@@ -20,7 +20,7 @@ from typing import Any
 from gateway.clock import Clock, wait_first
 from gateway.config.policies import VoteConfig
 from gateway.errors import BadRequest, GatewayError, NoQuorum
-from gateway.pipeline.call import Handler, InferCall, InferResult
+from gateway.pipeline.call import InferCall, InferResult, Leg, LegHandler, Tries
 from gateway.policies.suspects import SuspectTracker
 from gateway.policies.voting import VoteResult, VoteRule, vote
 from gateway.telemetry.metrics import Metrics
@@ -36,7 +36,7 @@ Outputs = dict[str, Any]
 
 
 class VoteRoute:
-    def __init__(self, registry: Registry, leg: Handler, clock: Clock, metrics: Metrics) -> None:
+    def __init__(self, registry: Registry, leg: LegHandler, clock: Clock, metrics: Metrics) -> None:
         self._metrics = metrics
         self._registry = registry
         self._leg = leg
@@ -65,20 +65,10 @@ class VoteRoute:
         headers.pop(HEADER_LENGTH, None)
         if header_length is not None:
             headers[HEADER_LENGTH] = header_length
+        asking = dataclasses.replace(call, body=body, upstream_headers=headers)
         zones: set[str] = set()
         legs = {
-            name: dataclasses.replace(
-                call,
-                zones_taken=zones,
-                body=body,
-                upstream_headers=headers,
-                pool=self._registry.pools[name],
-                replica=None,
-                attempts=0,
-                tried=set(),
-                outcomes=[],
-                disputes=[],
-            )
+            name: Leg(asking, Tries(call.ledger, self._registry.pools[name], zones))
             for name in config.pools
         }
         rule = VoteRule(
@@ -89,9 +79,8 @@ class VoteRoute:
         replaced: list[tuple[str, Outputs]] = []
         if result is not None and not result.agreed:
             result = await self._tiebreak(legs, config, rule, answers, served, replaced)
-        call.attempts = sum(leg.attempts for leg in legs.values())
         self.votes += 1
-        refusals = [d for leg in legs.values() for d in leg.disputes]
+        refusals = [d for leg in legs.values() for d in leg.tries.settle()]
         if result is None or not result.agreed:
             self.no_quorum += 1
             self._metrics.vote(call.model_name, "no_quorum")
@@ -115,7 +104,7 @@ class VoteRoute:
         )
 
     async def _collect(
-        self, legs: dict[str, InferCall], config: VoteConfig
+        self, legs: dict[str, Leg], config: VoteConfig
     ) -> tuple[dict[str, Outputs], dict[str, str]]:
         tasks = {asyncio.ensure_future(self._leg(leg)): name for name, leg in legs.items()}
         answers: dict[str, Outputs] = {}
@@ -150,7 +139,7 @@ class VoteRoute:
 
     async def _tiebreak(
         self,
-        legs: dict[str, InferCall],
+        legs: dict[str, Leg],
         config: VoteConfig,
         rule: VoteRule,
         answers: dict[str, Outputs],
@@ -163,17 +152,15 @@ class VoteRoute:
         cannot break a vote where the diverse versions legitimately split.
         """
         again = {
-            name: dataclasses.replace(leg, replica=None, outcomes=[], disputes=[])
+            name: Leg(leg.call, leg.tries.again())
             for name, leg in legs.items()
-            if name in answers and len(leg.tried) < len(self._registry.pools[name].replicas)
+            if name in answers and len(leg.tries.tried) < len(leg.pool.replicas)
         }
         if again:
             fresh, fresh_served = await self._collect(again, config)
             for name, outputs in fresh.items():
                 replaced.append((served[name], answers[name]))
                 answers[name], served[name] = outputs, fresh_served[name]
-            for name, leg in again.items():
-                legs[name].attempts = leg.attempts
         return vote(answers, rule)
 
     def _judge(

@@ -8,15 +8,27 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from typing import Protocol, TypeVar
 
-from gateway.upstream.replica import Replica
+
+class Loaded(Protocol):
+    """What selection reads of a replica: its load now and its recent latency."""
+
+    @property
+    def outstanding(self) -> int: ...
+
+    @property
+    def ewma_latency_s(self) -> float: ...
+
+
+R = TypeVar("R", bound=Loaded)
 
 
 class PowerOfTwoChoices:
     def __init__(self, rng: random.Random | None = None) -> None:
         self._rng = rng or random.Random()
 
-    def pick(self, candidates: Sequence[Replica]) -> Replica | None:
+    def pick(self, candidates: Sequence[R]) -> R | None:
         if not candidates:
             return None
         if len(candidates) == 1:
@@ -25,5 +37,5 @@ class PowerOfTwoChoices:
         return min(first, second, key=_load)
 
 
-def _load(replica: Replica) -> tuple[int, float]:
+def _load(replica: Loaded) -> tuple[int, float]:
     return (replica.outstanding, replica.ewma_latency_s)

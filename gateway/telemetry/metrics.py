@@ -15,7 +15,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 from prometheus_client.exposition import choose_encoder
 
-from gateway.policies.classify import Outcome, OutcomeKind
+from gateway.outcome import Outcome, OutcomeKind
 from gateway.telemetry.catalog import LATENCY_BUCKETS, Catalog
 from gateway.telemetry.series import Buckets, FamilyCollector, Value
 

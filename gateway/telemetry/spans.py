@@ -17,7 +17,7 @@ from typing import Protocol
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
-from gateway.policies.classify import Outcome, OutcomeKind
+from gateway.outcome import Outcome, OutcomeKind
 from gateway.telemetry.recorder import UNSET, Attributes, SpanRecorder
 from gateway.telemetry.tracecontext import (
     TRACEPARENT,

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gateway.errors import RejectedByReplicas
-from gateway.policies.classify import Outcome, OutcomeKind
+from gateway.outcome import Outcome, OutcomeKind
 from gateway.upstream.registry import Pool
 from gateway.upstream.replica import Replica
 

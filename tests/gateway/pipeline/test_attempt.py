@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from gateway.errors import DeadlineExceeded
-from gateway.policies.classify import OutcomeKind
+from gateway.outcome import OutcomeKind
 from tests.gateway.conftest import make_config
 from tests.gateway.fakes import hang, reply
 from tests.gateway.pipeline.rig import A, Rig, slow
@@ -23,7 +23,7 @@ async def test_a_hung_replica_costs_one_short_try_and_fails_at_the_deadline() ->
     result = await rig.pipeline.handler(call)
     assert result.served_by == "r1" and result.attempts == 2
     min_try_s = rig.config.models["digits"].retry.try_timeout.min_ms / 1000
-    [short_try] = [o for o in call.outcomes if o.kind is OutcomeKind.SLOW]
+    [short_try] = [o for o in call.ledger.outcomes if o.kind is OutcomeKind.SLOW]
     assert short_try.replica == "r0" and short_try.latency_s == min_try_s
     assert rig.clock.now() - started == pytest.approx(min_try_s)
     hung = rig.replica(0)
@@ -66,7 +66,7 @@ async def test_the_last_possible_try_gets_all_the_time_left() -> None:
     call = rig.call(timeout_s=0.3)
     with pytest.raises(DeadlineExceeded):
         await rig.pipeline.handler(call)
-    assert [o.kind for o in call.outcomes] == [OutcomeKind.CANCELLED]  # no SLOW: it waited
+    assert [o.kind for o in call.ledger.outcomes] == [OutcomeKind.CANCELLED]  # no SLOW: it waited
 
 
 async def test_an_answer_within_the_per_try_timeout_is_taken_as_is() -> None:
@@ -76,4 +76,6 @@ async def test_an_answer_within_the_per_try_timeout_is_taken_as_is() -> None:
     rig.replica(1).outstanding = 50
     call = rig.call()
     result = await rig.pipeline.handler(call)
-    assert result.served_by == "r0" and [o.kind for o in call.outcomes] == [OutcomeKind.SUCCESS]
+    assert result.served_by == "r0" and [o.kind for o in call.ledger.outcomes] == [
+        OutcomeKind.SUCCESS
+    ]

@@ -60,4 +60,4 @@ async def test_panic_mode_spreads_over_all_when_too_few_are_healthy() -> None:
     for index in (0, 1):
         rig.replica(index).healthy = False
     assert {(await rig.run()).served_by for _ in range(30)} == {"r0", "r1", "r2"}
-    assert rig.registry.pools["p"].panic
+    assert rig.registry.snapshot()[0]["panic"]  # /admin/state shows it

@@ -58,8 +58,7 @@ async def test_an_input_that_makes_working_replicas_fail_ejects_none_of_them() -
     assert served == {"r0", "r1", "r2"}  # each has answered well
     for _ in range(30):
         assert (await rig.run()).status == 200
-        call = rig.call()
-        call.body = poison
+        call = rig.call(body=poison)
         with pytest.raises(RejectedByReplicas, match="cannot reshape") as info:
             await rig.pipeline.handler(call)
         assert info.value.status == 400

@@ -16,8 +16,8 @@ from gateway.errors import (
     UpstreamConnectError,
     UpstreamFailed,
 )
+from gateway.outcome import OutcomeKind
 from gateway.pipeline.retry_policy import MIN_TRY_S
-from gateway.policies.classify import OutcomeKind
 from gateway.slo.policy import PolicyAdjustment
 from gateway.virtual_time import VirtualClock
 from tests.gateway.conftest import make_config
@@ -41,7 +41,9 @@ async def test_retries_never_repeat_a_replica_and_stop_at_max_attempts() -> None
     call = rig.call()
     with pytest.raises(UpstreamFailed, match="after 3 attempt"):
         await rig.pipeline.handler(call)
-    assert call.attempts == 3 and len(call.tried) == 3 == rig.transport.sent()
+    assert (
+        call.attempts == 3 == len({o.replica for o in call.ledger.outcomes}) == rig.transport.sent()
+    )
 
 
 async def test_backoff_waits_on_the_clock_with_full_jitter_under_its_ceiling() -> None:
@@ -114,7 +116,7 @@ async def test_the_burn_policy_scales_the_budget_for_retries_and_per_try_timeout
     call = rig.call(timeout_s=0.5)
     with pytest.raises(DeadlineExceeded):
         await rig.pipeline.handler(call)
-    assert [o.kind for o in call.outcomes] == [OutcomeKind.CANCELLED]  # waited, not SLOW
+    assert [o.kind for o in call.ledger.outcomes] == [OutcomeKind.CANCELLED]  # waited, not SLOW
 
 
 # --- exact accounting: N tries cost N − 1 retries, however they end ---------------------------

@@ -3,7 +3,8 @@ from __future__ import annotations
 import pytest
 
 from gateway.errors import UpstreamConnectError, UpstreamProtocolError, UpstreamTimeout
-from gateway.policies.classify import OutcomeKind, classify_error, classify_status
+from gateway.outcome import OutcomeKind
+from gateway.policies.classify import classify_error, classify_status
 
 
 @pytest.mark.parametrize(

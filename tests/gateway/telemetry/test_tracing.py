@@ -7,7 +7,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import ValidationError
 
-from gateway.policies.classify import Outcome, OutcomeKind, classify_status
+from gateway.outcome import Outcome, OutcomeKind
+from gateway.policies.classify import classify_status
 from gateway.telemetry.tracecontext import parse_traceparent
 from gateway.telemetry.tracing import Tracer, TracingConfig, otlp_traces_url
 

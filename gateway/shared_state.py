@@ -113,8 +113,7 @@ class SharedState:
         self.applied += 1
         left = signal.ejected_until_wall - self._clock.wall()
         if left > 0:
-            replica.ejected_until = max(replica.ejected_until, self._clock.now() + left)
-            replica.ejection_reason = f"ejected by gateway {signal.origin}"
+            replica.adopt_ejection(self._clock.now() + left, f"ejected by gateway {signal.origin}")
         if replica.breaker is not None and signal.breaker in (OPEN, CLOSED, HALF_OPEN):
             replica.breaker.force(signal.breaker)
 
