@@ -15,6 +15,11 @@
 - attempt: one classified exchange; its `Outcome` feeds the replica's breaker, the outlier
   detector and the latency window.
 
+What flows down (`gateway.pipeline.call`): above the route, the frozen `InferCall` (its
+`Ledger` counts the attempts); from the route down, a `Leg` (the call on one pool with its
+`Tries`); from the balancer to the attempt, a `Try` (the leg and the chosen replica). What flows
+up is an `InferResult`, or one error carrying its `Outcome`.
+
 Each layer is a class holding the next handler with one ``async __call__``; to see or change
 the order of the pipeline, read or edit this function and nothing else. Every layer that waits
 (backoff, per-try timeout, hedge delay, deadline, fallback reserve, straggler grace) waits on
