@@ -11,8 +11,12 @@ and a replica known to answer wrongly is never used.
 
 from __future__ import annotations
 
-from gateway.upstream.registry import Pool
+from typing import TYPE_CHECKING
+
 from gateway.upstream.replica import Replica
+
+if TYPE_CHECKING:  # the registry's snapshot imports `in_panic` from here
+    from gateway.upstream.registry import Pool
 
 
 def _admitted(replica: Replica, now: float) -> bool:
@@ -22,15 +26,27 @@ def _admitted(replica: Replica, now: float) -> bool:
     return breaker is None or breaker.closed or breaker.admits()
 
 
-def eligible(pool: Pool, tried: set[str], now: float) -> list[Replica]:
-    usable = [
+def _usable(pool: Pool, now: float) -> list[Replica]:
+    return [
         r
         for r in pool.replicas
-        if r.healthy is not False and r.ejected_until <= now and _admitted(r, now)
+        if r.healthy is not False and not r.ejected(now) and _admitted(r, now)
     ]
-    threshold = pool.config.panic_threshold_percent / 100 * len(pool.replicas)
-    pool.panic = len(usable) < threshold
-    if pool.panic:
+
+
+def _panics(pool: Pool, usable: list[Replica]) -> bool:
+    return len(usable) < pool.config.panic_threshold_percent / 100 * len(pool.replicas)
+
+
+def in_panic(pool: Pool, now: float) -> bool:
+    """Whether too few replicas are usable now, so `eligible` spreads over all of them."""
+    return _panics(pool, _usable(pool, now))
+
+
+def eligible(pool: Pool, tried: set[str], now: float) -> list[Replica]:
+    """The replicas not yet tried that may take this attempt; writes nothing."""
+    usable = _usable(pool, now)
+    if _panics(pool, usable):
         return [r for r in pool.replicas if r.id not in tried and _admitted(r, now)]
     actives = [r for r in usable if not r.standby]
     active_total = sum(1 for r in pool.replicas if not r.standby)

@@ -80,12 +80,10 @@ class GoldenProber(Prober):
     def _judged(
         self, pool: Pool, replica: Replica, config: GoldenProbeConfig, passed: bool, reason: str
     ) -> bool:
-        replica.golden_last = reason
         if passed:
-            replica.golden_failures = 0
+            replica.golden_passed(reason)
             return True
-        replica.golden_failures += 1
-        if replica.golden_failures >= config.failures_to_quarantine:
+        if replica.golden_failed(reason) >= config.failures_to_quarantine:
             self._registry.quarantine(replica, config.quarantine_s, reason, "golden_probe")
         return False
 

@@ -30,18 +30,15 @@ def apply_probe(
 ) -> bool | None:
     """Feeds one probe result; returns the new health if it changed, else None."""
     if passed:
-        replica.probe_successes += 1
-        replica.probe_failures = 0
+        replica.probe_passed()
         flips = replica.healthy is None or replica.probe_successes >= config.healthy_threshold
         new = True
     else:
-        replica.probe_failures += 1
-        replica.probe_successes = 0
-        replica.last_error = f"health probe: {error}"
+        replica.probe_failed(f"health probe: {error}")
         flips = replica.healthy is None or replica.probe_failures >= config.unhealthy_threshold
         new = False
     if flips and replica.healthy is not new:
-        replica.healthy = new
+        replica.mark_health(new)
         return new
     return None
 

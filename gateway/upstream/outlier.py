@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from gateway.clock import Clock
 from gateway.config.policies import OutlierConfig
-from gateway.policies.classify import Outcome
+from gateway.outcome import Outcome
 from gateway.upstream.events import NullEvents, UpstreamEvents
 from gateway.upstream.replica import Replica
 
@@ -35,16 +35,16 @@ class OutlierDetector:
         self._events = events or NullEvents()
 
     def is_ejected(self, replica: Replica) -> bool:
-        return replica.ejected_until > self._clock.now()
+        return replica.ejected(self._clock.now())
 
     def ejected_count(self) -> int:
         now = self._clock.now()
-        return sum(1 for r in self._replicas if r.ejected_until > now)
+        return sum(1 for r in self._replicas if r.ejected(now))
 
     def observe(self, replica: Replica, outcome: Outcome) -> None:
         if not outcome.is_failure:
             if outcome.ok and replica.ejections and self._forgiven(replica):
-                replica.ejections = 0
+                replica.forget_ejections()
             return
         if replica.consecutive_failures >= self._config.consecutive_failures:
             reason = f"{replica.consecutive_failures} consecutive failures"
@@ -54,28 +54,24 @@ class OutlierDetector:
     def eject(self, replica: Replica, reason: str) -> bool:
         """Ejects unless already ejected or the pool's ejection cap is reached."""
         now = self._clock.now()
-        if replica.ejected_until > now:
+        if replica.ejected(now):
             return False
         ejected = self.ejected_count()
         cap = self._config.max_ejection_percent * len(self._replicas) / 100
         if ejected >= 1 and ejected + 1 > cap:
             return False
-        replica.ejections += 1
         duration = min(
-            self._config.base_ejection_s * replica.ejections, self._config.max_ejection_s
+            self._config.base_ejection_s * (replica.ejections + 1), self._config.max_ejection_s
         )
-        replica.ejected_until = now + duration
-        replica.last_ejected_at = now
-        replica.ejection_reason = reason
-        replica.consecutive_failures = 0
+        replica.eject(now, duration, reason)
         log.warning("replica %s ejected for %.1f s: %s", replica.id, duration, reason)
         return True
 
     def reinstate(self, replica: Replica) -> bool:
         """Ends an ejection early (active health checks saw the replica recover)."""
-        if replica.ejected_until <= self._clock.now():
+        if not replica.ejected(self._clock.now()):
             return False
-        replica.ejected_until = 0.0
+        replica.reinstate()
         log.info("replica %s reinstated: health checks pass again", replica.id)
         return True
 

@@ -16,6 +16,7 @@ from gateway.clock import Clock
 from gateway.config.models import GatewayConfig, PoolConfig
 from gateway.policies.latency import LatencyWindow
 from gateway.upstream.breaker import ReplicaBreaker, StateListener
+from gateway.upstream.eligibility import in_panic
 from gateway.upstream.events import NullEvents, UpstreamEvents
 from gateway.upstream.outlier import OutlierDetector
 from gateway.upstream.replica import Replica
@@ -30,17 +31,17 @@ class Pool:
     replicas: tuple[Replica, ...]
     outlier: OutlierDetector
     latency: LatencyWindow = field(default_factory=LatencyWindow)
-    panic: bool = False
     error_streak: int = 0  # error answers (4xx/5xx) in a row across the pool, for `evidence`
 
     @classmethod
     def from_config(
         cls, name: str, config: PoolConfig, clock: Clock, events: UpstreamEvents
     ) -> Pool:
-        replicas = tuple(Replica.from_config(name, r) for r in config.replicas)
         listeners: tuple[StateListener, ...] = (events.breaker_transition,)
-        for replica in replicas:
-            replica.breaker = ReplicaBreaker(replica.id, config.breaker, clock, listeners)
+        replicas = tuple(
+            Replica.from_config(name, r, ReplicaBreaker(r.id, config.breaker, clock, listeners))
+            for r in config.replicas
+        )
         outlier = OutlierDetector(replicas, config.outlier, clock, events)
         return cls(name, config, replicas, outlier)
 
@@ -69,7 +70,7 @@ class Pool:
             "version": self.version,
             "healthy": len(self.healthy()),
             "size": len(self.replicas),
-            "panic": self.panic,
+            "panic": in_panic(self, now),
             "ejected": self.outlier.ejected_count(),
             "replicas": [r.snapshot(now) for r in self.replicas],
         }

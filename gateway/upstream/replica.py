@@ -1,7 +1,9 @@
-"""Live state of one replica as this gateway sees it.
+"""Live state of one replica as this gateway sees it, changed only through its own methods.
 
-Reactors (the attempt layer, the prober, later the outlier detector and breaker) write here;
-the balancer and `/admin/state` read it. Nothing in it does I/O.
+Reactors (the attempt layer, the probers, the outlier detector, shared state) decide *what*
+happened and call one named method here to record it; none assigns a field. So every change to
+a replica's state is in this file, and the balancer and `/admin/state` read one consistent
+object. Nothing in it does I/O or reads a clock: times come in as arguments.
 """
 
 from __future__ import annotations
@@ -45,13 +47,16 @@ class Replica:
     breaker: ReplicaBreaker | None = field(default=None, repr=False)
 
     @classmethod
-    def from_config(cls, pool: str, config: ReplicaConfig) -> Replica:
+    def from_config(
+        cls, pool: str, config: ReplicaConfig, breaker: ReplicaBreaker | None = None
+    ) -> Replica:
         return cls(
             id=config.id,
             pool=pool,
             endpoint=config.endpoint,
             zone=config.zone,
             standby=config.standby,
+            breaker=breaker,
         )
 
     @property
@@ -90,6 +95,53 @@ class Replica:
         self.quarantine_reason = reason
         return True
 
+    def ejected(self, now: float) -> bool:
+        return self.ejected_until > now
+
+    def eject(self, now: float, duration_s: float, reason: str) -> None:
+        """Records an ejection the outlier detector decided; its failure streak starts afresh."""
+        self.ejections += 1
+        self.ejected_until = now + duration_s
+        self.last_ejected_at = now
+        self.ejection_reason = reason
+        self.consecutive_failures = 0
+
+    def reinstate(self) -> None:
+        """Ends the ejection now (the reason and the count stay, for `/admin/state`)."""
+        self.ejected_until = 0.0
+
+    def forget_ejections(self) -> None:
+        """Long good since its last ejection: the next one is as short as the first."""
+        self.ejections = 0
+
+    def adopt_ejection(self, until: float, reason: str) -> None:
+        """Takes an ejection another gateway decided; it never shortens one of our own."""
+        self.ejected_until = max(self.ejected_until, until)
+        self.ejection_reason = reason
+
+    def probe_passed(self) -> None:
+        self.probe_successes += 1
+        self.probe_failures = 0
+
+    def probe_failed(self, error: str) -> None:
+        self.probe_failures += 1
+        self.probe_successes = 0
+        self.last_error = error
+
+    def mark_health(self, healthy: bool) -> None:
+        """The health verdict, once the prober's thresholds are met."""
+        self.healthy = healthy
+
+    def golden_passed(self, reason: str) -> None:
+        self.golden_last = reason
+        self.golden_failures = 0
+
+    def golden_failed(self, reason: str) -> int:
+        """Records a wrong golden answer; returns the misses in a row."""
+        self.golden_last = reason
+        self.golden_failures += 1
+        return self.golden_failures
+
     def snapshot(self, now: float) -> dict[str, Any]:
         return {
             "id": self.id,
@@ -98,7 +150,7 @@ class Replica:
             "standby": self.standby,
             "healthy": self.healthy,
             "breaker": self.breaker.snapshot() if self.breaker else None,
-            "ejected": self.ejected_until > now,
+            "ejected": self.ejected(now),
             "ejected_for_s": round(max(0.0, self.ejected_until - now), 3),
             "ejections": self.ejections,
             "ejection_reason": self.ejection_reason,
