@@ -15,7 +15,6 @@ def state_document(gateway: Gateway) -> dict[str, Any]:
     admission = pipeline.admission
     return {
         "ready": gateway.ready(),
-        "transport": gateway.config.server.transport,
         "state_store": gateway.shared.snapshot(),
         "retry_budget": gateway.budget.snapshot(),
         "fallbacks": {n: m.status.to_json() for n, m in gateway.fallback_models.items()},

@@ -66,9 +66,7 @@ def measure(
     return result, cpu
 
 
-def variants(
-    stack: Stack, replica: Proc, transport: str
-) -> list[tuple[str, Proc | None, str, str]]:
+def variants(stack: Stack, replica: Proc) -> list[tuple[str, Proc | None, str, str]]:
     """The same gateway with Redis shared state on, and with 30 probed replica entries.
 
     The 30 entries all point at the one replica process: what is measured is the gateway's
@@ -77,10 +75,8 @@ def variants(
     """
     redis = redis_server(stack)
     shared = pool_config([replica], MODEL)
-    shared["server"] = {"transport": transport}
     shared["state"] = {"backend": "redis", "redis_url": redis.url, "sync_interval_s": 0.5}
     many = pool_config([replica], MODEL)
-    many["server"] = {"transport": transport}
     entries = [{"id": f"r{i}", "url": replica.url} for i in range(30)]
     many["pools"]["pool"]["replicas"] = entries
     many["pools"]["pool"]["golden"] = {"file": str(ROOT / "fallback_models" / "digits-golden.json")}
@@ -98,7 +94,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--concurrency", default="1,16,64")
     parser.add_argument("--max-requests", type=int, default=200_000)
-    parser.add_argument("--transport", default="fast", help="the gateway's upstream transport")
     parser.add_argument(
         "--variants",
         action="store_true",
@@ -111,17 +106,16 @@ def main(argv: list[str] | None = None) -> int:
     with Stack() as stack:
         replica = stack.replica("replica-0", MODEL, faults=False)
         config = pool_config([replica], MODEL)
-        config["server"] = {"transport": args.transport}
         gateway = stack.gateway(config)
         nginx = stack.nginx([replica.url])
         targets: list[tuple[str, Proc | None, str, str]] = [
             ("direct", None, replica.url, f"/v2/models/{MODEL}/infer"),
-            (f"gateway[{args.transport}]", gateway, gateway.url, "/v2/models/digits/infer"),
+            ("gateway", gateway, gateway.url, "/v2/models/digits/infer"),
         ]
         if nginx is not None:
             targets.append(("nginx", nginx, nginx.url, f"/v2/models/{MODEL}/infer"))
         if args.variants:
-            targets += variants(stack, replica, args.transport)
+            targets += variants(stack, replica)
         for concurrency in levels:
             for name, proc, url, path in targets:
                 result, cpu = measure(

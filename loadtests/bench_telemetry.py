@@ -26,12 +26,10 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from gateway.clock import MonotonicClock
 from gateway.policies.classify import classify_status
 from gateway.telemetry.catalog import LATENCY_BUCKETS
 from gateway.telemetry.logging import JsonFormatter, TextFormatter, bind_request, unbind_request
 from gateway.telemetry.metrics import Metrics
-from gateway.telemetry.statelog import StateLog
 from gateway.telemetry.tracing import Tracer, TracingConfig
 
 INCOMING = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
@@ -152,16 +150,6 @@ def bind_unbind() -> None:
     unbind_request(bind_request("req-1"))
 
 
-def statelog_repeat() -> Callable[[], None]:
-    log = StateLog(logging.getLogger("bench.telemetry.state"), MonotonicClock())
-    log.change("fallback", "digits", "on")
-
-    def run() -> None:
-        log.change("fallback", "digits", "on")  # no change: nothing is written
-
-    return run
-
-
 def otlp_encoding() -> Callable[[], None]:
     """What the OTLP exporter's thread spends encoding one request's two spans (per request)."""
     memory = InMemorySpanExporter()
@@ -216,7 +204,6 @@ def main(argv: list[str] | None = None) -> None:
          lambda: measure(log_line(JsonFormatter()), n)),
         ("logs: one text line", lambda: measure(log_line(TextFormatter()), n)),
         ("logs: debug call below the level", lambda: measure(debug_skipped(), n)),
-        ("logs: StateLog.change with no change", lambda: measure(statelog_repeat(), n)),
     ]  # fmt: skip
     print(f"{'what (per request)':<52} {'µs':>8}")
     for name, bench in rows:

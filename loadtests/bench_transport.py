@@ -1,10 +1,10 @@
 """Benchmark of the upstream transports: throughput, latency and client CPU per proxied request.
 
-Why: the upstream client is most of the gateway's own CPU per request, so the default transport
-is picked by these numbers. The upstream is a realistic replica stand-in (uvicorn + httptools +
-uvloop, one process, fixed V2 reply); every transport runs in this process on uvloop (or
-asyncio), in a closed loop bounded by duration and by request count, and its cost is this
-process's CPU time.
+Why: the upstream client is most of the gateway's own CPU per request, so the gateway's one
+transport ("fast") was picked by these numbers; the others are in ``loadtests/transports``.
+The upstream is a realistic replica stand-in (uvicorn + httptools + uvloop, one process, fixed
+V2 reply); every transport runs in this process on uvloop (or asyncio), in a closed loop
+bounded by duration and by request count, and its cost is this process's CPU time.
 
     .venv/bin/python loadtests/bench_transport.py [--seconds 2] [--concurrency 1,16,64]
                                                   [--transports fast,aiohttp,httpx,httpx-aiohttp]
@@ -171,7 +171,7 @@ async def run_cell(
 ) -> Cell:
     from gateway.errors import UpstreamError
     from gateway.upstream.transport import Endpoint
-    from gateway.upstream.transports import TransportLimits, make_transport
+    from loadtests.transports import TransportLimits, make_transport
 
     endpoint = Endpoint("127.0.0.1", port)
     limits = TransportLimits(

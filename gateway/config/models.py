@@ -56,7 +56,6 @@ class ServerConfig(Frozen):
 
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
-    transport: Literal["fast", "aiohttp", "httpx", "httpx-aiohttp"] = "fast"
     max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, gt=0)
     max_header_bytes: int = Field(32 * 1024, ge=1024, description="request line + headers")
     header_timeout_s: float = Field(10.0, gt=0)

@@ -119,7 +119,7 @@ class VoteConfig(Frozen):
         return self
 
 
-FallbackReason = Literal["no_replica", "exhausted", "deadline", "no_quorum", "overloaded"]
+FallbackReason = Literal["no_replica", "exhausted", "deadline", "no_quorum"]
 
 
 class FallbackConfig(Frozen):

@@ -1,1 +1,1 @@
-"""Everything that talks to replicas: transports, replica state, pools, probes."""
+"""Everything that talks to replicas: the transport, replica state, pools, probes."""

@@ -1,18 +1,19 @@
-"""The gateway runs without the replica server and without the model build's dependencies.
+"""The gateway runs without the replica server and without the model build's or the load
+tests' dependencies.
 
 `lint-imports` checks the static import graph (pyproject.toml); these tests check what a real
 start imports, dynamic imports included, in an interpreter where those packages cannot load:
-so `pip install v2-gateway[cpu]` (no `build` extra) is a working gateway, and a sidecar image
-need not carry scikit-learn, skl2onnx or onnx.
+so `pip install v2-gateway[cpu]` (no `build` or `load` extra) is a working gateway, and a
+sidecar image need not carry scikit-learn, skl2onnx, onnx or aiohttp.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from tests.support.blocked_imports import MODEL_BUILD, report, run_without
+from tests.support.blocked_imports import LOAD, MODEL_BUILD, report, run_without
 
-BLOCKED = (*MODEL_BUILD, "replicas")
+BLOCKED = (*MODEL_BUILD, *LOAD, "replicas")
 
 START = """
 import asyncio, pkgutil, importlib

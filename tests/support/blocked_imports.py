@@ -17,6 +17,7 @@ from typing import Any
 from tests.support.processes import REPO_ROOT
 
 MODEL_BUILD = ("sklearn", "skl2onnx", "onnx", "tqdm")  # the `build` extra's packages
+LOAD = ("aiohttp", "locust", "matplotlib")  # the `load` extra's packages
 
 _PRELUDE = """
 import importlib.abc, sys

@@ -13,7 +13,6 @@ import pytest
 from gateway.errors import UpstreamProtocolError, UpstreamTimeout
 from gateway.upstream.fast_transport import FastTransport
 from gateway.upstream.transport import Endpoint
-from gateway.upstream.transports import TransportLimits, make_transport
 from tests.gateway.upstream.scripted_server import HUGE, STALE, ScriptedServer, wait_until
 
 
@@ -104,7 +103,7 @@ async def test_ten_thousand_repeated_headers_are_refused(
 async def test_huge_reply_is_refused_without_reading_it_all(
     server: ScriptedServer, endpoint: Endpoint, path: str
 ) -> None:
-    transport = make_transport("fast", TransportLimits(max_reply_body_bytes=1 << 20))
+    transport = FastTransport(max_reply_body_bytes=1 << 20)
     try:
         with pytest.raises(UpstreamProtocolError, match="max_reply_body_bytes=1048576"):
             await transport.request(endpoint, "POST", path, body=b"x", timeout=30.0)

@@ -1,8 +1,8 @@
-"""The upstream transports by name, and the limits every one of them takes.
+"""The upstream transports that `bench_transport.py` compares, by name, and their limits.
 
-Why: the transport is picked in config by name (as uvicorn picks its loop and HTTP
-implementations), so swapping it for a benchmark or a fallback is a config change, not a code
-change. "fast" is the default: the numbers are in ``loadtests/bench_transport.py``.
+Why: the gateway always proxies with `FastTransport`; aiohttp, httpx and httpx over aiohttp
+are kept here, beside the benchmark, as the measured alternatives and as the reference
+implementations that the transport contract tests (``tests/gateway/upstream``) hold it to.
 """
 
 from __future__ import annotations
@@ -10,18 +10,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gateway.upstream.aiohttp_transport import AiohttpTransport
 from gateway.upstream.fast_connection import (
     MAX_REPLY_BODY_BYTES,
     MAX_REPLY_HEADER_BYTES,
     MAX_REPLY_HEADER_COUNT,
 )
 from gateway.upstream.fast_transport import FastTransport
-from gateway.upstream.httpx_aiohttp import AiohttpBackend
-from gateway.upstream.httpx_transport import HttpxTransport
 from gateway.upstream.transport import Transport
-
-DEFAULT_TRANSPORT = "fast"
+from loadtests.transports.aiohttp_transport import AiohttpTransport
+from loadtests.transports.httpx_aiohttp import AiohttpBackend
+from loadtests.transports.httpx_transport import HttpxTransport
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,8 +27,8 @@ class TransportLimits:
     """Connection limits per replica endpoint, and caps on each reply (a replica is untrusted).
 
     A reply over a ``max_reply_*`` cap fails with `UpstreamProtocolError` naming the cap, and its
-    connection is dropped. Only "fast" enforces those caps; the other transports (kept for
-    benchmarks) use their libraries' own limits.
+    connection is dropped. Only "fast" enforces those caps; the others use their libraries'
+    own limits.
     """
 
     max_connections_per_endpoint: int = 256

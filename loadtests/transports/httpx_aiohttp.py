@@ -10,8 +10,8 @@ from __future__ import annotations
 import aiohttp
 import httpx
 
-from gateway.upstream.aiohttp_transport import dropped_before_reply, new_session
-from gateway.upstream.httpx_transport import SERVER_DISCONNECTED
+from loadtests.transports.aiohttp_transport import dropped_before_reply, new_session
+from loadtests.transports.httpx_transport import SERVER_DISCONNECTED
 
 
 def _to_httpx(exc: Exception, request: httpx.Request) -> httpx.TransportError:

@@ -1,8 +1,8 @@
 """`AiohttpTransport`: the upstream transport on one shared ``aiohttp.ClientSession``.
 
-Why: aiohttp is the mature asyncio HTTP client and the benchmark's reference point; keeping it as
-a drop-in transport lets an operator fall back to it, and lets tests check `FastTransport`
-against a well-known implementation under one contract.
+Why: aiohttp is the mature asyncio HTTP client and the benchmark's reference point; as a
+transport under the same contract it lets tests check `FastTransport` against a well-known
+implementation.
 """
 
 from __future__ import annotations

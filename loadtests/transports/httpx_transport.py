@@ -1,8 +1,9 @@
 """`HttpxTransport`: the upstream transport on one shared ``httpx.AsyncClient``.
 
-Why: httpx was the first choice in the design, so it stays as a measured candidate and a
-reference implementation; on this machine its default transport costs about ten times the CPU
-of the alternatives (encode/httpx#3215), which is why it is not the default.
+Why: httpx was the first choice in the design, so it stays (beside the benchmark) as a
+measured candidate and a reference implementation; on this machine its default transport
+costs about ten times the CPU of the alternatives (encode/httpx#3215), which is why the
+gateway does not use it.
 """
 
 from __future__ import annotations
