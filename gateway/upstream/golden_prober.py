@@ -31,8 +31,6 @@ PROBE_TIMEOUT_S = 2.0
 
 
 class GoldenProber(Prober):
-    probes = 0
-
     def loops(self) -> list[tuple[str, Coroutine[Any, Any, None]]]:
         return [
             (f"golden:{pool.name}", self._loop(pool, config, GoldenSet.read(Path(config.file))))
@@ -53,7 +51,6 @@ class GoldenProber(Prober):
             return None  # the health prober speaks for a replica that is down
         rows = sample_rows(golden, config.rows, self._rng)
         request = golden_request(golden, rows)
-        self.probes += 1
         try:
             response = await self._transport.request(
                 replica.endpoint,
