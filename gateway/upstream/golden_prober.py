@@ -83,4 +83,3 @@ class GoldenProber(Prober):
         if replica.golden_failed(reason) >= config.failures_to_quarantine:
             self._registry.quarantine(replica, config.quarantine_s, reason, "golden_probe")
         return False
-
