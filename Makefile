@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-stamp
 MODELS := models/MANIFEST.json
 CONFIG ?= config/local.yaml
 
-.PHONY: run test lint unit bench faults chaos capacity setup system clean
+.PHONY: run test lint unit bench faults chaos capacity peers setup system clean
 
 run: setup
 	$(VENV)/bin/gateway up --config $(CONFIG)
@@ -37,6 +37,10 @@ chaos: setup
 
 capacity: setup
 	$(PY) -m loadtests.chaos.capacity
+
+# Real MLServer and KServe venvs under .peers/ for tests/peers (minutes; not part of `make test`).
+peers: system
+	bash .ci/peers.sh
 
 setup: system $(STAMP) $(MODELS)
 
