@@ -1,19 +1,16 @@
 """The gateway's one error tree; every error a client can see is a `GatewayError`.
 
-Foreign exceptions (httpx, aiohttp, httptools, onnxruntime, redis) are translated into this tree
+Foreign exceptions (httptools, onnxruntime, redis, the socket layer) are translated into this tree
 exactly where they enter, chained with ``raise ... from exc``. Each class carries its HTTP status,
 so the edge renders every failure the same way: ``{"error": "..."}`` with a precise status.
 
     GatewayError                      (500, never raised directly)
     ├── ClientError                   4xx: the request itself is wrong
     │   ├── BadRequest                400: names the bad field
-    │   ├── Unauthorized              401
-    │   ├── Forbidden                 403
     │   ├── NotFound                  404: unknown model or version
     │   ├── RequestTimeout            408: the client did not send its whole request in time
     │   ├── Conflict                  409: the request conflicts with how the gateway runs
     │   ├── PayloadTooLarge           413
-    │   ├── TooManyRequests           429: per-tenant shed, with Retry-After
     │   └── RejectedByReplicas        4xx: replicas refused the request (their status, message)
     ├── ServiceUnavailable            503: no way to serve right now, with Retry-After
     │   ├── Overloaded                503: admission bound reached
@@ -66,14 +63,6 @@ class BadRequest(ClientError):
     status = 400
 
 
-class Unauthorized(ClientError):
-    status = 401
-
-
-class Forbidden(ClientError):
-    status = 403
-
-
 class NotFound(ClientError):
     status = 404
 
@@ -88,14 +77,6 @@ class Conflict(ClientError):
 
 class PayloadTooLarge(ClientError):
     status = 413
-
-
-class TooManyRequests(ClientError):
-    status = 429
-
-    def __init__(self, message: str, retry_after_s: float = 1.0) -> None:
-        super().__init__(message)
-        self.retry_after_s = retry_after_s
 
 
 class RejectedByReplicas(ClientError):

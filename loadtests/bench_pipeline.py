@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gateway.clock import MonotonicClock
 from gateway.config import GatewayConfig, parse_config
+from gateway.config.endpoint import Endpoint
 from gateway.deadline import Deadline
 from gateway.pipeline.build import build_pipeline
 from gateway.pipeline.call import InferCall
@@ -31,7 +32,7 @@ from gateway.policies.budget import RetryBudget
 from gateway.slo.engine import SloBook
 from gateway.telemetry.metrics import Metrics
 from gateway.upstream.registry import Registry
-from gateway.upstream.transport import Endpoint, UpstreamResponse
+from gateway.upstream.transport import UpstreamResponse
 from gateway.v2.request import parse_infer_request
 
 BODY = orjson.dumps(

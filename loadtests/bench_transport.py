@@ -169,8 +169,8 @@ class Cell:
 async def run_cell(
     name: str, concurrency: int, seconds: float, port: int, upstream_pid: int
 ) -> Cell:
+    from gateway.config.endpoint import Endpoint
     from gateway.errors import UpstreamError
-    from gateway.upstream.transport import Endpoint
     from loadtests.transports import TransportLimits, make_transport
 
     endpoint = Endpoint("127.0.0.1", port)

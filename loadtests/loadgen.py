@@ -12,9 +12,9 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+from gateway.config.endpoint import Endpoint
 from gateway.errors import UpstreamError
 from gateway.upstream.fast_transport import FastTransport
-from gateway.upstream.transport import Endpoint
 
 
 @dataclass

@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from gateway.config.endpoint import Endpoint
 from gateway.config.policies import (
     AdmissionConfig,
     BreakerConfig,
@@ -25,7 +26,6 @@ from gateway.config.policies import (
 )
 from gateway.slo.config import BurnPolicyConfig, SloConfig, unique_names
 from gateway.telemetry.tracing import TracingConfig
-from gateway.upstream.transport import Endpoint
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 

@@ -66,7 +66,6 @@ class FallbackLayer:
         self._clock = clock
         self._fallbacks = fallbacks
         self._inner = inner
-        self.answered: dict[str, int] = {}
 
     async def __call__(self, call: InferCall) -> InferResult:
         policy = call.model.fallback
@@ -94,7 +93,6 @@ class FallbackLayer:
         inputs = decode_inputs(call.body, call.upstream_headers.get(HEADER_LENGTH))
         outputs = await runner.infer(inputs)
         reply = encode_reply(call, outputs)
-        self.answered[reason] = self.answered.get(reason, 0) + 1
         self._metrics.fallback(call.model_name, reason)
         return InferResult(
             status=200,

@@ -42,8 +42,6 @@ class VoteRoute:
         self._leg = leg
         self._clock = clock
         self.suspects: dict[str, SuspectTracker] = {}
-        self.votes = 0
-        self.no_quorum = 0
 
     def suspects_snapshot(self) -> dict[str, dict[str, dict[str, float]]]:
         return {model: tracker.snapshot() for model, tracker in self.suspects.items()}
@@ -79,10 +77,8 @@ class VoteRoute:
         replaced: list[tuple[str, Outputs]] = []
         if result is not None and not result.agreed:
             result = await self._tiebreak(legs, config, rule, answers, served, replaced)
-        self.votes += 1
         refusals = [d for leg in legs.values() for d in leg.tries.settle()]
         if result is None or not result.agreed:
-            self.no_quorum += 1
             self._metrics.vote(call.model_name, "no_quorum")
             rejected = evidence.request_at_fault(refusals, call.model_name)
             if rejected is not None:  # legs of two versions refused it alike: the request's fault

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 
+from gateway.config.endpoint import Endpoint
 from gateway.errors import UpstreamConnectError, UpstreamTimeout
 from gateway.upstream.fast_connection import (
     MAX_REPLY_BODY_BYTES,
@@ -19,7 +20,7 @@ from gateway.upstream.fast_connection import (
     Connection,
     ReplyLimits,
 )
-from gateway.upstream.transport import Endpoint, UpstreamResponse
+from gateway.upstream.transport import UpstreamResponse
 
 # Framing is ours: extra headers with these names are dropped rather than sent twice.
 _OWN_HEADERS = frozenset({"host", "content-length", "transfer-encoding"})

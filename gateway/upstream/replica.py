@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gateway.config.endpoint import Endpoint
 from gateway.config.models import ReplicaConfig
-from gateway.upstream.transport import Endpoint
 
 if TYPE_CHECKING:
     from gateway.upstream.breaker import ReplicaBreaker

@@ -11,31 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
-from urllib.parse import urlsplit
 
-
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    """Where a replica listens: plain HTTP host and port, plus an optional path prefix."""
-
-    host: str
-    port: int
-    prefix: str = ""
-
-    @classmethod
-    def parse(cls, url: str) -> Endpoint:
-        parts = urlsplit(url)
-        if parts.scheme != "http" or not parts.hostname:
-            raise ValueError(f"replica url must be http://host:port[/prefix], got {url!r}")
-        return cls(parts.hostname, parts.port or 80, parts.path.rstrip("/"))
-
-    @property
-    def authority(self) -> str:
-        return f"{self.host}:{self.port}"
-
-    @property
-    def base_url(self) -> str:
-        return f"http://{self.authority}{self.prefix}"
+from gateway.config.endpoint import Endpoint
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,13 +12,14 @@ from collections.abc import Mapping
 
 import aiohttp
 
+from gateway.config.endpoint import Endpoint
 from gateway.errors import (
     UpstreamConnectError,
     UpstreamError,
     UpstreamProtocolError,
     UpstreamTimeout,
 )
-from gateway.upstream.transport import Endpoint, UpstreamResponse
+from gateway.upstream.transport import UpstreamResponse
 
 # aiohttp adds these unless told not to. A proxy hop needs none of them, and without an
 # Accept-Encoding the replica replies uncompressed, so the body we pass on is what it says it is.

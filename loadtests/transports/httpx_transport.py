@@ -13,13 +13,14 @@ from collections.abc import Mapping
 
 import httpx
 
+from gateway.config.endpoint import Endpoint
 from gateway.errors import (
     UpstreamConnectError,
     UpstreamError,
     UpstreamProtocolError,
     UpstreamTimeout,
 )
-from gateway.upstream.transport import Endpoint, UpstreamResponse
+from gateway.upstream.transport import UpstreamResponse
 
 # httpcore's message when the connection closed before any byte of the reply
 # (httpcore/_async/http11.py); the backend adapter in httpx_aiohttp.py raises it too.

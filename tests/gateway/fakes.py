@@ -7,8 +7,9 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Mapping
 
 from gateway.clock import Clock
+from gateway.config.endpoint import Endpoint
 from gateway.errors import UpstreamTimeout
-from gateway.upstream.transport import Endpoint, UpstreamResponse
+from gateway.upstream.transport import UpstreamResponse
 
 Behaviour = Callable[[str, str, bytes], Awaitable[UpstreamResponse]]
 

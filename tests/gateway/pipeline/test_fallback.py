@@ -15,12 +15,14 @@ from tests.gateway.fakes import hang, reply
 from tests.gateway.pipeline.rig import Rig
 from tests.gateway.pipeline.votes import (
     MANIFEST,
+    MODEL,
     answer,
     by_pool,
     verified_fallback,
     vote_call,
     vote_config,
 )
+from tests.gateway.telemetry.test_metrics import scrape, value
 
 FALLBACK = "digits-logreg"
 
@@ -36,7 +38,8 @@ async def test_no_quorum_falls_back_degraded() -> None:
     result = await rig.pipeline.handler(vote_call(rig))
     assert result.served_by == f"fallback/{FALLBACK}" and result.degraded == "no_quorum"
     assert decode_outputs(result.body, result.header_length)["label"].shape == (1,)
-    assert rig.pipeline.fallback.answered == {"no_quorum": 1}
+    samples = scrape(rig.metrics)
+    assert value(samples, "gateway_fallbacks_total", model=MODEL, reason="no_quorum") == 1
 
 
 async def test_the_primary_path_gets_the_deadline_minus_the_reserve() -> None:

@@ -3,9 +3,9 @@ from __future__ import annotations
 import random
 from collections import Counter
 
+from gateway.config.endpoint import Endpoint
 from gateway.policies.selection import PowerOfTwoChoices
 from gateway.upstream.replica import Replica
-from gateway.upstream.transport import Endpoint
 
 
 def _replicas(loads: list[int]) -> list[Replica]:

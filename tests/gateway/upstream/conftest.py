@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import uvloop
 
-from gateway.upstream.transport import Endpoint
+from gateway.config.endpoint import Endpoint
 from tests.gateway.upstream.scripted_server import ScriptedServer
 
 ECHO_APP = Path(__file__).with_name("echo_app.py")

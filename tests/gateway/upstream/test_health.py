@@ -4,13 +4,13 @@ import asyncio
 import random
 
 from gateway.clock import FakeClock
+from gateway.config.endpoint import Endpoint
 from gateway.config.policies import HealthCheckConfig
 from gateway.policies.classify import classify_status
 from gateway.upstream.events import NullEvents
 from gateway.upstream.health import HealthProber, apply_probe, next_interval, readmit
 from gateway.upstream.registry import Registry
 from gateway.upstream.replica import Replica
-from gateway.upstream.transport import Endpoint
 from tests.gateway.conftest import make_config
 from tests.gateway.fakes import FakeTransport, reply
 

@@ -10,9 +10,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from gateway.config.endpoint import Endpoint
 from gateway.errors import UpstreamProtocolError, UpstreamTimeout
 from gateway.upstream.fast_transport import FastTransport
-from gateway.upstream.transport import Endpoint
 from tests.gateway.upstream.scripted_server import HUGE, STALE, ScriptedServer, wait_until
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from gateway.config.endpoint import Endpoint
 from gateway.upstream.replica import Replica
-from gateway.upstream.transport import Endpoint
 
 
 def _replica() -> Replica:

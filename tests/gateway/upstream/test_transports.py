@@ -11,9 +11,10 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
+from gateway.config.endpoint import Endpoint
 from gateway.errors import UpstreamConnectError, UpstreamProtocolError, UpstreamTimeout
 from gateway.upstream.fast_transport import FastTransport
-from gateway.upstream.transport import Endpoint, Transport
+from gateway.upstream.transport import Transport
 from loadtests.transports import TRANSPORTS, TransportLimits, make_transport
 from tests.gateway.upstream.scripted_server import CHUNKS, ScriptedServer, wait_until
 
