@@ -121,11 +121,29 @@ class DeadlineExceeded(GatewayError):
 
 
 class UpstreamError(GatewayError):
-    """One attempt against one replica failed; the attempt layer attaches its `Outcome`."""
+    """One attempt against one replica failed.
+
+    A transport raises it bare; the attempt layer raises it again classified, as a new error
+    built with its `Outcome` (and, for a slow try, the exchange that may still answer),
+    chained to the transport's. Nothing is attached after construction.
+    """
 
     status = 502
-    outcome: Outcome | None = None
-    pending: asyncio.Future[Any] | None = None  # a slow exchange that may still answer
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        outcome: Outcome | None = None,
+        pending: asyncio.Future[Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.outcome = outcome
+        self.pending = pending  # a slow exchange that may still answer
+
+    def classified(self, outcome: Outcome) -> UpstreamError:
+        """The same failure, as a new error of the same kind carrying its outcome."""
+        return type(self)(self.message, outcome=outcome)
 
 
 class UpstreamConnectError(UpstreamError):
@@ -143,7 +161,17 @@ class UpstreamProtocolError(UpstreamError):
 class UpstreamStatusError(UpstreamError):
     """The replica answered an error status; ``upstream_status`` and ``body`` say what."""
 
-    def __init__(self, message: str, upstream_status: int, body: bytes = b"") -> None:
-        super().__init__(message)
+    def __init__(
+        self,
+        message: str,
+        upstream_status: int,
+        body: bytes = b"",
+        *,
+        outcome: Outcome | None = None,
+    ) -> None:
+        super().__init__(message, outcome=outcome)
         self.upstream_status = upstream_status
         self.body = body
+
+    def classified(self, outcome: Outcome) -> UpstreamError:
+        return UpstreamStatusError(self.message, self.upstream_status, self.body, outcome=outcome)

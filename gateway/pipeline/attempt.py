@@ -81,9 +81,8 @@ class AttemptLayer:
         task.add_done_callback(self._finished_in_background)
         slow = Outcome(OutcomeKind.SLOW, replica.id, patience, detail="answer still pending")
         leg.call.ledger.record(slow)
-        error = UpstreamTimeout(f"{replica.id}: no answer within {patience * 1000:.0f} ms")
-        error.outcome, error.pending = slow, task
-        raise error
+        message = f"{replica.id}: no answer within {patience * 1000:.0f} ms"
+        raise UpstreamTimeout(message, outcome=slow, pending=task)
 
     def _finished_in_background(self, task: asyncio.Future[InferResult]) -> None:
         self.background.discard(task)
@@ -115,16 +114,14 @@ class AttemptLayer:
                 )
             except UpstreamError as exc:
                 outcome = classify_error(replica.id, exc, self._clock.now() - started)
-                exc.outcome = outcome
-                raise
+                raise exc.classified(outcome) from exc
             outcome = _judge_reply(call, replica.id, response, self._clock.now() - started)
             if outcome.kind is OutcomeKind.PROTOCOL_ERROR:
-                protocol_error = UpstreamProtocolError(outcome.describe())
-                protocol_error.outcome = outcome
-                raise protocol_error
+                raise UpstreamProtocolError(outcome.describe(), outcome=outcome)
             if not outcome.ok:
-                error = UpstreamStatusError(outcome.describe(), response.status, response.body)
-                error.outcome = outcome
+                error = UpstreamStatusError(
+                    outcome.describe(), response.status, response.body, outcome=outcome
+                )
                 pool.error_streak += 1
                 if outcome.disputed:
                     leg.tries.dispute(Dispute(replica, pool, outcome, outcome.detail))

@@ -28,11 +28,10 @@ def _after_one_try(rig: Rig, timeout_s: float = 1.0) -> Leg:
 
 
 def _failed(kind: OutcomeKind, status: int | None = None) -> UpstreamError:
-    error: UpstreamError = (
-        UpstreamTimeout("t") if status is None else UpstreamStatusError("s", status)
-    )
-    error.outcome = Outcome(kind, "r0", 0.01, status)
-    return error
+    outcome = Outcome(kind, "r0", 0.01, status)
+    if status is None:
+        return UpstreamTimeout("t", outcome=outcome)
+    return UpstreamStatusError("s", status, outcome=outcome)
 
 
 SERVER_ERROR = (OutcomeKind.SERVER_ERROR, 503)
