@@ -76,7 +76,7 @@ def build_pipeline(
     retry = RetryPolicy(budget, adjust, metrics, clock, rng)
     attempt = AttemptLayer(transport, retry, clock, metrics)
     balance = BalanceLayer(PowerOfTwoChoices(rng), clock, attempt)
-    hedge = HedgeLayer(budget, clock, metrics, adjust, balance)
+    hedge = HedgeLayer(retry, clock, metrics, adjust, balance)
     leg = RetryLayer(retry, hedge)
     vote = VoteRoute(registry, leg, clock, metrics)
     route = Router({"single": SingleRoute(registry, leg), "vote": vote})

@@ -2,8 +2,9 @@
 
 "The Tail at Scale": a request still unanswered when most requests would have finished is
 probably stuck behind a slow replica; a second copy elsewhere cuts the tail for a few percent
-more load. The first good answer wins and the other copy is cancelled. Hedges spend from the
-retry budget, so a slow pool cannot double its own load. Off unless the model enables it.
+more load. The first good answer wins and the other copy is cancelled. Hedges are paid through
+the `RetryPolicy` (the retry budget at the burn policy's scale), so a slow pool cannot double
+its own load. Off unless the model enables it.
 """
 
 from __future__ import annotations
@@ -12,14 +13,14 @@ import asyncio
 
 from gateway.clock import Clock, wait_first
 from gateway.pipeline.call import Adjuster, InferResult, Leg, LegHandler
-from gateway.policies.budget import RetryBudget
+from gateway.pipeline.retry_policy import RetryPolicy
 from gateway.telemetry.metrics import Metrics
 
 
 class HedgeLayer:
     def __init__(
         self,
-        budget: RetryBudget,
+        retry: RetryPolicy,
         clock: Clock,
         metrics: Metrics,
         adjust: Adjuster,
@@ -27,7 +28,7 @@ class HedgeLayer:
     ) -> None:
         self._metrics = metrics
         self._adjust = adjust
-        self._budget = budget
+        self._retry = retry
         self._clock = clock
         self._inner = inner
         self.hedges_sent = 0
@@ -54,7 +55,7 @@ class HedgeLayer:
         tasks = {primary}
         try:
             await wait_first(self._clock, tasks, self._clock.now() + delay)
-            if primary.done() or not self._budget.try_spend():
+            if primary.done() or not self._retry.pay_hedge(leg):
                 return await primary
             self.hedges_sent += 1
             hedge = asyncio.ensure_future(self._inner(leg))

@@ -1,7 +1,8 @@
 """The retry policy in one place: whether another try may follow, after what wait, at what price.
 
-The retry layer's loop and the attempt layer's per-try timeout ("is a retry still possible?")
-ask this one object, so they cannot disagree. Another try follows only
+The retry layer's loop, the attempt layer's per-try timeout ("is a retry still possible?") and
+the hedge layer ("may a second copy go?") ask this one object, so they cannot disagree.
+Another try follows only
 - a retryable outcome: connect error, timeout, slow, protocol error, 5xx, or a disputed 4xx/500
   that a second replica must settle (`gateway.upstream.evidence`);
 - within ``max_attempts`` tries in all, while a replica this request has not tried is left and
@@ -58,6 +59,15 @@ class RetryPolicy:
     def possible(self, leg: Leg) -> bool:
         """Whether a retry could still follow the current try (it changes nothing)."""
         return self._tries_left(leg) and self._budget.balance(self._scale(leg)) >= 1.0
+
+    def pay_hedge(self, leg: Leg) -> bool:
+        """Spends one retry on a hedge (a second copy of a try still running); False: refused.
+        Hedges and retries share the budget at the burn policy's scale, so a slow pool cannot
+        double its own load either way."""
+        if self._budget.try_spend(self._scale(leg)):
+            return True
+        self._metrics.retry_refused(leg.call.model_name)
+        return False
 
     async def next_try(self, leg: Leg, error: UpstreamError) -> bool:
         """Waits out the backoff before the next try and pays for it: True when the next try

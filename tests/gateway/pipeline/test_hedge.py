@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from gateway.slo.policy import NORMAL, PolicyAdjustment
 from tests.gateway.conftest import make_config
 from tests.gateway.fakes import hang
 from tests.gateway.pipeline.rig import A, Rig, slow
@@ -46,3 +47,17 @@ async def test_no_hedge_without_budget() -> None:
     result = await rig.run()
     assert result.served_by == "r0" and rig.pipeline.hedge.hedges_sent == 0
     assert rig.clock.now() - started == pytest.approx(0.05)  # the first copy, waited for
+
+
+async def test_a_hedge_is_paid_at_the_burn_policys_scale() -> None:
+    """1.5 retries in the budget pay a hedge at full scale, not at half (the burn policy's
+    protection of the error budget reaches hedges as it reaches retries)."""
+    budget = {"ratio": 0.0, "min_per_s": 0.15}
+    half = PolicyAdjustment(retry_budget_factor=0.5)
+    for adjust, hedges in ((lambda m: NORMAL, 1), (lambda m: half, 0)):
+        rig = Rig(HEDGED, budget=budget, adjust=adjust)
+        rig.transport.behaviours[A] = slow(rig.clock, 0.05)
+        rig.prime(0.005, samples=10)
+        rig.replica(1).outstanding = 100
+        await rig.run()
+        assert rig.pipeline.hedge.hedges_sent == hedges
