@@ -48,7 +48,7 @@ class Peer:
     def missing(self) -> str | None:
         """Why this peer cannot run here, or None when its venv is built."""
         if not (self.venv / ".peer-stamp").is_file() or not self.python.is_file():
-            return f"{self.name} venv missing at {self.venv}: run `make peers` (~5 min)"
+            return f"{self.name} venv missing at {self.venv}: run `make peers` (minutes)"
         return None
 
 
