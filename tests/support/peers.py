@@ -189,5 +189,5 @@ def start_mlserver(ready_timeout: float = 90.0) -> PeerProcess:
 
 
 def start_kserve(ready_timeout: float = 90.0) -> PeerProcess:
-    """KServe's model server with `kserve_digits.DigitsModel` as ``digits`` (all interfaces)."""
+    """KServe with `kserve_digits.DigitsModel` as ``digits``; it binds 0.0.0.0 (hard-coded)."""
     return _start(_launch_kserve, ready_timeout)
