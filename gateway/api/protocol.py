@@ -7,6 +7,9 @@ and headers pass ``max_header_bytes``, and 408 (closing the connection) when a h
 complete ``header_timeout_s`` after the connection or the request's first byte, or a body
 ``body_timeout_s`` after its head. A timer is armed only when a read is left incomplete, so
 a request that arrives whole costs the hot path a comparison, not a timer.
+
+It also sends each answer's head and body in one write(2): uvicorn writes them separately,
+and on loopback a write costs 10-20 µs of system time, more than most of the gateway's own work.
 """
 
 from __future__ import annotations
@@ -46,6 +49,47 @@ _NOTHING, _HEAD, _BODY = _Reading.NOTHING, _Reading.HEAD, _Reading.BODY
 
 class _HeadTooLarge(Exception):
     pass
+
+
+_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"  # what uvicorn writes; never held back
+
+
+class _OneWriteAnswer:
+    """The transport as one request's response cycle sees it: the head waits for the body.
+
+    uvicorn's cycle writes the status line and headers, then each body chunk; held here, the
+    head leaves with the first chunk in one write(2). The cycle writes its first chunk even when
+    it is empty (a 204, a zero-length body), so nothing waits beyond it; HEAD requests, whose
+    answers write no body, are not wrapped. ``close`` sends a held head first, as uvicorn would
+    have. The cycle uses only ``write``, ``close`` and ``is_closing``.
+    """
+
+    __slots__ = ("_answered", "_head", "_transport")
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        self._head: bytes | None = None
+        self._answered = False  # the head was written (or held)
+
+    def write(self, data: bytes) -> None:
+        head = self._head
+        if head is not None:
+            self._head = None
+            self._transport.write(head + data)
+        elif self._answered or data == _CONTINUE:
+            self._transport.write(data)
+        else:
+            self._answered = True
+            self._head = data
+
+    def close(self) -> None:
+        if self._head is not None:
+            self._transport.write(self._head)
+            self._head = None
+        self._transport.close()
+
+    def is_closing(self) -> bool:
+        return self._transport.is_closing()
 
 
 class GuardedHttpToolsProtocol(HttpToolsProtocol):
@@ -102,7 +146,11 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             raise _HeadTooLarge  # stops the parser; uvicorn then calls send_400_response
         self._disarm()  # the head's timer; the body gets its own if it does not follow at once
         self._reading = _BODY
+        before = self.cycle
         super().on_headers_complete()
+        cycle = self.cycle
+        if cycle is not before and cycle.scope["method"] != "HEAD":
+            cycle.transport = _OneWriteAnswer(self.transport)  # type: ignore[assignment]
 
     def on_message_complete(self) -> None:
         self._disarm()

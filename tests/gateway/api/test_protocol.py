@@ -16,7 +16,7 @@ import orjson
 import pytest
 import uvicorn
 
-from gateway.api.protocol import BODY_TIMEOUT_KEY, ClientLimits, guarded_protocol
+from gateway.api.protocol import BODY_TIMEOUT_KEY, ClientLimits, _OneWriteAnswer, guarded_protocol
 
 LIMITS = ClientLimits(max_header_bytes=4096, header_timeout_s=0.5, body_timeout_s=0.5)
 WAIT_S = 10.0  # the bound on every wait: generous, a busy machine must not fail these
@@ -236,4 +236,56 @@ async def test_unparseable_http_gets_a_json_400(served: Served) -> None:
     writer.write(b"NOT HTTP\r\n\r\n")
     status, _, body = await answer(reader)
     assert status == 400 and orjson.loads(body)["error"].startswith("invalid HTTP request")
+    writer.close()
+
+
+class RecordingTransport:
+    """Records each write(2)-level call the wrapper makes."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(data)
+
+    def close(self) -> None:
+        self.closed = True
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+
+def test_an_answer_head_leaves_with_its_first_body_chunk_in_one_write() -> None:
+    transport = RecordingTransport()
+    answer_ = _OneWriteAnswer(transport)  # type: ignore[arg-type]
+    answer_.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # interim: never held
+    answer_.write(b"HTTP/1.1 200 OK\r\n\r\n")
+    assert transport.writes == [b"HTTP/1.1 100 Continue\r\n\r\n"]
+    answer_.write(b"body")
+    answer_.write(b"more")
+    assert transport.writes[1:] == [b"HTTP/1.1 200 OK\r\n\r\nbody", b"more"]
+
+
+def test_a_held_head_is_sent_before_the_connection_closes() -> None:
+    transport = RecordingTransport()
+    answer_ = _OneWriteAnswer(transport)  # type: ignore[arg-type]
+    answer_.write(b"HTTP/1.1 200 OK\r\n\r\n")
+    answer_.close()
+    assert transport.writes == [b"HTTP/1.1 200 OK\r\n\r\n"] and transport.closed
+
+
+async def test_head_and_expect_continue_requests_are_answered_whole(served: Served) -> None:
+    reader, writer = await connect(served.port)
+    writer.write(b"HEAD / HTTP/1.1\r\nhost: t\r\n\r\n")
+    async with asyncio.timeout(WAIT_S):
+        head = await reader.readuntil(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 ") and b"content-length: 10\r\n" in head
+    writer.close()
+    reader, writer = await connect(served.port)
+    writer.write(b"POST / HTTP/1.1\r\nhost: t\r\ncontent-length: 3\r\nexpect: 100-continue\r\n\r\n")
+    async with asyncio.timeout(WAIT_S):
+        assert await reader.readuntil(b"\r\n\r\n") == b"HTTP/1.1 100 Continue\r\n\r\n"
+    writer.write(b"abc")
+    assert (await answer(reader))[::2] == (200, b'{"size":3}')
     writer.close()
