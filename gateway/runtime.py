@@ -22,6 +22,7 @@ from gateway.pipeline.build import Pipeline, build_pipeline
 from gateway.pipeline.call import InferCall, InferResult
 from gateway.pipeline.fallback import FallbackRunner
 from gateway.policies.budget import RetryBudget
+from gateway.readiness import Readiness, gateway_readiness, model_readiness
 from gateway.shared_state import SharedState
 from gateway.slo.engine import SloBook
 from gateway.telemetry.metrics import UNKNOWN_MODEL, Metrics
@@ -135,24 +136,32 @@ class Gateway:
             raise NotFound(f"model {name!r} has no version {version!r} (have {model.version!r})")
         return model
 
+    def model_readiness(self, model: ModelConfig) -> Readiness:
+        """Ready when enough pools have a healthy replica that is not quarantined, or a
+        verified fallback can answer (`gateway.readiness`)."""
+        return model_readiness(model, self.registry.pools, self._fallback_refusal, self.clock.now())
+
     def model_ready(self, model: ModelConfig) -> bool:
-        """Ready when enough pools have a healthy replica, or a verified fallback can answer."""
-        live = sum(1 for name in model.pools if self.registry.pools[name].healthy())
-        needed = model.vote.quorum if model.vote is not None else 1
-        if live >= needed:
-            return True
-        runner = self.fallbacks.get(model.fallback.model) if model.fallback else None
-        return runner is not None and runner.ok
+        return self.model_readiness(model).ready
+
+    def _fallback_refusal(self, name: str) -> str | None:
+        runner = self.fallbacks.get(name)
+        if runner is None:
+            return "not loaded"
+        if runner.ok:
+            return None
+        status = self.fallback_models.get(name)
+        return status.status.reason if status is not None else "not verified"
 
     def ready(self) -> bool:
-        return all(self.model_ready(m) for m in self.config.models.values())
+        """Every model the config requires (``required``, the default) is ready."""
+        return all(self.model_ready(m) for m in self.config.models.values() if m.required)
 
     def readiness(self) -> dict[str, Any]:
-        """The ready document: overall, per model, and why a fallback is refused, if one is."""
-        doc: dict[str, Any] = {
-            "ready": self.ready(),
-            "models": {n: self.model_ready(m) for n, m in self.config.models.items()},
-        }
+        """The ready document: overall, per model, why what is not ready is not, and why a
+        fallback is refused, if one is."""
+        models = self.config.models
+        doc = gateway_readiness(models, {n: self.model_readiness(m) for n, m in models.items()})
         refused = {n: m.status.reason for n, m in self.fallback_models.items() if not m.ok}
         if refused:
             doc["fallbacks_refused"] = refused

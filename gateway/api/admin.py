@@ -18,6 +18,7 @@ from gateway import __version__
 from gateway.api.status_page import render_status
 from gateway.errors import Conflict, GatewayError
 from gateway.introspection import slo_document, state_document
+from gateway.readiness import Readiness
 from gateway.runtime import Gateway
 
 Reload = Callable[[], Awaitable[dict[str, Any]]]
@@ -51,11 +52,11 @@ def build_admin_app(gateway: Gateway, reload: Reload | None = None) -> FastAPI:
 
     @app.get("/v2/models/{name}/ready")
     async def model_ready(name: str) -> Response:
-        return _ready(name, gateway.model_ready(gateway.model(name)))
+        return _ready(name, gateway.model_readiness(gateway.model(name)))
 
     @app.get("/v2/models/{name}/versions/{version}/ready")
     async def model_version_ready(name: str, version: str) -> Response:
-        return _ready(name, gateway.model_ready(gateway.model(name, version)))
+        return _ready(name, gateway.model_readiness(gateway.model(name, version)))
 
     @app.get("/admin/state")
     async def admin_state() -> dict[str, Any]:
@@ -83,8 +84,11 @@ def build_admin_app(gateway: Gateway, reload: Reload | None = None) -> FastAPI:
     return app
 
 
-def _ready(name: str, ok: bool) -> Response:
-    return JSONResponse({"name": name, "ready": ok}, status_code=200 if ok else 503)
+def _ready(name: str, state: Readiness) -> Response:
+    doc: dict[str, Any] = {"name": name, "ready": state.ready}
+    if state.reason:
+        doc["reason"] = state.reason
+    return JSONResponse(doc, status_code=200 if state.ready else 503)
 
 
 def _install_error_handlers(app: FastAPI) -> None:

@@ -154,6 +154,9 @@ class ModelConfig(Frozen):
     hedge: HedgeConfig = HedgeConfig()
     slos: tuple[SloConfig, ...] = ()
     burn_policy: BurnPolicyConfig = BurnPolicyConfig()
+    required: bool = Field(
+        True, description="the gateway's /v2/health/ready waits for this model to be ready"
+    )
 
     @field_validator("slos")
     @classmethod

@@ -184,6 +184,17 @@ async def test_all_primaries_down_the_fallback_answers_then_traffic_returns(
                    for _, _, h in answers)  # fmt: skip
         accuracy = np.mean([label == y for (_, label, _), y in zip(answers, y_test, strict=True)])
         assert accuracy >= 0.95
+
+    # Kubernetes keeps the gateway in its Service while the fallback answers, and is told why
+    async with httpx.AsyncClient(trust_env=False) as client:
+        until = asyncio.get_running_loop().time() + 10
+        while True:
+            doc = (await client.get(f"{gateway.url}/v2/models/digits/ready")).json()
+            if doc["ready"] and "the fallback 'digits-logreg' answers" in doc.get("reason", ""):
+                break
+            assert asyncio.get_running_loop().time() < until, doc
+            await asyncio.sleep(0.05)
+        assert (await client.get(f"{gateway.url}/v2/health/ready")).status_code == 200
     reborn = ReplicaProcess(mlp[0].argv, host=mlp[0].host, port=mlp[0].port,
                             name=mlp[0].model_name, version=mlp[0].model_version)  # fmt: skip
     try:
