@@ -29,6 +29,8 @@ _WANTED = frozenset(
         HEADER_LENGTH, TIMEOUT_HEADER, "content-length", "x-request-id", "traceparent", "tracestate"
     )
 )  # fmt: skip
+_JSON = (b"content-type", b"application/json")
+_HEADER_LENGTH = HEADER_LENGTH.encode()
 _ids = itertools.count(1)
 _prefix = f"{os.getpid():x}-"
 
@@ -94,13 +96,14 @@ class InferEndpoint:
         reply, header_length = result.body, result.header_length
         if result.status == 200 and result.vote is None and result.degraded is None:
             reply, header_length = rename_reply(reply, header_length, model_name, model.version)
+        ctype = result.content_type or "application/json"
         out = [
-            (b"content-type", (result.content_type or "application/json").encode()),
+            _JSON if ctype == "application/json" else (b"content-type", ctype.encode()),
             (b"x-served-by", result.served_by.encode()),
-            (b"x-attempts", str(result.attempts).encode()),
+            (b"x-attempts", b"%d" % result.attempts),
         ]
         if header_length is not None:
-            out.append((HEADER_LENGTH.encode(), header_length.encode()))
+            out.append((_HEADER_LENGTH, header_length.encode()))
         if result.degraded:
             out.append((b"x-degraded", result.degraded.encode()))
         if result.vote:

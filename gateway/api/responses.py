@@ -24,7 +24,7 @@ JSON = b"application/json"
 async def send_bytes(
     send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]
 ) -> None:
-    headers.append((b"content-length", str(len(body)).encode()))
+    headers.append((b"content-length", b"%d" % len(body)))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 

@@ -23,8 +23,8 @@ _FLOATS: dict[str, np.dtype[np.floating[Any]]] = {
 }
 
 
-def check_json_finite(data: list[Any], datatype: str, where: str) -> None:
-    """`BadRequest` if a number in ``data`` (flat or nested) overflows ``datatype``.
+def check_json_finite(data: list[Any], datatype: str, name: str) -> None:
+    """`BadRequest` if a number in input ``name``'s ``data`` (flat or nested) overflows its type.
 
     FP64 needs no check (orjson already refuses what would overflow it). A flat FP32 list,
     the hot path's case, costs one C conversion and a sum: FP32 values as doubles cannot
@@ -36,7 +36,7 @@ def check_json_finite(data: list[Any], datatype: str, where: str) -> None:
             if not math.isfinite(sum(values)):
                 flat = data if len(data) == len(values) else [v for row in data for v in row]
                 bad = next(d for d, v in zip(flat, values, strict=True) if not math.isfinite(v))
-                raise _out_of_range(where, bad, datatype)
+                raise _out_of_range(name, bad, datatype)
             return
     dtype = _FLOATS.get(datatype)
     if dtype is None or datatype == "FP64":
@@ -48,7 +48,7 @@ def check_json_finite(data: list[Any], datatype: str, where: str) -> None:
     with np.errstate(over="ignore"):
         finite = np.isfinite(numbers.astype(dtype))
     if not finite.all():
-        raise _out_of_range(where, numbers[~finite].flat[0].item(), datatype)
+        raise _out_of_range(name, numbers[~finite].flat[0].item(), datatype)
 
 
 def _fp32(data: list[Any]) -> array[float] | None:
@@ -66,16 +66,20 @@ def _fp32(data: list[Any]) -> array[float] | None:
     return values
 
 
-def check_binary_finite(raw: memoryview, datatype: str, where: str) -> None:
-    """`BadRequest` if binary ``datatype`` data holds a NaN or an infinity."""
+def check_binary_finite(raw: memoryview, datatype: str, name: str) -> None:
+    """`BadRequest` if input ``name``'s binary ``datatype`` data holds a NaN or an infinity."""
     dtype = _FLOATS.get(datatype)
     if dtype is None or len(raw) % dtype.itemsize:
         return  # not a float type, or a size the replica will reject with a precise message
     finite = np.isfinite(np.frombuffer(raw, dtype=dtype))
     if not finite.all():
         bad = int(finite.size - np.count_nonzero(finite))
-        raise BadRequest(f"{where}: binary {datatype} data holds NaN or infinity ({bad} values)")
+        raise BadRequest(
+            f"input {name!r}: binary {datatype} data holds NaN or infinity ({bad} values)"
+        )
 
 
-def _out_of_range(where: str, value: Any, datatype: str) -> BadRequest:
-    return BadRequest(f"{where}: {value!r} is outside the {datatype} range (it would be infinity)")
+def _out_of_range(name: str, value: Any, datatype: str) -> BadRequest:
+    return BadRequest(
+        f"input {name!r}: {value!r} is outside the {datatype} range (it would be infinity)"
+    )

@@ -82,37 +82,47 @@ def _check_inputs(inputs: Any, binary: memoryview, max_rows: int | None) -> None
         raise BadRequest("'inputs' must be a non-empty list of tensors")
     offset = 0
     for index, tensor in enumerate(inputs):
-        where = f"inputs[{index}]"
+        # The messages' "where" is built only on failure: a valid request pays no f-strings.
         if not isinstance(tensor, dict):
-            raise BadRequest(f"{where} must be an object")
+            raise BadRequest(f"inputs[{index}] must be an object")
         name = tensor.get("name")
         if not isinstance(name, str) or not name:
-            raise BadRequest(f"{where}.name must be a non-empty string")
-        where = f"input {name!r}"
+            raise BadRequest(f"inputs[{index}].name must be a non-empty string")
         datatype = tensor.get("datatype")
         if not isinstance(datatype, str):
-            raise BadRequest(f"{where}: 'datatype' must be a string such as \"FP32\"")
+            raise BadRequest(f"input {name!r}: 'datatype' must be a string such as \"FP32\"")
         shape = tensor.get("shape")
-        if not isinstance(shape, list) or not all(
-            isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
-        ):
-            raise BadRequest(f"{where}: 'shape' must be a list of non-negative integers")
+        if not isinstance(shape, list) or not _dims(shape):
+            raise BadRequest(f"input {name!r}: 'shape' must be a list of non-negative integers")
         if max_rows is not None and shape and shape[0] > max_rows:
             raise BadRequest(
-                f"{where}: {shape[0]} rows; this model takes at most {max_rows} rows a request"
+                f"input {name!r}: {shape[0]} rows; this model takes at most {max_rows} rows a "
+                "request"
             )
-        binary_size = _binary_size(tensor.get("parameters"), where)
+        parameters = tensor.get("parameters")
+        binary_size = None if parameters is None else _binary_size(parameters, name)
         if binary_size is None:
-            if "data" not in tensor:
-                raise BadRequest(f"{where}: 'data' is missing")
-            if not isinstance(tensor["data"], list):
-                raise BadRequest(f"{where}: 'data' must be a list")
-            check_json_finite(tensor["data"], datatype, where)
+            data = tensor.get("data")
+            if not isinstance(data, list):
+                missing = "data" not in tensor
+                problem = "'data' is missing" if missing else "'data' must be a list"
+                raise BadRequest(f"input {name!r}: {problem}")
+            check_json_finite(data, datatype, name)
         else:
-            check_binary_finite(binary[offset : offset + binary_size], datatype, where)
+            check_binary_finite(binary[offset : offset + binary_size], datatype, name)
             offset += binary_size
     if offset != len(binary):
         raise BadRequest(f"binary tensor data is {len(binary)} bytes but inputs declare {offset}")
+
+
+def _dims(shape: list[Any]) -> bool:
+    """Whether every dimension is a non-negative int (a bool is not one)."""
+    for d in shape:
+        if type(d) is not int and (not isinstance(d, int) or isinstance(d, bool)):
+            return False
+        if d < 0:
+            return False
+    return True
 
 
 def _check_parameters(parameters: Any, where: str, flag: str | None = None) -> dict[str, Any]:
@@ -126,7 +136,8 @@ def _check_parameters(parameters: Any, where: str, flag: str | None = None) -> d
     return parameters
 
 
-def _binary_size(parameters: Any, where: str) -> int | None:
+def _binary_size(parameters: Any, name: str) -> int | None:
+    where = f"input {name!r}"
     size = _check_parameters(parameters, f"{where}: 'parameters'").get("binary_data_size")
     if size is None:
         return None
