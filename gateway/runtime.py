@@ -14,7 +14,7 @@ from typing import Any
 from gateway import __version__
 from gateway.clock import Clock, MonotonicClock
 from gateway.config.models import GatewayConfig, ModelConfig
-from gateway.errors import NotFound
+from gateway.errors import NoReplicaAvailable, NotFound
 from gateway.fallback.model import FallbackModel
 from gateway.fallback.watcher import FallbackWatcher
 from gateway.periodic import Periodic
@@ -193,8 +193,17 @@ class Gateway:
         self.slo.record(model, status, latency_s, degraded is not None, deadline_s=deadline_s)
 
     async def model_metadata(self, name: str, model: ModelConfig) -> dict[str, Any]:
-        pool = self.registry.pools[model.pools[0]]
-        return await self.metadata.get(self.transport, name, model, pool)
+        """From the first of the model's pools that answers (a vote's pools in order), in the
+        client's tensor names."""
+        unavailable: NoReplicaAvailable | None = None
+        for pool_name in model.pools:
+            pool = self.registry.pools[pool_name]
+            try:
+                return await self.metadata.get(self.transport, name, model, pool)
+            except NoReplicaAvailable as exc:
+                unavailable = exc
+        assert unavailable is not None, "a model has at least one pool"
+        raise unavailable
 
     def server_metadata(self) -> dict[str, Any]:
         return {"name": "v2-gateway", "version": __version__, "extensions": ["binary_tensor_data"]}

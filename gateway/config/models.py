@@ -11,11 +11,11 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from gateway.config.endpoint import Endpoint
+from gateway.config.frozen import Frozen
 from gateway.config.policies import (
     AdmissionConfig,
     BreakerConfig,
     FallbackConfig,
-    Frozen,
     GoldenProbeConfig,
     HealthCheckConfig,
     HedgeConfig,
@@ -24,6 +24,7 @@ from gateway.config.policies import (
     RetryConfig,
     VoteConfig,
 )
+from gateway.config.tensors import TensorMapping
 from gateway.slo.config import BurnPolicyConfig, SloConfig, unique_names
 from gateway.telemetry.tracing import TracingConfig
 
@@ -113,6 +114,12 @@ class PoolConfig(Frozen):
         50, ge=0, le=100, description="below this share of usable replicas, use all of them"
     )
     local: LocalLaunch | None = None
+    tensors: TensorMapping = Field(
+        default_factory=TensorMapping, description="the replicas' tensor names and shapes"
+    )
+    binary_tensors: bool = Field(
+        True, description="the replicas take the binary tensor extension; false: JSON is sent"
+    )
 
     @field_validator("replicas")
     @classmethod

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-
-class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+from gateway.config.frozen import Frozen
+from gateway.config.tensors import TensorMapping
 
 
 class HealthCheckConfig(Frozen):
@@ -128,6 +127,9 @@ class FallbackConfig(Frozen):
     model: str = Field(min_length=1, description="a model of fallback_models/MANIFEST.json")
     on: tuple[FallbackReason, ...] = ("no_replica", "exhausted", "deadline", "no_quorum")
     reserve_ms: float = Field(20.0, ge=0, description="time kept back for the fallback")
+    tensors: TensorMapping = Field(
+        default_factory=TensorMapping, description="the fallback model's tensor names, shapes"
+    )
 
 
 class GoldenProbeConfig(Frozen):
@@ -139,3 +141,8 @@ class GoldenProbeConfig(Frozen):
     min_accuracy: float | None = Field(None, ge=0, le=1, description="default: the golden set's")
     failures_to_quarantine: int = Field(2, ge=1)
     quarantine_s: float = Field(60.0, gt=0)
+    input: str = Field("input", min_length=1, description="the input, in the client's names")
+    label_output: str = Field("label", min_length=1, description="the integer labels output")
+    scores_output: str | None = Field(
+        "probabilities", description="per-class scores, checked when the reply has them"
+    )

@@ -22,6 +22,7 @@ import asyncio
 
 from gateway.clock import Clock, wait_first
 from gateway.errors import (
+    BadRequest,
     UpstreamError,
     UpstreamProtocolError,
     UpstreamStatusError,
@@ -35,7 +36,9 @@ from gateway.policies.try_timeout import try_timeout
 from gateway.telemetry.metrics import Metrics
 from gateway.upstream.evidence import Dispute
 from gateway.upstream.transport import Transport, UpstreamResponse
-from gateway.v2.reply import error_text
+from gateway.v2.codec import EncodedBody, decode_outputs
+from gateway.v2.dialect import Dialect
+from gateway.v2.reply import encode_reply, error_text
 from gateway.v2.request import HEADER_LENGTH
 from gateway.v2.response import check_reply
 
@@ -116,6 +119,9 @@ class AttemptLayer:
                 outcome = classify_error(replica.id, exc, self._clock.now() - started)
                 raise exc.classified(outcome) from exc
             outcome = _judge_reply(call, replica.id, response, self._clock.now() - started)
+            translated: EncodedBody | None = None
+            if outcome.ok and not pool.dialect.speaks_as_is(call.request):
+                translated, outcome = _in_client_dialect(call, pool.dialect, response, outcome)
             if outcome.kind is OutcomeKind.PROTOCOL_ERROR:
                 raise UpstreamProtocolError(outcome.describe(), outcome=outcome)
             if not outcome.ok:
@@ -126,6 +132,16 @@ class AttemptLayer:
                 if outcome.disputed:
                     leg.tries.dispute(Dispute(replica, pool, outcome, outcome.detail))
                 raise error
+            if translated is not None:  # re-encoded in the client's dialect
+                length = translated.json_length
+                return InferResult(
+                    status=200,
+                    body=translated.body,
+                    content_type=translated.content_type,
+                    header_length=None if length is None else str(length),
+                    served_by=replica.id,
+                    attempts=call.attempts,
+                )
             return InferResult(
                 status=response.status,
                 body=response.body,
@@ -170,3 +186,17 @@ def _judge_reply(
     if problem is None:
         return classify_status(replica_id, status, latency_s)
     return Outcome(OutcomeKind.PROTOCOL_ERROR, replica_id, latency_s, None, problem)
+
+
+def _in_client_dialect(
+    call: InferCall, dialect: Dialect, response: UpstreamResponse, outcome: Outcome
+) -> tuple[EncodedBody | None, Outcome]:
+    """A pool's reply in the client's names, shapes and form; one that does not map to the
+    model's outputs is the replica's protocol error."""
+    try:
+        outputs = decode_outputs(response.body, response.headers.get(HEADER_LENGTH))
+        return encode_reply(call, dialect.client_outputs(outputs)), outcome
+    except BadRequest as exc:
+        problem = f"its reply does not map to the model's outputs: {exc.message}"
+        kind = OutcomeKind.PROTOCOL_ERROR
+        return None, Outcome(kind, outcome.replica, outcome.latency_s, None, problem)

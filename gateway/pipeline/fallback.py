@@ -24,6 +24,7 @@ from gateway.errors import (
 from gateway.pipeline.call import Adjuster, Handler, InferCall, InferResult
 from gateway.telemetry.metrics import Metrics
 from gateway.v2.codec import decode_inputs
+from gateway.v2.dialect import Dialect
 from gateway.v2.reply import encode_reply
 from gateway.v2.request import HEADER_LENGTH
 
@@ -90,9 +91,11 @@ class FallbackLayer:
     async def _answer(
         self, call: InferCall, name: str, runner: FallbackRunner, reason: str
     ) -> InferResult:
+        assert call.model.fallback is not None, "only a model with a fallback gets here"
+        speaks = Dialect(call.model.fallback.tensors)  # the fallback model's tensor names
         inputs = decode_inputs(call.body, call.upstream_headers.get(HEADER_LENGTH))
-        outputs = await runner.infer(inputs)
-        reply = encode_reply(call, outputs)
+        outputs = await runner.infer(speaks.pool_inputs(inputs))
+        reply = encode_reply(call, speaks.client_outputs(outputs))
         self._metrics.fallback(call.model_name, reason)
         return InferResult(
             status=200,

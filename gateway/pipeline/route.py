@@ -2,15 +2,18 @@
 
 Routes are picked by name from a dict (as uvicorn picks its loop) instead of ``if`` branches;
 each route opens a `Leg` (the request on one pool, with its `Tries`) and hands it to the same
-per-pool leg: retry, hedge, balance, attempt.
+per-pool leg: retry, hedge, balance, attempt. A leg's request is in its pool's dialect
+(`speak`): unchanged for a pool that speaks the client's, else re-encoded in the pool's names.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 from gateway.pipeline.call import Handler, InferCall, InferResult, Leg, LegHandler, Tries
-from gateway.upstream.registry import Registry
+from gateway.upstream.registry import Pool, Registry
+from gateway.v2.request import HEADER_LENGTH
 
 
 class SingleRoute:
@@ -20,7 +23,7 @@ class SingleRoute:
 
     async def __call__(self, call: InferCall) -> InferResult:
         pool = self._registry.pools[call.model.pools[0]]
-        return await self._leg(Leg(call, Tries(call.ledger, pool)))
+        return await self._leg(Leg(speak(call, pool), Tries(call.ledger, pool)))
 
 
 class Router:
@@ -29,3 +32,14 @@ class Router:
 
     async def __call__(self, call: InferCall) -> InferResult:
         return await self._routes[call.model.route](call)
+
+
+def speak(call: InferCall, pool: Pool) -> InferCall:
+    """The call as ``pool`` understands it (`gateway.v2.dialect`); the attempt layer turns the
+    reply back into the client's names and form."""
+    dialect = pool.dialect
+    if call.request is None or dialect.speaks_as_is(call.request):
+        return call
+    header_length = call.upstream_headers.get(HEADER_LENGTH)
+    encoded = dialect.request(call.body, header_length, call.request)
+    return dataclasses.replace(call, body=encoded.body, upstream_headers=encoded.headers())

@@ -17,10 +17,13 @@ import dataclasses
 import logging
 from typing import Any
 
+import numpy as np
+
 from gateway.clock import Clock, wait_first
 from gateway.config.policies import VoteConfig
 from gateway.errors import BadRequest, GatewayError, NoQuorum
 from gateway.pipeline.call import InferCall, InferResult, Leg, LegHandler, Tries
+from gateway.pipeline.route import speak
 from gateway.policies.suspects import SuspectTracker
 from gateway.policies.voting import VoteResult, VoteRule, vote
 from gateway.telemetry.metrics import Metrics
@@ -65,14 +68,16 @@ class VoteRoute:
             headers[HEADER_LENGTH] = header_length
         asking = dataclasses.replace(call, body=body, upstream_headers=headers)
         zones: set[str] = set()
+        pools = {name: self._registry.pools[name] for name in config.pools}
         legs = {
-            name: Leg(asking, Tries(call.ledger, self._registry.pools[name], zones))
-            for name in config.pools
+            name: Leg(speak(asking, pool), Tries(call.ledger, pool, zones))
+            for name, pool in pools.items()
         }
         rule = VoteRule(
             config.quorum, config.label_outputs, config.numeric_atol, config.numeric_rtol
         )
         answers, served = await self._collect(legs, config)
+        answers = conform(answers)
         result = vote(answers, rule) if answers else None
         replaced: list[tuple[str, Outputs]] = []
         if result is not None and not result.agreed:
@@ -154,7 +159,9 @@ class VoteRoute:
         }
         if again:
             fresh, fresh_served = await self._collect(again, config)
-            for name, outputs in fresh.items():
+            for name, outputs in conform({**answers, **fresh}).items():
+                if name not in fresh:
+                    continue
                 replaced.append((served[name], answers[name]))
                 answers[name], served[name] = outputs, fresh_served[name]
         return vote(answers, rule)
@@ -233,3 +240,31 @@ def _no_quorum_message(
         )
     rows = result.rows_without_quorum if result else []
     return f"model {model!r}: no quorum: the {len(answers)} legs disagree on rows {rows[:10]}"
+
+
+def conform(answers: dict[str, Outputs]) -> dict[str, Outputs]:
+    """Legs' outputs in one shape where they differ only by dimensions of size 1.
+
+    Versions served by different V2 servers shape the same labels differently (one answers
+    [4, 1] where another answers [4]); those are the same labels and must not dissent. An
+    output takes the shape most legs give it (the first leg's on a tie); arrays of another
+    size or batch stay as they are, and the vote judges them.
+    """
+    names = {name for outputs in answers.values() for name in outputs}
+    conformed = {leg: dict(outputs) for leg, outputs in answers.items()}
+    for name in names:
+        shapes = [np.shape(o[name]) for o in answers.values() if name in o]
+        common = max(shapes, key=shapes.count)
+        for outputs in conformed.values():
+            array = outputs.get(name)
+            if array is None or np.shape(array) == common:
+                continue
+            if _squeezed(np.shape(array)) == _squeezed(common) and np.size(array) == np.prod(
+                common
+            ):
+                outputs[name] = np.reshape(array, common)
+    return conformed
+
+
+def _squeezed(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(d for d in shape if d != 1)

@@ -84,28 +84,31 @@ def check_golden_answer(
     *,
     min_accuracy: float,
     alpha: float = ALPHA,
+    label_output: str = LABEL_OUTPUT,
+    scores_output: str | None = SCORES_OUTPUT,
 ) -> GoldenVerdict:
-    """Judges a replica's outputs for the golden rows ``sample_indices`` (in that order)."""
+    """Judges a replica's outputs (in the client's names) for the golden rows
+    ``sample_indices`` (in that order); scores are checked when the reply has them."""
     rows = np.asarray(sample_indices, dtype=np.intp)
     total = len(rows)
     expected = np.asarray(expected_labels).reshape(-1)[rows]
-    labels = answer_outputs.get(LABEL_OUTPUT)
+    labels = answer_outputs.get(label_output)
     if labels is None:
-        return _broken(total, f"the reply has no {LABEL_OUTPUT!r} output")
+        return _broken(total, f"the reply has no {label_output!r} output")
     labels = np.asarray(labels)
     if labels.size != total or labels.dtype.kind not in "iuf":
         return _broken(
             total,
-            f"{LABEL_OUTPUT!r} is {labels.dtype} {list(labels.shape)}, "
+            f"{label_output!r} is {labels.dtype} {list(labels.shape)}, "
             f"expected {total} integer labels",
         )
     labels = labels.reshape(-1)
     bad = labels != expected
-    scores = answer_outputs.get(SCORES_OUTPUT)
+    scores = answer_outputs.get(scores_output) if scores_output is not None else None
     if scores is not None:
         scores = np.asarray(scores)
         if scores.ndim != 2 or scores.shape[0] != total or scores.dtype.kind != "f":
-            return _broken(total, f"{SCORES_OUTPUT!r} has shape {list(scores.shape)}")
+            return _broken(total, f"{scores_output!r} has shape {list(scores.shape)}")
         bad |= ~_valid_scores(scores, labels)
     wrong = int(bad.sum())
     wrong_rows = tuple(int(r) for r in rows[bad])

@@ -50,7 +50,9 @@ class GoldenProber(Prober):
         if replica.healthy is False:
             return None  # the health prober speaks for a replica that is down
         rows = sample_rows(golden, config.rows, self._rng)
-        request = golden_request(golden, rows)
+        request = golden_request(
+            golden, rows, input_name=pool.dialect.mapping.pool_input(config.input)
+        )
         try:
             response = await self._transport.request(
                 replica.endpoint,
@@ -66,12 +68,20 @@ class GoldenProber(Prober):
             reason = f"golden probe answered {response.status}: {error_text(response.body)}"
             return self._judged(pool, replica, config, False, reason)
         try:
-            outputs = decode_outputs(response.body, response.headers.get(HEADER_LENGTH))
+            raw = decode_outputs(response.body, response.headers.get(HEADER_LENGTH))
+            outputs = pool.dialect.client_outputs(raw)  # judged in the client's names
         except BadRequest as exc:
             reason = f"golden probe: the answer is not a V2 reply: {exc.message}"
             return self._judged(pool, replica, config, False, reason)
         minimum = config.min_accuracy if config.min_accuracy is not None else golden.min_accuracy
-        verdict = check_golden_answer(golden.labels, outputs, rows, min_accuracy=minimum)
+        verdict = check_golden_answer(
+            golden.labels,
+            outputs,
+            rows,
+            min_accuracy=minimum,
+            label_output=config.label_output,
+            scores_output=config.scores_output,
+        )
         return self._judged(pool, replica, config, verdict.passed, verdict.reason)
 
     def _judged(

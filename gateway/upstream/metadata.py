@@ -1,4 +1,4 @@
-"""Model metadata from the replicas, renamed to what the client calls the model, cached.
+"""Model metadata from the replicas, in what the client calls the model and its tensors, cached.
 
 Metadata rarely changes and clients (tritonclient) ask for it before inferring, so the first
 replica that answers is remembered per client-facing model.
@@ -48,6 +48,7 @@ class MetadataCache:
             if not isinstance(metadata, dict):
                 last = f"{replica.id} sent metadata that is not an object"
                 continue
+            metadata = pool.dialect.client_metadata(metadata)
             metadata.update(name=name, versions=[model.version])
             self._cache[name] = metadata
             return dict(metadata)

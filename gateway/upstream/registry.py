@@ -20,6 +20,7 @@ from gateway.upstream.eligibility import in_panic
 from gateway.upstream.events import NullEvents, UpstreamEvents
 from gateway.upstream.outlier import OutlierDetector
 from gateway.upstream.replica import Replica
+from gateway.v2.dialect import Dialect
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,7 @@ class Pool:
     outlier: OutlierDetector
     latency: LatencyWindow = field(default_factory=LatencyWindow)
     error_streak: int = 0  # error answers (4xx/5xx) in a row across the pool, for `evidence`
+    dialect: Dialect = field(default_factory=Dialect)  # its tensor names, binary or not
 
     @classmethod
     def from_config(
@@ -43,7 +45,8 @@ class Pool:
             for r in config.replicas
         )
         outlier = OutlierDetector(replicas, config.outlier, clock, events)
-        return cls(name, config, replicas, outlier)
+        dialect = Dialect(config.tensors, config.binary_tensors)
+        return cls(name, config, replicas, outlier, dialect=dialect)
 
     @property
     def model(self) -> str:
