@@ -1,4 +1,4 @@
-"""The ``gateway`` command: ``serve``, ``up`` and ``check-config``.
+"""The ``gateway`` command: ``serve``, ``up`` and ``check-config [--probe]``.
 
 ``up`` is the main job for a newcomer (local replicas + gateway, stopped together on Ctrl-C);
 ``serve`` runs only the gateway, against replicas that already exist anywhere.
@@ -21,6 +21,8 @@ from gateway.config import ConfigError, GatewayConfig, load_config
 from gateway.launcher import Launcher, LaunchError
 from gateway.runtime import Gateway
 from gateway.telemetry.logging import configure_logging
+from gateway.upstream.conformance import Finding, probe_config
+from gateway.upstream.fast_transport import FastTransport
 
 DEFAULT_CONFIG = "config/local.yaml"
 M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
@@ -99,8 +101,25 @@ def _check(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     replicas = sum(len(p.replicas) for p in config.pools.values())
     counts = f"{len(config.models)} models, {len(config.pools)} pools, {replicas} replicas"
-    print(f"{args.config}: ok ({counts})")
-    return 0
+    if not args.probe:
+        print(f"{args.config}: ok ({counts})")
+        return 0
+    findings = uvloop.run(_probe(config))
+    for finding in findings:
+        print(finding)
+    errors = sum(1 for f in findings if f.level == "error")
+    warnings = len(findings) - errors
+    verdict = "ok" if not errors else f"{errors} mismatch(es)"
+    print(f"{args.config}: {verdict} ({counts} probed; {warnings} warning(s))")
+    return 1 if errors else 0
+
+
+async def _probe(config: GatewayConfig) -> list[Finding]:
+    transport = FastTransport()
+    try:
+        return await probe_config(config, transport)
+    finally:
+        await transport.aclose()
 
 
 def parser() -> argparse.ArgumentParser:
@@ -115,8 +134,17 @@ def parser() -> argparse.ArgumentParser:
         cmd.add_argument("--host")
         cmd.add_argument("--port", type=int)
         cmd.set_defaults(func=func)
-    check = sub.add_parser("check-config", help="validate a config file and exit")
+    check = sub.add_parser(
+        "check-config",
+        help="validate a config file and exit (1: mismatches found by --probe, 2: invalid)",
+    )
     check.add_argument("config")
+    check.add_argument(
+        "--probe",
+        action="store_true",
+        help="also ask every replica whether it serves what its pool says: readiness, "
+        "versions, tensor names, binary tensors, one golden inference where configured",
+    )
     check.set_defaults(func=_check)
     return top
 

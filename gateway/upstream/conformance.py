@@ -1,0 +1,245 @@
+"""``gateway check-config --probe``: does every replica speak what its pool's config says?
+
+A config can be valid and still wrong for the servers it names: a ``version`` on a pool whose
+server answers 501 to every versioned path (KServe), tensor names the server does not have
+(MLServer's ``predict``, not ``label``), binary tensors for a server without the extension
+(MLServer answers them with 422). Each replica is asked, once, what a client of it would ask:
+live and ready, its server metadata (extensions), its model metadata at the pool's path
+(versions, tensor names), and, where the pool has a golden set, one golden inference through
+the pool's dialect. Every mismatch is named with what to change; nothing is changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from gateway.config.models import GatewayConfig, PoolConfig
+from gateway.errors import BadRequest, UpstreamError
+from gateway.upstream.golden import GoldenSet, golden_request
+from gateway.upstream.replica import Replica
+from gateway.upstream.transport import Transport, UpstreamResponse
+from gateway.v2.codec import decode_outputs
+from gateway.v2.dialect import Dialect
+from gateway.v2.reply import error_text
+from gateway.v2.request import HEADER_LENGTH
+
+PROBE_TIMEOUT_S = 5.0
+BINARY_EXTENSION = "binary_tensor_data"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    pool: str
+    replica: str
+    level: str  # "error": the config is wrong for this server; "warning": cannot be sure
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.level}: pool {self.pool!r}, replica {self.replica!r}: {self.message}"
+
+
+async def probe_config(config: GatewayConfig, transport: Transport) -> list[Finding]:
+    """Findings for every replica of every pool (empty: all of them speak as configured)."""
+    checks = [
+        _ReplicaCheck(name, pool, Replica.from_config(name, replica), transport)
+        for name, pool in config.pools.items()
+        for replica in pool.replicas
+    ]
+    results = await asyncio.gather(*(check.run(config) for check in checks))
+    return [finding for found in results for finding in found]
+
+
+class _ReplicaCheck:
+    def __init__(self, pool_name: str, pool: PoolConfig, replica: Replica, transport: Transport):
+        self._pool_name, self._pool, self._replica = pool_name, pool, replica
+        self._transport = transport
+        self._dialect = Dialect(pool.tensors, pool.binary_tensors)
+        self.findings: list[Finding] = []
+
+    def _say(self, level: str, message: str) -> None:
+        self.findings.append(Finding(self._pool_name, self._replica.id, level, message))
+
+    async def _get(self, path: str) -> UpstreamResponse | None:
+        try:
+            return await self._transport.request(
+                self._replica.endpoint, "GET", path, timeout=PROBE_TIMEOUT_S
+            )
+        except UpstreamError as exc:
+            self._say("error", f"GET {path}: {exc.message}")
+            return None
+
+    def _model_path(self, suffix: str = "") -> str:
+        path = f"/v2/models/{self._pool.model}"
+        if self._pool.version is not None:
+            path += f"/versions/{self._pool.version}"
+        return path + suffix
+
+    async def run(self, config: GatewayConfig) -> list[Finding]:
+        ready = await self._get("/v2/health/ready")
+        if ready is None:
+            return self.findings  # unreachable: nothing more to learn
+        if ready.status != 200:
+            self._say("warning", f"not ready now (GET /v2/health/ready answered {ready.status})")
+        await self._server_metadata()
+        metadata = await self._model_metadata()
+        if metadata is None:
+            return self.findings  # the model is not where the pool says: fix that first
+        self._tensors(metadata, config)
+        if self._pool.golden is not None:
+            await self._golden_inference()
+        return self.findings
+
+    async def _server_metadata(self) -> None:
+        response = await self._get("/v2")
+        if response is None or response.status != 200:
+            if response is not None:
+                self._say("warning", f"GET /v2 answered {response.status}: no server metadata")
+            return
+        doc = _json(response.body)
+        extensions = doc.get("extensions") if isinstance(doc, dict) else None
+        listed = isinstance(extensions, list) and BINARY_EXTENSION in extensions
+        if self._pool.binary_tensors and not listed:
+            self._say(
+                "warning",
+                f"the server does not list the {BINARY_EXTENSION!r} extension "
+                f"(extensions: {extensions}); if it refuses binary tensors, set "
+                "binary_tensors: false and the gateway sends it JSON",
+            )
+
+    async def _model_metadata(self) -> dict[str, Any] | None:
+        path = self._model_path()
+        response = await self._get(path)
+        if response is None:
+            return None
+        if response.status != 200:
+            text = error_text(response.body)
+            if self._pool.version is not None and response.status in (404, 501):
+                plain = await self._get(f"/v2/models/{self._pool.model}")
+                if plain is not None and plain.status == 200:
+                    self._say(
+                        "error",
+                        f"GET {path} answered {response.status} ({text}) but the unversioned "
+                        f"path answers: remove version {self._pool.version!r} from the pool",
+                    )
+                    return None
+            self._say("error", f"GET {path} answered {response.status}: {text}")
+            return None
+        doc = _json(response.body)
+        if not isinstance(doc, dict):
+            self._say("error", f"GET {path}: the model metadata is not a JSON object")
+            return None
+        versions = doc.get("versions")
+        version = self._pool.version
+        listed = [str(v) for v in versions] if isinstance(versions, list) else []
+        if version is not None and listed and version not in listed:
+            self._say("error", f"version {version!r} is not among the model's {versions}")
+        return doc
+
+    def _tensors(self, metadata: dict[str, Any], config: GatewayConfig) -> None:
+        inputs = _names(metadata.get("inputs"))
+        outputs = _names(metadata.get("outputs"))
+        if not inputs and not outputs:
+            self._say(
+                "warning",
+                "the model metadata lists no tensors: names are checked only by a golden "
+                "inference (configure a golden set for this pool)",
+            )
+            return
+        mapping = self._pool.tensors
+        for client, pool_name in mapping.inputs.items():
+            if pool_name not in inputs:
+                self._say("error", _missing("input", client, pool_name, inputs))
+        for client, output in mapping.outputs.items():
+            if output.name not in outputs:
+                self._say("error", _missing("output", client, output.name, outputs))
+        golden = self._pool.golden
+        if golden is not None:
+            wanted = mapping.pool_input(golden.input)
+            if wanted not in inputs:
+                self._say("error", _missing("input", golden.input, wanted, inputs))
+            label = mapping.pool_output(golden.label_output)
+            if label not in outputs:
+                self._say("error", _missing("output", golden.label_output, label, outputs))
+        for model_name, model in config.models.items():
+            if model.vote is None or self._pool_name not in model.vote.pools:
+                continue
+            for label_output in model.vote.label_outputs:
+                label = mapping.pool_output(label_output)
+                if label not in outputs:
+                    where = f"model {model_name!r} votes on output {label_output!r}"
+                    missing = _missing("output", label_output, label, outputs)
+                    self._say("error", f"{where}: {missing}")
+
+    async def _golden_inference(self) -> None:
+        golden_config = self._pool.golden
+        assert golden_config is not None
+        golden = GoldenSet.read(Path(golden_config.file))
+        rows = [0, 1]
+        input_name = self._dialect.mapping.pool_input(golden_config.input)
+        request = golden_request(golden, rows, input_name=input_name, request_id="check-config")
+        path = self._model_path("/infer")
+        try:
+            response = await self._transport.request(
+                self._replica.endpoint,
+                "POST",
+                path,
+                body=request.body,
+                headers={"content-type": "application/json"},
+                timeout=PROBE_TIMEOUT_S,
+            )
+        except UpstreamError as exc:
+            self._say("error", f"golden inference: {exc.message}")
+            return
+        if response.status != 200:
+            hint = " (check the pool's tensors: inputs)" if 400 <= response.status < 500 else ""
+            text = error_text(response.body)
+            self._say("error", f"golden inference answered {response.status}: {text}{hint}")
+            return
+        try:
+            raw = decode_outputs(response.body, response.headers.get(HEADER_LENGTH))
+            outputs = self._dialect.client_outputs(raw)
+        except BadRequest as exc:
+            self._say("error", f"golden inference: {exc.message}")
+            return
+        label = outputs.get(golden_config.label_output)
+        if label is None:
+            self._say(
+                "error",
+                f"golden inference: no output {golden_config.label_output!r} after the pool's "
+                f"mapping (the server answered {sorted(raw)}); map it under tensors: outputs",
+            )
+        elif np.size(label) != len(rows):
+            shape = list(np.shape(label))
+            self._say(
+                "error",
+                f"golden inference: {golden_config.label_output!r} has shape {shape} for "
+                f"{len(rows)} rows",
+            )
+
+
+def _json(body: bytes) -> Any:
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _names(specs: Any) -> list[str]:
+    if not isinstance(specs, list):
+        return []
+    return [s["name"] for s in specs if isinstance(s, dict) and isinstance(s.get("name"), str)]
+
+
+def _missing(kind: str, client: str, pool_name: str, known: Sequence[str]) -> str:
+    mapped = f" (mapped from {client!r})" if client != pool_name else ""
+    return (
+        f"no {kind} {pool_name!r}{mapped} on the server; its {kind}s: {', '.join(known)}; "
+        f"map it under tensors: {kind}s"
+    )

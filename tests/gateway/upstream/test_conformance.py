@@ -1,0 +1,102 @@
+"""The probe behind ``check-config --probe``, against scripted servers (the real peers are in
+tests/peers): each mismatch named with what to change; a fitting config finds nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from gateway.config import parse_config
+from gateway.config.models import GatewayConfig
+from gateway.errors import UpstreamConnectError
+from gateway.upstream.conformance import probe_config
+from gateway.upstream.transport import UpstreamResponse
+from tests.gateway.fakes import Behaviour, FakeTransport, fail
+
+GOLDEN = str(Path(__file__).resolve().parents[3] / "fallback_models" / "digits-golden.json")
+AUTHORITY = "127.0.0.1:9000"
+METADATA = {
+    "name": "digits",
+    "versions": ["1"],
+    "inputs": [{"name": "input-0", "datatype": "FP32", "shape": [-1, 64]}],
+    "outputs": [{"name": "predict", "datatype": "INT64", "shape": [-1]}],
+}
+
+
+def _server(*, versioned: bool, extensions: list[str]) -> Behaviour:
+    """A V2 server of ``digits``; with ``versioned=False`` it answers 501 to versioned paths."""
+
+    async def behave(method: str, path: str, payload: bytes) -> UpstreamResponse:
+        if "/versions/" in path and not versioned:
+            return _json(501, {"error": "Model versioning not supported yet."})
+        if path == "/v2/health/ready":
+            return _json(200, {})
+        if path == "/v2":
+            return _json(200, {"name": "peer", "extensions": extensions})
+        if path.endswith("/infer"):
+            request = orjson.loads(payload)
+            if request["inputs"][0]["name"] != "input-0":
+                return _json(400, {"error": f"unknown input {request['inputs'][0]['name']}"})
+            rows = request["inputs"][0]["shape"][0]
+            out = {"name": "predict", "datatype": "INT64", "shape": [rows], "data": [0] * rows}
+            return _json(200, {"model_name": "digits", "id": request.get("id"), "outputs": [out]})
+        if path.startswith("/v2/models/digits"):
+            return _json(200, METADATA)
+        return _json(404, {"error": "not found"})
+
+    return behave
+
+
+def _json(status: int, doc: dict[str, Any]) -> UpstreamResponse:
+    return UpstreamResponse(status, {"content-type": "application/json"}, orjson.dumps(doc))
+
+
+def _config(**pool: Any) -> GatewayConfig:
+    return parse_config(
+        {
+            "pools": {
+                "p": {
+                    "model": "digits",
+                    "replicas": [{"id": "r0", "url": f"http://{AUTHORITY}"}],
+                    "golden": {"file": GOLDEN, "scores_output": None},
+                    **pool,
+                }
+            },
+            "models": {"digits": {"pool": "p"}},
+        }
+    )
+
+
+async def _probe(config: GatewayConfig, server: Behaviour) -> list[str]:
+    findings = await probe_config(config, FakeTransport({AUTHORITY: server}))
+    return [str(f) for f in findings]
+
+
+async def test_a_version_the_server_cannot_serve_is_named() -> None:
+    found = await _probe(_config(version="1"), _server(versioned=False, extensions=[]))
+    assert any("answered 501" in f and "remove version '1' from the pool" in f for f in found)
+
+
+async def test_tensor_names_the_server_lacks_are_named_with_the_fix() -> None:
+    found = await _probe(_config(), _server(versioned=True, extensions=["binary_tensor_data"]))
+    errors = [f for f in found if f.startswith("error")]
+    assert any("no input 'input' on the server; its inputs: input-0" in f for f in errors)
+    assert any("no output 'label' on the server; its outputs: predict" in f for f in errors)
+
+
+async def test_binary_tensors_without_the_extension_is_a_warning() -> None:
+    tensors = {"inputs": {"input": "input-0"}, "outputs": {"label": "predict"}}
+    found = await _probe(_config(tensors=tensors), _server(versioned=True, extensions=[]))
+    assert (
+        len(found) == 1 and found[0].startswith("warning") and "binary_tensors: false" in found[0]
+    )
+    fits = _config(tensors=tensors, binary_tensors=False)
+    assert await _probe(fits, _server(versioned=True, extensions=[])) == []
+
+
+async def test_an_unreachable_replica_is_an_error_and_nothing_more() -> None:
+    refused = fail(UpstreamConnectError("connection refused"))
+    found = await probe_config(_config(), FakeTransport({AUTHORITY: refused}))
+    assert len(found) == 1 and found[0].level == "error"
