@@ -95,7 +95,8 @@ class FallbackLayer:
         speaks = Dialect(call.model.fallback.tensors)  # the fallback model's tensor names
         inputs = decode_inputs(call.body, call.upstream_headers.get(HEADER_LENGTH))
         outputs = await runner.infer(speaks.pool_inputs(inputs))
-        reply = encode_reply(call, speaks.client_outputs(outputs))
+        served = {"degraded": reason, "served_by": f"fallback/{name}"}
+        reply = encode_reply(call, speaks.client_outputs(outputs), served)
         self._metrics.fallback(call.model_name, reason)
         return InferResult(
             status=200,

@@ -93,7 +93,7 @@ class VoteRoute:
         self._judge(call.model_name, config, result, served, replaced)
         dissenters = [served[leg] for leg, rows in result.dissenters.items() if rows]
         self._metrics.vote(call.model_name, result.tally, dissenters)
-        reply = encode_reply(call, result.outputs)
+        reply = encode_reply(call, result.outputs, {"vote": result.tally})
         return InferResult(
             status=200,
             body=reply.body,

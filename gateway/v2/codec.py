@@ -6,7 +6,7 @@ gateway's own `BadRequest`, so nothing from that tree escapes as a bare 500.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gateway.errors import BadRequest
@@ -42,5 +42,8 @@ def encode_outputs(
     version: str | None,
     outputs: Iterable[tuple[str, Any, bool]],
     request_id: str | None,
+    parameters: Mapping[str, Any] | None = None,
 ) -> EncodedBody:
-    return encode_infer_response(model_name, version, outputs, request_id=request_id)
+    return encode_infer_response(
+        model_name, version, outputs, request_id=request_id, parameters=parameters
+    )

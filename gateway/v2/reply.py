@@ -38,7 +38,11 @@ class Answering(Protocol):
     def request(self) -> InferRequestInfo | None: ...
 
 
-def encode_reply(call: Answering, outputs: Mapping[str, Any]) -> EncodedBody:
+def encode_reply(
+    call: Answering, outputs: Mapping[str, Any], parameters: Mapping[str, Any] | None = None
+) -> EncodedBody:
+    """``parameters``: the reply's own V2 parameters, e.g. how the gateway answered
+    (``{"degraded": "no_quorum"}``, ``{"vote": "2/3"}``), for SDK users who see no headers."""
     header = call.request.header if call.request is not None else {}
     try:
         chosen = outputs_to_send(requested_outputs(header), binary_by_default(header), outputs)
@@ -54,15 +58,35 @@ def encode_reply(call: Answering, outputs: Mapping[str, Any]) -> EncodedBody:
         call.model.version,
         [(o.name, outputs[o.name], o.binary) for o in chosen],
         call.request.id if call.request is not None else None,
+        parameters,
     )
 
 
 def error_text(body: bytes, limit: int = 200) -> str:
-    """A replica's error message from its ``{"error": ...}`` body, or the body's start."""
+    """A replica's error message: the V2 ``{"error": ...}``, FastAPI's ``{"detail": ...}``
+    (MLServer's and KServe's validation errors: a string, or a list of ``{"loc", "msg"}``),
+    or else the body's start; the gateway answers it as its own ``{"error": ...}``."""
     try:
         parsed = orjson.loads(body)
     except orjson.JSONDecodeError:
         parsed = None
-    if isinstance(parsed, dict) and isinstance(parsed.get("error"), str):
-        return str(parsed["error"])[:limit]
+    if isinstance(parsed, dict):
+        for key in ("error", "detail", "message"):
+            text = _message(parsed.get(key))
+            if text:
+                return text[:limit]
     return body[:limit].decode("utf-8", "replace").strip()
+
+
+def _message(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):  # FastAPI: [{"loc": [...], "msg": "...", "type": "..."}]
+        parts = []
+        for item in value:
+            if isinstance(item, dict) and isinstance(item.get("msg"), str):
+                loc = item.get("loc")
+                where = ".".join(str(x) for x in loc) if isinstance(loc, list) else ""
+                parts.append(f"{where}: {item['msg']}" if where else item["msg"])
+        return "; ".join(parts) or None
+    return None

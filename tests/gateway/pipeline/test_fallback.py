@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 import pytest
 
 from gateway.errors import DeadlineExceeded, NoQuorum, UpstreamFailed
@@ -38,6 +39,11 @@ async def test_no_quorum_falls_back_degraded() -> None:
     result = await rig.pipeline.handler(vote_call(rig))
     assert result.served_by == f"fallback/{FALLBACK}" and result.degraded == "no_quorum"
     assert decode_outputs(result.body, result.header_length)["label"].shape == (1,)
+    head = result.body[: int(result.header_length)] if result.header_length else result.body
+    assert orjson.loads(head)["parameters"] == {
+        "degraded": "no_quorum",
+        "served_by": f"fallback/{FALLBACK}",
+    }
     samples = scrape(rig.metrics)
     assert value(samples, "gateway_fallbacks_total", model=MODEL, reason="no_quorum") == 1
 

@@ -26,6 +26,7 @@ async def test_unanimous_vote() -> None:
     assert decode_outputs(result.body, result.header_length)["label"].tolist() == [7]
     body = orjson.loads(result.body)
     assert body["model_name"] == MODEL and body["id"] == "req-1"
+    assert body["parameters"] == {"vote": "3/3"}  # SDK users see no headers
 
 
 async def test_a_dissenting_leg_is_outvoted_and_counted() -> None:

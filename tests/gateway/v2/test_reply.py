@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from gateway.errors import BadRequest
-from gateway.v2.reply import encode_reply
+from gateway.v2.reply import encode_reply, error_text
 from gateway.v2.request import InferRequestInfo, parse_infer_request
 from v2proto.codec import InferResponse, decode_infer_response
 
@@ -64,3 +64,22 @@ def test_the_reply_echoes_the_request_id_and_names_the_clients_model() -> None:
 def test_an_unknown_output_is_a_400() -> None:
     with pytest.raises(BadRequest, match="unknown output 'nope'"):
         reply("{" + INPUTS + ', "outputs": [{"name": "nope"}]}')
+
+
+@pytest.mark.parametrize(
+    ("body", "text"),
+    [
+        (b'{"error": "bad shape"}', "bad shape"),  # V2
+        (
+            b'{"detail": "Model versioning not supported yet."}',
+            "Model versioning not supported yet.",
+        ),
+        (
+            b'{"detail": [{"loc": ["body", "inputs", 0, "data"], "msg": "field required"}]}',
+            "body.inputs.0.data: field required",
+        ),  # FastAPI's validation error, as MLServer answers it
+        (b"<html>502 Bad Gateway</html>", "<html>502 Bad Gateway</html>"),
+    ],
+)
+def test_error_text_reads_v2_and_fastapi_errors(body: bytes, text: str) -> None:
+    assert error_text(body) == text
