@@ -7,14 +7,17 @@ stop runs the other way, so no background task outlives the transport it uses.
 
 from __future__ import annotations
 
+import contextlib
 import random
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from gateway import __version__
 from gateway.clock import Clock, MonotonicClock
 from gateway.config.models import GatewayConfig, ModelConfig
-from gateway.errors import NoReplicaAvailable, NotFound
+from gateway.errors import NoReplicaAvailable, NotFound, UpstreamError
 from gateway.fallback.model import FallbackModel
 from gateway.fallback.watcher import FallbackWatcher
 from gateway.periodic import Periodic
@@ -26,6 +29,7 @@ from gateway.readiness import Readiness, gateway_readiness, model_readiness
 from gateway.shared_state import SharedState
 from gateway.slo.engine import SloBook
 from gateway.telemetry.metrics import UNKNOWN_MODEL, Metrics
+from gateway.telemetry.model_stats import ModelStats
 from gateway.telemetry.tracing import Tracer
 from gateway.upstream.events import FanoutEvents
 from gateway.upstream.fast_transport import FastTransport
@@ -34,8 +38,10 @@ from gateway.upstream.health import HealthProber
 from gateway.upstream.metadata import MetadataCache
 from gateway.upstream.registry import Registry
 from gateway.upstream.transport import Transport
+from gateway.v2.triton import triton_config
 
 FALLBACK_RECHECK_S = 30.0
+CONFIG_TIMEOUT_S = 2.0
 SLO_EVALUATE_S = 1.0
 
 
@@ -53,6 +59,7 @@ class Gateway:
         self.clock = clock or MonotonicClock()
         self.rng = rng or random.Random()
         self.metrics = Metrics()
+        self.stats = ModelStats()  # Triton's per-model statistics, as clients saw them
         self.tracer = tracer or Tracer(config.tracing)
         models = config.models.items()
         self.slo = SloBook(
@@ -191,6 +198,42 @@ class Gateway:
         self.metrics.request(model, route, status, served_by if route == "single" else route,
                              latency_s, degraded)  # fmt: skip
         self.slo.record(model, status, latency_s, degraded is not None, deadline_s=deadline_s)
+        self.stats.record(model, status == 200, latency_s, self.clock.wall())
+
+    # --- Triton/KServe parity: repository index, model config, statistics ----------------
+
+    def repository_index(self) -> list[dict[str, Any]]:
+        """Every model clients may call, with its state (Triton's repository index)."""
+        index = []
+        for name, model in self.config.models.items():
+            state = self.model_readiness(model)
+            entry = {"name": name, "version": model.version}
+            entry["state"] = "READY" if state.ready else "UNAVAILABLE"
+            entry["reason"] = state.reason or ""
+            index.append(entry)
+        return index
+
+    async def model_config(self, name: str, model: ModelConfig) -> dict[str, Any]:
+        """A Triton replica's own configuration, renamed; else derived from the metadata."""
+        pool = self.registry.pools[model.pools[0]]
+        for replica in pool.healthy()[:1]:
+            try:
+                response = await self.transport.request(
+                    replica.endpoint, "GET", pool.model_path("/config"), timeout=CONFIG_TIMEOUT_S
+                )
+            except UpstreamError:
+                break
+            if response.status == 200 and pool.dialect.native:
+                with contextlib.suppress(orjson.JSONDecodeError):
+                    doc = orjson.loads(response.body)
+                    if isinstance(doc, dict) and "input" in doc:
+                        return {**doc, "name": name}
+        return triton_config(await self.model_metadata(name, model), model.max_rows)
+
+    def statistics(self, name: str | None = None) -> dict[str, Any]:
+        models = self.config.models
+        chosen = {n: m.version for n, m in models.items() if name is None or n == name}
+        return self.stats.triton(chosen)
 
     async def model_metadata(self, name: str, model: ModelConfig) -> dict[str, Any]:
         """From the first of the model's pools that answers (a vote's pools in order), in the

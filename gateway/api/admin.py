@@ -42,6 +42,10 @@ def build_admin_app(gateway: Gateway, reload: Reload | None = None) -> FastAPI:
         ok = gateway.ready()
         return JSONResponse(gateway.readiness(), status_code=200 if ok else 503)
 
+    @app.get("/v2/models/stats")  # before /v2/models/{name}, which would take "stats"
+    async def all_statistics() -> dict[str, Any]:
+        return gateway.statistics()
+
     @app.get("/v2/models/{name}")
     async def model_metadata(name: str) -> dict[str, Any]:
         return await gateway.model_metadata(name, gateway.model(name))
@@ -57,6 +61,29 @@ def build_admin_app(gateway: Gateway, reload: Reload | None = None) -> FastAPI:
     @app.get("/v2/models/{name}/versions/{version}/ready")
     async def model_version_ready(name: str, version: str) -> Response:
         return _ready(name, gateway.model_readiness(gateway.model(name, version)))
+
+    # Triton/KServe parity: what tritonclient calls besides health, metadata and infer
+    @app.post("/v2/repository/index")
+    async def repository_index() -> list[dict[str, Any]]:
+        return gateway.repository_index()
+
+    @app.get("/v2/models/{name}/config")
+    async def model_config(name: str) -> dict[str, Any]:
+        return await gateway.model_config(name, gateway.model(name))
+
+    @app.get("/v2/models/{name}/versions/{version}/config")
+    async def model_version_config(name: str, version: str) -> dict[str, Any]:
+        return await gateway.model_config(name, gateway.model(name, version))
+
+    @app.get("/v2/models/{name}/stats")
+    async def model_statistics(name: str) -> dict[str, Any]:
+        gateway.model(name)
+        return gateway.statistics(name)
+
+    @app.get("/v2/models/{name}/versions/{version}/stats")
+    async def model_version_statistics(name: str, version: str) -> dict[str, Any]:
+        gateway.model(name, version)
+        return gateway.statistics(name)
 
     @app.get("/admin/state")
     async def admin_state() -> dict[str, Any]:

@@ -50,6 +50,32 @@ def test_tritonclient_live_ready_metadata_and_infer(gateway_url: str) -> None:
     assert implicit.as_numpy("label") is not None
 
 
+
+def test_tritonclient_repository_index_config_and_statistics(gateway_url: str) -> None:
+    client = triton.InferenceServerClient(gateway_url.removeprefix("http://"))
+    assert client.get_model_repository_index() == [
+        {"name": "digits", "version": "1", "state": "READY", "reason": ""}
+    ]
+    config = client.get_model_config("digits")
+    assert config["name"] == "digits" and config["max_batch_size"] == 1024
+    assert config["input"] == [{"name": "input", "data_type": "TYPE_FP32", "dims": [64]}]
+    assert {o["name"] for o in config["output"]} == {"label", "probabilities"}
+    _, x_test, _, _ = load_split()
+    tensor = triton.InferInput("input", [4, 64], "FP32")
+    tensor.set_data_from_numpy(x_test[:4])
+    for _ in range(3):
+        client.infer("digits", [tensor])
+    with pytest.raises(InferenceServerException):
+        client.infer("digits", [triton.InferInput("pixels", [1, 64], "FP32")])
+    [stats] = client.get_inference_statistics("digits")["model_stats"]
+    assert stats["name"] == "digits" and stats["version"] == "1"
+    assert stats["inference_stats"]["success"]["count"] == 3
+    assert stats["inference_stats"]["fail"]["count"] == 1
+    assert stats["inference_stats"]["success"]["ns"] > 0 and stats["last_inference"] > 0
+    assert client.get_inference_statistics()["model_stats"][0]["name"] == "digits"
+    with pytest.raises(InferenceServerException, match="not found"):
+        client.get_model_config("nope")
+
 def test_tritonclient_sees_errors_as_exceptions(gateway_url: str) -> None:
     client = triton.InferenceServerClient(gateway_url.removeprefix("http://"))
     wrong = triton.InferInput("pixels", [1, 64], "FP32")

@@ -1,0 +1,68 @@
+"""Per-model inference statistics in Triton's shape (``GET /v2/models/[NAME/]stats``).
+
+Triton clients (``get_inference_statistics``) read success and failure counts with their total
+time in nanoseconds and the time of the last inference. The gateway counts what its clients
+saw, once per answer at the edge: success is a 200 (degraded answers included: they answered),
+anything else a failure. Queue and compute phases are the replicas' business and stay zero;
+``inference_count`` and ``execution_count`` count requests (the gateway does not batch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+NS = 1_000_000_000
+
+
+@dataclass(slots=True)
+class _Counts:
+    success: int = 0
+    success_ns: int = 0
+    fail: int = 0
+    fail_ns: int = 0
+    last_ms: int = 0
+
+
+class ModelStats:
+    def __init__(self) -> None:
+        self._models: dict[str, _Counts] = {}
+
+    def record(self, model: str, ok: bool, latency_s: float, wall_s: float) -> None:
+        counts = self._models.get(model)
+        if counts is None:
+            counts = self._models[model] = _Counts()
+        ns = max(0, round(latency_s * NS))
+        if ok:
+            counts.success += 1
+            counts.success_ns += ns
+        else:
+            counts.fail += 1
+            counts.fail_ns += ns
+        counts.last_ms = round(wall_s * 1000)
+
+    def triton(self, models: dict[str, str]) -> dict[str, Any]:
+        """``models``: name -> version, in the order to list them."""
+        return {"model_stats": [self._entry(name, v) for name, v in models.items()]}
+
+    def _entry(self, name: str, version: str) -> dict[str, Any]:
+        c = self._models.get(name, _Counts())
+        zero = {"count": 0, "ns": 0}
+        return {
+            "name": name,
+            "version": version,
+            "last_inference": c.last_ms,
+            "inference_count": c.success,
+            "execution_count": c.success,
+            "inference_stats": {
+                "success": {"count": c.success, "ns": c.success_ns},
+                "fail": {"count": c.fail, "ns": c.fail_ns},
+                "queue": dict(zero),
+                "compute_input": dict(zero),
+                "compute_infer": dict(zero),
+                "compute_output": dict(zero),
+                "cache_hit": dict(zero),
+                "cache_miss": dict(zero),
+            },
+            "batch_stats": [],
+        }
