@@ -20,26 +20,33 @@ from tritonclient.utils import InferenceServerException
 from tests.peers.conftest import Rows
 from tests.support.gateway import GatewayProcess, start_gateway
 from tests.support.peers import PeerProcess
-from tests.support.processes import wait_until
+from tests.support.processes import free_port, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.peers]
 
 PEERS = ("mlserver", "kserve")
 GOLDEN_FILE = "fallback_models/digits-golden.json"
 BINARY_XFAIL = {
-    "mlserver": "MLServer 1.7.1 has no binary tensor extension over REST (422 JSON decode error)",
     "kserve": "the gateway forwards a binary body as content-type application/json, which "
     "KServe's FastAPI parses as JSON (400); KServe takes it with no or an octet-stream type",
+}
+# client-facing names -> each peer's (ours: input / label [n] / probabilities)
+MAPPED = {
+    "mlserver": {"outputs": {"label": {"name": "predict", "shape": [-1]}}},
+    "kserve": {"inputs": {"input": "input-0"}, "outputs": {"label": "predict"}},
 }
 
 
 def _pool(proc: PeerProcess, replica_id: str, **extra: Any) -> dict[str, Any]:
-    """A one-replica pool of ``digits``; version 1 only where the peer serves versioned paths."""
-    version = {"version": "1"} if proc.peer.name == "mlserver" else {}
+    """A one-replica pool of ``digits``; version 1 only where the peer serves versioned paths;
+    MLServer 1.7.1 takes no binary tensors over REST (422), so the gateway sends it JSON."""
+    mlserver = proc.peer.name == "mlserver"
+    version = {"version": "1"} if mlserver else {}
     return {
         "model": "digits",
         **version,
         "replicas": [{"id": replica_id, "url": proc.url}],
+        "binary_tensors": not mlserver,
         **extra,
     }
 
@@ -56,6 +63,12 @@ def gateway(mlserver: PeerProcess, kserve: PeerProcess) -> Iterator[GatewayProce
             "mlserver-again": _pool(mlserver, "mlserver-b"),
             "kserve": _pool(kserve, "kserve-a"),
             "kserve-again": _pool(kserve, "kserve-b"),
+            "mlserver-mapped": _pool(mlserver, "mlserver-m", tensors=MAPPED["mlserver"]),
+            "kserve-mapped": _pool(kserve, "kserve-m", tensors=MAPPED["kserve"]),
+            "kserve-down": {  # KServe's names; nothing listens: the fallback answers
+                "model": "digits",
+                "replicas": [{"id": "kserve-gone", "url": f"http://127.0.0.1:{free_port()}"}],
+            },
         },
         "models": {
             "mlserver": {"pool": "mlserver"},
@@ -63,6 +76,16 @@ def gateway(mlserver: PeerProcess, kserve: PeerProcess) -> Iterator[GatewayProce
             "vote-mlserver": _vote("mlserver", "mlserver-again"),
             "vote-kserve": _vote("kserve", "kserve-again"),
             "vote-mixed": _vote("mlserver", "kserve"),
+            "mapped-mlserver": {"pool": "mlserver-mapped"},
+            "mapped-kserve": {"pool": "kserve-mapped"},
+            "vote-mapped": {"vote": {"pools": ["mlserver-mapped", "kserve-mapped"], "quorum": 2}},
+            "kserve-named": {
+                "pool": "kserve-down",
+                "fallback": {
+                    "model": "digits-logreg",
+                    "tensors": {"inputs": {"input-0": "input"}, "outputs": {"predict": "label"}},
+                },
+            },
         },
     }
     proc = start_gateway(config)
@@ -135,7 +158,9 @@ def test_tritonclient_json_through_gateway(
     [
         pytest.param(
             n,
-            marks=pytest.mark.xfail(
+            marks=[]
+            if n not in BINARY_XFAIL
+            else pytest.mark.xfail(
                 strict=True, reason=BINARY_XFAIL[n], raises=InferenceServerException
             ),
         )
@@ -164,29 +189,55 @@ def test_vote_over_two_pools_of_one_peer(
     assert (labels == digits_rows.y).mean() >= 0.9
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="same labels, different shapes: MLServer answers predict as [n, 1], KServe as [n]; "
-    "the vote compares the tensors as sent and finds every row in dispute (503 no quorum)",
-)
 def test_vote_across_peers(gateway: GatewayProcess, digits_rows: Rows) -> None:
+    """MLServer's predict [n, 1] and KServe's [n] are the same labels: a unanimous vote."""
     reply = _infer(gateway.url, "vote-mixed", digits_rows)
     assert reply.status_code == 200, reply.text
+    assert reply.headers["x-vote"] == "2/2" and reply.json()["parameters"] == {"vote": "2/2"}
+
+
+@pytest.mark.parametrize("model", ["mapped-mlserver", "mapped-kserve", "vote-mapped"])
+def test_one_vocabulary_over_every_peer(
+    gateway: GatewayProcess, digits_rows: Rows, model: str
+) -> None:
+    """Clients call input / label of shape [n] whichever server answers, in JSON or binary."""
+    client = triton.InferenceServerClient(gateway.url.removeprefix("http://"))
+    metadata = client.get_model_metadata(model)
+    if model == "mapped-kserve":  # KServe's metadata lists its tensors: in the client's names
+        assert [t["name"] for t in metadata["inputs"]] == ["input"]
+        assert metadata["outputs"][0]["name"] == "label"
+    for binary in (False, True):
+        tensor = triton.InferInput("input", list(digits_rows.x.shape), "FP32")
+        tensor.set_data_from_numpy(digits_rows.x, binary_data=binary)
+        wanted = [triton.InferRequestedOutput("label", binary_data=binary)]
+        labels = client.infer(model, [tensor], outputs=wanted).as_numpy("label")
+        assert labels is not None and labels.shape == (len(digits_rows.y),)
+        assert (labels == digits_rows.y).mean() >= 0.9
+
+
+def test_the_fallback_answers_in_a_peers_vocabulary(
+    gateway: GatewayProcess, digits_rows: Rows
+) -> None:
+    """A model whose clients speak KServe's names (input-0, predict) keeps answering, degraded,
+    from the fallback (input, label) while its pool is down."""
+    body = {
+        "inputs": [{"name": "input-0", "shape": list(digits_rows.x.shape), "datatype": "FP32",
+                    "data": digits_rows.x.ravel().tolist()}]
+    }  # fmt: skip
+    reply = httpx.post(f"{gateway.url}/v2/models/kserve-named/infer", json=body, timeout=10)
+    assert reply.status_code == 200, reply.text
+    assert reply.headers["x-degraded"] in ("exhausted", "no_replica")  # refused, or ejected
+    outputs = {o["name"]: o for o in reply.json()["outputs"]}
+    assert set(outputs) == {"predict", "probabilities"}  # the fallback's label, renamed
+    assert (np.asarray(outputs["predict"]["data"]) == digits_rows.y).mean() >= 0.9
 
 
 @pytest.mark.parametrize("name", PEERS)
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="golden probes ask for no outputs and read a fixed 'label' output; the peers answer "
-    "'predict', so every probe fails and the replica is quarantined",
-)
 def test_golden_probes_pass_a_healthy_peer(request: pytest.FixtureRequest, name: str) -> None:
     proc = _peer(request, name)
     golden = {"file": GOLDEN_FILE, "interval_s": 0.1, "failures_to_quarantine": 1}
     config = {
-        "pools": {"primary": _pool(proc, "peer", golden=golden)},
+        "pools": {"primary": _pool(proc, "peer", golden=golden, tensors=MAPPED[name])},
         "models": {"digits": {"pool": "primary"}},
     }
     gateway = start_gateway(config)
@@ -199,6 +250,7 @@ def test_golden_probes_pass_a_healthy_peer(request: pytest.FixtureRequest, name:
 
         wait_until(lambda: replica()["golden_last"] is not None, 10, interval=0.05)
         assert not replica()["quarantined"], replica()["quarantine_reason"]
+        assert "rows wrong" in replica()["golden_last"]  # judged on its labels, and passed
     finally:
         gateway.cleanup()
 
