@@ -8,8 +8,9 @@ complete ``header_timeout_s`` after the connection or the request's first byte, 
 ``body_timeout_s`` after its head. A timer is armed only when a read is left incomplete, so
 a request that arrives whole costs the hot path a comparison, not a timer.
 
-It also sends each answer's head and body in one write(2): uvicorn writes them separately,
-and on loopback a write costs 10-20 µs of system time, more than most of the gateway's own work.
+It also trims two per-request costs of uvicorn's: each answer's head and body leave in one
+write(2), not two, and a kept-alive connection keeps one lazily re-armed keep-alive timer
+instead of creating and cancelling a loop timer per request (2 µs on uvloop).
 """
 
 from __future__ import annotations
@@ -103,6 +104,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._head_too_large = False
         self._linger: int | None = None  # bytes still to drop before closing, once answered
         self._timer: asyncio.TimerHandle | None = None
+        self._idle_since: float | None = None  # loop time the last answer completed, if idle
+        self._keep_alive_timer: asyncio.TimerHandle | None = None  # armed for _keep_alive_at
+        self._keep_alive_at = 0.0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)  # type: ignore[arg-type]
@@ -110,6 +114,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        if self._keep_alive_timer is not None:
+            self._keep_alive_timer.cancel()
+            self._keep_alive_timer = None
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -157,12 +164,54 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._reading = _NOTHING
         self._chunk = 0
         super().on_message_complete()
-        if self.cycle.response_complete and self.timeout_keep_alive_task is None:
+        if self.cycle.response_complete and self._idle_since is None:
             # answered before the body ended (a 413): the body was read and dropped; idle
             # from now on, so the keep-alive timeout applies (uvicorn arms it only on answer)
-            self.timeout_keep_alive_task = self.loop.call_later(
-                self.timeout_keep_alive, self.timeout_keep_alive_handler
-            )
+            self._idle()
+
+    # --- keep-alive: uvicorn's timeout, with one timer per connection -----------------------
+
+    def on_response_complete(self) -> None:
+        """uvicorn's, except that an idle connection marks itself instead of arming a timer."""
+        self.server_state.total_requests += 1
+        if self.transport.is_closing():
+            return
+        self._unset_keepalive_if_required()
+        self.flow.resume_reading()
+        if self.pipeline:
+            cycle, app = self.pipeline.pop()
+            self._start_asgi_task(cycle, app)
+        else:
+            self._idle()
+
+    def _unset_keepalive_if_required(self) -> None:
+        """Busy again (uvicorn calls this on every read): an armed timer will find it so."""
+        self._idle_since = None
+
+    def _idle(self) -> None:
+        now = self.loop.time()
+        self._idle_since = now
+        if self._keep_alive_timer is None:
+            self._arm_keep_alive(now + self.timeout_keep_alive)
+
+    def _arm_keep_alive(self, when: float) -> None:
+        self._keep_alive_at = when
+        self._keep_alive_timer = self.loop.call_at(when, self._keep_alive_due)
+
+    def _keep_alive_due(self) -> None:
+        """Closes a connection idle for the keep-alive timeout; never early, never late.
+
+        The timer was armed when some earlier idle spell began: if the connection is busy it
+        lapses (the next answer arms one), if a later spell began it waits for that one's end.
+        """
+        self._keep_alive_timer = None
+        if self._idle_since is None:
+            return
+        due = self._idle_since + self.timeout_keep_alive
+        if due > self._keep_alive_at:
+            self._arm_keep_alive(due)
+            return
+        self.timeout_keep_alive_handler()
 
     def _head_size(self) -> int:
         """The request line and headers' size (line ends and separators counted, about)."""

@@ -289,3 +289,23 @@ async def test_head_and_expect_continue_requests_are_answered_whole(served: Serv
     writer.write(b"abc")
     assert (await answer(reader))[::2] == (200, b'{"size":3}')
     writer.close()
+
+
+async def test_keep_alive_closes_an_idle_connection_a_timeout_after_its_last_answer(
+    served: Served,
+) -> None:
+    """One timer per connection: the first idle spell's timer must not cut a later spell short."""
+    loop = asyncio.get_running_loop()
+    reader, writer = await connect(served.port)
+    writer.write(post("/", b"a"))
+    assert (await answer(reader))[0] == 200
+    await asyncio.sleep(0.7)  # idle; the keep-alive timeout (1 s) is not reached
+    writer.write(post("/", b"b"))
+    assert (await answer(reader))[0] == 200
+    await asyncio.sleep(0.5)  # 1.2 s after the first answer: open, it was busy at 0.7 s
+    writer.write(post("/", b"c"))
+    assert (await answer(reader))[0] == 200
+    answered = loop.time()
+    assert await closed(reader)
+    assert 1.0 - 0.01 <= loop.time() - answered < WAIT_S
+    writer.close()
