@@ -11,7 +11,7 @@ CONFIG ?= config/local.yaml
 run: setup
 	$(VENV)/bin/gateway up --config $(CONFIG)
 
-test: setup
+test: setup peers
 	$(VENV)/bin/ruff check gateway replicas v2proto tests loadtests
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
@@ -38,7 +38,8 @@ chaos: setup
 capacity: setup
 	$(PY) -m loadtests.chaos.capacity
 
-# Real MLServer and KServe venvs under .peers/ for tests/peers (minutes; not part of `make test`).
+# Real MLServer and KServe venvs under .peers/ for tests/peers (about 2 min the first time, then
+# cached: a venv is rebuilt only when its pins change).
 peers: system
 	bash .ci/peers.sh
 

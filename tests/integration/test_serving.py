@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 import numpy as np
 import orjson
 import pytest
 import tritonclient.http as triton
+import yaml
 from tritonclient.utils import InferenceServerException
 
+from gateway.cli import main
 from replicas.dataset import load_split
 from tests.integration.conftest import StartGateway, StartReplicas
 from tests.support.gateway import pool_config
 
 pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -50,7 +55,6 @@ def test_tritonclient_live_ready_metadata_and_infer(gateway_url: str) -> None:
     assert implicit.as_numpy("label") is not None
 
 
-
 def test_tritonclient_repository_index_config_and_statistics(gateway_url: str) -> None:
     client = triton.InferenceServerClient(gateway_url.removeprefix("http://"))
     assert client.get_model_repository_index() == [
@@ -75,6 +79,7 @@ def test_tritonclient_repository_index_config_and_statistics(gateway_url: str) -
     assert client.get_inference_statistics()["model_stats"][0]["name"] == "digits"
     with pytest.raises(InferenceServerException, match="not found"):
         client.get_model_config("nope")
+
 
 def test_tritonclient_sees_errors_as_exceptions(gateway_url: str) -> None:
     client = triton.InferenceServerClient(gateway_url.removeprefix("http://"))
@@ -162,3 +167,21 @@ def test_no_replica_reachable_is_503(start_replicas: StartReplicas, start_gw: St
     response = httpx.post(f"{gateway.url}/v2/models/digits/infer", json=request, trust_env=False)
     assert response.status_code == 503
     assert "error" in response.json() and "retry-after" in response.headers
+
+
+def test_check_config_probe_passes_the_projects_own_replicas(
+    start_replicas: StartReplicas, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Our replicas speak the gateway's default dialect: names, versions, binary tensors."""
+    replicas = start_replicas(1)
+    golden = {"file": str(ROOT / "fallback_models" / "digits-golden.json")}
+    config = pool_config(replicas, pool={"golden": golden})
+    path = tmp_path / "gateway.yaml"
+    path.write_text(yaml.safe_dump(config))
+    assert main(["check-config", str(path), "--probe"]) == 0, capsys.readouterr().out
+    wrong = pool_config(
+        replicas, pool={"golden": golden, "tensors": {"outputs": {"label": "predict"}}}
+    )
+    path.write_text(yaml.safe_dump(wrong))
+    assert main(["check-config", str(path), "--probe"]) == 1
+    assert "no output 'predict' (mapped from 'label') on the server" in capsys.readouterr().out

@@ -1,7 +1,8 @@
 """Real MLServer and KServe servers, once per session; skipped when their venvs are not built.
 
-The venvs come from `make peers` (`.ci/peers.sh`, minutes), which `make test` does not run yet,
-so on a machine without them every peer test is skipped with the reason and the command.
+The venvs come from `make peers` (`.ci/peers.sh`, about 2 min the first time, then cached),
+which `make test` runs first; a bare `pytest` on a machine without them skips every peer test
+with the reason and the command.
 """
 
 from __future__ import annotations
