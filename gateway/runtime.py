@@ -35,9 +35,10 @@ from gateway.upstream.events import FanoutEvents
 from gateway.upstream.fast_transport import FastTransport
 from gateway.upstream.golden_prober import GoldenProber
 from gateway.upstream.health import HealthProber
-from gateway.upstream.metadata import MetadataCache
+from gateway.upstream.metadata import MetadataCache, MetadataWarmer
 from gateway.upstream.registry import Registry
 from gateway.upstream.transport import Transport
+from gateway.v2.schema import ModelSchema
 from gateway.v2.triton import triton_config
 
 FALLBACK_RECHECK_S = 30.0
@@ -60,6 +61,7 @@ class Gateway:
         self.rng = rng or random.Random()
         self.metrics = Metrics()
         self.stats = ModelStats()  # Triton's per-model statistics, as clients saw them
+        self._schemas: dict[str, ModelSchema | None] = {}
         self.tracer = tracer or Tracer(config.tracing)
         models = config.models.items()
         self.slo = SloBook(
@@ -118,6 +120,11 @@ class Gateway:
             GoldenProber(self.registry, self._transport, self.clock, self.rng),
             *watchers,
             Periodic("slo-evaluate", SLO_EVALUATE_S, self.clock, self.slo.evaluate),
+            MetadataWarmer(
+                [n for n, m in self.config.models.items() if m.signature is None],
+                lambda name: self.model_metadata(name, self.config.models[name]),
+                self.clock,
+            ),
             self.shared,
         ]
         for service in self._services:
@@ -235,16 +242,37 @@ class Gateway:
         chosen = {n: m.version for n, m in models.items() if name is None or n == name}
         return self.stats.triton(chosen)
 
+    def schema(self, name: str) -> ModelSchema | None:
+        """What requests to model ``name`` are checked against before any replica sees them:
+        its declared signature, else its replicas' metadata once fetched (None: not yet, or
+        it lists no inputs; the replicas check then). A dict lookup on the hot path."""
+        if name in self._schemas:
+            return self._schemas[name]
+        model = self.config.models[name]
+        if model.signature is not None:
+            metadata: dict[str, Any] | None = model.signature.metadata()
+        else:
+            metadata = self.metadata.cached(name)
+            if metadata is None:
+                return None
+        schema = ModelSchema.from_metadata(metadata) if metadata is not None else None
+        self._schemas[name] = schema
+        return schema
+
     async def model_metadata(self, name: str, model: ModelConfig) -> dict[str, Any]:
         """From the first of the model's pools that answers (a vote's pools in order), in the
-        client's tensor names."""
+        client's tensor names; the declared signature where the replicas list no tensors."""
         unavailable: NoReplicaAvailable | None = None
         for pool_name in model.pools:
             pool = self.registry.pools[pool_name]
             try:
-                return await self.metadata.get(self.transport, name, model, pool)
+                doc = await self.metadata.get(self.transport, name, model, pool)
             except NoReplicaAvailable as exc:
                 unavailable = exc
+                continue
+            if model.signature is not None and not doc.get("inputs"):
+                doc.update(model.signature.metadata())
+            return doc
         assert unavailable is not None, "a model has at least one pool"
         raise unavailable
 

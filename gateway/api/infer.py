@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Mapping
+from types import MappingProxyType
 
 from gateway.api.parsing import RequestParser
 from gateway.api.protocol import BODY_TIMEOUT_KEY
@@ -22,6 +24,7 @@ from gateway.telemetry.spans import RequestSpan
 from gateway.v2.identity import with_request_id
 from gateway.v2.request import HEADER_LENGTH, parse_infer_request
 from gateway.v2.response import rename_reply
+from v2proto.codec import BINARY_CONTENT_TYPE
 
 _WANTED = frozenset(
     name.encode()
@@ -30,6 +33,7 @@ _WANTED = frozenset(
     )
 )  # fmt: skip
 _JSON = (b"content-type", b"application/json")
+JSON_BODY: Mapping[str, str] = MappingProxyType({"content-type": "application/json"})
 _HEADER_LENGTH = HEADER_LENGTH.encode()
 _ids = itertools.count(1)
 _prefix = f"{os.getpid():x}-"
@@ -68,12 +72,17 @@ class InferEndpoint:
                 request = await self._parser.offload(
                     body, headers.get(HEADER_LENGTH), model.max_rows
                 )
+            schema = gateway.schema(model_name)
+            if schema is not None:  # the model's signature: a bad input never costs a replica
+                schema.check(request.header)
             body, header_length, request = with_request_id(
                 body, headers.get(HEADER_LENGTH), request, request_id
             )
-            forwarded = {"content-type": "application/json"}
-            if header_length is not None:
-                forwarded[HEADER_LENGTH] = header_length
+            forwarded: Mapping[str, str]
+            if header_length is None:
+                forwarded = JSON_BODY
+            else:  # binary tensors after the JSON header: not a JSON body (KServe parses those)
+                forwarded = {"content-type": BINARY_CONTENT_TYPE, HEADER_LENGTH: header_length}
             call = InferCall(
                 model_name=model_name,
                 model=model,

@@ -27,6 +27,7 @@ from gateway.config.policies import (
 from gateway.config.tensors import TensorMapping
 from gateway.slo.config import BurnPolicyConfig, SloConfig, unique_names
 from gateway.telemetry.tracing import TracingConfig
+from v2proto.signature import DATATYPES
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 
@@ -146,6 +147,35 @@ class LogConfig(Frozen):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
 
+class TensorDecl(Frozen):
+    name: str = Field(min_length=1)
+    datatype: str = Field(description="a V2 datatype: FP32, INT64, BYTES, ...")
+    shape: tuple[int, ...] = Field(description="-1 for a dimension of any size")
+
+    @field_validator("datatype")
+    @classmethod
+    def _v2_datatype(cls, datatype: str) -> str:
+        if datatype not in DATATYPES:
+            raise ValueError(f"datatype {datatype!r} is not a V2 datatype ({', '.join(DATATYPES)})")
+        return datatype
+
+    def metadata(self) -> dict[str, object]:
+        return {"name": self.name, "datatype": self.datatype, "shape": list(self.shape)}
+
+
+class SignatureConfig(Frozen):
+    """The model's tensors in the clients' names, for servers whose metadata lists none."""
+
+    inputs: tuple[TensorDecl, ...] = Field(min_length=1)
+    outputs: tuple[TensorDecl, ...] = ()
+
+    def metadata(self) -> dict[str, list[dict[str, object]]]:
+        return {
+            "inputs": [t.metadata() for t in self.inputs],
+            "outputs": [t.metadata() for t in self.outputs],
+        }
+
+
 class ModelConfig(Frozen):
     """A model as clients see it: one pool or a vote over pools, and its request policy."""
 
@@ -163,6 +193,9 @@ class ModelConfig(Frozen):
     burn_policy: BurnPolicyConfig = BurnPolicyConfig()
     required: bool = Field(
         True, description="the gateway's /v2/health/ready waits for this model to be ready"
+    )
+    signature: SignatureConfig | None = Field(
+        None, description="requests are checked against it; default: the replicas' metadata"
     )
 
     @field_validator("slos")

@@ -6,21 +6,29 @@ replica that answers is remembered per client-facing model.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import orjson
 
+from gateway.clock import Clock
 from gateway.config.models import ModelConfig
-from gateway.errors import NoReplicaAvailable, UpstreamError
+from gateway.errors import GatewayError, NoReplicaAvailable, UpstreamError
 from gateway.upstream.registry import Pool
 from gateway.upstream.transport import Transport
 
 METADATA_TIMEOUT_S = 2.0
+WARM_RETRY_S = 2.0
 
 
 class MetadataCache:
     def __init__(self) -> None:
         self._cache: dict[str, dict[str, Any]] = {}
+
+    def cached(self, name: str) -> dict[str, Any] | None:
+        """The metadata already fetched for ``name`` (no I/O), or None."""
+        return self._cache.get(name)
 
     async def get(
         self, transport: Transport, name: str, model: ModelConfig, pool: Pool
@@ -53,3 +61,41 @@ class MetadataCache:
             self._cache[name] = metadata
             return dict(metadata)
         raise NoReplicaAvailable(f"model {name!r}: metadata unavailable ({last})")
+
+
+class MetadataWarmer:
+    """Fetches each model's metadata soon after start, retrying until one replica answers, so
+    requests are checked against the signature (`gateway.v2.schema`) from their first
+    minute; a request never waits for it (until then the replicas check)."""
+
+    def __init__(
+        self,
+        names: Sequence[str],
+        fetch: Callable[[str], Awaitable[object]],
+        clock: Clock,
+        retry_s: float = WARM_RETRY_S,
+    ) -> None:
+        self._names, self._fetch, self._clock, self._retry_s = list(names), fetch, clock, retry_s
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._task is None and self._names:
+            self._task = asyncio.create_task(self._run(), name="metadata-warmer")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    async def _run(self) -> None:
+        waiting = list(self._names)
+        while waiting:
+            for name in list(waiting):
+                try:
+                    await self._fetch(name)
+                except GatewayError:
+                    continue
+                waiting.remove(name)
+            if waiting:
+                await self._clock.sleep(self._retry_s)

@@ -26,9 +26,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.peers]
 
 PEERS = ("mlserver", "kserve")
 GOLDEN_FILE = "fallback_models/digits-golden.json"
-BINARY_XFAIL = {
-    "kserve": "the gateway forwards a binary body as content-type application/json, which "
-    "KServe's FastAPI parses as JSON (400); KServe takes it with no or an octet-stream type",
+# MLServer's metadata lists no tensors: the model's config declares them for the gateway's checks
+SIGNATURE = {
+    "inputs": [{"name": "input", "datatype": "FP32", "shape": [-1, 64]}],
+    "outputs": [{"name": "label", "datatype": "INT64", "shape": [-1]}],
 }
 # client-facing names -> each peer's (ours: input / label [n] / probabilities)
 MAPPED = {
@@ -77,6 +78,7 @@ def gateway(mlserver: PeerProcess, kserve: PeerProcess) -> Iterator[GatewayProce
             "vote-kserve": _vote("kserve", "kserve-again"),
             "vote-mixed": _vote("mlserver", "kserve"),
             "mapped-mlserver": {"pool": "mlserver-mapped"},
+            "mlserver-declared": {"pool": "mlserver-mapped", "signature": SIGNATURE},
             "mapped-kserve": {"pool": "kserve-mapped"},
             "vote-mapped": {"vote": {"pools": ["mlserver-mapped", "kserve-mapped"], "quorum": 2}},
             "kserve-named": {
@@ -98,16 +100,21 @@ def _peer(request: pytest.FixtureRequest, name: str) -> PeerProcess:
     return proc
 
 
-def _body(x: np.ndarray[Any, Any]) -> dict[str, Any]:
+def _input(model: str) -> str:
+    """The input's name as the model's metadata gives it: KServe's model lists ``input-0``
+    (the gateway checks requests against it); MLServer lists none (any name passes)."""
+    return "input-0" if model in ("kserve", "vote-kserve") else "input"
+
+
+def _body(x: np.ndarray[Any, Any], name: str = "input") -> dict[str, Any]:
     return {
-        "inputs": [
-            {"name": "input", "shape": list(x.shape), "datatype": "FP32", "data": x.tolist()}
-        ]
+        "inputs": [{"name": name, "shape": list(x.shape), "datatype": "FP32", "data": x.tolist()}]
     }
 
 
 def _infer(url: str, model: str, rows: Rows, path: str = "") -> httpx.Response:
-    return httpx.post(f"{url}/v2/models/{model}{path}/infer", json=_body(rows.x), timeout=10)
+    body = _body(rows.x, _input(model))
+    return httpx.post(f"{url}/v2/models/{model}{path}/infer", json=body, timeout=10)
 
 
 @pytest.mark.parametrize("name", PEERS)
@@ -142,7 +149,7 @@ def test_tritonclient_json_through_gateway(
     direct = _infer(_peer(request, name).url, "digits", digits_rows).json()["outputs"][0]
     client = triton.InferenceServerClient(gateway.url.removeprefix("http://"))
     assert client.is_server_ready() and client.is_model_ready(name)
-    tensor = triton.InferInput("input", list(digits_rows.x.shape), "FP32")
+    tensor = triton.InferInput(_input(name), list(digits_rows.x.shape), "FP32")
     tensor.set_data_from_numpy(digits_rows.x, binary_data=False)
     plain = triton.InferRequestedOutput("predict", binary_data=False)
     for outputs in ([plain], None):  # None: tritonclient asks for binary outputs
@@ -153,25 +160,14 @@ def test_tritonclient_json_through_gateway(
         assert (labels.ravel() == digits_rows.y).mean() >= 0.9
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(
-            n,
-            marks=[]
-            if n not in BINARY_XFAIL
-            else pytest.mark.xfail(
-                strict=True, reason=BINARY_XFAIL[n], raises=InferenceServerException
-            ),
-        )
-        for n in PEERS
-    ],
-)
+@pytest.mark.parametrize("name", PEERS)
 def test_binary_tensors_through_gateway(
     gateway: GatewayProcess, digits_rows: Rows, name: str
 ) -> None:
+    """Binary to KServe goes as application/octet-stream (as JSON it was a 400); to MLServer,
+    which has no binary extension over REST, as JSON (``binary_tensors: false``)."""
     client = triton.InferenceServerClient(gateway.url.removeprefix("http://"))
-    tensor = triton.InferInput("input", list(digits_rows.x.shape), "FP32")
+    tensor = triton.InferInput(_input(name), list(digits_rows.x.shape), "FP32")
     tensor.set_data_from_numpy(digits_rows.x, binary_data=True)
     result = client.infer(name, [tensor])
     labels = result.as_numpy("predict")
@@ -256,10 +252,32 @@ def test_golden_probes_pass_a_healthy_peer(request: pytest.FixtureRequest, name:
 
 
 def test_errors_from_peers_reach_the_client(gateway: GatewayProcess, digits_rows: Rows) -> None:
-    """A peer's 400 for an output it does not have is the client's error, not a failover."""
-    body = {**_body(digits_rows.x), "outputs": [{"name": "label"}]}
+    """A 400 for an output the model does not have is the client's error, not a failover:
+    MLServer's own (its metadata lists no outputs), the gateway's for KServe (it does)."""
     for name in PEERS:
+        body = {**_body(digits_rows.x, _input(name)), "outputs": [{"name": "label"}]}
         reply = httpx.post(f"{gateway.url}/v2/models/{name}/infer", json=body, timeout=10)
-        assert reply.status_code == 400 and "label" in reply.text
+        assert reply.status_code == 400 and "label" in reply.json()["error"]
     with pytest.raises(InferenceServerException):
         triton.InferenceServerClient(gateway.url.removeprefix("http://")).infer("nope", [])
+
+
+def test_a_bad_input_never_reaches_mlserver_nor_ejects_it(
+    gateway: GatewayProcess, digits_rows: Rows
+) -> None:
+    """MLServer answers a wrong feature count with a 500, which would charge a healthy replica
+    for the client's mistake; checked against the declared signature, it never gets there."""
+    metadata = httpx.get(f"{gateway.url}/v2/models/mlserver-declared", timeout=10).json()
+    assert metadata["inputs"] == SIGNATURE["inputs"]  # the declared tensors, as it lists none
+    bad = _body(digits_rows.x[:, :63])
+    for _ in range(20):
+        reply = httpx.post(f"{gateway.url}/v2/models/mlserver-declared/infer", json=bad, timeout=10)
+        assert reply.status_code == 400
+        assert reply.json()["error"] == "input 'input': shape [40, 63], the model takes [-1, 64]"
+        assert "x-served-by" not in reply.headers
+    for _ in range(5):
+        good = _infer(gateway.url, "mlserver-declared", digits_rows)
+        assert good.status_code == 200 and good.headers["x-served-by"] == "mlserver-m"
+    state = httpx.get(f"{gateway.url}/admin/state", timeout=5).json()
+    [replica] = [r for p in state["pools"] for r in p["replicas"] if r["id"] == "mlserver-m"]
+    assert replica["failures"] == 0 and not replica["ejected"]
