@@ -44,14 +44,16 @@ def _return_large_buffers_to_the_os() -> None:
 def _server(
     config: GatewayConfig, host: str | None, port: int | None, path: str | None = None
 ) -> uvicorn.Server:
+    """The server, not yet listening; `ConfigError` in protected mode (`refuse_unprotected`)."""
     _return_large_buffers_to_the_os()
-    app = GatewayApp(Gateway(config), config_path=path)
+    bind_host = host or config.server.host
+    app = GatewayApp(Gateway(config), config_path=path, bind_host=bind_host)
     server = config.server
     limits = ClientLimits(server.max_header_bytes, server.header_timeout_s, server.body_timeout_s)
     return uvicorn.Server(
         uvicorn.Config(
             app,
-            host=host or config.server.host,
+            host=bind_host,
             port=port if port is not None else config.server.port,
             loop="uvloop",
             http=guarded_protocol(limits),  # httptools, with head size and read timeouts
@@ -81,11 +83,12 @@ def _up(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     _logging(config)
     launcher = Launcher(config)
+    server = _server(config, args.host, args.port, args.config)  # refused before any spawn
 
     async def run() -> None:
         await launcher.wait_ready()
         log.info("%d local replica(s) ready; starting the gateway", len(launcher.replicas))
-        await _server(config, args.host, args.port, args.config).serve()
+        await server.serve()
 
     try:
         launcher.spawn()

@@ -14,10 +14,13 @@ import re
 from typing import Any
 
 from gateway.api.admin import build_admin_app
+from gateway.api.auth import ControlAccess, refuse_unprotected
+from gateway.api.guard import ControlPlaneGuard, allowed_hosts
 from gateway.api.infer import InferEndpoint
 from gateway.api.parsing import RequestParser
 from gateway.api.responses import Receive, Scope, Send, send_json
-from gateway.config import ConfigError, load_config
+from gateway.carry_over import carry_over
+from gateway.config import ConfigError, GatewayConfig, load_config
 from gateway.errors import BadRequest, Conflict
 from gateway.runtime import Gateway
 
@@ -33,38 +36,52 @@ INFER_PATH = re.compile(r"^/v2/models/([^/]+)(?:/versions/([^/]+))?/infer$")
 
 
 class GatewayApp:
-    def __init__(self, gateway: Gateway, config_path: str | None = None) -> None:
+    def __init__(
+        self, gateway: Gateway, config_path: str | None = None, *, bind_host: str | None = None
+    ) -> None:
+        """``bind_host``: where the server listens, when not ``server.host`` (``--host``)."""
         self._config_path = config_path
         self._retiring: set[asyncio.Task[None]] = set()
         server = gateway.config.server  # where and how to listen: fixed until a restart
+        self.bind_host = bind_host or server.host
         self.parser = RequestParser(
             server.parse_inline_max_bytes, server.parse_offload, server.parse_workers
         )
-        self._install(gateway)
+        self._install(gateway, self._access(gateway.config))
 
-    def _install(self, gateway: Gateway) -> None:
+    def _access(self, config: GatewayConfig) -> ControlAccess:
+        """The control plane's keys as configured (read now); `ConfigError` if unusable."""
+        refuse_unprotected(config.server.admin, self.bind_host)
+        return ControlAccess.load(config.server.admin, self.bind_host)
+
+    def _install(self, gateway: Gateway, access: ControlAccess) -> None:
         self.gateway = gateway
         self._infer = InferEndpoint(gateway, self.parser)
-        self._admin = build_admin_app(gateway, self.reload)
+        hosts = allowed_hosts(gateway.config.server.allowed_hosts, self.bind_host)
+        self._admin = ControlPlaneGuard(build_admin_app(gateway, self.reload), access, hosts)
 
     async def reload(self) -> dict[str, Any]:
         """Re-reads the config file and swaps in a gateway built from it, without a restart.
 
         The new gateway starts (probes, fallback verification) before it takes traffic; the
-        old one finishes the requests it holds, then stops. Replica state starts afresh.
-        Where to listen (``server.host``/``port``), the client limits the protocol holds and
+        old one finishes the requests it holds, then stops. What the old one learned about
+        replicas and models that stay is carried over (`carry_over`); the control plane's
+        keys and allowed hosts are read afresh (a key rotation needs no restart). Where to
+        listen (``server.host``/``port``), the client limits the protocol holds and
         the parser's settings need a restart to change (`RESTART_FIELDS`).
         """
         if self._config_path is None:
             raise Conflict("this gateway was not started from a config file; nothing to reload")
         try:
             config = load_config(self._config_path)
+            access = self._access(config)
         except ConfigError as exc:
             raise BadRequest(f"config not reloaded: {exc}") from exc
-        fresh = Gateway(config)
-        await fresh.start()
         old = self.gateway
-        self._install(fresh)
+        fresh = Gateway(config, clock=old.clock)  # one clock: carried deadlines stay valid
+        await fresh.start()
+        carried = carry_over(old, fresh)  # no await from here to the swap: nothing is missed
+        self._install(fresh, access)
         task = asyncio.create_task(_retire(old))
         self._retiring.add(task)
         task.add_done_callback(self._retiring.discard)
@@ -77,6 +94,7 @@ class GatewayApp:
             "models": sorted(config.models),
             "pools": sorted(config.pools),
             "needs_restart_for": [f"server.{k}" for k in restart],
+            "carried_over": carried,
         }
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from gateway.redact import mask_url
+
 
 @dataclass(frozen=True, slots=True)
 class Endpoint:
@@ -22,7 +24,13 @@ class Endpoint:
     def parse(cls, url: str) -> Endpoint:
         parts = urlsplit(url)
         if parts.scheme != "http" or not parts.hostname:
-            raise ValueError(f"replica url must be http://host:port[/prefix], got {url!r}")
+            shown = mask_url(url)
+            raise ValueError(f"replica url must be http://host:port[/prefix], got {shown!r}")
+        if "@" in parts.netloc:  # silently dropping them (as before) sent requests unauthenticated
+            raise ValueError(
+                f"replica url must not carry credentials (user:password@), got {mask_url(url)!r}: "
+                "the gateway does not send them; put the replica behind a network boundary instead"
+            )
         return cls(parts.hostname, parts.port or 80, parts.path.rstrip("/"))
 
     @property

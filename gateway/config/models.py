@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from gateway.config.access import AdminAccessConfig, normalise_hosts
 from gateway.config.endpoint import Endpoint
 from gateway.config.frozen import Frozen
 from gateway.config.policies import (
@@ -73,6 +74,17 @@ class ServerConfig(Frozen):
     )
     max_reply_header_bytes: int = Field(64 * 1024, gt=0)
     max_reply_headers: int = Field(100, gt=0)
+    admin: AdminAccessConfig = AdminAccessConfig()
+    allowed_hosts: tuple[str, ...] | None = Field(
+        None,
+        description="Host names the control plane answers under (port ignored; '*': any); "
+        "default: 127.0.0.1, localhost, [::1] and `host` unless it is a wildcard",
+    )
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _hosts(cls, hosts: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        return None if hosts is None else normalise_hosts(hosts)
 
 
 class LocalLaunch(Frozen):
@@ -80,7 +92,11 @@ class LocalLaunch(Frozen):
 
     model_path: str
     device: Literal["cpu", "cuda"] = "cpu"
-    enable_faults: bool = False
+    enable_faults: bool = Field(
+        False,
+        description="replicas get --enable-faults; /admin/faults then takes the key in "
+        "$REPLICA_FAULT_KEY, or else a new key per run, in a file whose path is logged",
+    )
     startup_timeout_s: float = Field(60.0, gt=0)
 
 

@@ -31,8 +31,8 @@ class SloTracker:
         self.model = model
         self.config = config
         self.key = f"{KEY_PREFIX}{model}:{config.name}"
-        retention = max(config.window_s, max(BURN_WINDOWS.values()))
-        self.window = SloWindow(clock, retention)
+        self.retention_s = max(config.window_s, max(BURN_WINDOWS.values()))
+        self.window = SloWindow(clock, self.retention_s)
         self.alerts = tuple(AlertState(rule, f"{model}/{config.name}") for rule in ALERT_RULES)
         self.burn_rates = dict.fromkeys(BURN_WINDOWS, 0.0)
         self._threshold_s = (config.threshold_ms or 0.0) / 1000.0
@@ -98,6 +98,18 @@ class SloTracker:
                 "remaining_events": round(allowed - counts.bad, 3),
             },
         }
+
+    def carry_from(self, old: SloTracker) -> bool:
+        """Takes ``old``'s events, burn rates and alerts if its events mean the same."""
+        mine, was = self.config, old.config
+        if (mine.kind, mine.threshold_ms, mine.tenant) != (was.kind, was.threshold_ms, was.tenant):
+            return False
+        self.window = old.window
+        self.window.keep_for(self.retention_s)
+        self.alerts = old.alerts
+        self.burn_rates = dict(old.burn_rates)
+        self.excluded = old.excluded
+        return True
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -203,6 +215,25 @@ class SloBook:
                 for model, trackers in self.trackers.items()
             },
         }
+
+    def carry_from(self, old: SloBook) -> list[str]:
+        """Takes over ``old``'s history for the SLOs both hold (a reload); returns their names.
+
+        A model's burn policy keeps its state while its config is unchanged; either way the
+        next evaluation engages it if the carried alerts burn.
+        """
+        carried = []
+        for model, trackers in self.trackers.items():
+            before = {t.config.name: t for t in old.trackers.get(model, ())}
+            for tracker in trackers:
+                was = before.get(tracker.config.name)
+                if was is not None and tracker.carry_from(was):
+                    carried.append(f"{model}/{tracker.config.name}")
+            policy, was_policy = self.policies[model], old.policies.get(model)
+            if was_policy is not None and was_policy.config == policy.config:
+                self.policies[model] = was_policy
+        self.evaluate()
+        return carried
 
     # --- sharing through the state store -----------------------------------------------
 

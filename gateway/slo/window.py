@@ -185,6 +185,11 @@ class SloWindow:
         self._coarse = _Series("c", COARSE_S, retention_s + COARSE_S)
         self._series = {"f": self._fine, "c": self._coarse}
 
+    def keep_for(self, retention_s: float) -> None:
+        """Changes how long coarse buckets are kept (a reload changed the window)."""
+        self.retention_s = retention_s
+        self._coarse.horizon_s = retention_s + COARSE_S
+
     def add(self, good: bool, degraded: bool = False) -> None:
         wall = self._clock.wall()
         self._fine.add(wall, good, degraded)

@@ -20,6 +20,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
+from gateway.redact import mask_url, scrub, url_secrets
 from gateway.state import redis_scripts
 from gateway.state.base import (
     START,
@@ -50,7 +51,8 @@ class RedisStore:
         op_timeout_s: float = OP_TIMEOUT_S,
         bulk_timeout_s: float = BULK_TIMEOUT_S,
     ) -> None:
-        self.url = url
+        self.url = mask_url(url)  # the only form kept for display; the client holds the secret
+        self._secrets = url_secrets(url)
         self.prefix = prefix
         self._op_timeout = op_timeout_s
         self._bulk_timeout = bulk_timeout_s
@@ -113,7 +115,7 @@ class RedisStore:
     def describe(self) -> dict[str, Any]:
         return {
             "kind": self.name,
-            "url": _without_password(self.url),
+            "url": self.url,
             "prefix": self.prefix,
             "healthy": self._healthy,
             "last_error": self.last_error,
@@ -129,10 +131,9 @@ class RedisStore:
                 reply = await call
         except (RedisError, OSError, TimeoutError) as exc:
             self._healthy = False
-            self.last_error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            raise StoreUnavailable(
-                f"redis {_without_password(self.url)}: {self.last_error}"
-            ) from exc
+            error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            self.last_error = scrub(error, self._secrets)  # a client's message may quote it
+            raise StoreUnavailable(f"redis {self.url}: {self.last_error}") from exc
         self._healthy = True
         return reply
 
@@ -140,10 +141,3 @@ class RedisStore:
 def _new_generation() -> str:
     """A fresh token for each call: whichever call finds Redis empty makes it the generation."""
     return secrets.token_hex(8)
-
-
-def _without_password(url: str) -> str:
-    scheme, sep, rest = url.partition("://")
-    if "@" not in rest:
-        return url
-    return f"{scheme}{sep}***@{rest.split('@', 1)[1]}"

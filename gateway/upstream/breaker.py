@@ -227,6 +227,21 @@ class ReplicaBreaker:
         else:
             self._cb.close()
 
+    def carry_from(self, old: ReplicaBreaker) -> None:
+        """Takes over ``old``'s state (the same replica's breaker before a reload).
+
+        The state goes through pybreaker (`force`: listeners, metrics and shared state hear
+        of an open breaker); then the storage takes the old counters and the old opening
+        instant, so an open breaker half-opens when it would have. Half-open permits stay
+        with the old breaker, whose attempts hand them back there.
+        """
+        self.force(old._storage.state)
+        storage, was = self._storage, old._storage
+        storage.counter, storage.success_counter = was.counter, was.success_counter
+        storage.opened_on_clock = was.opened_on_clock
+        self.transitions = old.transitions
+        self.half_open_granted, self.half_open_peak = old.half_open_granted, old.half_open_peak
+
     def snapshot(self) -> dict[str, object]:
         return {
             "state": self.state(),

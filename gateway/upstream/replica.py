@@ -18,6 +18,12 @@ if TYPE_CHECKING:
     from gateway.upstream.breaker import ReplicaBreaker
 
 EWMA_WEIGHT = 0.2  # weight of the newest latency sample
+# What a reload carries over (`carry_from`): every judgement, none of the identity or config.
+CARRIED = (
+    "healthy", "ewma_latency_s", "requests", "failures", "consecutive_failures", "last_error",
+    "probe_successes", "probe_failures", "ejected_until", "ejections", "last_ejected_at",
+    "ejection_reason", "quarantined_until", "quarantine_reason", "golden_failures", "golden_last",
+)  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -141,6 +147,14 @@ class Replica:
         self.golden_last = reason
         self.golden_failures += 1
         return self.golden_failures
+
+    def carry_from(self, old: Replica) -> None:
+        """Takes over what ``old`` (this replica, in the gateway a reload replaced) learned.
+
+        Not ``outstanding``: the old object's attempts finish on the old object.
+        """
+        for name in CARRIED:
+            setattr(self, name, getattr(old, name))
 
     def snapshot(self, now: float) -> dict[str, Any]:
         return {

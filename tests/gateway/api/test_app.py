@@ -59,7 +59,7 @@ async def client(upstream: Upstream) -> AsyncIterator[httpx.AsyncClient]:
     for replica in gateway.registry.replicas():
         replica.healthy = True
     transport = httpx.ASGITransport(app=GatewayApp(gateway))
-    async with httpx.AsyncClient(transport=transport, base_url="http://gw") as http:
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
         yield http
     await gateway.stop()
 

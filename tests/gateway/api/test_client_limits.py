@@ -77,7 +77,7 @@ async def started(gateway_config: GatewayConfig) -> tuple[GatewayApp, Upstream]:
 async def app() -> AsyncIterator[tuple[httpx.AsyncClient, Upstream]]:
     gateway_app, upstream = await started(config())
     transport = httpx.ASGITransport(app=gateway_app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
         yield client, upstream
     await gateway_app.gateway.stop()
     await gateway_app.parser.close()
@@ -159,7 +159,7 @@ async def test_large_bodies_are_parsed_in_a_worker_process_which_may_die() -> No
     gateway_app, upstream = await started(config(parse_inline_max_bytes=1024))
     transport = httpx.ASGITransport(app=gateway_app)
     try:
-        async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             assert (
                 await client.post("/v2/models/digits/infer", json=request(1))
             ).status_code == 200

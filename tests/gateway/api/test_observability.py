@@ -62,7 +62,7 @@ async def gateway(exporter: InMemorySpanExporter) -> AsyncIterator[Gateway]:
 @pytest.fixture
 async def client(gateway: Gateway) -> AsyncIterator[httpx.AsyncClient]:
     asgi = httpx.ASGITransport(app=GatewayApp(gateway))
-    async with httpx.AsyncClient(transport=asgi, base_url="http://gw") as http:
+    async with httpx.AsyncClient(transport=asgi, base_url="http://localhost") as http:
         yield http
 
 

@@ -1,0 +1,53 @@
+"""What a reload keeps: the old gateway's judgements of replicas and models that stay.
+
+A reload builds a new `Gateway` from the new file; without this step every quarantine, open
+breaker, ejection and health verdict was forgotten (a replica answering wrong served again at
+once) and the SLO history and alert states started from zero. Kept, by key:
+
+- a replica whose pool name, pool model/version, replica id and URL are all unchanged: its
+  health verdict and probe streaks, ejection, quarantine, golden-probe streak, failure counts
+  and latency average (`Replica.carry_from`), and its breaker (`ReplicaBreaker.carry_from`);
+  its pool's learned latencies when the pool keeps its name and model/version;
+- an SLO whose model and name stay and whose events mean the same (kind, latency threshold,
+  tenant): its counted events, burn rates and alert states; a model's burn policy while its
+  config is unchanged (`SloBook.carry_from`).
+
+What changed is new, on purpose: a replica at a new URL is another server. Both gateways read
+one clock (the reload hands the old one's to the new), so carried instants stay comparable.
+"""
+
+from __future__ import annotations
+
+from gateway.runtime import Gateway
+from gateway.upstream.registry import Pool, Registry
+
+
+def carry_over(old: Gateway, new: Gateway) -> dict[str, list[str]]:
+    """Copies ``old``'s state into ``new`` for what both hold; returns what was carried."""
+    return {
+        "replicas": _carry_replicas(old.registry, new.registry),
+        "slos": new.slo.carry_from(old.slo),
+    }
+
+
+def _same_pool(a: Pool, b: Pool) -> bool:
+    return a.name == b.name and a.model == b.model and a.version == b.version
+
+
+def _carry_replicas(old: Registry, new: Registry) -> list[str]:
+    carried = []
+    for name, pool in new.pools.items():
+        before = old.pools.get(name)
+        if before is None or not _same_pool(before, pool):
+            continue
+        pool.latency = before.latency
+        previous = {r.id: r for r in before.replicas}
+        for replica in pool.replicas:
+            was = previous.get(replica.id)
+            if was is None or was.endpoint != replica.endpoint:
+                continue
+            replica.carry_from(was)
+            if replica.breaker is not None and was.breaker is not None:
+                replica.breaker.carry_from(was.breaker)
+            carried.append(f"{name}/{replica.id}")
+    return carried
