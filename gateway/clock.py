@@ -100,7 +100,54 @@ class MonotonicClock:
         return _NeverEarly(asyncio.get_running_loop(), when, callback)
 
     def timeout_at(self, when: float) -> AbstractAsyncContextManager[object]:
-        return _timeout_at(self, when)
+        return _MonotonicTimeoutAt(when)
+
+
+class _MonotonicTimeoutAt:
+    """`asyncio.timeout_at` on `time.monotonic` that never expires early: one object and one
+    loop timer per scope (every request's deadline scope is one of these, so it is lean: an
+    `asyncio.timeout` under a `_NeverEarly` timer cost 10.4 µs and made a reference cycle).
+
+    The timer cancels the task; on exit, if it fired and no other cancellation came since
+    entry, the `CancelledError` becomes `TimeoutError` (as `asyncio.Timeout` does).
+    """
+
+    __slots__ = ("_cancelling", "_expired", "_handle", "_loop", "_task", "_when")
+
+    def __init__(self, when: float) -> None:
+        self._when = when
+        self._expired = False
+        self._handle: asyncio.TimerHandle | None = None
+
+    async def __aenter__(self) -> None:
+        task = asyncio.current_task()
+        if task is None:
+            raise RuntimeError("timeout_at must be used inside a task")
+        self._task = task
+        self._cancelling = task.cancelling()
+        self._loop = loop = asyncio.get_running_loop()
+        self._handle = loop.call_later(self._when - time.monotonic(), self._fire)
+
+    def _fire(self) -> None:
+        left = self._when - time.monotonic()
+        if left > 0:  # uvloop fired early (whole milliseconds): never expire before the time
+            self._handle = self._loop.call_later(left + TIMER_SLACK_S, self._fire)
+            return
+        self._handle = None
+        self._expired = True
+        self._task.cancel()
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: Any
+    ) -> None:
+        handle = self._handle
+        if handle is not None:
+            handle.cancel()
+            self._handle = None
+        if not self._expired:
+            return
+        if self._task.uncancel() <= self._cancelling and kind is asyncio.CancelledError:
+            raise TimeoutError from error
 
 
 class _NeverEarly:
@@ -215,6 +262,7 @@ class _TimeoutAt:
     ) -> None:
         if self._timer is not None:
             self._timer.cancel()
+            self._timer = None  # no cycle through the timer's callback
         await self._scope.__aexit__(kind, error, tb)
 
 

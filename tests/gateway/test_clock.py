@@ -120,3 +120,36 @@ def test_real_timers_never_fire_before_now_reaches_their_time_on_uvloop() -> Non
         return early
 
     assert uvloop.run(main()) == []
+
+
+def test_the_real_timeout_scope_keeps_asyncios_semantics_on_uvloop() -> None:
+    """An expired scope raises TimeoutError; a cancellation from outside stays a
+    CancelledError; a scope left in time cancels nothing later."""
+
+    async def main() -> list[str]:
+        clock = MonotonicClock()
+        seen: list[str] = []
+        try:
+            async with clock.timeout_at(clock.now() + 0.002):
+                await asyncio.Event().wait()
+        except TimeoutError:
+            seen.append("timeout")
+
+        async def victim() -> None:
+            async with clock.timeout_at(clock.now() + 60):
+                await asyncio.Event().wait()
+
+        task = asyncio.ensure_future(victim())
+        await asyncio.sleep(0)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+        async with clock.timeout_at(clock.now() + 0.001):
+            pass
+        await asyncio.sleep(0.005)  # past the scope's time: nothing fires
+        seen.append("left in time")
+        return seen
+
+    assert uvloop.run(main()) == ["timeout", "cancelled", "left in time"]
