@@ -15,6 +15,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException
 
 from gateway import __version__
+from gateway.api.openapi import install_openapi
 from gateway.api.status_page import render_status
 from gateway.errors import Conflict, GatewayError
 from gateway.introspection import slo_document, state_document
@@ -25,7 +26,8 @@ Reload = Callable[[], Awaitable[dict[str, Any]]]
 
 
 def build_admin_app(gateway: Gateway, reload: Reload | None = None) -> FastAPI:
-    app = FastAPI(title="v2-gateway", version=__version__)
+    app = FastAPI(title="v2-gateway", version=__version__, docs_url=None, redoc_url=None)
+    install_openapi(app)  # infer (served outside FastAPI) in /openapi.json; /docs offline
     _install_error_handlers(app)
 
     @app.get("/v2")
