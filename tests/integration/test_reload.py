@@ -25,14 +25,14 @@ async def test_reload_adds_a_model_and_refuses_a_bad_file(
 
         config["models"]["digits-too"] = {"pool": "primary"}
         gateway.config_path.write_text(yaml.safe_dump(config))
-        reloaded = await client.post("/admin/reload")
+        reloaded = await client.post("/admin/reload", json={})
         assert reloaded.status_code == 200, reloaded.text
         assert reloaded.json()["models"] == ["digits", "digits-too"]
         traffic = await drive(gateway.url, requests=40, concurrency=4, model="digits-too")
         assert traffic.failed == 0
 
         gateway.config_path.write_text("models: {digits: {pool: nowhere}}")
-        refused = await client.post("/admin/reload")
+        refused = await client.post("/admin/reload", json={})
         assert refused.status_code == 400 and "config not reloaded" in refused.json()["error"]
         assert (await drive(gateway.url, requests=40, concurrency=4)).failed == 0
 
@@ -47,7 +47,7 @@ async def test_reload_under_load_loses_no_request(
 
     async def reload() -> None:
         async with httpx.AsyncClient(trust_env=False, timeout=30) as client:
-            statuses.append((await client.post(f"{gateway.url}/admin/reload")).status_code)
+            statuses.append((await client.post(f"{gateway.url}/admin/reload", json={})).status_code)
 
     traffic = await drive(gateway.url, requests=400, concurrency=8, events={100: reload})
     assert statuses == [200]

@@ -21,13 +21,17 @@ MODELS = Path(__file__).resolve().parents[2] / "models"
 
 
 class GatewayProcess(ManagedProcess):
-    def __init__(self, config: dict[str, Any], port: int) -> None:
+    """``gateway serve`` on loopback; ``env`` adds variables (an admin key named by the config)."""
+
+    def __init__(
+        self, config: dict[str, Any], port: int, env: dict[str, str] | None = None
+    ) -> None:
         handle, path = tempfile.mkstemp(prefix="gateway-", suffix=".yaml")
         self.config_path = Path(path)
         with open(handle, "w") as out:
             yaml.safe_dump(config, out)
         argv = [sys.executable, "-m", "gateway.cli", "serve", "--config", path, "--port", str(port)]
-        super().__init__(argv, name="gateway")
+        super().__init__(argv, env=env, name="gateway")
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
 
@@ -39,11 +43,13 @@ class GatewayProcess(ManagedProcess):
         self.config_path.unlink(missing_ok=True)
 
 
-def start_gateway(config: dict[str, Any], ready_timeout: float = 30.0) -> GatewayProcess:
+def start_gateway(
+    config: dict[str, Any], ready_timeout: float = 30.0, env: dict[str, str] | None = None
+) -> GatewayProcess:
     """Starts ``gateway serve`` and waits until it reports ready (every model has a replica)."""
     last = ""
     for _ in range(3):
-        proc = GatewayProcess(config, free_port())
+        proc = GatewayProcess(config, free_port(), env)
         try:
             wait_until(
                 lambda: proc.ready() or not proc.alive(),  # noqa: B023

@@ -1,0 +1,164 @@
+"""The control plane's keys: digests only, constant-time compare, the two doors, protected mode."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from gateway.api.auth import (
+    ControlAccess,
+    Door,
+    KeyRing,
+    bearer_token,
+    is_loopback,
+    read_keys,
+    refuse_unprotected,
+)
+from gateway.config import ConfigError
+from gateway.config.access import AdminAccessConfig
+
+ADMIN = "admin-key-0123456789abcdef"
+METRICS = "metrics-key-0123456789abcdef"
+
+
+def bearer(key: str) -> bytes:
+    return f"Bearer {key}".encode()
+
+
+def test_a_key_ring_keeps_digests_and_admits_only_its_keys() -> None:
+    ring = KeyRing.of(ADMIN, "second-key-0123456789")
+    assert ring._digests == (  # all it holds
+        hashlib.sha256(ADMIN.encode()).digest(),
+        hashlib.sha256(b"second-key-0123456789").digest(),
+    )
+    assert ring.admits(ADMIN) and ring.admits(ADMIN.encode())
+    assert ring.admits("second-key-0123456789")
+    assert not ring.admits(ADMIN + "x") and not ring.admits(ADMIN[:-1])
+    assert not ring.admits(None) and not ring.admits("") and not ring.admits(b"")
+    assert not KeyRing().admits(ADMIN) and not KeyRing()
+
+
+def test_the_compare_is_hmac_compare_digest(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gateway.api.auth as auth
+
+    calls: list[tuple[bytes, bytes]] = []
+
+    def spy(a: bytes, b: bytes) -> bool:
+        calls.append((a, b))
+        return a == b
+
+    monkeypatch.setattr(auth.hmac, "compare_digest", spy)  # type: ignore[attr-defined]
+    assert KeyRing.of("first-key-0123456789", ADMIN).admits(ADMIN)
+    assert len(calls) == 2  # every digest compared, no early exit on the first match
+
+
+@pytest.mark.parametrize(
+    ("header", "token"),
+    [
+        (None, None),
+        (b"Bearer abc", b"abc"),
+        (b"bearer   abc  ", b"abc"),
+        (b"Basic YWJj", None),
+        (b"Bearer ", None),
+        (b"abc", None),
+    ],
+)
+def test_bearer_token(header: bytes | None, token: bytes | None) -> None:
+    assert bearer_token(header) == token
+
+
+def access(*, anonymous: bool = False) -> ControlAccess:
+    return ControlAccess(KeyRing.of(ADMIN), KeyRing.of(METRICS), anonymous=anonymous)
+
+
+@pytest.mark.parametrize(
+    ("door", "header", "allowed"),
+    [
+        (Door.ADMIN, None, False),
+        (Door.ADMIN, bearer("wrong-key-0123456789abcdef"), False),
+        (Door.ADMIN, bearer(ADMIN), True),
+        (Door.ADMIN, bearer(METRICS), False),  # the metrics key opens /metrics only
+        (Door.ADMIN, ADMIN.encode(), False),  # not a Bearer header
+        (Door.METRICS, None, False),
+        (Door.METRICS, bearer(METRICS), True),
+        (Door.METRICS, bearer(ADMIN), True),
+        (Door.METRICS, bearer("wrong-key-0123456789abcdef"), False),
+        (Door.OPEN, None, True),
+    ],
+)
+def test_the_doors(door: Door, header: bytes | None, allowed: bool) -> None:
+    assert access().allows(door, header) is allowed
+
+
+def test_anonymous_access_opens_every_door() -> None:
+    assert access(anonymous=True).allows(Door.ADMIN, None)
+
+
+def test_anonymous_only_on_loopback_with_no_admin_key(tmp_path: Path) -> None:
+    none = AdminAccessConfig()
+    assert ControlAccess.load(none, "127.0.0.1", {}).anonymous
+    assert ControlAccess.load(none, "localhost", {}).anonymous
+    assert not ControlAccess.load(none, "0.0.0.0", {}).anonymous
+    keyed = AdminAccessConfig(key_env="GW_KEY")
+    loaded = ControlAccess.load(keyed, "127.0.0.1", {"GW_KEY": ADMIN})
+    assert not loaded.anonymous and loaded.allows(Door.ADMIN, bearer(ADMIN))
+
+
+def test_keys_from_a_file_and_a_variable(tmp_path: Path) -> None:
+    file = tmp_path / "keys"
+    file.write_text(f"# rotation: old and new\n{ADMIN}\n\nnew-admin-key-0123456789\n")
+    ring = read_keys("admin key", str(file), "GW_KEY", {"GW_KEY": " env-admin-key-0123456789\n"})
+    assert len(ring) == 3
+    assert ring.admits(ADMIN) and ring.admits("new-admin-key-0123456789")
+    assert ring.admits("env-admin-key-0123456789")
+
+
+@pytest.mark.parametrize(
+    ("content", "environ", "message"),
+    [
+        (None, {}, "cannot read"),
+        ("# nothing\n\n", {"GW_KEY": ADMIN}, "holds no key"),
+        (ADMIN, {}, "variable GW_KEY: holds no key"),
+        (ADMIN, {"GW_KEY": "   "}, "variable GW_KEY: holds no key"),
+        ("short-secret", {"GW_KEY": ADMIN}, "shorter than 16"),
+        (ADMIN, {"GW_KEY": "has white space inside it"}, "white space"),
+    ],
+)
+def test_unusable_keys_are_config_errors_that_never_quote_a_key(
+    tmp_path: Path, content: str | None, environ: dict[str, str], message: str
+) -> None:
+    file = tmp_path / "keys"
+    if content is not None:
+        file.write_text(content)
+    with pytest.raises(ConfigError, match=message) as raised:
+        read_keys("admin key", str(file), "GW_KEY", environ)
+    for secret in ("short-secret", "has white space", ADMIN):
+        assert secret not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("127.0.0.2", True),
+        ("localhost", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("0.0.0.0", False),
+        ("::", False),
+        ("10.0.0.5", False),
+        ("gateway.internal", False),
+    ],
+)
+def test_is_loopback(host: str, loopback: bool) -> None:
+    assert is_loopback(host) is loopback
+
+
+def test_protected_mode() -> None:
+    refuse_unprotected(AdminAccessConfig(), "127.0.0.1")
+    refuse_unprotected(AdminAccessConfig(key_file="/run/secrets/gw"), "0.0.0.0")
+    with pytest.raises(ConfigError, match="protected mode") as refused:
+        refuse_unprotected(AdminAccessConfig(metrics_key_env="M"), "0.0.0.0")
+    assert "server.admin.key_env" in str(refused.value)
