@@ -3,6 +3,8 @@
 Each replica is a ``replica serve`` child process, started in its own session so Ctrl-C reaches
 the gateway first and the replicas are stopped in order, by PID: SIGTERM, a grace period, then
 SIGKILL. On Linux each child also gets SIGKILL if this process dies without cleaning up.
+Pools with ``local.enable_faults`` need a fault key: ``$REPLICA_FAULT_KEY`` if set (the children
+inherit it), else a new random key for this run, in a private file whose path is logged.
 """
 
 from __future__ import annotations
@@ -11,9 +13,13 @@ import asyncio
 import contextlib
 import ctypes
 import logging
+import os
+import secrets
 import signal
 import subprocess
 import sys
+import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +32,7 @@ logging.getLogger("httpx").setLevel(logging.WARNING)
 
 STOP_GRACE_S = 10.0
 PR_SET_PDEATHSIG = 1
+FAULT_KEY_ENV = "REPLICA_FAULT_KEY"  # read by `replica serve` (the gateway never imports it)
 
 
 class LaunchError(Exception):
@@ -42,7 +49,12 @@ class LocalReplica:
         return self.process.pid
 
 
-def replica_argv(pool: PoolConfig, replica: ReplicaConfig, launch: LocalLaunch) -> list[str]:
+def replica_argv(
+    pool: PoolConfig,
+    replica: ReplicaConfig,
+    launch: LocalLaunch,
+    fault_key_file: Path | None = None,
+) -> list[str]:
     endpoint = replica.endpoint
     argv = [
         sys.executable, "-m", "replicas.cli", "serve",
@@ -55,7 +67,29 @@ def replica_argv(pool: PoolConfig, replica: ReplicaConfig, launch: LocalLaunch) 
     ]  # fmt: skip
     if launch.enable_faults:
         argv.append("--enable-faults")
+        if fault_key_file is not None:
+            argv += ["--fault-key-file", str(fault_key_file)]
     return argv
+
+
+def fault_key_file(environ: Mapping[str, str], directory: str | None = None) -> Path | None:
+    """A new key in a file only this user can read, or None where ``$REPLICA_FAULT_KEY`` is set.
+
+    The key itself is never logged, and never on a command line (``ps`` shows those).
+    """
+    if environ.get(FAULT_KEY_ENV, "").strip():
+        log.info("fault injection on: /admin/faults takes the key in $%s", FAULT_KEY_ENV)
+        return None
+    fd, name = tempfile.mkstemp(prefix="replica-fault-key-", dir=directory)  # mode 0600
+    with os.fdopen(fd, "w") as out:
+        out.write(secrets.token_urlsafe(32) + "\n")
+    log.warning(
+        "fault injection on: /admin/faults takes 'Authorization: Bearer $(cat %s)' "
+        "(a new key for this run; set $%s to choose one)",
+        name,
+        FAULT_KEY_ENV,
+    )
+    return Path(name)
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
@@ -67,6 +101,7 @@ class Launcher:
     def __init__(self, config: GatewayConfig) -> None:
         self._config = config
         self.replicas: list[LocalReplica] = []
+        self.fault_key_file: Path | None = None
 
     def check(self) -> None:
         for name, pool in self._config.pools.items():
@@ -79,11 +114,14 @@ class Launcher:
     def spawn(self) -> None:
         """Starts every local replica process; `wait_ready` then waits for them."""
         self.check()
+        local = [p.local for p in self._config.pools.values() if p.local is not None]
+        if any(launch.enable_faults for launch in local):
+            self.fault_key_file = fault_key_file(os.environ)
         for pool in self._config.pools.values():
             if pool.local is None:
                 continue
             for replica in pool.replicas:
-                argv = replica_argv(pool, replica, pool.local)
+                argv = replica_argv(pool, replica, pool.local, self.fault_key_file)
                 process = subprocess.Popen(
                     argv, start_new_session=True, preexec_fn=_die_with_parent
                 )
@@ -126,3 +164,6 @@ class Launcher:
                 local.process.kill()
                 local.process.wait()
         self.replicas.clear()
+        if self.fault_key_file is not None:
+            self.fault_key_file.unlink(missing_ok=True)
+            self.fault_key_file = None

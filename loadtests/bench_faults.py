@@ -29,16 +29,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from loadtests.bench_overhead import MODEL, body
 from loadtests.loadgen import LoadResult, closed_loop
-from loadtests.stack import Proc, Stack, pool_config
+from loadtests.stack import Proc, Stack, inject_faults_async, pool_config
 
 DEADLINE_MS = 1000
 Inject = Callable[[list[Proc]], Awaitable[None]]
 
 
 async def _faults(replicas: list[Proc], **faults: Any) -> None:
-    async with httpx.AsyncClient(trust_env=False) as client:
-        for replica in replicas:
-            await client.post(f"{replica.url}/admin/faults", json=faults, timeout=5)
+    for replica in replicas:
+        await inject_faults_async(replica, **faults)
 
 
 async def crash(replicas: list[Proc]) -> None:

@@ -1,13 +1,16 @@
 """Starts local stacks for benchmarks and chaos runs: replicas, a gateway, nginx, by PID.
 
 Every process started here is registered with a `Stack` and stopped by PID when the stack
-closes (SIGTERM, a grace period, then SIGKILL), even when the run is interrupted.
+closes (SIGTERM, a grace period, then SIGKILL), even when the run is interrupted. Replicas with
+faults get the stack's fault key (``$REPLICA_FAULT_KEY``); `inject_faults` and `clear_faults`
+send it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -22,7 +25,10 @@ from typing import Any
 import httpx
 import yaml
 
+from replicas.fault_auth import FAULT_KEY_ENV, bearer
+
 ROOT = Path(__file__).resolve().parents[1]
+ADMIN_TIMEOUT_S = 5.0
 
 
 def free_port() -> int:
@@ -38,6 +44,7 @@ class Proc:
     process: subprocess.Popen[bytes]
     url: str
     log: Path
+    fault_key: str | None = None  # a replica started with --enable-faults: its /admin/faults key
 
     @property
     def pid(self) -> int:
@@ -48,12 +55,23 @@ class Proc:
 class Stack:
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="gw-stack-")))
     procs: list[Proc] = field(default_factory=list)
+    fault_key: str = field(default_factory=lambda: secrets.token_urlsafe(24), repr=False)
 
-    def start(self, name: str, argv: list[str], url: str, ready_path: str) -> Proc:
+    def start(
+        self,
+        name: str,
+        argv: list[str],
+        url: str,
+        ready_path: str,
+        fault_key: str | None = None,
+    ) -> Proc:
         log = self.workdir / f"{name}.log"
+        env = {**os.environ, FAULT_KEY_ENV: fault_key} if fault_key else None
         with log.open("wb") as out:
-            process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
-        proc = Proc(name, process, url, log)
+            process = subprocess.Popen(
+                argv, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env
+            )
+        proc = Proc(name, process, url, log, fault_key)
         self.procs.append(proc)
         wait_http(proc, ready_path)
         return proc
@@ -74,7 +92,8 @@ class Stack:
         ]
         if faults:
             argv.append("--enable-faults")
-        return self.start(name, argv, f"http://127.0.0.1:{port}", "/v2/health/ready")
+        url = f"http://127.0.0.1:{port}"
+        return self.start(name, argv, url, "/v2/health/ready", self.fault_key if faults else None)
 
     def gateway(self, config: dict[str, Any], name: str = "gateway") -> Proc:
         port = free_port()
@@ -108,6 +127,31 @@ class Stack:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _fault_request(proc: Proc, faults: dict[str, Any] | None) -> dict[str, Any]:
+    if proc.fault_key is None:
+        raise ValueError(f"{proc.name} was not started with faults")
+    method = "POST" if faults is not None else "DELETE"
+    return {"method": method, "url": f"{proc.url}/admin/faults", "json": faults,
+            "headers": bearer(proc.fault_key), "timeout": ADMIN_TIMEOUT_S}  # fmt: skip
+
+
+def inject_faults(proc: Proc, **faults: Any) -> None:
+    """POST /admin/faults with ``faults`` (latency_ms, error_rate, hang, corrupt_rate, ...)."""
+    with httpx.Client(trust_env=False) as client:
+        client.request(**_fault_request(proc, faults)).raise_for_status()
+
+
+def clear_faults(proc: Proc) -> None:
+    """DELETE /admin/faults: the replica is healthy again."""
+    with httpx.Client(trust_env=False) as client:
+        client.request(**_fault_request(proc, None)).raise_for_status()
+
+
+async def inject_faults_async(proc: Proc, **faults: Any) -> None:
+    async with httpx.AsyncClient(trust_env=False) as client:
+        (await client.request(**_fault_request(proc, faults))).raise_for_status()
 
 
 def stop(process: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:

@@ -41,8 +41,8 @@ def json_response(obj: Any, status: int = 200, after: Callable[[], None] | None 
     return Response(status, orjson.dumps(obj), after=after)
 
 
-def error_response(status: int, message: str) -> Response:
-    return Response(status, orjson.dumps({"error": message}))
+def error_response(status: int, message: str, headers: Mapping[str, str] | None = None) -> Response:
+    return Response(status, orjson.dumps({"error": message}), headers=headers)
 
 
 def header(scope: Scope, name: bytes) -> str | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -34,7 +35,18 @@ def _parser() -> argparse.ArgumentParser:
         "--threads", type=int, default=1, help="inference worker threads (default: 1)"
     )
     serve.add_argument(
-        "--enable-faults", action="store_true", help="expose /admin/faults (chaos tests only)"
+        "--enable-faults",
+        action="store_true",
+        help="expose /admin/faults (chaos tests only), guarded by a key: requests need "
+        "'Authorization: Bearer <key>'; without a key the replica refuses to start",
+    )
+    serve.add_argument(
+        "--fault-key-file",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="file holding the fault key (surrounding whitespace ignored); wins over the "
+        "REPLICA_FAULT_KEY environment variable, which is used when this is not given",
     )
     serve.add_argument("--fault-seed", type=int, default=None, help="seed for fault randomness")
     serve.add_argument(
@@ -61,8 +73,19 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from replicas.fault_auth import FaultKey, FaultKeyError, load_fault_key
     from replicas.serve import ServeOptions, serve
 
+    fault_key: FaultKey | None = None
+    if args.enable_faults:
+        try:
+            fault_key = load_fault_key(args.fault_key_file, os.environ)
+        except FaultKeyError as exc:
+            print(f"replica: {exc}", file=sys.stderr)
+            return 2
+    elif args.fault_key_file is not None:
+        print("replica: --fault-key-file needs --enable-faults", file=sys.stderr)
+        return 2
     if not args.model.is_file():
         print(f"replica: model file not found: {args.model}", file=sys.stderr)
         return 2
@@ -78,7 +101,7 @@ def _serve(args: argparse.Namespace) -> int:
         port=args.port,
         device=args.device,
         threads=args.threads,
-        enable_faults=args.enable_faults,
+        fault_key=fault_key,
         fault_seed=args.fault_seed,
         graceful_timeout_s=args.graceful_timeout,
         log_level=args.log_level,

@@ -7,9 +7,11 @@ model wrapper raises `InferenceFailed`, the fault injector its injected failures
 
     ReplicaError                 500 (never raised directly)
     ├── BadRequest               400: the message names the bad field
+    ├── Unauthorized             401: no or wrong fault key (with WWW-Authenticate: Bearer)
     ├── NotFound                 404: unknown model, version or path
     ├── MethodNotAllowed         405
     ├── PayloadTooLarge          413
+    ├── UnsupportedMediaType     415: a fault update that is not application/json
     ├── NotReady                 503: model not loaded/warmed, shutting down, or fault
     ├── InferenceFailed          500: onnxruntime raised; the message says how
     └── InjectedFault            500: the `error_rate` fault fired
@@ -17,11 +19,14 @@ model wrapper raises `InferenceFailed`, the fault injector its injected failures
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 
 class ReplicaError(Exception):
     """Base of every error the replica raises on purpose."""
 
     status: int = 500
+    headers: Mapping[str, str] | None = None  # extra response headers
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -30,6 +35,11 @@ class ReplicaError(Exception):
 
 class BadRequest(ReplicaError):
     status = 400
+
+
+class Unauthorized(ReplicaError):
+    status = 401
+    headers = {"WWW-Authenticate": 'Bearer realm="replica faults"'}
 
 
 class NotFound(ReplicaError):
@@ -42,6 +52,10 @@ class MethodNotAllowed(ReplicaError):
 
 class PayloadTooLarge(ReplicaError):
     status = 413
+
+
+class UnsupportedMediaType(ReplicaError):
+    status = 415
 
 
 class NotReady(ReplicaError):

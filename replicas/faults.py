@@ -3,7 +3,8 @@
 The gateway's resilience is only as believable as the failures it was tested against, so a
 replica started with ``--enable-faults`` can be told at run time to misbehave in each way the
 gateway must survive. Without the flag the server uses `NoFaults` (a null object) and the admin
-endpoint does not exist. Randomness and sleeping are injected so tests are deterministic.
+endpoint does not exist; with it, the endpoint takes a key (`replicas.fault_auth`). Randomness
+and sleeping are injected so tests are deterministic.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from types import FrameType
 
 import uvicorn
 
+from replicas.fault_auth import FaultKey
 from replicas.faults import FaultInjector
 from replicas.model import Device
 from replicas.server import ReplicaApp
@@ -30,7 +31,7 @@ class ServeOptions:
     host: str = "127.0.0.1"
     device: Device = "cpu"
     threads: int = 1
-    enable_faults: bool = False
+    fault_key: FaultKey | None = None  # fault injection on, guarded by this key; None: off
     fault_seed: int | None = None
     graceful_timeout_s: int = 30
     log_level: str = "info"
@@ -55,7 +56,7 @@ def _exit_cleanly(signum: int, frame: FrameType | None) -> None:
 def serve(options: ServeOptions) -> None:
     """Serve until stopped by a signal; returns after a graceful shutdown."""
     faults = None
-    if options.enable_faults:
+    if options.fault_key is not None:
         faults = FaultInjector(random.Random(options.fault_seed))
     app = ReplicaApp(
         options.model,
@@ -64,6 +65,7 @@ def serve(options: ServeOptions) -> None:
         device=options.device,
         threads=options.threads,
         faults=faults,
+        fault_key=options.fault_key,
     )
     config = uvicorn.Config(
         app,

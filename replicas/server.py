@@ -11,21 +11,17 @@ warmed up, draining, injected fault) so a gateway can trust ``/v2/health/ready``
     GET  /v2/models/{name}[/versions/{v}]/ready
     POST /v2/models/{name}[/versions/{v}]/infer
     GET  /metrics
-    GET|POST|DELETE /admin/faults                   only with a `FaultInjector`
+    GET|POST|DELETE /admin/faults                   only with a `FaultInjector` and its key
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
-
-import orjson
 
 from replicas import __version__
 from replicas.asgi import (
@@ -41,6 +37,8 @@ from replicas.asgi import (
     send_response,
 )
 from replicas.errors import BadRequest, MethodNotAllowed, NotFound, NotReady, ReplicaError
+from replicas.fault_admin import FaultAdmin
+from replicas.fault_auth import FaultKey
 from replicas.faults import FaultHooks, FaultInjector, NoFaults
 from replicas.metrics import ReplicaMetrics
 from replicas.model import PLATFORM, Device, OnnxModel
@@ -84,6 +82,7 @@ class ReplicaApp:
         device: Device = "cpu",
         threads: int = 1,
         faults: FaultInjector | None = None,
+        fault_key: FaultKey | None = None,
         max_body_bytes: int = MAX_BODY_BYTES,
         loader: Loader = OnnxModel,
     ) -> None:
@@ -107,9 +106,11 @@ class ReplicaApp:
             "/v2/health/ready": self._ready,
             "/metrics": self._metrics,
         }
-        if faults is not None:
-            self._routes["/admin/faults"] = functools.partial(self._admin_faults, faults)
-            self.metrics.set_faults(faults.faults.active())
+        if faults is not None:  # without faults there is no /admin route at all: a plain 404
+            if fault_key is None:
+                raise ValueError("fault injection needs a fault key to guard /admin/faults")
+            admin = FaultAdmin(faults, fault_key, self.metrics, max_body_bytes)
+            self._routes["/admin/faults"] = admin
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -188,7 +189,7 @@ class ReplicaApp:
             else:
                 raise NotFound(f"no route for {path}")
         except ReplicaError as exc:
-            response = error_response(exc.status, exc.message)
+            response = error_response(exc.status, exc.message, exc.headers)
         except ClientDisconnected:
             return
         except asyncio.CancelledError:
@@ -223,28 +224,6 @@ class ReplicaApp:
         _allow(method, "GET")
         self.metrics.set_ready(self.not_ready_reason() is None)
         return Response(200, self.metrics.render(), self.metrics.content_type)
-
-    async def _admin_faults(
-        self, injector: FaultInjector, method: str, scope: Scope, receive: Receive
-    ) -> Response:
-        _allow(method, "GET", "POST", "DELETE")
-        crash = False
-        if method == "GET":
-            return json_response(injector.faults.to_json())
-        if method == "DELETE":
-            faults = injector.clear()
-        else:
-            body = await read_body(scope, receive, self._max_body)
-            try:
-                update: Any = orjson.loads(body)
-            except orjson.JSONDecodeError as exc:
-                raise BadRequest(f"malformed JSON: {exc}") from None
-            faults, crash = injector.update(update)
-        self.metrics.set_faults(faults.active())
-        log.warning("faults now %s%s", faults.to_json(), " and crashing" if crash else "")
-        if crash:
-            return json_response({**faults.to_json(), "crash": True}, 202, injector.crash_soon)
-        return json_response(faults.to_json())
 
     # ------------------------------------------------------------------ model routes
 

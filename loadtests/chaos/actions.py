@@ -11,11 +11,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
 from loadtests.chaos.cluster import Cluster, replica_id
-
-ADMIN_TIMEOUT_S = 5.0
+from loadtests.stack import clear_faults as clear_replica_faults
+from loadtests.stack import inject_faults
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,11 +32,12 @@ def _names(pool: str, indexes: Sequence[int]) -> str:
 def _admin(
     cluster: Cluster, pool: str, indexes: Sequence[int], faults: dict[str, Any] | None
 ) -> None:
-    with httpx.Client(trust_env=False, timeout=ADMIN_TIMEOUT_S) as client:
-        for i in indexes:
-            url = f"{cluster.replica(pool, i).url}/admin/faults"
-            response = client.post(url, json=faults) if faults else client.delete(url)
-            response.raise_for_status()
+    for i in indexes:
+        replica = cluster.replica(pool, i)
+        if faults:
+            inject_faults(replica, **faults)
+        else:
+            clear_replica_faults(replica)
 
 
 def set_faults(pool: str, indexes: Sequence[int], **faults: Any) -> Action:

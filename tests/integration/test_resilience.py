@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from tests.integration.conftest import StartGateway, StartReplicas
+from tests.support.faults import inject_faults_async
 from tests.support.gateway import pool_config
 from tests.support.processes import ReplicaProcess, wait_until
 from tests.support.traffic import Traffic, drive, drive_until
@@ -32,12 +33,6 @@ def replica_state(url: str, replica_id: str) -> dict[str, Any]:
             if replica["id"] == replica_id:
                 return dict(replica)
     raise KeyError(replica_id)
-
-
-async def fault(replica: ReplicaProcess, **faults: Any) -> None:
-    async with httpx.AsyncClient(trust_env=False) as client:
-        response = await client.post(f"{replica.url}/admin/faults", json=faults, timeout=5)
-        assert response.status_code == 200, response.text
 
 
 async def test_sigkill_one_of_three_mid_load_fails_no_request(
@@ -61,7 +56,7 @@ async def test_hung_replica_is_ejected_and_no_request_misses_its_deadline(
 ) -> None:
     replicas = start_replicas(3)
     gateway = start_gw(pool_config(replicas))
-    await fault(replicas[0], hang=True)
+    await inject_faults_async(replicas[0].url, hang=True)
     # hung tries time out at their deadline in the background, then r0 is ejected
     traffic = await drive_until(
         gateway.url,
@@ -83,7 +78,7 @@ async def test_half_failing_replica_still_gives_999_per_mille(
 ) -> None:
     replicas = start_replicas(3)
     gateway = start_gw(pool_config(replicas))
-    await fault(replicas[0], error_rate=0.5)
+    await inject_faults_async(replicas[0].url, error_rate=0.5)
     traffic = await drive(gateway.url, requests=1000, concurrency=8)
     assert traffic.failed <= 1  # >= 99.9 % success
     assert len(traffic.answers) == 1000
@@ -97,7 +92,7 @@ async def test_all_failing_pool_gets_fast_503s_and_bounded_amplification(
     config["retry_budget"] = {"ratio": 0.2, "min_per_s": 1, "window_s": 10}
     gateway = start_gw(config)
     for replica in replicas:
-        await fault(replica, error_rate=1.0)
+        await inject_faults_async(replica.url, error_rate=1.0)
     requests = 300
     traffic = await drive(gateway.url, requests=requests, concurrency=8, timeout_ms=1000)
     assert traffic.count(503) == requests
@@ -165,7 +160,7 @@ async def test_admission_sheds_a_burst_at_once_and_loses_nothing_admitted(
     replicas = start_replicas(2)
     gateway = start_gw(pool_config(replicas, admission={"max_in_flight": 4}))
     for replica in replicas:
-        await fault(replica, latency_ms=300)
+        await inject_faults_async(replica.url, latency_ms=300)
     traffic = await drive(gateway.url, requests=20, concurrency=20, timeout_ms=5000)
     ok, shed = traffic.count(200), traffic.count(503)
     assert ok + shed == 20 and len(traffic.answers) == 20

@@ -15,6 +15,7 @@ from tritonclient.utils import InferenceServerException
 from gateway.cli import main
 from replicas.dataset import load_split
 from tests.integration.conftest import StartGateway, StartReplicas
+from tests.support.faults import inject_faults
 from tests.support.gateway import pool_config
 
 pytestmark = pytest.mark.integration
@@ -142,7 +143,7 @@ def test_bad_input_gets_a_precise_json_4xx(
 def test_deadline_exceeded_is_504(start_replicas: StartReplicas, start_gw: StartGateway) -> None:
     replicas = start_replicas(1)
     gateway = start_gw(pool_config(replicas))
-    httpx.post(f"{replicas[0].url}/admin/faults", json={"latency_ms": 400}, trust_env=False)
+    inject_faults(replicas[0].url, latency_ms=400)
     _, x_test, _, _ = load_split()
     request = {"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32",
                            "data": x_test[0].tolist()}]}  # fmt: skip

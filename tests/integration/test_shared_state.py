@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from tests.integration.conftest import StartGateway, StartReplicas
+from tests.support.faults import inject_faults_async
 from tests.support.gateway import pool_config
 from tests.support.processes import ReplicaProcess, wait_until
 from tests.support.redis_server import RedisServer
@@ -60,8 +61,7 @@ async def test_one_gateways_discovery_protects_the_other_and_slos_are_global(
     replicas = start_replicas(3)
     a = start_gw(shared_config(replicas, redis, "gw-a"))
     b = start_gw(shared_config(replicas, redis, "gw-b"))
-    async with httpx.AsyncClient(trust_env=False) as client:
-        await client.post(f"{replicas[0].url}/admin/faults", json={"error_rate": 1.0})
+    await inject_faults_async(replicas[0].url, error_rate=1.0)
     traffic = await drive_until(  # traffic through A only, until A takes r0 out
         a.url,
         lambda _: r0_out(a.url),

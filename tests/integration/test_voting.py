@@ -18,6 +18,7 @@ import pytest
 from gateway.config.policies import HealthCheckConfig
 from replicas.dataset import load_split
 from tests.integration.conftest import StartGateway, StartReplicas
+from tests.support.faults import inject_faults_async
 from tests.support.gateway import GatewayProcess
 from tests.support.processes import ReplicaProcess, wait_until
 
@@ -113,8 +114,7 @@ async def test_voting_masks_a_replica_corrupting_ten_percent(
     _, x_test, _, y_test = load_split()
     reference = await classify(gateway.url, "digits-vote", x_test)
     assert all(status == 200 for status, _, _ in reference)
-    async with httpx.AsyncClient(trust_env=False) as client:
-        await client.post(f"{mlp[0].url}/admin/faults", json={"corrupt_rate": 0.1})
+    await inject_faults_async(mlp[0].url, corrupt_rate=0.1)
     passes = 3  # 1,350 voted answers: the 0.1 % bound allows one to differ
     faulty = []
     for _ in range(passes):
@@ -154,8 +154,7 @@ async def test_golden_probes_quarantine_a_replica_with_corrupted_weights(
 ) -> None:
     mlp, svm, forest = stack(start_replicas)
     gateway = start_gw(vote_config(mlp, svm, forest))
-    async with httpx.AsyncClient(trust_env=False) as client:
-        await client.post(f"{mlp[1].url}/admin/faults", json={"corrupt_rate": 1.0})
+    await inject_faults_async(mlp[1].url, corrupt_rate=1.0)
     wait_until(lambda: replica(gateway, "mlp-1")["quarantined"], 20,
                message="golden probes to quarantine mlp-1")  # fmt: skip
     assert "golden probe" in replica(gateway, "mlp-1")["quarantine_reason"]
@@ -282,9 +281,8 @@ async def test_vote_legs_that_time_out_never_hold_the_answer_past_the_deadline(
 ) -> None:
     mlp, svm, forest = stack(start_replicas)
     gateway = start_gw(vote_config(mlp, svm, forest))
-    async with httpx.AsyncClient(trust_env=False) as client:
-        await client.post(f"{svm.url}/admin/faults", json={"hang": True})
-        await client.post(f"{forest.url}/admin/faults", json={"latency_ms": 3000})
+    await inject_faults_async(svm.url, hang=True)
+    await inject_faults_async(forest.url, latency_ms=3000)
     _, x_test, _, _ = load_split()
     started = asyncio.get_running_loop().time()
     answers = await classify(gateway.url, "digits-vote", x_test[:16], timeout_ms=400)

@@ -20,6 +20,33 @@ def test_serve_rejects_zero_threads(model_path: Path, capsys: pytest.CaptureFixt
     assert cli.main(argv) == 2 and "--threads" in capsys.readouterr().err
 
 
+def test_faults_without_a_key_refuse_to_start(
+    model_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("REPLICA_FAULT_KEY", raising=False)
+    argv = ["serve", "--model", str(model_path), "--name", "m", "--port", "0", "--enable-faults"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--enable-faults needs a key: set REPLICA_FAULT_KEY or pass --fault-key-file" in err
+
+
+def test_a_key_file_needs_the_faults_flag(
+    model_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "key").write_text("k")
+    argv = ["serve", "--model", str(model_path), "--name", "m", "--port", "0",
+            "--fault-key-file", str(tmp_path / "key")]  # fmt: skip
+    assert cli.main(argv) == 2
+    assert "--fault-key-file needs --enable-faults" in capsys.readouterr().err
+
+
+def test_help_says_which_key_source_wins(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["serve", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "wins over the REPLICA_FAULT_KEY environment variable" in text
+
+
 def test_unknown_device_is_a_usage_error(model_path: Path) -> None:
     with pytest.raises(SystemExit) as info:
         cli.main(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import secrets
 import signal
+import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -15,9 +17,11 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from replicas.dataset import Split
+from replicas.fault_auth import bearer
 from replicas.faults import CRASH_EXIT_CODE
 from replicas.model import OnnxModel
-from tests.support.processes import ReplicaProcess, start_replica, wait_until
+from tests.support.faults import clear_faults, inject_faults
+from tests.support.processes import ReplicaProcess, free_port, start_replica, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -45,7 +49,7 @@ def replica(model_path: Path) -> Iterator[ReplicaProcess]:
 def http(replica: ReplicaProcess) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=replica.url, timeout=10) as client:
         yield client
-        client.delete("/admin/faults")
+        clear_faults(client)
 
 
 @pytest.fixture
@@ -116,21 +120,21 @@ def test_bad_request_reaches_tritonclient(triton: httpclient.InferenceServerClie
 
 
 def test_latency_fault(http: httpx.Client, split: Split) -> None:
-    assert http.post("/admin/faults", json={"latency_ms": 300}).json()["latency_ms"] == 300
+    assert inject_faults(http, latency_ms=300).json()["latency_ms"] == 300
     started = time.monotonic()
     assert http.post(INFER, json=infer_body(split.X_test[:1])).status_code == 200
     assert time.monotonic() - started >= 0.3
 
 
 def test_error_fault(http: httpx.Client, split: Split) -> None:
-    http.post("/admin/faults", json={"error_rate": 1.0})
+    inject_faults(http, error_rate=1.0)
     r = http.post(INFER, json=infer_body(split.X_test[:1]))
     assert (r.status_code, r.json()) == (500, {"error": "injected fault"})
 
 
 def test_corrupt_fault(http: httpx.Client, onnx_model: OnnxModel, split: Split) -> None:
     x = split.X_test[:10]
-    http.post("/admin/faults", json={"corrupt_rate": 1.0})
+    inject_faults(http, corrupt_rate=1.0)
     outputs = {o["name"]: o for o in http.post(INFER, json=infer_body(x)).json()["outputs"]}
     labels = np.array(outputs["label"]["data"])
     assert np.all(labels != onnx_model.run({"input": x})["label"])
@@ -139,29 +143,28 @@ def test_corrupt_fault(http: httpx.Client, onnx_model: OnnxModel, split: Split) 
 
 
 def test_ready_fault(http: httpx.Client, triton: httpclient.InferenceServerClient) -> None:
-    http.post("/admin/faults", json={"ready": False})
+    inject_faults(http, ready=False)
     assert http.get("/v2/health/ready").status_code == 503
     assert not triton.is_server_ready() and not triton.is_model_ready("digits")
-    http.delete("/admin/faults")
+    clear_faults(http)
     assert triton.is_server_ready()
 
 
 def test_hang_fault(http: httpx.Client, replica: ReplicaProcess, split: Split) -> None:
-    http.post("/admin/faults", json={"hang": True})
+    inject_faults(http, hang=True)
     with (
         httpx.Client(base_url=replica.url, timeout=0.5) as impatient,
         pytest.raises(httpx.ReadTimeout),
     ):
         impatient.post(INFER, json=infer_body(split.X_test[:1]))
-    http.delete("/admin/faults")
+    clear_faults(http)
     assert http.post(INFER, json=infer_body(split.X_test[:1])).status_code == 200
 
 
 def test_crash_fault(model_path: Path) -> None:
     proc = start_replica(model_path, enable_faults=True)
     try:
-        r = httpx.post(f"{proc.url}/admin/faults", json={"crash": True}, timeout=5)
-        assert r.status_code == 202
+        assert inject_faults(proc.url, crash=True).status_code == 202
         wait_until(lambda: not proc.alive(), 5, message="the crashed replica to exit")
         assert proc.returncode == CRASH_EXIT_CODE
     finally:
@@ -182,11 +185,60 @@ def test_no_admin_without_the_flag_and_sigterm_drains(model_path: Path, split: S
         proc.cleanup()
 
 
+def test_faults_without_a_key_refuse_to_start(model_path: Path) -> None:
+    argv = [sys.executable, "-m", "replicas.cli", "serve", "--model", str(model_path),
+            "--name", "digits", "--port", str(free_port()), "--enable-faults"]  # fmt: skip
+    with ReplicaProcess(argv, host="127.0.0.1", port=0, name="nokey", version="1",
+                        fault_key=None) as proc:  # fmt: skip
+        assert proc.wait(timeout=30) == 2
+        assert "--enable-faults needs a key: set REPLICA_FAULT_KEY or pass --fault-key-file" in (
+            proc.log_text()
+        )
+
+
+def test_the_fault_key_from_a_file_guards_the_routes_and_is_never_echoed(
+    model_path: Path, tmp_path: Path
+) -> None:
+    key, wrong = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
+    key_file = tmp_path / "fault-key"
+    key_file.write_text(key + "\n")
+    proc = start_replica(
+        model_path,
+        enable_faults=True,
+        fault_key=wrong,  # the environment's key loses to the file's
+        extra_args=["--fault-key-file", str(key_file), "--log-level", "debug"],
+    )
+    bodies: list[str] = []
+    try:
+        with httpx.Client(base_url=proc.url, timeout=10, trust_env=False) as client:
+            for headers in ({}, bearer(wrong), {"Authorization": key}, bearer(key + "x")):
+                r = client.post("/admin/faults", json={"latency_ms": 1}, headers=headers)
+                assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Bearer")
+                bodies.append(r.text)
+            r = client.post("/admin/faults", content=b'{"hang": true}',
+                            headers={**bearer(key), "content-type": "text/plain"})  # fmt: skip
+            assert r.status_code == 415 and "application/json" in r.json()["error"]
+            bodies.append(r.text)
+            r = client.post("/admin/faults", json={"latency_ms": 1}, headers=bearer(key))
+            assert (r.status_code, r.json()["latency_ms"]) == (200, 1)
+            bodies.append(client.delete("/admin/faults", headers=bearer(key)).text)
+            bodies.append(client.get("/admin/faults", headers=bearer(key)).text)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+        log = proc.log_text()
+        assert "faults now" in log  # the changes are logged, the key is not
+        for secret in (key, wrong):
+            assert secret not in log
+            assert all(secret not in body for body in bodies)
+    finally:
+        proc.cleanup()
+
+
 def test_sigterm_lets_in_flight_requests_finish(model_path: Path, split: Split) -> None:
     proc = start_replica(model_path, enable_faults=True)
     try:
         with httpx.Client(base_url=proc.url, timeout=10) as client, ThreadPoolExecutor(1) as pool:
-            client.post("/admin/faults", json={"latency_ms": 800})
+            inject_faults(client, latency_ms=800)
             pending = pool.submit(client.post, INFER, json=infer_body(split.X_test[:1]))
             wait_until(
                 lambda: "replica_requests_in_flight 1.0" in httpx.get(f"{proc.url}/metrics").text,
@@ -206,7 +258,7 @@ def test_sigterm_answers_hung_requests_when_the_grace_period_ends(
     proc = start_replica(model_path, enable_faults=True, extra_args=["--graceful-timeout", "1"])
     try:
         with httpx.Client(base_url=proc.url, timeout=10) as client, ThreadPoolExecutor(1) as pool:
-            client.post("/admin/faults", json={"hang": True})
+            inject_faults(client, hang=True)
             pending = pool.submit(client.post, INFER, json=infer_body(split.X_test[:1]))
             wait_until(
                 lambda: "replica_requests_in_flight 1.0" in httpx.get(f"{proc.url}/metrics").text,

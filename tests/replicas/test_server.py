@@ -16,9 +16,16 @@ import pytest
 from replicas.asgi import Message
 from replicas.dataset import Split
 from replicas.errors import InferenceFailed
+from replicas.fault_auth import FaultKey
 from replicas.faults import CRASH_EXIT_CODE, FaultInjector
 from replicas.model import OnnxModel
 from replicas.server import ReplicaApp
+from tests.support.faults import (
+    FAULT_KEY,
+    clear_faults_async,
+    fault_headers,
+    inject_faults_async,
+)
 from tests.support.processes import wait_until_async
 from v2proto.codec import HEADER_LENGTH, decode_infer_response, encode_infer_request
 from v2proto.signature import Array
@@ -278,15 +285,16 @@ async def test_lifespan_loads_in_background(model_path: Path) -> None:
 async def faulty(make_app: MakeApp) -> tuple[ReplicaApp, Client, list[int]]:
     exits: list[int] = []
     injector = FaultInjector(random.Random(0), sleep=no_sleep, exit=exits.append)
-    app, client = await make_app(faults=injector)
+    app, client = await make_app(faults=injector, fault_key=FaultKey(FAULT_KEY))
     return app, client, exits
 
 
 async def test_admin_get_post_delete(faulty: tuple[ReplicaApp, Client, list[int]]) -> None:
     _, client, _ = faulty
-    assert (await client.get("/admin/faults")).json()["latency_ms"] == 0
-    r = await client.post("/admin/faults", json={"latency_ms": 20})
-    r = await client.post("/admin/faults", json={"error_rate": 0.25})
+    headers = fault_headers()
+    assert (await client.get("/admin/faults", headers=headers)).json()["latency_ms"] == 0
+    await inject_faults_async(client, latency_ms=20)
+    r = await inject_faults_async(client, error_rate=0.25)
     assert r.json() == {
         "latency_ms": 20.0,
         "error_rate": 0.25,
@@ -295,8 +303,8 @@ async def test_admin_get_post_delete(faulty: tuple[ReplicaApp, Client, list[int]
         "ready": True,
     }
     assert 'replica_faults_active{fault="latency_ms"} 1.0' in (await client.get("/metrics")).text
-    assert (await client.delete("/admin/faults")).json()["latency_ms"] == 0
-    assert (await client.get("/admin/faults")).json()["error_rate"] == 0
+    assert (await clear_faults_async(client)).json()["latency_ms"] == 0
+    assert (await client.get("/admin/faults", headers=headers)).json()["error_rate"] == 0
 
 
 @pytest.mark.parametrize(
@@ -310,13 +318,14 @@ async def test_admin_get_post_delete(faulty: tuple[ReplicaApp, Client, list[int]
 async def test_admin_validation(
     faulty: tuple[ReplicaApp, Client, list[int]], body: bytes, error: str
 ) -> None:
-    r = await faulty[1].post("/admin/faults", content=body)
+    headers = {**fault_headers(), "content-type": "application/json"}
+    r = await faulty[1].post("/admin/faults", content=body, headers=headers)
     assert r.status_code == 400 and error in r.json()["error"]
 
 
 async def test_error_rate_fault(faulty: tuple[ReplicaApp, Client, list[int]], split: Split) -> None:
     client = faulty[1]
-    await client.post("/admin/faults", json={"error_rate": 1})
+    await inject_faults_async(client, error_rate=1)
     r = await client.post(INFER, content=json_body(split.X_test[:1]))
     assert (r.status_code, r.json()) == (500, {"error": "injected fault"})
 
@@ -326,7 +335,7 @@ async def test_corrupt_fault(
 ) -> None:
     client = faulty[1]
     x = split.X_test[:20]
-    await client.post("/admin/faults", json={"corrupt_rate": 1})
+    await inject_faults_async(client, corrupt_rate=1)
     r = await client.post(INFER, content=json_body(x))
     outputs = {o["name"]: np.array(o["data"]).reshape(o["shape"]) for o in r.json()["outputs"]}
     assert np.all(outputs["label"] != onnx_model.run({"input": x})["label"])
@@ -335,7 +344,7 @@ async def test_corrupt_fault(
 
 async def test_ready_fault(faulty: tuple[ReplicaApp, Client, list[int]], split: Split) -> None:
     client = faulty[1]
-    await client.post("/admin/faults", json={"ready": False})
+    await inject_faults_async(client, ready=False)
     assert (await client.get("/v2/health/ready")).status_code == 503
     assert (await client.get("/v2/models/digits/ready")).json()["ready"] is False
     assert (await client.post(INFER, content=json_body(split.X_test[:1]))).status_code == 200
@@ -343,18 +352,18 @@ async def test_ready_fault(faulty: tuple[ReplicaApp, Client, list[int]], split: 
 
 async def test_hang_fault(faulty: tuple[ReplicaApp, Client, list[int]], split: Split) -> None:
     client = faulty[1]
-    await client.post("/admin/faults", json={"hang": True})
+    await inject_faults_async(client, hang=True)
     pending = asyncio.create_task(client.post(INFER, content=json_body(split.X_test[:1])))
     for _ in range(20):
         await asyncio.sleep(0)
     assert not pending.done()
-    await client.delete("/admin/faults")
+    await clear_faults_async(client)
     assert (await asyncio.wait_for(pending, 5)).status_code == 200
 
 
 async def test_crash_fault(faulty: tuple[ReplicaApp, Client, list[int]]) -> None:
     _, client, exits = faulty
-    r = await client.post("/admin/faults", json={"crash": True})
+    r = await inject_faults_async(client, crash=True)
     assert r.status_code == 202 and r.json()["crash"] is True
     await wait_until_async(lambda: bool(exits), 5, message="the injected crash to exit")
     assert exits == [CRASH_EXIT_CODE]
@@ -364,7 +373,7 @@ async def test_request_cancelled_by_shutdown_gets_a_json_503(
     faulty: tuple[ReplicaApp, Client, list[int]], split: Split
 ) -> None:
     app, client, _ = faulty
-    await client.post("/admin/faults", json={"hang": True})
+    await inject_faults_async(client, hang=True)
     body = json_body(split.X_test[:1])
     sent: list[Message] = []
 

@@ -21,6 +21,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
+from tests.support.faults import FAULT_KEY, fault_env
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -171,10 +173,24 @@ class ManagedProcess:
 
 
 class ReplicaProcess(ManagedProcess):
-    """A ``replica serve`` process; ``url`` is its base URL."""
+    """A ``replica serve`` process; ``url`` is its base URL.
 
-    def __init__(self, argv: Sequence[str], *, host: str, port: int, name: str, version: str):
-        super().__init__(argv, name=f"replica-{name}")
+    It gets ``fault_key`` (the tests' `FAULT_KEY` unless told otherwise; None: no key at all)
+    through the environment, so ``--enable-faults`` in ``argv`` works and a restart from the
+    same ``argv`` keeps the key.
+    """
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        host: str,
+        port: int,
+        name: str,
+        version: str,
+        fault_key: str | None = FAULT_KEY,
+    ) -> None:
+        super().__init__(argv, env=fault_env(fault_key or ""), name=f"replica-{name}")
         self.host, self.port = host, port
         self.model_name, self.model_version = name, version
         self.url = f"http://{host}:{port}"
@@ -190,11 +206,14 @@ def start_replica(
     version: str = "1",
     host: str = "127.0.0.1",
     enable_faults: bool = False,
+    fault_key: str | None = FAULT_KEY,
     extra_args: Sequence[str] = (),
     ready_timeout: float = 30.0,
     attempts: int = 3,
 ) -> ReplicaProcess:
     """Start ``replica serve`` on a free port and wait (bounded) until it reports ready.
+
+    With ``enable_faults`` its ``/admin/faults`` takes ``fault_key`` (`tests.support.faults`).
 
     The port is picked before the child binds it, so another process can take it in between;
     if the child dies with "address already in use" it is started again on another port.
@@ -209,7 +228,9 @@ def start_replica(
             *(["--enable-faults"] if enable_faults else []),
             *extra_args,
         ]  # fmt: skip
-        proc = ReplicaProcess(argv, host=host, port=port, name=name, version=version)
+        proc = ReplicaProcess(
+            argv, host=host, port=port, name=name, version=version, fault_key=fault_key
+        )
         try:
             wait_until(
                 lambda: proc.ready() or not proc.alive(),  # noqa: B023 (used in this iteration)

@@ -1,0 +1,91 @@
+"""`gateway up`'s replica command lines and fault key, without starting a process."""
+
+from __future__ import annotations
+
+import logging
+import stat
+from pathlib import Path
+
+import httpx
+import pytest
+
+from gateway.config.models import GatewayConfig
+from gateway.launcher import FAULT_KEY_ENV, Launcher, fault_key_file, replica_argv
+from tests.support.processes import REPO_ROOT, free_port
+
+MODEL = REPO_ROOT / "fallback_models" / "digits-logreg.onnx"
+
+
+def config(enable_faults: bool, port: int = 9101) -> GatewayConfig:
+    local = {"model_path": str(MODEL), "enable_faults": enable_faults}
+    return GatewayConfig.model_validate(
+        {
+            "pools": {
+                "p": {
+                    "model": "digits",
+                    "local": local,
+                    "replicas": [{"id": "r0", "url": f"http://127.0.0.1:{port}"}],
+                }
+            },
+            "models": {"digits": {"pool": "p"}},
+        }
+    )
+
+
+def argv(enable_faults: bool, key_file: Path | None) -> list[str]:
+    pool = config(enable_faults).pools["p"]
+    assert pool.local is not None
+    return replica_argv(pool, pool.replicas[0], pool.local, key_file)
+
+
+def test_faults_off_pass_neither_flag_nor_key(tmp_path: Path) -> None:
+    args = argv(False, tmp_path / "key")
+    assert "--enable-faults" not in args and "--fault-key-file" not in args
+
+
+def test_faults_on_pass_the_key_file_never_the_key(tmp_path: Path) -> None:
+    args = argv(True, tmp_path / "key")
+    assert args[-3:] == ["--enable-faults", "--fault-key-file", str(tmp_path / "key")]
+    assert argv(True, None)[-1] == "--enable-faults"  # the key comes from the environment
+
+
+def test_a_new_private_key_file_per_run_and_its_path_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="gateway.launcher"):
+        first = fault_key_file({}, str(tmp_path))
+        second = fault_key_file({FAULT_KEY_ENV: " "}, str(tmp_path))
+    assert first is not None and second is not None
+    key = first.read_text().strip()
+    assert len(key) >= 32 and key != second.read_text().strip()
+    assert stat.S_IMODE(first.stat().st_mode) == 0o600
+    assert f"Bearer $(cat {first})" in caplog.text
+    assert key not in caplog.text
+
+
+def test_the_environments_key_is_left_to_the_replicas(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="gateway.launcher"):
+        assert fault_key_file({FAULT_KEY_ENV: "chosen"}, str(tmp_path)) is None
+    assert list(tmp_path.iterdir()) == []
+    assert "$REPLICA_FAULT_KEY" in caplog.text and "chosen" not in caplog.text
+
+
+@pytest.mark.integration
+async def test_gateway_up_with_faults_needs_no_setup(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(FAULT_KEY_ENV, raising=False)
+    launcher = Launcher(config(True, free_port()))
+    try:
+        launcher.spawn()
+        await launcher.wait_ready()
+        assert launcher.fault_key_file is not None
+        key_file = launcher.fault_key_file
+        url = f"{launcher.replicas[0].replica.url}/admin/faults"
+        bearer = {"Authorization": f"Bearer {key_file.read_text().strip()}"}
+        async with httpx.AsyncClient(trust_env=False, timeout=5) as client:
+            assert (await client.post(url, json={"latency_ms": 1})).status_code == 401
+            assert (await client.post(url, json={"latency_ms": 1}, headers=bearer)).is_success
+    finally:
+        launcher.stop()
+    assert not key_file.exists()
