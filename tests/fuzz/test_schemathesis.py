@@ -107,7 +107,8 @@ def digits_bodies() -> st.SearchStrategy[dict[str, Any]]:
 def test_fuzz_the_documented_api(gateway: GatewayProcess) -> None:
     fuzz_seed = int(os.environ.get("FUZZ_SEED", random.randrange(2**32)))
     schema = schemathesis.openapi.from_url(f"{gateway.url}/openapi.json")
-    operations = [op for op in (r.ok() for r in schema.get_all_operations()) if _fuzzable(op)]
+    loaded = [result.ok() for result in schema.get_all_operations()]  # type: ignore[union-attr]
+    operations = [op for op in loaded if _fuzzable(op)]
     paths = {(op.method.upper(), op.path) for op in operations}
     assert ("POST", "/v2/models/{name}/infer") in paths
     assert ("POST", "/v2/models/{name}/versions/{version}/infer") in paths
@@ -123,7 +124,7 @@ def test_fuzz_the_documented_api(gateway: GatewayProcess) -> None:
         # any string is a valid path parameter: only bodies and headers can be made invalid
         negatable = bool(operation.body) or any(True for _ in operation.headers)
         modes = list(GenerationMode) if negatable else [GenerationMode.POSITIVE]
-        variants = [(mode, {}) for mode in modes]
+        variants: list[tuple[GenerationMode, dict[str, str]]] = [(mode, {}) for mode in modes]
         if known:
             variants += [(mode, known) for mode in modes]
         for mode, fixed in variants:
@@ -145,7 +146,7 @@ def test_fuzz_the_documented_api(gateway: GatewayProcess) -> None:
     assert run.cases >= MIN_CASES, f"only {run.cases} cases ran in {WALL_CAP_S} s"
 
 
-def _fuzzable(operation: schemathesis.APIOperation) -> bool:
+def _fuzzable(operation: schemathesis.APIOperation[Any, Any, Any, Any]) -> bool:
     """Read-only, and open without credentials (what needs a key is not fuzzed here)."""
     raw = operation.schema.raw_schema
     secured = operation.definition.raw.get("security", raw.get("security"))
@@ -158,7 +159,7 @@ def _fuzzable(operation: schemathesis.APIOperation) -> bool:
 def _explore(
     run: Run,
     session: requests.Session,
-    cases: st.SearchStrategy[schemathesis.Case],
+    cases: st.SearchStrategy[schemathesis.Case[Any]],
     bodies: st.SearchStrategy[dict[str, Any]] | None,
     examples: int,
     fuzz_seed: int,
@@ -172,7 +173,7 @@ def _explore(
         suppress_health_check=list(HealthCheck),
     )
     @given(case=cases, body=st.none() if bodies is None else bodies)
-    def explore(case: schemathesis.Case, body: dict[str, Any] | None) -> None:
+    def explore(case: schemathesis.Case[Any], body: dict[str, Any] | None) -> None:
         if time.monotonic() > run.deadline:
             return
         if body is not None:
@@ -182,14 +183,14 @@ def _explore(
     explore()
 
 
-def _one_case(run: Run, session: requests.Session, case: schemathesis.Case) -> None:
+def _one_case(run: Run, session: requests.Session, case: schemathesis.Case[Any]) -> None:
     label = case.operation.label
     run.cases += 1
     run.by_operation[label] = run.by_operation.get(label, 0) + 1
     try:
         response = case.call(session=session, timeout=CALL_TIMEOUT_S)
-    except requests.Timeout:
-        run.failures.append(f"{label}: no answer in {CALL_TIMEOUT_S} s\n{case.as_curl_command()}")
+    except (requests.Timeout, requests.ConnectionError) as exc:  # a hang or a dropped connection
+        run.failures.append(f"{label}: {exc!r}\n  {case.as_curl_command()}")
         return
     run.statuses[response.status_code] += 1
     problems = _gateway_rules(case, response)
@@ -206,11 +207,12 @@ def _one_case(run: Run, session: requests.Session, case: schemathesis.Case) -> N
         )
 
 
-def _gateway_rules(case: schemathesis.Case, response: requests.Response) -> list[str]:
+def _gateway_rules(case: schemathesis.Case[Any], response: schemathesis.Response) -> list[str]:
     """What the gateway promises beyond the document: only explained 5xx; errors in JSON."""
     problems: list[str] = []
     status = response.status_code
-    timeout_ms = (case.headers or {}).get("x-request-timeout-ms")
+    headers: dict[str, Any] = dict(case.headers or {})
+    timeout_ms = headers.get("x-request-timeout-ms")
     if status == 504 and not _short(timeout_ms):
         problems.append("504 without a short x-request-timeout-ms")
     elif status >= 500 and status != 504:
