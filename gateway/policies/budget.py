@@ -62,14 +62,17 @@ class RetryBudget:
             self.shared.count("req")
 
     def balance(self, scale: float = 1.0) -> float:
-        """Retries still allowed in the current window (may be fractional).
+        """Retries still allowed in the current window (may be fractional; never below 0).
 
         ``scale`` shrinks the allowance (0.5 halves it), as the burn policy asks while a
-        model burns its error budget fast.
+        model burns its error budget fast. Each count is kept at its own second, so the
+        requests that paid for a retry may leave the window before the retry does: the
+        window then holds more retries than it allows, which means none is allowed (0), not
+        a negative number of them (found by a property test).
         """
         requests, retries = self._window()
         allowance = self.ratio * requests + self._config.min_per_s * self._size
-        return scale * allowance - retries
+        return max(0.0, scale * allowance - retries)
 
     def affordable(self, scale: float = 1.0) -> bool:
         """Whether one retry could be spent now; a "no" counts as a refusal."""
