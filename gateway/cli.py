@@ -16,6 +16,7 @@ import uvicorn
 import uvloop
 
 from gateway.api.app import GatewayApp
+from gateway.api.auth import refuse_unprotected
 from gateway.api.protocol import ClientLimits, guarded_protocol
 from gateway.config import ConfigError, GatewayConfig, load_config
 from gateway.launcher import Launcher, LaunchError
@@ -102,6 +103,7 @@ def _up(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     config = load_config(args.config)
+    refuse_unprotected(config.server.admin, config.server.host)  # as `serve` would (exit 2)
     replicas = sum(len(p.replicas) for p in config.pools.values())
     counts = f"{len(config.models)} models, {len(config.pools)} pools, {replicas} replicas"
     if not args.probe:

@@ -162,3 +162,18 @@ def test_protected_mode() -> None:
     with pytest.raises(ConfigError, match="protected mode") as refused:
         refuse_unprotected(AdminAccessConfig(metrics_key_env="M"), "0.0.0.0")
     assert "server.admin.key_env" in str(refused.value)
+
+
+def test_check_config_refuses_what_serve_would(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gateway.cli import main
+
+    body = "pools: {p: {model: m, replicas: [{id: a, url: 'http://127.0.0.1:9'}]}}\n"
+    body += "models: {d: {pool: p}}\n"
+    open_config, keyed_config = tmp_path / "open.yaml", tmp_path / "keyed.yaml"
+    open_config.write_text("server: {host: 0.0.0.0}\n" + body)
+    keyed_config.write_text("server: {host: 0.0.0.0, admin: {key_env: GW_KEY}}\n" + body)
+    assert main(["check-config", str(open_config)]) == 2
+    assert "protected mode" in capsys.readouterr().err
+    assert main(["check-config", str(keyed_config)]) == 0  # the key is read by `serve` only
