@@ -7,10 +7,12 @@ so the edge renders every failure the same way: ``{"error": "..."}`` with a prec
     GatewayError                      (500, never raised directly)
     ├── ClientError                   4xx: the request itself is wrong
     │   ├── BadRequest                400: names the bad field
+    │   ├── Unauthorized              401: a missing or unknown API key, with WWW-Authenticate
     │   ├── NotFound                  404: unknown model or version
     │   ├── RequestTimeout            408: the client did not send its whole request in time
     │   ├── Conflict                  409: the request conflicts with how the gateway runs
     │   ├── PayloadTooLarge           413
+    │   ├── TooManyRequests           429: the tenant's own limit reached, with Retry-After
     │   └── RejectedByReplicas        4xx: replicas refused the request (their status, message)
     ├── ServiceUnavailable            503: no way to serve right now, with Retry-After
     │   ├── Overloaded                503: admission bound reached
@@ -63,6 +65,15 @@ class BadRequest(ClientError):
     status = 400
 
 
+class Unauthorized(ClientError):
+    """No API key where the model requires one, or a key no tenant holds."""
+
+    status = 401
+
+    def headers(self) -> dict[str, str]:
+        return {"www-authenticate": 'Bearer realm="gateway"'}
+
+
 class NotFound(ClientError):
     status = 404
 
@@ -77,6 +88,17 @@ class Conflict(ClientError):
 
 class PayloadTooLarge(ClientError):
     status = 413
+
+
+class TooManyRequests(ClientError):
+    """A tenant's concurrency or rate limit: the client's own share, not the service's state
+    (that is `Overloaded`); ``retry_after_s`` is when its next request may pass."""
+
+    status = 429
+
+    def __init__(self, message: str, retry_after_s: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 class RejectedByReplicas(ClientError):

@@ -25,10 +25,11 @@ from gateway.pipeline.build import Pipeline, build_pipeline
 from gateway.pipeline.call import InferCall, InferResult
 from gateway.pipeline.fallback import FallbackRunner
 from gateway.policies.budget import RetryBudget
+from gateway.policies.tenant_limits import TenantLimits
 from gateway.readiness import Readiness, gateway_readiness, model_readiness
 from gateway.shared_state import SharedState
 from gateway.slo.engine import SloBook
-from gateway.telemetry.metrics import UNKNOWN_MODEL, Metrics
+from gateway.telemetry.metrics import ANONYMOUS, UNKNOWN_MODEL, Metrics
 from gateway.telemetry.model_stats import ModelStats
 from gateway.telemetry.tracing import Tracer
 from gateway.upstream.events import FanoutEvents
@@ -59,7 +60,8 @@ class Gateway:
         self.config = config
         self.clock = clock or MonotonicClock()
         self.rng = rng or random.Random()
-        self.metrics = Metrics()
+        self.metrics = Metrics(tenants=config.tenants)
+        self.tenants = TenantLimits(config.tenants, self.clock)  # each tenant's own limits
         self.stats = ModelStats()  # Triton's per-model statistics, as clients saw them
         self._schemas: dict[str, ModelSchema | None] = {}
         self.tracer = tracer or Tracer(config.tracing)
@@ -192,19 +194,22 @@ class Gateway:
         latency_s: float,
         degraded: str | None,
         deadline_s: float | None = None,
+        tenant: str = ANONYMOUS,
     ) -> None:
         """One answer as the client saw it: metrics and SLOs (the edge calls this once).
 
         ``deadline_s``: the time the client allowed; SLOs exclude deadlines under their floor.
+        ``tenant``: who asked (a configured tenant or ANONYMOUS); a tenant's SLOs count only
+        its requests.
         """
         config = self.config.models.get(model)
         if config is None:
-            self.metrics.request(UNKNOWN_MODEL, "none", status, served_by, latency_s)
+            self.metrics.request(UNKNOWN_MODEL, "none", status, served_by, latency_s, None, tenant)
             return
         route = "fallback" if served_by.startswith("fallback/") else config.route
         self.metrics.request(model, route, status, served_by if route == "single" else route,
-                             latency_s, degraded)  # fmt: skip
-        self.slo.record(model, status, latency_s, degraded is not None, deadline_s=deadline_s)
+                             latency_s, degraded, tenant)  # fmt: skip
+        self.slo.record(model, status, latency_s, degraded is not None, tenant, deadline_s)
         self.stats.record(model, status == 200, latency_s, self.clock.wall())
 
     # --- Triton/KServe parity: repository index, model config, statistics ----------------

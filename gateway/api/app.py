@@ -19,6 +19,7 @@ from gateway.api.guard import ControlPlaneGuard, allowed_hosts
 from gateway.api.infer import InferEndpoint
 from gateway.api.parsing import RequestParser
 from gateway.api.responses import Receive, Scope, Send, send_json
+from gateway.api.tenants import TenantKeys
 from gateway.carry_over import carry_over
 from gateway.config import ConfigError, GatewayConfig, load_config
 from gateway.errors import BadRequest, Conflict
@@ -54,9 +55,12 @@ class GatewayApp:
         refuse_unprotected(config.server.admin, self.bind_host)
         return ControlAccess.load(config.server.admin, self.bind_host)
 
-    def _install(self, gateway: Gateway, access: ControlAccess) -> None:
+    def _install(
+        self, gateway: Gateway, access: ControlAccess, keys: TenantKeys | None = None
+    ) -> None:
+        """``keys``: the tenants' keys (None: read from ``gateway.config`` now)."""
         self.gateway = gateway
-        self._infer = InferEndpoint(gateway, self.parser)
+        self._infer = InferEndpoint(gateway, self.parser, keys)
         hosts = allowed_hosts(gateway.config.server.allowed_hosts, self.bind_host)
         self._admin = ControlPlaneGuard(build_admin_app(gateway, self.reload), access, hosts)
 
@@ -75,13 +79,14 @@ class GatewayApp:
         try:
             config = load_config(self._config_path)
             access = self._access(config)
+            keys = TenantKeys.load(config.tenants)
         except ConfigError as exc:
             raise BadRequest(f"config not reloaded: {exc}") from exc
         old = self.gateway
         fresh = Gateway(config, clock=old.clock)  # one clock: carried deadlines stay valid
         await fresh.start()
         carried = carry_over(old, fresh)  # no await from here to the swap: nothing is missed
-        self._install(fresh, access)
+        self._install(fresh, access, keys)
         task = asyncio.create_task(_retire(old))
         self._retiring.add(task)
         task.add_done_callback(self._retiring.discard)

@@ -57,6 +57,11 @@ class KeyRing:
     def __len__(self) -> int:
         return len(self._digests)
 
+    @property
+    def digests(self) -> tuple[bytes, ...]:
+        """The SHA-256 digests (a tenant's keys index a dict by them: `gateway.api.tenants`)."""
+        return self._digests
+
     def __add__(self, other: KeyRing) -> KeyRing:
         return KeyRing(self._digests + other._digests)
 

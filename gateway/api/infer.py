@@ -1,8 +1,9 @@
 """The hot path: ``POST /v2/models/{m}[/versions/{v}]/infer`` as a raw ASGI handler.
 
 Framework routing and pydantic models cost more CPU per request than the whole upstream
-exchange (see DESIGN.md's performance notes), so infer skips them: read the body, check it,
-run the pipeline, rename the reply, send it. Everything else goes through FastAPI.
+exchange (see DESIGN.md's performance notes), so infer skips them: know the tenant (401),
+hold its limits (429, before the body is read: a refusal costs ≈ nothing), read the body,
+check it, run the pipeline, rename the reply, send it. Everything else goes through FastAPI.
 """
 
 from __future__ import annotations
@@ -15,11 +16,14 @@ from types import MappingProxyType
 from gateway.api.parsing import RequestParser
 from gateway.api.protocol import BODY_TIMEOUT_KEY
 from gateway.api.responses import Receive, Scope, Send, send_bytes, send_error
+from gateway.api.tenants import HEADERS as TENANT_HEADERS
+from gateway.api.tenants import TenantKeys, require_key
 from gateway.deadline import TIMEOUT_HEADER, Deadline, timeout_from_header
 from gateway.errors import BadRequest, GatewayError, PayloadTooLarge, RequestTimeout
 from gateway.pipeline.call import InferCall
 from gateway.runtime import Gateway
 from gateway.telemetry.logging import bind_request, unbind_request
+from gateway.telemetry.metrics import ANONYMOUS
 from gateway.telemetry.spans import RequestSpan
 from gateway.v2.identity import with_request_id
 from gateway.v2.request import HEADER_LENGTH, parse_infer_request
@@ -29,7 +33,8 @@ from v2proto.codec import BINARY_CONTENT_TYPE
 _WANTED = frozenset(
     name.encode()
     for name in (
-        HEADER_LENGTH, TIMEOUT_HEADER, "content-length", "x-request-id", "traceparent", "tracestate"
+        HEADER_LENGTH, TIMEOUT_HEADER, "content-length", "x-request-id", "traceparent",
+        "tracestate", *TENANT_HEADERS,
     )
 )  # fmt: skip
 _JSON = (b"content-type", b"application/json")
@@ -40,8 +45,13 @@ _prefix = f"{os.getpid():x}-"
 
 
 class InferEndpoint:
-    def __init__(self, gateway: Gateway, parser: RequestParser | None = None) -> None:
+    def __init__(
+        self, gateway: Gateway, parser: RequestParser | None = None, keys: TenantKeys | None = None
+    ) -> None:
+        """``keys``: the tenants' keys, read by the caller; else read here (`ConfigError`)."""
         self._gateway = gateway
+        self._keys = keys if keys is not None else TenantKeys.load(gateway.config.tenants)
+        self._limits = gateway.tenants
         server = gateway.config.server
         self._max_body = server.max_body_bytes
         self._parser = parser or RequestParser(server.parse_inline_max_bytes, "inline")
@@ -58,48 +68,59 @@ class InferEndpoint:
         token = bind_request(request_id, span)
         call: InferCall | None = None
         client_deadline_s: float | None = None  # for the SLOs: only a deadline the client chose
+        tenant = ANONYMOUS
         try:
+            tenant = self._keys.tenant(headers)
             model = gateway.model(model_name, version)
-            body = await self._read_body(scope, receive, headers)
-            timeout_s = timeout_from_header(
-                headers.get(TIMEOUT_HEADER), model.timeout_ms, model.max_timeout_ms
-            )
-            if TIMEOUT_HEADER in headers:
-                client_deadline_s = timeout_s
-            if len(body) <= self._inline_max:
-                request = parse_infer_request(body, headers.get(HEADER_LENGTH), model.max_rows)
-            else:  # off the event loop
-                request = await self._parser.offload(
-                    body, headers.get(HEADER_LENGTH), model.max_rows
+            if tenant == ANONYMOUS and model.auth.require_key:
+                raise require_key(model_name)
+            limiter = self._limits.get(tenant)
+            limiter.enter()
+            try:
+                body = await self._read_body(scope, receive, headers)
+                timeout_s = timeout_from_header(
+                    headers.get(TIMEOUT_HEADER), model.timeout_ms, model.max_timeout_ms
                 )
-            schema = gateway.schema(model_name)
-            if schema is not None:  # the model's signature: a bad input never costs a replica
-                schema.check(request.header)
-            body, header_length, request = with_request_id(
-                body, headers.get(HEADER_LENGTH), request, request_id
-            )
-            forwarded: Mapping[str, str]
-            if header_length is None:
-                forwarded = JSON_BODY
-            else:  # binary tensors after the JSON header: not a JSON body (KServe parses those)
-                forwarded = {"content-type": BINARY_CONTENT_TYPE, HEADER_LENGTH: header_length}
-            call = InferCall(
-                model_name=model_name,
-                model=model,
-                body=body,
-                upstream_headers=forwarded,
-                deadline=Deadline(gateway.clock, arrived, arrived + timeout_s),
-                request_id=request_id,
-                request=request,
-                span=span,
-            )
-            result = await gateway.infer(call)
+                if TIMEOUT_HEADER in headers:
+                    client_deadline_s = timeout_s
+                if len(body) <= self._inline_max:
+                    request = parse_infer_request(body, headers.get(HEADER_LENGTH), model.max_rows)
+                else:  # off the event loop
+                    request = await self._parser.offload(
+                        body, headers.get(HEADER_LENGTH), model.max_rows
+                    )
+                schema = gateway.schema(model_name)
+                if schema is not None:  # the model's signature: a bad input never costs a replica
+                    schema.check(request.header)
+                body, header_length, request = with_request_id(
+                    body, headers.get(HEADER_LENGTH), request, request_id
+                )
+                forwarded: Mapping[str, str]
+                if header_length is None:
+                    forwarded = JSON_BODY
+                else:  # binary tensors after the JSON header: not a JSON body (KServe parses those)
+                    forwarded = {"content-type": BINARY_CONTENT_TYPE, HEADER_LENGTH: header_length}
+                call = InferCall(
+                    model_name=model_name,
+                    model=model,
+                    body=body,
+                    upstream_headers=forwarded,
+                    deadline=Deadline(gateway.clock, arrived, arrived + timeout_s),
+                    request_id=request_id,
+                    request=request,
+                    span=span,
+                )
+                result = await gateway.infer(call)
+            finally:
+                limiter.leave()
         except GatewayError as error:
             extra = [(b"x-attempts", str(call.attempts if call else 0).encode())]
             if span.traceparent:
                 extra.append((b"traceparent", span.traceparent.encode()))
             await send_error(send, error, extra)
-            self._finish(span, model_name, error.status, "", arrived, None, client_deadline_s)
+            self._finish(
+                span, model_name, error.status, "", arrived, None, client_deadline_s, tenant
+            )
             unbind_request(token)
             return
         reply, header_length = result.body, result.header_length
@@ -122,7 +143,7 @@ class InferEndpoint:
         await send_bytes(send, result.status, reply, out)
         self._finish(
             span, model_name, result.status, result.served_by, arrived, result.degraded,
-            client_deadline_s,
+            client_deadline_s, tenant,
         )  # fmt: skip
         unbind_request(token)
 
@@ -135,9 +156,10 @@ class InferEndpoint:
         arrived: float,
         degraded: str | None,
         deadline_s: float | None,
+        tenant: str,
     ) -> None:
         latency = self._gateway.clock.now() - arrived
-        self._gateway.observe(model, status, served_by, latency, degraded, deadline_s)
+        self._gateway.observe(model, status, served_by, latency, degraded, deadline_s, tenant)
         span.end(status, served_by or None, degraded)
 
     async def _read_body(self, scope: Scope, receive: Receive, headers: dict[str, str]) -> bytes:

@@ -25,6 +25,7 @@ from gateway.config.policies import (
     RetryConfig,
     VoteConfig,
 )
+from gateway.config.tenants import ANONYMOUS, ModelAuthConfig, TenantConfig, check_tenants
 from gateway.config.tensors import TensorMapping
 from gateway.slo.config import BurnPolicyConfig, SloConfig, unique_names
 from gateway.telemetry.tracing import TracingConfig
@@ -213,6 +214,7 @@ class ModelConfig(Frozen):
     signature: SignatureConfig | None = Field(
         None, description="requests are checked against it; default: the replicas' metadata"
     )
+    auth: ModelAuthConfig = ModelAuthConfig()
 
     @field_validator("slos")
     @classmethod
@@ -246,6 +248,14 @@ class GatewayConfig(Frozen):
     log: LogConfig = LogConfig()
     pools: dict[str, PoolConfig] = Field(min_length=1)
     models: dict[str, ModelConfig] = Field(min_length=1)
+    tenants: dict[str, TenantConfig] = Field(
+        default_factory=dict, description="API keys to tenants, and their limits"
+    )
+
+    @field_validator("tenants")
+    @classmethod
+    def _tenants(cls, tenants: dict[str, TenantConfig]) -> dict[str, TenantConfig]:
+        return check_tenants(tenants)
 
     @model_validator(mode="after")
     def _references(self) -> GatewayConfig:
@@ -264,4 +274,11 @@ class GatewayConfig(Frozen):
                         f"pools.{ids[replica.id]}"
                     )
                 ids[replica.id] = pool_name
+        for name, model in self.models.items():
+            for slo in model.slos:
+                if slo.tenant is not None and slo.tenant not in {*self.tenants, ANONYMOUS}:
+                    raise ValueError(
+                        f"models.{name}.slos.{slo.name}: unknown tenant {slo.tenant!r} "
+                        f"(have {', '.join(sorted({*self.tenants, ANONYMOUS}))})"
+                    )
         return self

@@ -23,8 +23,8 @@ class Catalog:
         bounds = tuple(buckets)
         self.requests = CounterFamily(
             "gateway_requests_total",
-            "Client requests answered, by model, route, status and who served them.",
-            ("model", "route", "code", "status_class", "served_by"),
+            "Client requests answered, by model, route, status, who served them and tenant.",
+            ("model", "route", "code", "status_class", "served_by", "tenant"),
         )
         self.duration = HistogramFamily(
             "gateway_request_duration_seconds",

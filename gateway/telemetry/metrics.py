@@ -3,7 +3,9 @@
 The per-request calls (`request`, `attempt`) cost ≈ 0.3 µs each: their series are cached by
 the raw values the pipeline already holds, so the hot path does one dict lookup and no string
 formatting. Free-text labels (reasons, tallies) are bounded so that a bug or a hostile input
-cannot grow the series without end. Names live in `catalog`. Record from the loop thread only.
+cannot grow the series without end; so is the tenant label: configured tenants and
+"anonymous" only (`ANONYMOUS`, which the tenant config uses too). Names live in `catalog`.
+Record from the loop thread only.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ BREAKER_STATES = {"closed": 0.0, "half-open": 1.0, "half_open": 1.0, "open": 2.0
 UNKNOWN_MODEL = "_unknown"  # pass this for requests naming a model that is not configured
 NOBODY = "none"  # served_by when no replica or fallback answered (shed, 404, 504 ...)
 MAX_LABEL_VALUES = 64  # distinct values per free-text label before they become "other"
+ANONYMOUS = "anonymous"  # the tenant of a request with no API key, and every unknown tenant
 _LABEL_VALUE = re.compile(r"[A-Za-z0-9_./:-]{1,64}")
 
 
@@ -47,13 +50,21 @@ def status_class(status: int) -> str:
 
 
 class Metrics:
-    def __init__(self, buckets: Iterable[float] = LATENCY_BUCKETS, *, process: bool = True) -> None:
+    def __init__(
+        self,
+        buckets: Iterable[float] = LATENCY_BUCKETS,
+        *,
+        process: bool = True,
+        tenants: Iterable[str] = (),
+    ) -> None:
+        """``tenants``: the configured tenant names, the only tenant labels besides ANONYMOUS."""
         self.registry = CollectorRegistry()
+        self._tenants = frozenset((*tenants, ANONYMOUS))
         self.catalog = self._m = Catalog(buckets)
         self._hooks: list[Callable[[], None]] = []
         self._reason = BoundedLabel()
         self._tally = BoundedLabel()
-        self._request_cells: dict[tuple[str, str, int, str], tuple[Value, Buckets]] = {}
+        self._request_cells: dict[tuple[str, str, int, str, str], tuple[Value, Buckets]] = {}
         self._attempt_cells: dict[tuple[str, str, OutcomeKind], tuple[Value, Buckets]] = {}
         self.registry.register(FamilyCollector(self._m.families, self._hooks))
         if process:
@@ -71,9 +82,12 @@ class Metrics:
         served_by: str,
         latency_s: float,
         degraded_reason: str | None = None,
+        tenant: str = ANONYMOUS,
     ) -> None:
         """One client-visible answer; ``route`` is "single", "vote" or "fallback"."""
-        key = (model, route, status, served_by)
+        if tenant not in self._tenants:
+            tenant = ANONYMOUS
+        key = (model, route, status, served_by, tenant)
         cells = self._request_cells.get(key)
         if cells is None:
             cells = self._request_cells[key] = self._new_request_cells(key)
@@ -96,10 +110,11 @@ class Metrics:
     def in_flight(self, model: str, delta: int) -> None:
         self._m.in_flight.labels(model).value += delta
 
-    def _new_request_cells(self, key: tuple[str, str, int, str]) -> tuple[Value, Buckets]:
-        model, route, status, served_by = key
+    def _new_request_cells(self, key: tuple[str, str, int, str, str]) -> tuple[Value, Buckets]:
+        model, route, status, served_by, tenant = key
         klass = status_class(status)
-        count = self._m.requests.labels(model, route, str(status), klass, served_by or NOBODY)
+        labels = (model, route, str(status), klass, served_by or NOBODY, tenant)
+        count = self._m.requests.labels(*labels)
         return count, self._m.duration.labels(model, route, klass)
 
     # --- per event (retries, shedding, votes, fallbacks) --------------------------------------

@@ -38,7 +38,7 @@ def test_requests_are_counted_by_model_route_status_and_served_by() -> None:
     m.request("digits", "vote", 200, "r2", 0.010)
     m.request("digits", "single", 503, "", 0.2, degraded_reason="no_replica")
     s = scrape(m)
-    common = {"model": "digits", "route": "single"}
+    common = {"model": "digits", "route": "single", "tenant": "anonymous"}
     ok = value(
         s, "gateway_requests_total", code="200", status_class="2xx", served_by="r1", **common
     )
@@ -205,3 +205,17 @@ def test_openmetrics_is_served_when_asked_for() -> None:
     families = parse_om(body.decode())  # type: ignore[no-untyped-call]
     samples: list[Sample] = [s for f in families for s in f.samples]
     assert any(s.name == "gateway_requests_total" and s.value == 1 for s in samples)
+
+
+def test_the_tenant_label_holds_configured_tenants_and_anonymous_only() -> None:
+    m = Metrics(process=False, tenants=["acme"])
+    m.request("digits", "single", 200, "r1", 0.003, tenant="acme")
+    m.request("digits", "single", 200, "r1", 0.003)
+    for i in range(3 * MAX_LABEL_VALUES):  # a bug passing key material never grows the series
+        m.request("digits", "single", 200, "r1", 0.003, tenant=f"sk-{i}")
+    s = scrape(m)
+    tenants = {
+        dict(labels)["tenant"]: v for (name, labels), v in s.items()
+        if name == "gateway_requests_total"
+    }  # fmt: skip
+    assert tenants == {"acme": 1, "anonymous": 1 + 3 * MAX_LABEL_VALUES}
