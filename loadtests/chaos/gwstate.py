@@ -3,16 +3,19 @@
 The client-side numbers say *that* a run degraded; ``/admin/state`` says *why* (a replica
 unhealthy, ejected, quarantined, a breaker open). The runner reads it at the end of each
 fault window and at the end of the run. Missing keys are tolerated: the report must not fail
-because the gateway's state page grew or changed.
+because the gateway's state page grew or changed. A keyed gateway is read with the key in
+``GATEWAY_ADMIN_KEY`` (a loopback gateway with no key needs none).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import httpx
 
 TIMEOUT_S = 2.0
+ADMIN_KEY_ENV = "GATEWAY_ADMIN_KEY"
 
 
 def _replica_line(replica: dict[str, Any]) -> str | None:
@@ -54,7 +57,11 @@ def summarize(state: dict[str, Any]) -> list[str]:
 def snapshot(url: str) -> list[str]:
     """Read and summarize ``/admin/state``; a line saying so if it cannot be read."""
     try:
-        response = httpx.get(f"{url}/admin/state", timeout=TIMEOUT_S, trust_env=False)
+        key = os.environ.get(ADMIN_KEY_ENV)
+        headers = {"authorization": f"Bearer {key}"} if key else {}
+        response = httpx.get(
+            f"{url}/admin/state", headers=headers, timeout=TIMEOUT_S, trust_env=False
+        )
         response.raise_for_status()
         state = response.json()
     except (httpx.HTTPError, ValueError) as exc:
