@@ -1,42 +1,93 @@
-"""Where a replica listens, parsed once from its configured URL.
+"""Where a replica listens, parsed once from its configured URL, and what every request carries.
 
 It sits in the config package because the config validates replica URLs with it; the transports
-below read it. Nothing here does I/O.
+below read it. Nothing here does I/O. An endpoint is the transport's key for its connection
+pools, so its scheme and TLS settings are part of its identity (a TLS connection is never
+reused for plaintext, nor one with another client certificate); its pool's extra headers are
+not (they change what is sent, not where).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
 from urllib.parse import urlsplit
 
+from gateway.config.headers import NO_HEADERS, ExtraHeaders
+from gateway.config.tls import DEFAULT_TLS, TlsConfig
 from gateway.redact import mask_url
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 @dataclass(frozen=True, slots=True)
 class Endpoint:
-    """Where a replica listens: plain HTTP host and port, plus an optional path prefix."""
+    """Where a replica listens: scheme, host, port and an optional path prefix; for ``https``
+    the pool's TLS settings, and the pool's extra headers.
+
+    ``fixed_head`` is the part of every request head that depends on the endpoint alone (Host
+    and the extra headers), built once; ``fixed_lines`` counts its lines. The hash is computed
+    once too: the transport looks an endpoint up on every request (100 ns, not 500).
+    """
 
     host: str
     port: int
     prefix: str = ""
+    scheme: Literal["http", "https"] = "http"
+    tls: TlsConfig | None = None  # how to speak TLS; set exactly when the scheme is https
+    headers: ExtraHeaders = field(default=NO_HEADERS, compare=False, repr=False)
+    fixed_head: str = field(init=False, compare=False, repr=False)
+    fixed_lines: int = field(init=False, compare=False, repr=False)
+    _hash: int = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if (self.tls is not None) != (self.scheme == "https"):
+            raise ValueError("an endpoint has TLS settings exactly when its scheme is https")
+        host = self.headers.host or self.authority
+        head = f"host: {host}\r\n{self.headers.lines}"
+        object.__setattr__(self, "fixed_head", head)
+        object.__setattr__(self, "fixed_lines", 1 + self.headers.count)
+        key = (self.host, self.port, self.prefix, self.scheme, self.tls)
+        object.__setattr__(self, "_hash", hash(key))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     @classmethod
     def parse(cls, url: str) -> Endpoint:
+        """An endpoint from ``http[s]://host[:port][/prefix]``; https gets default TLS settings
+        (the system's CAs) until `with_pool` gives it the pool's."""
         parts = urlsplit(url)
-        if parts.scheme != "http" or not parts.hostname:
+        if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
             shown = mask_url(url)
-            raise ValueError(f"replica url must be http://host:port[/prefix], got {shown!r}")
+            raise ValueError(
+                f"replica url must be http://host:port[/prefix] or https://..., got {shown!r}"
+            )
         if "@" in parts.netloc:  # silently dropping them (as before) sent requests unauthenticated
             raise ValueError(
                 f"replica url must not carry credentials (user:password@), got {mask_url(url)!r}: "
-                "the gateway does not send them; put the replica behind a network boundary instead"
+                "the gateway does not send them; set the pool's headers (e.g. Authorization) "
+                "or put the replica behind a network boundary instead"
             )
-        return cls(parts.hostname, parts.port or 80, parts.path.rstrip("/"))
+        scheme: Literal["http", "https"] = "https" if parts.scheme == "https" else "http"
+        port = parts.port or DEFAULT_PORTS[scheme]
+        tls = DEFAULT_TLS if scheme == "https" else None
+        return cls(parts.hostname, port, parts.path.rstrip("/"), scheme, tls)
+
+    def with_pool(self, tls: TlsConfig | None, headers: ExtraHeaders) -> Endpoint:
+        """This endpoint with its pool's TLS settings (https only) and extra headers."""
+        tls = (tls or self.tls) if self.scheme == "https" else None
+        return Endpoint(self.host, self.port, self.prefix, self.scheme, tls, headers)
 
     @property
     def authority(self) -> str:
         return f"{self.host}:{self.port}"
 
     @property
+    def server_name(self) -> str:
+        """The name sent as SNI and checked against the replica's certificate."""
+        return (self.tls and self.tls.server_name) or self.host
+
+    @property
     def base_url(self) -> str:
-        return f"http://{self.authority}{self.prefix}"
+        return f"{self.scheme}://{self.authority}{self.prefix}"

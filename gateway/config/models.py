@@ -6,13 +6,15 @@ with the bad key named, instead of failing a request at 3 a.m.
 
 from __future__ import annotations
 
+import os
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from gateway.config.access import AdminAccessConfig, normalise_hosts
 from gateway.config.endpoint import Endpoint
 from gateway.config.frozen import Frozen
+from gateway.config.headers import ExtraHeaders, check_headers, missing_variables
 from gateway.config.policies import (
     AdmissionConfig,
     BreakerConfig,
@@ -27,6 +29,7 @@ from gateway.config.policies import (
 )
 from gateway.config.tenants import ANONYMOUS, ModelAuthConfig, TenantConfig, check_tenants
 from gateway.config.tensors import TensorMapping
+from gateway.config.tls import TlsConfig
 from gateway.slo.config import BurnPolicyConfig, SloConfig, unique_names
 from gateway.telemetry.tracing import TracingConfig
 from v2proto.signature import DATATYPES
@@ -138,6 +141,12 @@ class PoolConfig(Frozen):
     binary_tensors: bool = Field(
         True, description="the replicas take the binary tensor extension; false: JSON is sent"
     )
+    tls: TlsConfig | None = Field(None, description="for https:// replicas: CA, client cert, SNI")
+    headers: dict[str, SecretStr] = Field(
+        default_factory=dict,
+        description="sent to every replica on every request (Host, Authorization...); "
+        "${VAR} takes a value from the environment; values are never shown",
+    )
 
     @field_validator("replicas")
     @classmethod
@@ -148,6 +157,28 @@ class PoolConfig(Frozen):
                 raise ValueError(f"duplicate replica id {replica.id!r}")
             seen.add(replica.id)
         return replicas
+
+    @field_validator("headers")
+    @classmethod
+    def _headers(cls, headers: dict[str, SecretStr]) -> dict[str, SecretStr]:
+        return check_headers(headers)
+
+    @model_validator(mode="after")
+    def _transport(self) -> PoolConfig:
+        plain = [r.id for r in self.replicas if r.endpoint.scheme == "http"]
+        if self.tls is not None and plain:
+            raise ValueError(f"tls is set but replicas {', '.join(plain)} are not https://")
+        if self.local is not None and len(plain) < len(self.replicas):
+            raise ValueError("local replicas serve plain http: their urls must be http://")
+        missing = missing_variables(self.headers, os.environ)
+        if missing:
+            raise ValueError(f"headers: environment variables not set: {', '.join(missing)}")
+        return self
+
+    def endpoint(self, replica: ReplicaConfig) -> Endpoint:
+        """Where ``replica`` listens, with this pool's TLS settings and extra headers."""
+        extra = ExtraHeaders.resolve(self.headers, os.environ)
+        return replica.endpoint.with_pool(self.tls, extra)
 
 
 class StateConfig(Frozen):

@@ -48,9 +48,9 @@ class Finding:
 async def probe_config(config: GatewayConfig, transport: Transport) -> list[Finding]:
     """Findings for every replica of every pool (empty: all of them speak as configured)."""
     checks = [
-        _ReplicaCheck(name, pool, Replica.from_config(name, replica), transport)
+        _ReplicaCheck(name, pool, Replica.from_config(name, r, None, pool.endpoint(r)), transport)
         for name, pool in config.pools.items()
-        for replica in pool.replicas
+        for r in pool.replicas
     ]
     results = await asyncio.gather(*(check.run(config) for check in checks))
     return [finding for found in results for finding in found]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import select
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NoReturn, cast
@@ -181,6 +182,9 @@ class Connection(asyncio.Protocol):
             self._complete()
         elif self.got_bytes:
             self._fail(UpstreamProtocolError("upstream closed the connection mid-reply"), exc)
+        elif isinstance(exc, ssl.SSLError):  # TLS 1.3: a refused client certificate shows here
+            message = f"upstream closed the connection before replying: TLS {exc.reason or exc}"
+            self._fail(UpstreamConnectError(message), exc)
         else:
             self._fail(UpstreamConnectError("upstream closed the connection before replying"), exc)
 

@@ -3,15 +3,19 @@
 Why: the upstream client is most of the gateway's CPU per request. On this machine (2 cores,
 loopback) this client costs about a third of aiohttp's CPU and a tiny fraction of httpx's (see
 ``loadtests/bench_transport.py``), because it does only what the hop needs: a pool of idle
-connections per endpoint, one ``write`` per request, httptools to parse the reply.
+connections per endpoint, one ``write`` per request, httptools to parse the reply. An
+``https`` endpoint gets TLS from asyncio (one ``SSLContext`` per TLS settings, built on first
+use); the connections are kept per endpoint, so TLS and plaintext ones never mix.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Mapping
 
 from gateway.config.endpoint import Endpoint
+from gateway.config.tls import TlsConfig
 from gateway.errors import UpstreamConnectError, UpstreamTimeout
 from gateway.upstream.fast_connection import (
     MAX_REPLY_BODY_BYTES,
@@ -20,6 +24,7 @@ from gateway.upstream.fast_connection import (
     Connection,
     ReplyLimits,
 )
+from gateway.upstream.tls import client_context, handshake_error
 from gateway.upstream.transport import UpstreamResponse
 
 # Framing is ours: extra headers with these names are dropped rather than sent twice.
@@ -30,8 +35,10 @@ _BODILESS = frozenset({"GET", "HEAD"})
 def encode_request(
     endpoint: Endpoint, method: str, path: str, body: bytes, headers: Mapping[str, str] | None
 ) -> bytes:
-    """The request head and body as the bytes of a single write."""
-    lines = [f"{method} {endpoint.prefix}{path} HTTP/1.1\r\nhost: {endpoint.authority}\r\n"]
+    """The request head and body as the bytes of a single write.
+
+    Host and the pool's extra headers come from the endpoint (`Endpoint.fixed_head`)."""
+    lines = [f"{method} {endpoint.prefix}{path} HTTP/1.1\r\n{endpoint.fixed_head}"]
     if body or method not in _BODILESS:
         lines.append(f"content-length: {len(body)}\r\n")
     if headers:
@@ -40,7 +47,7 @@ def encode_request(
     head = "".join(lines)
     # Every line ends in exactly one CRLF: a CR or LF inside a name or value would smuggle a
     # header or a second request, so refuse it (a caller bug, hence ValueError).
-    crlfs = len(lines) + 1  # the first item holds two lines
+    crlfs = len(lines) + endpoint.fixed_lines  # the first item holds the fixed lines too
     if head.count("\n") != crlfs or head.count("\r") != crlfs:
         raise ValueError("CR or LF in request line or header")
     return head.encode("latin-1") + body
@@ -77,6 +84,7 @@ class FastTransport:
         self._idle: dict[Endpoint, list[Connection]] = {}
         self._slots: dict[Endpoint, asyncio.Semaphore] = {}
         self._open: set[Connection] = set()
+        self._contexts: dict[TlsConfig, ssl.SSLContext] = {}
         self._closed = False
 
     async def request(
@@ -166,18 +174,46 @@ class FastTransport:
         self._open.add(conn)
         return conn
 
+    def _context(self, tls: TlsConfig) -> ssl.SSLContext:
+        context = self._contexts.get(tls)
+        if context is None:  # reads the CA bundle and the client certificate once
+            context = self._contexts[tls] = client_context(tls)
+        return context
+
     async def _connect(self, endpoint: Endpoint, deadline: float) -> Connection:
         if self._closed:
             raise UpstreamConnectError("transport is closed")
         loop = asyncio.get_running_loop()
-        limit = min(deadline, loop.time() + self._connect_timeout)
+        limit = min(deadline, loop.time() + self._connect_timeout)  # the handshake included
+        made: list[Connection] = []
+
+        def factory() -> Connection:
+            made.append(self._new_connection(loop))
+            return made[-1]
+
+        tls = endpoint.tls
         try:
             async with asyncio.timeout_at(limit):
-                _, conn = await loop.create_connection(
-                    lambda: self._new_connection(loop), endpoint.host, endpoint.port
-                )
-        except TimeoutError as exc:
-            raise UpstreamConnectError(f"connect to {endpoint.authority} timed out") from exc
-        except OSError as exc:
-            raise UpstreamConnectError(f"cannot connect to {endpoint.authority}: {exc}") from exc
+                if tls is None:
+                    _, conn = await loop.create_connection(factory, endpoint.host, endpoint.port)
+                else:
+                    _, conn = await loop.create_connection(
+                        factory,
+                        endpoint.host,
+                        endpoint.port,
+                        ssl=self._context(tls),
+                        server_hostname=endpoint.server_name,
+                    )
+        except BaseException as exc:
+            for failed in made:  # a failed handshake never reports the connection lost
+                self._open.discard(failed)
+            if isinstance(exc, TimeoutError):
+                what = "connect" if tls is None else "connect and TLS handshake"
+                raise UpstreamConnectError(f"{what} to {endpoint.authority} timed out") from exc
+            if isinstance(exc, ssl.SSLError):
+                raise handshake_error(endpoint.authority, exc) from exc
+            if isinstance(exc, OSError):
+                message = f"cannot connect to {endpoint.authority}: {exc}"
+                raise UpstreamConnectError(message) from exc
+            raise
         return conn

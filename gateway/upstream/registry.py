@@ -41,9 +41,17 @@ class Pool:
     ) -> Pool:
         listeners: tuple[StateListener, ...] = (events.breaker_transition,)
         replicas = tuple(
-            Replica.from_config(name, r, ReplicaBreaker(r.id, config.breaker, clock, listeners))
+            Replica.from_config(
+                name, r, ReplicaBreaker(r.id, config.breaker, clock, listeners), config.endpoint(r)
+            )
             for r in config.replicas
         )
+        if config.tls is not None and not config.tls.verify:
+            log.warning(
+                "pool %s: TLS certificates of its replicas are NOT verified (tls.verify: false); "
+                "anyone on the path can impersonate them",
+                name,
+            )
         outlier = OutlierDetector(replicas, config.outlier, clock, events)
         dialect = Dialect(config.tensors, config.binary_tensors)
         return cls(name, config, replicas, outlier, dialect=dialect)
@@ -76,6 +84,8 @@ class Pool:
             "panic": in_panic(self, now),
             "ejected": self.outlier.ejected_count(),
             "replicas": [r.snapshot(now) for r in self.replicas],
+            "tls": self.config.tls.snapshot() if self.config.tls else None,
+            "headers": dict.fromkeys(self.config.headers, "***"),  # names only, never values
         }
 
 

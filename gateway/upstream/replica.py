@@ -54,12 +54,17 @@ class Replica:
 
     @classmethod
     def from_config(
-        cls, pool: str, config: ReplicaConfig, breaker: ReplicaBreaker | None = None
+        cls,
+        pool: str,
+        config: ReplicaConfig,
+        breaker: ReplicaBreaker | None = None,
+        endpoint: Endpoint | None = None,
     ) -> Replica:
+        """``endpoint``: the replica's with its pool's TLS and headers (`PoolConfig.endpoint`)."""
         return cls(
             id=config.id,
             pool=pool,
-            endpoint=config.endpoint,
+            endpoint=endpoint or config.endpoint,
             zone=config.zone,
             standby=config.standby,
             breaker=breaker,
