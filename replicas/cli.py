@@ -31,6 +31,11 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", required=True, type=int, help="TCP port (0: any free port)")
     serve.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    serve.add_argument("--ssl-certfile", type=Path, help="serve HTTPS with this certificate (PEM)")
+    serve.add_argument("--ssl-keyfile", type=Path, help="the certificate's private key (PEM)")
+    serve.add_argument(
+        "--ssl-ca-certs", type=Path, help="require client certificates signed by these CAs (mTLS)"
+    )
     serve.add_argument(
         "--threads", type=int, default=1, help="inference worker threads (default: 1)"
     )
@@ -92,6 +97,11 @@ def _serve(args: argparse.Namespace) -> int:
     if args.threads < 1:
         print("replica: --threads must be >= 1", file=sys.stderr)
         return 2
+    if (args.ssl_certfile is None) != (args.ssl_keyfile is None) or (
+        args.ssl_ca_certs is not None and args.ssl_certfile is None
+    ):
+        print("replica: HTTPS needs --ssl-certfile and --ssl-keyfile together", file=sys.stderr)
+        return 2
     logging.basicConfig(level=args.log_level.upper(), format=LOG_FORMAT)
     options = ServeOptions(
         model=args.model,
@@ -105,6 +115,9 @@ def _serve(args: argparse.Namespace) -> int:
         fault_seed=args.fault_seed,
         graceful_timeout_s=args.graceful_timeout,
         log_level=args.log_level,
+        ssl_certfile=args.ssl_certfile,
+        ssl_keyfile=args.ssl_keyfile,
+        ssl_ca_certs=args.ssl_ca_certs,
     )
     serve(options)
     return 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import signal
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,9 @@ class ServeOptions:
     fault_seed: int | None = None
     graceful_timeout_s: int = 30
     log_level: str = "info"
+    ssl_certfile: Path | None = None  # with ssl_keyfile: serve HTTPS
+    ssl_keyfile: Path | None = None
+    ssl_ca_certs: Path | None = None  # require client certificates signed by these (mTLS)
 
 
 class DrainingServer(uvicorn.Server):
@@ -79,6 +83,10 @@ def serve(options: ServeOptions) -> None:
         server_header=False,
         log_level=options.log_level,
         timeout_graceful_shutdown=options.graceful_timeout_s,
+        ssl_certfile=options.ssl_certfile,
+        ssl_keyfile=options.ssl_keyfile,
+        ssl_ca_certs=options.ssl_ca_certs,
+        ssl_cert_reqs=ssl.CERT_REQUIRED if options.ssl_ca_certs else ssl.CERT_NONE,
     )
     # uvicorn restores the previous handlers and re-raises the signal after its graceful
     # shutdown; these turn that (or a signal before uvicorn starts) into a clean exit 0.

@@ -96,10 +96,10 @@ class ExtraHeaders:
                     f"header {name!r}: the value from the environment must be printable ASCII "
                     "without leading or trailing spaces"
                 )
-            values[name] = value
+            values[name.lower()] = value
         host = values.pop("host", None)
         lines = "".join(f"{name}: {value}\r\n" for name, value in values.items())
-        return cls(host, lines, len(values), tuple(headers))
+        return cls(host, lines, len(values), tuple(name.lower() for name in headers))
 
     def __repr__(self) -> str:
         return f"ExtraHeaders(names={self.names!r})"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import select
-import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NoReturn, cast
@@ -182,11 +181,13 @@ class Connection(asyncio.Protocol):
             self._complete()
         elif self.got_bytes:
             self._fail(UpstreamProtocolError("upstream closed the connection mid-reply"), exc)
-        elif isinstance(exc, ssl.SSLError):  # TLS 1.3: a refused client certificate shows here
-            message = f"upstream closed the connection before replying: TLS {exc.reason or exc}"
-            self._fail(UpstreamConnectError(message), exc)
         else:
-            self._fail(UpstreamConnectError("upstream closed the connection before replying"), exc)
+            message = "upstream closed the connection before replying"
+            if self._transport is not None and self._transport.get_extra_info("ssl_object"):
+                # TLS 1.3 clients finish the handshake before the server checks their
+                # certificate; a refusal arrives as this close (as EOF, on both loops).
+                message += " (as a TLS server does when it refuses the client certificate)"
+            self._fail(UpstreamConnectError(message), exc)
 
     # --- httptools callbacks ------------------------------------------------------------------
 

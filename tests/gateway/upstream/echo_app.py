@@ -19,7 +19,8 @@ import uvicorn
 
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     """Echo the body; ``/status/N`` replies with status N; ``x-echo`` comes back as ``X-Echo``;
-    ``/headers`` replies with the request's header fields as a JSON list of [name, value]."""
+    ``/headers`` replies with JSON: the request's header fields as ``headers`` (a list of
+    [name, value]) and the client's port as ``peer`` (one port: one connection)."""
     if scope["type"] != "http":
         return
     body = bytearray()
@@ -32,7 +33,8 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     status = int(path.rsplit("/", 1)[1]) if path.startswith("/status/") else 200
     if path == "/headers":
         fields = [[name.decode(), value.decode()] for name, value in scope["headers"]]
-        body = bytearray(json.dumps(fields).encode())
+        seen = {"headers": fields, "peer": scope["client"][1]}
+        body = bytearray(json.dumps(seen).encode())
     echo = dict(scope["headers"]).get(b"x-echo", b"")
     headers = [
         (b"Content-Type", b"application/octet-stream"),
