@@ -88,10 +88,12 @@ SCHEMAS: dict[str, Any] = {
 _BINARY = {"type": "string", "format": "binary"}
 _ERRORS = {  # what `gateway.errors` can send on infer
     "400": "The request is malformed or does not fit the model's signature",
+    "401": "No API key where the model requires one, or a key no tenant holds; "
+    "see WWW-Authenticate",
     "404": "No such model or version",
     "408": "The request's body did not arrive in time",
     "413": "The request's body is over `server.max_body_bytes`",
-    "429": "Rate limited",
+    "429": "The tenant's in-flight or rate limit (before the body is read); see Retry-After",
     "4XX": "A replica rejected the request (its status and message)",
     "503": "No replica can answer now (overloaded, none available, no quorum); see Retry-After",
     "504": "The request's deadline passed",
