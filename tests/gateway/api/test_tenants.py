@@ -206,3 +206,35 @@ async def test_no_tenants_configured_is_the_local_default(upstream: Upstream) ->
     async for http in serve(config({}), upstream):
         response = await http.post("/v2/models/digits/infer", json=REQUEST)
         assert response.status_code == 200
+
+
+async def test_a_reload_rereads_tenant_keys_and_refuses_an_unreadable_file(
+    upstream: Upstream, tmp_path: Path
+) -> None:
+    keys = tmp_path / "acme.keys"
+    keys.write_text(f"{ACME}\n")
+    path = tmp_path / "gateway.yaml"
+    document = config({}).model_dump(mode="json", exclude_none=True)
+    document["tenants"] = {"acme": {"keys_file": str(keys)}}
+    document["models"]["digits"]["auth"] = {"require_key": True}
+    path.write_text(orjson.dumps(document).decode())  # JSON is YAML
+    gateway = Gateway(parse_config(document), transport=upstream, rng=random.Random(0))
+    await gateway.start()
+    for replica in gateway.registry.replicas():
+        replica.healthy = True
+    app = GatewayApp(gateway, config_path=str(path))
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
+        keys.unlink()
+        refused = await http.post("/admin/reload", json={})
+        assert refused.status_code == 400 and "tenant acme key file" in refused.json()["error"]
+        ok = await http.post("/v2/models/digits/infer", json=REQUEST, headers=bearer(ACME))
+        assert ok.status_code == 200  # the keys read at start still hold
+        keys.write_text(f"{ACME_NEXT}\n")  # a rotation
+        assert (await http.post("/admin/reload", json={})).status_code == 200
+        old = await http.post("/v2/models/digits/infer", json=REQUEST, headers=bearer(ACME))
+        assert old.status_code == 401
+        new = await http.post("/v2/models/digits/infer", json=REQUEST, headers=bearer(ACME_NEXT))
+        assert new.status_code != 401  # (the reloaded gateway has no fake upstream to answer)
+    await app.gateway.stop()
+    await gateway.stop()
