@@ -16,6 +16,7 @@ from typing import Any
 from gateway.api.admin import build_admin_app
 from gateway.api.auth import ControlAccess, refuse_unprotected
 from gateway.api.guard import ControlPlaneGuard, allowed_hosts
+from gateway.api.ids import AnswerIds
 from gateway.api.infer import InferEndpoint
 from gateway.api.parsing import RequestParser
 from gateway.api.responses import Receive, Scope, Send, send_json
@@ -62,7 +63,8 @@ class GatewayApp:
         self.gateway = gateway
         self._infer = InferEndpoint(gateway, self.parser, keys)
         hosts = allowed_hosts(gateway.config.server.allowed_hosts, self.bind_host)
-        self._admin = ControlPlaneGuard(build_admin_app(gateway, self.reload), access, hosts)
+        guarded = ControlPlaneGuard(build_admin_app(gateway, self.reload), access, hosts)
+        self._admin = AnswerIds(guarded, gateway.config.tracing.enabled)
 
     async def reload(self) -> dict[str, Any]:
         """Re-reads the config file and swaps in a gateway built from it, without a restart.

@@ -8,11 +8,10 @@ check it, run the pipeline, rename the reply, send it. Everything else goes thro
 
 from __future__ import annotations
 
-import itertools
-import os
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from gateway.api.ids import request_id_of
 from gateway.api.parsing import RequestParser
 from gateway.api.protocol import BODY_TIMEOUT_KEY
 from gateway.api.responses import Receive, Scope, Send, send_bytes, send_error
@@ -40,8 +39,6 @@ _WANTED = frozenset(
 _JSON = (b"content-type", b"application/json")
 JSON_BODY: Mapping[str, str] = MappingProxyType({"content-type": "application/json"})
 _HEADER_LENGTH = HEADER_LENGTH.encode()
-_ids = itertools.count(1)
-_prefix = f"{os.getpid():x}-"
 
 
 class InferEndpoint:
@@ -63,7 +60,7 @@ class InferEndpoint:
         gateway = self._gateway
         arrived = gateway.clock.now()
         headers = _wanted_headers(scope["headers"])
-        request_id = headers.get("x-request-id") or f"{_prefix}{next(_ids)}"
+        request_id = request_id_of(headers.get("x-request-id"))
         span = gateway.tracer.start_request(headers, model_name, request_id)
         token = bind_request(request_id, span)
         call: InferCall | None = None
@@ -114,7 +111,10 @@ class InferEndpoint:
             finally:
                 limiter.leave()
         except GatewayError as error:
-            extra = [(b"x-attempts", str(call.attempts if call else 0).encode())]
+            extra = [
+                (b"x-attempts", str(call.attempts if call else 0).encode()),
+                (b"x-request-id", request_id.encode()),
+            ]
             if span.traceparent:
                 extra.append((b"traceparent", span.traceparent.encode()))
             await send_error(send, error, extra)
@@ -131,6 +131,7 @@ class InferEndpoint:
             _JSON if ctype == "application/json" else (b"content-type", ctype.encode()),
             (b"x-served-by", result.served_by.encode()),
             (b"x-attempts", b"%d" % result.attempts),
+            (b"x-request-id", request_id.encode()),
         ]
         if header_length is not None:
             out.append((_HEADER_LENGTH, header_length.encode()))

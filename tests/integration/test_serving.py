@@ -186,3 +186,24 @@ def test_check_config_probe_passes_the_projects_own_replicas(
     path.write_text(yaml.safe_dump(wrong))
     assert main(["check-config", str(path), "--probe"]) == 1
     assert "no output 'predict' (mapped from 'label') on the server" in capsys.readouterr().out
+
+
+def test_every_answer_carries_the_request_id_and_the_trace(gateway_url: str) -> None:
+    _, x_test, _, _ = load_split()
+    good = {"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32",
+                        "data": x_test[0].tolist()}]}  # fmt: skip
+    bad = {"inputs": [{"name": "pixels", "shape": [1, 64], "datatype": "FP32", "data": [0] * 64}]}
+    with httpx.Client(base_url=gateway_url, trust_env=False, timeout=10) as client:
+        answers = [
+            client.post("/v2/models/digits/infer", json=good, headers={"x-request-id": "r-1"}),
+            client.post("/v2/models/digits/infer", json=bad, headers={"x-request-id": "r-2"}),
+            client.get("/v2/health/ready", headers={"x-request-id": "r-3"}),
+            client.get("/v2/models/digits", headers={"x-request-id": "r-4"}),
+            client.get("/v2/models/nope", headers={"x-request-id": "r-5"}),
+        ]
+        fresh = client.get("/v2/health/live")
+    assert [a.status_code for a in answers] == [200, 400, 200, 200, 404]
+    for i, answer in enumerate(answers, 1):
+        assert answer.headers["x-request-id"] == f"r-{i}"
+        assert answer.headers["traceparent"].startswith("00-")
+    assert fresh.headers["x-request-id"] and fresh.headers["traceparent"]
