@@ -27,6 +27,7 @@ from gateway.pipeline.route import speak
 from gateway.policies.suspects import SuspectTracker
 from gateway.policies.voting import VoteResult, VoteRule, vote
 from gateway.telemetry.metrics import Metrics
+from gateway.telemetry.throttle import LogThrottle
 from gateway.upstream import evidence
 from gateway.upstream.registry import Registry
 from gateway.v2.codec import decode_outputs
@@ -45,6 +46,7 @@ class VoteRoute:
         self._leg = leg
         self._clock = clock
         self.suspects: dict[str, SuspectTracker] = {}
+        self._dissent_lines = LogThrottle(clock)
 
     def suspects_snapshot(self) -> dict[str, dict[str, dict[str, float]]]:
         return {model: tracker.snapshot() for model, tracker in self.suspects.items()}
@@ -181,10 +183,12 @@ class VoteRoute:
             (rid, _differing_rows(outputs, result, config, rows)) for rid, outputs in replaced
         ]
         for replica_id, dissented in judged:
-            if dissented:
+            held = self._dissent_lines.allow((model, replica_id)) if dissented else None
+            if held is not None:  # at most one line per replica and model per interval
                 log.info(
-                    "vote on %s: %s dissented on %d of %d rows", model, replica_id, dissented, rows
-                )
+                    "vote on %s: %s dissented on %d of %d rows%s", model, replica_id, dissented,
+                    rows, f" ({held} more dissents since its last line)" if held else "",
+                )  # fmt: skip
             if tracker.observe(replica_id, rows, dissented):
                 replica = self._registry.replica(replica_id)
                 reason = f"dissented from the {model} quorum too often"

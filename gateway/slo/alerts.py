@@ -70,7 +70,7 @@ class AlertState:
                 self.burn_long, self.rule.short_window, self.burn_short, self.rule.factor,
             )  # fmt: skip
         else:
-            log.info("SLO %s: alert %s resolved", self.slo, self.rule.name)
+            log.warning("SLO %s: alert %s resolved", self.slo, self.rule.name)
         return True
 
     def describe(self) -> str:

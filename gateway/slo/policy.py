@@ -74,7 +74,7 @@ class BurnPolicy:
             )
         else:
             self.current = NORMAL
-            log.info("burn policy for %s disengaged: fast burn over", self.model)
+            log.warning("burn policy for %s disengaged: fast burn over", self.model)
         return self.current
 
     def to_json(self) -> dict[str, Any]:

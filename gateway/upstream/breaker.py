@@ -256,6 +256,6 @@ class ReplicaBreaker:
             return
         self.transitions += 1
         self._probes = 0  # permits belong to one half-open spell
-        log.info("breaker of %s: %s -> %s", self.replica_id, old, new)
+        log.warning("breaker of %s: %s -> %s", self.replica_id, old, new)
         for listener in self._listeners:
             listener(self.replica_id, old, new)

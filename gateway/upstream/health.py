@@ -85,7 +85,7 @@ class HealthProber(Prober):
             passed, error = await self.probe(pool, replica)
             changed = apply_probe(replica, passed, error, config)
             if changed is not None:
-                log.info(
+                log.warning(
                     "replica %s is now %s%s",
                     replica.id,
                     "healthy" if changed else "unhealthy",

@@ -72,7 +72,7 @@ class OutlierDetector:
         if not replica.ejected(self._clock.now()):
             return False
         replica.reinstate()
-        log.info("replica %s reinstated: health checks pass again", replica.id)
+        log.warning("replica %s reinstated: health checks pass again", replica.id)
         return True
 
     def _forgiven(self, replica: Replica) -> bool:
