@@ -8,6 +8,16 @@ to FILE for the chaos runner. One command, against `make run` (gateway on :8000)
     .venv/bin/locust -f loadtests/locustfile.py --headless -u 16 -r 16 -t 60s \
         --host http://127.0.0.1:8000 --only-summary DigitsUser
 
+At the end it prints how the successes were answered: plainly, voted (by tally) or degraded
+(by reason: the fallback answered), per model; a degraded answer is a success for Locust's
+table (the client got a right answer) but worth seeing.
+
+Pacing: each user sends at most ``--rate`` requests per second (Locust's
+``constant_throughput``: it waits out the rest of each 1/rate interval), so the offered load is
+about users × rate requests/s until the gateway is slower than 1/rate per request; ``--rate 0``
+is a closed loop (each user sends its next request when the answer comes back), which measures
+the most the gateway sustains, not how it behaves at a given load.
+
 Mix: name the user classes (DigitsUser, VoteUser; none named = both, weighted 3:1; name
 them before ``--tags``, which takes every word after it), pick tasks by tag (``--tags single``
 or ``--tags batch``), the shape with ``--shape steady|step|spike`` (step: ``--step-users
@@ -22,6 +32,7 @@ from __future__ import annotations
 import random
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +51,7 @@ from replicas.dataset import load_split
 SINGLE: list[Any] = []  # Samples of one row
 BATCH: list[Any] = []  # Samples of 2-8 rows
 STATE: dict[str, Any] = {"reference": None, "log": None}
+ANSWERS: Counter[tuple[str, str]] = Counter()  # (model, "plain" | "voted 3/3" | "degraded: x")
 
 
 @events.init_command_line_parser.add_listener  # type: ignore[untyped-decorator]
@@ -74,6 +86,20 @@ def _prepare(environment: Any, **_: Any) -> None:
 def _close(**_: Any) -> None:
     if STATE["log"] is not None:
         STATE["log"].close()
+    print(answers_summary(ANSWERS), flush=True)
+
+
+def answers_summary(answers: Counter[tuple[str, str]]) -> str:
+    """How the successful answers were made, per model (printed after Locust's tables)."""
+    lines = ["Answers (successes) by how they were made:"]
+    for model in sorted({m for m, _ in answers}):
+        kinds = {k: n for (m, k), n in answers.items() if m == model}
+        total = sum(kinds.values())
+        shown = ", ".join(f"{k} {n} ({100 * n / total:.1f} %)" for k, n in sorted(kinds.items()))
+        lines.append(f"  {model}: {total}: {shown}")
+    if len(lines) == 1:
+        lines.append("  none")
+    return "\n".join(lines)
 
 
 class InferUser(FastHttpUser):
@@ -128,6 +154,12 @@ class InferUser(FastHttpUser):
                 response.failure(f"wrong answer: {verdict.detail}")
             else:
                 response.success()
+                kind = "plain"
+                if verdict.degraded:
+                    kind = f"degraded: {verdict.reason}"
+                elif verdict.vote:
+                    kind = f"voted {verdict.vote}"
+                ANSWERS[(self.target, kind)] += 1
             log = STATE["log"]
             if log is not None:
                 meta = response.request_meta
