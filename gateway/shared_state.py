@@ -48,7 +48,7 @@ class SharedState:
         self._budget: SharedBudgetCounts | None = None
         if config.backend == "redis":
             self._budget = budget.share()
-            store = RedisStore(config.redis_url)
+            store = RedisStore(config.redis_url, namespace=config.namespace)
             self.sync = StateSync(
                 store, self._collect, self._apply, clock,
                 interval_s=config.sync_interval_s, origin=self.origin,

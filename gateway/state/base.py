@@ -85,8 +85,8 @@ class CounterDelta(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class PushBatch:
-    """Local changes from one instance; ``number`` grows per origin, and a store applies a
-    batch at most once (a retry after a lost reply is skipped)."""
+    """Local changes from one instance; ``number`` grows per origin (one run of an instance),
+    and a store applies a batch at most once (a retry after a lost reply is skipped)."""
 
     origin: str
     number: int

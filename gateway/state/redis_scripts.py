@@ -1,19 +1,42 @@
 """The two Lua scripts of the Redis store: one push and one pull, each atomic, one round trip.
 
-Layout under a prefix P: ``P gen`` the generation token (created by whichever script runs
-first on an empty Redis), ``P seq`` the change sequence, ``P chg`` a sorted set key -> seq of
-its last change, ``P exp`` a sorted set key -> expiry (ms) to prune ``chg``, ``P sig`` a hash
-replica id -> encoded signal, ``P c:<key>`` one counter, ``P b:<origin>`` the highest batch
-number applied for that origin. Counter keys are built inside the scripts, so this needs a
-single Redis (or a primary with replicas), not Redis Cluster.
+Layout under a namespace N, every key tagged ``{N}`` so that all of them hash to one slot and
+each script runs on one Redis Cluster node: ``{N}:gen`` the generation token (created by
+whichever script runs first on an empty Redis), ``{N}:seq`` the change sequence, ``{N}:chg`` a
+sorted set key -> seq of its last change, ``{N}:exp`` a sorted set key -> expiry (ms),
+``{N}:cnt`` a hash key -> counter total, ``{N}:sig`` a hash replica id -> encoded signal, and
+``{N}:b:<origin>`` the highest batch number applied for that origin. Every key a script touches
+comes in KEYS (none is built inside a script), so the same scripts run on one Redis, a
+Sentinel-managed primary and a Cluster. Counters expire through ``{N}:exp``: each script
+deletes up to `PRUNE` expired ones, so an expired counter is gone from the next pull.
+
+The trade-off: one namespace lives on one cluster node (the price of atomic scripts); a
+cluster spreads several namespaces (fleets), not one.
 """
 
 from __future__ import annotations
 
-# KEYS: gen, seq, chg, exp, sig, batch mark
-# ARGV: gen token, prefix, batch number, mark ttl s, n counters, n signals,
+PRUNE = 1000  # expired counters deleted per script call, at most
+
+_PRUNE = f"""
+local function prune(chg, exp, cnt)
+  local now = redis.call('TIME')
+  local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+  local old = redis.call('ZRANGEBYSCORE', exp, '-inf', now_ms, 'LIMIT', 0, {PRUNE})
+  if #old > 0 then
+    redis.call('ZREM', chg, unpack(old))
+    redis.call('ZREM', exp, unpack(old))
+    redis.call('HDEL', cnt, unpack(old))
+  end
+end
+"""
+
+# KEYS: gen, seq, chg, exp, sig, cnt, batch mark
+# ARGV: gen token, batch number, mark ttl s, n counters, n signals,
 #       then per counter: key, amount, expire at ms; per signal: id, epoch, stamp, origin, blob
-PUSH = """
+PUSH = (
+    _PRUNE
+    + """
 -- the epoch rule: (epoch, stamp, origin) compared in order; origins byte by byte, as Python does
 local function bytes_greater(a, b)
   for k = 1, math.min(#a, #b) do
@@ -32,20 +55,18 @@ if not gen then
   gen = ARGV[1]
   redis.call('SET', KEYS[1], gen)
 end
-local number = tonumber(ARGV[3])
-local last = tonumber(redis.call('GET', KEYS[6]) or '-1')
+local number = tonumber(ARGV[2])
+local last = tonumber(redis.call('GET', KEYS[7]) or '-1')
 if number <= last then
   return {gen, 0, {}}
 end
-redis.call('SET', KEYS[6], ARGV[3], 'EX', ARGV[4])
+redis.call('SET', KEYS[7], ARGV[2], 'EX', ARGV[3])
 local seq = redis.call('INCR', KEYS[2])
-local n_counters, n_signals = tonumber(ARGV[5]), tonumber(ARGV[6])
-local i = 7
+local n_counters, n_signals = tonumber(ARGV[4]), tonumber(ARGV[5])
+local i = 6
 for _ = 1, n_counters do
   local key, amount, expire_ms = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local counter = ARGV[2] .. 'c:' .. key
-  redis.call('INCRBY', counter, amount)
-  redis.call('PEXPIREAT', counter, expire_ms)
+  redis.call('HINCRBY', KEYS[6], key, amount)
   redis.call('ZADD', KEYS[3], seq, key)
   redis.call('ZADD', KEYS[4], expire_ms, key)
   i = i + 3
@@ -71,40 +92,37 @@ for _ = 1, n_signals do
   end
   i = i + 5
 end
-local now = redis.call('TIME')
-local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-local old = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now_ms, 'LIMIT', 0, 500)
-if #old > 0 then
-  redis.call('ZREM', KEYS[3], unpack(old))
-  redis.call('ZREM', KEYS[4], unpack(old))
-end
+prune(KEYS[3], KEYS[4], KEYS[6])
 return {gen, 1, stale}
 """
+)
 
-# KEYS: gen, seq, chg, sig
-# ARGV: gen token, prefix, cursor generation, cursor seq
-PULL = """
+# KEYS: gen, seq, chg, exp, sig, cnt
+# ARGV: gen token, cursor generation, cursor seq
+PULL = (
+    _PRUNE
+    + """
 local gen = redis.call('GET', KEYS[1])
 if not gen then
   gen = ARGV[1]
   redis.call('SET', KEYS[1], gen)
 end
+prune(KEYS[3], KEYS[4], KEYS[6])
 local seq = tonumber(redis.call('GET', KEYS[2]) or '0')
-local after = tonumber(ARGV[4])
+local after = tonumber(ARGV[3])
 local full = 0
-if gen ~= ARGV[3] or after > seq or after <= 0 then
+if gen ~= ARGV[2] or after > seq or after <= 0 then
   after = 0
   full = 1
 end
 local keys = redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. after, '+inf')
 local found, values = {}, {}
 for first = 1, #keys, 1000 do
-  local chunk, names = {}, {}
+  local names = {}
   for j = first, math.min(first + 999, #keys) do
     table.insert(names, keys[j])
-    table.insert(chunk, ARGV[2] .. 'c:' .. keys[j])
   end
-  local got = redis.call('MGET', unpack(chunk))
+  local got = redis.call('HMGET', KEYS[6], unpack(names))
   for j = 1, #names do
     if got[j] then
       table.insert(found, names[j])
@@ -112,5 +130,6 @@ for first = 1, #keys, 1000 do
     end
   end
 end
-return {gen, seq, full, found, values, redis.call('HGETALL', KEYS[4])}
+return {gen, seq, full, found, values, redis.call('HGETALL', KEYS[5])}
 """
+)

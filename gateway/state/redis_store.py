@@ -1,7 +1,11 @@
-"""The Redis `StateStore`: several gateway instances share state through one Redis.
+"""The Redis `StateStore`: several gateway instances share state through Redis.
 
-Only `StateSync`'s background task calls it, never a request. Every call is one round trip
-(an atomic Lua script from `redis_scripts`) on `redis.asyncio`, bounded by ``op_timeout_s``
+The Redis is one server, a Redis Cluster or a primary found through Sentinel
+(`redis_target` reads which from the URL); the keys of one namespace share one hash tag, so
+the scripts work on all three alike.
+
+Only `StateSync`'s background task calls it, never a request. Every call is one round trip (an
+atomic Lua script from `redis_scripts`) on `redis.asyncio`, bounded by ``op_timeout_s``
 (``bulk_timeout_s`` for large pushes and full pulls), with one immediate retry on a fresh
 connection (a pooled one may be dead after a Redis restart; both scripts are safe to repeat,
 since a store applies a batch at most once). Redis's exceptions become `StoreUnavailable` here,
@@ -15,13 +19,12 @@ import logging
 import secrets
 from typing import Any
 
-import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
 from gateway.redact import mask_url, scrub, url_secrets
-from gateway.state import redis_scripts
+from gateway.state import redis_scripts, redis_target
 from gateway.state.base import (
     START,
     Cursor,
@@ -47,17 +50,19 @@ class RedisStore:
         self,
         url: str,
         *,
-        prefix: str = "gw:",
+        namespace: str = "gw",
         op_timeout_s: float = OP_TIMEOUT_S,
         bulk_timeout_s: float = BULK_TIMEOUT_S,
     ) -> None:
         self.url = mask_url(url)  # the only form kept for display; the client holds the secret
         self._secrets = url_secrets(url)
-        self.prefix = prefix
+        self.target = redis_target.parse(url)
+        self.namespace = namespace
+        self._tag = "{" + namespace + "}:"  # one hash tag: every key in one cluster slot
         self._op_timeout = op_timeout_s
         self._bulk_timeout = bulk_timeout_s
-        self._redis: aioredis.Redis = aioredis.Redis.from_url(
-            url,
+        self._redis = redis_target.connect(
+            self.target,
             decode_responses=True,
             socket_timeout=bulk_timeout_s,
             socket_connect_timeout=op_timeout_s,
@@ -74,11 +79,10 @@ class RedisStore:
         return self._healthy
 
     async def push(self, batch: PushBatch) -> PushResult:
-        p = self.prefix
-        keys = [p + "gen", p + "seq", p + "chg", p + "exp", p + "sig", f"{p}b:{batch.origin}"]
+        mark = f"{self._tag}b:{batch.origin}"
+        keys = [*self._keys("gen", "seq", "chg", "exp", "sig", "cnt"), mark]
         args: list[str | int] = [
             _new_generation(),
-            p,
             batch.number,
             BATCH_MARK_TTL_S,
             len(batch.counters),
@@ -94,9 +98,8 @@ class RedisStore:
         return PushResult(str(generation), bool(applied), tuple(str(s) for s in stale))
 
     async def pull(self, since: Cursor = START) -> SharedSnapshot:
-        p = self.prefix
-        keys = [p + "gen", p + "seq", p + "chg", p + "sig"]
-        args: list[str | int] = [_new_generation(), p, since.generation, since.seq]
+        keys = self._keys("gen", "seq", "chg", "exp", "sig", "cnt")
+        args: list[str | int] = [_new_generation(), since.generation, since.seq]
         reply = await self._call(self._pull(keys, args), bulk=since.seq == 0)
         generation, seq, full, names, values, flat_signals = reply
         signals = {}
@@ -105,7 +108,7 @@ class RedisStore:
                 signal = ReplicaSignal.decode(flat_signals[i + 1])
             except (ValueError, TypeError):
                 log.warning(
-                    "redis %s: ignoring a malformed signal for %s", self.prefix, flat_signals[i]
+                    "redis %s: ignoring a malformed signal for %s", self._tag, flat_signals[i]
                 )
                 continue
             signals[signal.replica_id] = signal
@@ -116,13 +119,17 @@ class RedisStore:
         return {
             "kind": self.name,
             "url": self.url,
-            "prefix": self.prefix,
+            "mode": self.target.mode,
+            "namespace": self.namespace,
             "healthy": self._healthy,
             "last_error": self.last_error,
         }
 
     async def close(self) -> None:
         await self._redis.aclose()
+
+    def _keys(self, *names: str) -> list[str]:
+        return [self._tag + name for name in names]
 
     async def _call(self, call: Any, bulk: bool = False) -> Any:
         timeout = self._bulk_timeout if bulk else self._op_timeout

@@ -3,7 +3,8 @@
 It gives each local transition the next epoch (one more than the highest seen for that replica,
 a Lamport counter), queues it for `StateSync` to push, and from each pull picks the remote
 signals newer than anything known here, which the caller then applies to its breakers and
-ejections. Applying a remote signal must not be reported back as a local transition.
+ejections (including a previous run's under the same instance name, after a restart).
+Applying a remote signal must not be reported back as a local transition.
 """
 
 from __future__ import annotations
@@ -46,12 +47,12 @@ class SignalLedger:
         return unsent
 
     def observe(self, signals: Mapping[str, ReplicaSignal]) -> list[ReplicaSignal]:
-        """The signals from other instances that supersede what is known here, to apply."""
+        """The signals from elsewhere that supersede what is known here, to apply."""
         fresh = []
         for signal in signals.values():
             rid = signal.replica_id
-            if signal.origin == self.origin or not signal.supersedes(self._known.get(rid)):
-                continue
+            if not signal.supersedes(self._known.get(rid)):
+                continue  # this run's own signals are known already, so never applied back
             self._known[rid] = signal
             pending = self._unsent.get(rid)
             if pending is not None and signal.supersedes(pending):

@@ -7,6 +7,9 @@ marks itself degraded, keeps the unsent changes (at most ``max_pending_keys`` co
 oldest dropped first) and tries again next tick; when the store is back it pushes them, and if
 the store lost its data meanwhile (a new generation) it pushes this instance's whole
 contribution again, so totals reconcile. It never raises into its caller.
+
+Batches are numbered per run (the batch origin is ``origin#<random>``), so an instance that
+restarts under the same configured name is not taken for a replay of its previous run's batches.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -58,6 +62,7 @@ class StateSync:
         self.interval_s = interval_s
         self.origin = origin or make_origin()
         self._max_pending = max_pending_keys
+        self._batch_origin = f"{self.origin}#{secrets.token_hex(4)}"  # this run's batches
         self._next_number = 1
         self._unconfirmed: PushBatch | None = None  # sent, reply not seen: resent as is
         self._pending: dict[str, CounterDelta] = {}  # collected, not in a batch yet
@@ -144,7 +149,7 @@ class StateSync:
                 if not self._pending and not self._pending_signals:
                     return
                 self._unconfirmed = PushBatch(
-                    self.origin,
+                    self._batch_origin,
                     self._next_number,
                     tuple(self._pending_signals.values()),
                     self._pending,

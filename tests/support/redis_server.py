@@ -22,9 +22,9 @@ TEST_TIMEOUT_S = 2.0  # per Redis call: a busy CI machine must not turn a slow r
 _prefixes = itertools.count()
 
 
-def new_prefix() -> str:
-    """A key prefix of its own for each store on the shared server."""
-    return f"t{next(_prefixes)}:"
+def new_namespace() -> str:
+    """A key namespace of its own for each store on the shared server."""
+    return f"t{next(_prefixes)}"
 
 
 def _pong(port: int) -> bool:

@@ -9,7 +9,8 @@ from gateway.clock import FakeClock
 from gateway.state.base import StateStore
 from gateway.state.memory import MemoryStore
 from gateway.state.redis_store import RedisStore
-from tests.support.redis_server import TEST_TIMEOUT_S, RedisServer, new_prefix
+from tests.support.redis_cluster import RedisClusterServers
+from tests.support.redis_server import TEST_TIMEOUT_S, RedisServer, new_namespace
 
 
 @pytest.fixture(scope="session")
@@ -21,6 +22,17 @@ def shared_redis() -> Iterator[RedisServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def shared_cluster() -> Iterator[RedisClusterServers]:
+    """One 3-node Redis Cluster on loopback for the contract and sync tests (own namespaces)."""
+    cluster = RedisClusterServers()
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture
@@ -40,14 +52,15 @@ def clock() -> FakeClock:
     return FakeClock(start=1000.0, wall_offset=time.time() - 1000.0)
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", "redis", "redis-cluster"])
 async def store(request: pytest.FixtureRequest, clock: FakeClock) -> AsyncIterator[StateStore]:
-    """Each contract test runs against both implementations."""
+    """Each contract test runs against every implementation: memory, one Redis, a Cluster."""
     if request.param == "memory":
         impl: StateStore = MemoryStore(clock)
     else:
-        server: RedisServer = request.getfixturevalue("shared_redis")
-        impl = RedisStore(server.url, prefix=new_prefix(), op_timeout_s=TEST_TIMEOUT_S)
+        fixture = "shared_redis" if request.param == "redis" else "shared_cluster"
+        server: RedisServer | RedisClusterServers = request.getfixturevalue(fixture)
+        impl = RedisStore(server.url, namespace=new_namespace(), op_timeout_s=TEST_TIMEOUT_S)
     try:
         yield impl
     finally:

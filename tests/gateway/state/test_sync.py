@@ -23,7 +23,7 @@ from gateway.state.memory import MemoryStore
 from gateway.state.redis_store import RedisStore
 from gateway.state.sync import StateSync
 from tests.gateway.state.instance import Instance
-from tests.support.redis_server import TEST_TIMEOUT_S, RedisServer, new_prefix
+from tests.support.redis_server import TEST_TIMEOUT_S, RedisServer, new_namespace
 
 
 async def test_two_instances_converge_within_one_interval(
@@ -47,12 +47,12 @@ async def test_two_instances_converge_within_one_interval(
 async def test_redis_killed_then_restarted_serves_locally_and_reconciles(
     redis_server: RedisServer, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    prefix = new_prefix()
+    ns = new_namespace()
     a = Instance(
-        RedisStore(redis_server.url, prefix=prefix, op_timeout_s=TEST_TIMEOUT_S), clock, "a"
+        RedisStore(redis_server.url, namespace=ns, op_timeout_s=TEST_TIMEOUT_S), clock, "a"
     )
     b = Instance(
-        RedisStore(redis_server.url, prefix=prefix, op_timeout_s=TEST_TIMEOUT_S), clock, "b"
+        RedisStore(redis_server.url, namespace=ns, op_timeout_s=TEST_TIMEOUT_S), clock, "b"
     )
     a.record(ok=10)
     b.record(ok=4, failed=1)
@@ -82,7 +82,7 @@ async def test_redis_killed_then_restarted_serves_locally_and_reconciles(
     assert b.seen() == (22, 2)
     assert await a.sync.tick()
     assert a.seen() == b.seen() == (22, 2)
-    reader = RedisStore(redis_server.url, prefix=prefix, op_timeout_s=TEST_TIMEOUT_S)
+    reader = RedisStore(redis_server.url, namespace=ns, op_timeout_s=TEST_TIMEOUT_S)
     fresh = await reader.pull()
     await reader.close()
     totals = {k: v for k, v in fresh.counters.items() if ":f:" in k and k.endswith(":t")}
@@ -94,7 +94,9 @@ async def test_redis_killed_then_restarted_serves_locally_and_reconciles(
 async def test_a_hung_redis_costs_one_bounded_timeout(
     redis_server: RedisServer, clock: FakeClock
 ) -> None:
-    a = Instance(RedisStore(redis_server.url, prefix=new_prefix(), op_timeout_s=0.5), clock, "a")
+    a = Instance(
+        RedisStore(redis_server.url, namespace=new_namespace(), op_timeout_s=0.5), clock, "a"
+    )
     a.record(ok=1)
     assert await a.sync.tick()
     await asyncio.to_thread(redis_server.pause)
@@ -238,7 +240,7 @@ async def test_round_trip_with_30_signals_and_100_counters(
 ) -> None:
     """push + pull of a typical tick; the figure is printed (run with -s) and loosely bounded."""
     batch: tuple[list[ReplicaSignal], dict[str, CounterDelta]] = ([], {})
-    store = RedisStore(shared_redis.url, prefix=new_prefix(), op_timeout_s=TEST_TIMEOUT_S)
+    store = RedisStore(shared_redis.url, namespace=new_namespace(), op_timeout_s=TEST_TIMEOUT_S)
     sync = StateSync(store, lambda: batch, lambda view: None, clock, origin="m")
     samples = []
     for n in range(1, 51):
@@ -253,3 +255,26 @@ async def test_round_trip_with_30_signals_and_100_counters(
     print(f"\npush+pull, 30 signals + 100 counters: median {median:.2f} ms, p90 {p90:.2f} ms")
     assert median < 100.0
     await sync.stop()
+
+
+async def test_a_restarted_instance_picks_up_the_shared_history_under_its_own_name(
+    store: StateStore, clock: FakeClock
+) -> None:
+    """SLO windows survive a restart when the store holds them; a fixed instance name restarts
+    cleanly: its new batches are not taken for replays, its old signals are adopted."""
+    first = Instance(store, clock, "gw-a")
+    first.record(ok=10, failed=1)
+    first.ledger.local("r1", "open")
+    assert await first.sync.tick()
+    again = Instance(store, clock, "gw-a")  # the same name, a new process: nothing local
+    assert await again.sync.tick()
+    assert again.seen() == (11, 1)
+    assert [(s.breaker, s.epoch) for s in again.applied] == [("open", 1)]
+    again.record(ok=1)
+    assert again.ledger.local("r1", "closed").epoch == 2
+    assert await again.sync.tick()
+    assert again.sync.stale_signals == 0
+    snapshot = await store.pull()
+    assert snapshot.signals["r1"].breaker == "closed"
+    total = sum(v for k, v in snapshot.counters.items() if ":f:" in k and k.endswith(":t"))
+    assert total == 12  # the new run's batch 1 was applied
