@@ -8,13 +8,11 @@ needs the ``build`` extra (scikit-learn, skl2onnx, onnx, tqdm); without it, it s
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 BUILD_PACKAGES = ("sklearn", "skl2onnx", "onnx", "tqdm")  # the `build` extra, by import name
 
 
@@ -61,7 +59,16 @@ def _parser() -> argparse.ArgumentParser:
         help="seconds in-flight requests get to finish after SIGTERM (default: 30)",
     )
     serve.add_argument(
-        "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
+        "--log-level",
+        default="info",
+        choices=["critical", "error", "warning", "info", "debug"],
+        help="(default: info)",
+    )
+    serve.add_argument(
+        "--log-format",
+        default="json",
+        choices=["json", "text"],
+        help="json: one object per line, as the gateway writes (default: json)",
     )
     serve.set_defaults(run=_serve)
 
@@ -78,6 +85,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from gateway.telemetry.logging import configure_logging
     from replicas.fault_auth import FaultKey, FaultKeyError, load_fault_key
     from replicas.serve import ServeOptions, serve
 
@@ -102,7 +110,7 @@ def _serve(args: argparse.Namespace) -> int:
     ):
         print("replica: HTTPS needs --ssl-certfile and --ssl-keyfile together", file=sys.stderr)
         return 2
-    logging.basicConfig(level=args.log_level.upper(), format=LOG_FORMAT)
+    configure_logging(json=args.log_format == "json", level=args.log_level.upper())
     options = ServeOptions(
         model=args.model,
         name=args.name,

@@ -79,6 +79,7 @@ def serve(options: ServeOptions) -> None:
         http="httptools",
         lifespan="on",
         access_log=False,
+        log_config=None,  # uvicorn's lines go through the replica's (JSON) handler
         proxy_headers=False,  # loopback behind the gateway: no X-Forwarded-* to trust
         server_header=False,
         log_level=options.log_level,

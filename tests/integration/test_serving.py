@@ -207,3 +207,20 @@ def test_every_answer_carries_the_request_id_and_the_trace(gateway_url: str) -> 
         assert answer.headers["x-request-id"] == f"r-{i}"
         assert answer.headers["traceparent"].startswith("00-")
     assert fresh.headers["x-request-id"] and fresh.headers["traceparent"]
+
+
+def test_one_json_log_stream_for_gateway_uvicorn_and_replicas(
+    start_replicas: StartReplicas, start_gw: StartGateway
+) -> None:
+    replicas = start_replicas(1)
+    gateway = start_gw(pool_config(replicas))
+    httpx.get(f"{gateway.url}/v2/models/nope", trust_env=False)  # something to log about
+    replicas[0].stop()  # its shutdown lines too
+    for proc in (*replicas, gateway):
+        lines = [line for line in proc.log_text().splitlines() if line.strip()]
+        assert lines, f"{proc.name} wrote nothing"
+        for line in lines:
+            doc = orjson.loads(line)  # every line is one JSON object
+            assert {"ts", "level", "logger", "msg"} <= set(doc), line
+        loggers = {orjson.loads(line)["logger"] for line in lines}
+        assert any(name.startswith("uvicorn") for name in loggers), (proc.name, loggers)

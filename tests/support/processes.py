@@ -136,7 +136,8 @@ class ManagedProcess:
         return self._popen.wait(timeout)
 
     def log_text(self) -> str:
-        self._log.flush()
+        if not self._log.closed:  # after stop() it is closed: the file is whole
+            self._log.flush()
         try:
             return self.log_path.read_text(errors="replace")
         except FileNotFoundError:
