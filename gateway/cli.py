@@ -1,16 +1,21 @@
 """The ``gateway`` command: ``serve``, ``up`` and ``check-config [--probe]``.
 
 ``up`` is the main job for a newcomer (local replicas + gateway, stopped together on Ctrl-C);
-``serve`` runs only the gateway, against replicas that already exist anywhere.
+``serve`` runs only the gateway, against replicas that already exist anywhere. Both drain on
+SIGTERM/SIGINT and exit 0 (`gateway.server`); ``up`` restarts a local replica that exits and
+stops its replicas on every way out.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import ctypes
 import logging
+import signal
 import sys
+from collections.abc import Iterator
 
 import uvicorn
 import uvloop
@@ -20,7 +25,9 @@ from gateway.api.auth import refuse_unprotected
 from gateway.api.protocol import ClientLimits, guarded_protocol
 from gateway.config import ConfigError, GatewayConfig, load_config
 from gateway.launcher import Launcher, LaunchError
+from gateway.preflight import config_problems
 from gateway.runtime import Gateway
+from gateway.server import GatewayServer
 from gateway.telemetry.logging import configure_logging
 from gateway.upstream.conformance import Finding, probe_config
 from gateway.upstream.fast_transport import FastTransport
@@ -44,14 +51,16 @@ def _return_large_buffers_to_the_os() -> None:
 
 def _server(
     config: GatewayConfig, host: str | None, port: int | None, path: str | None = None
-) -> uvicorn.Server:
-    """The server, not yet listening; `ConfigError` in protected mode (`refuse_unprotected`)."""
+) -> GatewayServer:
+    """The server, not yet listening; `ConfigError` in protected mode (`refuse_unprotected`)
+    or where a file or fallback the config names is missing (`config_problems`)."""
+    _refuse_problems(path or "<config>", config)
     _return_large_buffers_to_the_os()
     bind_host = host or config.server.host
     app = GatewayApp(Gateway(config), config_path=path, bind_host=bind_host)
     server = config.server
     limits = ClientLimits(server.max_header_bytes, server.header_timeout_s, server.body_timeout_s)
-    return uvicorn.Server(
+    return GatewayServer(
         uvicorn.Config(
             app,
             host=bind_host,
@@ -62,10 +71,19 @@ def _server(
             access_log=False,
             proxy_headers=False,
             server_header=False,
+            log_config=None,  # uvicorn's lines go through the gateway's (JSON) handler
             log_level="info",
-            timeout_graceful_shutdown=10,
-        )
+            timeout_graceful_shutdown=10,  # set from the models' deadlines when draining
+        ),
+        app,
+        path,
     )
+
+
+def _refuse_problems(path: str, config: GatewayConfig) -> None:
+    problems = config_problems(config)
+    if problems:
+        raise ConfigError("\n".join(f"{path}: {p}" for p in problems))
 
 
 def _logging(config: GatewayConfig) -> None:
@@ -87,18 +105,39 @@ def _up(args: argparse.Namespace) -> int:
     server = _server(config, args.host, args.port, args.config)  # refused before any spawn
 
     async def run() -> None:
-        await launcher.wait_ready()
+        with _cancel_on_signals():  # until the server takes the signals over
+            await launcher.wait_ready()
         log.info("%d local replica(s) ready; starting the gateway", len(launcher.replicas))
-        await server.serve()
+        supervisor = asyncio.create_task(launcher.supervise(), name="replica-supervisor")
+        try:
+            await server.serve()
+        finally:
+            supervisor.cancel()
+            await asyncio.gather(supervisor, return_exceptions=True)
 
     try:
         launcher.spawn()
         uvloop.run(run())
-    except KeyboardInterrupt:
-        pass
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        log.warning("stopped before the gateway started")
     finally:
         launcher.stop()
     return 0
+
+
+@contextlib.contextmanager
+def _cancel_on_signals() -> Iterator[None]:
+    """SIGTERM/SIGINT cancel the current task (so ``finally`` blocks run), for the block."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    try:
+        yield
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -106,6 +145,12 @@ def _check(args: argparse.Namespace) -> int:
     refuse_unprotected(config.server.admin, config.server.host)  # as `serve` would (exit 2)
     replicas = sum(len(p.replicas) for p in config.pools.values())
     counts = f"{len(config.models)} models, {len(config.pools)} pools, {replicas} replicas"
+    problems = [] if args.no_files else config_problems(config)
+    for problem in problems:
+        print(f"{args.config}: {problem}", file=sys.stderr)
+    if problems:
+        print(f"{args.config}: invalid ({len(problems)} problem(s))", file=sys.stderr)
+        return 2
     if not args.probe:
         print(f"{args.config}: ok ({counts})")
         return 0
@@ -141,7 +186,8 @@ def parser() -> argparse.ArgumentParser:
         cmd.set_defaults(func=func)
     check = sub.add_parser(
         "check-config",
-        help="validate a config file and exit (1: mismatches found by --probe, 2: invalid)",
+        help="validate a config file and the files and fallbacks it names, and exit "
+        "(1: mismatches found by --probe, 2: invalid)",
     )
     check.add_argument("config")
     check.add_argument(
@@ -149,6 +195,12 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also ask every replica whether it serves what its pool says: readiness, "
         "versions, tensor names, binary tensors, one golden inference where configured",
+    )
+    check.add_argument(
+        "--no-files",
+        action="store_true",
+        help="skip checking that the files and fallbacks it names exist (a config checked "
+        "away from the machine that runs it, e.g. with /run/secrets paths)",
     )
     check.set_defaults(func=_check)
     return top

@@ -3,6 +3,9 @@
 Each replica is a ``replica serve`` child process, started in its own session so Ctrl-C reaches
 the gateway first and the replicas are stopped in order, by PID: SIGTERM, a grace period, then
 SIGKILL. On Linux each child also gets SIGKILL if this process dies without cleaning up.
+While the gateway runs, `supervise` reaps a replica that exits (no zombie is left) and starts
+it again after an exponential backoff (``RESTART_BASE_S`` doubling to ``RESTART_MAX_S``; reset
+once it has stayed up ``STABLE_S``), logging each restart at WARNING.
 Pools with ``local.enable_faults`` need a fault key: ``$REPLICA_FAULT_KEY`` if set (the children
 inherit it), else a new random key for this run, in a private file whose path is logged.
 """
@@ -19,8 +22,9 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -31,6 +35,10 @@ log = logging.getLogger(__name__)
 logging.getLogger("httpx").setLevel(logging.WARNING)
 
 STOP_GRACE_S = 10.0
+RESTART_BASE_S = 0.5
+RESTART_MAX_S = 30.0
+STABLE_S = 30.0  # up this long: the next crash starts the backoff again from the base
+SUPERVISE_INTERVAL_S = 0.2
 PR_SET_PDEATHSIG = 1
 FAULT_KEY_ENV = "REPLICA_FAULT_KEY"  # read by `replica serve` (the gateway never imports it)
 
@@ -43,10 +51,20 @@ class LaunchError(Exception):
 class LocalReplica:
     replica: ReplicaConfig
     process: subprocess.Popen[bytes]
+    argv: list[str] = field(default_factory=list)
+    started_at: float = 0.0
+    crashes: int = 0  # in a row (reset once it stays up STABLE_S)
+    restarts: int = 0
+    restart_at: float | None = None  # exited: when it is started again
 
     @property
     def pid(self) -> int:
         return self.process.pid
+
+
+def restart_delay(crashes: int) -> float:
+    """The wait before restarting a replica that exited ``crashes`` times in a row (>= 1)."""
+    return min(RESTART_MAX_S, RESTART_BASE_S * 2.0 ** (crashes - 1))
 
 
 def replica_argv(
@@ -92,14 +110,20 @@ def fault_key_file(environ: Mapping[str, str], directory: str | None = None) -> 
     return Path(name)
 
 
+def _popen(argv: list[str]) -> subprocess.Popen[bytes]:
+    """A replica in its own session (Ctrl-C reaches the gateway only), killed with us."""
+    return subprocess.Popen(argv, start_new_session=True, preexec_fn=_die_with_parent)
+
+
 def _die_with_parent() -> None:  # runs in the child between fork and exec
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 class Launcher:
-    def __init__(self, config: GatewayConfig) -> None:
+    def __init__(self, config: GatewayConfig, clock: Callable[[], float] = time.monotonic) -> None:
         self._config = config
+        self._clock = clock
         self.replicas: list[LocalReplica] = []
         self.fault_key_file: Path | None = None
 
@@ -122,11 +146,42 @@ class Launcher:
                 continue
             for replica in pool.replicas:
                 argv = replica_argv(pool, replica, pool.local, self.fault_key_file)
-                process = subprocess.Popen(
-                    argv, start_new_session=True, preexec_fn=_die_with_parent
-                )
-                self.replicas.append(LocalReplica(replica, process))
+                process = _popen(argv)
+                self.replicas.append(LocalReplica(replica, process, argv, self._clock()))
                 log.info("started replica %s (pid %d) on %s", replica.id, process.pid, replica.url)
+
+    async def supervise(self, interval_s: float = SUPERVISE_INTERVAL_S) -> None:
+        """Reaps and restarts exited replicas until cancelled."""
+        while True:
+            self.check_children()
+            await asyncio.sleep(interval_s)
+
+    def check_children(self) -> None:
+        """One round: reap what exited (scheduling its restart), start what is due."""
+        now = self._clock()
+        for local in self.replicas:
+            if local.restart_at is not None:
+                if now >= local.restart_at:
+                    local.process = _popen(local.argv)
+                    local.started_at, local.restart_at = now, None
+                    local.restarts += 1
+                    log.warning(
+                        "restarted replica %s (pid %d; restart %d)",
+                        local.replica.id, local.pid, local.restarts,
+                    )  # fmt: skip
+                continue
+            code = local.process.poll()  # reaps it if it exited
+            if code is None:
+                if now - local.started_at >= STABLE_S:
+                    local.crashes = 0
+                continue
+            local.crashes += 1
+            delay = restart_delay(local.crashes)
+            local.restart_at = now + delay
+            log.warning(
+                "replica %s (pid %d) exited with code %s; restarting in %.1f s",
+                local.replica.id, local.pid, code, delay,
+            )  # fmt: skip
 
     async def wait_ready(self) -> None:
         async with httpx.AsyncClient(trust_env=False) as client:
@@ -151,12 +206,14 @@ class Launcher:
         raise LaunchError(f"replica {local.replica.id} not ready after {timeout:.0f} s")
 
     def stop(self) -> None:
+        """SIGTERM to every replica by PID, SIGKILL after ``STOP_GRACE_S``; all reaped."""
         for local in self.replicas:
             if local.process.poll() is None:
                 local.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_S  # one grace period for all of them
         for local in self.replicas:
             try:
-                local.process.wait(timeout=STOP_GRACE_S)
+                local.process.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 log.warning(
                     "replica %s ignored SIGTERM; killing pid %d", local.replica.id, local.pid

@@ -2,14 +2,15 @@
 
 It is what the HTTP layer talks to. Start order: transport, pipeline, then the background
 services (health and golden probes, fallback watchers, SLO evaluation, shared-state sync);
-stop runs the other way, so no background task outlives the transport it uses.
+stop runs the other way, so no background task outlives the transport it uses. A start that
+fails stops whatever it had started (no half-built gateway keeps probing). Draining (on
+SIGTERM) makes every readiness answer "not ready: draining" while requests are still served.
 """
 
 from __future__ import annotations
 
 import contextlib
 import random
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -18,6 +19,7 @@ from gateway import __version__
 from gateway.clock import Clock, MonotonicClock
 from gateway.config.models import GatewayConfig, ModelConfig
 from gateway.errors import NoReplicaAvailable, NotFound, UpstreamError
+from gateway.fallback.manifest import configured_manifest
 from gateway.fallback.model import FallbackModel
 from gateway.fallback.watcher import FallbackWatcher
 from gateway.periodic import Periodic
@@ -77,13 +79,14 @@ class Gateway:
         self.shared = SharedState(config.state, self.registry, self.slo, self.budget, self.clock)
         events.add(self.shared)
         names = sorted({m.fallback.model for m in config.models.values() if m.fallback})
-        manifest = Path(config.fallback_manifest)
+        manifest = configured_manifest(config.fallback_manifest)
         self.fallback_models = {n: FallbackModel(manifest, n, self.clock) for n in names}
         self.fallbacks: dict[str, FallbackRunner] = dict(self.fallback_models)
         self.metadata = MetadataCache()
         self._transport = transport
         self._pipeline: Pipeline | None = None
         self._services: list[Any] = []
+        self.draining: str | None = None  # why readiness says no while requests are served
         self._install_scrape_hooks()
 
     @property
@@ -99,6 +102,14 @@ class Gateway:
         return self._pipeline
 
     async def start(self) -> None:
+        """Starts everything; on any failure, stops what it started and raises."""
+        try:
+            await self._start()
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def _start(self) -> None:
         if self._transport is None:
             server = self.config.server
             self._transport = FastTransport(
@@ -130,7 +141,11 @@ class Gateway:
             self.shared,
         ]
         for service in self._services:
-            service.start()
+            service.start()  # a failure here: `start` stops those already started
+
+    def drain(self, reason: str = "draining: the gateway is shutting down") -> None:
+        """Readiness answers 503 with ``reason`` from now on; requests are still served."""
+        self.draining = reason
 
     async def stop(self) -> None:
         for service in reversed(self._services):
@@ -154,7 +169,9 @@ class Gateway:
 
     def model_readiness(self, model: ModelConfig) -> Readiness:
         """Ready when enough pools have a healthy replica that is not quarantined, or a
-        verified fallback can answer (`gateway.readiness`)."""
+        verified fallback can answer (`gateway.readiness`); never while draining."""
+        if self.draining is not None:
+            return Readiness(False, self.draining)
         return model_readiness(model, self.registry.pools, self._fallback_refusal, self.clock.now())
 
     def model_ready(self, model: ModelConfig) -> bool:
@@ -178,6 +195,8 @@ class Gateway:
         fallback is refused, if one is."""
         models = self.config.models
         doc = gateway_readiness(models, {n: self.model_readiness(m) for n, m in models.items()})
+        if self.draining is not None:
+            doc["reason"] = self.draining
         refused = {n: m.status.reason for n, m in self.fallback_models.items() if not m.ok}
         if refused:
             doc["fallbacks_refused"] = refused

@@ -1,7 +1,9 @@
 """The gateway's ASGI application: infer on the raw fast path, the rest on FastAPI.
 
-It also owns the lifespan, starting and stopping the `Gateway` with the server, and is the
-last line against bare 500s: anything unexpected becomes a JSON 500 that says so.
+It also owns the lifespan, starting and stopping the `Gateway` with the server, reloads (all
+or nothing: a reload that fails leaves the running gateway as it was and stops whatever the new
+one had started), and is the last line against bare 500s: anything unexpected becomes a JSON
+500 that says so.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from gateway.api.tenants import TenantKeys
 from gateway.carry_over import carry_over
 from gateway.config import ConfigError, GatewayConfig, load_config
 from gateway.errors import BadRequest, Conflict
+from gateway.preflight import config_problems
 from gateway.runtime import Gateway
 
 log = logging.getLogger(__name__)
@@ -32,8 +35,9 @@ RETIRE_GRACE_S = 60.0
 # Server settings the running server holds (the socket, the protocol, the parser).
 RESTART_FIELDS = (
     "host", "port", "max_header_bytes", "header_timeout_s", "body_timeout_s",
-    "parse_inline_max_bytes", "parse_offload", "parse_workers",
+    "parse_inline_max_bytes", "parse_offload", "parse_workers", "watch_config",
 )  # fmt: skip
+DRAIN_SLACK_S = 1.0
 INFER_PATH = re.compile(r"^/v2/models/([^/]+)(?:/versions/([^/]+))?/infer$")
 
 
@@ -44,6 +48,7 @@ class GatewayApp:
         """``bind_host``: where the server listens, when not ``server.host`` (``--host``)."""
         self._config_path = config_path
         self._retiring: set[asyncio.Task[None]] = set()
+        self._reloading = asyncio.Lock()  # one reload at a time (HTTP, SIGHUP, file watch)
         server = gateway.config.server  # where and how to listen: fixed until a restart
         self.bind_host = bind_host or server.host
         self.parser = RequestParser(
@@ -78,31 +83,51 @@ class GatewayApp:
         """
         if self._config_path is None:
             raise Conflict("this gateway was not started from a config file; nothing to reload")
+        async with self._reloading:
+            if self.gateway.draining is not None:
+                raise Conflict(f"not reloaded: {self.gateway.draining}")
+            return await self._reload(self._config_path)
+
+    async def _reload(self, path: str) -> dict[str, Any]:
         try:
-            config = load_config(self._config_path)
+            config = load_config(path)
             access = self._access(config)
             keys = TenantKeys.load(config.tenants)
         except ConfigError as exc:
             raise BadRequest(f"config not reloaded: {exc}") from exc
+        problems = config_problems(config)
+        if problems:
+            raise BadRequest(f"config not reloaded: {path}: {'; '.join(problems)}")
         old = self.gateway
-        fresh = Gateway(config, clock=old.clock)  # one clock: carried deadlines stay valid
-        await fresh.start()
+        try:
+            fresh = Gateway(config, clock=old.clock)  # one clock: carried deadlines stay valid
+            await fresh.start()  # on failure it stops whatever it had started
+        except Exception as exc:
+            log.warning("config not reloaded: the new gateway did not start", exc_info=True)
+            raise BadRequest(f"config not reloaded: the new gateway did not start: {exc}") from exc
         carried = carry_over(old, fresh)  # no await from here to the swap: nothing is missed
         self._install(fresh, access, keys)
         task = asyncio.create_task(_retire(old))
         self._retiring.add(task)
         task.add_done_callback(self._retiring.discard)
-        log.info("config reloaded from %s", self._config_path)
+        log.info("config reloaded from %s", path)
         restart = [
             k for k in RESTART_FIELDS if getattr(config.server, k) != getattr(old.config.server, k)
         ]
         return {
-            "reloaded": self._config_path,
+            "reloaded": path,
             "models": sorted(config.models),
             "pools": sorted(config.pools),
             "needs_restart_for": [f"server.{k}" for k in restart],
             "carried_over": carried,
         }
+
+    def drain(self) -> float:
+        """Readiness says "draining" from now on; returns how long in-flight requests may
+        still need (the longest deadline a client may ask of any model, and a little)."""
+        self.gateway.drain()
+        longest_ms = max(m.max_timeout_ms for m in self.gateway.config.models.values())
+        return longest_ms / 1000 + DRAIN_SLACK_S
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":

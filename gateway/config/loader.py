@@ -1,7 +1,8 @@
 """Loading config files, with errors that name the bad key and the file.
 
 Pydantic's errors are flattened into ``file: a.b.c: message`` lines, which is what an operator
-running ``gateway check-config`` wants to read.
+running ``gateway check-config`` wants to read. Relative file paths in a config mean files
+beside it (`gateway.config.paths`), whatever the working directory.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import yaml
 from pydantic import ValidationError
 
 from gateway.config.models import GatewayConfig
+from gateway.config.paths import resolve_paths
 
 
 class ConfigError(Exception):
@@ -38,6 +40,7 @@ def parse_config(data: Any, source: str = "<config>") -> GatewayConfig:
 
 
 def load_config(path: str | Path) -> GatewayConfig:
+    """The config in ``path``; the files it names are resolved against its directory."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -47,4 +50,5 @@ def load_config(path: str | Path) -> GatewayConfig:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    resolve_paths(data, path.absolute().parent)
     return parse_config(data, str(path))

@@ -85,6 +85,15 @@ class ServerConfig(Frozen):
         description="Host names the control plane answers under (port ignored; '*': any); "
         "default: 127.0.0.1, localhost, [::1] and `host` unless it is a wildcard",
     )
+    drain_s: float = Field(
+        5.0,
+        ge=0,
+        description="on SIGTERM/SIGINT: readiness 503 at once, requests still served this "
+        "long (endpoints propagate), then new connections refused and in-flight ones finished",
+    )
+    watch_config: bool = Field(
+        False, description="reload when the config file's modification time changes (polled)"
+    )
 
     @field_validator("allowed_hosts")
     @classmethod
@@ -287,7 +296,9 @@ class ModelConfig(Frozen):
 class GatewayConfig(Frozen):
     server: ServerConfig = ServerConfig()
     retry_budget: RetryBudgetConfig = RetryBudgetConfig()
-    fallback_manifest: str = "fallback_models/MANIFEST.json"
+    fallback_manifest: str | None = Field(
+        None, description="default: the manifest shipped in the package (gateway.fallback)"
+    )
     state: StateConfig = StateConfig()
     tracing: TracingConfig = TracingConfig()
     log: LogConfig = LogConfig()

@@ -18,6 +18,9 @@ from v2proto.manifest import ModelEntry, read_manifest
 
 BLOCK_BYTES = 1 << 20
 MAX_MODEL_BYTES = 256 * 1024 * 1024  # a "small" model; anything bigger is refused unread
+# The verified fallback models shipped in the package (package data; in a checkout, a link to
+# the repository's fallback_models/, which `replica build-models` writes).
+BUNDLED_MANIFEST = Path(__file__).resolve().parent / "models" / "MANIFEST.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +43,11 @@ class FallbackFiles:
         if self.entry.golden is None:
             raise ManifestError(f"model {self.entry.name!r} has no golden set in the manifest")
         return self.directory / self.entry.golden.file
+
+
+def configured_manifest(configured: str | None) -> Path:
+    """The config's ``fallback_manifest`` (already resolved by the loader), else the bundled one."""
+    return manifest_file(Path(configured)) if configured is not None else BUNDLED_MANIFEST
 
 
 def manifest_file(path: Path) -> Path:

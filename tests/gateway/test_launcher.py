@@ -1,16 +1,32 @@
-"""`gateway up`'s replica command lines and fault key, without starting a process."""
+"""`gateway up`'s replica command lines and fault key, and its supervision of child processes
+(short-lived Python children on a fake clock)."""
 
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import stat
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 from gateway.config.models import GatewayConfig
-from gateway.launcher import FAULT_KEY_ENV, Launcher, fault_key_file, replica_argv
+from gateway.launcher import (
+    FAULT_KEY_ENV,
+    RESTART_BASE_S,
+    RESTART_MAX_S,
+    STABLE_S,
+    Launcher,
+    LocalReplica,
+    fault_key_file,
+    replica_argv,
+    restart_delay,
+)
 from tests.support.processes import REPO_ROOT, free_port
 
 MODEL = REPO_ROOT / "fallback_models" / "digits-logreg.onnx"
@@ -89,3 +105,85 @@ async def test_gateway_up_with_faults_needs_no_setup(monkeypatch: pytest.MonkeyP
     finally:
         launcher.stop()
     assert not key_file.exists()
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _child(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def _supervised(clock: FakeClock, argv: list[str]) -> tuple[Launcher, LocalReplica]:
+    launcher = Launcher(config(False), clock=clock)
+    replica = config(False).pools["p"].replicas[0]
+    launcher.replicas.append(
+        LocalReplica(replica, subprocess.Popen(argv), argv, started_at=clock())
+    )
+    return launcher, launcher.replicas[0]
+
+
+def test_restart_delays_double_up_to_the_cap() -> None:
+    delays = [restart_delay(n) for n in range(1, 10)]
+    assert delays[:4] == [
+        RESTART_BASE_S,
+        2 * RESTART_BASE_S,
+        4 * RESTART_BASE_S,
+        8 * RESTART_BASE_S,
+    ]
+    assert max(delays) == RESTART_MAX_S == delays[-1]
+
+
+def test_an_exited_replica_is_reaped_and_restarted_after_a_backoff(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = FakeClock()
+    launcher, local = _supervised(clock, _child("import sys; sys.exit(3)"))
+    try:
+        first = local.process
+        first.wait(10)
+        with caplog.at_level(logging.WARNING, logger="gateway.launcher"):
+            launcher.check_children()  # reaped: a restart is due after the base delay
+            assert local.restart_at == clock.now + RESTART_BASE_S and local.crashes == 1
+            assert "exited with code 3; restarting in 0.5 s" in caplog.text
+            launcher.check_children()
+            assert local.process is first  # not before its time
+            clock.now += RESTART_BASE_S
+            launcher.check_children()
+        assert local.process is not first and local.restarts == 1 and local.restart_at is None
+        assert "restarted replica r0" in caplog.text
+        with pytest.raises(ChildProcessError):
+            os.waitpid(first.pid, os.WNOHANG)  # reaped: no zombie left behind
+        local.process.wait(10)
+        launcher.check_children()  # it crashed again: twice the wait
+        assert local.restart_at == clock.now + 2 * RESTART_BASE_S and local.crashes == 2
+    finally:
+        launcher.stop()
+
+
+def test_a_replica_that_stays_up_starts_the_backoff_over() -> None:
+    clock = FakeClock()
+    launcher, local = _supervised(clock, _child("import time; time.sleep(60)"))
+    try:
+        local.crashes = 5
+        clock.now += STABLE_S
+        launcher.check_children()
+        assert local.crashes == 0 and local.restart_at is None
+    finally:
+        launcher.stop()
+
+
+def test_stop_terminates_then_kills_by_pid(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("gateway.launcher.STOP_GRACE_S", 0.5)
+    clock = FakeClock()
+    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
+    launcher, local = _supervised(clock, _child(stubborn))
+    time.sleep(0.3)  # let it install its handler
+    process = local.process
+    launcher.stop()
+    assert process.returncode == -signal.SIGKILL and launcher.replicas == []

@@ -25,7 +25,7 @@ from tests.support.processes import free_port, wait_until
 pytestmark = [pytest.mark.integration, pytest.mark.peers]
 
 PEERS = ("mlserver", "kserve")
-GOLDEN_FILE = "fallback_models/digits-golden.json"
+GOLDEN_FILE = str(Path(__file__).resolve().parents[2] / "fallback_models" / "digits-golden.json")
 # MLServer's metadata lists no tensors: the model's config declares them for the gateway's checks
 SIGNATURE = {
     "inputs": [{"name": "input", "datatype": "FP32", "shape": [-1, 64]}],

@@ -1,0 +1,123 @@
+"""uvicorn's server with the gateway's own signals: drain on SIGTERM/SIGINT, reload on SIGHUP.
+
+uvicorn alone stops listening at once on SIGTERM (readiness goes from 200 to "connection
+refused" in ~0.2 s, before a load balancer has taken the instance out) and then re-raises the
+signal, so the process exits 143 and whatever ran after ``serve()`` (``gateway up`` stopping
+its replicas) never runs. Here the first SIGTERM or SIGINT starts a drain instead:
+
+1. readiness answers 503 "draining" at once, while every request is still served;
+2. after ``server.drain_s`` (time for endpoints to propagate), uvicorn's own shutdown: new
+   connections refused, idle keep-alive connections closed, in-flight requests finished
+   (bounded by the longest deadline a model allows), the gateway's services stopped;
+3. ``serve()`` returns and the process exits 0.
+
+A second SIGINT (Ctrl-C twice) skips the waits. SIGHUP reloads the config, as
+``POST /admin/reload`` does; with ``server.watch_config`` the file's modification time is
+polled too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import threading
+from collections.abc import Callable, Coroutine, Generator
+from typing import Any
+
+import uvicorn
+
+from gateway.api.app import GatewayApp
+from gateway.errors import GatewayError
+
+log = logging.getLogger(__name__)
+
+WATCH_INTERVAL_S = 2.0
+DRAIN_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class GatewayServer(uvicorn.Server):
+    def __init__(
+        self, config: uvicorn.Config, app: GatewayApp, config_path: str | None = None
+    ) -> None:
+        super().__init__(config)
+        self.app = app
+        self._config_path = config_path
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.draining = False
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        """Replaces uvicorn's handlers (which re-raise the signal after shutdown)."""
+        if threading.current_thread() is not threading.main_thread():
+            yield  # signals reach only the main thread (a server run in a test's thread)
+            return
+        loop = asyncio.get_running_loop()
+        handled = (*DRAIN_SIGNALS, signal.SIGHUP)
+        for sig in DRAIN_SIGNALS:
+            loop.add_signal_handler(sig, self.begin_drain, sig)
+        loop.add_signal_handler(signal.SIGHUP, self._spawn, self._reload, "SIGHUP")
+        server = self.app.gateway.config.server
+        if server.watch_config and self._config_path is not None:
+            self._spawn(self._watch, self._config_path)
+        try:
+            yield
+        finally:
+            for sig in handled:
+                loop.remove_signal_handler(sig)
+            for task in self._tasks:
+                task.cancel()
+
+    def begin_drain(self, sig: int = signal.SIGTERM) -> None:
+        if self.draining:
+            if sig == signal.SIGINT:  # a second Ctrl-C: stop now
+                log.warning("second SIGINT: stopping without waiting")
+                self.should_exit = self.force_exit = True
+            return
+        self.draining = True
+        drain_s = self.app.gateway.config.server.drain_s
+        self.config.timeout_graceful_shutdown = max(1, round(self.app.drain()))
+        log.warning(
+            "%s: draining (readiness 503, still serving) for %.1f s, then closing",
+            signal.Signals(sig).name,
+            drain_s,
+        )
+        self._spawn(self._close_after, drain_s)
+
+    async def _close_after(self, drain_s: float) -> None:
+        await asyncio.sleep(drain_s)
+        log.info("drain period over: refusing new connections, finishing in-flight requests")
+        self.should_exit = True  # uvicorn's main loop sees it within 0.1 s
+
+    async def _reload(self, why: str) -> None:
+        try:
+            result = await self.app.reload()
+        except GatewayError as exc:
+            log.error("%s: %s", why, exc.message)
+            return
+        log.info("%s: reloaded %s (models: %s)", why, result["reloaded"], result["models"])
+
+    async def _watch(self, path: str) -> None:
+        """Reloads when the file's modification time (or size) changes."""
+        last = _stamp(path)
+        while True:
+            await asyncio.sleep(WATCH_INTERVAL_S)
+            current = _stamp(path)
+            if current != last and current is not None:
+                last = current
+                await self._reload(f"{path} changed")
+
+    def _spawn(self, coro_fn: Callable[..., Coroutine[Any, Any, None]], *args: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro_fn(*args))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+def _stamp(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
