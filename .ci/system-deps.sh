@@ -3,11 +3,13 @@
 #   python3-venv  when `python3 -m venv` cannot bootstrap pip
 #   redis-server  for the shared-state tests (started by the tests themselves on a free port)
 #   nginx         optional: the overhead benchmark compares against it when present
+#   chromium      with WITH_CHROMIUM=1: the dashboard's browser test drives it (headless)
 set -euo pipefail
 want=()
 python3 -c 'import ensurepip, venv' 2>/dev/null || want+=(python3-venv)
 command -v redis-server >/dev/null 2>&1 || want+=(redis-server)
 if [ "${WITH_NGINX:-0}" = 1 ] && ! command -v nginx >/dev/null 2>&1; then want+=(nginx-light); fi
+if [ "${WITH_CHROMIUM:-0}" = 1 ] && ! command -v chromium >/dev/null 2>&1; then want+=(chromium); fi
 [ ${#want[@]} -eq 0 ] && exit 0
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 export DEBIAN_FRONTEND=noninteractive

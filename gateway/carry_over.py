@@ -10,7 +10,8 @@ once) and the SLO history and alert states started from zero. Kept, by key:
   its pool's learned latencies when the pool keeps its name and model/version;
 - an SLO whose model and name stay and whose events mean the same (kind, latency threshold,
   tenant): its counted events, burn rates and alert states; a model's burn policy while its
-  config is unchanged (`SloBook.carry_from`).
+  config is unchanged (`SloBook.carry_from`);
+- the dashboard's samples and event timeline, with a "reload" event (`HistoryRecorder`).
 
 What changed is new, on purpose: a replica at a new URL is another server. Both gateways read
 one clock (the reload hands the old one's to the new), so carried instants stay comparable.
@@ -24,10 +25,12 @@ from gateway.upstream.registry import Pool, Registry
 
 def carry_over(old: Gateway, new: Gateway) -> dict[str, list[str]]:
     """Copies ``old``'s state into ``new`` for what both hold; returns what was carried."""
-    return {
+    carried = {
         "replicas": _carry_replicas(old.registry, new.registry),
         "slos": new.slo.carry_from(old.slo),
     }
+    new.history.carry_from(old.history)
+    return carried
 
 
 def _same_pool(a: Pool, b: Pool) -> bool:

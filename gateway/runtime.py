@@ -22,6 +22,7 @@ from gateway.errors import NoReplicaAvailable, NotFound, UpstreamError
 from gateway.fallback.manifest import configured_manifest
 from gateway.fallback.model import FallbackModel
 from gateway.fallback.watcher import FallbackWatcher
+from gateway.history import HistoryRecorder
 from gateway.periodic import Periodic
 from gateway.pipeline.build import Pipeline, build_pipeline
 from gateway.pipeline.call import InferCall, InferResult
@@ -82,6 +83,10 @@ class Gateway:
         manifest = configured_manifest(config.fallback_manifest)
         self.fallback_models = {n: FallbackModel(manifest, n, self.clock) for n in names}
         self.fallbacks: dict[str, FallbackRunner] = dict(self.fallback_models)
+        self.history = HistoryRecorder(  # the dashboard's last minutes and event timeline
+            self.registry, self.slo, self.budget, self.fallback_models, config.models, self.clock
+        )
+        events.add(self.history)
         self.metadata = MetadataCache()
         self._transport = transport
         self._pipeline: Pipeline | None = None
@@ -139,6 +144,7 @@ class Gateway:
                 self.clock,
             ),
             self.shared,
+            self.history.service(),
         ]
         for service in self._services:
             service.start()  # a failure here: `start` stops those already started
@@ -215,7 +221,7 @@ class Gateway:
         deadline_s: float | None = None,
         tenant: str = ANONYMOUS,
     ) -> None:
-        """One answer as the client saw it: metrics and SLOs (the edge calls this once).
+        """One answer as the client saw it: metrics, SLOs, history (the edge calls this once).
 
         ``deadline_s``: the time the client allowed; SLOs exclude deadlines under their floor.
         ``tenant``: who asked (a configured tenant or ANONYMOUS); a tenant's SLOs count only
@@ -230,6 +236,7 @@ class Gateway:
                              latency_s, degraded, tenant)  # fmt: skip
         self.slo.record(model, status, latency_s, degraded is not None, tenant, deadline_s)
         self.stats.record(model, status == 200, latency_s, self.clock.wall())
+        self.history.observe(model, status, latency_s, degraded, served_by)
 
     # --- Triton/KServe parity: repository index, model config, statistics ----------------
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException
 
 from gateway import __version__
+from gateway.api.dashboard import dashboard_response
 from gateway.api.openapi import install_openapi
-from gateway.api.status_page import render_status
 from gateway.errors import Conflict, GatewayError
 from gateway.introspection import slo_document, state_document
 from gateway.readiness import Readiness
@@ -91,9 +91,17 @@ def build_admin_app(gateway: Gateway, reload: Reload | None = None) -> FastAPI:
     async def admin_state() -> dict[str, Any]:
         return state_document(gateway)
 
-    @app.get("/status", response_class=HTMLResponse)
-    async def status() -> str:
-        return render_status(state_document(gateway), slo_document(gateway))
+    @app.get("/admin/history")
+    async def admin_history(
+        seconds: float | None = Query(None, gt=0, description="only the last N seconds"),
+        events: int | None = Query(None, ge=0, description="at most N events, newest first"),
+    ) -> dict[str, Any]:
+        return gateway.history.to_json(seconds, events)
+
+    @app.get("/status", response_class=HTMLResponse)  # the dashboard (it was a table page)
+    @app.get("/dashboard", response_class=HTMLResponse)
+    async def dashboard() -> Response:
+        return dashboard_response()
 
     @app.post("/admin/reload")
     async def admin_reload() -> dict[str, Any]:

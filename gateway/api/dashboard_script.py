@@ -1,0 +1,316 @@
+"""The dashboard's script (`gateway.api.dashboard`): polls the control plane and draws the page.
+
+Plain ES2020, no library: every chart is an inline SVG path computed here, every string from
+the gateway is escaped before it reaches ``innerHTML``. Health is shown as words and colours
+(never a language's true/false), a replica's latency only while it serves (a dead replica's
+last average is stale), and the timeline keeps an ejection after it has expired.
+"""
+
+from __future__ import annotations
+
+SCRIPT = r"""
+"use strict";
+const KEY = "v2-gateway-admin-key";
+const $ = (id) => document.getElementById(id);
+const ESC = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"};
+const esc = (v) => String(v ?? "").replace(/[&<>"']/g, (c) => ESC[c]);
+const BREAKER_LEVELS = {closed: "ok", open: "bad", "half-open": "warn"};
+const COLORS = ["#1565c0", "#c62828", "#ef6c00", "#6a1b9a", "#2e7d32", "#00838f"];
+let lastOk = null;  // when (browser time, ms) the last poll succeeded
+let asOf = null;  // the gateway's wall clock in that answer (s)
+let timer = null;  // the next poll
+
+(function keyFromFragment() {  // #key=...: kept for this tab only, then removed from the URL
+  const m = /(?:^#|&)key=([^&]*)/.exec(location.hash);
+  if (m) {
+    sessionStorage.setItem(KEY, decodeURIComponent(m[1]));
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+})();
+
+class NeedKey extends Error {}
+
+async function getJSON(path) {
+  const key = sessionStorage.getItem(KEY);
+  const headers = key ? {Authorization: "Bearer " + key} : {};
+  const answer = await fetch(path, {headers, cache: "no-store"});
+  if (answer.status === 401) throw new NeedKey(path);
+  if (!answer.ok) throw new Error(path + ": HTTP " + answer.status);
+  return answer.json();
+}
+
+const pad = (n) => String(n).padStart(2, "0");
+function clock(t) {
+  if (t == null) return "—";
+  const d = new Date(t * 1000);
+  return pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds());
+}
+function ago(t) {
+  if (t == null || asOf == null) return "";
+  const s = Math.max(0, asOf - t);
+  if (s < 90) return s.toFixed(0) + " s ago";
+  return s < 5400 ? (s / 60).toFixed(0) + " min ago" : (s / 3600).toFixed(1) + " h ago";
+}
+const since = (t) => t == null ? "" : ` since ${clock(t)} (${ago(t)})`;
+function fmt(v, unit) {
+  if (v == null || Number.isNaN(v)) return "—";
+  if (unit === "%") return (v * 100).toFixed(v < 0.1 ? 2 : 1) + " %";
+  if (unit === "ms") return (v < 10 ? v.toFixed(2) : v.toFixed(0)) + " ms";
+  if (unit === "/s") return v.toFixed(v < 10 ? 2 : 0) + "/s";
+  if (unit === "×") return v.toFixed(2) + "×";
+  return v.toFixed(Number.isInteger(v) ? 0 : 2);
+}
+const word = (text, level) => `<span class="word-${level}">${esc(text)}</span>`;
+
+function niceCeil(v) {
+  const p = Math.pow(10, Math.floor(Math.log10(v)));
+  for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= v) return m * p;
+  return 10 * p;
+}
+
+// One line chart: series [{name, values, color}] over the shared times t (gateway wall s).
+// A young gateway's history fills the width (at least a minute, at most the chosen window).
+function chart(id, title, t, series, o) {
+  const W = 300, H = 110, L = 40, R = 6, T = 8, B = 16;
+  const span = Math.min(o.span, Math.max(60, o.now - (t.length ? t[0] : o.now)));
+  const t0 = o.now - span;
+  let max = o.floor || 0;
+  for (const s of series) {
+    s.values.forEach((v, i) => { if (t[i] >= t0 && v != null && v > max) max = v; });
+  }
+  for (const r of o.refs || []) max = Math.max(max, r.value * (r.fit ? 1 : 0));
+  max = niceCeil(max > 0 ? max : 1);
+  const x = (ts) => L + (W - L - R) * (ts - t0) / span;
+  const y = (v) => T + (H - T - B) * (1 - Math.min(v, max) / max);
+  let svg = `<svg viewBox="0 0 ${W} ${H}" role="img" aria-label="${esc(title)}">`;
+  for (const g of [0, max / 2, max]) {
+    svg += `<line x1="${L}" x2="${W - R}" y1="${y(g)}" y2="${y(g)}" stroke="#e3e3e3"/>`;
+    svg += `<text x="${L - 3}" y="${y(g) + 3}" font-size="9" text-anchor="end" fill="#777">`
+      + `${esc(fmt(g, o.unit))}</text>`;
+  }
+  for (const r of o.refs || []) {
+    if (r.value > max) continue;
+    svg += `<line x1="${L}" x2="${W - R}" y1="${y(r.value)}" y2="${y(r.value)}" stroke="#999"`
+      + ` stroke-dasharray="3 3"/><text x="${W - R}" y="${y(r.value) - 2}" font-size="8"`
+      + ` text-anchor="end" fill="#777">${esc(r.label)}</text>`;
+  }
+  const back = span < 120 ? `${span.toFixed(0)} s` : `${(span / 60).toFixed(0)} min`;
+  svg += `<text x="${L}" y="${H - 3}" font-size="9" fill="#777">-${back}</text>`
+    + `<text x="${W - R}" y="${H - 3}" font-size="9" text-anchor="end" fill="#777">now</text>`;
+  let legend = "";
+  series.forEach((s, k) => {
+    const color = s.color || COLORS[k % COLORS.length];
+    let d = "", pen = "M", lastPoint = null, latest = null;
+    s.values.forEach((v, i) => {
+      if (t[i] < t0 || v == null) { pen = "M"; return; }
+      d += `${pen}${x(t[i]).toFixed(1)},${y(v).toFixed(1)}`;
+      pen = "L"; lastPoint = [x(t[i]), y(v)]; latest = v;
+    });
+    if (d) svg += `<path d="${d}" fill="none" stroke="${color}" stroke-width="1.6"/>`;
+    if (lastPoint) {
+      svg += `<circle cx="${lastPoint[0]}" cy="${lastPoint[1]}" r="2.2" fill="${color}"/>`;
+    }
+    legend += `<span style="color:${color}">${esc(s.name)} ${esc(fmt(latest, o.unit))}</span>`;
+  });
+  svg += "</svg>";
+  return `<div class="chart" data-chart="${esc(id)}"><div class="title"><span>${esc(title)}`
+    + `</span><span class="legend">${legend}</span></div>${svg}</div>`;
+}
+
+function renderHeader(state) {
+  const ready = $("ready");
+  ready.textContent = state.ready ? "ready" : "NOT READY";
+  ready.className = "badge " + (state.ready ? "ok" : "bad");
+}
+
+function renderOverview(state, hist, span) {
+  const b = state.retry_budget, st = state.state_store;
+  const store = st.degraded ? word("degraded", "bad") : word("ok", "ok");
+  const fallbacks = Object.entries(state.fallbacks).map(([name, f]) =>
+    `<span>fallback <b>${esc(name)}</b>: ${f.ok ? word("verified", "ok") : word("refused", "bad")}`
+    + ` <span class="mute">${esc(f.reason)}, checked ${esc(clock(f.checked_at))}</span></span>`);
+  $("overview").innerHTML = `<div class="facts">
+    <span>retry budget <b>${esc(fmt(b.balance))}</b> retries left
+      <span class="mute">(${esc(b.ratio)} × requests + ${esc(b.min_per_s)}/s over
+      ${esc(b.window_s)} s; spent ${esc(b.spent_total)}, refused ${esc(b.refused_total)})</span>
+    </span>
+    <span>hedges <b>${esc(state.hedges.sent)}</b> sent, <b>${esc(state.hedges.won)}</b> won</span>
+    <span>state store <b>${esc(st.backend)}</b> ${store}</span>${fallbacks.join("")}</div>
+    <div class="charts">${chart("retry-budget", "retry budget balance", hist.t,
+      [{name: "balance", values: hist.retry_budget}], {span, now: hist.as_of})}</div>`;
+}
+
+function policyText(policy) {
+  if (!policy) return "—";
+  if (!policy.enabled) return `<span class="mute">off</span>`;
+  if (!policy.engaged) return word("normal", "ok");
+  const a = policy.adjustment;
+  return word("engaged", "bad") + esc(since(policy.since)) + ` <span class="mute">retry budget ×`
+    + `${esc(a.retry_budget_factor)}, hedging ${a.hedging_enabled ? "on" : "off"}, fallback`
+    + ` margin ×${esc(a.fallback_margin_factor)}</span>`;
+}
+
+function renderModels(state, hist, slo, span) {
+  const page = (slo.alert_rules || []).find((r) => r.severity === "page");
+  const html = Object.entries(state.models).map(([name, m]) => {
+    const h = hist.models[name] || {}, s = (slo.models || {})[name] || {}, t = hist.t;
+    const burn = Object.entries(h.slo || {}).map(([n, v]) => ({name: n, values: v.burn}));
+    const refs = [{value: 1, label: "1× (on budget)", fit: true}];
+    if (page) refs.push({value: page.factor, label: `${page.factor}× page`});
+    return `<div class="card" data-model="${esc(name)}"><h3>${esc(name)} ${m.ready
+      ? word("ready", "ok") : word("not ready", "bad")}</h3><div class="facts">
+      <span>route <b>${esc(m.route)}</b></span><span>pools <b>${esc(m.pools.join(", "))}</b></span>
+      <span>in flight <b>${esc(m.in_flight)}</b>/${esc(m.max_in_flight)}</span>
+      <span>shed <b>${esc(m.shed)}</b></span>
+      <span>hedging ${m.policy.hedging_enabled ? word("on", "ok") : word("off", "warn")}</span>
+      <span>burn policy ${policyText(s.policy)}</span></div><div class="charts">
+      ${chart(name + "-rate", "requests/s", t, [{name: "rate", values: h.rate || []}],
+        {span, now: hist.as_of, unit: "/s"})}
+      ${chart(name + "-errors", "error / degraded share", t, [
+        {name: "5xx", values: h.error_share || [], color: "#c62828"},
+        {name: "degraded", values: h.degraded_share || [], color: "#ef6c00"},
+        {name: "fallback", values: h.fallback_share || [], color: "#6a1b9a"}],
+        {span, now: hist.as_of, unit: "%", floor: 0.01})}
+      ${chart(name + "-latency", "latency", t, [
+        {name: "p50", values: h.p50_ms || [], color: "#1565c0"},
+        {name: "p99", values: h.p99_ms || [], color: "#c62828"}],
+        {span, now: hist.as_of, unit: "ms"})}
+      ${burn.length ? chart(name + "-burn", "SLO burn rate (5 min)", t, burn,
+        {span, now: hist.as_of, unit: "×", refs}) : ""}</div></div>`;
+  });
+  $("models").innerHTML = html.join("");
+}
+
+function tile(r, seen) {
+  const breaker = (r.breaker || {}).state || "none";
+  const health = r.healthy === true ? "healthy" : r.healthy === false ? "unhealthy" : "unknown";
+  const serving = r.healthy === true && !r.ejected && !r.quarantined;
+  let level = "ok";
+  if (r.healthy === false || r.quarantined || breaker === "open") level = "bad";
+  else if (r.ejected || breaker === "half-open" || r.healthy !== true) level = "warn";
+  const healthWord = word(health === "unknown" ? "not probed yet" : health,
+    {healthy: "ok", unhealthy: "bad", unknown: "warn"}[health]);
+  const down = r.healthy === false ? esc(since(seen.unhealthy_since)) : "";
+  const lines = [`health ${healthWord}${down}`,
+    `breaker ${word(breaker, BREAKER_LEVELS[breaker] || "warn")}`];
+  if (r.ejected) {
+    lines.push(`${word("ejected", "warn")}: ${esc(r.ejection_reason || "")}${esc(since(
+      seen.ejected_since))}, ${esc(r.ejected_for_s.toFixed(0))} s left`);
+  }
+  if (r.quarantined) {
+    lines.push(`${word("quarantined", "bad")}: ${esc(r.quarantine_reason || "")}${esc(since(
+      seen.quarantined_since))}, ${esc(r.quarantined_for_s.toFixed(0))} s left`);
+  }
+  lines.push(serving ? `latency <b>${esc(fmt(r.ewma_latency_ms, "ms"))}</b> <span class="mute">`
+    + `(moving average)</span>` : `latency <span class="mute">— (not serving)</span>`);
+  if (r.last_error) lines.push(`<span class="mute">last error: ${esc(r.last_error)}</span>`);
+  lines.push(`<span class="mute">requests ${esc(r.requests)} · failures ${esc(r.failures)} · `
+    + `outstanding ${esc(r.outstanding)}${r.standby ? " · standby" : ""}</span>`);
+  return `<div class="tile ${level}" data-replica="${esc(r.id)}" data-health="${health}"`
+    + ` data-ejected="${r.ejected ? "yes" : "no"}" data-level="${level}"><div class="name">`
+    + `${esc(r.id)} <span class="url">${esc(r.url)}${r.zone ? " · " + esc(r.zone) : ""}</span>`
+    + `</div>${lines.map((l) => `<div>${l}</div>`).join("")}</div>`;
+}
+
+function renderPools(state, hist, span) {
+  $("pools").innerHTML = state.pools.map((p) => {
+    const h = hist.pools[p.name] || {};
+    const tiles = p.replicas.map((r) => tile(r, hist.replicas[r.id] || {})).join("");
+    return `<div class="card" data-pool="${esc(p.name)}"><h3>${esc(p.name)} <span class="mute">→ `
+      + `${esc(p.model)}${p.version ? " v" + esc(p.version) : ""}</span></h3><div class="facts">`
+      + `<span><b>${esc(p.healthy)}</b>/${esc(p.size)} healthy</span><span><b>${esc(p.ejected)}`
+      + `</b> ejected</span>${p.panic ? word("PANIC: balancing over all replicas", "bad") : ""}`
+      + `</div><div class="charts">${chart(p.name + "-replicas", "replicas", hist.t, [
+        {name: "healthy", values: h.healthy || [], color: "#2e7d32"},
+        {name: "ejected", values: h.ejected || [], color: "#ef6c00"},
+        {name: "quarantined", values: h.quarantined || [], color: "#c62828"},
+        {name: "open breakers", values: h.open_breakers || [], color: "#6a1b9a"}],
+        {span, now: hist.as_of, floor: p.size})}</div><div class="tiles">${tiles}</div></div>`;
+  }).join("");
+}
+
+function renderSlos(slo) {
+  const rows = [];
+  for (const [model, entry] of Object.entries(slo.models || {})) {
+    for (const s of entry.slos || []) {
+      const left = s.error_budget.remaining, firing = s.alerts.filter((a) => a.firing);
+      const level = firing.length ? "bad" : left < 0.5 ? "warn" : "";
+      const color = left < 0.25 ? "#c62828" : left < 0.5 ? "#ef6c00" : "#2e7d32";
+      const pct = Math.max(0, Math.min(1, left)) * 100;
+      const burns = Object.entries(s.burn_rates).map(([w, v]) => `${esc(w)} ${esc(fmt(v, "×"))}`);
+      const alerts = firing.length ? firing.map((a) => word(`${a.severity} ${a.name}`, "bad")
+        + esc(since(a.since))).join("<br>") : word("none", "ok");
+      const ev = s.events;
+      rows.push(`<tr class="${level}" data-slo="${esc(model + "/" + s.name)}">
+        <td><b>${esc(model)}/${esc(s.name)}</b>${s.tenant ? " · tenant " + esc(s.tenant) : ""}</td>
+        <td>${esc(s.kind)}</td><td>${esc(fmt(s.objective, "%"))}</td>
+        <td>${s.threshold_ms != null ? esc(fmt(s.threshold_ms, "ms")) : "—"}</td>
+        <td>${esc(ev.good)}/${esc(ev.total)} good · ${esc(ev.bad)} bad · ${esc(ev.degraded)}`
+        + ` degraded</td><td>${s.sli == null ? "—" : esc(fmt(s.sli, "%"))}</td>
+        <td><span class="bar"><i style="width:${pct.toFixed(0)}%;background:${color}"></i></span>`
+        + `${esc(fmt(left, "%"))}</td><td>${burns.join("<br>")}</td><td>${alerts}</td></tr>`);
+    }
+  }
+  $("slos").innerHTML = rows.length ? `<table><tr><th>SLO</th><th>kind</th><th>objective</th>`
+    + `<th>threshold</th><th>events (window)</th><th>SLI</th><th>budget left</th>`
+    + `<th>burn rates</th><th>alerts firing</th></tr>${rows.join("")}</table>`
+    : `<span class="mute">no SLO configured</span>`;
+}
+
+function renderEvents(hist) {
+  const counts = Object.entries(hist.event_counts).map(([k, n]) => `${k} ${n}`).join(" · ");
+  $("eventcounts").textContent = counts ? "(" + counts + ")" : "";
+  $("events").innerHTML = hist.events.length ? hist.events.map((e) =>
+    `<div class="ev ${esc(e.level)}" data-kind="${esc(e.kind)}" data-subject="${esc(e.subject)}">`
+    + `<time title="${esc(new Date(e.t * 1000).toISOString())}">${esc(clock(e.t))}</time>`
+    + `<b>${esc(e.kind)}</b><span>${esc(e.subject)}</span><span>${esc(e.detail)}</span></div>`)
+    .join("") : `<span class="mute">no events yet</span>`;
+}
+
+function stamp() {
+  if (asOf == null) return;
+  const age = (Date.now() - lastOk) / 1000;
+  $("asof").textContent = `as of ${clock(asOf)}` + (age > 3 * POLL_MS / 1000
+    ? ` — STALE (${age.toFixed(0)} s without an update)` : "");
+  $("asof").title = new Date(asOf * 1000).toISOString() + " (the gateway's clock)";
+}
+
+async function poll() {
+  try {
+    const span = Number($("span").value);
+    const [state, hist, slo] = await Promise.all([getJSON("/admin/state"),
+      getJSON(`/admin/history?seconds=${span}&events=200`), getJSON("/slo")]);
+    asOf = hist.as_of;
+    renderHeader(state);
+    renderOverview(state, hist, span);
+    renderModels(state, hist, slo, span);
+    renderPools(state, hist, span);
+    renderSlos(slo);
+    renderEvents(hist);
+    lastOk = Date.now();
+    $("conn").textContent = "";
+    $("keyform").style.display = "none";
+    document.body.dataset.updated = String(lastOk);
+  } catch (error) {
+    if (error instanceof NeedKey) {
+      $("keyform").style.display = "flex";
+      $("conn").textContent = "this gateway needs its admin key";
+    } else {
+      $("conn").textContent = "update failed: " + error.message;
+    }
+  }
+  stamp();
+  clearTimeout(timer);
+  timer = setTimeout(poll, POLL_MS);
+}
+
+$("keyform").addEventListener("submit", (event) => {
+  event.preventDefault();
+  sessionStorage.setItem(KEY, $("keyinput").value.trim());
+  $("keyinput").value = "";
+  poll();
+});
+$("span").addEventListener("change", () => poll());
+setInterval(stamp, 1000);
+poll();
+"""
