@@ -97,7 +97,9 @@ class Stack:
 
     def gateway(self, config: dict[str, Any], name: str = "gateway") -> Proc:
         port = free_port()
-        config.setdefault("server", {})["port"] = port
+        server = config.setdefault("server", {})
+        server["port"] = port
+        server.setdefault("drain_s", 0)  # the stack stops its gateways at once, not after a drain
         path = self.workdir / f"{name}.yaml"
         path.write_text(yaml.safe_dump(config))
         argv = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(path)]
