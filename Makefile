@@ -6,13 +6,12 @@ STAMP  := $(VENV)/.installed-stamp
 MODELS := models/MANIFEST.json
 CONFIG ?= config/local.yaml
 
-.PHONY: run test lint unit bench faults chaos capacity peers setup system clean
+.PHONY: run test lint unit bench faults chaos capacity peers setup system clean deploy-check
 
 run: setup
 	$(VENV)/bin/gateway up --config $(CONFIG)
 
 test: setup peers
-	@WITH_CHROMIUM=1 bash .ci/system-deps.sh
 	$(VENV)/bin/ruff check gateway replicas v2proto tests loadtests
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
@@ -43,6 +42,22 @@ capacity: setup
 # cached: a venv is rebuilt only when its pins change).
 peers: system
 	bash .ci/peers.sh
+
+# Container images and Kubernetes manifests, checked offline (no cluster, no container runtime):
+# kubernetes-validate (dev extra) and `gateway check-config` in tests/deploy, and checkov, which
+# pins many packages and so gets its own venv outside the repository (about 20 s the first time).
+DEPLOY_TOOLS    ?= $(HOME)/.cache/v2-gateway/deploy-tools
+CHECKOV_VERSION ?= 3.3.30
+CHECKOV         := $(DEPLOY_TOOLS)/bin/checkov
+
+deploy-check: $(STAMP) $(CHECKOV)
+	$(CHECKOV) -d deploy --framework kubernetes dockerfile --compact --quiet --skip-download
+	CHECKOV=$(CHECKOV) $(PY) -m pytest -q -p no:cacheprovider tests/deploy
+
+$(CHECKOV):
+	$(PYTHON) -m venv $(DEPLOY_TOOLS)
+	$(DEPLOY_TOOLS)/bin/pip install -q --upgrade pip
+	$(DEPLOY_TOOLS)/bin/pip install -q 'checkov==$(CHECKOV_VERSION)'
 
 setup: system $(STAMP) $(MODELS)
 
