@@ -20,6 +20,7 @@ from collections.abc import Iterator
 import uvicorn
 import uvloop
 
+from gateway import __version__
 from gateway.api.app import GatewayApp
 from gateway.api.auth import refuse_unprotected
 from gateway.api.protocol import ClientLimits, guarded_protocol
@@ -172,24 +173,48 @@ async def _probe(config: GatewayConfig) -> list[Finding]:
         await transport.aclose()
 
 
+DESCRIPTION = """\
+A fault-tolerant gateway for V2 (Open Inference Protocol) model servers.
+
+commands:
+  up            start the config's local replicas, then the gateway (what `make run` does)
+  serve         run the gateway against replicas that already run anywhere
+  check-config  validate a config file (and, with --probe, the replicas it names)
+
+Each command has its own --help. Docs: README.md; the config's full shape, with defaults,
+is in its Configuration section."""
+
+
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="gateway", description=__doc__.splitlines()[0])
-    sub = top.add_subparsers(dest="command", required=True)
+    top = argparse.ArgumentParser(
+        prog="gateway",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    top.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, func, help_ in (
         ("serve", _serve, "run the gateway against existing replicas"),
         ("up", _up, "start the config's local replicas, then the gateway"),
     ):
-        cmd = sub.add_parser(name, help=help_)
-        cmd.add_argument("--config", default=DEFAULT_CONFIG)
-        cmd.add_argument("--host")
-        cmd.add_argument("--port", type=int)
+        cmd = sub.add_parser(
+            name,
+            help=help_,
+            description=f"{help_[0].upper()}{help_[1:]}. SIGTERM or Ctrl-C drains "
+            "(server.drain_s) and exits 0; SIGHUP reloads the config.",
+        )
+        cmd.add_argument(
+            "--config", default=DEFAULT_CONFIG, help="the YAML config file (default: %(default)s)"
+        )
+        cmd.add_argument("--host", help="listen address (default: the config's server.host)")
+        cmd.add_argument("--port", type=int, help="listen port (default: the config's server.port)")
         cmd.set_defaults(func=func)
     check = sub.add_parser(
         "check-config",
         help="validate a config file and the files and fallbacks it names, and exit "
         "(1: mismatches found by --probe, 2: invalid)",
     )
-    check.add_argument("config")
+    check.add_argument("config", help="the YAML config file to check")
     check.add_argument(
         "--probe",
         action="store_true",

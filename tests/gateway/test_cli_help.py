@@ -1,0 +1,35 @@
+"""The CLI helps: plain-text help with every option explained and its default, --version."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway import __version__
+from gateway.cli import main
+
+
+def _help(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _help(["--version"], capsys).strip() == f"gateway {__version__}"
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["serve", "--help"], ["up", "--help"],
+                                  ["check-config", "--help"]])  # fmt: skip
+def test_help_is_plain_text_and_every_option_is_explained(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = _help(argv, capsys)
+    assert "``" not in text and ":func:" not in text  # no raw reStructuredText
+    options = [line for line in text.splitlines() if line.strip().startswith("--")]
+    assert options
+    for line in options:
+        name = line.split()[0]
+        assert len(line.split()) > 1 or name == "--version", f"{name} has no help"
+    if argv[0] in ("serve", "up"):
+        assert "(default: config/local.yaml)" in text
