@@ -12,6 +12,7 @@ run: setup
 	$(VENV)/bin/gateway up --config $(CONFIG)
 
 test: setup peers
+	@WITH_CHROMIUM=1 bash .ci/system-deps.sh
 	$(VENV)/bin/ruff check gateway replicas v2proto tests loadtests
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
