@@ -21,11 +21,16 @@ MODELS = Path(__file__).resolve().parents[2] / "models"
 
 
 class GatewayProcess(ManagedProcess):
-    """``gateway serve`` on loopback; ``env`` adds variables (an admin key named by the config)."""
+    """``gateway serve`` on loopback; ``env`` adds variables (an admin key named by the config).
+
+    ``server.drain_s`` is 0 unless the config sets it, so a test's SIGTERM stops it at once.
+    """
 
     def __init__(
         self, config: dict[str, Any], port: int, env: dict[str, str] | None = None
     ) -> None:
+        server = config.get("server", {})
+        config = {**config, "server": {"drain_s": 0, **server}}  # stopped at once unless asked
         handle, path = tempfile.mkstemp(prefix="gateway-", suffix=".yaml")
         self.config_path = Path(path)
         with open(handle, "w") as out:
