@@ -13,6 +13,7 @@ run: setup
 
 test: setup peers
 	@WITH_CHROMIUM=1 bash .ci/system-deps.sh
+	@WITH_PROMTOOL=1 bash .ci/system-deps.sh
 	$(VENV)/bin/ruff check gateway replicas v2proto tests loadtests
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -34,6 +35,7 @@ from gateway.shared_state import SharedState
 from gateway.slo.engine import SloBook
 from gateway.telemetry.metrics import ANONYMOUS, UNKNOWN_MODEL, Metrics
 from gateway.telemetry.model_stats import ModelStats
+from gateway.telemetry.topology import Topology
 from gateway.telemetry.tracing import Tracer
 from gateway.upstream.events import FanoutEvents
 from gateway.upstream.fast_transport import FastTransport
@@ -63,7 +65,8 @@ class Gateway:
         self.config = config
         self.clock = clock or MonotonicClock()
         self.rng = rng or random.Random()
-        self.metrics = Metrics(tenants=config.tenants)
+        topology = _topology(config, self._pool_of)
+        self.metrics = Metrics(tenants=config.tenants, topology=topology)
         self.tenants = TenantLimits(config.tenants, self.clock)  # each tenant's own limits
         self.stats = ModelStats()  # Triton's per-model statistics, as clients saw them
         self._schemas: dict[str, ModelSchema | None] = {}
@@ -220,12 +223,15 @@ class Gateway:
         degraded: str | None,
         deadline_s: float | None = None,
         tenant: str = ANONYMOUS,
+        request_bytes: int = -1,
+        response_bytes: int = -1,
+        rows: int = -1,
     ) -> None:
         """One answer as the client saw it: metrics, SLOs, history (the edge calls this once).
 
         ``deadline_s``: the time the client allowed; SLOs exclude deadlines under their floor.
         ``tenant``: who asked (a configured tenant or ANONYMOUS); a tenant's SLOs count only
-        its requests.
+        its requests. Bodies' sizes and the request's rows: -1 where not known.
         """
         config = self.config.models.get(model)
         if config is None:
@@ -233,7 +239,8 @@ class Gateway:
             return
         route = "fallback" if served_by.startswith("fallback/") else config.route
         self.metrics.request(model, route, status, served_by if route == "single" else route,
-                             latency_s, degraded, tenant)  # fmt: skip
+                             latency_s, degraded, tenant,
+                             request_bytes, response_bytes, rows)  # fmt: skip
         self.slo.record(model, status, latency_s, degraded is not None, tenant, deadline_s)
         self.stats.record(model, status == 200, latency_s, self.clock.wall())
         self.history.observe(model, status, latency_s, degraded, served_by)
@@ -310,6 +317,11 @@ class Gateway:
     def server_metadata(self) -> dict[str, Any]:
         return {"name": "v2-gateway", "version": __version__, "extensions": ["binary_tensor_data"]}
 
+    def _pool_of(self, replica_id: str) -> str | None:
+        """The pool of a replica that joined while serving, for its metric labels."""
+        replica = self.registry.replica(replica_id)
+        return replica.pool if replica is not None else None
+
     def _install_scrape_hooks(self) -> None:
         for replica in self.registry.replicas():
             self.metrics.breaker_state(replica.id, "closed")
@@ -321,6 +333,8 @@ class Gateway:
                     replica.id, healthy=bool(replica.healthy),
                     ejected=replica.ejected_until > now, outstanding=replica.outstanding,
                 )  # fmt: skip
+            for pool in self.registry.pools.values():
+                self.metrics.set_ejections_active(pool.name, pool.outlier.ejected_count())
             self.metrics.set_retry_budget(self.budget.balance())
             if self._pipeline is not None:
                 for name in self.config.models:
@@ -331,14 +345,27 @@ class Gateway:
         self.metrics.on_scrape(refresh)
 
 
+def _topology(config: GatewayConfig, locate: Callable[[str], str | None]) -> Topology:
+    """The config's names as metric labels: models' versions, pools' models, replicas' pools
+    (``locate``: the pool of a replica that joined later)."""
+    return Topology(
+        models={name: model.version for name, model in config.models.items()},
+        pools={name: pool.model for name, pool in config.pools.items()},
+        replicas={r.id: name for name, pool in config.pools.items() for r in pool.replicas},
+        locate=locate,
+    )
+
+
 def _slo_gauges(doc: dict[str, Any]) -> dict[str, Any]:
-    """The /slo document reshaped for the SLO gauges: one entry per model/SLO."""
+    """The /slo document reshaped for the SLO gauges: one entry per model and SLO."""
     entries = []
     for model, entry in doc.get("models", {}).items():
         for slo in entry.get("slos", []):
             entries.append(
                 {
-                    "name": f"{model}/{slo['name']}",
+                    "name": slo["name"],
+                    "model": model,
+                    "tenant": slo.get("tenant"),
                     "objective": slo["objective"],
                     "budget_remaining": slo["error_budget"]["remaining"],
                     "burn_rates": slo["burn_rates"],

@@ -43,20 +43,27 @@ class NullExporter(SpanExporter):
         return SpanExportResult.SUCCESS
 
 
-def metrics_request() -> Callable[[], None]:
+def metrics_request(sizes: bool = True) -> Callable[[], None]:
+    """What one proxied request records: its first send's queue time, the attempt, and the
+    answer at the edge with its bodies' sizes and rows (``sizes=False``: the last two only)."""
     m = Metrics()
 
     def run() -> None:
-        m.request("digits", "single", 200, "digits-1", 0.0031)
-        m.attempt("digits", OK)
+        m.queued("digits", 0.00004)
+        m.attempt("digits", "digits-pool", OK)
+        m.request("digits", "single", 200, "digits-1", 0.0031, None, "anonymous", 620, 480, 1)
 
-    return run
+    def core() -> None:
+        m.attempt("digits", "digits-pool", OK)
+        m.request("digits", "single", 200, "digits-1", 0.0031)
+
+    return run if sizes else core
 
 
 def prometheus_children() -> Callable[[], None]:
     """The rejected alternative: prometheus_client's own metrics, label children cached."""
     registry = prometheus_client.CollectorRegistry()
-    labels = ("model", "route", "code", "status_class", "served_by")
+    labels = ("model", "version", "route", "code", "served_by")
     requests = prometheus_client.Counter("r_total", "", labels, registry=registry)
     duration = prometheus_client.Histogram(
         "d_seconds", "", labels[:2], registry=registry, buckets=LATENCY_BUCKETS
@@ -67,7 +74,7 @@ def prometheus_children() -> Callable[[], None]:
     )
     cache = {
         "req": (
-            requests.labels("digits", "single", "200", "2xx", "digits-1"),
+            requests.labels("digits", "1", "single", "200", "digits-1"),
             duration.labels("digits", "single"),
         ),
         "att": (
@@ -186,6 +193,8 @@ def main(argv: list[str] | None = None) -> None:
     memory = InMemorySpanExporter()
     rows: list[tuple[str, Callable[[], float]]] = [
         ("metrics: request + attempt (gateway.telemetry)",
+         lambda: measure(metrics_request(sizes=False), n)),
+        ("metrics: + queue time, body sizes, rows (every request)",
          lambda: measure(metrics_request(), n)),
         ("metrics: same with prometheus_client children",
          lambda: measure(prometheus_children(), n)),

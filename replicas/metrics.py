@@ -3,6 +3,8 @@
 A private `CollectorRegistry` keeps these series apart from anything else imported into the
 process (the gateway's own metrics, in-process test servers), so two apps never collide on a
 metric name. Label children are cached so the per-request cost is a dict lookup and an add.
+Every series names the model it serves by ``model`` and ``version`` (Triton's labels), so a
+replica's series join the gateway's replica series (``gateway_replica_*{model=...}``).
 """
 
 from __future__ import annotations
@@ -20,40 +22,43 @@ class ReplicaMetrics:
 
     content_type = CONTENT_TYPE_LATEST
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, version: str = "1") -> None:
         self.model = model
+        self.version = version
         self.registry = CollectorRegistry(auto_describe=True)
+        labels = ["model", "version"]
         self._requests = Counter(
             "replica_requests",
             "Infer requests answered, by HTTP status code.",
-            ["model", "code"],
+            [*labels, "code"],
             registry=self.registry,
         )
         self._duration = Histogram(
             "replica_request_duration_seconds",
             "Time from receiving an infer request to answering it.",
-            ["model"],
+            labels,
             buckets=BUCKETS,
             registry=self.registry,
-        ).labels(model)
+        ).labels(model, version)
         self._rows = Counter(
             "replica_inference_rows",
             "Rows (batch items) inferred successfully.",
-            ["model"],
+            labels,
             registry=self.registry,
-        ).labels(model)
+        ).labels(model, version)
         self.in_flight = Gauge(
             "replica_requests_in_flight",
             "Infer requests received and not yet answered.",
+            labels,
             registry=self.registry,
-        )
+        ).labels(model, version)
         self._ready = Gauge(
-            "replica_ready", "1 when the replica reports ready.", registry=self.registry
-        )
+            "replica_ready", "1 when the replica reports ready.", labels, registry=self.registry
+        ).labels(model, version)
         self._faults = Gauge(
             "replica_faults_active",
             "1 for each injected fault that is on.",
-            ["fault"],
+            [*labels, "fault"],
             registry=self.registry,
         )
         self._by_code: dict[int, Counter] = {}
@@ -61,7 +66,7 @@ class ReplicaMetrics:
     def observe(self, code: int, seconds: float, rows: int = 0) -> None:
         child = self._by_code.get(code)
         if child is None:
-            child = self._by_code[code] = self._requests.labels(self.model, str(code))
+            child = self._by_code[code] = self._requests.labels(self.model, self.version, str(code))
         child.inc()
         self._duration.observe(seconds)
         if rows:
@@ -72,7 +77,7 @@ class ReplicaMetrics:
 
     def set_faults(self, active: Mapping[str, bool]) -> None:
         for fault, on in active.items():
-            self._faults.labels(fault).set(1 if on else 0)
+            self._faults.labels(self.model, self.version, fault).set(1 if on else 0)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -93,7 +93,7 @@ class ReplicaApp:
         self.model: OnnxModel | None = None
         self.load_error: str | None = None
         self.draining = False
-        self.metrics = ReplicaMetrics(name)
+        self.metrics = ReplicaMetrics(name, version)
         self.faults: FaultHooks = faults if faults is not None else NoFaults()
         self._loader = loader
         self._max_body = max_body_bytes

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import Any
 
 from gateway.api.ids import request_id_of
 from gateway.api.parsing import RequestParser
@@ -66,6 +67,7 @@ class InferEndpoint:
         call: InferCall | None = None
         client_deadline_s: float | None = None  # for the SLOs: only a deadline the client chose
         tenant = ANONYMOUS
+        received = rows = -1  # the body's bytes and the request's rows, once known
         try:
             tenant = self._keys.tenant(headers)
             model = gateway.model(model_name, version)
@@ -75,6 +77,7 @@ class InferEndpoint:
             limiter.enter()
             try:
                 body = await self._read_body(scope, receive, headers)
+                received = len(body)
                 timeout_s = timeout_from_header(
                     headers.get(TIMEOUT_HEADER), model.timeout_ms, model.max_timeout_ms
                 )
@@ -89,6 +92,7 @@ class InferEndpoint:
                 schema = gateway.schema(model_name)
                 if schema is not None:  # the model's signature: a bad input never costs a replica
                     schema.check(request.header)
+                rows = _rows(request.header)
                 body, header_length, request = with_request_id(
                     body, headers.get(HEADER_LENGTH), request, request_id
                 )
@@ -119,8 +123,9 @@ class InferEndpoint:
                 extra.append((b"traceparent", span.traceparent.encode()))
             await send_error(send, error, extra)
             self._finish(
-                span, model_name, error.status, "", arrived, None, client_deadline_s, tenant
-            )
+                span, model_name, error.status, "", arrived, None, client_deadline_s, tenant,
+                received, -1, rows,
+            )  # fmt: skip
             unbind_request(token)
             return
         reply, header_length = result.body, result.header_length
@@ -144,7 +149,7 @@ class InferEndpoint:
         await send_bytes(send, result.status, reply, out)
         self._finish(
             span, model_name, result.status, result.served_by, arrived, result.degraded,
-            client_deadline_s, tenant,
+            client_deadline_s, tenant, received, len(reply), rows,
         )  # fmt: skip
         unbind_request(token)
 
@@ -158,9 +163,15 @@ class InferEndpoint:
         degraded: str | None,
         deadline_s: float | None,
         tenant: str,
+        received: int,
+        sent: int,
+        rows: int,
     ) -> None:
+        """``received``, ``sent``: the bodies' bytes; ``rows``: the request's (-1: not known)."""
         latency = self._gateway.clock.now() - arrived
-        self._gateway.observe(model, status, served_by, latency, degraded, deadline_s, tenant)
+        self._gateway.observe(
+            model, status, served_by, latency, degraded, deadline_s, tenant, received, sent, rows
+        )
         span.end(status, served_by or None, degraded)
 
     async def _read_body(self, scope: Scope, receive: Receive, headers: dict[str, str]) -> bytes:
@@ -183,6 +194,12 @@ class InferEndpoint:
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def _rows(header: dict[str, Any]) -> int:
+    """Rows of a valid request: its first input's first dimension (1 for a scalar)."""
+    shape = header["inputs"][0]["shape"]
+    return shape[0] if shape else 1
 
 
 def _wanted_headers(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:

@@ -63,6 +63,8 @@ class AttemptLayer:
                 cancelled = Outcome(OutcomeKind.CANCELLED, replica.id, 0.0)
                 replica.breaker.record(cancelled, breaker_state)
             raise UpstreamTimeout("no time left for another attempt")
+        if leg.call.attempts == 1:  # the request's first send (taken just now, no await since)
+            self._metrics.queued(leg.call.model_name, leg.call.deadline.budget - remaining)
         patience = try_timeout(
             leg.call.model.retry.try_timeout,
             leg.pool.latency,
@@ -84,6 +86,7 @@ class AttemptLayer:
         task.add_done_callback(self._finished_in_background)
         slow = Outcome(OutcomeKind.SLOW, replica.id, patience, detail="answer still pending")
         leg.call.ledger.record(slow)
+        self._metrics.per_try_timeout(leg.call.model_name, leg.pool.name, replica.id)
         message = f"{replica.id}: no answer within {patience * 1000:.0f} ms"
         raise UpstreamTimeout(message, outcome=slow, pending=task)
 
@@ -167,7 +170,7 @@ class AttemptLayer:
             if outcome.ok:
                 pool.latency.record(outcome.latency_s)
                 pool.error_streak = 0
-            self._metrics.attempt(call.model_name, outcome)
+            self._metrics.attempt(call.model_name, pool.name, outcome)
             if span is not None:
                 span.end(outcome)
 

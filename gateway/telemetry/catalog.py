@@ -1,7 +1,11 @@
 """Every metric the gateway exports: name, help text, labels and buckets, in one place.
 
-Names follow Prometheus conventions (``_total`` counters, ``_seconds`` histograms in base
-units); an operator reading this file sees all of /metrics. `Metrics` records into these.
+Names follow Prometheus conventions (``_total`` counters, base units: ``_seconds``,
+``_bytes``); an operator reading this file sees all of /metrics. `Metrics` records into these.
+Label vocabulary, the same everywhere: ``model`` and ``version`` on request series are the
+model the client called; on replica series (``pool``, ``model``, ``replica``) they are the
+model the replica serves (its pool's). ``code`` is the HTTP status (Prometheus' name for it;
+a status class is ``code=~"5.."`` in a query, not a second label).
 """
 
 from __future__ import annotations
@@ -16,37 +20,78 @@ from gateway.telemetry.slo_metrics import SloMetrics
 LATENCY_BUCKETS = (
     0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 )  # fmt: skip
+# Queue time at the edge is parsing and admission: tens of µs, ms under load.
+QUEUE_BUCKETS = (
+    0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1,
+    1.0,
+)  # fmt: skip
+# Payloads from a one-row JSON request (≈ 500 B) to the body limit (tens of MiB): powers of 4.
+BYTES_BUCKETS = tuple(float(256 * 4**i) for i in range(10))  # 256 B ... 64 MiB
+ROWS_BUCKETS = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 4096.0)
+BREAKER_STATES = ("closed", "open", "half_open")  # the state set of gateway_breaker_state
+REPLICA = ("model", "pool", "replica")  # the labels of every replica series
 
 
 class Catalog:
     def __init__(self, buckets: Iterable[float] = LATENCY_BUCKETS) -> None:
         bounds = tuple(buckets)
+        # --- per request, at the edge (Triton: nv_inference_*) ---------------------------
         self.requests = CounterFamily(
             "gateway_requests_total",
-            "Client requests answered, by model, route, status, who served them and tenant.",
-            ("model", "route", "code", "status_class", "served_by", "tenant"),
+            "Client requests answered, by model, route, status code, who served them and tenant.",
+            ("model", "version", "route", "code", "served_by", "tenant"),
         )
         self.duration = HistogramFamily(
             "gateway_request_duration_seconds",
             "Latency as the client saw it, from arrival to the answer.",
-            ("model", "route", "status_class"),
+            ("model", "version", "route", "code"),
             bounds,
+        )
+        self.queue = HistogramFamily(
+            "gateway_request_queue_duration_seconds",
+            "Time from arrival to the first upstream attempt's send (reading, parsing, admission).",
+            ("model", "version"),
+            QUEUE_BUCKETS,
+        )
+        self.request_size = HistogramFamily(
+            "gateway_request_size_bytes",
+            "Body of each accepted infer request, as received.",
+            ("model", "version"),
+            BYTES_BUCKETS,
+        )
+        self.response_size = HistogramFamily(
+            "gateway_response_size_bytes",
+            "Body of each infer answer sent by a replica or the fallback, as sent.",
+            ("model", "version"),
+            BYTES_BUCKETS,
+        )
+        self.rows = HistogramFamily(
+            "gateway_request_batch_rows",
+            "Rows (batch size) of each accepted infer request: its first input's first dimension.",
+            ("model", "version"),
+            ROWS_BUCKETS,
         )
         self.degraded = CounterFamily(
             "gateway_degraded_responses_total",
             "Answers sent with x-degraded, by reason.",
             ("model", "reason"),
         )
+        # --- per upstream attempt (Envoy: cluster.upstream_rq_*) ---------------------------
         self.attempts = CounterFamily(
             "gateway_upstream_attempts_total",
             "Upstream attempts by replica and classified outcome.",
-            ("model", "replica", "outcome"),
+            ("model", "pool", "replica", "outcome"),
         )
         self.attempt_duration = HistogramFamily(
             "gateway_upstream_attempt_duration_seconds",
-            "Latency of each upstream attempt, by replica and outcome.",
-            ("model", "replica", "outcome"),
+            "Latency of each upstream exchange, from send to its classified end.",
+            ("model", "pool", "replica", "outcome"),
             bounds,
+        )
+        self.per_try_timeouts = CounterFamily(
+            "gateway_upstream_per_try_timeouts_total",
+            "Tries given up on after the per-try timeout and retried (the exchange runs on).",
+            ("model", "pool", "replica"),
         )
         self.retries = CounterFamily("gateway_retries_total", "Retries sent.", ("model",))
         self.retries_refused = CounterFamily(
@@ -68,40 +113,47 @@ class Catalog:
         self.in_flight = GaugeFamily(
             "gateway_in_flight_requests", "Requests being served now.", ("model",)
         )
+        # --- per replica and pool ----------------------------------------------------------
         self.breaker = GaugeFamily(
             "gateway_breaker_state",
-            "Circuit breaker state: 0 closed, 1 half-open, 2 open.",
-            ("replica",),
+            "Circuit breaker state as a state set: 1 for the replica's current state, else 0.",
+            (*REPLICA, "state"),
         )
         self.transitions = CounterFamily(
             "gateway_breaker_transitions_total",
             "Circuit breaker state changes.",
-            ("replica", "from", "to"),
+            (*REPLICA, "from", "to"),
         )
         self.ejections = CounterFamily(
-            "gateway_ejections_total", "Outlier ejections of a replica.", ("replica", "reason")
+            "gateway_ejections_total", "Outlier ejections of a replica.", (*REPLICA, "reason")
+        )
+        self.ejections_active = GaugeFamily(
+            "gateway_outlier_ejections_active",
+            "Replicas of a pool ejected by outlier detection now.",
+            ("model", "pool"),
         )
         self.ejected = GaugeFamily(
-            "gateway_replica_ejected", "1 while a replica is ejected.", ("replica",)
+            "gateway_replica_ejected", "1 while a replica is ejected.", REPLICA
         )
         self.healthy = GaugeFamily(
-            "gateway_replica_healthy", "1 while active health checks pass.", ("replica",)
+            "gateway_replica_healthy", "1 while active health checks pass.", REPLICA
         )
         self.outstanding = GaugeFamily(
-            "gateway_replica_outstanding_requests", "Requests in flight to a replica.", ("replica",)
+            "gateway_replica_outstanding_requests", "Requests in flight to a replica.", REPLICA
         )
+        self.quarantines = CounterFamily(
+            "gateway_quarantines_total",
+            "Replicas quarantined for wrong answers.",
+            (*REPLICA, "reason"),
+        )
+        # --- routes: votes and fallbacks ----------------------------------------------------
         self.votes = CounterFamily(
             "gateway_votes_total", "N-version votes, by tally (agreeing/legs).", ("model", "tally")
         )
         self.dissents = CounterFamily(
             "gateway_vote_dissents_total",
-            "Vote legs that disagreed with the quorum.",
-            ("model", "replica"),
-        )
-        self.quarantines = CounterFamily(
-            "gateway_quarantines_total",
-            "Replicas quarantined for wrong answers.",
-            ("replica", "reason"),
+            "Vote legs that disagreed with the quorum (model: the voting model).",
+            ("model", "pool", "replica"),
         )
         self.fallbacks = CounterFamily(
             "gateway_fallbacks_total",

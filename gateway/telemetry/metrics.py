@@ -1,11 +1,12 @@
 """The gateway's Prometheus metrics: one `Metrics` object the pipeline calls, and ``render()``.
 
-The per-request calls (`request`, `attempt`) cost ≈ 0.3 µs each: their series are cached by
-the raw values the pipeline already holds, so the hot path does one dict lookup and no string
-formatting. Free-text labels (reasons, tallies) are bounded so that a bug or a hostile input
-cannot grow the series without end; so is the tenant label: configured tenants and
-"anonymous" only (`ANONYMOUS`, which the tenant config uses too). Names live in `catalog`.
-Record from the loop thread only.
+The per-request calls (`request`, `queued`, `attempt`) cost ≈ 0.3-0.6 µs each: their series
+are cached by the raw values the pipeline already holds, so the hot path does one dict lookup
+and no string formatting. Labels that the config bounds (a model's version, a replica's pool
+and model) come from a `Topology`. Free-text labels (reasons, tallies) are bounded so that a
+bug or a hostile input cannot grow the series without end; so is the tenant label:
+configured tenants and "anonymous" only (`ANONYMOUS`, which the tenant config uses too).
+Names live in `catalog`. Record from the loop thread only.
 """
 
 from __future__ import annotations
@@ -18,15 +19,16 @@ from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector,
 from prometheus_client.exposition import choose_encoder
 
 from gateway.outcome import Outcome, OutcomeKind
-from gateway.telemetry.catalog import LATENCY_BUCKETS, Catalog
+from gateway.telemetry.catalog import BREAKER_STATES, LATENCY_BUCKETS, Catalog
 from gateway.telemetry.series import Buckets, FamilyCollector, Value
+from gateway.telemetry.topology import Topology
 
-BREAKER_STATES = {"closed": 0.0, "half-open": 1.0, "half_open": 1.0, "open": 2.0}
 UNKNOWN_MODEL = "_unknown"  # pass this for requests naming a model that is not configured
 NOBODY = "none"  # served_by when no replica or fallback answered (shed, 404, 504 ...)
 MAX_LABEL_VALUES = 64  # distinct values per free-text label before they become "other"
 ANONYMOUS = "anonymous"  # the tenant of a request with no API key, and every unknown tenant
 _LABEL_VALUE = re.compile(r"[A-Za-z0-9_./:-]{1,64}")
+RequestKey = tuple[str, str, int, str, str]  # model, route, status, served_by, tenant
 
 
 class BoundedLabel:
@@ -45,8 +47,21 @@ class BoundedLabel:
         return value
 
 
-def status_class(status: int) -> str:
-    return f"{status // 100}xx" if 100 <= status <= 599 else "other"
+class ModelCells:
+    """A model's per-request histograms that are labelled by the model alone."""
+
+    __slots__ = ("queue", "request_size", "response_size", "rows")
+
+    def __init__(self, catalog: Catalog, model: str, version: str) -> None:
+        self.queue = catalog.queue.labels(model, version)
+        self.request_size = catalog.request_size.labels(model, version)
+        self.response_size = catalog.response_size.labels(model, version)
+        self.rows = catalog.rows.labels(model, version)
+
+
+def breaker_state_label(state: str) -> str:
+    """The breaker's own name for a state as a `catalog.BREAKER_STATES` label value."""
+    return state.replace("-", "_")
 
 
 class Metrics:
@@ -56,16 +71,20 @@ class Metrics:
         *,
         process: bool = True,
         tenants: Iterable[str] = (),
+        topology: Topology | None = None,
     ) -> None:
-        """``tenants``: the configured tenant names, the only tenant labels besides ANONYMOUS."""
+        """``tenants``: the configured tenant names, the only tenant labels besides ANONYMOUS;
+        ``topology``: the configured models, pools and replicas (labels bounded by config)."""
         self.registry = CollectorRegistry()
         self._tenants = frozenset((*tenants, ANONYMOUS))
+        self._topology = topology or Topology()
         self.catalog = self._m = Catalog(buckets)
         self._hooks: list[Callable[[], None]] = []
         self._reason = BoundedLabel()
         self._tally = BoundedLabel()
-        self._request_cells: dict[tuple[str, str, int, str, str], tuple[Value, Buckets]] = {}
-        self._attempt_cells: dict[tuple[str, str, OutcomeKind], tuple[Value, Buckets]] = {}
+        self._request_cells: dict[RequestKey, tuple[Value, Buckets, ModelCells]] = {}
+        self._model_cells: dict[str, ModelCells] = {}
+        self._attempt_cells: dict[tuple[str, str, str, OutcomeKind], tuple[Value, Buckets]] = {}
         self.registry.register(FamilyCollector(self._m.families, self._hooks))
         if process:
             ProcessCollector(registry=self.registry)
@@ -83,25 +102,46 @@ class Metrics:
         latency_s: float,
         degraded_reason: str | None = None,
         tenant: str = ANONYMOUS,
+        request_bytes: int = -1,
+        response_bytes: int = -1,
+        rows: int = -1,
     ) -> None:
-        """One client-visible answer; ``route`` is "single", "vote" or "fallback"."""
+        """One client-visible answer; ``route`` is "single", "vote" or "fallback".
+
+        Sizes and ``rows`` are observed where known (-1: not known, as for a body never read,
+        a request refused before parsing, or an error answer).
+        """
         if tenant not in self._tenants:
             tenant = ANONYMOUS
         key = (model, route, status, served_by, tenant)
         cells = self._request_cells.get(key)
         if cells is None:
             cells = self._request_cells[key] = self._new_request_cells(key)
-        cells[0].value += 1
-        cells[1].observe(latency_s)
+        count, duration, per_model = cells
+        count.value += 1
+        duration.observe(latency_s)
+        if request_bytes >= 0:
+            per_model.request_size.observe(request_bytes)
+        if response_bytes >= 0:
+            per_model.response_size.observe(response_bytes)
+        if rows >= 0:
+            per_model.rows.observe(rows)
         if degraded_reason is not None:
             self._m.degraded.labels(model, self._reason(degraded_reason)).value += 1
 
-    def attempt(self, model: str, outcome: Outcome) -> None:
+    def queued(self, model: str, seconds: float) -> None:
+        """Arrival to the first attempt's send, once per request (Triton's queue duration)."""
+        cells = self._model_cells.get(model)
+        if cells is None:
+            cells = self._cells_of(model)
+        cells.queue.observe(seconds)
+
+    def attempt(self, model: str, pool: str, outcome: Outcome) -> None:
         """One classified upstream attempt (the same `Outcome` the breaker reads)."""
-        key = (model, outcome.replica, outcome.kind)
+        key = (model, pool, outcome.replica, outcome.kind)
         cells = self._attempt_cells.get(key)
         if cells is None:
-            labels = (model, outcome.replica, outcome.kind.value)
+            labels = (model, pool, outcome.replica, outcome.kind.value)
             cells = (self._m.attempts.labels(*labels), self._m.attempt_duration.labels(*labels))
             self._attempt_cells[key] = cells
         cells[0].value += 1
@@ -110,12 +150,20 @@ class Metrics:
     def in_flight(self, model: str, delta: int) -> None:
         self._m.in_flight.labels(model).value += delta
 
-    def _new_request_cells(self, key: tuple[str, str, int, str, str]) -> tuple[Value, Buckets]:
+    def _new_request_cells(self, key: RequestKey) -> tuple[Value, Buckets, ModelCells]:
         model, route, status, served_by, tenant = key
-        klass = status_class(status)
-        labels = (model, route, str(status), klass, served_by or NOBODY, tenant)
-        count = self._m.requests.labels(*labels)
-        return count, self._m.duration.labels(model, route, klass)
+        version = self._topology.version(model)
+        code = str(status)
+        count = self._m.requests.labels(model, version, route, code, served_by or NOBODY, tenant)
+        duration = self._m.duration.labels(model, version, route, code)
+        return count, duration, self._cells_of(model)
+
+    def _cells_of(self, model: str) -> ModelCells:
+        cells = self._model_cells.get(model)
+        if cells is None:
+            version = self._topology.version(model)
+            cells = self._model_cells[model] = ModelCells(self._m, model, version)
+        return cells
 
     # --- per event (retries, shedding, votes, fallbacks) --------------------------------------
 
@@ -131,11 +179,16 @@ class Metrics:
     def shed(self, model: str, reason: str = "in_flight_limit") -> None:
         self._m.shed.labels(model, self._reason(reason)).value += 1
 
+    def per_try_timeout(self, model: str, pool: str, replica: str) -> None:
+        """A try given up on after its per-try timeout (Envoy's upstream_rq_per_try_timeout)."""
+        self._m.per_try_timeouts.labels(model, pool, replica).value += 1
+
     def vote(self, model: str, tally: str, dissenters: Iterable[str] = ()) -> None:
         """``tally`` like "3/3", "2/3" or "no_quorum"; each dissenting replica is counted."""
         self._m.votes.labels(model, self._tally(tally)).value += 1
         for replica in dissenters:
-            self._m.dissents.labels(model, replica).value += 1
+            _, pool, _ = self._topology.replica_labels(replica)
+            self._m.dissents.labels(model, pool, replica).value += 1
 
     def fallback(self, model: str, reason: str) -> None:
         self._m.fallbacks.labels(model, self._reason(reason)).value += 1
@@ -144,17 +197,26 @@ class Metrics:
 
     def breaker_transition(self, replica: str, old: str, new: str) -> None:
         """Fits `gateway.upstream.breaker.StateListener`: pass it as a breaker listener."""
-        self._m.transitions.labels(replica, old, new).value += 1
+        labels = self._topology.replica_labels(replica)
+        old, new = breaker_state_label(old), breaker_state_label(new)
+        self._m.transitions.labels(*labels, old, new).value += 1
         self.breaker_state(replica, new)
 
     def breaker_state(self, replica: str, state: str) -> None:
-        self._m.breaker.labels(replica).set(BREAKER_STATES.get(state, -1.0))
+        """Sets the state set: 1 on ``state``'s series, 0 on the others (an unknown state: 0
+        on all, so that a query for the known states never counts it)."""
+        labels = self._topology.replica_labels(replica)
+        state = breaker_state_label(state)
+        for each in BREAKER_STATES:
+            self._m.breaker.labels(*labels, each).set(1.0 if each == state else 0.0)
 
     def ejection(self, replica: str, reason: str) -> None:
-        self._m.ejections.labels(replica, self._reason(reason)).value += 1
+        labels = self._topology.replica_labels(replica)
+        self._m.ejections.labels(*labels, self._reason(reason)).value += 1
 
     def quarantine(self, replica: str, reason: str) -> None:
-        self._m.quarantines.labels(replica, self._reason(reason)).value += 1
+        labels = self._topology.replica_labels(replica)
+        self._m.quarantines.labels(*labels, self._reason(reason)).value += 1
 
     def state_store(self, degraded: bool) -> None:
         self._m.store.labels().set(1.0 if degraded else 0.0)
@@ -176,9 +238,14 @@ class Metrics:
         self._m.budget.labels().set(balance)
 
     def set_replica(self, replica: str, *, healthy: bool, ejected: bool, outstanding: int) -> None:
-        self._m.healthy.labels(replica).set(1.0 if healthy else 0.0)
-        self._m.ejected.labels(replica).set(1.0 if ejected else 0.0)
-        self._m.outstanding.labels(replica).set(outstanding)
+        labels = self._topology.replica_labels(replica)
+        self._m.healthy.labels(*labels).set(1.0 if healthy else 0.0)
+        self._m.ejected.labels(*labels).set(1.0 if ejected else 0.0)
+        self._m.outstanding.labels(*labels).set(outstanding)
+
+    def set_ejections_active(self, pool: str, ejected: int) -> None:
+        """Replicas of ``pool`` ejected now (Envoy's outlier_detection_ejections_active)."""
+        self._m.ejections_active.labels(*self._topology.pool_labels(pool)).set(ejected)
 
     def render(self, accept: str | None = None) -> tuple[bytes, str]:
         """The exposition body and its content type (OpenMetrics if ``accept`` asks for it)."""

@@ -125,7 +125,11 @@ class HistogramFamily(_Family[Buckets]):
         if not self.bounds or self.bounds[-1] == float("inf"):
             raise ValueError("histogram bounds must be finite and non-empty (+Inf is implied)")
         self._le = [repr(b) for b in self.bounds] + ["+Inf"]  # as prometheus_client writes le
-        bounds_ = self.bounds
+        # Whole-number bounds (bytes, rows) compare as ints: an int observed against float
+        # bounds costs bisect a conversion per comparison (≈ 0.04 µs an observation).
+        bounds_: tuple[float, ...] = self.bounds
+        if all(b.is_integer() for b in bounds_):
+            bounds_ = tuple(int(b) for b in bounds_)
         super().__init__(name, documentation, labelnames, lambda: Buckets(bounds_))
 
     def collect(self) -> Metric:

@@ -3,6 +3,8 @@
 The SLO recorder already computes everything for ``GET /slo``; exporting that same document
 keeps /metrics and /slo from ever disagreeing, and costs nothing per request: call
 ``Metrics.set_slo(recorder.document())`` from a scrape hook (``Metrics.on_scrape``).
+Every series names the SLO by ``model`` and ``slo`` (its name within the model) and
+``tenant`` ("" for an SLO over every tenant's requests, which Prometheus reads as no label).
 """
 
 from __future__ import annotations
@@ -19,23 +21,26 @@ def _number(value: object) -> float | None:
     return float(value)
 
 
+SLO = ("model", "slo", "tenant")  # the labels naming one SLO
+
+
 class SloMetrics:
     def __init__(self) -> None:
         self.objective = GaugeFamily(
-            "gateway_slo_objective", "Target fraction of good events.", ("slo",)
+            "gateway_slo_objective", "Target fraction of good events.", SLO
         )
         self.budget = GaugeFamily(
             "gateway_slo_error_budget_remaining",
             "Fraction of the error budget left in the SLO period (negative when overspent).",
-            ("slo",),
+            SLO,
         )
         self.burn = GaugeFamily(
             "gateway_slo_burn_rate",
             "Error budget burn rate over a window (1 spends the budget exactly in the period).",
-            ("slo", "window"),
+            (*SLO, "window"),
         )
         self.alert = GaugeFamily(
-            "gateway_slo_alert_firing", "1 while a burn-rate alert fires.", ("slo", "severity")
+            "gateway_slo_alert_firing", "1 while a burn-rate alert fires.", (*SLO, "severity")
         )
         self.families = (self.objective, self.budget, self.burn, self.alert)
 
@@ -44,13 +49,16 @@ class SloMetrics:
 
         Expected shape (unknown keys ignored, missing ones skipped)::
 
-            {"slos": [{"name": "digits-availability",
+            {"slos": [{"name": "availability",
+                       "model": "digits",
+                       "tenant": "acme",
                        "objective": 0.999,
                        "budget_remaining": 0.83,
                        "burn_rates": {"5m": 14.2, "1h": 2.1, "6h": 0.9},
                        "alerts": {"page": true, "ticket": false}}]}
 
-        ``slos`` may also be a mapping from name to entry, and ``doc`` the bare list;
+        ``model`` and ``tenant`` may be missing or null (""). ``slos`` may also be a mapping
+        from name to entry, and ``doc`` the bare list;
         ``burn_rates`` may be a list of ``{"window": "5m", "burn_rate": 14.2}``, and ``alerts``
         a list of ``{"severity": "page", "firing": true}``.
         """
@@ -59,6 +67,8 @@ class SloMetrics:
         for name, entry in _entries(doc):
             self.slo(
                 name,
+                model=str(entry.get("model") or ""),
+                tenant=str(entry.get("tenant") or ""),
                 objective=_number(entry.get("objective")),
                 budget_remaining=_number(
                     entry.get("budget_remaining", entry.get("error_budget_remaining"))
@@ -71,20 +81,23 @@ class SloMetrics:
         self,
         name: str,
         *,
+        model: str = "",
+        tenant: str = "",
         objective: float | None = None,
         budget_remaining: float | None = None,
         burn_rates: Mapping[str, float] | None = None,
         alerts: Mapping[str, float] | None = None,
     ) -> None:
         """Sets one SLO's gauges (the simple-arguments form of `update`)."""
+        labels = (model, name, tenant)
         if objective is not None:
-            self.objective.labels(name).set(objective)
+            self.objective.labels(*labels).set(objective)
         if budget_remaining is not None:
-            self.budget.labels(name).set(budget_remaining)
+            self.budget.labels(*labels).set(budget_remaining)
         for window, rate in (burn_rates or {}).items():
-            self.burn.labels(name, window).set(rate)
+            self.burn.labels(*labels, window).set(rate)
         for severity, firing in (alerts or {}).items():
-            self.alert.labels(name, severity).set(1.0 if firing else 0.0)
+            self.alert.labels(*labels, severity).set(1.0 if firing else 0.0)
 
 
 def _entries(doc: Mapping[str, Any] | Iterable[Mapping[str, Any]]) -> list[tuple[str, Any]]:

@@ -102,7 +102,9 @@ def test_a_carried_open_breaker_is_announced_to_metrics() -> None:
     new = gateway(BASE, clock)
     carry_over(old, new)
     scrape = new.metrics.render(None)[0].decode()
-    assert 'gateway_breaker_state{replica="stays"} 2.0' in scrape  # 2: open
+    labels = 'model="m",pool="p",replica="stays"'
+    assert f'gateway_breaker_state{{{labels},state="open"}} 1.0' in scrape
+    assert f'gateway_breaker_state{{{labels},state="closed"}} 0.0' in scrape
 
 
 def test_slo_history_alerts_and_policy_stay_for_slos_that_mean_the_same() -> None:

@@ -234,6 +234,13 @@ def test_the_fault_key_from_a_file_guards_the_routes_and_is_never_echoed(
         proc.cleanup()
 
 
+def one_in_flight(url: str) -> bool:
+    """Whether the replica's ``replica_requests_in_flight{model=...,version=...}`` is 1."""
+    lines = httpx.get(f"{url}/metrics").text.splitlines()
+    return any(line.startswith("replica_requests_in_flight{") and line.endswith("} 1.0")
+               for line in lines)  # fmt: skip
+
+
 def test_sigterm_lets_in_flight_requests_finish(model_path: Path, split: Split) -> None:
     proc = start_replica(model_path, enable_faults=True)
     try:
@@ -241,7 +248,7 @@ def test_sigterm_lets_in_flight_requests_finish(model_path: Path, split: Split) 
             inject_faults(client, latency_ms=800)
             pending = pool.submit(client.post, INFER, json=infer_body(split.X_test[:1]))
             wait_until(
-                lambda: "replica_requests_in_flight 1.0" in httpx.get(f"{proc.url}/metrics").text,
+                lambda: one_in_flight(proc.url),
                 5,
                 message="the request to be in flight",
             )
@@ -261,7 +268,7 @@ def test_sigterm_answers_hung_requests_when_the_grace_period_ends(
             inject_faults(client, hang=True)
             pending = pool.submit(client.post, INFER, json=infer_body(split.X_test[:1]))
             wait_until(
-                lambda: "replica_requests_in_flight 1.0" in httpx.get(f"{proc.url}/metrics").text,
+                lambda: one_in_flight(proc.url),
                 5,
                 message="the request to be in flight",
             )

@@ -11,11 +11,12 @@ def test_series_and_private_registry() -> None:
     a.set_ready(True)
     a.set_faults({"hang": True, "latency_ms": False})
     text = a.render().decode()
-    assert 'replica_requests_total{code="200",model="digits"} 2.0' in text
-    assert 'replica_requests_total{code="400",model="digits"} 1.0' in text
-    assert 'replica_inference_rows_total{model="digits"} 5.0' in text
-    assert 'replica_request_duration_seconds_count{model="digits"} 3.0' in text
-    assert "replica_ready 1.0" in text
-    assert 'replica_faults_active{fault="hang"} 1.0' in text
-    assert 'replica_faults_active{fault="latency_ms"} 0.0' in text
+    model = 'model="digits",version="1"'
+    assert f'replica_requests_total{{code="200",{model}}} 2.0' in text
+    assert f'replica_requests_total{{code="400",{model}}} 1.0' in text
+    assert f"replica_inference_rows_total{{{model}}} 5.0" in text
+    assert f"replica_request_duration_seconds_count{{{model}}} 3.0" in text
+    assert f"replica_ready{{{model}}} 1.0" in text
+    assert f'replica_faults_active{{fault="hang",{model}}} 1.0' in text
+    assert f'replica_faults_active{{fault="latency_ms",{model}}} 0.0' in text
     assert "replica_requests_total{" not in b.render().decode()

@@ -184,7 +184,7 @@ async def test_bad_request_is_400_and_counted(client: Client) -> None:
     assert r.status_code == 400
     assert r.json() == {"error": "input 'input': 'data' has 2 elements, shape [1, 64] needs 64"}
     metrics = (await client.get("/metrics")).text
-    assert 'replica_requests_total{code="400",model="digits"} 1.0' in metrics
+    assert 'replica_requests_total{code="400",model="digits",version="1"} 1.0' in metrics
 
 
 async def test_body_limit_is_413(make_app: MakeApp, split: Split) -> None:
@@ -197,8 +197,8 @@ async def test_metrics_count_rows(client: Client, split: Split) -> None:
     await client.post(INFER, content=json_body(split.X_test[:4]))
     r = await client.get("/metrics")
     assert r.headers["content-type"].startswith("text/plain")
-    assert 'replica_inference_rows_total{model="digits"} 4.0' in r.text
-    assert "replica_ready 1.0" in r.text
+    assert 'replica_inference_rows_total{model="digits",version="1"} 4.0' in r.text
+    assert 'replica_ready{model="digits",version="1"} 1.0' in r.text
 
 
 # ----------------------------------------------------------------------------- readiness, failures
@@ -302,7 +302,8 @@ async def test_admin_get_post_delete(faulty: tuple[ReplicaApp, Client, list[int]
         "corrupt_rate": 0.0,
         "ready": True,
     }
-    assert 'replica_faults_active{fault="latency_ms"} 1.0' in (await client.get("/metrics")).text
+    faults = (await client.get("/metrics")).text
+    assert 'replica_faults_active{fault="latency_ms",model="digits",version="1"} 1.0' in faults
     assert (await clear_faults_async(client)).json()["latency_ms"] == 0
     assert (await client.get("/admin/faults", headers=headers)).json()["error_rate"] == 0
 
@@ -386,7 +387,10 @@ async def test_request_cancelled_by_shutdown_gets_a_json_503(
     scope = {"type": "http", "method": "POST", "path": INFER, "headers": []}
     task = asyncio.create_task(app(scope, receive, send))
     await wait_until_async(
-        lambda: "replica_requests_in_flight 1.0" in app.metrics.render().decode(),
+        lambda: (
+            'replica_requests_in_flight{model="digits",version="1"} 1.0'
+            in app.metrics.render().decode()
+        ),
         5,
         message="the request to be in flight",
     )
@@ -394,4 +398,5 @@ async def test_request_cancelled_by_shutdown_gets_a_json_503(
     await asyncio.wait_for(task, 5)
     assert sent[0]["status"] == 503
     assert orjson.loads(sent[1]["body"]) == {"error": "replica shut down before answering"}
-    assert 'replica_requests_total{code="503",model="digits"} 1.0' in app.metrics.render().decode()
+    metrics = app.metrics.render().decode()
+    assert 'replica_requests_total{code="503",model="digits",version="1"} 1.0' in metrics

@@ -9,6 +9,7 @@ from gateway.outcome import Outcome, OutcomeKind
 from gateway.policies.classify import classify_status
 from gateway.telemetry.catalog import LATENCY_BUCKETS
 from gateway.telemetry.metrics import MAX_LABEL_VALUES, Metrics
+from gateway.telemetry.topology import Topology
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -31,21 +32,28 @@ def names(samples: Samples) -> set[str]:
     return {name for name, _ in samples}
 
 
-def test_requests_are_counted_by_model_route_status_and_served_by() -> None:
-    m = Metrics(process=False)
+TOPOLOGY = Topology(
+    models={"digits": "1", "digits-vote": "2"},
+    pools={"mlp": "digits-mlp", "svm": "digits-svm"},
+    replicas={"r1": "mlp", "r2": "mlp", "r3": "svm"},
+)
+
+
+def test_requests_are_counted_by_model_version_route_code_and_served_by() -> None:
+    m = Metrics(process=False, topology=TOPOLOGY)
     m.request("digits", "single", 200, "r1", 0.003)
     m.request("digits", "single", 200, "r1", 0.004)
     m.request("digits", "vote", 200, "r2", 0.010)
     m.request("digits", "single", 503, "", 0.2, degraded_reason="no_replica")
+    m.request("nope", "none", 404, "", 0.001)  # a model the config does not name: no version
     s = scrape(m)
-    common = {"model": "digits", "route": "single", "tenant": "anonymous"}
-    ok = value(
-        s, "gateway_requests_total", code="200", status_class="2xx", served_by="r1", **common
-    )
-    assert ok == 2
-    failed = {"code": "503", "status_class": "5xx", "served_by": "none"}
-    assert value(s, "gateway_requests_total", **failed, **common) == 1
+    common = {"model": "digits", "version": "1", "route": "single", "tenant": "anonymous"}
+    assert value(s, "gateway_requests_total", code="200", served_by="r1", **common) == 2
+    assert value(s, "gateway_requests_total", code="503", served_by="none", **common) == 1
     assert value(s, "gateway_degraded_responses_total", model="digits", reason="no_replica") == 1
+    unknown = {"model": "nope", "version": "", "route": "none", "tenant": "anonymous"}
+    assert value(s, "gateway_requests_total", code="404", served_by="none", **unknown) == 1
+    assert not any("status_class" in dict(labels) for _, labels in s)  # `code` says it all
 
 
 def test_request_latency_histogram_has_cumulative_buckets_count_and_sum() -> None:
@@ -53,7 +61,7 @@ def test_request_latency_histogram_has_cumulative_buckets_count_and_sum() -> Non
     for latency in (0.0009, 0.001, 0.003, 7.0, 99.0):
         m.request("digits", "single", 200, "r1", latency)
     s = scrape(m)
-    labels = {"model": "digits", "route": "single", "status_class": "2xx"}
+    labels = {"model": "digits", "version": "", "route": "single", "code": "200"}
     bucket = "gateway_request_duration_seconds_bucket"
     assert value(s, bucket, le="0.0005", **labels) == 0
     assert value(s, bucket, le="0.001", **labels) == 2  # "less or equal": 0.001 counts here
@@ -66,20 +74,99 @@ def test_request_latency_histogram_has_cumulative_buckets_count_and_sum() -> Non
     assert len(les) == len(LATENCY_BUCKETS) + 1
 
 
-def test_attempts_are_counted_and_timed_by_replica_and_outcome() -> None:
+def test_attempts_are_counted_and_timed_by_pool_replica_and_outcome() -> None:
     m = Metrics(process=False)
-    m.attempt("digits", classify_status("r1", 200, 0.002))
-    m.attempt("digits", classify_status("r1", 503, 0.001))
-    m.attempt("digits", Outcome(OutcomeKind.TIMEOUT, "r2", 0.5))
+    m.attempt("digits", "mlp", classify_status("r1", 200, 0.002))
+    m.attempt("digits", "mlp", classify_status("r1", 503, 0.001))
+    m.attempt("digits", "mlp", Outcome(OutcomeKind.TIMEOUT, "r2", 0.5))
+    m.per_try_timeout("digits", "mlp", "r2")
     s = scrape(m)
-    assert value(s, "gateway_upstream_attempts_total", model="digits", replica="r1",
-                 outcome="success") == 1  # fmt: skip
-    assert value(s, "gateway_upstream_attempts_total", model="digits", replica="r1",
-                 outcome="server_error") == 1  # fmt: skip
-    timeout = {"model": "digits", "replica": "r2", "outcome": "timeout"}
+    r1 = {"model": "digits", "pool": "mlp", "replica": "r1"}
+    assert value(s, "gateway_upstream_attempts_total", outcome="success", **r1) == 1
+    assert value(s, "gateway_upstream_attempts_total", outcome="server_error", **r1) == 1
+    r2 = {"model": "digits", "pool": "mlp", "replica": "r2"}
+    assert value(s, "gateway_upstream_per_try_timeouts_total", **r2) == 1
+    timeout = {**r2, "outcome": "timeout"}
     assert value(s, "gateway_upstream_attempt_duration_seconds_count", **timeout) == 1
     assert value(s, "gateway_upstream_attempt_duration_seconds_bucket", le="0.25", **timeout) == 0
     assert value(s, "gateway_upstream_attempt_duration_seconds_bucket", le="0.5", **timeout) == 1
+
+
+def test_queue_time_body_sizes_and_rows_are_histograms_by_model_and_version() -> None:
+    m = Metrics(process=False, topology=TOPOLOGY)
+    m.queued("digits", 0.00004)
+    m.request("digits", "single", 200, "r1", 0.003, None, "anonymous", 700, 300, 1)
+    m.request("digits", "single", 200, "r1", 0.003, request_bytes=70_000, rows=64)
+    m.request("digits", "single", 400, "", 0.001, request_bytes=10)  # refused: no rows, no reply
+    m.request("digits", "single", 413, "", 0.001)  # never read: nothing known
+    s = scrape(m)
+    model = {"model": "digits", "version": "1"}
+    queue = "gateway_request_queue_duration_seconds"
+    assert value(s, f"{queue}_bucket", le="2.5e-05", **model) == 0
+    assert value(s, f"{queue}_bucket", le="5e-05", **model) == 1
+    assert value(s, f"{queue}_count", **model) == 1
+    size = "gateway_request_size_bytes"
+    assert value(s, f"{size}_count", **model) == 3
+    assert value(s, f"{size}_sum", **model) == 70_710
+    assert value(s, f"{size}_bucket", le="256.0", **model) == 1
+    assert value(s, f"{size}_bucket", le="1024.0", **model) == 2
+    assert value(s, f"{size}_bucket", le="65536.0", **model) == 2
+    assert value(s, f"{size}_bucket", le="262144.0", **model) == 3
+    assert value(s, "gateway_response_size_bytes_count", **model) == 1
+    assert value(s, "gateway_response_size_bytes_sum", **model) == 300
+    rows = "gateway_request_batch_rows"
+    assert value(s, f"{rows}_count", **model) == 2
+    assert value(s, f"{rows}_bucket", le="1.0", **model) == 1
+    assert value(s, f"{rows}_bucket", le="32.0", **model) == 1
+    assert value(s, f"{rows}_bucket", le="64.0", **model) == 2
+
+
+def test_replica_series_carry_pool_and_model_from_the_topology() -> None:
+    m = Metrics(process=False, topology=TOPOLOGY)
+    m.set_replica("r3", healthy=True, ejected=True, outstanding=2)
+    m.ejection("r3", "consecutive_failures")
+    m.quarantine("r1", "vote_dissent")
+    m.set_ejections_active("svm", 1)
+    m.set_ejections_active("mlp", 0)
+    m.vote("digits-vote", "2/3", ["r3"])
+    m.breaker_state("gone", "closed")  # a replica the config does not name: no pool, no model
+    s = scrape(m)
+    r3 = {"model": "digits-svm", "pool": "svm", "replica": "r3"}
+    assert value(s, "gateway_replica_healthy", **r3) == 1
+    assert value(s, "gateway_replica_ejected", **r3) == 1
+    assert value(s, "gateway_replica_outstanding_requests", **r3) == 2
+    assert value(s, "gateway_ejections_total", reason="consecutive_failures", **r3) == 1
+    r1 = {"model": "digits-mlp", "pool": "mlp", "replica": "r1"}
+    assert value(s, "gateway_quarantines_total", reason="vote_dissent", **r1) == 1
+    assert value(s, "gateway_outlier_ejections_active", model="digits-svm", pool="svm") == 1
+    assert value(s, "gateway_outlier_ejections_active", model="digits-mlp", pool="mlp") == 0
+    dissent = {"model": "digits-vote", "pool": "svm", "replica": "r3"}
+    assert value(s, "gateway_vote_dissents_total", **dissent) == 1
+    unknown = {"model": "", "pool": "", "replica": "gone", "state": "closed"}
+    assert value(s, "gateway_breaker_state", **unknown) == 1
+
+
+def breaker_states(samples: Samples, replica: str) -> dict[str, float]:
+    return {
+        dict(labels)["state"]: v for (name, labels), v in samples.items()
+        if name == "gateway_breaker_state" and dict(labels)["replica"] == replica
+    }  # fmt: skip
+
+
+def test_breaker_state_is_a_state_set_with_exactly_one_state_at_1() -> None:
+    m = Metrics(process=False, topology=TOPOLOGY)
+    m.breaker_state("r2", "closed")
+    m.breaker_transition("r1", "closed", "open")
+    m.breaker_transition("r1", "open", "half-open")  # the breaker's spelling, as a label value
+    s = scrape(m)
+    assert breaker_states(s, "r1") == {"closed": 0, "open": 0, "half_open": 1}
+    assert breaker_states(s, "r2") == {"closed": 1, "open": 0, "half_open": 0}
+    r1 = {"model": "digits-mlp", "pool": "mlp", "replica": "r1"}
+    transitions = "gateway_breaker_transitions_total"
+    assert value(s, transitions, **r1, **{"from": "closed", "to": "open"}) == 1
+    assert value(s, transitions, **r1, **{"from": "open", "to": "half_open"}) == 1
+    m.breaker_state("r1", "stuck")  # unknown: no known state is 1
+    assert breaker_states(scrape(m), "r1") == {"closed": 0, "open": 0, "half_open": 0}
 
 
 def test_events_have_conventional_names_and_labels() -> None:
@@ -110,21 +197,23 @@ def test_events_have_conventional_names_and_labels() -> None:
     assert value(s, "gateway_hedges_total", model="digits", result="lost") == 1
     assert value(s, "gateway_shed_requests_total", model="digits", reason="in_flight_limit") == 1
     assert value(s, "gateway_in_flight_requests", model="digits") == 1
-    assert value(s, "gateway_breaker_state", replica="r1") == 1  # half-open
-    assert value(s, "gateway_breaker_state", replica="r2") == 0
-    assert value(s, "gateway_breaker_transitions_total", replica="r1", **{"from": "closed",
+    r1, r2 = {"model": "", "pool": "", "replica": "r1"}, {"model": "", "pool": "", "replica": "r2"}
+    assert value(s, "gateway_breaker_state", state="half_open", **r1) == 1
+    assert value(s, "gateway_breaker_state", state="closed", **r2) == 1
+    assert value(s, "gateway_breaker_transitions_total", **r1, **{"from": "closed",
                  "to": "open"}) == 1  # fmt: skip
-    assert value(s, "gateway_ejections_total", replica="r3", reason="consecutive_failures") == 1
+    r3 = {"model": "", "pool": "", "replica": "r3"}
+    assert value(s, "gateway_ejections_total", reason="consecutive_failures", **r3) == 1
     assert value(s, "gateway_votes_total", model="digits", tally="2/3") == 1
     assert value(s, "gateway_votes_total", model="digits", tally="no_quorum") == 1
-    assert value(s, "gateway_vote_dissents_total", model="digits", replica="r2") == 1
+    assert value(s, "gateway_vote_dissents_total", model="digits", pool="", replica="r2") == 1
     assert value(s, "gateway_fallbacks_total", model="digits", reason="no_quorum") == 1
-    assert value(s, "gateway_quarantines_total", replica="r2", reason="vote_dissent") == 1
+    assert value(s, "gateway_quarantines_total", reason="vote_dissent", **r2) == 1
     assert value(s, "gateway_state_store_degraded") == 1
     assert value(s, "gateway_retry_budget_balance") == 12.5
-    assert value(s, "gateway_replica_healthy", replica="r1") == 1
-    assert value(s, "gateway_replica_ejected", replica="r1") == 0
-    assert value(s, "gateway_replica_outstanding_requests", replica="r1") == 3
+    assert value(s, "gateway_replica_healthy", **r1) == 1
+    assert value(s, "gateway_replica_ejected", **r1) == 0
+    assert value(s, "gateway_replica_outstanding_requests", **r1) == 3
     assert value(s, "gateway_build_info", version=__import__("gateway").__version__) == 1
 
 
@@ -141,34 +230,43 @@ def test_free_text_labels_are_bounded() -> None:
     for i in range(MAX_LABEL_VALUES + 10):
         m.fallback("digits", f"reason_{i}")
     s = scrape(m)
-    assert value(s, "gateway_ejections_total", replica="r1", reason="other") == 1
+    r1 = {"model": "", "pool": "", "replica": "r1"}
+    assert value(s, "gateway_ejections_total", reason="other", **r1) == 1
     reasons = {dict(k)["reason"] for n, k in s if n == "gateway_fallbacks_total"}
     assert len(reasons) == MAX_LABEL_VALUES + 1 and "other" in reasons
 
 
 def test_slo_document_sets_budget_burn_rates_and_alerts_and_replaces_old_ones() -> None:
     m = Metrics(process=False)
-    m.set_slo({"slos": [{"name": "avail", "objective": 0.999, "budget_remaining": 0.25,
+    m.set_slo({"slos": [{"name": "avail", "model": "digits", "tenant": None,
+                         "objective": 0.999, "budget_remaining": 0.25,
                          "burn_rates": {"5m": 14.4, "1h": 2.0},
                          "alerts": {"page": True, "ticket": False}},
-                        {"name": "old", "budget_remaining": 1.0}]})  # fmt: skip
+                        {"name": "avail", "model": "digits", "tenant": "acme",
+                         "budget_remaining": 0.5},
+                        {"name": "old", "model": "digits", "budget_remaining": 1.0}]})  # fmt: skip
     s = scrape(m)
-    assert value(s, "gateway_slo_objective", slo="avail") == 0.999
-    assert value(s, "gateway_slo_error_budget_remaining", slo="avail") == 0.25
-    assert value(s, "gateway_slo_burn_rate", slo="avail", window="5m") == 14.4
-    assert value(s, "gateway_slo_burn_rate", slo="avail", window="1h") == 2.0
-    assert value(s, "gateway_slo_alert_firing", slo="avail", severity="page") == 1
-    assert value(s, "gateway_slo_alert_firing", slo="avail", severity="ticket") == 0
+    avail = {"model": "digits", "slo": "avail", "tenant": ""}
+    assert value(s, "gateway_slo_objective", **avail) == 0.999
+    assert value(s, "gateway_slo_error_budget_remaining", **avail) == 0.25
+    acme = {**avail, "tenant": "acme"}
+    assert value(s, "gateway_slo_error_budget_remaining", **acme) == 0.5
+    assert value(s, "gateway_slo_burn_rate", window="5m", **avail) == 14.4
+    assert value(s, "gateway_slo_burn_rate", window="1h", **avail) == 2.0
+    assert value(s, "gateway_slo_alert_firing", severity="page", **avail) == 1
+    assert value(s, "gateway_slo_alert_firing", severity="ticket", **avail) == 0
     # The other accepted shapes: slos by name, lists of windows and alerts.
-    m.set_slo({"slos": {"avail": {"budget_remaining": -0.5,
+    m.set_slo({"slos": {"avail": {"model": "digits", "budget_remaining": -0.5,
                                   "burn_rates": [{"window": "5m", "burn_rate": 20}],
                                   "alerts": [{"severity": "page", "firing": False}]}}})  # fmt: skip
     s = scrape(m)
-    assert value(s, "gateway_slo_error_budget_remaining", slo="avail") == -0.5
-    assert value(s, "gateway_slo_burn_rate", slo="avail", window="5m") == 20
-    assert value(s, "gateway_slo_burn_rate", slo="avail", window="1h") is None
-    assert value(s, "gateway_slo_error_budget_remaining", slo="old") is None
-    assert value(s, "gateway_slo_alert_firing", slo="avail", severity="page") == 0
+    assert value(s, "gateway_slo_error_budget_remaining", **avail) == -0.5
+    assert value(s, "gateway_slo_burn_rate", window="5m", **avail) == 20
+    assert value(s, "gateway_slo_burn_rate", window="1h", **avail) is None
+    assert value(s, "gateway_slo_error_budget_remaining", **acme) is None
+    old = {"model": "digits", "slo": "old", "tenant": ""}
+    assert value(s, "gateway_slo_error_budget_remaining", **old) is None
+    assert value(s, "gateway_slo_alert_firing", severity="page", **avail) == 0
 
 
 def test_scrape_hooks_run_before_each_scrape_and_a_broken_one_is_skipped() -> None:
@@ -219,3 +317,23 @@ def test_the_tenant_label_holds_configured_tenants_and_anonymous_only() -> None:
         if name == "gateway_requests_total"
     }  # fmt: skip
     assert tenants == {"acme": 1, "anonymous": 1 + 3 * MAX_LABEL_VALUES}
+
+
+def test_a_replica_that_joins_later_is_located_once_then_remembered() -> None:
+    asked: list[str] = []
+
+    def locate(replica: str) -> str | None:
+        asked.append(replica)
+        return "svm" if replica == "svm-10.0.0.7" else None
+
+    topology = Topology(pools={"svm": "digits-svm"}, locate=locate)
+    m = Metrics(process=False, topology=topology)
+    m.ejection("svm-10.0.0.7", "consecutive_failures")
+    m.set_replica("svm-10.0.0.7", healthy=False, ejected=True, outstanding=0)
+    m.set_replica("stranger", healthy=True, ejected=False, outstanding=0)
+    s = scrape(m)
+    joined = {"model": "digits-svm", "pool": "svm", "replica": "svm-10.0.0.7"}
+    assert value(s, "gateway_ejections_total", reason="consecutive_failures", **joined) == 1
+    assert value(s, "gateway_replica_ejected", **joined) == 1
+    assert value(s, "gateway_replica_healthy", model="", pool="", replica="stranger") == 1
+    assert asked == ["svm-10.0.0.7", "stranger"]
