@@ -9,6 +9,7 @@ gateway learns it the test says so.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
