@@ -31,6 +31,7 @@ class Door(Enum):
     """Which credential a path needs."""
 
     OPEN = "open"  # the data plane: V2 health, metadata, infer
+    PAGE = "page"  # the dashboard's page: no data in it (it fetches with a key); Host checked
     METRICS = "metrics"  # an admin key or a metrics key
     ADMIN = "admin"  # an admin key
 
@@ -102,7 +103,7 @@ class ControlAccess:
         return cls(admin, metrics, anonymous=not admin and is_loopback(bind_host))
 
     def allows(self, door: Door, authorization: bytes | None) -> bool:
-        if door is Door.OPEN or self.anonymous:
+        if door is Door.OPEN or door is Door.PAGE or self.anonymous:
             return True
         token = bearer_token(authorization)
         if self.admin.admits(token):

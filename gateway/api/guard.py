@@ -29,6 +29,8 @@ WILDCARD_BINDS = frozenset({"", "0.0.0.0", "::", "[::]"})
 def door_of(path: str) -> Door:
     if path == "/v2" or path.startswith("/v2/"):
         return Door.OPEN
+    if path == "/dashboard":  # the page only: a browser opens it, then gives the key to fetch
+        return Door.PAGE
     return Door.METRICS if path == "/metrics" else Door.ADMIN
 
 

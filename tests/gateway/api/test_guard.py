@@ -43,6 +43,7 @@ async def client() -> AsyncIterator[httpx.AsyncClient]:
         ("/admin/state", Door.ADMIN),
         ("/admin/reload", Door.ADMIN),
         ("/status", Door.ADMIN),
+        ("/dashboard", Door.PAGE),
         ("/slo", Door.ADMIN),
         ("/docs", Door.ADMIN),
         ("/openapi.json", Door.ADMIN),
@@ -90,6 +91,17 @@ async def test_admin_needs_the_admin_key(client: httpx.AsyncClient) -> None:
     metrics_key = await client.get("/status", headers={"authorization": f"Bearer {METRICS}"})
     assert metrics_key.status_code == 401
     assert (await client.get("/admin/state", headers=KEY)).status_code == 200
+
+
+async def test_the_dashboard_page_opens_without_a_key_but_its_data_does_not(
+    client: httpx.AsyncClient,
+) -> None:
+    """The page holds no data (a browser opens it, then the page fetches with a key it is
+    given); the Host is still checked, so a rebound name cannot even load it."""
+    page = await client.get("/dashboard")
+    assert page.status_code == 200  # the stub app behind the guard answered
+    assert (await client.get("/admin/history")).status_code == 401
+    assert (await client.get("/dashboard", headers={"host": "attacker.example"})).status_code == 421
 
 
 async def test_metrics_takes_either_key(client: httpx.AsyncClient) -> None:
