@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from gateway.config.access import AdminAccessConfig, normalise_hosts
+from gateway.config.discovery import DiscoveryConfig
 from gateway.config.endpoint import Endpoint
 from gateway.config.frozen import Frozen
 from gateway.config.headers import ExtraHeaders, check_headers, missing_variables
@@ -136,7 +137,10 @@ class PoolConfig(Frozen):
 
     model: str = Field(min_length=1, description="model name on the replicas")
     version: str | None = Field(None, description="model version on the replicas")
-    replicas: tuple[ReplicaConfig, ...] = Field(min_length=1)
+    replicas: tuple[ReplicaConfig, ...] = ()
+    discovery: DiscoveryConfig | None = Field(
+        None, description="the replicas from DNS, re-resolved periodically (instead of replicas)"
+    )
     health: HealthCheckConfig = HealthCheckConfig()
     outlier: OutlierConfig = OutlierConfig()
     breaker: BreakerConfig = BreakerConfig()
@@ -175,6 +179,10 @@ class PoolConfig(Frozen):
 
     @model_validator(mode="after")
     def _transport(self) -> PoolConfig:
+        if (self.discovery is None) == (not self.replicas):
+            raise ValueError("a pool has either replicas or discovery (exactly one of them)")
+        if self.discovery is not None and self.local is not None:
+            raise ValueError("local: `gateway up` starts listed replicas, not discovered ones")
         plain = [r.id for r in self.replicas if r.endpoint.scheme == "http"]
         if self.tls is not None and plain:
             raise ValueError(f"tls is set but replicas {', '.join(plain)} are not https://")

@@ -7,7 +7,8 @@ unhealthy replica is passing, the next probe comes after the short ``healthy_edg
 (Envoy's ``healthy_edge_interval``), and once it turns healthy its open breaker goes half-open
 and any ejection ends (`readmit`): a restarted replica gets a trial at once instead of waiting
 out the breaker's reset timeout while the fallback answers.
-Probes run as background tasks and never touch the request path's locks or queues.
+Probes run as background tasks and never touch the request path's locks or queues. A replica
+that joins its pool later (DNS discovery) gets its loop then; one that leaves loses it.
 """
 
 from __future__ import annotations
@@ -26,16 +27,23 @@ log = logging.getLogger(__name__)
 
 
 def apply_probe(
-    replica: Replica, passed: bool, error: str | None, config: HealthCheckConfig
+    replica: Replica,
+    passed: bool,
+    error: str | None,
+    config: HealthCheckConfig,
+    *,
+    first: bool = False,
 ) -> bool | None:
-    """Feeds one probe result; returns the new health if it changed, else None."""
+    """Feeds one probe result; returns the new health if it changed, else None. ``first``: the
+    first probe of a replica that joined a serving pool, held out until then: it decides."""
+    first = first or replica.healthy is None
     if passed:
         replica.probe_passed()
-        flips = replica.healthy is None or replica.probe_successes >= config.healthy_threshold
+        flips = first or replica.probe_successes >= config.healthy_threshold
         new = True
     else:
         replica.probe_failed(f"health probe: {error}")
-        flips = replica.healthy is None or replica.probe_failures >= config.unhealthy_threshold
+        flips = first or replica.probe_failures >= config.unhealthy_threshold
         new = False
     if flips and replica.healthy is not new:
         replica.mark_health(new)
@@ -60,10 +68,24 @@ def next_interval(replica: Replica, config: HealthCheckConfig) -> float:
 class HealthProber(Prober):
     def loops(self) -> list[tuple[str, Coroutine[Any, Any, None]]]:
         return [
-            (f"probe:{replica.id}", self._loop(pool, replica))
+            (f"probe:{replica.id}", self._loop(pool, replica, first=False))
             for pool in self._registry.pools.values()
             for replica in pool.replicas
         ]
+
+    def start(self) -> None:
+        super().start()
+        self._registry.watch(self)
+
+    async def stop(self) -> None:
+        self._registry.unwatch(self)
+        await super().stop()
+
+    def joined(self, pool: Pool, replica: Replica) -> None:
+        self.start_loop(f"probe:{replica.id}", self._loop(pool, replica, first=True))
+
+    def left(self, pool: Pool, replica: Replica) -> None:
+        self.stop_loop(f"probe:{replica.id}")
 
     async def probe(self, pool: Pool, replica: Replica) -> tuple[bool, str | None]:
         try:
@@ -79,11 +101,12 @@ class HealthProber(Prober):
             return True, None
         return False, f"ready answered {response.status}"
 
-    async def _loop(self, pool: Pool, replica: Replica) -> None:
+    async def _loop(self, pool: Pool, replica: Replica, *, first: bool) -> None:
         config = pool.config.health
         while True:
             passed, error = await self.probe(pool, replica)
-            changed = apply_probe(replica, passed, error, config)
+            changed = apply_probe(replica, passed, error, config, first=first)
+            first = False
             if changed is not None:
                 log.warning(
                     "replica %s is now %s%s",

@@ -34,6 +34,10 @@ class OutlierDetector:
         self._clock = clock
         self._events = events or NullEvents()
 
+    def track(self, replicas: Sequence[Replica]) -> None:
+        """The pool's members changed (DNS discovery): its ejection cap counts these."""
+        self._replicas = replicas
+
     def is_ejected(self, replica: Replica) -> bool:
         return replica.ejected(self._clock.now())
 

@@ -3,6 +3,12 @@
 A `Pool` owns its `Replica` objects, their breakers, its outlier detector and latency window;
 the `Registry` maps pool names to pools so probes, admin endpoints and the request path share
 the very same state objects.
+
+Membership may change while serving (DNS discovery): `Pool.replicas` is then replaced by a new
+tuple in one step (no await between reading and writing it), so every reader iterates a
+consistent set. A removed replica is *draining*: out of `replicas` at once (no new attempts),
+kept in `draining` while its in-flight attempts finish on the same object, then released.
+Watchers (the health prober) hear of each replica that joins or leaves.
 """
 
 from __future__ import annotations
@@ -10,10 +16,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from gateway.clock import Clock
-from gateway.config.models import GatewayConfig, PoolConfig
+from gateway.config.models import GatewayConfig, PoolConfig, ReplicaConfig
 from gateway.policies.latency import LatencyWindow
 from gateway.upstream.breaker import ReplicaBreaker, StateListener
 from gateway.upstream.eligibility import in_panic
@@ -34,6 +40,7 @@ class Pool:
     latency: LatencyWindow = field(default_factory=LatencyWindow)
     error_streak: int = 0  # error answers (4xx/5xx) in a row across the pool, for `evidence`
     dialect: Dialect = field(default_factory=Dialect)  # its tensor names, binary or not
+    draining: tuple[Replica, ...] = ()  # removed, their in-flight attempts still finishing
 
     @classmethod
     def from_config(
@@ -74,6 +81,31 @@ class Pool:
     def healthy(self) -> list[Replica]:
         return [r for r in self.replicas if r.healthy]
 
+    def add(self, replica: Replica) -> None:
+        """``replica`` joins (or, if it was draining, rejoins) the pool."""
+        self.draining = tuple(r for r in self.draining if r is not replica)
+        self._members((*self.replicas, replica))
+
+    def drain(self, replica_id: str) -> Replica | None:
+        """Takes the replica out of eligibility now; its attempts in flight go on. None: not
+        a member."""
+        replica = next((r for r in self.replicas if r.id == replica_id), None)
+        if replica is not None:
+            self.draining = (*self.draining, replica)
+            self._members(tuple(r for r in self.replicas if r is not replica))
+        return replica
+
+    def release(self, replica: Replica) -> bool:
+        """A drained replica leaves for good; False if it is not draining (it rejoined)."""
+        if replica not in self.draining:
+            return False
+        self.draining = tuple(r for r in self.draining if r is not replica)
+        return True
+
+    def _members(self, replicas: tuple[Replica, ...]) -> None:
+        self.replicas = replicas
+        self.outlier.track(replicas)
+
     def snapshot(self, now: float) -> dict[str, Any]:
         return {
             "name": self.name,
@@ -84,9 +116,16 @@ class Pool:
             "panic": in_panic(self, now),
             "ejected": self.outlier.ejected_count(),
             "replicas": [r.snapshot(now) for r in self.replicas],
+            "draining": [r.snapshot(now) for r in self.draining],
             "tls": self.config.tls.snapshot() if self.config.tls else None,
             "headers": dict.fromkeys(self.config.headers, "***"),  # names only, never values
         }
+
+
+class MembershipWatcher(Protocol):
+    def joined(self, pool: Pool, replica: Replica) -> None: ...
+
+    def left(self, pool: Pool, replica: Replica) -> None: ...
 
 
 class Registry:
@@ -99,6 +138,42 @@ class Registry:
             name: Pool.from_config(name, pool, clock, self.events)
             for name, pool in config.pools.items()
         }
+        self._watchers: list[MembershipWatcher] = []
+
+    def watch(self, watcher: MembershipWatcher) -> None:
+        self._watchers.append(watcher)
+
+    def unwatch(self, watcher: MembershipWatcher) -> None:
+        if watcher in self._watchers:
+            self._watchers.remove(watcher)
+
+    def add(self, pool: Pool, config: ReplicaConfig) -> Replica:
+        """A new replica in ``pool``, held out (unhealthy) until its first probe passes, as in
+        Envoy; a draining one with that id rejoins as it is, with what it had learned."""
+        replica = next((r for r in pool.draining if r.id == config.id), None)
+        rejoined = replica is not None
+        if replica is None:
+            listeners: tuple[StateListener, ...] = (self.events.breaker_transition,)
+            breaker = ReplicaBreaker(config.id, pool.config.breaker, self._clock, listeners)
+            replica = Replica.from_config(pool.name, config, breaker, pool.config.endpoint(config))
+            replica.mark_health(False)
+        pool.add(replica)
+        if not rejoined:
+            for watcher in list(self._watchers):
+                watcher.joined(pool, replica)
+        return replica
+
+    def drain(self, pool: Pool, replica_id: str) -> Replica | None:
+        """No new attempts for the replica from now on (see `Pool.drain`)."""
+        return pool.drain(replica_id)
+
+    def release(self, pool: Pool, replica: Replica) -> bool:
+        """A drained replica leaves; its watchers (probes) stop. False: it rejoined meanwhile."""
+        if not pool.release(replica):
+            return False
+        for watcher in list(self._watchers):
+            watcher.left(pool, replica)
+        return True
 
     def quarantine(self, replica: Replica, duration_s: float, reason: str, kind: str) -> bool:
         """Quarantines ``replica`` (wrong answers) and reports it once; False if it already was."""

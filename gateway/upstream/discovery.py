@@ -1,0 +1,175 @@
+"""DNS discovery: a pool's replicas follow what its name resolves to, re-resolved periodically.
+
+Each pool with `discovery` config gets one loop: resolve (`gateway.upstream.dns`), work out the
+change against the pool's members (`plan`, a pure function), add the new replicas (health
+unknown, probed before they take traffic) and drain the gone ones: out of eligibility at once,
+their in-flight attempts finish (``outstanding`` reaches 0, or ``drain_timeout_s`` passes),
+then their probes stop and they leave. A failed resolution keeps the last good set (one
+WARNING per failure spell), and an empty answer never empties the pool unless ``allow_empty``:
+a DNS hiccup must not take every replica away from a serving gateway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
+
+from gateway.clock import Clock
+from gateway.config.discovery import DiscoveryConfig
+from gateway.config.models import ReplicaConfig
+from gateway.upstream.dns import ResolutionFailed, Resolver, Target, resolver_for
+from gateway.upstream.registry import Pool, Registry
+from gateway.upstream.replica import Replica
+
+log = logging.getLogger(__name__)
+DRAIN_POLL_S = 0.05  # how often a draining replica's outstanding attempts are looked at
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    add: tuple[str, ...] = ()
+    remove: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.add or self.remove)
+
+
+def plan(current: Collection[str], wanted: Collection[str], *, allow_empty: bool) -> Change:
+    """Which replica ids join and which leave; an empty ``wanted`` changes nothing unless
+    ``allow_empty`` (DNS said "none": more often a glitch than an intent)."""
+    if not wanted and not allow_empty:
+        return Change()
+    return Change(
+        add=tuple(sorted(set(wanted) - set(current))),
+        remove=tuple(sorted(set(current) - set(wanted))),
+    )
+
+
+def replica_id(pool: str, target: Target) -> str:
+    """Deterministic, so every gateway names a replica alike (shared breaker state agrees):
+    ``<pool>-<ip>-<port>``, an IPv6 address's colons as dashes."""
+    return f"{pool}-{target.host.replace(':', '-')}-{target.port}"
+
+
+def replica_configs(
+    pool: str, targets: Iterable[Target], config: DiscoveryConfig, scheme: str
+) -> dict[str, ReplicaConfig]:
+    """The replicas ``targets`` stand for, by id; ``scheme`` is https where the pool has TLS."""
+    replicas = {}
+    for target in targets:
+        host = target.host
+        if ipaddress.ip_address(host).version == 6:
+            host = f"[{host}]"
+        rid = replica_id(pool, target)
+        replicas[rid] = ReplicaConfig(
+            id=rid, url=f"{scheme}://{host}:{target.port}", zone=config.zone
+        )
+    return replicas
+
+
+class PoolDiscovery:
+    """One pool's resolve-and-reconcile loop."""
+
+    def __init__(
+        self, registry: Registry, pool: Pool, config: DiscoveryConfig, resolver: Resolver,
+        clock: Clock,
+    ) -> None:  # fmt: skip
+        self._registry = registry
+        self._pool = pool
+        self._config = config
+        self._resolver = resolver
+        self._clock = clock
+        self._scheme = "https" if pool.config.tls is not None else "http"
+        self._failing = False  # in a failure spell (logged once)
+        self._drains: dict[str, asyncio.Task[None]] = {}
+
+    @property
+    def pool(self) -> str:
+        return self._pool.name
+
+    async def run(self) -> None:
+        try:
+            while True:
+                try:
+                    await self.refresh()
+                except Exception:  # a bug must not freeze the pool's membership for good
+                    log.exception("pool %s: discovery failed", self._pool.name)
+                await self._clock.sleep(self._config.interval_s)
+        finally:
+            for task in self._drains.values():
+                task.cancel()
+
+    async def refresh(self) -> Change:
+        """Resolves once and applies the change; the change made (empty on failure)."""
+        try:
+            targets = await self._resolver.resolve(self._config)
+        except ResolutionFailed as exc:
+            if not self._failing:
+                log.warning(
+                    "pool %s: resolving %s failed, keeping its %d replica(s): %s",
+                    self._pool.name, self._config.dns, len(self._pool.replicas), exc,
+                )  # fmt: skip
+            self._failing = True
+            return Change()
+        if self._failing:
+            log.warning("pool %s: resolving %s works again", self._pool.name, self._config.dns)
+            self._failing = False
+        wanted = replica_configs(self._pool.name, targets, self._config, self._scheme)
+        if not wanted and self._pool.replicas and not self._config.allow_empty:
+            log.warning("pool %s: %s resolved to nothing; keeping the last %d replica(s)",
+                        self._pool.name, self._config.dns, len(self._pool.replicas))  # fmt: skip
+        change = plan([r.id for r in self._pool.replicas], wanted,
+                      allow_empty=self._config.allow_empty)  # fmt: skip
+        self.apply(change, wanted)
+        return change
+
+    def apply(self, change: Change, wanted: dict[str, ReplicaConfig]) -> None:
+        for rid in change.add:
+            self._registry.add(self._pool, wanted[rid])
+            log.info("pool %s: replica %s joined (%s)", self._pool.name, rid, wanted[rid].url)
+        for rid in change.remove:
+            replica = self._registry.drain(self._pool, rid)
+            if replica is not None:
+                log.info("pool %s: replica %s draining (%d in flight)",
+                         self._pool.name, rid, replica.outstanding)  # fmt: skip
+                self._drains[rid] = asyncio.create_task(self._drain(replica), name=f"drain:{rid}")
+
+    async def _drain(self, replica: Replica) -> None:
+        deadline = self._clock.now() + self._config.drain_timeout_s
+        while replica.outstanding > 0 and self._clock.now() < deadline:
+            await self._clock.sleep(DRAIN_POLL_S)
+        if self._registry.release(self._pool, replica):
+            left = f", {replica.outstanding} still in flight" if replica.outstanding > 0 else ""
+            log.info("pool %s: replica %s left%s", self._pool.name, replica.id, left)
+        if self._drains.get(replica.id) is asyncio.current_task():
+            del self._drains[replica.id]
+
+
+class DiscoveryService:
+    """The loops of every pool configured with `discovery`, started and stopped together."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        clock: Clock,
+        resolvers: Callable[[DiscoveryConfig], Resolver] = resolver_for,
+    ) -> None:
+        self._loops = [
+            PoolDiscovery(registry, pool, config, resolvers(config), clock)
+            for pool in registry.pools.values()
+            if (config := pool.config.discovery) is not None
+        ]
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        for loop in self._loops:
+            self._tasks.append(asyncio.create_task(loop.run(), name=f"discovery:{loop.pool}"))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()

@@ -1,0 +1,245 @@
+"""DNS discovery's membership logic on a fake resolver and a fake clock: what joins, what
+drains and when it leaves, what a failed or empty answer leaves alone."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from typing import Any
+
+import pytest
+
+from gateway.clock import FakeClock
+from gateway.config.discovery import DiscoveryConfig
+from gateway.config.loader import ConfigError, parse_config
+from gateway.config.models import GatewayConfig
+from gateway.upstream.discovery import (
+    DiscoveryService,
+    PoolDiscovery,
+    plan,
+    replica_configs,
+    replica_id,
+)
+from gateway.upstream.dns import ResolutionFailed, Target
+from gateway.upstream.eligibility import eligible
+from gateway.upstream.health import HealthProber
+from gateway.upstream.registry import Registry
+from tests.gateway.fakes import FakeTransport
+
+A, B, C = Target("10.0.0.1", 8000), Target("10.0.0.2", 8000), Target("10.0.0.3", 8000)
+
+
+class FakeResolver:
+    """Answers what the test last set; an exception instance is raised instead."""
+
+    def __init__(self, answer: list[Target] | ResolutionFailed) -> None:
+        self.answer = answer
+        self.asked = 0
+
+    async def resolve(self, config: DiscoveryConfig) -> list[Target]:
+        self.asked += 1
+        if isinstance(self.answer, ResolutionFailed):
+            raise self.answer
+        return list(self.answer)
+
+
+def discovery_config(**discovery: Any) -> GatewayConfig:
+    pool: dict[str, Any] = {"model": "digits-mlp", "version": "1"}
+    pool["discovery"] = {"dns": "digits.test", "port": 8000, **discovery}
+    return parse_config({"pools": {"p": pool}, "models": {"digits": {"pool": "p"}}})
+
+
+def rig(
+    answer: list[Target] | ResolutionFailed, **discovery: Any
+) -> tuple[Registry, PoolDiscovery, FakeResolver, FakeClock]:
+    clock = FakeClock()
+    registry = Registry(discovery_config(**discovery), clock)
+    pool = registry.pools["p"]
+    assert pool.config.discovery is not None
+    resolver = FakeResolver(answer)
+    return registry, PoolDiscovery(registry, pool, pool.config.discovery, resolver, clock), \
+        resolver, clock  # fmt: skip
+
+
+def ids(registry: Registry) -> list[str]:
+    return [r.id for r in registry.pools["p"].replicas]
+
+
+async def yields(n: int = 5) -> None:
+    for _ in range(n):
+        await asyncio.sleep(0)
+
+
+def test_plan_adds_the_new_and_removes_the_gone() -> None:
+    change = plan(["a", "b"], ["b", "c"], allow_empty=False)
+    assert (change.add, change.remove) == (("c",), ("a",))
+    assert not plan(["a"], ["a"], allow_empty=False)
+
+
+def test_an_empty_answer_removes_nothing_unless_allowed() -> None:
+    assert not plan(["a", "b"], [], allow_empty=False)
+    assert plan(["a", "b"], [], allow_empty=True).remove == ("a", "b")
+
+
+def test_replicas_are_named_and_addressed_deterministically() -> None:
+    config = DiscoveryConfig(dns="x", port=8000, zone="z1")
+    v6 = Target("fd00::1", 9000)
+    replicas = replica_configs("p", [A, v6], config, "https")
+    assert sorted(replicas) == ["p-10.0.0.1-8000", "p-fd00--1-9000"]
+    assert replicas["p-10.0.0.1-8000"].url == "https://10.0.0.1:8000"
+    assert replicas["p-fd00--1-9000"].url == "https://[fd00::1]:9000"
+    assert replicas["p-10.0.0.1-8000"].zone == "z1"
+    assert replica_id("p", A) == "p-10.0.0.1-8000"
+
+
+def test_a_pool_has_exactly_one_of_replicas_and_discovery() -> None:
+    both: dict[str, Any] = {
+        "model": "m",
+        "replicas": [{"id": "r", "url": "http://127.0.0.1:1"}],
+        "discovery": {"dns": "x", "port": 1},
+    }
+    for pool in (both, {"model": "m"}):
+        with pytest.raises(ConfigError, match="exactly one"):
+            parse_config({"pools": {"p": pool}, "models": {"m": {"pool": "p"}}})
+
+
+def test_a_and_aaaa_need_a_port_srv_must_not_name_one() -> None:
+    with pytest.raises(ValueError, match="set the replicas' port"):
+        DiscoveryConfig(dns="x", record="A")
+    with pytest.raises(ValueError, match="SRV records carry"):
+        DiscoveryConfig(dns="x", record="SRV", port=1)
+    assert DiscoveryConfig(dns="x", record="SRV", nameserver="[::1]:5353").nameserver_address() \
+        == ("::1", 5353)  # fmt: skip
+    assert DiscoveryConfig(dns="x", port=1, nameserver="10.0.0.10").nameserver_address() == (
+        "10.0.0.10",
+        53,
+    )
+    with pytest.raises(ValueError, match="host\\[:port\\]"):
+        DiscoveryConfig(dns="x", port=1, nameserver="h:notaport")
+
+
+async def test_new_replicas_join_held_out_until_probed() -> None:
+    registry, discovery, _, _ = rig([A, B])
+    change = await discovery.refresh()
+    assert change.add == ("p-10.0.0.1-8000", "p-10.0.0.2-8000")
+    pool = registry.pools["p"]
+    assert ids(registry) == list(change.add)
+    assert [r.healthy for r in pool.replicas] == [False, False]
+    assert pool.replicas[0].url == "http://10.0.0.1:8000"
+    assert pool.replicas[0].breaker is not None
+
+
+async def test_a_removed_replica_drains_then_leaves() -> None:
+    registry, discovery, resolver, clock = rig([A, B])
+    await discovery.refresh()
+    pool = registry.pools["p"]
+    for replica in pool.replicas:
+        replica.mark_health(True)
+    gone = pool.replicas[0]
+    gone.started()  # one attempt in flight
+    resolver.answer = [B]
+    assert (await discovery.refresh()).remove == (gone.id,)
+    assert ids(registry) == ["p-10.0.0.2-8000"]
+    assert [r.id for r in eligible(pool, set(), clock.now())] == ["p-10.0.0.2-8000"]
+    await yields()
+    assert pool.draining == (gone,)  # still finishing its attempt
+    gone.finished(0.01, None)
+    await yields()
+    assert pool.draining == ()
+    assert registry.replica(gone.id) is None
+
+
+async def test_a_drain_is_bounded_in_time() -> None:
+    registry, discovery, resolver, clock = rig([A, B], drain_timeout_s=1.0)
+    await discovery.refresh()
+    pool = registry.pools["p"]
+    hung = pool.replicas[0]
+    hung.started()
+    resolver.answer = [B]
+    start = clock.now()
+    await discovery.refresh()
+    while pool.draining:
+        await yields(1)
+    assert 1.0 <= clock.now() - start < 1.2
+
+
+async def test_a_draining_replica_that_comes_back_rejoins_as_it_was() -> None:
+    registry, discovery, resolver, _ = rig([A, B])
+    await discovery.refresh()
+    pool = registry.pools["p"]
+    first = pool.replicas[0]
+    first.mark_health(True)
+    first.started()
+    resolver.answer = [B]
+    await discovery.refresh()
+    resolver.answer = [A, B]
+    await discovery.refresh()
+    first.finished(0.01, None)
+    await yields()
+    assert pool.replicas[-1] is first and first.healthy is True
+    assert pool.draining == ()
+
+
+async def test_a_failure_keeps_the_last_set_and_warns_once(caplog: Any) -> None:
+    registry, discovery, resolver, _ = rig([A])
+    await discovery.refresh()
+    resolver.answer = ResolutionFailed("timeout")
+    with caplog.at_level(logging.WARNING, logger="gateway.upstream.discovery"):
+        for _ in range(3):
+            assert not await discovery.refresh()
+        resolver.answer = [A]
+        await discovery.refresh()
+    messages = [r.getMessage() for r in caplog.records]
+    assert sum("failed" in m for m in messages) == 1
+    assert sum("works again" in m for m in messages) == 1
+    assert ids(registry) == ["p-10.0.0.1-8000"]
+
+
+async def test_an_empty_answer_keeps_the_last_replicas() -> None:
+    registry, discovery, resolver, _ = rig([A])
+    await discovery.refresh()
+    resolver.answer = []
+    await discovery.refresh()
+    assert ids(registry) == ["p-10.0.0.1-8000"]
+
+
+async def test_an_empty_answer_drains_all_when_allowed() -> None:
+    registry, discovery, resolver, _ = rig([A], allow_empty=True)
+    await discovery.refresh()
+    resolver.answer = []
+    await discovery.refresh()
+    await yields()
+    assert ids(registry) == [] and registry.pools["p"].draining == ()
+
+
+async def test_the_service_resolves_at_start_and_again_each_interval() -> None:
+    clock = FakeClock()
+    registry = Registry(discovery_config(interval_s=5), clock)
+    resolver = FakeResolver([A])
+    service = DiscoveryService(registry, clock, lambda _: resolver)
+    service.start()
+    await yields()
+    assert ids(registry) == ["p-10.0.0.1-8000"]
+    resolver.answer = [A, C]
+    await yields()
+    assert resolver.asked >= 2 and clock.slept[:1] == [5]
+    assert ids(registry) == ["p-10.0.0.1-8000", "p-10.0.0.3-8000"]
+    await service.stop()
+
+
+async def test_the_health_prober_probes_joiners_and_stops_on_leavers() -> None:
+    clock = FakeClock()
+    registry = Registry(discovery_config(), clock)
+    pool = registry.pools["p"]
+    prober = HealthProber(registry, FakeTransport(), clock, random.Random(0))
+    prober.start()
+    replica = registry.add(pool, replica_configs("p", [A], DiscoveryConfig(dns="x", port=1),
+                                                 "http")[replica_id("p", A)])  # fmt: skip
+    await yields()
+    assert replica.healthy is True  # the first probe decides: joined at once
+    assert f"probe:{replica.id}" in prober._tasks
+    assert registry.drain(pool, replica.id) is replica
+    assert registry.release(pool, replica)
+    assert f"probe:{replica.id}" not in prober._tasks
+    await prober.stop()

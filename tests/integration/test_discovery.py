@@ -1,0 +1,145 @@
+"""DNS discovery on a real gateway: a pool's replicas come from a real DNS server on loopback
+(dnslib, SRV records) whose answer changes under steady load from {A} to {A, B} to {B}.
+
+No request may fail; B starts serving once probed; A stops getting new requests when it leaves
+the answer, and the attempts it had in flight then finish on it (both replicas answer 100 ms
+late, so A always has some in flight when it is drained).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections import Counter
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.integration.conftest import StartGateway, StartReplicas
+from tests.support.dns_server import ChangingResolver, dns_server
+from tests.support.faults import inject_faults
+from tests.support.processes import ReplicaProcess, wait_until_async
+from tests.support.traffic import request_bodies
+
+pytestmark = pytest.mark.integration
+
+NAME = "_v2._tcp.digits.test"
+CLIENTS = 6
+
+
+def answer(records: ChangingResolver, replicas: dict[str, ReplicaProcess]) -> None:
+    """SRV records for ``replicas`` (label -> process); each target's A record beside it."""
+    srv = []
+    for label, proc in replicas.items():
+        host, port = proc.url.removeprefix("http://").split(":")
+        srv.append(f"{NAME}. 1 IN SRV 0 0 {port} {label}.digits.test.")
+        records.set(f"{label}.digits.test", "A", [f"{label}.digits.test. 1 IN A {host}"])
+    records.set(NAME, "SRV", srv)
+
+
+class Load:
+    """``CLIENTS`` clients sending infer calls until stopped; each answer with when it was sent."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.done: list[tuple[float, int, str | None]] = []  # (sent at, status, served by)
+        self.errors: list[str] = []
+        self._stop = asyncio.Event()
+
+    def served_by(self, since: float = 0.0) -> Counter[str | None]:
+        """Who answered the requests sent at or after ``since``."""
+        return Counter(by for at, _, by in self.done if at >= since)
+
+    async def run(self) -> None:
+        bodies = request_bodies()
+        headers = {"x-request-timeout-ms": "5000"}
+        async with httpx.AsyncClient(base_url=self.url, trust_env=False, timeout=10) as client:
+
+            async def worker(offset: int) -> None:
+                sent = offset
+                while not self._stop.is_set():
+                    sent += 1
+                    body = bodies[sent % len(bodies)]
+                    started = time.monotonic()
+                    try:
+                        response = await client.post(
+                            "/v2/models/digits/infer", content=body, headers=headers
+                        )
+                    except httpx.HTTPError as exc:
+                        self.errors.append(repr(exc))
+                        continue
+                    by = response.headers.get("x-served-by")
+                    self.done.append((started, response.status_code, by))
+
+            await asyncio.gather(*(worker(i) for i in range(CLIENTS)))
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+async def test_replicas_follow_dns_under_load_without_a_failed_request(
+    start_replicas: StartReplicas, start_gw: StartGateway
+) -> None:
+    a, b = start_replicas(2)
+    for proc in (a, b):
+        inject_faults(proc.url, latency_ms=100)
+    id_a = f"primary-{a.url.removeprefix('http://').replace(':', '-')}"
+    id_b = f"primary-{b.url.removeprefix('http://').replace(':', '-')}"
+    with dns_server() as (records, dns_port):
+        answer(records, {"a": a})
+        discovery = {"dns": NAME, "record": "SRV", "nameserver": f"127.0.0.1:{dns_port}",
+                     "interval_s": 0.5, "timeout_s": 1.0}  # fmt: skip
+        config: dict[str, Any] = {
+            "pools": {"primary": {"model": a.model_name, "version": a.model_version,
+                                  "discovery": discovery}},
+            "models": {"digits": {"pool": "primary"}},
+        }  # fmt: skip
+        gateway = start_gw(config)  # ready: A was resolved and probed healthy
+        load = Load(gateway.url)
+        running = asyncio.create_task(load.run())
+        async with httpx.AsyncClient(base_url=gateway.url, trust_env=False, timeout=10) as http:
+
+            async def pool() -> dict[str, Any]:
+                doc: dict[str, Any] = (await http.get("/admin/state")).json()["pools"][0]
+                return doc
+
+            try:
+                await wait_until_async(lambda: len(load.done) >= 20, 30, message="load on A")
+                assert set(load.served_by()) == {id_a}
+
+                answer(records, {"a": a, "b": b})
+                await wait_until_async(lambda: load.served_by()[id_b] >= 20, 30,
+                                       message="B to serve")  # fmt: skip
+
+                answer(records, {"b": b})
+                in_flight_on_a = 0
+                deadline = time.monotonic() + 30
+                while True:  # until A has left: its drain seen, with what it had in flight
+                    state = await pool()
+                    members = [r["id"] for r in state["replicas"]]
+                    draining = {r["id"]: r["outstanding"] for r in state["draining"]}
+                    in_flight_on_a = max(in_flight_on_a, draining.get(id_a, 0))
+                    if id_a not in members and id_a not in draining:
+                        break
+                    assert time.monotonic() < deadline, f"A never left: {state}"
+                    await asyncio.sleep(0.01)
+                left_at = time.monotonic()
+                await wait_until_async(lambda: len(load.served_by(left_at)) and
+                                       load.served_by(left_at)[id_b] >= 30, 30,
+                                       message="B alone to serve")  # fmt: skip
+            finally:
+                load.stop()
+                await asyncio.wait_for(running, 30)
+        logged = re.search(rf"replica {re.escape(id_a)} draining \((\d+) in flight\)",
+                           gateway.log_text())  # fmt: skip
+        in_flight_on_a = max(in_flight_on_a, int(logged.group(1)) if logged else 0)
+    failed = [d for d in load.done if d[1] != 200]
+    total = len(load.done) + len(load.errors)
+    print(f"discovery under load: {total} requests, {len(failed) + len(load.errors)} failed, "
+          f"served by {dict(load.served_by())}, A had up to {in_flight_on_a} in flight "
+          f"when drained")  # fmt: skip
+    assert not failed and not load.errors, (failed[:5], load.errors[:5])
+    assert load.served_by(left_at)[id_a] == 0  # nothing sent after A had left reached it
+    assert in_flight_on_a >= 1  # A was drained with attempts in flight, and they all succeeded
