@@ -8,6 +8,7 @@ of the cluster are stopped by PID before this returns.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import shutil
 import time
@@ -99,10 +100,17 @@ def run_scenario(scenario: Scenario, timing: Timing, logs_dir: Path, smoke: bool
     finally:
         if swarm is not None:
             swarm.stop()
+            _keep_locust_summary(swarm, logs_dir)  # its tables and how answers were made
         if result.status in (FAIL, ERROR):
             result.logs = _keep_logs(cluster, logs_dir)
         cluster.close()
     return result
+
+
+def _keep_locust_summary(swarm: Swarm, folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):
+        shutil.copyfile(swarm.log, folder / "locust.log")
 
 
 def _keep_logs(cluster: Cluster, folder: Path) -> dict[str, Path]:

@@ -57,7 +57,7 @@ def test_crash_smoke_scenario_passes_and_writes_its_report(
     assert result["failed"] <= 0.01 * result["sent"]
     assert result["wrong"] == 0
 
-    locust_log = (folder / "locust.log").read_text()  # Locust's own summary, kept by the runner
+    locust_log = (folder / "logs" / "locust.log").read_text()  # Locust's summary, always kept
     assert "Answers (successes) by how they were made:" in locust_log, locust_log[-3000:]
     assert "plain" in locust_log.split("Answers (successes)")[1]
     seconds = (folder / "seconds.csv").read_text().splitlines()
