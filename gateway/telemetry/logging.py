@@ -23,6 +23,7 @@ RESERVED_FIELDS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None)))
     "message",
     "asctime",
     "taskName",
+    "color_message",  # uvicorn's copy of msg with terminal colour codes: noise in JSON
 }
 
 

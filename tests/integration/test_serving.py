@@ -222,5 +222,6 @@ def test_one_json_log_stream_for_gateway_uvicorn_and_replicas(
         for line in lines:
             doc = orjson.loads(line)  # every line is one JSON object
             assert {"ts", "level", "logger", "msg"} <= set(doc), line
+            assert "\x1b[" not in line, line  # no terminal colour codes (uvicorn's color_message)
         loggers = {orjson.loads(line)["logger"] for line in lines}
         assert any(name.startswith("uvicorn") for name in loggers), (proc.name, loggers)
