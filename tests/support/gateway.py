@@ -14,7 +14,7 @@ from tests.support.processes import (
     ReplicaProcess,
     free_port,
     http_status,
-    wait_until,
+    start_bound,
 )
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
@@ -52,25 +52,7 @@ def start_gateway(
     config: dict[str, Any], ready_timeout: float = 30.0, env: dict[str, str] | None = None
 ) -> GatewayProcess:
     """Starts ``gateway serve`` and waits until it reports ready (every model has a replica)."""
-    last = ""
-    for _ in range(3):
-        proc = GatewayProcess(config, free_port(), env)
-        try:
-            wait_until(
-                lambda: proc.ready() or not proc.alive(),  # noqa: B023
-                ready_timeout,
-                message=lambda: f"gateway to be ready; log:\n{proc.log_text()}",  # noqa: B023
-            )
-        except BaseException:
-            proc.cleanup()
-            raise
-        if proc.alive():
-            return proc
-        last = proc.log_text()
-        proc.cleanup()
-        if "address already in use" not in last.lower():
-            break
-    raise RuntimeError(f"gateway did not start; log:\n{last}")
+    return start_bound(lambda: GatewayProcess(config, free_port(), env), "gateway", ready_timeout)
 
 
 def pool_config(

@@ -19,7 +19,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.processes import REPO_ROOT, ManagedProcess, free_port, http_status, wait_until
+from tests.support.processes import (
+    REPO_ROOT,
+    ManagedProcess,
+    free_port,
+    http_status,
+    start_bound,
+)
 
 PEERS_DIR = Path(os.environ.get("PEERS_DIR", REPO_ROOT / ".peers"))
 MODELS_DIR = PEERS_DIR / "models"
@@ -161,26 +167,7 @@ def _start(
     launch: Callable[[], PeerProcess], ready_timeout: float, attempts: int = 3
 ) -> PeerProcess:
     """Starts a peer on fresh free ports until one binds; waits (bounded) until it is ready."""
-    last_log = ""
-    for _ in range(attempts):
-        proc = launch()
-        try:
-            wait_until(
-                lambda: not proc.alive() or proc.ready(),  # noqa: B023 (this iteration's)
-                ready_timeout,
-                interval=0.1,
-                message=lambda: f"{proc.name} ready on {proc.url}; log:\n{proc.log_text()}",  # noqa: B023
-            )
-        except BaseException:
-            proc.cleanup()
-            raise
-        if proc.alive():
-            return proc
-        last_log = proc.log_text()
-        proc.cleanup()
-        if "address already in use" not in last_log.lower():
-            break
-    raise RuntimeError(f"peer did not start; log:\n{last_log}")
+    return start_bound(launch, "peer", ready_timeout, attempts, interval=0.1)
 
 
 def start_mlserver(ready_timeout: float = 90.0) -> PeerProcess:

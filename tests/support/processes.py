@@ -20,6 +20,7 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import Protocol, TypeVar
 
 from tests.support.faults import FAULT_KEY, fault_env
 
@@ -200,6 +201,52 @@ class ReplicaProcess(ManagedProcess):
         return http_status(f"{self.url}/v2/health/ready", timeout=0.5) == 200
 
 
+class Startable(Protocol):
+    """A process that can say whether it is ready (what `start_bound` waits for)."""
+
+    def ready(self) -> bool: ...
+    def alive(self) -> bool: ...
+    def log_text(self) -> str: ...
+    def cleanup(self) -> None: ...
+
+
+S = TypeVar("S", bound=Startable)
+
+
+def start_bound(
+    launch: Callable[[], S],
+    what: str,
+    ready_timeout: float,
+    attempts: int = 3,
+    interval: float = 0.05,
+) -> S:
+    """``launch()`` a server on a free port and wait (bounded) until it is ready.
+
+    The port is picked before the child binds it, so another process can take it in between;
+    if the child dies with "address already in use" it is launched again (on another port).
+    """
+    last_log = ""
+    for _ in range(attempts):
+        proc = launch()
+        try:
+            wait_until(
+                lambda: proc.ready() or not proc.alive(),  # noqa: B023 (this iteration's)
+                ready_timeout,
+                interval=interval,
+                message=lambda: f"{what} to be ready; log:\n{proc.log_text()}",  # noqa: B023
+            )
+        except BaseException:
+            proc.cleanup()
+            raise
+        if proc.alive():
+            return proc
+        last_log = proc.log_text()
+        proc.cleanup()
+        if "address already in use" not in last_log.lower():
+            break
+    raise RuntimeError(f"{what} did not start; log:\n{last_log}")
+
+
 def start_replica(
     model: str | Path,
     *,
@@ -216,11 +263,11 @@ def start_replica(
 
     With ``enable_faults`` its ``/admin/faults`` takes ``fault_key`` (`tests.support.faults`).
 
-    The port is picked before the child binds it, so another process can take it in between;
-    if the child dies with "address already in use" it is started again on another port.
+    The port is picked before the child binds it (`start_bound` launches again on another
+    port if it was taken meanwhile).
     """
-    last_log = ""
-    for _ in range(attempts):
+
+    def launch() -> ReplicaProcess:
         port = free_port(host)
         argv = [
             sys.executable, "-m", "replicas.cli", "serve",
@@ -229,22 +276,8 @@ def start_replica(
             *(["--enable-faults"] if enable_faults else []),
             *extra_args,
         ]  # fmt: skip
-        proc = ReplicaProcess(
+        return ReplicaProcess(
             argv, host=host, port=port, name=name, version=version, fault_key=fault_key
         )
-        try:
-            wait_until(
-                lambda: proc.ready() or not proc.alive(),  # noqa: B023 (used in this iteration)
-                ready_timeout,
-                message=lambda: f"replica on port {port} to be ready; log:\n{proc.log_text()}",  # noqa: B023
-            )
-        except BaseException:
-            proc.cleanup()
-            raise
-        if proc.alive():
-            return proc
-        last_log = proc.log_text()
-        proc.cleanup()
-        if "address already in use" not in last_log.lower():
-            break
-    raise RuntimeError(f"replica did not start; log:\n{last_log}")
+
+    return start_bound(launch, f"replica {name}", ready_timeout, attempts)
