@@ -154,7 +154,12 @@ class Nginx(ManagedProcess):
         self.dir = Path(tempfile.mkdtemp(prefix="nginx-drain-"))
         self.port = free_port()
         servers = "\n".join(
-            f"    server 127.0.0.1:{p} max_fails=1 fail_timeout=2s;" for p in upstream_ports
+            # max_fails=0: never mark a gateway down. With marks, one reset on a draining
+            # gateway's keep-alive connection while the other restarts left no live upstream
+            # and nginx answered 502 to everything for fail_timeout (seen with both cores
+            # busy); a refused connect costs ~0.1 ms before the next try goes to the other.
+            f"    server 127.0.0.1:{p} max_fails=0;"
+            for p in upstream_ports
         )
         conf = self.dir / "nginx.conf"
         conf.write_text(NGINX_CONF.format(dir=self.dir, port=self.port, servers=servers))
