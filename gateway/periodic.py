@@ -1,6 +1,8 @@
-"""A background task that calls a function every ``interval_s`` on the injected clock.
+"""Background tasks beside the request path: `BackgroundTask` (one named task, started and
+stopped once) and `Periodic` (a function every ``interval_s`` on the injected clock).
 
-For small periodic chores (evaluating SLO alerts) that must never run on a request's path.
+For small chores (evaluating SLO alerts, fetching metadata) that must never run on a
+request's path.
 """
 
 from __future__ import annotations
@@ -14,14 +16,11 @@ from gateway.clock import Clock
 log = logging.getLogger(__name__)
 
 
-class Periodic:
-    def __init__(
-        self, name: str, interval_s: float, clock: Clock, work: Callable[[], None]
-    ) -> None:
+class BackgroundTask:
+    """One named task running ``_run``: started once, cancelled and awaited by ``stop``."""
+
+    def __init__(self, name: str) -> None:
         self._name = name
-        self._interval_s = interval_s
-        self._clock = clock
-        self._work = work
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -33,6 +32,19 @@ class Periodic:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
+
+    async def _run(self) -> None:
+        raise NotImplementedError
+
+
+class Periodic(BackgroundTask):
+    def __init__(
+        self, name: str, interval_s: float, clock: Clock, work: Callable[[], None]
+    ) -> None:
+        super().__init__(name)
+        self._interval_s = interval_s
+        self._clock = clock
+        self._work = work
 
     async def _run(self) -> None:
         while True:

@@ -6,7 +6,6 @@ replica that answers is remembered per client-facing model.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -15,6 +14,7 @@ import orjson
 from gateway.clock import Clock
 from gateway.config.models import ModelConfig
 from gateway.errors import GatewayError, NoReplicaAvailable, UpstreamError
+from gateway.periodic import BackgroundTask
 from gateway.upstream.registry import Pool
 from gateway.upstream.transport import Transport
 
@@ -63,7 +63,7 @@ class MetadataCache:
         raise NoReplicaAvailable(f"model {name!r}: metadata unavailable ({last})")
 
 
-class MetadataWarmer:
+class MetadataWarmer(BackgroundTask):
     """Fetches each model's metadata soon after start, retrying until one replica answers, so
     requests are checked against the signature (`gateway.v2.schema`) from their first
     minute; a request never waits for it (until then the replicas check)."""
@@ -75,18 +75,8 @@ class MetadataWarmer:
         clock: Clock,
         retry_s: float = WARM_RETRY_S,
     ) -> None:
+        super().__init__("metadata-warmer")
         self._names, self._fetch, self._clock, self._retry_s = list(names), fetch, clock, retry_s
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        if self._task is None and self._names:
-            self._task = asyncio.create_task(self._run(), name="metadata-warmer")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
 
     async def _run(self) -> None:
         waiting = list(self._names)
