@@ -37,6 +37,7 @@ from gateway.telemetry.metrics import ANONYMOUS, UNKNOWN_MODEL, Metrics
 from gateway.telemetry.model_stats import ModelStats
 from gateway.telemetry.topology import Topology
 from gateway.telemetry.tracing import Tracer
+from gateway.upstream.departures import Departures
 from gateway.upstream.discovery import DiscoveryService
 from gateway.upstream.events import FanoutEvents
 from gateway.upstream.fast_transport import FastTransport
@@ -140,6 +141,7 @@ class Gateway:
         self._services = [
             HealthProber(self.registry, self._transport, self.clock, self.rng),
             GoldenProber(self.registry, self._transport, self.clock, self.rng),
+            Departures(self.registry, self._transport, self.metrics),  # sockets, series
             DiscoveryService(self.registry, self.clock),  # after the probers: joiners get probed
             *watchers,
             Periodic("slo-evaluate", SLO_EVALUATE_S, self.clock, self.slo.evaluate),

@@ -62,6 +62,9 @@ class InstantTransport:
     ) -> UpstreamResponse:
         return UpstreamResponse(200, {"content-type": "application/json"}, REPLY)
 
+    def forget(self, endpoint: Endpoint) -> None:
+        pass
+
     async def aclose(self) -> None:
         pass
 

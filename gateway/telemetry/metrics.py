@@ -218,6 +218,26 @@ class Metrics:
         labels = self._topology.replica_labels(replica)
         self._m.quarantines.labels(*labels, self._reason(reason)).value += 1
 
+    def forget_replica(self, replica: str) -> None:
+        """The replica left (DNS discovery, a reload): drop every series that names it.
+
+        A replica's id carries its address when it was discovered, so with pod churn each
+        departed one would leave its series behind for the life of the process (Prometheus
+        marks a vanished series stale, as it does for a target that goes away). A replica that
+        comes back starts its counters afresh, which ``rate()`` reads as a reset.
+        """
+        for family in self._m.families:
+            for position, name in enumerate(family.labelnames):
+                if name in ("replica", "served_by"):
+                    for labels, _ in family.items():
+                        if labels[position] == replica:
+                            family.remove(*labels)
+        for key in [k for k in self._attempt_cells if k[2] == replica]:
+            del self._attempt_cells[key]
+        for request_key in [k for k in self._request_cells if k[3] == replica]:
+            del self._request_cells[request_key]
+        self._topology.replicas.pop(replica, None)
+
     def state_store(self, degraded: bool) -> None:
         self._m.store.labels().set(1.0 if degraded else 0.0)
 

@@ -122,6 +122,22 @@ class FastTransport:
         finally:
             slots.release()
 
+    def forget(self, endpoint: Endpoint) -> None:
+        """The endpoint's replica left: close its idle connections and drop what was kept for it.
+
+        Without this, every replica that ever left (DNS discovery, pod churn) would keep up to
+        ``max_idle_per_endpoint`` sockets and its slot counter for the life of the process. An
+        exchange still in flight to it finishes normally; its connection is then closed, not
+        pooled. A later request to the same endpoint (the replica came back) starts afresh.
+        """
+        self._slots.pop(endpoint, None)
+        for conn in self._idle.pop(endpoint, ()):
+            conn.close()
+
+    def pooled(self, endpoint: Endpoint) -> int:
+        """Idle connections kept for ``endpoint`` (for `/admin/state` and tests)."""
+        return len(self._idle.get(endpoint, ()))
+
     async def aclose(self) -> None:
         """Close every connection, idle or busy; a busy exchange fails with a connect error."""
         self._closed = True
@@ -161,7 +177,7 @@ class FastTransport:
         except BaseException:  # an error, a timeout or our cancellation: never reuse it
             conn.abort()
             raise
-        if conn.reusable:
+        if conn.reusable and endpoint in self._slots:  # not forgotten meanwhile
             idle = self._idle.setdefault(endpoint, [])
             if len(idle) < self._max_idle:
                 idle.append(conn)

@@ -45,4 +45,8 @@ class Transport(Protocol):
         timeout: float,
     ) -> UpstreamResponse: ...
 
+    def forget(self, endpoint: Endpoint) -> None:
+        """The endpoint's replica left the gateway: release what is kept for it (idle
+        connections); an exchange still in flight finishes. Nothing kept: nothing to do."""
+
     async def aclose(self) -> None: ...

@@ -139,6 +139,9 @@ class AiohttpTransport:
             content = await resp.read()
             return UpstreamResponse(resp.status, _lower_names(resp.headers), content)
 
+    def forget(self, endpoint: Endpoint) -> None:
+        """aiohttp pools by origin and cannot drop one: its idle connections age out."""
+
     async def aclose(self) -> None:
         if self._session is not None:
             await self._session.close()

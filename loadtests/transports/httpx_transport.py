@@ -100,5 +100,8 @@ class HttpxTransport:
             raise translate(exc, endpoint) from exc
         return UpstreamResponse(resp.status_code, dict(resp.headers.items()), resp.content)
 
+    def forget(self, endpoint: Endpoint) -> None:
+        """httpx pools by origin and cannot drop one: its idle connections age out."""
+
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -47,6 +47,7 @@ class FakeTransport:
         self.behaviours: dict[str, Behaviour] = dict(behaviours or {})
         self.calls: dict[str, list[str]] = defaultdict(list)
         self.closed = False
+        self.forgotten: list[Endpoint] = []  # endpoints whose replica left, in order
         self.clock = clock  # whose time the timeout runs on; None: the event loop's
 
     async def request(
@@ -68,6 +69,9 @@ class FakeTransport:
                 return await behave(method, path, body)
         except TimeoutError as exc:  # as a real transport does
             raise UpstreamTimeout(f"no reply within {timeout:.3f} s") from exc
+
+    def forget(self, endpoint: Endpoint) -> None:
+        self.forgotten.append(endpoint)
 
     async def aclose(self) -> None:
         self.closed = True

@@ -3,7 +3,8 @@
 
 No request may fail; B starts serving once probed; A stops getting new requests when it leaves
 the answer, and the attempts it had in flight then finish on it (both replicas answer 100 ms
-late, so A always has some in flight when it is drained).
+late, so A always has some in flight when it is drained). Once A has left, `/metrics` names it
+no more.
 """
 
 from __future__ import annotations
@@ -129,6 +130,9 @@ async def test_replicas_follow_dns_under_load_without_a_failed_request(
                 await wait_until_async(lambda: len(load.served_by(left_at)) and
                                        load.served_by(left_at)[id_b] >= 30, 30,
                                        message="B alone to serve")  # fmt: skip
+                scraped = (await http.get("/metrics")).text
+                assert f'replica="{id_b}"' in scraped
+                assert f'replica="{id_a}"' not in scraped  # its series left with it
             finally:
                 load.stop()
                 await asyncio.wait_for(running, 30)

@@ -337,3 +337,31 @@ def test_a_replica_that_joins_later_is_located_once_then_remembered() -> None:
     assert value(s, "gateway_replica_ejected", **joined) == 1
     assert value(s, "gateway_replica_healthy", model="", pool="", replica="stranger") == 1
     assert asked == ["svm-10.0.0.7", "stranger"]
+
+
+def test_a_departed_replicas_series_are_dropped_and_the_others_kept() -> None:
+    topology = Topology(TOPOLOGY.models, TOPOLOGY.pools, dict(TOPOLOGY.replicas))  # its own
+    m = Metrics(process=False, topology=topology)
+    for replica in ("r1", "r2"):
+        m.request("digits", "single", 200, replica, 0.01)
+        m.attempt("digits", "mlp", Outcome(OutcomeKind.SUCCESS, replica, 0.01))
+        m.per_try_timeout("digits", "mlp", replica)
+        m.ejection(replica, "consecutive_failures")
+        m.breaker_state(replica, "open")
+        m.set_replica(replica, healthy=True, ejected=False, outstanding=0)
+    m.vote("digits-vote", "2/3", ["r1", "r2"])
+
+    m.forget_replica("r1")
+
+    s = scrape(m)
+    named = {(n, dict(labels).get("replica"), dict(labels).get("served_by")) for n, labels in s}
+    assert not [x for x in named if "r1" in x[1:]], "a series still names the departed r1"
+    mlp_r2 = {"model": "digits-mlp", "pool": "mlp", "replica": "r2"}
+    assert value(s, "gateway_ejections_total", reason="consecutive_failures", **mlp_r2) == 1
+    assert value(s, "gateway_replica_healthy", **mlp_r2) == 1
+    r2_attempts = {"model": "digits", "pool": "mlp", "replica": "r2", "outcome": "success"}
+    assert value(s, "gateway_upstream_attempts_total", **r2_attempts) == 1
+
+    m.attempt("digits", "mlp", Outcome(OutcomeKind.SUCCESS, "r1", 0.01))  # it came back
+    back = {"model": "digits", "pool": "mlp", "replica": "r1", "outcome": "success"}
+    assert value(scrape(m), "gateway_upstream_attempts_total", **back) == 1  # counted afresh

@@ -309,6 +309,42 @@ async def test_fast_keeps_at_most_max_idle_connections(
         await transport.aclose()
 
 
+async def test_fast_forget_closes_a_departed_endpoints_idle_connections(
+    server: ScriptedServer, endpoint: Endpoint
+) -> None:
+    transport = FastTransport()
+    try:
+        await asyncio.gather(*(_echo(transport, endpoint) for _ in range(3)))
+        assert transport.pooled(endpoint) == 3
+        transport.forget(endpoint)
+        assert transport.pooled(endpoint) == 0
+        await wait_until(lambda: server.open_connections == 0)  # closed, not left to age out
+        await _echo(transport, endpoint)  # the replica came back: used afresh, and pooled
+        assert transport.pooled(endpoint) == 1
+    finally:
+        await transport.aclose()
+
+
+async def test_fast_forget_closes_an_exchange_in_flight_once_it_ends(
+    server: ScriptedServer, endpoint: Endpoint
+) -> None:
+    """An exchange to a departed endpoint finishes, then its connection is closed, not kept."""
+    transport = FastTransport()
+    try:
+        late = asyncio.create_task(
+            transport.request(endpoint, "POST", "/late", body=b"x", timeout=5.0)
+        )
+        await wait_until(lambda: server.requests == 1)
+        transport.forget(endpoint)
+        server.release.set()
+        reply = await late
+        assert (reply.status, reply.body) == (200, b"late")
+        assert transport.pooled(endpoint) == 0
+        await wait_until(lambda: server.open_connections == 0)
+    finally:
+        await transport.aclose()
+
+
 async def test_fast_refuses_a_2xx_reply_delimited_by_close(endpoint: Endpoint) -> None:
     """Framed by the close alone, a cut-short 2xx would pass for a whole one (aiohttp and httpx
     accept it)."""
