@@ -2,15 +2,17 @@
 
 Validation (`gateway.config`) checks a config's shape; this checks it against the disk: every
 file it names (golden sets, key files, TLS files, local models, the fallback manifest and the
-files of each fallback it uses) exists, and every fallback a model names is in the manifest
-with a golden set. ``check-config``, ``serve``/``up`` and a reload all ask it, so a config
-that passes ``check-config`` is one the gateway will take, and a reload that would leave a
-model without its fallback, or crash the new gateway's golden prober, is refused whole.
-Every problem is named (the key and the path), not just the first.
+files of each fallback it uses) exists, the sentinels' password (``state``) can be read, and
+every fallback a model names is in the manifest with a golden set. ``check-config``,
+``serve``/``up`` and a reload all ask it, so a config that passes ``check-config`` is one the
+gateway will take, and a reload that would leave a model without its fallback, or crash the
+new gateway's golden prober, is refused whole. Every problem is named (the key and the path),
+not just the first.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from gateway.config.models import GatewayConfig
@@ -30,7 +32,7 @@ def config_problems(config: GatewayConfig) -> list[str]:
                 GoldenSet.read(Path(pool.golden.file))
             except ManifestError as exc:
                 problems.append(f"pools.{name}.golden.file: {exc}")
-    return problems + _fallback_problems(config)
+    return problems + _sentinel_problems(config) + _fallback_problems(config)
 
 
 def named_files(config: GatewayConfig) -> list[tuple[str, str]]:
@@ -52,6 +54,15 @@ def named_files(config: GatewayConfig) -> list[tuple[str, str]]:
             files.append((f"{where}.tls.key_file", tls.key_file))
     files += [(f"tenants.{n}.keys_file", t.keys_file) for n, t in config.tenants.items()]
     return [(key, path) for key, path in files if path is not None]
+
+
+def _sentinel_problems(config: GatewayConfig) -> list[str]:
+    """The sentinels' password, read as the store will read it (messages never quote it)."""
+    try:
+        config.state.sentinel_auth(os.environ)
+    except ValueError as exc:
+        return [f"state.{exc}"]
+    return []
 
 
 def _fallback_problems(config: GatewayConfig) -> list[str]:

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gateway.clock import Clock
-from gateway.config.models import StateConfig
+from gateway.config.state import StateConfig
 from gateway.policies.budget import RetryBudget
 from gateway.policies.budget_sharing import SharedBudgetCounts
 from gateway.slo.engine import SloBook
@@ -48,7 +48,11 @@ class SharedState:
         self._budget: SharedBudgetCounts | None = None
         if config.backend == "redis":
             self._budget = budget.share()
-            store = RedisStore(config.redis_url, namespace=config.namespace)
+            store = RedisStore(
+                config.redis_url,
+                namespace=config.namespace,
+                sentinel_auth=config.sentinel_auth(os.environ),
+            )
             self.sync = StateSync(
                 store, self._collect, self._apply, clock,
                 interval_s=config.sync_interval_s, origin=self.origin,

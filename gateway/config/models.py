@@ -28,11 +28,11 @@ from gateway.config.policies import (
     RetryConfig,
     VoteConfig,
 )
+from gateway.config.state import StateConfig
 from gateway.config.tenants import ANONYMOUS, ModelAuthConfig, TenantConfig, check_tenants
 from gateway.config.tensors import TensorMapping
 from gateway.config.tls import TlsConfig
 from gateway.slo.config import BurnPolicyConfig, SloConfig, unique_names
-from gateway.state import redis_target
 from gateway.telemetry.tracing import TracingConfig
 from v2proto.signature import DATATYPES
 
@@ -197,28 +197,6 @@ class PoolConfig(Frozen):
         """Where ``replica`` listens, with this pool's TLS settings and extra headers."""
         extra = ExtraHeaders.resolve(self.headers, os.environ)
         return replica.endpoint.with_pool(self.tls, extra)
-
-
-class StateConfig(Frozen):
-    """Where breaker states, ejections and SLO counters are shared between gateway instances."""
-
-    backend: Literal["memory", "redis"] = "memory"
-    redis_url: str = Field(
-        "redis://127.0.0.1:6379/0",
-        description="redis:// (one server), redis+cluster://h:p,h:p (a Redis Cluster) or "
-        "redis+sentinel://h:p,h:p/<master name> (the primary Sentinel names); rediss for TLS",
-    )
-    namespace: str = Field(
-        "gw", pattern=r"^[A-Za-z0-9._:-]+$", description="key tag: gateways of one fleet share it"
-    )
-    sync_interval_s: float = Field(0.5, gt=0)
-    instance: str | None = Field(None, description="this instance's name; default host:pid")
-
-    @field_validator("redis_url")
-    @classmethod
-    def _redis_url_parses(cls, value: str) -> str:
-        redis_target.parse(value)  # its messages never quote the URL (it may hold a password)
-        return value
 
 
 class LogConfig(Frozen):

@@ -1,10 +1,10 @@
 """The file paths a config names, resolved against the config file's own directory.
 
 A config is deployed as a unit with the files it names (golden sets, the fallback manifest,
-local models, key and TLS files), so ``golden: {file: golden.json}`` must mean the file next to
-the config, whatever directory the gateway was started from. Absolute paths are kept as they
-are. Resolution happens on the raw mapping, before validation, because some validators
-(TLS files) check that the files exist.
+local models, key, TLS and password files), so ``golden: {file: golden.json}`` must mean the
+file next to the config, whatever directory the gateway was started from. Absolute paths are
+kept as they are. Resolution happens on the raw mapping, before validation, because some
+validators (TLS files) check that the files exist.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ PATH_KEYS: tuple[tuple[str, ...], ...] = (
     ("pools", "*", "tls", "cert_file"),
     ("pools", "*", "tls", "key_file"),
     ("tenants", "*", "keys_file"),
+    ("state", "sentinel_password_file"),
 )
 
 

@@ -1,8 +1,9 @@
 """The Redis `StateStore`: several gateway instances share state through Redis.
 
 The Redis is one server, a Redis Cluster or a primary found through Sentinel
-(`redis_target` reads which from the URL); the keys of one namespace share one hash tag, so
-the scripts work on all three alike.
+(`redis_target` reads which from the URL; the sentinels' own password, if they have one, comes
+as a `SentinelAuth`); the keys of one namespace share one hash tag, so the scripts work on all
+three alike. No secret is kept for display: the URL is masked, the sentinels' password scrubbed.
 
 Only `StateSync`'s background task calls it, never a request. Every call is one round trip (an
 atomic Lua script from `redis_scripts`) on `redis.asyncio`, bounded by ``op_timeout_s``
@@ -34,6 +35,7 @@ from gateway.state.base import (
     SharedSnapshot,
     StoreUnavailable,
 )
+from gateway.state.sentinel_auth import SentinelAuth
 
 log = logging.getLogger(__name__)
 
@@ -51,18 +53,22 @@ class RedisStore:
         url: str,
         *,
         namespace: str = "gw",
+        sentinel_auth: SentinelAuth | None = None,
         op_timeout_s: float = OP_TIMEOUT_S,
         bulk_timeout_s: float = BULK_TIMEOUT_S,
     ) -> None:
         self.url = mask_url(url)  # the only form kept for display; the client holds the secret
-        self._secrets = url_secrets(url)
+        extra = (sentinel_auth.password,) if sentinel_auth is not None else ()
+        self._secrets = tuple(sorted({*url_secrets(url), *extra}, key=len, reverse=True))
         self.target = redis_target.parse(url)
+        self._sentinel_auth = sentinel_auth
         self.namespace = namespace
         self._tag = "{" + namespace + "}:"  # one hash tag: every key in one cluster slot
         self._op_timeout = op_timeout_s
         self._bulk_timeout = bulk_timeout_s
         self._redis = redis_target.connect(
             self.target,
+            sentinel_auth,
             decode_responses=True,
             socket_timeout=bulk_timeout_s,
             socket_connect_timeout=op_timeout_s,
@@ -121,6 +127,7 @@ class RedisStore:
             "url": self.url,
             "mode": self.target.mode,
             "namespace": self.namespace,
+            "sentinel_auth": self._sentinel_auth.describe() if self._sentinel_auth else None,
             "healthy": self._healthy,
             "last_error": self.last_error,
         }
@@ -138,7 +145,7 @@ class RedisStore:
                 reply = await call
         except (RedisError, OSError, TimeoutError) as exc:
             self._healthy = False
-            error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            error = redis_target.error_text(exc)
             self.last_error = scrub(error, self._secrets)  # a client's message may quote it
             raise StoreUnavailable(f"redis {self.url}: {self.last_error}") from exc
         self._healthy = True

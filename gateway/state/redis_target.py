@@ -10,19 +10,26 @@ One URL says it all, so the one secret it may carry is masked by the one rule in
   which name the current primary; after a failover new connections go to the new one.
 
 `parse` checks a URL without connecting (the config validates with it); `connect` builds the
-asyncio client (redis-py's ``Redis``, ``RedisCluster`` or ``Sentinel.master_for``). The
-credentials are those of the data nodes; sentinels are asked without a password.
+asyncio client (redis-py's ``Redis``, ``RedisCluster`` or ``Sentinel.master_for``). The URL's
+credentials are those of the data nodes. Sentinels have their own (``requirepass`` in
+sentinel.conf, often another password): they are never in the URL but a `SentinelAuth` read
+from the variable or file the config names (`gateway.state.sentinel_auth`); without one the
+sentinels are asked without a password, and one with ``requirepass`` refuses (the store then
+reports ``AuthenticationError`` in its ``last_error``).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
 
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
-from redis.asyncio.sentinel import Sentinel
+from redis.asyncio.sentinel import MasterNotFoundError, Sentinel
+
+from gateway.state.sentinel_auth import SentinelAuth
 
 Mode = Literal["single", "cluster", "sentinel"]
 _SCHEMES: dict[str, tuple[Mode, bool]] = {
@@ -34,6 +41,11 @@ _SCHEMES: dict[str, tuple[Mode, bool]] = {
     "redis+sentinel": ("sentinel", False),
     "rediss+sentinel": ("sentinel", True),
 }
+
+
+# How redis-py names each sentinel in a MasterNotFoundError: its client's repr, a line long.
+_SENTINEL_REPR = re.compile(r"<redis\.[\w.]*Redis\(.*?host=([^,()]+),port=(\d+).*?\)>\)>\)>")
+SENTINEL_AUTH_HINT = "a sentinel refused AUTH: its password is state.sentinel_password_env or _file"
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,8 +98,13 @@ def _node(text: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def connect(target: RedisTarget, **options: Any) -> aioredis.Redis | RedisCluster:
-    """An asyncio client for ``target``; ``options``: socket timeouts, retry, decoding."""
+def connect(
+    target: RedisTarget, sentinel_auth: SentinelAuth | None = None, **options: Any
+) -> aioredis.Redis | RedisCluster:
+    """An asyncio client for ``target``; ``options``: socket timeouts, retry, decoding.
+    ``sentinel_auth``: what the sentinels ask for (only a sentinel target takes one)."""
+    if sentinel_auth is not None and target.mode != "sentinel":
+        raise ValueError("sentinel credentials need a redis+sentinel:// URL")
     if target.mode == "single":
         return aioredis.Redis.from_url(target.url, **options)
     auth: dict[str, Any] = {"username": target.username, "password": target.password}
@@ -99,10 +116,29 @@ def connect(target: RedisTarget, **options: Any) -> aioredis.Redis | RedisCluste
             startup_nodes=[ClusterNode(host, port) for host, port in target.nodes],
             **auth, **options,
         )  # fmt: skip
-    sockets = {k: v for k, v in options.items() if k.startswith("socket_")}
+    # The sentinels get the data nodes' timeouts and retry too: redis-py's default retry backs
+    # off for seconds on a ConnectionError, and a refused AUTH is one, so a sentinel that wants a
+    # password would turn into a timeout instead of the AuthenticationError that says why.
+    asking: dict[str, Any] = {
+        k: v for k, v in options.items() if k.startswith("socket_") or k == "retry"
+    }
+    if sentinel_auth is not None:
+        asking.update(sentinel_auth.kwargs())
     nodes = list(target.nodes)
-    sentinel = Sentinel(nodes, sentinel_kwargs=sockets)  # type: ignore[no-untyped-call]
+    sentinel = Sentinel(nodes, sentinel_kwargs=asking)  # type: ignore[no-untyped-call]
     primary: aioredis.Redis = sentinel.master_for(
         target.master_name, db=target.db, **auth, **options
     )
     return primary
+
+
+def error_text(exc: BaseException) -> str:
+    """``Type: message`` for an error of the client, short enough to read in ``/admin/state``:
+    a sentinel is ``sentinel host:port``, and a sentinel's refused AUTH says what to set.
+    The caller still scrubs it (a message may quote a secret)."""
+    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    if isinstance(exc, MasterNotFoundError):
+        text = _SENTINEL_REPR.sub(r"sentinel \1:\2", text)
+        if "AuthenticationError" in text:
+            text += f" ({SENTINEL_AUTH_HINT})"
+    return text

@@ -1,7 +1,9 @@
 """Real Redis topologies on loopback for tests: a 3-node Redis Cluster, a Sentinel-watched pair.
 
 Each ``redis-server`` is a `ManagedProcess` stopped by PID, on a free port, with no persistence
-and its files in a temporary directory; every wait is a poll bounded by time.
+and its files in a temporary directory; every wait is a poll bounded by time. The Sentinel pair
+may require passwords, as production does: one for the data nodes (``requirepass`` and
+``masterauth``, which the sentinels are given as ``auth-pass``) and the sentinels' own.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -28,9 +31,10 @@ def _binary(name: str) -> str:
     return path
 
 
-def _cli(port: int, *args: str, timeout: float = 5.0) -> str:
+def _cli(port: int, *args: str, timeout: float = 5.0, password: str | None = None) -> str:
+    auth = ["--no-auth-warning", "-a", password] if password is not None else []
     done = subprocess.run(
-        [_binary("redis-cli"), "-h", "127.0.0.1", "-p", str(port), *args],
+        [_binary("redis-cli"), "-h", "127.0.0.1", "-p", str(port), *auth, *args],
         capture_output=True, text=True, timeout=timeout, check=False,
     )  # fmt: skip
     return done.stdout + done.stderr
@@ -50,12 +54,24 @@ def _cluster_port() -> int:
     raise RuntimeError("no free port pair for a cluster node")
 
 
+def _answers(port: int) -> bool:
+    """Whether a server listens and speaks RESP: ``+PONG``, or ``-NOAUTH`` if it has a password."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(64).startswith((b"+PONG", b"-NOAUTH"))
+    except OSError:
+        return False
+
+
 class _Node:
-    def __init__(self, argv: list[str], port: int, name: str) -> None:
+    def __init__(
+        self, argv: list[str], port: int, name: str, ready: Callable[[int], bool] = _pong
+    ) -> None:
         self.port = port
         self.process: ManagedProcess | None = ManagedProcess(argv, name=name)
         wait_until(
-            lambda: _pong(port) or not self.alive(),
+            lambda: ready(port) or not self.alive(),
             START_TIMEOUT_S,
             message=lambda: f"{name} on {port}: {self.log()}",
         )
@@ -131,54 +147,89 @@ class RedisClusterServers:
 
 
 class SentinelServers:
-    """A primary, one replica of it and one sentinel (quorum 1) that fails over to the replica
-    ``down_after_ms`` after the primary stops answering."""
+    """A primary, one replica of it and ``sentinels`` sentinels (quorum 1) that fail over to the
+    replica ``down_after_ms`` after the primary stops answering. ``password``: the data nodes'
+    (the URL carries it); ``sentinel_password``: the sentinels' ``requirepass``."""
 
     MASTER = "gwstate"
 
-    def __init__(self, down_after_ms: int = 1000) -> None:
+    def __init__(
+        self,
+        down_after_ms: int = 1000,
+        *,
+        sentinels: int = 1,
+        password: str | None = None,
+        sentinel_password: str | None = None,
+    ) -> None:
         self.down_after_ms = down_after_ms
+        self.count = sentinels
+        self.password = password
+        self.sentinel_password = sentinel_password
         self.dir = Path(tempfile.mkdtemp(prefix="redis-sentinel-"))
         self.primary: _Node | None = None
         self.replica: _Node | None = None
-        self.sentinel: _Node | None = None
+        self.sentinel: _Node | None = None  # the first of `sentinels`
+        self.sentinels: list[_Node] = []
 
     @property
     def url(self) -> str:
-        assert self.sentinel is not None
-        return f"redis+sentinel://127.0.0.1:{self.sentinel.port}/{self.MASTER}"
+        assert self.sentinels
+        auth = f":{self.password}@" if self.password is not None else ""
+        hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
+        return f"redis+sentinel://{auth}{hosts}/{self.MASTER}"
 
     def start(self) -> None:
         fast = ("--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0")
+        auth: tuple[str, ...] = ()
+        if self.password is not None:  # masterauth too: after a failover each is a replica
+            auth = ("--requirepass", self.password, "--masterauth", self.password)
         try:
             port = free_port()
-            self.primary = _Node(_server_argv(port, self.dir, *fast), port, "redis-primary")
+            self.primary = _Node(
+                _server_argv(port, self.dir, *fast, *auth), port, "redis-primary", _answers
+            )
             replica_port = free_port()
             self.replica = _Node(
-                _server_argv(replica_port, self.dir, *fast, "--replicaof", "127.0.0.1", str(port)),
-                replica_port, "redis-replica",
+                _server_argv(replica_port, self.dir, *fast, *auth,
+                             "--replicaof", "127.0.0.1", str(port)),
+                replica_port, "redis-replica", _answers,
             )  # fmt: skip
-            wait_until(lambda: "master_link_status:up" in _cli(replica_port, "info", "replication"),
-                       15, interval=0.1, message="the replica to sync")  # fmt: skip
-            sentinel_port = free_port()
-            conf = self.dir / "sentinel.conf"
-            conf.write_text(
-                f"port {sentinel_port}\nbind 127.0.0.1\ndir {self.dir}\n"
-                f"sentinel monitor {self.MASTER} 127.0.0.1 {port} 1\n"
-                f"sentinel down-after-milliseconds {self.MASTER} {self.down_after_ms}\n"
-                f"sentinel failover-timeout {self.MASTER} 10000\n"
-            )
-            self.sentinel = _Node([_binary("redis-server"), str(conf), "--sentinel"],
-                                  sentinel_port, "redis-sentinel")  # fmt: skip
+            wait_until(lambda: "master_link_status:up" in _cli(
+                replica_port, "info", "replication", password=self.password,
+            ), 15, interval=0.1, message="the replica to sync")  # fmt: skip
+            for n in range(self.count):
+                self.sentinels.append(self._start_sentinel(port, n))
+            self.sentinel = self.sentinels[0]
             wait_until(lambda: self.primary_port() == port, 10, interval=0.1,
                        message="the sentinel to name the primary")  # fmt: skip
         except BaseException:
             self.stop()
             raise
 
+    def _start_sentinel(self, primary_port: int, n: int) -> _Node:
+        sentinel_port = free_port()
+        conf = self.dir / f"sentinel-{n}.conf"
+        lines = [
+            f"port {sentinel_port}", "bind 127.0.0.1", f"dir {self.dir}",
+            f"sentinel monitor {self.MASTER} 127.0.0.1 {primary_port} 1",
+            f"sentinel down-after-milliseconds {self.MASTER} {self.down_after_ms}",
+            f"sentinel failover-timeout {self.MASTER} 10000",
+        ]  # fmt: skip
+        if self.password is not None:
+            lines.append(f"sentinel auth-pass {self.MASTER} {self.password}")
+        if self.sentinel_password is not None:  # and how the sentinels talk to each other
+            lines += [f"requirepass {self.sentinel_password}",
+                      f"sentinel sentinel-pass {self.sentinel_password}"]  # fmt: skip
+        conf.write_text("\n".join(lines) + "\n")
+        return _Node([_binary("redis-server"), str(conf), "--sentinel"],
+                     sentinel_port, "redis-sentinel", _answers)  # fmt: skip
+
     def primary_port(self) -> int | None:
         assert self.sentinel is not None
-        out = _cli(self.sentinel.port, "sentinel", "get-master-addr-by-name", self.MASTER).split()
+        out = _cli(
+            self.sentinel.port, "sentinel", "get-master-addr-by-name", self.MASTER,
+            password=self.sentinel_password,
+        ).split()  # fmt: skip
         return int(out[1]) if len(out) == 2 and out[1].isdigit() else None
 
     def kill_primary(self) -> None:
@@ -186,8 +237,9 @@ class SentinelServers:
         self.primary.kill()
 
     def stop(self) -> None:
-        for node in (self.sentinel, self.replica, self.primary):
+        for node in (*self.sentinels, self.replica, self.primary):
             if node is not None:
                 node.stop()
         self.primary = self.replica = self.sentinel = None
+        self.sentinels = []
         shutil.rmtree(self.dir, ignore_errors=True)

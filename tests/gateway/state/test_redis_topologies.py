@@ -1,13 +1,17 @@
 """The Redis store on a real Redis Cluster and through a real Sentinel failover (loopback).
 
 The contract and sync tests run on the cluster too (the ``store`` fixture); these add what is
-particular to each: all of a namespace's keys in one slot, and a primary SIGKILLed under
-Sentinel, after which the sync recovers on the promoted replica within a bounded time.
+particular to each: all of a namespace's keys in one slot; a primary SIGKILLed under Sentinel,
+after which the sync recovers on the promoted replica within a bounded time; and sentinels
+with ``requirepass`` (their own password, not the data nodes'), which the store reaches with
+the password the config names and which refuse it, visibly and masked, without.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import time
 from collections.abc import Iterator
 from typing import cast
@@ -16,17 +20,41 @@ import pytest
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 
 from gateway.clock import FakeClock
+from gateway.config.state import StateConfig
 from gateway.state.redis_store import RedisStore
+from gateway.state.redis_target import SENTINEL_AUTH_HINT
+from gateway.state.sentinel_auth import SentinelAuth
 from tests.gateway.state.instance import Instance
 from tests.support.redis_cluster import RedisClusterServers, SentinelServers
 from tests.support.redis_server import TEST_TIMEOUT_S, new_namespace
 
 FAILOVER_BOUND_S = 30.0  # sentinel: 1 s to call the primary down, then an election and promotion
+DATA_PASSWORD = "data-Pa55-d4t4"  # the URL carries it (requirepass of the primary and replica)
+SENTINEL_PASSWORD = "sentinel-Pa55-53n7"  # requirepass in sentinel.conf; the config names it
+
+
+@pytest.fixture(params=["open", "guarded"])
+def sentinel(request: pytest.FixtureRequest) -> Iterator[SentinelServers]:
+    """One sentinel over a primary and replica: without passwords, or with theirs and its own."""
+    guarded = request.param == "guarded"
+    servers = SentinelServers(
+        down_after_ms=1000,
+        password=DATA_PASSWORD if guarded else None,
+        sentinel_password=SENTINEL_PASSWORD if guarded else None,
+    )
+    servers.start()
+    try:
+        yield servers
+    finally:
+        servers.stop()
 
 
 @pytest.fixture
-def sentinel() -> Iterator[SentinelServers]:
-    servers = SentinelServers(down_after_ms=1000)
+def guarded_sentinel() -> Iterator[SentinelServers]:
+    """Two sentinels with ``requirepass``, over a primary and replica with another password."""
+    servers = SentinelServers(
+        sentinels=2, password=DATA_PASSWORD, sentinel_password=SENTINEL_PASSWORD
+    )
     servers.start()
     try:
         yield servers
@@ -70,8 +98,15 @@ async def test_a_namespace_lives_in_one_cluster_slot(
 async def test_a_sentinel_failover_is_a_bounded_gap_then_the_sync_recovers(
     sentinel: SentinelServers, clock: FakeClock
 ) -> None:
-    a = Instance(RedisStore(sentinel.url, namespace="gw", op_timeout_s=0.5), clock, "a")
-    b = Instance(RedisStore(sentinel.url, namespace="gw", op_timeout_s=0.5), clock, "b")
+    password = sentinel.sentinel_password
+    auth = SentinelAuth(password) if password is not None else None
+    a, b = (
+        Instance(
+            RedisStore(sentinel.url, namespace="gw", sentinel_auth=auth, op_timeout_s=0.5),
+            clock, name,
+        )
+        for name in ("a", "b")
+    )  # fmt: skip
     a.record(ok=5)
     b.record(ok=3, failed=1)
     for sync in (a.sync, b.sync, a.sync):
@@ -99,3 +134,69 @@ async def test_a_sentinel_failover_is_a_bounded_gap_then_the_sync_recovers(
     assert a.seen() == b.seen() == (12, 2)  # nothing lost: pending kept, or resynced
     for instance in (a, b):
         await instance.sync.stop()
+
+
+async def test_sentinels_with_a_password_are_asked_with_the_one_the_config_names(
+    guarded_sentinel: SentinelServers, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GW_TEST_SENTINEL_PASSWORD", SENTINEL_PASSWORD)
+    state = StateConfig(
+        backend="redis",
+        redis_url=guarded_sentinel.url,
+        sentinel_password_env="GW_TEST_SENTINEL_PASSWORD",
+    )
+    auth = state.sentinel_auth(os.environ)
+    ns = new_namespace()
+    a, b = (
+        Instance(
+            RedisStore(
+                state.redis_url, namespace=ns, sentinel_auth=auth, op_timeout_s=TEST_TIMEOUT_S
+            ),
+            clock, name,
+        )
+        for name in ("a", "b")
+    )  # fmt: skip
+    a.record(ok=3, failed=1)
+    b.record(ok=2)
+    a.ledger.local("r1", "open")
+    for sync in (a.sync, b.sync, a.sync):
+        assert await sync.tick(), sync.last_error
+    assert a.seen() == b.seen() == (6, 1)
+    assert [s.breaker for s in b.applied] == ["open"]
+    shown = str(a.sync.snapshot())
+    assert not a.sync.degraded and "'sentinel_auth': {'username': None, 'password': '***'}" in shown
+    assert SENTINEL_PASSWORD not in shown and DATA_PASSWORD not in shown
+    for instance in (a, b):
+        await instance.sync.stop()
+
+
+@pytest.mark.parametrize("given", [None, "wrong-Pa55-w0ng"])
+async def test_without_the_sentinels_password_the_store_is_degraded_with_a_masked_auth_error(
+    guarded_sentinel: SentinelServers,
+    clock: FakeClock,
+    caplog: pytest.LogCaptureFixture,
+    given: str | None,
+) -> None:
+    auth = SentinelAuth(given) if given is not None else None
+    store = RedisStore(
+        guarded_sentinel.url, namespace=new_namespace(), sentinel_auth=auth,
+        op_timeout_s=TEST_TIMEOUT_S,
+    )  # fmt: skip
+    a = Instance(store, clock, "a")
+    a.record(ok=1)
+    with caplog.at_level(logging.WARNING):
+        assert not await a.sync.tick()
+    snapshot = a.sync.snapshot()
+    assert snapshot["degraded"] and a.sync.failures == 1
+    error = snapshot["last_error"]
+    assert error.startswith(f"redis {store.url}: MasterNotFoundError: No master found for"), error
+    assert error.count("AuthenticationError") == 2 and len(error) < 400, error
+    for sentinel in guarded_sentinel.sentinels:
+        assert f"sentinel 127.0.0.1:{sentinel.port} - " in error
+    assert error.endswith(f"({SENTINEL_AUTH_HINT})")
+    assert "unavailable, serving on local state" in caplog.text
+    shown = f"{snapshot} {caplog.text}"
+    for secret in (DATA_PASSWORD, SENTINEL_PASSWORD, given or SENTINEL_PASSWORD):
+        assert secret not in shown
+    print(f"\nsentinels without their password ({given and 'a wrong one'}): {error}")
+    await a.sync.stop()
