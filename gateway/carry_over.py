@@ -11,7 +11,12 @@ once) and the SLO history and alert states started from zero. Kept, by key:
 - an SLO whose model and name stay and whose events mean the same (kind, latency threshold,
   tenant): its counted events, burn rates and alert states; a model's burn policy while its
   config is unchanged (`SloBook.carry_from`);
-- the dashboard's samples and event timeline, with a "reload" event (`HistoryRecorder`).
+- the dashboard's samples and event timeline, with a "reload" event (`HistoryRecorder`);
+- a discovered pool's members, when the pool stays and asks DNS the same question (name,
+  record, port, nameserver): the new gateway starts with the old one's members and their
+  verdicts, and its own resolution goes on from there. Without this, its pool was empty until
+  the first answer was resolved and probed, and requests in between failed (11 of 300 over
+  two reloads under load, `tests/integration/test_discovery.py`).
 
 What changed is new, on purpose: a replica at a new URL is another server. Both gateways read
 one clock (the reload hands the old one's to the new), so carried instants stay comparable.
@@ -19,6 +24,8 @@ one clock (the reload hands the old one's to the new), so carried instants stay 
 
 from __future__ import annotations
 
+from gateway.config.discovery import DiscoveryConfig
+from gateway.config.models import ReplicaConfig
 from gateway.runtime import Gateway
 from gateway.upstream.registry import Pool, Registry
 
@@ -45,6 +52,7 @@ def _carry_replicas(old: Registry, new: Registry) -> list[str]:
             continue
         pool.latency = before.latency
         previous = {r.id: r for r in before.replicas}
+        _carry_members(new, before, pool)
         for replica in pool.replicas:
             was = previous.get(replica.id)
             if was is None or was.endpoint != replica.endpoint:
@@ -54,3 +62,21 @@ def _carry_replicas(old: Registry, new: Registry) -> list[str]:
                 replica.breaker.carry_from(was.breaker)
             carried.append(f"{name}/{replica.id}")
     return carried
+
+
+def _same_question(a: DiscoveryConfig | None, b: DiscoveryConfig | None) -> bool:
+    if a is None or b is None:
+        return False
+    return (a.dns, a.record, a.port, a.nameserver) == (b.dns, b.record, b.port, b.nameserver)
+
+
+def _carry_members(registry: Registry, before: Pool, pool: Pool) -> None:
+    """A discovered pool starts with the members DNS last gave the old gateway (the probers
+    watch them as joiners; what they learned is carried like any other replica's)."""
+    discovery = pool.config.discovery
+    if discovery is None or not _same_question(before.config.discovery, discovery):
+        return
+    present = {r.id for r in pool.replicas}
+    for member in before.replicas:
+        if member.id not in present:
+            registry.add(pool, ReplicaConfig(id=member.id, url=member.url, zone=discovery.zone))

@@ -8,6 +8,7 @@ from typing import Any
 from gateway.carry_over import carry_over
 from gateway.clock import FakeClock
 from gateway.config import parse_config
+from gateway.config.models import ReplicaConfig
 from gateway.runtime import Gateway
 from gateway.upstream.breaker import CLOSED, HALF_OPEN, OPEN
 from gateway.upstream.replica import Replica
@@ -131,3 +132,29 @@ def test_slo_history_alerts_and_policy_stay_for_slos_that_mean_the_same() -> Non
 
     new.observe("digits", 200, "stays", 0.01, None)  # the carried window keeps counting
     assert new.slo.to_json()["models"]["digits"]["slos"][0]["events"]["total"] == 101
+
+
+def discovered(dns: str = "digits.test") -> dict[str, Any]:
+    pool = {"model": "m", "discovery": {"dns": dns, "port": 8000, "interval_s": 5}}
+    return {"pools": {"p": pool}, "models": {"digits": {"pool": "p"}}}
+
+
+def test_a_discovered_pool_keeps_its_members_and_their_verdicts() -> None:
+    clock = FakeClock()
+    old = gateway(discovered(), clock)
+    pool = old.registry.pools["p"]
+    for host in ("10.0.0.1", "10.0.0.2"):
+        joined = old.registry.add(pool, ReplicaConfig(id=f"p-{host}", url=f"http://{host}:8000"))
+        joined.mark_health(True)
+    old.registry.quarantine(replica(old, "p-10.0.0.2"), 300.0, "golden probe: 2/8", "golden")
+
+    new = gateway(discovered(), clock)  # as a reload builds it: discovered pools start empty
+    assert new.registry.pools["p"].replicas == ()
+    carried = carry_over(old, new)
+    assert carried["replicas"] == ["p/p-10.0.0.1", "p/p-10.0.0.2"]
+    assert replica(new, "p-10.0.0.1").healthy is True  # serving at once, no probe awaited
+    assert replica(new, "p-10.0.0.2").quarantined_until > clock.now()
+
+    elsewhere = gateway(discovered("other.test"), clock)  # another question: DNS decides
+    assert carry_over(old, elsewhere)["replicas"] == []
+    assert elsewhere.registry.pools["p"].replicas == ()

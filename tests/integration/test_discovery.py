@@ -22,7 +22,7 @@ from tests.integration.conftest import StartGateway, StartReplicas
 from tests.support.dns_server import ChangingResolver, dns_server
 from tests.support.faults import inject_faults
 from tests.support.processes import ReplicaProcess, wait_until_async
-from tests.support.traffic import request_bodies
+from tests.support.traffic import drive, request_bodies
 
 pytestmark = pytest.mark.integration
 
@@ -147,3 +147,35 @@ async def test_replicas_follow_dns_under_load_without_a_failed_request(
     assert not failed and not load.errors, (failed[:5], load.errors[:5])
     assert load.served_by(left_at)[id_a] == 0  # nothing sent after A had left reached it
     assert in_flight_on_a >= 1  # A was drained with attempts in flight, and they all succeeded
+
+
+async def test_a_reload_keeps_the_discovered_replicas_serving(
+    start_replicas: StartReplicas, start_gw: StartGateway
+) -> None:
+    """A reload (a tenant key rotated, a model added) must not start the discovered pools
+    empty: the new gateway takes the old one's members with their health, and DNS refreshes
+    them from there."""
+    (a,) = start_replicas(1)
+    with dns_server() as (records, dns_port):
+        answer(records, {"a": a})
+        discovery = {"dns": NAME, "record": "SRV", "nameserver": f"127.0.0.1:{dns_port}",
+                     "interval_s": 0.5, "timeout_s": 1.0}  # fmt: skip
+        config: dict[str, Any] = {
+            "pools": {"primary": {"model": a.model_name, "version": a.model_version,
+                                  "discovery": discovery}},
+            "models": {"digits": {"pool": "primary"}},
+        }  # fmt: skip
+        gateway = start_gw(config)
+        statuses: list[int] = []
+
+        async def reload() -> None:
+            async with httpx.AsyncClient(trust_env=False, timeout=30) as client:
+                reply = await client.post(f"{gateway.url}/admin/reload", json={})
+                statuses.append(reply.status_code)
+
+        traffic = await drive(gateway.url, requests=300, concurrency=8,
+                              events={50: reload, 100: reload})  # fmt: skip
+    print(f"reload with discovered replicas: {len(traffic.answers)} answers, "
+          f"{traffic.failed} failed")  # fmt: skip
+    assert statuses == [200, 200]
+    assert traffic.failed == 0 and len(traffic.answers) == 300
