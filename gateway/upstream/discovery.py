@@ -57,7 +57,14 @@ def replica_id(pool: str, target: Target) -> str:
 def replica_configs(
     pool: str, targets: Iterable[Target], config: DiscoveryConfig, scheme: str
 ) -> dict[str, ReplicaConfig]:
-    """The replicas ``targets`` stand for, by id; ``scheme`` is https where the pool has TLS."""
+    """The replicas ``targets`` stand for, by id; ``scheme`` is https where the pool has TLS.
+
+    SRV priorities (RFC 2782: use the lowest-numbered priority; the others only when those
+    fail): the targets of the lowest priority are the pool's actives, the others its standby
+    replicas (hot spares, used while an active is down, see `eligibility`).
+    """
+    targets = list(targets)
+    best = min((t.priority for t in targets), default=0)
     replicas = {}
     for target in targets:
         host = target.host
@@ -65,7 +72,10 @@ def replica_configs(
             host = f"[{host}]"
         rid = replica_id(pool, target)
         replicas[rid] = ReplicaConfig(
-            id=rid, url=f"{scheme}://{host}:{target.port}", zone=config.zone
+            id=rid,
+            url=f"{scheme}://{host}:{target.port}",
+            zone=config.zone,
+            standby=target.priority > best,
         )
     return replicas
 
@@ -130,6 +140,12 @@ class PoolDiscovery:
         for rid in change.add:
             self._registry.add(self._pool, wanted[rid])
             log.info("pool %s: replica %s joined (%s)", self._pool.name, rid, wanted[rid].url)
+        for member in self._pool.replicas:  # a member whose SRV priority moved it
+            config = wanted.get(member.id)
+            if config is not None and config.standby != member.standby:
+                member.assign_standby(config.standby)
+                log.info("pool %s: replica %s is now %s", self._pool.name, member.id,
+                         "standby" if config.standby else "active")  # fmt: skip
         for rid in change.remove:
             replica = self._registry.drain(self._pool, rid)
             if replica is not None:

@@ -31,10 +31,12 @@ class ResolutionFailed(Exception):
 
 @dataclass(frozen=True, slots=True, order=True)
 class Target:
-    """One address a replica listens on."""
+    """One address a replica listens on; ``priority``: its SRV record's (lower is preferred;
+    0 for A/AAAA answers)."""
 
     host: str  # an IP address
     port: int
+    priority: int = 0
 
 
 class Resolver(Protocol):
@@ -90,13 +92,14 @@ class NameserverResolver:
         if config.record != "SRV":
             port = config.port or 0  # validated: A/AAAA pools name their port
             return sorted({Target(a, port) for a in addresses(reply, config.record)})
-        targets: set[Target] = set()
-        for name, port in srv_targets(reply):
+        priorities: dict[tuple[str, int], int] = {}  # an address named twice: its best priority
+        for name, port, priority in srv_targets(reply):
             hosts = addresses(reply, "A", name) or addresses(reply, "AAAA", name)
             if not hosts:  # not in the additional section: ask for it
                 hosts = addresses(await self.query(name, "A", config.timeout_s), "A", name)
-            targets.update(Target(h, port) for h in hosts)
-        return sorted(targets)
+            for host in hosts:
+                priorities[host, port] = min(priority, priorities.get((host, port), priority))
+        return sorted(Target(h, p, priority) for (h, p), priority in priorities.items())
 
     async def query(self, name: str, record: str, timeout_s: float) -> DNSRecord:
         """One question, one UDP datagram each way; NXDOMAIN is an empty answer."""
@@ -138,9 +141,14 @@ def addresses(reply: DNSRecord, record: str, name: str | None = None) -> list[st
     return found
 
 
-def srv_targets(reply: DNSRecord) -> list[tuple[str, int]]:
-    """``(target name, port)`` of each SRV answer (priority and weight are not used)."""
-    return [(str(rr.rdata.target), int(rr.rdata.port)) for rr in reply.rr if rr.rtype == QTYPE.SRV]
+def srv_targets(reply: DNSRecord) -> list[tuple[str, int, int]]:
+    """``(target name, port, priority)`` of each SRV answer. The weight is not used: within a
+    priority, power-of-two-choices balances by each replica's observed load instead."""
+    return [
+        (str(rr.rdata.target), int(rr.rdata.port), int(rr.rdata.priority))
+        for rr in reply.rr
+        if rr.rtype == QTYPE.SRV
+    ]
 
 
 def _same(a: object, b: str) -> bool:

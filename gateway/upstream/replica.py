@@ -143,6 +143,10 @@ class Replica:
         """The health verdict, once the prober's thresholds are met."""
         self.healthy = healthy
 
+    def assign_standby(self, standby: bool) -> None:
+        """Active or hot spare, as the pool's discovery now says (an SRV priority changed)."""
+        self.standby = standby
+
     def golden_passed(self, reason: str) -> None:
         self.golden_last = reason
         self.golden_failures = 0

@@ -243,3 +243,31 @@ async def test_the_health_prober_probes_joiners_and_stops_on_leavers() -> None:
     assert registry.release(pool, replica)
     assert f"probe:{replica.id}" not in prober._tasks
     await prober.stop()
+
+
+def test_srv_priorities_make_the_lowest_the_actives_and_the_rest_standby() -> None:
+    targets = [Target("10.0.0.1", 8000, 10), Target("10.0.0.2", 8000, 10),
+               Target("10.0.0.3", 8000, 20)]  # fmt: skip
+    configs = replica_configs("p", targets, DiscoveryConfig(dns="x", record="SRV"), "http")
+    assert {rid: c.standby for rid, c in configs.items()} == {
+        "p-10.0.0.1-8000": False, "p-10.0.0.2-8000": False, "p-10.0.0.3-8000": True,
+    }  # fmt: skip
+    alone = replica_configs("p", targets[2:], DiscoveryConfig(dns="x", record="SRV"), "http")
+    assert [c.standby for c in alone.values()] == [False]  # the lowest present is active
+
+
+async def test_a_priority_change_moves_a_member_between_active_and_standby() -> None:
+    primary, backup = Target("10.0.0.1", 8000, 0), Target("10.0.0.2", 8000, 1)
+    registry, discovery, resolver, clock = rig([primary, backup], record="SRV", port=None)
+    pool = registry.pools["p"]
+    await discovery.refresh()
+    standby = {r.id: r.standby for r in pool.replicas}
+    assert standby == {"p-10.0.0.1-8000": False, "p-10.0.0.2-8000": True}
+    for replica in pool.replicas:
+        replica.mark_health(True)
+    assert [r.id for r in eligible(pool, set(), clock.now())] == ["p-10.0.0.1-8000"]
+
+    resolver.answer = [Target("10.0.0.1", 8000, 1), Target("10.0.0.2", 8000, 0)]  # swapped
+    change = await discovery.refresh()
+    assert not change  # nobody joined or left: the same members, roles swapped
+    assert [r.id for r in eligible(pool, set(), clock.now())] == ["p-10.0.0.2-8000"]

@@ -62,6 +62,25 @@ async def test_srv_records_carry_ports_and_targets_resolve_from_the_additional_s
     assert await resolver.resolve(config) == [Target("127.0.0.1", 9001), Target("127.0.0.2", 9002)]
 
 
+async def test_srv_priorities_are_kept_and_an_address_named_twice_takes_its_best(
+    dns: tuple[ChangingResolver, NameserverResolver],
+) -> None:
+    records, resolver = dns
+    records.set("_http._tcp.digits.test", "SRV", [
+        "_http._tcp.digits.test. 5 IN SRV 10 50 9001 a.digits.test.",
+        "_http._tcp.digits.test. 5 IN SRV 20 50 9002 b.digits.test.",
+        "_http._tcp.digits.test. 5 IN SRV 30 50 9001 a.digits.test.",
+    ])  # fmt: skip
+    records.set("a.digits.test", "A", ["a.digits.test. 5 IN A 127.0.0.1"])
+    records.set("b.digits.test", "A", ["b.digits.test. 5 IN A 127.0.0.2"])
+    config = DiscoveryConfig(dns="_http._tcp.digits.test", record="SRV")
+    found = await resolver.resolve(config)
+    assert [(t.host, t.port, t.priority) for t in found] == [
+        ("127.0.0.1", 9001, 10),
+        ("127.0.0.2", 9002, 20),
+    ]
+
+
 async def test_srv_targets_missing_from_the_additional_section_are_asked_for(
     dns: tuple[ChangingResolver, NameserverResolver],
 ) -> None:
