@@ -168,6 +168,9 @@ class HistoryRecorder:
         return f"{replica.ejection_reason or 'ejected'} (for {left:.0f} s)"
 
     def _compare_replicas(self, now: float, wall: float) -> None:
+        present = {r.id for r in self._registry.replicas()}
+        for gone in [rid for rid in self._seen if rid not in present]:  # left (DNS churn)
+            del self._seen[gone]
         for replica in self._registry.replicas():
             seen = self._seen_of(replica)
             if replica.healthy != seen.healthy:
@@ -244,14 +247,15 @@ class HistoryRecorder:
         and records the reload itself."""
         self.samples.take_from(old.samples)
         self.events.take_from(old.events)
+        present = {r.id for r in self._registry.replicas()}  # discovered members carried too
         for replica_id, seen in old._seen.items():
-            if replica_id in self._seen:
+            if replica_id in present:
                 self._seen[replica_id] = seen
         self._verified.update(old._verified)
         self._fallback_last.update(old._fallback_last)
         self._policy.update(old._policy)
         self._alerts.update(old._alerts)
-        kept = sum(1 for rid in old._seen if rid in self._seen)
+        kept = sum(1 for rid in old._seen if rid in present)
         self.record_event("reload", "config", f"reloaded; {kept} replicas' history kept")
 
     def to_json(self, seconds: float | None = None, events: int | None = None) -> dict[str, Any]:

@@ -141,7 +141,9 @@ class Gateway:
         self._services = [
             HealthProber(self.registry, self._transport, self.clock, self.rng),
             GoldenProber(self.registry, self._transport, self.clock, self.rng),
-            Departures(self.registry, self._transport, self.metrics),  # sockets, series
+            Departures(  # what a replica that left leaves behind: sockets, series, records
+                self.registry, self._transport, self.metrics, (self._pipeline.vote.forget_replica,)
+            ),
             DiscoveryService(self.registry, self.clock),  # after the probers: joiners get probed
             *watchers,
             Periodic("slo-evaluate", SLO_EVALUATE_S, self.clock, self.slo.evaluate),

@@ -51,6 +51,11 @@ class VoteRoute:
     def suspects_snapshot(self) -> dict[str, dict[str, dict[str, float]]]:
         return {model: tracker.snapshot() for model, tracker in self.suspects.items()}
 
+    def forget_replica(self, replica_id: str) -> None:
+        """The replica left the gateway: its vote record goes too (DNS churn)."""
+        for tracker in self.suspects.values():
+            tracker.forgive(replica_id)
+
     def _tracker(self, model: str, config: VoteConfig) -> SuspectTracker:
         tracker = self.suspects.get(model)
         if tracker is None:

@@ -10,6 +10,8 @@ still shared with a replica that stays (the same id or address in another pool) 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 from gateway.telemetry.metrics import Metrics
 from gateway.upstream.registry import Pool, Registry
 from gateway.upstream.replica import Replica
@@ -19,10 +21,19 @@ from gateway.upstream.transport import Transport
 class Departures:
     """A `MembershipWatcher`: releases what the gateway kept for a replica that left."""
 
-    def __init__(self, registry: Registry, transport: Transport, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        transport: Transport,
+        metrics: Metrics,
+        also: Iterable[Callable[[str], None]] = (),
+    ) -> None:
+        """``also``: more holders of per-replica state, told a departed replica's id (the
+        vote's suspect records live above this layer)."""
         self._registry = registry
         self._transport = transport
         self._metrics = metrics
+        self._also = tuple(also)
 
     def start(self) -> None:
         self._registry.watch(self)
@@ -42,5 +53,7 @@ class Departures:
         ]
         if all(other.id != replica.id for other in staying):
             self._metrics.forget_replica(replica.id)
+            for forget in self._also:
+                forget(replica.id)
         if all(other.endpoint != replica.endpoint for other in staying):
             self._transport.forget(replica.endpoint)

@@ -10,6 +10,7 @@ import pytest
 from gateway.carry_over import carry_over
 from gateway.clock import FakeClock
 from gateway.config import parse_config
+from gateway.config.models import ReplicaConfig
 from gateway.runtime import Gateway
 from gateway.telemetry.history import Event, EventLog, LatencySketch, SampleRing
 from gateway.upstream.replica import Replica
@@ -201,3 +202,29 @@ def test_a_record_event_and_a_reload_keep_the_history(gw: Gateway, clock: FakeCl
         "reloaded; 1 replicas' history kept",
         "reloaded from x.yaml",
     ]
+
+
+def test_a_replica_that_left_leaves_the_history_and_one_carried_keeps_it(
+    gw: Gateway, clock: FakeClock
+) -> None:
+    pool = gw.registry.pools["p"]
+    joined = gw.registry.add(pool, ReplicaConfig(id="p-10.0.0.9-8000", url="http://10.0.0.9:8000"))
+    gw.history.sample()
+    assert joined.id in gw.history.to_json()["replicas"]
+    replica(gw, "r0").mark_health(False)
+    clock.advance(1.0)
+    gw.history.sample()
+    since = gw.history.to_json()["replicas"]["r0"]["unhealthy_since"]
+    assert since is not None
+
+    fresh = Gateway(parse_config(CONFIG), clock=clock)
+    fresh.registry.add(fresh.registry.pools["p"], ReplicaConfig(id=joined.id, url=joined.url))
+    carry_over(gw, fresh)  # as a discovered pool's members are carried over
+    assert set(fresh.history.to_json()["replicas"]) == {"r0", "r1", joined.id}
+    assert fresh.history.to_json()["replicas"]["r0"]["unhealthy_since"] == since
+
+    assert gw.registry.drain(pool, joined.id) is joined
+    assert gw.registry.release(pool, joined)
+    clock.advance(1.0)
+    gw.history.sample()
+    assert set(gw.history.to_json()["replicas"]) == {"r0", "r1"}  # not kept for ever

@@ -14,6 +14,8 @@ from gateway.upstream.departures import Departures
 from gateway.upstream.registry import Registry
 from tests.gateway.fakes import FakeTransport
 
+TOLD: list[str] = []  # the ids the other holders of per-replica state were told
+
 
 def setup() -> tuple[Registry, FakeTransport, Metrics, Departures]:
     same_address = "http://10.0.0.1:8000"
@@ -26,8 +28,9 @@ def setup() -> tuple[Registry, FakeTransport, Metrics, Departures]:
     transport = FakeTransport()
     topology = Topology(pools=dict.fromkeys("pq", "digits-mlp"), replicas={"p-0": "p", "q-0": "q"})
     metrics = Metrics(process=False, topology=topology)
-    departures = Departures(registry, transport, metrics)
+    departures = Departures(registry, transport, metrics, (TOLD.append,))
     departures.start()
+    TOLD.clear()
     return registry, transport, metrics, departures
 
 
@@ -47,7 +50,7 @@ async def test_the_last_user_of_an_address_leaving_releases_its_connections() ->
     for rid in ("p-0", "q-0"):
         metrics.ejection(rid, "consecutive_failures")
     leave(registry, "p", "p-0")
-    assert series_naming(metrics, "p-0") == []
+    assert series_naming(metrics, "p-0") == [] and TOLD == ["p-0"]
     assert series_naming(metrics, "q-0") != []
     assert transport.forgotten == []  # q-0 still talks to 10.0.0.1:8000
 
@@ -64,4 +67,4 @@ async def test_a_stopped_watcher_releases_nothing() -> None:
     await departures.stop()
     leave(registry, "p", "p-0")
     leave(registry, "q", "q-0")
-    assert transport.forgotten == []
+    assert transport.forgotten == [] and TOLD == []
