@@ -22,8 +22,9 @@ import uvloop
 
 from gateway import __version__
 from gateway.api.app import GatewayApp
-from gateway.api.auth import refuse_unprotected
+from gateway.api.auth import ControlAccess, refuse_unprotected
 from gateway.api.protocol import ClientLimits, guarded_protocol
+from gateway.api.tenants import TenantKeys
 from gateway.config import ConfigError, GatewayConfig, load_config
 from gateway.launcher import Launcher, LaunchError
 from gateway.preflight import config_problems
@@ -146,7 +147,7 @@ def _check(args: argparse.Namespace) -> int:
     refuse_unprotected(config.server.admin, config.server.host)  # as `serve` would (exit 2)
     replicas = sum(len(p.replicas) for p in config.pools.values())
     counts = f"{len(config.models)} models, {len(config.pools)} pools, {replicas} replicas"
-    problems = [] if args.no_files else config_problems(config)
+    problems = [] if args.no_files else config_problems(config) + _key_problems(config)
     for problem in problems:
         print(f"{args.config}: {problem}", file=sys.stderr)
     if problems:
@@ -163,6 +164,21 @@ def _check(args: argparse.Namespace) -> int:
     verdict = "ok" if not errors else f"{errors} mismatch(es)"
     print(f"{args.config}: {verdict} ({counts} probed; {warnings} warning(s))")
     return 1 if errors else 0
+
+
+def _key_problems(config: GatewayConfig) -> list[str]:
+    """The control plane's and the tenants' keys, read as `serve` reads them: an empty key
+    file, an unset variable or two tenants holding one key fail here, not at start."""
+    problems = []
+    try:
+        ControlAccess.load(config.server.admin, config.server.host)
+    except ConfigError as exc:
+        problems.append(f"server.admin: {exc}")
+    try:
+        TenantKeys.load(config.tenants)
+    except ConfigError as exc:
+        problems.append(f"tenants: {exc}")
+    return problems
 
 
 async def _probe(config: GatewayConfig) -> list[Finding]:
@@ -224,8 +240,8 @@ def parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--no-files",
         action="store_true",
-        help="skip checking that the files and fallbacks it names exist (a config checked "
-        "away from the machine that runs it, e.g. with /run/secrets paths)",
+        help="skip checking that the files, keys and fallbacks it names exist and can be read "
+        "(a config checked away from the machine that runs it, e.g. with /run/secrets paths)",
     )
     check.set_defaults(func=_check)
     return top

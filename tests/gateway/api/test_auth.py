@@ -165,7 +165,7 @@ def test_protected_mode() -> None:
 
 
 def test_check_config_refuses_what_serve_would(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from gateway.cli import main
 
@@ -176,4 +176,16 @@ def test_check_config_refuses_what_serve_would(
     keyed_config.write_text("server: {host: 0.0.0.0, admin: {key_env: GW_KEY}}\n" + body)
     assert main(["check-config", str(open_config)]) == 2
     assert "protected mode" in capsys.readouterr().err
-    assert main(["check-config", str(keyed_config)]) == 0  # the key is read by `serve` only
+    assert main(["check-config", str(keyed_config)]) == 2  # GW_KEY unset: serve would refuse
+    assert "admin key" in capsys.readouterr().err
+    assert main(["check-config", str(keyed_config), "--no-files"]) == 0  # away from its machine
+    monkeypatch.setenv("GW_KEY", "k" * 32)
+    assert main(["check-config", str(keyed_config)]) == 0
+
+    shared = tmp_path / "shared.keys"
+    shared.write_text("t" * 32 + "\n")
+    tenants = f"tenants: {{a: {{keys_file: {shared}}}, b: {{keys_file: {shared}}}}}\n"
+    (tmp_path / "tenants.yaml").write_text(body + tenants)
+    assert main(["check-config", str(tmp_path / "tenants.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert "tenants a and b hold the same key" in err and "t" * 32 not in err
