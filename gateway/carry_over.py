@@ -12,6 +12,8 @@ once) and the SLO history and alert states started from zero. Kept, by key:
   tenant): its counted events, burn rates and alert states; a model's burn policy while its
   config is unchanged (`SloBook.carry_from`);
 - the dashboard's samples and event timeline, with a "reload" event (`HistoryRecorder`);
+- a tenant's limiter while its limits stay (its requests in flight and its token bucket), and
+  the retry budget's window while its config stays;
 - a discovered pool's members, when the pool stays and asks DNS the same question (name,
   record, port, nameserver): the new gateway starts with the old one's members and their
   verdicts, and its own resolution goes on from there. Without this, its pool was empty until
@@ -35,6 +37,8 @@ def carry_over(old: Gateway, new: Gateway) -> dict[str, list[str]]:
     carried = {
         "replicas": _carry_replicas(old.registry, new.registry),
         "slos": new.slo.carry_from(old.slo),
+        "tenants": new.tenants.carry_from(old.tenants, old.config.tenants, new.config.tenants),
+        "retry_budget": ["window"] if new.budget.carry_from(old.budget) else [],
     }
     new.history.carry_from(old.history)
     return carried

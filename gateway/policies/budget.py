@@ -29,6 +29,17 @@ class RetryBudget:
         self.refused_total = 0
         self.shared: SharedBudgetCounts | None = None  # set when instances share state
 
+    def carry_from(self, old: RetryBudget) -> bool:
+        """A reload: the window's counts and totals go on when the budget's config stays
+        (else the new budget starts afresh, as configured). True if carried."""
+        if old._config != self._config:
+            return False
+        self._seconds, self._requests, self._retries = (
+            list(old._seconds), list(old._requests), list(old._retries)
+        )  # fmt: skip
+        self.spent_total, self.refused_total = old.spent_total, old.refused_total
+        return True
+
     def share(self) -> SharedBudgetCounts:
         """Starts counting for other instances too; returns the shared counts."""
         self.shared = SharedBudgetCounts(self._clock, self._size)

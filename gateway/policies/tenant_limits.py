@@ -94,3 +94,20 @@ class TenantLimits:
 
     def get(self, tenant: str) -> Limiter:
         return self.limiters.get(tenant, NO_LIMIT)
+
+    def carry_from(
+        self, old: TenantLimits, before: Mapping[str, TenantConfig], now: Mapping[str, TenantConfig]
+    ) -> list[str]:
+        """A reload: a tenant whose limits stay keeps its very limiter, so requests still in
+        flight on the old gateway count against its bound and its bucket is not refilled (a
+        fresh one would grant each reload a second burst). Returns the tenants kept."""
+        kept = []
+        for name, limiter in old.limiters.items():
+            if name in self.limiters and _limits(now.get(name)) == _limits(before.get(name)):
+                self.limiters[name] = limiter
+                kept.append(name)
+        return kept
+
+
+def _limits(config: TenantConfig | None) -> tuple[object, ...] | None:
+    return None if config is None else (config.max_in_flight, config.rate_per_s, config.bucket_size)

@@ -5,10 +5,13 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
+
 from gateway.carry_over import carry_over
 from gateway.clock import FakeClock
 from gateway.config import parse_config
 from gateway.config.models import ReplicaConfig
+from gateway.errors import TooManyRequests
 from gateway.runtime import Gateway
 from gateway.upstream.breaker import CLOSED, HALF_OPEN, OPEN
 from gateway.upstream.replica import Replica
@@ -158,3 +161,34 @@ def test_a_discovered_pool_keeps_its_members_and_their_verdicts() -> None:
     elsewhere = gateway(discovered("other.test"), clock)  # another question: DNS decides
     assert carry_over(old, elsewhere)["replicas"] == []
     assert elsewhere.registry.pools["p"].replicas == ()
+
+
+def test_tenant_limiters_and_the_retry_budget_window_stay_while_their_config_does() -> None:
+    clock = FakeClock()
+    data = copy.deepcopy(BASE)
+    data["tenants"] = {
+        "steady": {"key_env": "STEADY_KEY", "max_in_flight": 2, "rate_per_s": 1, "burst": 1},
+        "changed": {"key_env": "CHANGED_KEY", "max_in_flight": 2},
+    }
+    old = gateway(data, clock)
+    steady = old.tenants.get("steady")
+    steady.enter()  # in flight on the old gateway, its one token spent
+    for _ in range(50):
+        old.budget.record_request()
+    assert old.budget.try_spend()
+
+    data["tenants"]["changed"]["max_in_flight"] = 3
+    new = gateway(data, clock)
+    carried = carry_over(old, new)
+    assert carried["tenants"] == ["steady"] and carried["retry_budget"] == ["window"]
+    assert new.tenants.get("steady") is steady  # its bound counts the old gateway's request
+    with pytest.raises(TooManyRequests, match="over its rate"):
+        new.tenants.get("steady").enter()  # no second burst for a reload
+    assert new.tenants.get("changed") is not old.tenants.get("changed")
+    window = new.budget.snapshot()
+    assert window["requests_in_window"] == 50 and window["retries_in_window"] == 1
+
+    data["retry_budget"] = {"ratio": 0.5}
+    fresh = gateway(data, clock)
+    assert carry_over(old, fresh)["retry_budget"] == []
+    assert fresh.budget.snapshot()["requests_in_window"] == 0
