@@ -12,6 +12,14 @@ per replica (a transition publishes one more than the highest epoch its instance
 breaker, so every instance picks the same winner). A stale instance cannot overwrite a newer
 state, and resending the same signal is a no-op.
 
+Signals expire (`SIGNAL_TTL_S` after the later of their stamp and the end of their ejection),
+so the ids of replicas that left (every rollout under DNS discovery adds some) do not travel on
+every pull forever. A store keeps each replica's entry until every signal offered for it has
+expired, winner or loser, and drops a signal offered already expired, so expiry never lets an
+older signal win: one offered before is expired itself by the time its entry goes. One offered
+only after that is still live, so stamped (or ejecting) within the last `SIGNAL_TTL_S`, after
+every forgotten one was stamped (up to clock skew between gateways).
+
 Counters carry deltas and an absolute expiry; the store keeps the totals, a change log so a
 pull returns only the keys changed since the caller's cursor, and a *generation* token that
 changes when the store loses its data (a Redis restart without persistence), which tells every
@@ -31,6 +39,13 @@ from typing import Any, NamedTuple, Protocol
 import orjson
 
 BREAKER_STATES = frozenset({"closed", "open", "half-open"})
+
+# How long a signal is worth sharing after its transition (or after its ejection ends). Safe to
+# forget then: a fresh transition re-stamps the replica's signal; a gateway that applied this one
+# keeps its own breaker and ejection state (the signal only told it once); one that never saw it
+# learns the replica's state by itself, as any gateway does. An hour is far longer than a breaker
+# timeout or an ejection, and short enough that a day of rollouts leaves no trail behind.
+SIGNAL_TTL_S = 3600.0
 
 
 class StoreUnavailable(Exception):
@@ -53,6 +68,10 @@ class ReplicaSignal:
     epoch: int
     origin: str
     stamp: float  # the origin's wall time of the transition
+
+    def expires_at(self, ttl_s: float = SIGNAL_TTL_S) -> float:
+        """Unix seconds after which the signal tells nothing worth sharing any more."""
+        return max(self.stamp, self.ejected_until_wall) + ttl_s
 
     def order(self) -> tuple[int, float, str]:
         return (self.epoch, self.stamp, self.origin)

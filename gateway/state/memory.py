@@ -1,8 +1,9 @@
 """The in-memory `StateStore`: the embedded default for a single gateway instance.
 
 It keeps exactly the semantics of the Redis store (epoch rule, batches applied at most once,
-counter totals with expiry, a change log behind cursors, a generation token), so `StateSync`
-and the contract tests treat both the same; several syncs in one process may share one.
+counter totals with expiry, signals that expire as in `redis_scripts`, a change log behind
+cursors, a generation token), so `StateSync` and the contract tests treat both the same; several
+syncs in one process may share one.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class MemoryStore:
         self._expiry: dict[str, float] = {}
         self._changed: dict[str, int] = {}  # key -> seq of its last change, oldest first
         self._signals: dict[str, ReplicaSignal] = {}
+        self._signals_until: dict[str, float] = {}  # replica id -> when its entry expires
         self._batches: dict[str, int] = {}  # origin -> highest batch number applied
         self._pruned_at = float("-inf")
 
@@ -52,12 +54,21 @@ class MemoryStore:
             self._changed.pop(key, None)
             self._changed[key] = self._seq
         stale = []
+        wall = self._clock.wall()
         for signal in batch.signals:
-            current = self._signals.get(signal.replica_id)
+            rid, expires = signal.replica_id, signal.expires_at()
+            if expires <= wall:
+                continue  # offered already expired: nothing to tell
+            kept = self._signals_until.get(rid, 0.0)
+            current = self._signals.get(rid) if kept > wall else None
+            if current is None:
+                kept = 0.0  # an expired entry not pruned yet counts as absent
             if signal.supersedes(current):
-                self._signals[signal.replica_id] = signal
+                self._signals[rid] = signal
             elif current is not None and current.order() > signal.order():
-                stale.append(signal.replica_id)
+                stale.append(rid)
+            # the entry outlives every signal offered for it, so none of them can come back
+            self._signals_until[rid] = max(kept, expires)
         self._prune()
         return PushResult(self.generation, applied=True, stale=tuple(stale))
 
@@ -72,12 +83,16 @@ class MemoryStore:
                 break
             if self._expiry[key] > wall:
                 counters[key] = self._totals[key]
-        return SharedSnapshot(
-            Cursor(self.generation, self._seq), full, dict(self._signals), counters
-        )
+        signals = {r: s for r, s in self._signals.items() if self._signals_until[r] > wall}
+        return SharedSnapshot(Cursor(self.generation, self._seq), full, signals, counters)
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": self.name, "healthy": True, "counters": len(self._totals)}
+        return {
+            "kind": self.name,
+            "healthy": True,
+            "counters": len(self._totals),
+            "signals": len(self._signals),
+        }
 
     async def close(self) -> None:
         return None
@@ -89,3 +104,5 @@ class MemoryStore:
         self._pruned_at = wall
         for key in [k for k, at in self._expiry.items() if at <= wall]:
             del self._totals[key], self._expiry[key], self._changed[key]
+        for rid in [r for r, at in self._signals_until.items() if at <= wall]:
+            del self._signals[rid], self._signals_until[rid]

@@ -4,11 +4,27 @@ Layout under a namespace N, every key tagged ``{N}`` so that all of them hash to
 each script runs on one Redis Cluster node: ``{N}:gen`` the generation token (created by
 whichever script runs first on an empty Redis), ``{N}:seq`` the change sequence, ``{N}:chg`` a
 sorted set key -> seq of its last change, ``{N}:exp`` a sorted set key -> expiry (ms),
-``{N}:cnt`` a hash key -> counter total, ``{N}:sig`` a hash replica id -> encoded signal, and
+``{N}:cnt`` a hash key -> counter total, ``{N}:sig`` a hash replica id -> encoded signal,
+``{N}:sexp`` a sorted set replica id -> when its entry in ``{N}:sig`` expires (ms), and
 ``{N}:b:<origin>`` the highest batch number applied for that origin. Every key a script touches
 comes in KEYS (none is built inside a script), so the same scripts run on one Redis, a
-Sentinel-managed primary and a Cluster. Counters expire through ``{N}:exp``: each script
-deletes up to `PRUNE` expired ones, so an expired counter is gone from the next pull.
+Sentinel-managed primary and a Cluster. Counters expire through ``{N}:exp`` and signals through
+``{N}:sexp``: each script deletes up to `PRUNE` expired ones of each, so they are gone from the
+next pull. Time is Redis's own (``TIME``), one reading per call.
+
+A signal's entry lives until the last expiry of any signal offered for that replica, winner or
+loser (`base.SIGNAL_TTL_S`); an entry past it counts as absent even before it is pruned, and a
+signal offered already expired is dropped. So expiry cannot let an older signal win: any signal
+offered before the entry went is expired by then and dropped if offered again.
+
+A fleet mid-upgrade: gateways on the previous scripts write ``{N}:sig`` and never touch
+``{N}:sexp``. That stays correct: a push treats an entry without an expiry as live (its expiry
+read from the signal itself) and orders against it as always, and a pull that finds more
+signals than expiries gives the missing ones theirs (the signal's own, one pass over the hash),
+which also clears the signals left from before the upgrade. What old scripts cannot do is prune,
+nor extend an entry's expiry when they overwrite it, so such a signal may be pruned as early as
+the expiry recorded for the one it replaced: early, never reordered (every gateway keeps what it
+applied). Old gateways keep pulling whatever is still stored, as before.
 
 The trade-off: one namespace lives on one cluster node (the price of atomic scripts); a
 cluster spreads several namespaces (fleets), not one.
@@ -16,26 +32,46 @@ cluster spreads several namespaces (fleets), not one.
 
 from __future__ import annotations
 
-PRUNE = 1000  # expired counters deleted per script call, at most
+PRUNE = 1000  # expired counters, and expired signals, deleted per script call, at most
 
-_PRUNE = f"""
-local function prune(chg, exp, cnt)
+_COMMON = f"""
+local function now_ms()
   local now = redis.call('TIME')
-  local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-  local old = redis.call('ZRANGEBYSCORE', exp, '-inf', now_ms, 'LIMIT', 0, {PRUNE})
+  return tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+end
+local function prune(now, chg, exp, cnt, sexp, sig)
+  local old = redis.call('ZRANGEBYSCORE', exp, '-inf', now, 'LIMIT', 0, {PRUNE})
   if #old > 0 then
     redis.call('ZREM', chg, unpack(old))
     redis.call('ZREM', exp, unpack(old))
     redis.call('HDEL', cnt, unpack(old))
   end
+  old = redis.call('ZRANGEBYSCORE', sexp, '-inf', now, 'LIMIT', 0, {PRUNE})
+  if #old > 0 then
+    redis.call('ZREM', sexp, unpack(old))
+    redis.call('HDEL', sig, unpack(old))
+  end
+end
+-- a stored signal [id, breaker, ejected_until, epoch, origin, stamp], or nil if malformed
+local function decode(blob)
+  local ok, s = pcall(cjson.decode, blob)
+  if ok and type(s) == 'table' and tonumber(s[3]) and tonumber(s[4]) and tonumber(s[6])
+      and type(s[5]) == 'string' then
+    return s
+  end
+  return nil
+end
+-- when a signal expires (ms): the later of its stamp and its ejection's end, plus the ttl
+local function expiry(s, ttl_ms)
+  return math.floor(math.max(tonumber(s[3]), tonumber(s[6])) * 1000) + ttl_ms
 end
 """
-
-# KEYS: gen, seq, chg, exp, sig, cnt, batch mark
-# ARGV: gen token, batch number, mark ttl s, n counters, n signals,
-#       then per counter: key, amount, expire at ms; per signal: id, epoch, stamp, origin, blob
+# KEYS: gen, seq, chg, exp, sig, cnt, sexp, batch mark
+# ARGV: gen token, batch number, mark ttl s, n counters, n signals, signal ttl ms,
+#       then per counter: key, amount, expire at ms;
+#       per signal: id, epoch, stamp, origin, blob, expire at ms
 PUSH = (
-    _PRUNE
+    _COMMON
     + """
 -- the epoch rule: (epoch, stamp, origin) compared in order; origins byte by byte, as Python does
 local function bytes_greater(a, b)
@@ -50,20 +86,22 @@ local function greater(e1, t1, o1, e2, t2, o2)
   if t1 ~= t2 then return t1 > t2 end
   return bytes_greater(o1, o2)
 end
+local now = now_ms()
 local gen = redis.call('GET', KEYS[1])
 if not gen then
   gen = ARGV[1]
   redis.call('SET', KEYS[1], gen)
 end
 local number = tonumber(ARGV[2])
-local last = tonumber(redis.call('GET', KEYS[7]) or '-1')
+local last = tonumber(redis.call('GET', KEYS[8]) or '-1')
 if number <= last then
   return {gen, 0, {}}
 end
-redis.call('SET', KEYS[7], ARGV[2], 'EX', ARGV[3])
+redis.call('SET', KEYS[8], ARGV[2], 'EX', ARGV[3])
 local seq = redis.call('INCR', KEYS[2])
 local n_counters, n_signals = tonumber(ARGV[4]), tonumber(ARGV[5])
-local i = 6
+local ttl_ms = tonumber(ARGV[6])
+local i = 7
 for _ = 1, n_counters do
   local key, amount, expire_ms = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   redis.call('HINCRBY', KEYS[6], key, amount)
@@ -75,39 +113,68 @@ local stale = {}
 for _ = 1, n_signals do
   local id, origin = ARGV[i], ARGV[i + 3]
   local epoch, stamp = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
-  local write = true
-  local stored = redis.call('HGET', KEYS[5], id)
-  if stored then
-    local s = cjson.decode(stored)  -- [id, breaker, ejected_until, epoch, origin, stamp]
-    local s_epoch, s_stamp, s_origin = tonumber(s[4]), tonumber(s[6]), s[5]
-    if greater(s_epoch, s_stamp, s_origin, epoch, stamp, origin) then
-      table.insert(stale, id)
-      write = false
-    elseif not greater(epoch, stamp, origin, s_epoch, s_stamp, s_origin) then
-      write = false  -- the same signal again
+  local expire_ms = tonumber(ARGV[i + 5])
+  if expire_ms > now then  -- one offered already expired has nothing to tell: dropped
+    local s = nil
+    local kept = 0
+    local stored = redis.call('HGET', KEYS[5], id)
+    if stored then
+      s = decode(stored)  -- a malformed one counts as absent (pulls skip it too)
     end
+    if s then
+      -- no expiry: written by a gateway on the previous scripts; the signal's own then
+      kept = tonumber(redis.call('ZSCORE', KEYS[7], id)) or expiry(s, ttl_ms)
+      if kept <= now then  -- expired, not pruned yet: gone
+        s = nil
+        kept = 0
+      end
+    end
+    local write = true
+    if s then
+      local s_epoch, s_stamp, s_origin = tonumber(s[4]), tonumber(s[6]), s[5]
+      if greater(s_epoch, s_stamp, s_origin, epoch, stamp, origin) then
+        table.insert(stale, id)
+        write = false
+      elseif not greater(epoch, stamp, origin, s_epoch, s_stamp, s_origin) then
+        write = false  -- the same signal again
+      end
+    end
+    if write then
+      redis.call('HSET', KEYS[5], id, ARGV[i + 4])
+    end
+    -- the entry outlives every signal offered for it, so none of them can come back later
+    redis.call('ZADD', KEYS[7], math.max(kept, expire_ms), id)
   end
-  if write then
-    redis.call('HSET', KEYS[5], id, ARGV[i + 4])
-  end
-  i = i + 5
+  i = i + 6
 end
-prune(KEYS[3], KEYS[4], KEYS[6])
+prune(now, KEYS[3], KEYS[4], KEYS[6], KEYS[7], KEYS[5])
 return {gen, 1, stale}
 """
 )
 
-# KEYS: gen, seq, chg, exp, sig, cnt
-# ARGV: gen token, cursor generation, cursor seq
+# KEYS: gen, seq, chg, exp, sig, cnt, sexp
+# ARGV: gen token, cursor generation, cursor seq, signal ttl ms
 PULL = (
-    _PRUNE
+    _COMMON
     + """
+local now = now_ms()
 local gen = redis.call('GET', KEYS[1])
 if not gen then
   gen = ARGV[1]
   redis.call('SET', KEYS[1], gen)
 end
-prune(KEYS[3], KEYS[4], KEYS[6])
+if redis.call('HLEN', KEYS[5]) > redis.call('ZCARD', KEYS[7]) then
+  -- signals without an expiry (written by the previous scripts) get their own
+  local ttl_ms = tonumber(ARGV[4])
+  local all = redis.call('HGETALL', KEYS[5])
+  for j = 1, #all, 2 do
+    if not redis.call('ZSCORE', KEYS[7], all[j]) then
+      local s = decode(all[j + 1])
+      redis.call('ZADD', KEYS[7], s and expiry(s, ttl_ms) or now + ttl_ms, all[j])
+    end
+  end
+end
+prune(now, KEYS[3], KEYS[4], KEYS[6], KEYS[7], KEYS[5])
 local seq = tonumber(redis.call('GET', KEYS[2]) or '0')
 local after = tonumber(ARGV[3])
 local full = 0

@@ -27,6 +27,7 @@ from redis.exceptions import RedisError
 from gateway.redact import mask_url, scrub, url_secrets
 from gateway.state import redis_scripts, redis_target
 from gateway.state.base import (
+    SIGNAL_TTL_S,
     START,
     Cursor,
     PushBatch,
@@ -43,6 +44,7 @@ OP_TIMEOUT_S = 0.2
 BULK_TIMEOUT_S = 2.0
 BULK_COUNTERS = 2_000  # a push with more counters than this gets the bulk timeout
 BATCH_MARK_TTL_S = 7 * 86_400  # how long a store remembers an origin's last batch number
+_SIGNAL_TTL_MS = int(SIGNAL_TTL_S * 1000)  # for signals the previous scripts stored without one
 
 
 class RedisStore:
@@ -86,26 +88,28 @@ class RedisStore:
 
     async def push(self, batch: PushBatch) -> PushResult:
         mark = f"{self._tag}b:{batch.origin}"
-        keys = [*self._keys("gen", "seq", "chg", "exp", "sig", "cnt"), mark]
+        keys = [*self._keys("gen", "seq", "chg", "exp", "sig", "cnt", "sexp"), mark]
         args: list[str | int] = [
             _new_generation(),
             batch.number,
             BATCH_MARK_TTL_S,
             len(batch.counters),
             len(batch.signals),
+            _SIGNAL_TTL_MS,
         ]
         for key, delta in batch.counters.items():
             args += (key, delta.amount, int(delta.expire_at * 1000))
         for s in batch.signals:
-            args += (s.replica_id, s.epoch, repr(s.stamp), s.origin, s.encode())
+            expire_ms = int(s.expires_at() * 1000)
+            args += (s.replica_id, s.epoch, repr(s.stamp), s.origin, s.encode(), expire_ms)
         bulk = len(batch.counters) > BULK_COUNTERS
         reply = await self._call(self._push(keys, args), bulk)
         generation, applied, stale = reply
         return PushResult(str(generation), bool(applied), tuple(str(s) for s in stale))
 
     async def pull(self, since: Cursor = START) -> SharedSnapshot:
-        keys = self._keys("gen", "seq", "chg", "exp", "sig", "cnt")
-        args: list[str | int] = [_new_generation(), since.generation, since.seq]
+        keys = self._keys("gen", "seq", "chg", "exp", "sig", "cnt", "sexp")
+        args: list[str | int] = [_new_generation(), since.generation, since.seq, _SIGNAL_TTL_MS]
         reply = await self._call(self._pull(keys, args), bulk=since.seq == 0)
         generation, seq, full, names, values, flat_signals = reply
         signals = {}

@@ -5,6 +5,13 @@ a Lamport counter), queues it for `StateSync` to push, and from each pull picks 
 signals newer than anything known here, which the caller then applies to its breakers and
 ejections (including a previous run's under the same instance name, after a restart).
 Applying a remote signal must not be reported back as a local transition.
+
+Signals expire (`SIGNAL_TTL_S`), so that replicas long gone (every rollout under DNS discovery
+leaves some) do not stay here, nor in ``/admin/state``. An expired signal is never applied nor
+announced, but is kept while the store still holds it: its epoch still orders, so that this
+instance's next transition for the replica outranks it instead of being refused as stale. Once
+expired and no longer in the store (or never pushed), it is forgotten; a later transition then
+starts the replica's epochs afresh, which the store accepts, since it dropped the entry too.
 """
 
 from __future__ import annotations
@@ -15,6 +22,8 @@ from typing import Any
 from gateway.clock import Clock
 from gateway.state.base import BREAKER_STATES, ReplicaSignal
 
+FORGET_EVERY_S = 60.0  # how often expired signals are looked for (a pass over all known ones)
+
 
 class SignalLedger:
     def __init__(self, origin: str, clock: Clock) -> None:
@@ -22,6 +31,8 @@ class SignalLedger:
         self._clock = clock
         self._known: dict[str, ReplicaSignal] = {}
         self._unsent: dict[str, ReplicaSignal] = {}
+        self._stored: frozenset[str] = frozenset()  # replica ids the last pull carried
+        self._forgot_at = float("-inf")
 
     def local(
         self, replica_id: str, breaker: str, ejected_until_wall: float = 0.0
@@ -42,22 +53,33 @@ class SignalLedger:
         return signal
 
     def take_unsent(self) -> list[ReplicaSignal]:
-        """Local signals not handed to the sync yet (for its ``collect`` callback)."""
-        unsent, self._unsent = list(self._unsent.values()), {}
-        return unsent
+        """Local signals not handed to the sync yet (for its ``collect`` callback); expired
+        ones are dropped (the store would drop them too)."""
+        wall = self._clock.wall()
+        unsent, self._unsent = self._unsent.values(), {}
+        self._forget_expired(wall)
+        return [s for s in unsent if s.expires_at() > wall]
 
     def observe(self, signals: Mapping[str, ReplicaSignal]) -> list[ReplicaSignal]:
-        """The signals from elsewhere that supersede what is known here, to apply."""
+        """The live signals from elsewhere that supersede what is known here, to apply.
+
+        ``signals`` is everything the store holds (a pull's signals), so a known signal that
+        is not in it any more and has expired can be forgotten.
+        """
+        wall = self._clock.wall()
+        self._stored = frozenset(signals)
         fresh = []
         for signal in signals.values():
             rid = signal.replica_id
             if not signal.supersedes(self._known.get(rid)):
                 continue  # this run's own signals are known already, so never applied back
-            self._known[rid] = signal
+            self._known[rid] = signal  # an expired one too: its epoch still orders
             pending = self._unsent.get(rid)
             if pending is not None and signal.supersedes(pending):
                 del self._unsent[rid]  # the store would refuse it as stale anyway
-            fresh.append(signal)
+            if signal.expires_at() > wall:
+                fresh.append(signal)
+        self._forget_expired(wall)
         return fresh
 
     def latest(self, replica_id: str) -> ReplicaSignal | None:
@@ -71,6 +93,17 @@ class SignalLedger:
                 "epoch": s.epoch,
                 "origin": s.origin,
                 "local": s.origin == self.origin,
+                "expires_wall": s.expires_at(),
             }
             for rid, s in sorted(self._known.items())
         }
+
+    def _forget_expired(self, wall: float) -> None:
+        if wall - self._forgot_at < FORGET_EVERY_S:
+            return
+        self._forgot_at = wall
+        stored = self._stored
+        for rid in [r for r, s in self._known.items() if s.expires_at() <= wall]:
+            if rid not in stored:
+                del self._known[rid]
+                self._unsent.pop(rid, None)

@@ -225,6 +225,11 @@ class StateSync:
         self._pruned_at = wall
         self._own = {k: d for k, d in self._own.items() if d.expire_at > wall}
         self._pending = {k: d for k, d in self._pending.items() if d.expire_at > wall}
+        # expired signals: a store drops them, so there is nothing to push again after a reset
+        self._own_signals = {r: s for r, s in self._own_signals.items() if s.expires_at() > wall}
+        self._pending_signals = {
+            r: s for r, s in self._pending_signals.items() if s.expires_at() > wall
+        }
 
     def _failed(self, exc: Exception) -> None:
         self.failures += 1

@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 
 from gateway.clock import FakeClock
-from gateway.state.base import ReplicaSignal
-from gateway.state.signals import SignalLedger
+from gateway.state.base import SIGNAL_TTL_S, ReplicaSignal
+from gateway.state.signals import FORGET_EVERY_S, SignalLedger
 
 
 def test_local_transitions_take_the_next_epoch_and_are_queued_once() -> None:
@@ -41,3 +41,54 @@ def test_a_newer_remote_signal_cancels_an_unsent_local_one() -> None:
     assert ledger.take_unsent() == []
     assert ledger.latest("r1") == remote
     assert ledger.snapshot()["r1"]["local"] is False
+
+
+def test_an_expired_remote_signal_is_not_applied_but_its_epoch_still_counts() -> None:
+    clock = FakeClock()
+    ledger = SignalLedger("a", clock)
+    old = ReplicaSignal("r1", "open", 0.0, 6, "b", clock.wall() - SIGNAL_TTL_S - 1)
+    assert ledger.observe({"r1": old}) == []  # it tells nothing any more
+    assert ledger.latest("r1") == old  # but the store still holds it: it orders
+    assert ledger.local("r1", "closed").epoch == 7  # so this one outranks it, not refused
+
+
+def test_an_expired_signal_is_forgotten_once_the_store_dropped_it() -> None:
+    clock = FakeClock()
+    ledger = SignalLedger("a", clock)
+    remote = ReplicaSignal("r1", "open", clock.wall() + 30, 4, "b", clock.wall())
+    assert ledger.observe({"r1": remote}) == [remote]
+    clock.advance(SIGNAL_TTL_S + 31)  # past its ejection and the ttl
+    assert ledger.observe({"r1": remote}) == []  # still in the store: kept
+    assert "r1" in ledger.snapshot()
+    clock.advance(FORGET_EVERY_S)
+    assert ledger.observe({}) == []  # the store pruned it
+    assert ledger.latest("r1") is None and ledger.snapshot() == {}
+    assert ledger.local("r1", "open").epoch == 1  # the store has no entry left to outrank
+    assert ledger.observe({"r1": remote}) == []  # a straggler resending it is not applied
+
+
+def test_local_signals_expire_unannounced_and_are_forgotten_without_a_store() -> None:
+    clock = FakeClock()
+    ledger = SignalLedger("a", clock)
+    ledger.local("r1", "open")
+    clock.advance(SIGNAL_TTL_S)
+    assert ledger.take_unsent() == []  # expired before it was sent: not announced
+    assert ledger.snapshot() == {}  # never pulled: nothing else holds it
+
+
+def test_rollouts_leave_no_trail_of_replica_ids() -> None:
+    """A month of daily rollouts, each bringing 20 replicas with fresh ids that open once."""
+    clock = FakeClock()
+    ledger = SignalLedger("a", clock)
+    store: dict[str, ReplicaSignal] = {}
+    for day in range(30):
+        for i in range(20):
+            signal = ReplicaSignal(f"10.0.{day}.{i}:8000", "open", 0.0, 1, "b", clock.wall())
+            store[signal.replica_id] = signal
+        ledger.observe(store)
+        assert len(ledger.snapshot()) == 20  # today's; yesterday's left the store and here
+        clock.advance(86_400)
+        store = {r: s for r, s in store.items() if s.expires_at() > clock.wall()}  # as stores do
+    ledger.observe(store)
+    assert len(ledger.snapshot()) == 0
+    assert len(ledger.take_unsent()) == 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from gateway.clock import FakeClock
 from gateway.state.base import (
     START,
@@ -12,6 +14,10 @@ from gateway.state.base import (
     StateStore,
 )
 
+# Signals expire an hour after their stamp (Redis's clock), so test signals are stamped now; the
+# fractions check that a stamp travels exactly.
+_NOW = float(int(time.time())) + 0.25
+
 
 def _later(clock: FakeClock, seconds: float = 3600.0) -> float:
     return clock.wall() + seconds
@@ -20,7 +26,7 @@ def _later(clock: FakeClock, seconds: float = 3600.0) -> float:
 def _signal(
     epoch: int, breaker: str = "open", origin: str = "a", stamp: float = 1.0
 ) -> ReplicaSignal:
-    return ReplicaSignal("r1", breaker, 0.0, epoch, origin, 1_700_000_000.0 + stamp)
+    return ReplicaSignal("r1", breaker, 0.0, epoch, origin, _NOW + stamp)
 
 
 async def test_counters_add_up_across_pushes_and_origins(
@@ -113,9 +119,7 @@ async def test_equal_epochs_order_by_stamp_then_origin(store: StateStore) -> Non
 
 
 async def test_signals_of_every_replica_come_back_on_every_pull(store: StateStore) -> None:
-    signals = tuple(
-        ReplicaSignal(f"r{i}", "open", 1_700_000_100.5, 1, "a", 1_700_000_000.25) for i in range(5)
-    )
+    signals = tuple(ReplicaSignal(f"r{i}", "open", _NOW + 100.25, 1, "a", _NOW) for i in range(5))
     await store.push(PushBatch("a", 1, signals=signals))
     first = await store.pull()
     second = await store.pull(first.cursor)

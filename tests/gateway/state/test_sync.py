@@ -8,6 +8,7 @@ import pytest
 
 from gateway.clock import FakeClock, MonotonicClock
 from gateway.state.base import (
+    SIGNAL_TTL_S,
     START,
     CounterDelta,
     Cursor,
@@ -21,7 +22,7 @@ from gateway.state.base import (
 )
 from gateway.state.memory import MemoryStore
 from gateway.state.redis_store import RedisStore
-from gateway.state.sync import StateSync
+from gateway.state.sync import PRUNE_EVERY_S, StateSync
 from tests.gateway.state.instance import Instance
 from tests.support.redis_server import TEST_TIMEOUT_S, RedisServer, new_namespace
 
@@ -278,3 +279,28 @@ async def test_a_restarted_instance_picks_up_the_shared_history_under_its_own_na
     assert snapshot.signals["r1"].breaker == "closed"
     total = sum(v for k, v in snapshot.counters.items() if ":f:" in k and k.endswith(":t"))
     assert total == 12  # the new run's batch 1 was applied
+
+
+async def test_after_a_store_reset_only_live_signals_are_pushed_again() -> None:
+    """An instance re-pushes its own signals when the store lost its data; not expired ones."""
+    clock = FakeClock()
+    store = MemoryStore(clock)
+    a = Instance(store, clock, "a")
+    a.ledger.local("r-old", "open")
+    assert await a.sync.tick()
+    clock.advance(SIGNAL_TTL_S - 10)
+    a.ledger.local("r-new", "open")
+    assert await a.sync.tick()
+    clock.advance(PRUNE_EVERY_S)  # r-old has expired; the sync forgets it at this tick
+    assert await a.sync.tick()
+    store.generation = "lost-everything"  # as a Redis restart without persistence
+    pushed: list[PushBatch] = []
+    real_push = store.push
+
+    async def recording_push(batch: PushBatch) -> PushResult:
+        pushed.append(batch)
+        return await real_push(batch)
+
+    store.push = recording_push  # type: ignore[method-assign]
+    assert await a.sync.tick()
+    assert [s.replica_id for b in pushed for s in b.signals] == ["r-new"]
