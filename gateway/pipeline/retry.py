@@ -6,7 +6,8 @@ After a failure the loop asks the policy for the next try (it waits out the back
 for the retry), and
 - a slow try keeps running (`PendingAnswers`): whichever exchange answers well first wins;
 - error answers are disputes settled by evidence (`gateway.upstream.evidence`): the same
-  refusal from two replicas is the request's fault and ends the tries, charging no one; an
+  refusal from two replicas (a 5xx: three, where there are) is the request's fault and ends
+  the tries, charging no one; an
   answer elsewhere charges the refusing replicas; disputes nobody settled are decided without
   a second opinion when the tries end;
 - no replica left to try (`NoReplicaAvailable`) ends the tries with how the last try failed.
@@ -44,7 +45,11 @@ class RetryLayer:
                 return await pending.race(self._inner(leg))
             except UpstreamError as exc:
                 pending.keep(exc)
-                rejected = evidence.request_at_fault(leg.tries.disputes, leg.call.model_name)
+                rejected = evidence.request_at_fault(
+                    leg.tries.disputes,
+                    leg.call.model_name,
+                    evidence.witnesses(leg.pool, leg.call.model.retry.max_attempts),
+                )
                 if rejected is not None:  # two replicas refused it alike: nobody is charged
                     leg.tries.settle()
                     raise rejected from exc
