@@ -40,6 +40,14 @@ def answer(records: ChangingResolver, replicas: dict[str, ReplicaProcess]) -> No
     records.set(NAME, "SRV", srv)
 
 
+def discovered_config(replica: ReplicaProcess, dns_port: int) -> dict[str, Any]:
+    """One pool of ``replica``'s model whose members come from ``NAME``'s SRV records."""
+    discovery = {"dns": NAME, "record": "SRV", "nameserver": f"127.0.0.1:{dns_port}",
+                 "interval_s": 0.5, "timeout_s": 1.0}  # fmt: skip
+    pool = {"model": replica.model_name, "version": replica.model_version, "discovery": discovery}
+    return {"pools": {"primary": pool}, "models": {"digits": {"pool": "primary"}}}
+
+
 class Load:
     """``CLIENTS`` clients sending infer calls until stopped; each answer with when it was sent."""
 
@@ -90,13 +98,7 @@ async def test_replicas_follow_dns_under_load_without_a_failed_request(
     id_b = f"primary-{b.url.removeprefix('http://').replace(':', '-')}"
     with dns_server() as (records, dns_port):
         answer(records, {"a": a})
-        discovery = {"dns": NAME, "record": "SRV", "nameserver": f"127.0.0.1:{dns_port}",
-                     "interval_s": 0.5, "timeout_s": 1.0}  # fmt: skip
-        config: dict[str, Any] = {
-            "pools": {"primary": {"model": a.model_name, "version": a.model_version,
-                                  "discovery": discovery}},
-            "models": {"digits": {"pool": "primary"}},
-        }  # fmt: skip
+        config = discovered_config(a, dns_port)
         gateway = start_gw(config)  # ready: A was resolved and probed healthy
         load = Load(gateway.url)
         running = asyncio.create_task(load.run())
@@ -158,13 +160,7 @@ async def test_a_reload_keeps_the_discovered_replicas_serving(
     (a,) = start_replicas(1)
     with dns_server() as (records, dns_port):
         answer(records, {"a": a})
-        discovery = {"dns": NAME, "record": "SRV", "nameserver": f"127.0.0.1:{dns_port}",
-                     "interval_s": 0.5, "timeout_s": 1.0}  # fmt: skip
-        config: dict[str, Any] = {
-            "pools": {"primary": {"model": a.model_name, "version": a.model_version,
-                                  "discovery": discovery}},
-            "models": {"digits": {"pool": "primary"}},
-        }  # fmt: skip
+        config = discovered_config(a, dns_port)
         gateway = start_gw(config)
         statuses: list[int] = []
 
