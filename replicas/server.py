@@ -45,6 +45,7 @@ from replicas.model import PLATFORM, Device, OnnxModel
 from v2proto.codec import HEADER_LENGTH, InferRequest, encode_infer_response, parse_infer_request
 from v2proto.errors import ProtocolError
 from v2proto.signature import Signature
+from v2proto.tensors import nonfinite_message, nonfinite_output
 
 log = logging.getLogger("replicas.server")
 
@@ -283,6 +284,9 @@ class ReplicaApp:
             await self.faults.before_infer()
             loop = asyncio.get_running_loop()
             outputs = await loop.run_in_executor(self._executor, model.run, request.inputs)
+            overflowed = nonfinite_output(outputs)
+            if overflowed is not None:
+                raise BadRequest(nonfinite_message(overflowed))
             outputs = self.faults.after_infer(outputs)
             requested = request.requested(model.signature.output_names)
             encoded = encode_infer_response(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -195,6 +196,27 @@ def _flatten(data: list[Any]) -> list[Any]:
         else:
             stack.pop()
     return flat
+
+
+def nonfinite_output(outputs: Mapping[str, Array]) -> str | None:
+    """The first floating-point output holding NaN or infinity (None: all finite).
+
+    A finite input of very large magnitude can overflow a model (the digits MLP's softmax of
+    3.4e38 is NaN). JSON cannot carry NaN (it would leave as null, which is not V2 tensor data)
+    and a label argmax'ed from it means nothing, so such an answer is refused, in either
+    encoding, with `nonfinite_message`.
+    """
+    for name, arr in outputs.items():
+        if arr.dtype.kind in "fc" and not np.isfinite(arr).all():
+            return name
+    return None
+
+
+def nonfinite_message(output: str) -> str:
+    return (
+        f"output {output!r} is not finite (NaN or infinity) for this input: "
+        "inputs of this magnitude overflow the model"
+    )
 
 
 def encode_tensor(name: str, arr: Array, binary: bool, chunks: list[bytes]) -> dict[str, Any]:

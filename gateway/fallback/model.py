@@ -24,6 +24,7 @@ from gateway.fallback.check import Loaded, Verdict, check_model
 from gateway.fallback.manifest import FileStamp, find_model, manifest_file, stamp
 from v2proto.errors import ManifestError
 from v2proto.signature import DATATYPES, Array, Signature, datatype_of
+from v2proto.tensors import nonfinite_message, nonfinite_output
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ class FallbackModel:
 
     async def infer(self, inputs: Mapping[str, Any]) -> dict[str, Array]:
         """All outputs for ``inputs``; `FallbackUnavailable` unless verified, `BadRequest` if
-        the inputs do not fit the model's signature."""
+        the inputs do not fit the model's signature or overflow it (`nonfinite_output`)."""
         loaded = self._loaded
         if loaded is None:
             raise FallbackUnavailable(
@@ -96,9 +97,13 @@ class FallbackModel:
         feed = _fit_inputs(loaded.signature, inputs)
         loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(self._executor, loaded.run, feed)
+            outputs = await loop.run_in_executor(self._executor, loaded.run, feed)
         except Exception as exc:  # onnxruntime's own errors
             raise FallbackUnavailable(f"fallback {self.name!r} failed: {exc}") from exc
+        overflowed = nonfinite_output(outputs)
+        if overflowed is not None:
+            raise BadRequest(nonfinite_message(overflowed))
+        return outputs
 
     async def stamps(self) -> tuple[FileStamp | None, ...]:
         """(mtime, size) of the manifest, model and golden files (None for a missing one)."""

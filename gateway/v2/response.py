@@ -90,3 +90,22 @@ def check_reply(body: bytes, header_length: str | None, expected_id: str | None)
     if binary != len(body) - split:
         return f"binary outputs declare {binary} bytes but {len(body) - split} follow the header"
     return None
+
+
+def null_output(body: bytes, header_length: str | None) -> str | None:
+    """The first output whose JSON data holds null (how NaN and infinity leave most JSON
+    encoders; not V2 tensor data), else None. For a reply `check_reply` passed; parsed again,
+    so call it only when ``b"null"`` is in the body (rare)."""
+    split = int(header_length) if header_length is not None else len(body)
+    header = orjson.loads(body[:split])
+    for output in header["outputs"]:
+        if "data" not in output:  # a binary output: its bytes are IEEE floats, not JSON
+            continue
+        stack = [output["data"]]
+        while stack:
+            item = stack.pop()
+            if item is None:
+                return str(output["name"])
+            if isinstance(item, list):
+                stack.extend(item)
+    return None

@@ -400,3 +400,15 @@ async def test_request_cancelled_by_shutdown_gets_a_json_503(
     assert orjson.loads(sent[1]["body"]) == {"error": "replica shut down before answering"}
     metrics = app.metrics.render().decode()
     assert 'replica_requests_total{code="503",model="digits",version="1"} 1.0' in metrics
+
+
+async def test_an_input_that_overflows_the_model_is_a_400_not_nulls(client: Client) -> None:
+    """Finite FP32 values of the largest magnitude make the softmax NaN: JSON would carry it
+    as null (not V2 tensor data) and the label would mean nothing, so it is refused."""
+    x = np.full((1, 64), 3.4e38, dtype=np.float32)
+    x[0, ::2] *= -1
+    for binary in (False, True):
+        encoded = encode_infer_request({"input": x}, binary_outputs=binary)
+        r = await client.post(INFER, content=encoded.body)
+        assert r.status_code == 400, r.text
+        assert "'probabilities' is not finite" in r.json()["error"]

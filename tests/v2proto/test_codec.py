@@ -399,3 +399,15 @@ def test_decode_rejects_malformed_responses() -> None:
             }
         )
         decode_infer_response(head + b"\x01\x00", len(head))
+
+
+def test_nonfinite_output_names_the_first_float_output_with_nan_or_infinity() -> None:
+    from v2proto.tensors import nonfinite_output
+
+    label = np.array([3], dtype=np.int64)
+    fine = np.array([[0.1, 0.9]], dtype=np.float32)
+    assert nonfinite_output({"label": label, "probabilities": fine}) is None
+    for bad in (np.nan, np.inf, -np.inf):
+        broken = fine.copy()
+        broken[0, 1] = bad
+        assert nonfinite_output({"label": label, "probabilities": broken}) == "probabilities"

@@ -119,6 +119,10 @@ async def test_inputs_are_checked_against_the_signature(model: FallbackModel) ->
         await model.infer({"input": good.astype(np.float64)})
     with pytest.raises(BadRequest, match=r"shape \[2, 63\]"):
         await model.infer({"input": good[:, :63]})
+    overflowing = np.full((1, 64), 3.4e38, dtype=np.float32)
+    overflowing[0, ::2] *= -1  # finite, but its softmax is NaN
+    with pytest.raises(BadRequest, match="'probabilities' is not finite"):
+        await model.infer({"input": overflowing})
 
 
 async def test_status_changes_are_logged_once(

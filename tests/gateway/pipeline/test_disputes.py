@@ -103,3 +103,20 @@ async def test_a_poison_input_needs_three_replicas_alike_where_there_are_three()
     with pytest.raises(RejectedByReplicas, match=r"refused by r\d, r\d, r\d \(500\)"):
         await rig.pipeline.handler(call)
     assert call.attempts == 3 and all(rig.replica(i).failures == 0 for i in range(3))
+
+
+NULLS = b'{"outputs":[{"name":"probabilities","datatype":"FP32","shape":[1,2],"data":[null,0.5]}]}'
+
+
+async def test_null_outputs_are_a_refusal_judged_by_evidence() -> None:
+    """A 200 whose JSON data holds null (NaN out of an input that overflowed the model) is
+    never relayed: from every replica it is the request's 400; from one, another answers."""
+    rig = Rig(make_config(replicas=3), {k: reply(200, NULLS) for k in (A, B, C)})
+    with pytest.raises(RejectedByReplicas, match="'probabilities' is not finite") as info:
+        await rig.pipeline.handler(rig.call())
+    assert info.value.status == 400 and all(rig.replica(i).failures == 0 for i in range(3))
+
+    rig = Rig(make_config(replicas=2), {A: reply(200, NULLS)})
+    for _ in range(10):
+        assert (await rig.run()).served_by == "r1"
+    assert rig.replica(0).failures >= 1 and rig.replica(1).failures == 0
