@@ -6,7 +6,10 @@ Replicas may call the model something else (``digits-mlp`` version 3 behind the 
 
 from __future__ import annotations
 
+import json
+import math
 import re
+from typing import Any
 
 import orjson
 
@@ -97,15 +100,40 @@ def null_output(body: bytes, header_length: str | None) -> str | None:
     encoders; not V2 tensor data), else None. For a reply `check_reply` passed; parsed again,
     so call it only when ``b"null"`` is in the body (rare)."""
     split = int(header_length) if header_length is not None else len(body)
-    header = orjson.loads(body[:split])
-    for output in header["outputs"]:
-        if "data" not in output:  # a binary output: its bytes are IEEE floats, not JSON
-            continue
+    return _unusable_output(orjson.loads(body[:split]))
+
+
+def nan_literal_output(
+    body: bytes, header_length: str | None, expected_id: str | None
+) -> str | None:
+    """For a reply `check_reply` refused: the first output holding a ``NaN`` or ``Infinity``
+    literal (what Python's json module writes for them) in an answer to this very request,
+    else None. Such a reply is the model's overflow, not a broken replica; read with the
+    stdlib parser, which takes them. Another request's answer stays a protocol error."""
+    if b"NaN" not in body and b"Infinity" not in body:
+        return None
+    split = len(body)
+    if header_length is not None and header_length.isdigit():
+        split = min(int(header_length), len(body))
+    try:
+        header = json.loads(body[:split])
+    except ValueError:
+        return None
+    if not isinstance(header, dict) or header.get("id", expected_id) != expected_id:
+        return None
+    return _unusable_output(header)
+
+
+def _unusable_output(header: dict[str, Any]) -> str | None:
+    outputs = header.get("outputs")
+    for output in outputs if isinstance(outputs, list) else ():
+        if not isinstance(output, dict) or "data" not in output:
+            continue  # a binary output: its bytes are IEEE floats, not JSON
         stack = [output["data"]]
         while stack:
             item = stack.pop()
-            if item is None:
-                return str(output["name"])
+            if item is None or (isinstance(item, float) and not math.isfinite(item)):
+                return str(output.get("name"))
             if isinstance(item, list):
                 stack.extend(item)
     return None

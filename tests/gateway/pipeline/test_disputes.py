@@ -120,3 +120,19 @@ async def test_null_outputs_are_a_refusal_judged_by_evidence() -> None:
     for _ in range(10):
         assert (await rig.run()).served_by == "r1"
     assert rig.replica(0).failures >= 1 and rig.replica(1).failures == 0
+
+
+async def test_nan_literals_are_the_same_refusal_and_another_requests_answer_is_not() -> None:
+    """Python's json writes NaN as a bare ``NaN`` (not JSON): for this request's id, the same
+    overflow refusal; under another request's id, still a broken reply (charged)."""
+    nan = b'{"outputs":[{"name":"probabilities","datatype":"FP32","shape":[1,2],"data":[NaN,0.5]}]}'
+    rig = Rig(make_config(replicas=3), {k: reply(200, nan) for k in (A, B, C)})
+    with pytest.raises(RejectedByReplicas, match="'probabilities' is not finite"):
+        await rig.pipeline.handler(rig.call())
+    assert all(rig.replica(i).failures == 0 for i in range(3))
+
+    stray = nan.replace(b'{"outputs"', b'{"id":"someone-else","outputs"')
+    rig = Rig(make_config(replicas=2), {A: reply(200, stray)})
+    for _ in range(10):
+        assert (await rig.run()).served_by == "r1"
+    assert rig.replica(0).failures >= 1
