@@ -40,7 +40,7 @@ from gateway.v2.codec import EncodedBody, decode_outputs
 from gateway.v2.dialect import Dialect
 from gateway.v2.reply import encode_reply, error_text
 from gateway.v2.request import HEADER_LENGTH
-from gateway.v2.response import check_reply, nan_literal_output, null_output
+from gateway.v2.response import check_reply, overflowed_output
 from v2proto.tensors import nonfinite_message
 
 MIN_TRY_TIMEOUT_S = 0.001
@@ -189,10 +189,8 @@ def _judge_reply(
         length = response.headers.get(HEADER_LENGTH)
         problem = check_reply(response.body, length, expected)
         overflowed = None  # NaN out of a finite input: a refusal, judged by evidence
-        if problem is None and b"null" in response.body:
-            overflowed = null_output(response.body, length)
-        elif problem is not None:
-            overflowed = nan_literal_output(response.body, length, expected)
+        if problem is not None or b"null" in response.body:  # JSON that parsed has no NaN
+            overflowed = overflowed_output(response.body, length, expected)
         if overflowed is not None:
             return classify_status(replica_id, 400, latency_s, nonfinite_message(overflowed))
     if problem is None:

@@ -95,22 +95,15 @@ def check_reply(body: bytes, header_length: str | None, expected_id: str | None)
     return None
 
 
-def null_output(body: bytes, header_length: str | None) -> str | None:
-    """The first output whose JSON data holds null (how NaN and infinity leave most JSON
-    encoders; not V2 tensor data), else None. For a reply `check_reply` passed; parsed again,
-    so call it only when ``b"null"`` is in the body (rare)."""
-    split = int(header_length) if header_length is not None else len(body)
-    return _unusable_output(orjson.loads(body[:split]))
-
-
-def nan_literal_output(
+def overflowed_output(
     body: bytes, header_length: str | None, expected_id: str | None
 ) -> str | None:
-    """For a reply `check_reply` refused: the first output holding a ``NaN`` or ``Infinity``
-    literal (what Python's json module writes for them) in an answer to this very request,
-    else None. Such a reply is the model's overflow, not a broken replica; read with the
-    stdlib parser, which takes them. Another request's answer stays a protocol error."""
-    if b"NaN" not in body and b"Infinity" not in body:
+    """The first output of this very request's answer whose JSON data holds null, ``NaN`` or
+    ``Infinity`` (how NaN and infinity leave JSON encoders: none is V2 tensor data), else None.
+    Such a reply is the model's overflow, not a broken replica; another request's answer is not
+    one. Read with the stdlib parser, which takes the literals orjson refuses; a bytes search
+    first, so a reply with none of them costs no parse."""
+    if b"null" not in body and b"NaN" not in body and b"Infinity" not in body:
         return None
     split = len(body)
     if header_length is not None and header_length.isdigit():
