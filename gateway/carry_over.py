@@ -83,4 +83,7 @@ def _carry_members(registry: Registry, before: Pool, pool: Pool) -> None:
     present = {r.id for r in pool.replicas}
     for member in before.replicas:
         if member.id not in present:
-            registry.add(pool, ReplicaConfig(id=member.id, url=member.url, zone=discovery.zone))
+            config = ReplicaConfig(
+                id=member.id, url=member.url, zone=discovery.zone, standby=member.standby
+            )  # standby: its SRV priority's role, until DNS says otherwise
+            registry.add(pool, config)

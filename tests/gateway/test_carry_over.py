@@ -147,7 +147,8 @@ def test_a_discovered_pool_keeps_its_members_and_their_verdicts() -> None:
     old = gateway(discovered(), clock)
     pool = old.registry.pools["p"]
     for host in ("10.0.0.1", "10.0.0.2"):
-        joined = old.registry.add(pool, ReplicaConfig(id=f"p-{host}", url=f"http://{host}:8000"))
+        joined = old.registry.add(pool, ReplicaConfig(id=f"p-{host}", url=f"http://{host}:8000",
+                                                      standby=host.endswith("2")))  # fmt: skip
         joined.mark_health(True)
     old.registry.quarantine(replica(old, "p-10.0.0.2"), 300.0, "golden probe: 2/8", "golden")
 
@@ -157,6 +158,7 @@ def test_a_discovered_pool_keeps_its_members_and_their_verdicts() -> None:
     assert carried["replicas"] == ["p/p-10.0.0.1", "p/p-10.0.0.2"]
     assert replica(new, "p-10.0.0.1").healthy is True  # serving at once, no probe awaited
     assert replica(new, "p-10.0.0.2").quarantined_until > clock.now()
+    assert [replica(new, f"p-10.0.0.{i}").standby for i in (1, 2)] == [False, True]
 
     elsewhere = gateway(discovered("other.test"), clock)  # another question: DNS decides
     assert carry_over(old, elsewhere)["replicas"] == []
