@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 
 from gateway.carry_over import carry_over
-from gateway.clock import FakeClock
 from gateway.config import parse_config
 from gateway.config.models import ReplicaConfig
 from gateway.runtime import Gateway
 from gateway.telemetry.history import Event, EventLog, LatencySketch, SampleRing
 from gateway.upstream.replica import Replica
+from tests.support.clock import FakeClock
 
 CONFIG: dict[str, Any] = {
     "pools": {

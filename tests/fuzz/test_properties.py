@@ -16,11 +16,11 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.clock import FakeClock
 from gateway.config.policies import RetryBudgetConfig
 from gateway.policies.budget import RetryBudget
 from gateway.policies.voting import VoteResult, VoteRule, vote
 from gateway.slo.window import COARSE_S, FINE_HORIZON_S, FINE_S, SloWindow
+from tests.support.clock import FakeClock
 
 FAST = settings(max_examples=int(os.environ.get("PROPERTY_EXAMPLES", 150)), deadline=None)
 DAY = 86_400.0

@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 
 from gateway.carry_over import carry_over
-from gateway.clock import FakeClock
 from gateway.config import parse_config
 from gateway.config.models import ReplicaConfig
 from gateway.errors import TooManyRequests
 from gateway.runtime import Gateway
 from gateway.upstream.breaker import CLOSED, HALF_OPEN, OPEN
 from gateway.upstream.replica import Replica
+from tests.support.clock import FakeClock
 
 SLOS = [
     {"name": "availability", "kind": "availability", "objective": 0.99},

@@ -7,7 +7,8 @@ import asyncio
 import pytest
 import uvloop
 
-from gateway.clock import FakeClock, MonotonicClock, wait_first
+from gateway.clock import MonotonicClock, wait_first
+from tests.support.clock import FakeClock
 
 
 async def test_fake_timers_fire_in_order_each_at_its_time_as_time_passes() -> None:

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.clock import FakeClock
 from gateway.deadline import Deadline, timeout_from_header
 from gateway.errors import BadRequest
+from tests.support.clock import FakeClock
 
 
 def test_deadline_counts_down_with_the_clock() -> None:

@@ -3,12 +3,12 @@ models are, saying why what is not ready is not."""
 
 from __future__ import annotations
 
-from gateway.clock import FakeClock
 from gateway.config.loader import parse_config
 from gateway.readiness import gateway_readiness, model_readiness
 from gateway.upstream.registry import Registry
 from tests.gateway.conftest import make_config
 from tests.gateway.pipeline.votes import MODEL, vote_config
+from tests.support.clock import FakeClock
 
 
 def _no_fallback(name: str) -> str | None:

@@ -9,7 +9,7 @@ from typing import TypeVar
 import pytest
 
 from gateway.clock import wait_first
-from gateway.virtual_time import VirtualClock, VirtualTimeLoop
+from tests.support.virtual_time import VirtualClock, VirtualTimeLoop
 
 T = TypeVar("T")
 

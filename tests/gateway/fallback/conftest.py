@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from gateway.clock import FakeClock
 from gateway.fallback.model import FallbackModel
 from tests.gateway.fallback.support import COMMITTED, FILES, NAME, InlineExecutor
+from tests.support.clock import FakeClock
 
 
 @pytest.fixture

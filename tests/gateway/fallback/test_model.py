@@ -7,12 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gateway.clock import FakeClock
 from gateway.errors import BadRequest, FallbackUnavailable
 from gateway.fallback.manifest import read_hashed
 from gateway.fallback.model import FallbackModel
 from replicas.dataset import load_split
 from tests.gateway.fallback.support import COMMITTED, NAME, bump_mtime, tamper
+from tests.support.clock import FakeClock
 
 PINNED = json.loads((COMMITTED / "MANIFEST.json").read_text())["models"][0]["sha256"]
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from gateway.clock import FakeClock
 from gateway.fallback.model import FallbackModel
 from gateway.fallback.watcher import FallbackWatcher
 from tests.gateway.fallback.support import NAME, tamper
+from tests.support.clock import FakeClock
 
 
 async def test_first_check_verifies_then_only_when_due(

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 
 import pytest
 
-from gateway.virtual_time import VirtualTimeLoop
+from tests.support.virtual_time import VirtualTimeLoop
 
 
 def pytest_asyncio_loop_factories(

@@ -23,8 +23,8 @@ from gateway.upstream.registry import Registry
 from gateway.upstream.replica import Replica
 from gateway.upstream.transport import UpstreamResponse
 from gateway.v2.request import InferRequestInfo
-from gateway.virtual_time import VirtualClock
 from tests.gateway.fakes import Behaviour, FakeTransport, reply
+from tests.support.virtual_time import VirtualClock
 
 A, B, C = "127.0.0.1:9000", "127.0.0.1:9001", "127.0.0.1:9002"
 OK = b'{"outputs":[]}'

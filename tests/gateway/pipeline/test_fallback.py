@@ -11,7 +11,6 @@ import pytest
 from gateway.errors import DeadlineExceeded, NoQuorum, UpstreamFailed
 from gateway.fallback.model import FallbackModel
 from gateway.v2.codec import decode_outputs
-from gateway.virtual_time import VirtualClock
 from tests.gateway.fakes import hang, reply
 from tests.gateway.pipeline.rig import Rig
 from tests.gateway.pipeline.votes import (
@@ -24,6 +23,7 @@ from tests.gateway.pipeline.votes import (
     vote_config,
 )
 from tests.gateway.telemetry.test_metrics import scrape, value
+from tests.support.virtual_time import VirtualClock
 
 FALLBACK = "digits-logreg"
 

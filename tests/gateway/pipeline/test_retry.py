@@ -19,10 +19,10 @@ from gateway.errors import (
 from gateway.outcome import OutcomeKind
 from gateway.pipeline.retry_policy import MIN_TRY_S
 from gateway.slo.policy import PolicyAdjustment
-from gateway.virtual_time import VirtualClock
 from tests.gateway.conftest import make_config
 from tests.gateway.fakes import Behaviour, fail, hang, reply
 from tests.gateway.pipeline.rig import OK, A, B, C, Rig, slow
+from tests.support.virtual_time import VirtualClock
 
 FAILING = {k: reply(503) for k in (A, B, C)}
 

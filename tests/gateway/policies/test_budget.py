@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-from gateway.clock import FakeClock
 from gateway.config.policies import RetryBudgetConfig
 from gateway.policies.budget import RetryBudget
+from tests.support.clock import FakeClock
 
 
 def test_floor_allows_retries_with_no_traffic() -> None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.clock import FakeClock
 from gateway.config.tenants import TenantConfig
 from gateway.errors import TooManyRequests
 from gateway.policies.tenant_limits import NO_LIMIT, TenantLimiter, TenantLimits
+from tests.support.clock import FakeClock
 
 
 def test_the_in_flight_bound_refuses_with_retry_after_and_frees_on_leave() -> None:

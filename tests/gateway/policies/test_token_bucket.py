@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.clock import FakeClock
 from gateway.policies.token_bucket import TokenBucket
+from tests.support.clock import FakeClock
 
 
 def test_a_new_bucket_admits_its_burst_then_says_how_long_to_wait() -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from gateway.clock import FakeClock
 from gateway.slo.config import DEFAULT_MIN_DEADLINE_MS, BurnPolicyConfig, SloConfig
 from gateway.slo.engine import SloBook
+from tests.support.clock import FakeClock
 
 AVAILABILITY = SloConfig(name="avail", kind="availability", objective=0.999)
 LATENCY = SloConfig(name="fast", kind="latency", objective=0.99, threshold_ms=50)

@@ -3,10 +3,10 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from gateway.clock import FakeClock
 from gateway.slo.config import SloConfig
 from gateway.slo.engine import SloBook, SloTracker
 from tests.gateway.slo.traffic import traffic
+from tests.support.clock import FakeClock
 
 AVAILABILITY = SloConfig(name="avail", kind="availability", objective=0.999)
 

@@ -4,11 +4,11 @@ import logging
 
 import pytest
 
-from gateway.clock import FakeClock
 from gateway.slo.config import BurnPolicyConfig, SloConfig
 from gateway.slo.engine import SloBook
 from gateway.slo.policy import NORMAL, BurnPolicy, PolicyAdjustment
 from tests.gateway.slo.traffic import traffic
+from tests.support.clock import FakeClock
 
 ON = BurnPolicyConfig(enabled=True)
 

@@ -1,9 +1,9 @@
 from __future__ import annotations
 
-from gateway.clock import FakeClock
 from gateway.slo.config import SloConfig
 from gateway.slo.engine import SloBook
 from gateway.state.base import CounterDelta
+from tests.support.clock import FakeClock
 
 SLOS = {"digits": (SloConfig(name="avail", kind="availability", objective=0.99),)}
 

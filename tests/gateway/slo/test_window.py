@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from gateway.clock import FakeClock
 from gateway.slo.window import COARSE_S, FINE_S, Counts, SloWindow
+from tests.support.clock import FakeClock
 
 DAY = 86_400.0
 

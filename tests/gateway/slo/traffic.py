@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gateway.clock import FakeClock
 from gateway.slo.engine import SloBook
+from tests.support.clock import FakeClock
 
 
 def traffic(

@@ -5,10 +5,10 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from gateway.clock import FakeClock
 from gateway.state.base import StateStore
 from gateway.state.memory import MemoryStore
 from gateway.state.redis_store import RedisStore
+from tests.support.clock import FakeClock
 from tests.support.redis_cluster import RedisClusterServers
 from tests.support.redis_server import TEST_TIMEOUT_S, RedisServer, new_namespace
 

@@ -19,12 +19,12 @@ from typing import cast
 import pytest
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 
-from gateway.clock import FakeClock
 from gateway.config.state import StateConfig
 from gateway.state.redis_store import RedisStore
 from gateway.state.redis_target import SENTINEL_AUTH_HINT
 from gateway.state.sentinel_auth import SentinelAuth
 from tests.gateway.state.instance import Instance
+from tests.support.clock import FakeClock
 from tests.support.redis_cluster import RedisClusterServers, SentinelServers
 from tests.support.redis_server import TEST_TIMEOUT_S, new_namespace
 

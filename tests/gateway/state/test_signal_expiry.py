@@ -14,10 +14,10 @@ from collections.abc import Callable
 
 import redis.asyncio as redis
 
-from gateway.clock import FakeClock
 from gateway.state.base import SIGNAL_TTL_S, PushBatch, ReplicaSignal, SharedSnapshot, StateStore
 from gateway.state.memory import MemoryStore
 from gateway.state.redis_store import RedisStore
+from tests.support.clock import FakeClock
 from tests.support.redis_server import TEST_TIMEOUT_S, RedisServer, new_namespace
 
 WAIT_BOUND_S = 10.0  # for what must happen within a second or two, on a busy CI machine

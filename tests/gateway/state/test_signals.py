@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.clock import FakeClock
 from gateway.state.base import SIGNAL_TTL_S, ReplicaSignal
 from gateway.state.signals import FORGET_EVERY_S, SignalLedger
+from tests.support.clock import FakeClock
 
 
 def test_local_transitions_take_the_next_epoch_and_are_queued_once() -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 
-from gateway.clock import FakeClock
 from gateway.state.base import (
     START,
     CounterDelta,
@@ -13,6 +12,7 @@ from gateway.state.base import (
     ReplicaSignal,
     StateStore,
 )
+from tests.support.clock import FakeClock
 
 # Signals expire an hour after their stamp (Redis's clock), so test signals are stamped now; the
 # fractions check that a stamp travels exactly.

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from gateway.clock import FakeClock, MonotonicClock
+from gateway.clock import MonotonicClock
 from gateway.state.base import (
     SIGNAL_TTL_S,
     START,
@@ -24,6 +24,7 @@ from gateway.state.memory import MemoryStore
 from gateway.state.redis_store import RedisStore
 from gateway.state.sync import PRUNE_EVERY_S, StateSync
 from tests.gateway.state.instance import Instance
+from tests.support.clock import FakeClock
 from tests.support.redis_server import TEST_TIMEOUT_S, RedisServer, new_namespace
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gateway.clock import FakeClock
 from gateway.telemetry.throttle import LogThrottle
+from tests.support.clock import FakeClock
 
 
 def test_one_line_per_key_per_interval_and_the_count_held_back() -> None:

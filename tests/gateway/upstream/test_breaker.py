@@ -3,11 +3,11 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime
 
-from gateway.clock import FakeClock
 from gateway.config.policies import BreakerConfig
 from gateway.outcome import Outcome, OutcomeKind
 from gateway.policies.classify import classify_status
 from gateway.upstream.breaker import CLOSED, HALF_OPEN, OPEN, ClockStorage, ReplicaBreaker
+from tests.support.clock import FakeClock
 
 CONFIG = BreakerConfig(
     failure_threshold=3, reset_timeout_s=2, success_threshold=2, half_open_max_calls=1

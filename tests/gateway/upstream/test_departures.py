@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.clock import FakeClock
 from gateway.config.loader import parse_config
 from gateway.config.models import ReplicaConfig
 from gateway.telemetry.metrics import Metrics
@@ -13,6 +12,7 @@ from gateway.telemetry.topology import Topology
 from gateway.upstream.departures import Departures
 from gateway.upstream.registry import Registry
 from tests.gateway.fakes import FakeTransport
+from tests.support.clock import FakeClock
 
 TOLD: list[str] = []  # the ids the other holders of per-replica state were told
 

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from gateway.clock import FakeClock
 from gateway.config.discovery import DiscoveryConfig
 from gateway.config.loader import ConfigError, parse_config
 from gateway.config.models import GatewayConfig
@@ -26,6 +25,7 @@ from gateway.upstream.eligibility import eligible
 from gateway.upstream.health import HealthProber
 from gateway.upstream.registry import Registry
 from tests.gateway.fakes import FakeTransport
+from tests.support.clock import FakeClock
 
 A, B, C = Target("10.0.0.1", 8000), Target("10.0.0.2", 8000), Target("10.0.0.3", 8000)
 

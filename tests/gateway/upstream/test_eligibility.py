@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from gateway.clock import FakeClock
 from gateway.upstream.eligibility import eligible, in_panic
 from gateway.upstream.registry import Registry
 from tests.gateway.conftest import make_config
+from tests.support.clock import FakeClock
 
 
 def test_panic_is_computed_from_the_replicas_now() -> None:

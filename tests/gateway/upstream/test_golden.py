@@ -8,7 +8,6 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from gateway.clock import FakeClock
 from gateway.config.policies import GoldenProbeConfig
 from gateway.errors import BadRequest, UpstreamConnectError
 from gateway.upstream.golden import (
@@ -24,6 +23,7 @@ from gateway.v2.codec import decode_outputs
 from replicas.faults import corrupt
 from tests.gateway.conftest import make_config
 from tests.gateway.fakes import Behaviour, FakeTransport, fail, reply
+from tests.support.clock import FakeClock
 from v2proto.codec import encode_infer_response, parse_infer_request
 
 FALLBACK = Path(__file__).resolve().parents[3] / "fallback_models"

@@ -3,7 +3,6 @@ from __future__ import annotations
 import asyncio
 import random
 
-from gateway.clock import FakeClock
 from gateway.config.endpoint import Endpoint
 from gateway.config.policies import HealthCheckConfig
 from gateway.policies.classify import classify_status
@@ -13,6 +12,7 @@ from gateway.upstream.registry import Registry
 from gateway.upstream.replica import Replica
 from tests.gateway.conftest import make_config
 from tests.gateway.fakes import FakeTransport, reply
+from tests.support.clock import FakeClock
 
 CONFIG = HealthCheckConfig(healthy_threshold=2, unhealthy_threshold=3)
 

@@ -1,11 +1,11 @@
 from __future__ import annotations
 
-from gateway.clock import FakeClock
 from gateway.config.endpoint import Endpoint
 from gateway.config.policies import OutlierConfig
 from gateway.policies.classify import classify_status
 from gateway.upstream.outlier import OutlierDetector
 from gateway.upstream.replica import Replica
+from tests.support.clock import FakeClock
 
 CONFIG = OutlierConfig(
     consecutive_failures=3, base_ejection_s=2, max_ejection_s=5, max_ejection_percent=50

@@ -21,7 +21,8 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, TypeVar, TypeVarTuple, Unpack
 
-from gateway.clock import FakeClock, Timer
+from gateway.clock import Timer
+from tests.support.clock import FakeClock
 
 if TYPE_CHECKING:
     from _typeshed import FileDescriptorLike
@@ -66,7 +67,7 @@ class VirtualClock(FakeClock):
             if not isinstance(loop, VirtualTimeLoop):
                 raise RuntimeError(
                     "a VirtualClock's timers fire only on a VirtualTimeLoop (nothing else "
-                    "advances it): run the test on gateway.virtual_time.VirtualTimeLoop"
+                    "advances it): run the test on tests.support.virtual_time.VirtualTimeLoop"
                 )
             loop.attach(self)
             self._loop = loop
