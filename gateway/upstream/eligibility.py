@@ -11,12 +11,23 @@ and a replica known to answer wrongly is never used.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Protocol
 
+from gateway.config.models import PoolConfig
 from gateway.upstream.replica import Replica
 
-if TYPE_CHECKING:  # the registry's snapshot imports `in_panic` from here
-    from gateway.upstream.registry import Pool
+
+class PoolView(Protocol):
+    """What eligibility reads of a pool (`gateway.upstream.registry.Pool` is one): its members
+    and its panic threshold. A protocol, so the registry can import this module for its
+    snapshot's ``panic`` without an import cycle."""
+
+    @property
+    def config(self) -> PoolConfig: ...
+
+    @property
+    def replicas(self) -> Sequence[Replica]: ...
 
 
 def _admitted(replica: Replica, now: float) -> bool:
@@ -26,7 +37,7 @@ def _admitted(replica: Replica, now: float) -> bool:
     return breaker is None or breaker.closed or breaker.admits()
 
 
-def _usable(pool: Pool, now: float) -> list[Replica]:
+def _usable(pool: PoolView, now: float) -> list[Replica]:
     return [
         r
         for r in pool.replicas
@@ -34,16 +45,16 @@ def _usable(pool: Pool, now: float) -> list[Replica]:
     ]
 
 
-def _panics(pool: Pool, usable: list[Replica]) -> bool:
+def _panics(pool: PoolView, usable: list[Replica]) -> bool:
     return len(usable) < pool.config.panic_threshold_percent / 100 * len(pool.replicas)
 
 
-def in_panic(pool: Pool, now: float) -> bool:
+def in_panic(pool: PoolView, now: float) -> bool:
     """Whether too few replicas are usable now, so `eligible` spreads over all of them."""
     return _panics(pool, _usable(pool, now))
 
 
-def eligible(pool: Pool, tried: set[str], now: float) -> list[Replica]:
+def eligible(pool: PoolView, tried: set[str], now: float) -> list[Replica]:
     """The replicas not yet tried that may take this attempt; writes nothing."""
     usable = _usable(pool, now)
     if _panics(pool, usable):
