@@ -81,7 +81,7 @@ def _carry_members(registry: Registry, before: Pool, pool: Pool) -> None:
     if discovery is None or not _same_question(before.config.discovery, discovery):
         return
     present = {r.id for r in pool.replicas}
-    for member in before.replicas:
+    for member in before.replicas[: discovery.max_members]:  # a lowered cap applies at once
         if member.id not in present:
             config = ReplicaConfig(
                 id=member.id, url=member.url, zone=discovery.zone, standby=member.standby

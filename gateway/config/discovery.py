@@ -2,7 +2,9 @@
 
 A Kubernetes headless Service answers A/AAAA records (one per ready pod; the port comes from
 here) or SRV records (target and port per pod). The gateway re-resolves every ``interval_s``
-and adds or drains replicas as the answer changes (`gateway.upstream.discovery`).
+and adds or drains replicas as the answer changes (`gateway.upstream.discovery`), at most
+``max_members`` of them: one answer of thousands of records must not make thousands of
+replicas (probes, breakers, metric series each).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pydantic import Field, field_validator, model_validator
 from gateway.config.frozen import Frozen
 
 DNS_PORT = 53
+MAX_MEMBERS = 32  # a 512-byte UDP answer holds about 30 A records: a pool past that is unusual
 
 
 class DiscoveryConfig(Frozen):
@@ -36,6 +39,10 @@ class DiscoveryConfig(Frozen):
     drain_timeout_s: float = Field(
         30.0, gt=0, description="a removed replica's in-flight requests get this long to finish"
     )
+    max_members: int = Field(
+        MAX_MEMBERS, ge=1, le=1024,
+        description="the most replicas the answer may make; the rest are ignored (logged)",
+    )  # fmt: skip
 
     @field_validator("nameserver")
     @classmethod

@@ -7,6 +7,12 @@ their in-flight attempts finish (``outstanding`` reaches 0, or ``drain_timeout_s
 then their probes stop and they leave. A failed resolution keeps the last good set (one
 WARNING per failure spell), and an empty answer never empties the pool unless ``allow_empty``:
 a DNS hiccup must not take every replica away from a serving gateway.
+
+An answer is screened first (`screen`): addresses no replica can have (unspecified, multicast,
+broadcast, reserved, SRV's port 0) and records of names not asked about are dropped, and at
+most ``max_members`` targets are kept (`cap`: the best SRV priorities, members already in the
+pool first): one hostile answer of 3,900 records must not make 3,900 replicas. What was left
+out, and why, is logged when it changes and shown in the pool's ``discovery`` in /admin/state.
 """
 
 from __future__ import annotations
@@ -16,16 +22,19 @@ import ipaddress
 import logging
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from gateway.clock import Clock
 from gateway.config.discovery import DiscoveryConfig
 from gateway.config.models import ReplicaConfig
-from gateway.upstream.dns import ResolutionFailed, Resolver, Target, resolver_for
+from gateway.upstream.dns import Dropped, ResolutionFailed, Resolver, Target, resolver_for
 from gateway.upstream.registry import Pool, Registry
 from gateway.upstream.replica import Replica
 
 log = logging.getLogger(__name__)
 DRAIN_POLL_S = 0.05  # how often a draining replica's outstanding attempts are looked at
+SHOWN = 20  # dropped addresses listed in a log line and in /admin/state (the rest counted)
+BROADCAST = ipaddress.IPv4Address("255.255.255.255")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +61,52 @@ def replica_id(pool: str, target: Target) -> str:
     """Deterministic, so every gateway names a replica alike (shared breaker state agrees):
     ``<pool>-<ip>-<port>``, an IPv6 address's colons as dashes."""
     return f"{pool}-{target.host.replace(':', '-')}-{target.port}"
+
+
+def unusable(target: Target) -> str | None:
+    """Why no replica can listen on ``target`` (None: one can). Loopback is fine (a sidecar)."""
+    if target.port == 0:
+        return "port 0 (in SRV: no such service here)"
+    ip = ipaddress.ip_address(target.host)
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if ip.is_unspecified:
+        return "the unspecified address"
+    if ip.is_multicast:
+        return "a multicast address"
+    if ip == BROADCAST:
+        return "the broadcast address"
+    if isinstance(ip, ipaddress.IPv4Address) and ip.is_reserved:
+        return "a reserved address (240.0.0.0/4)"
+    return None
+
+
+def screen(targets: Iterable[Target]) -> tuple[list[Target], list[Dropped]]:
+    """The targets a replica can have, and the others with the reason."""
+    usable, dropped = [], []
+    for target in targets:
+        reason = unusable(target)
+        if reason is None:
+            usable.append(target)
+        else:
+            dropped.append(Dropped(_where(target), reason))
+    return usable, dropped
+
+
+def cap(targets: Iterable[Target], members: Collection[str], pool: str, limit: int) -> list[Target]:
+    """At most ``limit`` targets: the lowest SRV priorities, within one the pool's ``members``
+    first (a long answer must not churn who serves), then by address."""
+    ranked = sorted(
+        targets,
+        key=lambda t: (t.priority, replica_id(pool, t) not in members,
+                       ipaddress.ip_address(t.host).packed, t.port),
+    )  # fmt: skip
+    return ranked[:limit]
+
+
+def _where(target: Target) -> str:
+    host = f"[{target.host}]" if ":" in target.host else target.host
+    return f"{host}:{target.port}"
 
 
 def replica_configs(
@@ -94,7 +149,10 @@ class PoolDiscovery:
         self._clock = clock
         self._scheme = "https" if pool.config.tls is not None else "http"
         self._failing = False  # in a failure spell (logged once)
+        self._over_cap = False  # answers over max_members (logged once per spell)
+        self._dropped: tuple[Dropped, ...] = ()  # the last answer's (logged when it changes)
         self._drains: dict[str, asyncio.Task[None]] = {}
+        pool.discovery = self.status(0, 0)
 
     @property
     def pool(self) -> str:
@@ -115,8 +173,9 @@ class PoolDiscovery:
     async def refresh(self) -> Change:
         """Resolves once and applies the change; the change made (empty on failure)."""
         try:
-            targets = await self._resolver.resolve(self._config)
+            answer = await self._resolver.resolve(self._config)
         except ResolutionFailed as exc:
+            self._pool.discovery = {**(self._pool.discovery or {}), "last_error": str(exc)}
             if not self._failing:
                 log.warning(
                     "pool %s: resolving %s failed, keeping its %d replica(s): %s",
@@ -127,6 +186,12 @@ class PoolDiscovery:
         if self._failing:
             log.warning("pool %s: resolving %s works again", self._pool.name, self._config.dns)
             self._failing = False
+        usable, dropped = screen(answer.targets)
+        members = {r.id for r in self._pool.replicas}
+        targets = cap(usable, members, self._pool.name, self._config.max_members)
+        self._left_out((*answer.dropped, *dropped), len(usable) - len(targets))
+        self._pool.discovery = self.status(len(answer.targets) + len(answer.dropped),
+                                           len(usable) - len(targets))  # fmt: skip
         wanted = replica_configs(self._pool.name, targets, self._config, self._scheme)
         if not wanted and self._pool.replicas and not self._config.allow_empty:
             log.warning("pool %s: %s resolved to nothing; keeping the last %d replica(s)",
@@ -135,6 +200,39 @@ class PoolDiscovery:
                       allow_empty=self._config.allow_empty)  # fmt: skip
         self.apply(change, wanted)
         return change
+
+    def status(self, answered: int, over_cap: int) -> dict[str, Any]:
+        """The pool's ``discovery`` in /admin/state: the last answer and what it left out."""
+        return {
+            "dns": self._config.dns,
+            "record": self._config.record,
+            "answered": answered,
+            "max_members": self._config.max_members,
+            "over_cap": over_cap,
+            "dropped": [{"address": d.address, "reason": d.reason} for d in self._dropped[:SHOWN]],
+            "dropped_count": len(self._dropped),
+            "last_error": None,
+        }
+
+    def _left_out(self, dropped: tuple[Dropped, ...], over_cap: int) -> None:
+        """Logs what an answer left out: dropped addresses when they change, the cap once per
+        spell of answers over it."""
+        name, dns = self._pool.name, self._config.dns
+        if dropped and set(dropped) != set(self._dropped):
+            shown = "; ".join(f"{d.address}: {d.reason}" for d in dropped[:SHOWN])
+            more = f" (and {len(dropped) - SHOWN} more)" if len(dropped) > SHOWN else ""
+            log.warning("pool %s: %s: %d address(es) dropped: %s%s",
+                        name, dns, len(dropped), shown, more)  # fmt: skip
+        self._dropped = dropped
+        if over_cap and not self._over_cap:
+            log.warning(
+                "pool %s: %s named %d more replica(s) than discovery.max_members (%d); "
+                "the rest are ignored while it does",
+                name, dns, over_cap, self._config.max_members,
+            )  # fmt: skip
+        elif not over_cap and self._over_cap:
+            log.info("pool %s: %s is within discovery.max_members again", name, dns)
+        self._over_cap = over_cap > 0
 
     def apply(self, change: Change, wanted: dict[str, ReplicaConfig]) -> None:
         for rid in change.add:

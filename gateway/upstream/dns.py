@@ -5,7 +5,11 @@ their place. `NameserverResolver` asks one nameserver over UDP with dnslib's pac
 asyncio datagram endpoint (SRV needs a real query; no thread, a timeout per query);
 `SystemResolver` uses ``loop.getaddrinfo`` (a thread; honours /etc/hosts and search domains)
 for A/AAAA. No TCP fallback: a truncated answer is a failure (a pool's answer fits in 512
-bytes up to ~30 A records; use SRV with a nameserver that trims, or fewer pods, beyond).
+bytes up to ~30 A records; use SRV with a nameserver that trims, or fewer pods, beyond), and so
+is a datagram over `MAX_ANSWER_BYTES` (we send no EDNS, so a nameserver must not send one over
+512 bytes; a 62 KB one of 3,900 records cost 35 ms of parsing on the event loop).
+Only records of the asked name (and its CNAME chain, or an SRV record's targets) count; any
+other address in the reply is reported as dropped, never taken.
 dnslib's exceptions and socket errors become `ResolutionFailed` here and nowhere else.
 """
 
@@ -14,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -23,6 +28,7 @@ from dnslib import QTYPE, RCODE, DNSError, DNSRecord
 from gateway.config.discovery import DiscoveryConfig, split_nameserver
 
 RESOLV_CONF = Path("/etc/resolv.conf")
+MAX_ANSWER_BYTES = 4096  # EDNS's usual buffer size: eight times what a plain query may get
 
 
 class ResolutionFailed(Exception):
@@ -39,9 +45,23 @@ class Target:
     priority: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class Dropped:
+    """An address the answer held that no replica is taken from, and why."""
+
+    address: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    targets: tuple[Target, ...] = ()
+    dropped: tuple[Dropped, ...] = ()  # records of names that were not asked about
+
+
 class Resolver(Protocol):
-    async def resolve(self, config: DiscoveryConfig) -> list[Target]:
-        """The targets ``config.dns`` names now ([] if none); raises `ResolutionFailed`."""
+    async def resolve(self, config: DiscoveryConfig) -> Answer:
+        """What ``config.dns`` names now (no targets if none); raises `ResolutionFailed`."""
         ...
 
 
@@ -67,7 +87,7 @@ def system_nameserver(resolv_conf: Path = RESOLV_CONF) -> tuple[str, int]:
 
 
 class SystemResolver:
-    async def resolve(self, config: DiscoveryConfig) -> list[Target]:
+    async def resolve(self, config: DiscoveryConfig) -> Answer:
         family = socket.AF_INET6 if config.record == "AAAA" else socket.AF_INET
         loop = asyncio.get_running_loop()
         try:
@@ -76,30 +96,37 @@ class SystemResolver:
                                                type=socket.SOCK_STREAM)  # fmt: skip
         except socket.gaierror as exc:
             if exc.errno in (socket.EAI_NONAME, getattr(socket, "EAI_NODATA", -5)):
-                return []  # no such name or no address: an empty answer, not a failure
+                return Answer()  # no such name or no address: an empty answer, not a failure
             raise ResolutionFailed(f"{config.dns}: {exc.strerror}") from exc
         except (OSError, TimeoutError) as exc:
             raise ResolutionFailed(f"{config.dns}: {exc!r}") from exc
-        return sorted({Target(str(info[4][0]), int(info[4][1])) for info in infos})
+        return Answer(tuple(sorted({Target(str(i[4][0]), int(i[4][1])) for i in infos})))
 
 
 class NameserverResolver:
     def __init__(self, nameserver: tuple[str, int] | None) -> None:
         self.nameserver = nameserver  # None: the first of /etc/resolv.conf, read per query
 
-    async def resolve(self, config: DiscoveryConfig) -> list[Target]:
+    async def resolve(self, config: DiscoveryConfig) -> Answer:
         reply = await self.query(config.dns, config.record, config.timeout_s)
         if config.record != "SRV":
             port = config.port or 0  # validated: A/AAAA pools name their port
-            return sorted({Target(a, port) for a in addresses(reply, config.record)})
+            names = aliases(reply, config.dns)
+            found = {Target(a, port) for a in addresses(reply, config.record, names)}
+            return Answer(tuple(sorted(found)), unrelated(reply, names, config.dns))
         priorities: dict[tuple[str, int], int] = {}  # an address named twice: its best priority
-        for name, port, priority in srv_targets(reply):
-            hosts = addresses(reply, "A", name) or addresses(reply, "AAAA", name)
-            if not hosts:  # not in the additional section: ask for it
-                hosts = addresses(await self.query(name, "A", config.timeout_s), "A", name)
+        asked = 0  # targets missing from the additional section, asked for one by one
+        for name, port, priority in sorted(srv_targets(reply), key=lambda t: (t[2], t[0], t[1])):
+            hosts = addresses(reply, "A", [name]) or addresses(reply, "AAAA", [name])
+            if not hosts and asked < config.max_members:  # ask for it, the best priorities first
+                asked += 1
+                more = await self.query(name, "A", config.timeout_s)
+                hosts = addresses(more, "A", aliases(more, name))
             for host in hosts:
                 priorities[host, port] = min(priority, priorities.get((host, port), priority))
-        return sorted(Target(h, p, priority) for (h, p), priority in priorities.items())
+        targets = tuple(sorted(Target(h, p, priority) for (h, p), priority in priorities.items()))
+        names = {name for name, _, _ in srv_targets(reply)}
+        return Answer(targets, unrelated(reply, names, config.dns))
 
     async def query(self, name: str, record: str, timeout_s: float) -> DNSRecord:
         """One question, one UDP datagram each way; NXDOMAIN is an empty answer."""
@@ -117,6 +144,10 @@ class NameserverResolver:
                     data = await answer
                 finally:
                     transport.close()
+            if len(data) > MAX_ANSWER_BYTES:
+                raise ResolutionFailed(
+                    f"{name} {record}: an answer of {len(data)} bytes, over {MAX_ANSWER_BYTES}"
+                )
             reply = DNSRecord.parse(data)
         except TimeoutError as exc:
             raise ResolutionFailed(f"{name} {record}: no answer in {timeout_s} s") from exc
@@ -130,15 +161,39 @@ class NameserverResolver:
         return reply
 
 
-def addresses(reply: DNSRecord, record: str, name: str | None = None) -> list[str]:
-    """The A or AAAA addresses in ``reply`` (answers and additional records), of ``name`` if
-    given; CNAME chains need no following: a recursive nameserver puts their ends in too."""
+def addresses(reply: DNSRecord, record: str, names: Collection[str]) -> list[str]:
+    """The A or AAAA addresses in ``reply`` (answers and additional records) of ``names``."""
     wanted = getattr(QTYPE, record)
-    found = []
-    for rr in [*reply.rr, *reply.ar]:
-        if rr.rtype == wanted and (name is None or _same(rr.rname, name)):
-            found.append(str(ipaddress.ip_address(str(rr.rdata))))
-    return found
+    keys = {_key(name) for name in names}
+    return [
+        str(ipaddress.ip_address(str(rr.rdata)))
+        for rr in [*reply.rr, *reply.ar]
+        if rr.rtype == wanted and _key(rr.rname) in keys
+    ]
+
+
+def aliases(reply: DNSRecord, name: str) -> set[str]:
+    """``name`` and the names its CNAME chain in the answers leads to (a recursive nameserver
+    puts the chain's records in; none is asked for)."""
+    current = _key(name)
+    names = {current}
+    cnames = {_key(rr.rname): _key(rr.rdata.label) for rr in reply.rr if rr.rtype == QTYPE.CNAME}
+    while (following := cnames.get(current)) is not None and following not in names:
+        names.add(following)
+        current = following
+    return names
+
+
+def unrelated(reply: DNSRecord, names: Collection[str], asked: str) -> tuple[Dropped, ...]:
+    """Every A/AAAA record in ``reply`` of a name other than ``names``: an answer may carry
+    them (a misconfigured or hostile nameserver's additional section), a pool never takes
+    them."""
+    keys = {_key(name) for name in names}
+    return tuple(
+        Dropped(str(rr.rdata), f"a record of {_key(rr.rname)}, not of {asked}")
+        for rr in [*reply.rr, *reply.ar]
+        if rr.rtype in (QTYPE.A, QTYPE.AAAA) and _key(rr.rname) not in keys
+    )
 
 
 def srv_targets(reply: DNSRecord) -> list[tuple[str, int, int]]:
@@ -151,8 +206,8 @@ def srv_targets(reply: DNSRecord) -> list[tuple[str, int, int]]:
     ]
 
 
-def _same(a: object, b: str) -> bool:
-    return str(a).rstrip(".").lower() == b.rstrip(".").lower()
+def _key(name: object) -> str:
+    return str(name).rstrip(".").lower()
 
 
 class _OneReply(asyncio.DatagramProtocol):

@@ -41,6 +41,7 @@ class Pool:
     error_streak: int = 0  # error answers (4xx/5xx) in a row across the pool, for `evidence`
     dialect: Dialect = field(default_factory=Dialect)  # its tensor names, binary or not
     draining: tuple[Replica, ...] = ()  # removed, their in-flight attempts still finishing
+    discovery: dict[str, Any] | None = None  # DNS discovery's last answer: what it left out
 
     @classmethod
     def from_config(
@@ -119,6 +120,7 @@ class Pool:
             "draining": [r.snapshot(now) for r in self.draining],
             "tls": self.config.tls.snapshot() if self.config.tls else None,
             "headers": dict.fromkeys(self.config.headers, "***"),  # names only, never values
+            "discovery": self.discovery,
         }
 
 

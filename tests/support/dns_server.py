@@ -2,7 +2,9 @@
 
 dnslib's `DNSServer` answers in its own thread from `ChangingResolver`, which holds one list of
 resource records per (name, type); `set` replaces a list atomically. Names not set answer
-NXDOMAIN; `fail` makes every answer SERVFAIL (a broken nameserver).
+NXDOMAIN; `fail` makes every answer SERVFAIL (a broken nameserver); `additional` records go
+into every answer's additional section (a hostile or misconfigured nameserver's). Answers are
+never truncated, however long (as a hostile nameserver's).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ class ChangingResolver:
         self._records: dict[tuple[str, str], list[RR]] = {}
         self._lock = threading.Lock()
         self.fail = False
+        self.additional: list[RR] = []
         self.queries = 0
 
     def set(self, name: str, record: str, zone_lines: Sequence[str]) -> None:
@@ -50,7 +53,7 @@ class ChangingResolver:
             return reply
         for rr in answers or []:
             reply.add_answer(rr)
-        for rr in extra:
+        for rr in [*extra, *self.additional]:
             reply.add_ar(rr)
         return reply
 

@@ -19,8 +19,9 @@ from gateway.upstream.discovery import (
     plan,
     replica_configs,
     replica_id,
+    screen,
 )
-from gateway.upstream.dns import ResolutionFailed, Target
+from gateway.upstream.dns import Answer, ResolutionFailed, Target
 from gateway.upstream.eligibility import eligible
 from gateway.upstream.health import HealthProber
 from gateway.upstream.registry import Registry
@@ -37,11 +38,11 @@ class FakeResolver:
         self.answer = answer
         self.asked = 0
 
-    async def resolve(self, config: DiscoveryConfig) -> list[Target]:
+    async def resolve(self, config: DiscoveryConfig) -> Answer:
         self.asked += 1
         if isinstance(self.answer, ResolutionFailed):
             raise self.answer
-        return list(self.answer)
+        return Answer(tuple(self.answer))
 
 
 def discovery_config(**discovery: Any) -> GatewayConfig:
@@ -271,3 +272,77 @@ async def test_a_priority_change_moves_a_member_between_active_and_standby() -> 
     change = await discovery.refresh()
     assert not change  # nobody joined or left: the same members, roles swapped
     assert [r.id for r in eligible(pool, set(), clock.now())] == ["p-10.0.0.2-8000"]
+
+
+async def test_members_are_capped_best_priorities_and_members_first_logged_once(
+    caplog: Any,
+) -> None:
+    flood = [Target(f"10.1.{i // 256}.{i % 256}", 8000, 5) for i in range(3900)]
+    best = [Target("10.9.0.1", 8000, 1), Target("10.9.0.2", 8000, 1)]
+    registry, discovery, resolver, _ = rig([*flood, *best], max_members=4, record="SRV",
+                                           port=None)  # fmt: skip
+    with caplog.at_level(logging.INFO, logger="gateway.upstream.discovery"):
+        await discovery.refresh()
+        first = ids(registry)
+        assert sorted(first) == ["p-10.1.0.0-8000", "p-10.1.0.1-8000", "p-10.9.0.1-8000",
+                                 "p-10.9.0.2-8000"]  # fmt: skip
+        resolver.answer = [*reversed(flood), *best, Target("10.0.0.0", 8000, 5)]
+        await discovery.refresh()  # a lower address joined the answer: the members stay
+        assert ids(registry) == first
+        status = registry.snapshot()[0]["discovery"]
+        assert (status["max_members"], status["over_cap"]) == (4, 3899)
+        resolver.answer = best
+        await discovery.refresh()  # within the cap again
+        resolver.answer = [*flood, *best]
+        await discovery.refresh()  # over it again: a new spell, logged again
+    capped = [r.getMessage() for r in caplog.records if "max_members (4)" in r.getMessage()]
+    assert len(capped) == 2 and "3898 more replica(s)" in capped[0]
+    assert registry.snapshot()[0]["size"] == 4
+
+
+@pytest.mark.parametrize(
+    ("host", "port", "reason"),
+    [
+        ("0.0.0.0", 8000, "unspecified"),
+        ("::", 8000, "unspecified"),
+        ("255.255.255.255", 8000, "broadcast"),
+        ("224.0.0.1", 8000, "multicast"),
+        ("ff02::1", 8000, "multicast"),
+        ("::ffff:0.0.0.0", 8000, "unspecified"),
+        ("240.0.0.7", 8000, "reserved"),
+        ("10.0.0.1", 0, "port 0"),
+    ],
+)
+def test_addresses_no_replica_can_have_are_dropped(host: str, port: int, reason: str) -> None:
+    kept, dropped = screen([Target(host, port), Target("127.0.0.1", 8000), Target("::1", 8000)])
+    assert kept == [Target("127.0.0.1", 8000), Target("::1", 8000)]  # loopback: a sidecar
+    assert len(dropped) == 1 and reason in dropped[0].reason
+    assert dropped[0].address.endswith(f":{port}")
+
+
+async def test_dropped_addresses_are_logged_when_they_change_and_shown(caplog: Any) -> None:
+    bad = [Target("0.0.0.0", 8000), Target("224.0.0.1", 8000)]
+    registry, discovery, resolver, _ = rig([A, *bad])
+    with caplog.at_level(logging.WARNING, logger="gateway.upstream.discovery"):
+        for _ in range(3):
+            await discovery.refresh()
+        resolver.answer = [A, Target("10.0.0.1", 0, 0)]
+        await discovery.refresh()
+    assert ids(registry) == ["p-10.0.0.1-8000"]
+    lines = [r.getMessage() for r in caplog.records if "dropped" in r.getMessage()]
+    assert len(lines) == 2, lines
+    assert "0.0.0.0:8000: the unspecified address" in lines[0]
+    assert "224.0.0.1:8000: a multicast address" in lines[0]
+    status = registry.snapshot()[0]["discovery"]
+    assert status["dropped"] == [{"address": "10.0.0.1:0",
+                                  "reason": "port 0 (in SRV: no such service here)"}]  # fmt: skip
+    assert (status["answered"], status["dropped_count"], status["last_error"]) == (2, 1, None)
+    resolver.answer = ResolutionFailed("timeout")
+    await discovery.refresh()
+    assert registry.snapshot()[0]["discovery"]["last_error"] == "timeout"
+
+
+def test_max_members_is_bounded() -> None:
+    assert DiscoveryConfig(dns="x", port=1).max_members == 32
+    with pytest.raises(ValueError, match="max_members"):
+        DiscoveryConfig(dns="x", port=1, max_members=0)
