@@ -101,6 +101,11 @@ class VoteConfig(Frozen):
     pools: tuple[str, ...] = Field(min_length=2)
     quorum: int = Field(2, ge=1)
     label_outputs: tuple[str, ...] = ("label",)
+    outputs: tuple[str, ...] | None = Field(
+        None,
+        description="what every leg is asked for (client names) when the client names no "
+        "outputs; default: the label outputs",
+    )
     numeric_atol: float = Field(1e-3, ge=0)
     numeric_rtol: float = Field(1e-2, ge=0)
     straggler_grace_ms: float = Field(20.0, ge=0, description="wait after a quorum agrees")
@@ -115,7 +120,17 @@ class VoteConfig(Frozen):
             raise ValueError(f"quorum {self.quorum} exceeds the {len(self.pools)} pools")
         if len(set(self.pools)) != len(self.pools):
             raise ValueError("vote pools must be distinct")
+        if self.outputs is not None and len(set(self.outputs)) != len(self.outputs):
+            raise ValueError("vote outputs must be distinct")
         return self
+
+    @property
+    def compared_outputs(self) -> tuple[str, ...] | None:
+        """What legs are asked for when the client names nothing (None: nothing in particular,
+        for a vote with neither ``outputs`` nor ``label_outputs``)."""
+        if self.outputs:
+            return self.outputs
+        return self.label_outputs or None
 
 
 FallbackReason = Literal["no_replica", "exhausted", "deadline", "no_quorum"]

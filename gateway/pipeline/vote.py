@@ -1,13 +1,15 @@
 """Vote route: k legs on distinct pools (diverse versions), compared once a quorum agrees.
 
 Each leg is a full single route (retry, hedge, balance, attempt) on its own pool, asking for
-JSON outputs. Answers are compared as they arrive; once a quorum agrees, stragglers get a
-short grace and are then cancelled. Legs that answered against the quorum count against the
-replica that served them; a replica whose dissent share crosses the suspect threshold is
-quarantined. A leg that fails (an error, a refusal) is a missing answer: the rest decide, and a
-refusal the quorum refutes is charged to its replica. No quorum raises `NoQuorum`, which the
-fallback layer may turn into a degraded answer, unless legs refused the request alike (its
-fault: a 4xx).
+the outputs the vote compares, in JSON: those the client names, else the vote's ``outputs``
+(its label outputs by default), so that every leg is asked the same question whatever a server
+returns by default; a leg that answers other outputs is a missing answer. Answers are compared
+as they arrive; once a quorum agrees, stragglers get a short grace and are then cancelled.
+Legs that answered against the quorum count against the replica that served them; a replica
+whose dissent share crosses the suspect threshold is quarantined. A leg that fails (an error,
+a refusal) is a missing answer: the rest decide, and a refusal the quorum refutes is charged
+to its replica. No quorum raises `NoQuorum`, which the fallback layer may turn into a degraded
+answer, unless legs refused the request alike (its fault: a 4xx).
 """
 
 from __future__ import annotations
@@ -25,15 +27,16 @@ from gateway.errors import BadRequest, GatewayError, NoQuorum
 from gateway.pipeline.call import InferCall, InferResult, Leg, LegHandler, Tries
 from gateway.pipeline.route import speak
 from gateway.policies.suspects import SuspectTracker
-from gateway.policies.voting import VoteResult, VoteRule, vote
+from gateway.policies.voting import VoteResult, VoteRule, other_outputs, vote
 from gateway.telemetry.metrics import Metrics
 from gateway.telemetry.throttle import LogThrottle
 from gateway.upstream import evidence
 from gateway.upstream.registry import Registry
 from gateway.v2.codec import decode_outputs
-from gateway.v2.outputs import json_outputs_request
+from gateway.v2.outputs import asking_for
 from gateway.v2.reply import encode_reply
-from gateway.v2.request import HEADER_LENGTH
+from gateway.v2.request import HEADER_LENGTH, InferRequestInfo
+from v2proto.outputs import requested_outputs
 
 log = logging.getLogger(__name__)
 Outputs = dict[str, Any]
@@ -68,12 +71,13 @@ class VoteRoute:
     async def __call__(self, call: InferCall) -> InferResult:
         config = call.model.vote
         assert config is not None and call.request is not None, "router and edge set these"
-        body, header_length = json_outputs_request(call.request, call.body)
+        compared = _compared(call.request, config)
+        asked, body, header_length = asking_for(call.request, call.body, compared)
         headers = dict(call.upstream_headers)
         headers.pop(HEADER_LENGTH, None)
         if header_length is not None:
             headers[HEADER_LENGTH] = header_length
-        asking = dataclasses.replace(call, body=body, upstream_headers=headers)
+        asking = dataclasses.replace(call, body=body, upstream_headers=headers, request=asked)
         zones: set[str] = set()
         pools = {name: self._registry.pools[name] for name in config.pools}
         legs = {
@@ -83,12 +87,14 @@ class VoteRoute:
         rule = VoteRule(
             config.quorum, config.label_outputs, config.numeric_atol, config.numeric_rtol
         )
-        answers, served = await self._collect(legs, config)
+        answers, served = await self._collect(legs, config, compared)
         answers = conform(answers)
         result = vote(answers, rule) if answers else None
         replaced: list[tuple[str, Outputs]] = []
         if result is not None and not result.agreed:
-            result = await self._tiebreak(legs, config, rule, answers, served, replaced)
+            result = await self._tiebreak(
+                legs, config, rule, answers, served, replaced, compared
+            )
         refusals = [d for leg in legs.values() for d in leg.tries.settle()]
         if result is None or not result.agreed:
             self._metrics.vote(call.model_name, "no_quorum")
@@ -112,7 +118,7 @@ class VoteRoute:
         )
 
     async def _collect(
-        self, legs: dict[str, Leg], config: VoteConfig
+        self, legs: dict[str, Leg], config: VoteConfig, compared: tuple[str, ...] | None
     ) -> tuple[dict[str, Outputs], dict[str, str]]:
         tasks = {asyncio.ensure_future(self._leg(leg)): name for name, leg in legs.items()}
         answers: dict[str, Outputs] = {}
@@ -130,7 +136,7 @@ class VoteRoute:
                 pending = [task for task in pending if not task.done()]
                 for task in done:
                     name = tasks[task]
-                    outputs = _decoded(task)
+                    outputs = self._as_asked(_decoded(task), compared, task)
                     if outputs is not None:
                         answers[name] = outputs
                         served[name] = task.result().served_by
@@ -153,6 +159,7 @@ class VoteRoute:
         answers: dict[str, Outputs],
         served: dict[str, str],
         replaced: list[tuple[str, Outputs]],
+        compared: tuple[str, ...] | None,
     ) -> VoteResult:
         """No quorum: ask another replica of each answered pool that has one, then vote again.
 
@@ -165,13 +172,35 @@ class VoteRoute:
             if name in answers and len(leg.tries.tried) < len(leg.pool.replicas)
         }
         if again:
-            fresh, fresh_served = await self._collect(again, config)
+            fresh, fresh_served = await self._collect(again, config, compared)
             for name, outputs in conform({**answers, **fresh}).items():
                 if name not in fresh:
                     continue
                 replaced.append((served[name], answers[name]))
                 answers[name], served[name] = outputs, fresh_served[name]
         return vote(answers, rule)
+
+    def _as_asked(
+        self,
+        outputs: Outputs | None,
+        compared: tuple[str, ...] | None,
+        task: asyncio.Future[InferResult],
+    ) -> Outputs | None:
+        """The outputs the leg was asked for, or None (a missing answer, `other_outputs`)
+        when it answered others; outputs beyond them are not compared."""
+        if outputs is None or compared is None:
+            return outputs
+        if other_outputs(outputs, compared):
+            replica_id = task.result().served_by
+            held = self._dissent_lines.allow(("other_outputs", replica_id))
+            if held is not None:
+                log.warning(
+                    "vote leg %s answered outputs %s, not the compared %s: a missing answer%s",
+                    replica_id, sorted(outputs), list(compared),
+                    f" ({held} more since its last line)" if held else "",
+                )  # fmt: skip
+            return None
+        return {name: outputs[name] for name in compared}
 
     def _judge(
         self,
@@ -201,6 +230,14 @@ class VoteRoute:
                     replica, config.quarantine_s, reason, "vote_dissent"
                 ):
                     tracker.forgive(replica_id)
+
+
+def _compared(info: InferRequestInfo, config: VoteConfig) -> tuple[str, ...] | None:
+    """The outputs every leg is asked for: the client's, else the vote's (client names)."""
+    named = requested_outputs(info.header)
+    if named is not None:
+        return tuple(dict.fromkeys(output.name for output in named))
+    return config.compared_outputs
 
 
 def _decoded(task: asyncio.Future[InferResult]) -> Outputs | None:

@@ -17,13 +17,14 @@ Rules, per row:
   forest is up to 0.65 away). A NaN in a leg's row is always a dissent.
 - The row has a quorum if the agreeing group has at least ``quorum`` legs.
 
-A leg whose answer lacks an output the quorum returns, or has another shape, is malformed: it
-dissents on every row. Outputs keep the dtype of the quorum's (labels int64, scores float32).
+A leg whose answer has an output the quorum returns in another shape is malformed: it dissents
+on every row. A leg whose answer lacks one of them answered another question (`other_outputs`):
+it is a missing answer. Outputs keep the dtype of the quorum's (labels int64, scores float32).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -68,6 +69,7 @@ def vote(answers: Mapping[str, Mapping[str, Array]], rule: VoteRule) -> VoteResu
         ref = reference(answers, rule.quorum)
     except ValueError as exc:
         return VoteResult(False, {}, f"0/{len(legs)}", {}, [], f"cannot vote: {exc}")
+    legs = [leg for leg in legs if not other_outputs(answers[leg], ref.names)]
     good = [leg for leg in legs if ref.fits(answers[leg])]
     rows = ref.rows
     stacks = {name: ref.stack(answers, good, name) for name in ref.names}
@@ -111,6 +113,17 @@ def vote(answers: Mapping[str, Mapping[str, Array]], rule: VoteRule) -> VoteResu
         else:
             outputs[name] = masked_mean(stacks[name], member, ref.dtypes[name])
     return VoteResult(True, outputs, tally, dissenters, [], "", agreeing)
+
+
+def other_outputs(answer: Mapping[str, Array], compared: Iterable[str]) -> bool:
+    """Blame rule: a leg whose answer lacks an output the vote compares is a missing answer,
+    never a dissent on the values nor a strike against its replica.
+
+    It answered another question than the legs it would be compared with (a server that
+    returns other outputs by default, a pool whose mapping lacks a name), which says nothing
+    about whether its values are right. Outputs it returns beyond those are not compared.
+    """
+    return any(name not in answer for name in compared)
 
 
 def _label_groups(stacks: list[Array], legs: int, rows: int) -> tuple[Array, Array, Array]:

@@ -7,6 +7,7 @@ the vote's reply honours, are read by `v2proto.outputs`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -19,12 +20,32 @@ def json_outputs_request(info: InferRequestInfo, body: bytes) -> tuple[bytes, st
 
     The client's own body when it asks for nothing else (no re-encoding of a large request).
     """
+    _, body, length = asking_for(info, body, None)
+    return body, length
+
+
+def asking_for(
+    info: InferRequestInfo, body: bytes, names: Sequence[str] | None
+) -> tuple[InferRequestInfo, bytes, str | None]:
+    """The same request asking for exactly the outputs ``names``, in JSON (None: the ones the
+    client named, if any); returns its parsed header, its body and its header length.
+
+    A vote compares what every leg was asked for, so it asks each leg for the same outputs
+    (a pool's dialect then renames them). The client's own body when it already asks for that.
+    """
     length = None if info.binary_length == 0 else str(len(body) - info.binary_length)
-    if not needs_json_outputs_rewrite(info.header):
-        return body, length
+    wanted = None if names is None else [{"name": name} for name in names]
+    if not needs_json_outputs_rewrite(info.header) and (
+        wanted is None or info.header.get("outputs") == wanted
+    ):
+        return info, body, length
     if detached(info.header):  # parsed in a worker, without its data: parse it whole
         info = parse_infer_request(body, length)
-    return rewrite_json_outputs(info, body)
+    header = _json_header(info.header)
+    if wanted is not None:
+        header["outputs"] = wanted
+    asked = InferRequestInfo(info.id, header, info.binary_length)
+    return (asked, *_encoded(asked, body))
 
 
 def needs_json_outputs_rewrite(header: dict[str, Any]) -> bool:
@@ -36,7 +57,13 @@ def needs_json_outputs_rewrite(header: dict[str, Any]) -> bool:
 
 
 def rewrite_json_outputs(info: InferRequestInfo, body: bytes) -> tuple[bytes, str | None]:
-    header = dict(info.header)
+    asked = InferRequestInfo(info.id, _json_header(info.header), info.binary_length)
+    return _encoded(asked, body)
+
+
+def _json_header(header: dict[str, Any]) -> dict[str, Any]:
+    """``header`` asking for its outputs (or all, if it names none) in JSON."""
+    header = dict(header)
     parameters = header.get("parameters")
     parameters = dict(parameters) if isinstance(parameters, dict) else {}
     parameters.pop("binary_data_output", None)
@@ -46,7 +73,12 @@ def rewrite_json_outputs(info: InferRequestInfo, body: bytes) -> tuple[bytes, st
         header.pop("parameters", None)
     if header.get("outputs") is not None:
         header["outputs"] = [{"name": o["name"]} for o in header["outputs"]]
-    head = orjson.dumps(header)
-    if info.binary_length == 0:
+    return header
+
+
+def _encoded(asked: InferRequestInfo, body: bytes) -> tuple[bytes, str | None]:
+    """``asked``'s header, then the binary tensor data of the original ``body`` (if any)."""
+    head = orjson.dumps(asked.header)
+    if asked.binary_length == 0:
         return head, None
-    return head + body[len(body) - info.binary_length :], str(len(head))
+    return head + body[len(body) - asked.binary_length :], str(len(head))

@@ -1,7 +1,8 @@
 """Structural checks of a V2 infer request at the gateway, before any replica sees it.
 
 The gateway checks what it can without the model's signature (valid JSON, the shape of the
-message, parameters, binary-extension sizes, the row limit, finite floating-point values) so
+message, parameters, binary-extension sizes, the row limit, every JSON element against the
+declared datatype and shape (`gateway.v2.elements`), finite floating-point values) so
 a malformed request gets a precise 400 here instead of costing a replica attempt (or a 200
 with ``null`` outputs); the replica checks the rest against its model.
 """
@@ -14,7 +15,8 @@ from typing import Any
 import orjson
 
 from gateway.errors import BadRequest
-from gateway.v2.finite import check_binary_finite, check_json_finite
+from gateway.v2.elements import check_datatype, check_json_data
+from gateway.v2.finite import check_binary_finite
 from v2proto.codec import HEADER_LENGTH as HEADER_LENGTH
 
 
@@ -91,6 +93,7 @@ def _check_inputs(inputs: Any, binary: memoryview, max_rows: int | None) -> None
         datatype = tensor.get("datatype")
         if not isinstance(datatype, str):
             raise BadRequest(f"input {name!r}: 'datatype' must be a string such as \"FP32\"")
+        check_datatype(datatype, name)
         shape = tensor.get("shape")
         if not isinstance(shape, list) or not _dims(shape):
             raise BadRequest(f"input {name!r}: 'shape' must be a list of non-negative integers")
@@ -107,7 +110,7 @@ def _check_inputs(inputs: Any, binary: memoryview, max_rows: int | None) -> None
                 missing = "data" not in tensor
                 problem = "'data' is missing" if missing else "'data' must be a list"
                 raise BadRequest(f"input {name!r}: {problem}")
-            check_json_finite(data, datatype, name)
+            check_json_data(data, datatype, shape, name)
         else:
             check_binary_finite(binary[offset : offset + binary_size], datatype, name)
             offset += binary_size

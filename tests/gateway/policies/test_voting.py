@@ -96,8 +96,17 @@ def test_malformed_leg_dissents_on_every_row() -> None:
     legs = {"a": answer([1, 2]), "b": answer([1, 2], 1), "c": short}
     result = vote(legs, VoteRule(quorum=2))
     assert result.agreed and result.dissenters == {"c": 2}
-    missing: Answer = {"label": np.asarray([1, 2])}
-    assert vote({**legs, "c": missing}, VoteRule(quorum=2)).dissenters == {"c": 2}
+
+
+def test_a_leg_with_other_outputs_is_a_missing_answer_not_a_dissent() -> None:
+    """A server that returns only its labels where the others also return scores answered
+    another question: the others decide, and it dissents on nothing (it was 'every row')."""
+    legs = {"a": answer([1, 2]), "b": answer([1, 2], 1)}
+    for other in ({"label": np.asarray([1, 2])}, {"predict": np.asarray([1, 2])}):
+        result = vote({**legs, "c": other}, VoteRule(quorum=2))
+        assert result.agreed and result.tally == "2/2"
+        assert result.dissenters == {} and "c" not in result.agreeing
+        assert set(result.outputs) == {"label", "probabilities"}
 
 
 def test_nan_scores_are_a_dissent() -> None:
