@@ -3,8 +3,9 @@
 It sits in the config package because the config validates replica URLs with it; the transports
 below read it. Nothing here does I/O. An endpoint is the transport's key for its connection
 pools, so its scheme and TLS settings are part of its identity (a TLS connection is never
-reused for plaintext, nor one with another client certificate); its pool's extra headers are
-not (they change what is sent, not where).
+reused for plaintext, nor one with another client certificate), and so is whether its
+connections are kept alive at all; its pool's extra headers are not (they change what is sent,
+not where).
 """
 
 from __future__ import annotations
@@ -25,9 +26,12 @@ class Endpoint:
     """Where a replica listens: scheme, host, port and an optional path prefix; for ``https``
     the pool's TLS settings, and the pool's extra headers.
 
-    ``fixed_head`` is the part of every request head that depends on the endpoint alone (Host
-    and the extra headers), built once; ``fixed_lines`` counts its lines. The hash is computed
-    once too: the transport looks an endpoint up on every request (100 ns, not 500).
+    ``keep_alive`` False: every exchange gets a connection of its own, asks the server to close
+    it (``Connection: close``) and is never pooled, for servers whose replies carry no request
+    id: on a reused connection a late reply would be read as the next request's.
+    ``fixed_head`` is the part of every request head that depends on the endpoint alone (Host,
+    Connection and the extra headers), built once; ``fixed_lines`` counts its lines. The hash is
+    computed once too: the transport looks an endpoint up on every request (100 ns, not 500).
     """
 
     host: str
@@ -36,6 +40,7 @@ class Endpoint:
     scheme: Literal["http", "https"] = "http"
     tls: TlsConfig | None = None  # how to speak TLS; set exactly when the scheme is https
     headers: ExtraHeaders = field(default=NO_HEADERS, compare=False, repr=False)
+    keep_alive: bool = True
     fixed_head: str = field(init=False, compare=False, repr=False)
     fixed_lines: int = field(init=False, compare=False, repr=False)
     _hash: int = field(init=False, compare=False, repr=False)
@@ -44,10 +49,11 @@ class Endpoint:
         if (self.tls is not None) != (self.scheme == "https"):
             raise ValueError("an endpoint has TLS settings exactly when its scheme is https")
         host = self.headers.host or self.authority
-        head = f"host: {host}\r\n{self.headers.lines}"
+        close = "" if self.keep_alive else "connection: close\r\n"
+        head = f"host: {host}\r\n{close}{self.headers.lines}"
         object.__setattr__(self, "fixed_head", head)
-        object.__setattr__(self, "fixed_lines", 1 + self.headers.count)
-        key = (self.host, self.port, self.prefix, self.scheme, self.tls)
+        object.__setattr__(self, "fixed_lines", 1 + (not self.keep_alive) + self.headers.count)
+        key = (self.host, self.port, self.prefix, self.scheme, self.tls, self.keep_alive)
         object.__setattr__(self, "_hash", hash(key))
 
     def __hash__(self) -> int:
@@ -74,10 +80,13 @@ class Endpoint:
         tls = DEFAULT_TLS if scheme == "https" else None
         return cls(parts.hostname, port, parts.path.rstrip("/"), scheme, tls)
 
-    def with_pool(self, tls: TlsConfig | None, headers: ExtraHeaders) -> Endpoint:
-        """This endpoint with its pool's TLS settings (https only) and extra headers."""
+    def with_pool(
+        self, tls: TlsConfig | None, headers: ExtraHeaders, *, keep_alive: bool = True
+    ) -> Endpoint:
+        """This endpoint with its pool's TLS settings (https only), extra headers and whether
+        its connections are kept alive."""
         tls = (tls or self.tls) if self.scheme == "https" else None
-        return Endpoint(self.host, self.port, self.prefix, self.scheme, tls, headers)
+        return Endpoint(self.host, self.port, self.prefix, self.scheme, tls, headers, keep_alive)
 
     @property
     def authority(self) -> str:

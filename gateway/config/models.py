@@ -155,6 +155,12 @@ class PoolConfig(Frozen):
     binary_tensors: bool = Field(
         True, description="the replicas take the binary tensor extension; false: JSON is sent"
     )
+    echoes_id: bool = Field(
+        True,
+        description="the replicas return each request's V2 id (as the protocol says); a reply "
+        "without it is refused. false: id-less replies are taken, and every exchange gets a "
+        "connection of its own (Connection: close), so no late answer can reach another request",
+    )
     tls: TlsConfig | None = Field(None, description="for https:// replicas: CA, client cert, SNI")
     headers: dict[str, SecretStr] = Field(
         default_factory=dict,
@@ -194,9 +200,10 @@ class PoolConfig(Frozen):
         return self
 
     def endpoint(self, replica: ReplicaConfig) -> Endpoint:
-        """Where ``replica`` listens, with this pool's TLS settings and extra headers."""
+        """Where ``replica`` listens, with this pool's TLS settings and extra headers; its
+        connections are kept alive only if its replies can be matched to requests by id."""
         extra = ExtraHeaders.resolve(self.headers, os.environ)
-        return replica.endpoint.with_pool(self.tls, extra)
+        return replica.endpoint.with_pool(self.tls, extra, keep_alive=self.echoes_id)
 
 
 class LogConfig(Frozen):

@@ -3,8 +3,9 @@
 It owns the per-try timeout, the replica's outstanding count and latency EWMA, and feeds every
 `Outcome` to the reactors (breaker, outlier detector, latency window). Failures leave as an
 `UpstreamError` carrying their `Outcome` for the layers above. A 200 counts only if it is a V2
-reply to this very request (`check_reply`: well-formed, the attempt's ``id``); an error answer
-(4xx, 500) is a `Dispute` whose verdict waits for a second replica (`gateway.upstream.evidence`).
+reply to this very request (`check_reply`: well-formed, the attempt's ``id`` echoed); an error
+answer (4xx, 500) is a `Dispute` whose verdict waits for a second replica
+(`gateway.upstream.evidence`).
 
 Speculative tries: while a retry is still possible (`RetryPolicy.possible`, the rules the retry
 layer applies), the layer waits only the learned per-try timeout (`try_timeout`, on the injected
@@ -122,7 +123,9 @@ class AttemptLayer:
             except UpstreamError as exc:
                 outcome = classify_error(replica.id, exc, self._clock.now() - started)
                 raise exc.classified(outcome) from exc
-            outcome = _judge_reply(call, replica.id, response, self._clock.now() - started)
+            outcome = _judge_reply(
+                call, replica.id, response, self._clock.now() - started, pool.config.echoes_id
+            )
             translated: EncodedBody | None = None
             if outcome.ok and not pool.dialect.speaks_as_is(call.request):
                 translated, outcome = _in_client_dialect(call, pool.dialect, response, outcome)
@@ -177,9 +180,14 @@ class AttemptLayer:
 
 
 def _judge_reply(
-    call: InferCall, replica_id: str, response: UpstreamResponse, latency_s: float
+    call: InferCall,
+    replica_id: str,
+    response: UpstreamResponse,
+    latency_s: float,
+    echoes_id: bool,
 ) -> Outcome:
-    """Classifies a reply: a 200 counts only if it is a V2 reply to this very request."""
+    """Classifies a reply: a 200 counts only if it is a V2 reply to this very request (its id
+    echoed, unless the pool's server does not echo ids)."""
     status = response.status
     if status >= 400:
         return classify_status(replica_id, status, latency_s, error_text(response.body))
@@ -187,10 +195,10 @@ def _judge_reply(
     if status == 200:
         expected = call.request.id if call.request is not None else None
         length = response.headers.get(HEADER_LENGTH)
-        problem = check_reply(response.body, length, expected)
+        problem = check_reply(response.body, length, expected, echoes_id=echoes_id)
         overflowed = None  # NaN out of a finite input: a refusal, judged by evidence
         if problem is not None or b"null" in response.body:  # JSON that parsed has no NaN
-            overflowed = overflowed_output(response.body, length, expected)
+            overflowed = overflowed_output(response.body, length, expected, echoes_id=echoes_id)
         if overflowed is not None:
             return classify_status(replica_id, 400, latency_s, nonfinite_message(overflowed))
     if problem is None:

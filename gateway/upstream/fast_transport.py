@@ -59,8 +59,9 @@ class FastTransport:
     Per endpoint: at most ``max_connections_per_endpoint`` exchanges in flight (more wait for a
     free slot within their timeout), and at most ``max_idle_per_endpoint`` idle connections kept,
     most recently used first (hot connections stay hot, cold ones close at the server's idle
-    timeout). An idle connection is reused only if nothing arrived on it while idle. Each reply
-    is capped by the ``max_reply_*`` limits (see `ReplyLimits`).
+    timeout). An idle connection is reused only if nothing arrived on it while idle, and never
+    for an endpoint that is not ``keep_alive`` (one exchange per connection). Each reply is
+    capped by the ``max_reply_*`` limits (see `ReplyLimits`).
     """
 
     name = "fast"
@@ -105,7 +106,7 @@ class FastTransport:
             slots = self._slots[endpoint] = asyncio.Semaphore(self._max_connections)
         await self._acquire(slots, endpoint, deadline)
         try:
-            conn = self._pop_idle(endpoint)
+            conn = self._pop_idle(endpoint) if endpoint.keep_alive else None
             if conn is not None:
                 try:
                     return await self._exchange(endpoint, conn, raw, deadline, head)
@@ -177,7 +178,7 @@ class FastTransport:
         except BaseException:  # an error, a timeout or our cancellation: never reuse it
             conn.abort()
             raise
-        if conn.reusable and endpoint in self._slots:  # not forgotten meanwhile
+        if conn.reusable and endpoint.keep_alive and endpoint in self._slots:  # not forgotten
             idle = self._idle.setdefault(endpoint, [])
             if len(idle) < self._max_idle:
                 idle.append(conn)

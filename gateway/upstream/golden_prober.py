@@ -5,12 +5,16 @@ answers fast and wrong. At a low rate, each pool with a golden set sends a few k
 each replica; a replica whose misses are implausible for a healthy model (see
 `check_golden_answer`), or that refuses a golden input (any non-200: a known-good request),
 ``failures_to_quarantine`` times in a row is quarantined with the reason, like a failing one,
-and released when its quarantine ends.
+and released when its quarantine ends. A probe's answer is checked as a client's is
+(`check_reply`: well-formed, its own id echoed): each probe has an id of its own, so another
+request's late answer arriving on the probe's connection is the replica's failure, never
+judged as the probe's labels.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections.abc import Coroutine
 from pathlib import Path
@@ -25,9 +29,11 @@ from gateway.upstream.replica import Replica
 from gateway.v2.codec import decode_outputs
 from gateway.v2.reply import error_text
 from gateway.v2.request import HEADER_LENGTH
+from gateway.v2.response import check_reply
 
 log = logging.getLogger(__name__)
 PROBE_TIMEOUT_S = 2.0
+_probe_ids = itertools.count(1)
 
 
 class GoldenProber(Prober):
@@ -50,8 +56,12 @@ class GoldenProber(Prober):
         if replica.healthy is False:
             return None  # the health prober speaks for a replica that is down
         rows = sample_rows(golden, config.rows, self._rng)
+        probe_id = f"golden-probe-{next(_probe_ids)}"
         request = golden_request(
-            golden, rows, input_name=pool.dialect.mapping.pool_input(config.input)
+            golden,
+            rows,
+            input_name=pool.dialect.mapping.pool_input(config.input),
+            request_id=probe_id,
         )
         try:
             response = await self._transport.request(
@@ -67,8 +77,12 @@ class GoldenProber(Prober):
         if response.status != 200:  # a known-good input refused: the replica is wrong
             reason = f"golden probe answered {response.status}: {error_text(response.body)}"
             return self._judged(pool, replica, config, False, reason)
+        length = response.headers.get(HEADER_LENGTH)
+        problem = check_reply(response.body, length, probe_id, echoes_id=pool.config.echoes_id)
+        if problem is not None:
+            return self._judged(pool, replica, config, False, f"golden probe: {problem}")
         try:
-            raw = decode_outputs(response.body, response.headers.get(HEADER_LENGTH))
+            raw = decode_outputs(response.body, length)
             outputs = pool.dialect.client_outputs(raw)  # judged in the client's names
         except BadRequest as exc:
             reason = f"golden probe: the answer is not a V2 reply: {exc.message}"

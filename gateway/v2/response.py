@@ -52,13 +52,18 @@ def rename_reply(
     return new_header + body[split:], str(len(new_header))
 
 
-def check_reply(body: bytes, header_length: str | None, expected_id: str | None) -> str | None:
+def check_reply(
+    body: bytes, header_length: str | None, expected_id: str | None, *, echoes_id: bool = True
+) -> str | None:
     """Why a replica's 200 is not a V2 infer reply to *this* request, or None if it is one.
 
     The last line of defence against a desynchronised or truncated stream: the JSON header must
     parse as an object with an ``outputs`` list of named tensors, each with data or a binary
-    size; binary sizes must add up to the bytes after the header; and an ``id`` in the reply
-    must be the attempt's (a reply without one is allowed: not every V2 server echoes it).
+    size; binary sizes must add up to the bytes after the header; and the reply must carry the
+    request's ``id`` (the V2 protocol has the server return it), since an answer without one
+    could be any request's. Only a pool declared ``echoes_id: false`` may answer without it;
+    its connections carry one exchange each, so nothing but this request's answer can arrive
+    on them. ``expected_id`` None: the request has no id to compare (layer tests only).
     """
     split = len(body)
     if header_length is not None:
@@ -72,8 +77,14 @@ def check_reply(body: bytes, header_length: str | None, expected_id: str | None)
     if not isinstance(header, dict):
         return "the reply is not a JSON object"
     reply_id = header.get("id")
-    if reply_id is not None and expected_id is not None and reply_id != expected_id:
-        return f"the reply's id {str(reply_id)[:64]!r} is not the request's {expected_id!r}"
+    if expected_id is not None and reply_id != expected_id:
+        if reply_id is not None:
+            return f"the reply's id {str(reply_id)[:64]!r} is not the request's {expected_id!r}"
+        if echoes_id:
+            return (
+                f"the reply has no id (the request's is {expected_id!r}): it could be any "
+                "request's answer (a server that never echoes ids needs echoes_id: false)"
+            )
     outputs = header.get("outputs")
     if not isinstance(outputs, list):
         return "the reply has no 'outputs' list"
@@ -96,12 +107,13 @@ def check_reply(body: bytes, header_length: str | None, expected_id: str | None)
 
 
 def overflowed_output(
-    body: bytes, header_length: str | None, expected_id: str | None
+    body: bytes, header_length: str | None, expected_id: str | None, *, echoes_id: bool = True
 ) -> str | None:
     """The first output of this very request's answer whose JSON data holds null, ``NaN`` or
     ``Infinity`` (how NaN and infinity leave JSON encoders: none is V2 tensor data), else None.
     Such a reply is the model's overflow, not a broken replica; another request's answer is not
-    one. Read with the stdlib parser, which takes the literals orjson refuses; a bytes search
+    one, nor is one without an id unless its pool does not echo ids (as in `check_reply`).
+    Read with the stdlib parser, which takes the literals orjson refuses; a bytes search
     first, so a reply with none of them costs no parse."""
     if b"null" not in body and b"NaN" not in body and b"Infinity" not in body:
         return None
@@ -112,7 +124,9 @@ def overflowed_output(
         header = json.loads(body[:split])
     except ValueError:
         return None
-    if not isinstance(header, dict) or header.get("id", expected_id) != expected_id:
+    if not isinstance(header, dict):
+        return None
+    if header.get("id", None if echoes_id else expected_id) != expected_id:
         return None
     return _unusable_output(header)
 

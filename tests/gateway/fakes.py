@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Mapping
+
+import orjson
 
 from gateway.clock import Clock
 from gateway.config.endpoint import Endpoint
@@ -14,11 +17,34 @@ from gateway.upstream.transport import UpstreamResponse
 Behaviour = Callable[[str, str, bytes], Awaitable[UpstreamResponse]]
 
 
-def reply(status: int = 200, body: bytes = b'{"model_name":"m","outputs":[]}') -> Behaviour:
+def reply(
+    status: int = 200, body: bytes = b'{"model_name":"m","outputs":[]}', *, echo_id: bool = True
+) -> Behaviour:
+    """Answers ``body``; a 200 carries the request's V2 id, as a V2 server returns it, unless
+    ``body`` has an id of its own or ``echo_id`` is False (a server that never echoes it)."""
+
     async def behave(method: str, path: str, payload: bytes) -> UpstreamResponse:
-        return UpstreamResponse(status, {"content-type": "application/json"}, body)
+        sent = with_echoed_id(payload, body) if echo_id and status == 200 else body
+        return UpstreamResponse(status, {"content-type": "application/json"}, sent)
 
     return behave
+
+
+def with_echoed_id(request: bytes, body: bytes) -> bytes:
+    """``body`` (a JSON object) carrying the ``id`` of ``request`` (a V2 infer body, JSON or a
+    JSON header before binary tensors); as it is when either has no id or is not JSON."""
+    try:
+        header, _ = json.JSONDecoder().raw_decode(request.decode("latin-1"))
+        reply = orjson.loads(body)
+    except (ValueError, orjson.JSONDecodeError):
+        return body
+    if not isinstance(header, dict) or "id" not in header:
+        return body
+    if not isinstance(reply, dict) or "id" in reply:
+        return body
+    start = body.index(b"{") + 1
+    separator = b"," if reply else b""
+    return body[:start] + b'"id":' + orjson.dumps(header["id"]) + separator + body[start:]
 
 
 def fail(error: Exception) -> Behaviour:

@@ -23,7 +23,7 @@ from gateway.api.app import GatewayApp
 from gateway.config import GatewayConfig, parse_config
 from gateway.runtime import Gateway
 from gateway.upstream.transport import UpstreamResponse
-from tests.gateway.fakes import FakeTransport
+from tests.gateway.fakes import FakeTransport, with_echoed_id
 from tests.support.processes import wait_until
 
 ROW = [0.25] * 64
@@ -61,7 +61,8 @@ class Upstream(FakeTransport):
         if method == "GET":
             return UpstreamResponse(200, {}, b"{}")
         self.payloads.append(payload)
-        return UpstreamResponse(200, {}, orjson.dumps({"model_name": "m", "outputs": [LABEL]}))
+        answer = orjson.dumps({"model_name": "m", "outputs": [LABEL]})
+        return UpstreamResponse(200, {}, with_echoed_id(payload, answer))
 
 
 async def started(gateway_config: GatewayConfig) -> tuple[GatewayApp, Upstream]:

@@ -156,3 +156,18 @@ def test_the_request_carries_the_pools_host_and_headers_once() -> None:
     plain = encode_request(Endpoint("h", 1), "GET", "/v2", b"", None)
     assert plain == b"GET /v2 HTTP/1.1\r\nhost: h:1\r\n\r\n"
     assert Endpoint("h", 1).headers is NO_HEADERS
+
+
+def test_a_pool_that_does_not_echo_ids_asks_for_one_exchange_per_connection() -> None:
+    """``echoes_id: false`` (default true): its endpoints are not kept alive, send
+    ``Connection: close``, and never share a connection pool with kept-alive ones."""
+    assert _pool("http://10.0.0.1:8000").endpoint(_pool().replicas[0]).keep_alive
+    pool = _pool("http://10.0.0.1:8000", echoes_id=False, headers={"authorization": "t"})
+    endpoint = pool.endpoint(pool.replicas[0])
+    assert not endpoint.keep_alive and endpoint != Endpoint.parse("http://10.0.0.1:8000")
+    raw = encode_request(endpoint, "GET", "/v2", b"", {"x-a": "b"})
+    head = raw.split(b"\r\n\r\n")[0].decode().split("\r\n")
+    assert head == [
+        "GET /v2 HTTP/1.1", "host: 10.0.0.1:8000", "connection: close", "authorization: t",
+        "x-a: b",
+    ]  # fmt: skip

@@ -247,6 +247,14 @@ async def _extra_reply(ex: Exchange) -> bool:
     return True
 
 
+async def _stale_first(ex: Exchange) -> bool:
+    """On a reused connection, first a late copy of an earlier reply, then the echo; keeps the
+    connection open even when asked to close it (as an out-of-step server would)."""
+    if ex.served:
+        ex.writer.write(STALE)
+    return await _echo(ex)
+
+
 async def _late(ex: Exchange) -> bool:
     """Reply only once the test sets ``server.release`` (after the client gave up)."""
     await ex.server.release.wait()
@@ -320,6 +328,7 @@ _ROUTES: dict[str, Behaviour] = {
     "/early-hints": _early_hints,
     "/extra-reply": _extra_reply,
     "/late": _late,
+    "/stale-first": _stale_first,
     "/many-headers": _many_headers,
     "/huge-chunked": _huge_chunked,
     "/huge-length": _huge_length,

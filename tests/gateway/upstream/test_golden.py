@@ -19,6 +19,7 @@ from gateway.upstream.golden import (
 )
 from gateway.upstream.golden_prober import GoldenProber
 from gateway.upstream.registry import Registry
+from gateway.upstream.transport import UpstreamResponse
 from gateway.v2.codec import decode_outputs
 from replicas.faults import corrupt
 from tests.gateway.conftest import make_config
@@ -139,7 +140,7 @@ def test_sample_rows() -> None:
     [
         (reply(400, b'{"error": "unknown input \'input\'"}'), "answered 400: unknown input"),
         (reply(500, b'{"error": "boom"}'), "answered 500: boom"),
-        (reply(200, b'{"outputs": "nope"}'), "not a V2 reply"),
+        (reply(200, b'{"outputs": "nope"}'), "no 'outputs' list"),
     ],
 )
 async def test_a_replica_refusing_golden_inputs_fails_its_probes(
@@ -162,3 +163,55 @@ async def test_a_replica_refusing_golden_inputs_fails_its_probes(
     assert bad.quarantined_until > 0 and reason in (bad.quarantine_reason or "")
     assert await prober.probe(pool, unreachable, pool.config.golden, GOLDEN) is None
     assert unreachable.quarantined_until == 0
+
+
+def _right_answer(reply_id: str | None) -> Behaviour:
+    """The logreg's (right) labels for the probe's rows, under ``reply_id``."""
+
+    async def behave(method: str, path: str, payload: bytes) -> UpstreamResponse:
+        label, scores = SESSION.run(None, dict(parse_infer_request(payload).inputs))
+        outputs = [("label", label, False), ("probabilities", scores, False)]
+        body = encode_infer_response("digits-logreg", "1", outputs, request_id=reply_id).body
+        return UpstreamResponse(200, {"content-type": "application/json"}, body)
+
+    return behave
+
+
+@pytest.mark.parametrize(
+    ("reply_id", "echoes_id", "reason"),
+    [
+        (None, True, "the reply has no id"),  # could be any request's answer
+        ("client-7", True, "is not the request's"),  # another request's answer
+        ("client-7", False, "is not the request's"),  # wrong whatever the pool says
+    ],
+)
+async def test_a_golden_answer_must_carry_the_probes_own_id(
+    reply_id: str | None, echoes_id: bool, reason: str
+) -> None:
+    """Labels that happen to be right are still no verdict on the probe when the answer is not
+    the probe's: each probe has its own id, and the answer must carry it."""
+    config = make_config(replicas=1)
+    golden = GoldenProbeConfig(file=str(FALLBACK / "digits-golden.json"))
+    pools = {name: pool.model_copy(update={"golden": golden, "echoes_id": echoes_id})
+             for name, pool in config.pools.items()}  # fmt: skip
+    registry = Registry(config.model_copy(update={"pools": pools}), FakeClock())
+    transport = FakeTransport({"127.0.0.1:9000": _right_answer(reply_id)})
+    prober = GoldenProber(registry, transport, FakeClock(), random.Random(0))
+    pool = registry.pools["p"]
+    (replica,) = pool.replicas
+    assert not await prober.probe(pool, replica, golden, GOLDEN)
+    assert reason in (replica.golden_last or ""), replica.golden_last
+
+
+async def test_a_pool_that_does_not_echo_ids_is_probed_on_its_labels() -> None:
+    """Its id-less answers are judged on their labels (its connections carry one each)."""
+    config = make_config(replicas=1)
+    golden = GoldenProbeConfig(file=str(FALLBACK / "digits-golden.json"))
+    pools = {name: pool.model_copy(update={"golden": golden, "echoes_id": False})
+             for name, pool in config.pools.items()}  # fmt: skip
+    registry = Registry(config.model_copy(update={"pools": pools}), FakeClock())
+    transport = FakeTransport({"127.0.0.1:9000": _right_answer(None)})
+    prober = GoldenProber(registry, transport, FakeClock(), random.Random(0))
+    pool = registry.pools["p"]
+    (replica,) = pool.replicas
+    assert await prober.probe(pool, replica, golden, GOLDEN), replica.golden_last

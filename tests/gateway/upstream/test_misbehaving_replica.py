@@ -72,6 +72,29 @@ async def test_late_reply_after_a_timeout_is_never_the_next_reply(
     assert server.accepted == 2
 
 
+async def test_a_late_reply_during_the_next_exchange_is_read_as_its_reply_when_kept_alive(
+    transport: FastTransport, server: ScriptedServer, endpoint: Endpoint
+) -> None:
+    """What no framing check can see (the V2 reply's id must catch it): the bytes are a
+    well-framed reply, on the connection, while the next request waits for its own."""
+    assert await _post(transport, endpoint, "/stale-first", b"one") == b"one"
+    assert await _post(transport, endpoint, "/stale-first", b"two") == b"stale"
+    assert server.accepted == 1
+
+
+async def test_an_endpoint_not_kept_alive_gives_every_exchange_its_own_connection(
+    transport: FastTransport, server: ScriptedServer
+) -> None:
+    """For servers that echo no id: no connection carries a second exchange, so no late reply
+    can be read as another request's; the server is asked to close, and nothing is pooled."""
+    endpoint = Endpoint("127.0.0.1", server.port, keep_alive=False)
+    for body in (b"one", b"two", b"three"):
+        assert await _post(transport, endpoint, "/stale-first", body) == body
+        assert server.last_headers.get("connection") == "close"
+        assert transport.pooled(endpoint) == 0
+    assert server.accepted == 3
+
+
 # --- bodies that are not framed, cut short, or too big ------------------------------------------
 
 

@@ -5,7 +5,7 @@ import pytest
 
 from gateway.v2.identity import with_request_id
 from gateway.v2.request import parse_infer_request
-from gateway.v2.response import check_reply, rename_reply
+from gateway.v2.response import check_reply, overflowed_output, rename_reply
 
 
 def test_json_reply_is_renamed() -> None:
@@ -51,28 +51,50 @@ def test_a_version_further_on_is_not_duplicated() -> None:
     assert new.count(b"model_version") == 1 and orjson.loads(new)["model_version"] == "1"
 
 
+_BINARY_4 = b'{"id":"a","outputs":[{"name":"y","parameters":{"binary_data_size":4}}]}'
+_BINARY_8 = b'{"id":"a","outputs":[{"name":"y","parameters":{"binary_data_size":8}}]}'
+_BAD_SIZE = b'{"id":"a","outputs":[{"name":"y","parameters":{"binary_data_size":-1}}]}'
+
+
 @pytest.mark.parametrize(
     ("body", "header_length", "problem"),
     [
         (b'{"id":"a","outputs":[{"name":"y","data":[1]}]}', None, None),
-        (b'{"outputs":[{"name":"y","data":[1]}]}', None, None),  # no id echoed: allowed
+        (b'{"outputs":[{"name":"y","data":[1]}]}', None, "the reply has no id"),  # any one's
+        (b'{"id":null,"outputs":[{"name":"y","data":[1]}]}', None, "the reply has no id"),
         (b'{"id":"b","outputs":[]}', None, "not the request's 'a'"),
+        (b'{"id":1,"outputs":[]}', None, "not the request's 'a'"),
         (b'{"id":"a","outputs":[{"name":"y","da', None, "not JSON"),  # truncated
         (b"", None, "not JSON"),
         (b"[]", None, "not a JSON object"),
         (b'{"id":"a"}', None, "no 'outputs'"),
-        (b'{"outputs":[{"data":[1]}]}', None, "no name"),
-        (b'{"outputs":[{"name":"y"}]}', None, "neither data nor a binary size"),
-        (b'{"outputs":[{"name":"y","parameters":{"binary_data_size":4}}]}1234', "62", None),
-        (b'{"outputs":[{"name":"y","parameters":{"binary_data_size":8}}]}1234', "62", "8 bytes"),
-        (b'{"outputs":[]}', "99", "does not fit"),
-        (b'{"outputs":[]}', "x", "does not fit"),
-        (b'{"outputs":[{"name":"y","parameters":{"binary_data_size":-1}}]}', None, "bad binary"),
+        (b'{"id":"a","outputs":[{"data":[1]}]}', None, "no name"),
+        (b'{"id":"a","outputs":[{"name":"y"}]}', None, "neither data nor a binary size"),
+        (_BINARY_4 + b"1234", str(len(_BINARY_4)), None),
+        (_BINARY_8 + b"1234", str(len(_BINARY_8)), "8 bytes"),
+        (b'{"id":"a","outputs":[]}', "99", "does not fit"),
+        (b'{"id":"a","outputs":[]}', "x", "does not fit"),
+        (_BAD_SIZE, None, "bad binary"),
     ],
 )
 def test_check_reply(body: bytes, header_length: str | None, problem: str | None) -> None:
     found = check_reply(body, header_length, "a")
     assert (found is None) if problem is None else (found is not None and problem in found)
+
+
+def test_only_a_pool_that_does_not_echo_ids_may_answer_without_one() -> None:
+    idless = b'{"outputs":[{"name":"y","data":[1]}]}'
+    assert check_reply(idless, None, "a", echoes_id=False) is None
+    # a wrong id is wrong whatever the pool says
+    problem = check_reply(b'{"id":"b","outputs":[]}', None, "a", echoes_id=False)
+    assert problem is not None and "not the request's 'a'" in problem
+
+
+def test_an_idless_overflow_is_not_this_requests_unless_the_pool_does_not_echo() -> None:
+    idless = b'{"outputs":[{"name":"y","data":[null]}]}'
+    assert overflowed_output(idless, None, "a") is None  # a protocol error, not a refusal
+    assert overflowed_output(idless, None, "a", echoes_id=False) == "y"
+    assert overflowed_output(b'{"id":"a","outputs":[{"name":"y","data":[null]}]}', None, "a")
 
 
 def test_the_gateway_gives_a_request_without_an_id_its_own() -> None:
