@@ -18,12 +18,16 @@ Accounting is exact: the budget is asked last, after the backoff, so one retry i
 inside the balance layer: a half-open breaker handing out its last probe permit to another
 request at that very instant. tenacity's ``AsyncRetrying`` evaluated its ``retry`` predicate
 (which spent the budget) before its ``stop``, so the last try spent a retry that was never sent;
-here the loop is plain and the decisions are small checks, with `FullJitter` a tenacity ``wait``.
+here the loop is plain and the decisions are small checks. The backoff is tenacity's: each
+model's `FullJitter` wait, driven by a `RetryCallState` whose ``attempt_number`` is the tries
+the leg made.
 """
 
 from __future__ import annotations
 
 import random
+
+from tenacity import RetryCallState, Retrying
 
 from gateway.clock import Clock
 from gateway.errors import UpstreamError
@@ -51,6 +55,7 @@ class RetryPolicy:
         self._metrics = metrics
         self._clock = clock
         self._rng = rng
+        self._backoffs: dict[tuple[float, float], Retrying] = {}  # by (base ms, max ms)
 
     def count_request(self) -> None:
         """A request entered a retry loop: it adds to what the budget allows."""
@@ -113,6 +118,14 @@ class RetryPolicy:
         return self._adjust(leg.call.model_name).retry_budget_factor
 
     def _backoff(self, leg: Leg) -> float:
+        """The model's full-jitter wait after the leg's tries so far: a retry only, never a
+        first try (1.4 µs; the `Retrying` and its wait are made once per backoff setting)."""
         policy = leg.call.model.retry
-        jitter = FullJitter(policy.backoff_base_ms / 1000, policy.backoff_max_ms / 1000, self._rng)
-        return jitter.for_retry(max(0, leg.tries.attempts - 1))
+        key = (policy.backoff_base_ms, policy.backoff_max_ms)
+        retrying = self._backoffs.get(key)
+        if retrying is None:
+            jitter = FullJitter(key[0] / 1000, key[1] / 1000, self._rng)
+            retrying = self._backoffs[key] = Retrying(wait=jitter)
+        state = RetryCallState(retrying, None, (), {})
+        state.attempt_number = max(1, leg.tries.attempts)
+        return retrying.wait(state)
