@@ -29,6 +29,7 @@ def state_document(gateway: Gateway) -> dict[str, Any]:
                 "in_flight": admission.in_flight.get(name, 0),
                 "max_in_flight": m.admission.max_in_flight,
                 "shed": admission.shed.get(name, 0),
+                "tenants": {s.name: s.to_json() for s in admission.share_of(name, m)},
                 "policy": _adjustment(gateway, name),
             }
             for name, m in gateway.config.models.items()

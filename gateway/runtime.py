@@ -130,7 +130,7 @@ class Gateway:
             )
         self._pipeline = build_pipeline(
             self.registry, self._transport, self.budget, self.clock, self.rng,
-            self.fallbacks, self.metrics, self.slo.adjustment,
+            self.fallbacks, self.metrics, self.slo.adjustment, self.config.tenants,
         )  # fmt: skip
         for model in self.fallback_models.values():
             await model.verify()

@@ -80,10 +80,16 @@ class RetryBudgetConfig(Frozen):
 
 
 class AdmissionConfig(Frozen):
-    """Bound on in-flight requests per model; beyond it requests are shed at once."""
+    """Bound on in-flight requests per model; beyond it requests are shed at once.
+
+    The bound is shared by the tenants by weight (`gateway.policies.fair_share`);
+    ``tenant_reserve``: the part of each tenant's share that the others may not borrow while
+    it uses less than its share (0: they may borrow all of it, first come as one tenant).
+    """
 
     max_in_flight: int = Field(256, ge=1)
     retry_after_s: float = Field(1.0, gt=0)
+    tenant_reserve: float = Field(0.25, ge=0, le=1, description="share kept for each tenant")
 
 
 class HedgeConfig(Frozen):

@@ -18,8 +18,9 @@ from pydantic import Field, model_validator
 from gateway.config.frozen import Frozen
 from gateway.telemetry.metrics import ANONYMOUS  # the tenant of a request with no key
 
-__all__ = ["ANONYMOUS", "ModelAuthConfig", "TenantConfig", "check_tenants"]
+__all__ = ["ANONYMOUS", "DEFAULT_WEIGHT", "ModelAuthConfig", "TenantConfig", "check_tenants"]
 TENANT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"  # also a metrics label value
+DEFAULT_WEIGHT = 1.0  # every tenant's, anonymous included, unless its config says otherwise
 
 
 class TenantConfig(Frozen):
@@ -28,12 +29,16 @@ class TenantConfig(Frozen):
     ``max_in_flight``: requests of this tenant in the gateway at once; ``rate_per_s`` and
     ``burst``: a token bucket (``burst`` requests at once, refilled at ``rate_per_s``;
     default burst: one second's worth). Over either: 429 with ``Retry-After``, before the
-    body is read.
+    body is read. ``weight``: its share of every model's ``admission.max_in_flight``,
+    relative to the other tenants' (`gateway.policies.fair_share`).
     """
 
     keys_file: str | None = Field(None, min_length=1, description="file of keys, one a line")
     key_env: str | None = Field(None, min_length=1, description="variable holding one key")
     max_in_flight: int | None = Field(None, gt=0)
+    weight: float = Field(
+        DEFAULT_WEIGHT, gt=0, le=1e6, description="its share of each model's admission bound"
+    )
     rate_per_s: float | None = Field(None, gt=0, description="requests a second, sustained")
     burst: int | None = Field(None, gt=0, description="requests at once; needs rate_per_s")
 

@@ -1,47 +1,77 @@
-"""Admission layer: a bounded number of in-flight requests per model, shed at once beyond it.
+"""Admission layer: a bounded number of in-flight requests per model, shared fairly by tenants.
 
-Shedding early with 503 + ``Retry-After`` keeps latency bounded for the admitted requests;
-queueing without bound would turn overload into timeouts for everyone. The count is taken
-before the deadline starts to matter and released however the request ends.
+Shedding early with ``Retry-After`` keeps latency bounded for the admitted requests; queueing
+without bound would turn overload into timeouts for everyone. Each model's bound is split
+among the tenants by weight (`gateway.policies.fair_share`): the tenant over its share gets
+429, and 503 means the model itself is full. The count is taken before the deadline starts
+to matter and released however the request ends.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
+from collections.abc import Mapping
 
-from gateway.errors import Overloaded
+from gateway.config.models import ModelConfig
+from gateway.config.tenants import TenantConfig
+from gateway.errors import Overloaded, TooManyRequests
 from gateway.pipeline.call import Handler, InferCall, InferResult
+from gateway.policies.fair_share import FairShare, model_weights
 from gateway.telemetry.metrics import Metrics
+
+OVER_SHARE = "tenant_share"  # the shed metric's reason for a tenant over its share (429)
 
 
 class AdmissionLayer:
-    def __init__(self, metrics: Metrics, inner: Handler) -> None:
+    def __init__(
+        self, metrics: Metrics, inner: Handler, tenants: Mapping[str, TenantConfig] | None = None
+    ) -> None:
+        """``tenants``: the configured tenants, whose weights split each model's bound."""
         self._metrics = metrics
         self._inner = inner
-        self.in_flight: dict[str, int] = defaultdict(int)
-        self.shed: dict[str, int] = defaultdict(int)
+        self._tenants = dict(tenants or {})
+        self.models: dict[str, FairShare] = {}  # by model name, made at its first request
+        self.shed: dict[str, int] = defaultdict(int)  # refused, 429 and 503 alike
         self._total = 0
         self.idle = asyncio.Event()  # set while nothing is in flight (for draining)
         self.idle.set()
 
+    @property
+    def in_flight(self) -> defaultdict[str, int]:
+        """Requests in flight by model (0 for a model that had none)."""
+        return defaultdict(int, {name: share.held for name, share in self.models.items()})
+
     async def __call__(self, call: InferCall) -> InferResult:
-        name, policy = call.model_name, call.model.admission
-        if self.in_flight[name] >= policy.max_in_flight:
+        name = call.model_name
+        share = self.models.get(name)
+        if share is None:
+            share = self.share_of(name, call.model)
+        try:
+            seat = share.enter(call.tenant)
+        except TooManyRequests:
+            self.shed[name] += 1
+            self._metrics.shed(name, OVER_SHARE)
+            raise
+        except Overloaded:  # the model is full
             self.shed[name] += 1
             self._metrics.shed(name)
-            raise Overloaded(
-                f"model {name!r} is at its bound of {policy.max_in_flight} in-flight requests",
-                retry_after_s=policy.retry_after_s,
-            )
-        self.in_flight[name] += 1
+            raise
         self._total += 1
         if self._total == 1:
             self.idle.clear()
         try:
             return await self._inner(call)
         finally:
-            self.in_flight[name] -= 1
+            share.leave(seat)
             self._total -= 1
             if self._total == 0:
                 self.idle.set()
+
+    def share_of(self, name: str, model: ModelConfig) -> FairShare:
+        """The model's admission decision and counts (made here at its first use)."""
+        share = self.models.get(name)
+        if share is None:
+            weights = model_weights(self._tenants, model.auth.require_key)
+            share = self.models[name] = FairShare(name, model.admission, weights)
+        return share

@@ -4,7 +4,8 @@
                                                 └─ vote: k legs, vote ──┴─ leg:
                                    retry ── hedge ── balance ── attempt ── transport ── replica
 
-- admission: bounded in-flight per model, shed at once (503 + Retry-After);
+- admission: bounded in-flight per model, shared by tenants by weight, shed at once (429 to a
+  tenant over its share, 503 when the model is full; Retry-After);
 - deadline: nothing below runs past the request's deadline (504);
 - fallback: the verified in-process model answers, degraded, when the primary path cannot;
 - route: the model's pool, or a vote over pools (each leg a full single route);
@@ -33,6 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gateway.clock import Clock
+from gateway.config.tenants import TenantConfig
 from gateway.pipeline.admission import AdmissionLayer
 from gateway.pipeline.attempt import AttemptLayer
 from gateway.pipeline.balance import BalanceLayer
@@ -70,6 +72,7 @@ def build_pipeline(
     fallbacks: Mapping[str, FallbackRunner] | None = None,
     metrics: Metrics | None = None,
     adjust: Adjuster | None = None,
+    tenants: Mapping[str, TenantConfig] | None = None,
 ) -> Pipeline:
     metrics = metrics or Metrics(process=False)
     adjust = adjust or no_adjustment
@@ -82,5 +85,5 @@ def build_pipeline(
     route = Router({"single": SingleRoute(registry, leg), "vote": vote})
     fallback = FallbackLayer(fallbacks or {}, clock, metrics, adjust, route)
     deadline = DeadlineLayer(clock, fallback)
-    admission = AdmissionLayer(metrics, deadline)
+    admission = AdmissionLayer(metrics, deadline, tenants)
     return Pipeline(admission, admission, fallback, vote, hedge, attempt)

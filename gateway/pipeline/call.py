@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from gateway.config.models import ModelConfig
+from gateway.config.tenants import ANONYMOUS
 from gateway.deadline import Deadline
 from gateway.outcome import Outcome
 from gateway.slo.policy import NORMAL, PolicyAdjustment
@@ -54,6 +55,7 @@ class InferCall:
     request_id: str
     request: InferRequestInfo | None = None  # the parsed JSON header, when the edge parsed it
     span: RequestSpan | None = None  # the request's trace span, when tracing is on
+    tenant: str = ANONYMOUS  # who asked: admission shares each model's bound among tenants
     ledger: Ledger = field(default_factory=Ledger, compare=False)
 
     @property

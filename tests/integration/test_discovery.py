@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+from dnslib import RR
 
 from tests.integration.conftest import StartGateway, StartReplicas
 from tests.support.dns_server import ChangingResolver, dns_server
@@ -175,3 +176,58 @@ async def test_a_reload_keeps_the_discovered_replicas_serving(
           f"{traffic.failed} failed")  # fmt: skip
     assert statuses == [200, 200]
     assert traffic.failed == 0 and len(traffic.answers) == 300
+
+
+async def test_a_hostile_answer_makes_only_usable_members_up_to_the_cap(
+    start_replicas: StartReplicas, start_gw: StartGateway
+) -> None:
+    """One SRV answer naming the real replica, 40 more targets, and addresses no replica can
+    have (port 0, 0.0.0.0, multicast, broadcast, an unrelated name's record): the pool holds
+    at most ``max_members``, requests are served, /admin/state says what was left out and why,
+    the log says it once, and /metrics names no replica beyond the cap."""
+    (a,) = start_replicas(1)
+    host, port = a.url.removeprefix("http://").split(":")
+    id_a = f"primary-{host}-{port}"
+    with dns_server() as (records, dns_port):
+        srv = [f"{NAME}. 1 IN SRV 0 0 {port} a.digits.test."]
+        records.set("a.digits.test", "A", [f"a.digits.test. 1 IN A {host}"])
+        for label, address, target_port in (("zero", host, 0), ("any", "0.0.0.0", 9000),
+                                             ("multi", "239.1.2.3", 9000),
+                                             ("bcast", "255.255.255.255", 9000)):  # fmt: skip
+            srv.append(f"{NAME}. 1 IN SRV 0 0 {target_port} {label}.digits.test.")
+            records.set(f"{label}.digits.test", "A", [f"{label}.digits.test. 1 IN A {address}"])
+        for i in range(40):  # a lower priority: never preferred to the real replica
+            srv.append(f"{NAME}. 1 IN SRV 5 0 {20000 + i} flood{i}.digits.test.")
+            records.set(f"flood{i}.digits.test", "A", [f"flood{i}.digits.test. 1 IN A 127.0.0.2"])
+        records.set(NAME, "SRV", srv)
+        records.additional = RR.fromZone("elsewhere.test. 1 IN A 10.6.6.6")
+        config = discovered_config(a, dns_port)
+        config["pools"]["primary"]["discovery"]["max_members"] = 3
+        gateway = start_gw(config)
+        async with httpx.AsyncClient(base_url=gateway.url, trust_env=False, timeout=10) as http:
+            answered = records.queries
+            await wait_until_async(lambda: records.queries >= answered + 6, 30,
+                                   message="three more refreshes")  # fmt: skip
+            traffic = await drive(gateway.url, requests=50, concurrency=4)
+            pool = (await http.get("/admin/state")).json()["pools"][0]
+            scraped = (await http.get("/metrics")).text
+            live = await http.get("/v2/health/live")
+    assert traffic.failed == 0 and set(traffic.served_by()) == {id_a}, traffic.answers[:3]
+    assert live.status_code == 200
+    members = [r["id"] for r in pool["replicas"]]
+    assert len(members) == 3 and id_a in members, members
+    status = pool["discovery"]
+    assert (status["max_members"], status["over_cap"], status["dropped_count"]) == (3, 38, 5)
+    reasons = {d["address"]: d["reason"] for d in status["dropped"]}
+    assert reasons == {
+        "10.6.6.6": f"a record of elsewhere.test, not of {NAME}",
+        f"{host}:0": "port 0 (in SRV: no such service here)",
+        "0.0.0.0:9000": "the unspecified address",
+        "239.1.2.3:9000": "a multicast address",
+        "255.255.255.255:9000": "the broadcast address",
+    }
+    named = set(re.findall(r'replica="([^"]+)"', scraped))
+    assert named <= set(members), named - set(members)
+    log = gateway.log_text()
+    assert log.count("than discovery.max_members (3)") == 1, log[-2000:]
+    assert log.count("address(es) dropped") == 1

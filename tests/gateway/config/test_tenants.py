@@ -35,6 +35,22 @@ def test_a_full_tenant() -> None:
     assert config.models["digits"].auth.require_key
 
 
+def test_weights_default_to_one_and_the_reserve_to_a_quarter() -> None:
+    config = load(
+        {
+            "acme": {"key_env": "K", "weight": 3},
+            "anonymous": {"weight": 0.5},
+            "globex": {"key_env": "G"},
+        },
+        admission={"max_in_flight": 8, "tenant_reserve": 0.5},
+    )
+    assert [t.weight for t in config.tenants.values()] == [3.0, 0.5, 1.0]
+    assert config.models["digits"].admission.tenant_reserve == 0.5
+    assert load({}).models["digits"].admission.tenant_reserve == 0.25
+    with pytest.raises(ConfigError, match="tenant_reserve"):
+        load({}, admission={"tenant_reserve": 1.5})
+
+
 @pytest.mark.parametrize(
     ("tenants", "message"),
     [
@@ -44,6 +60,7 @@ def test_a_full_tenant() -> None:
         ({"acme": {"key_env": "K", "burst": 5}}, "burst needs rate_per_s"),
         ({"acme": {"key_env": "K", "rate_per_s": 0}}, "greater than 0"),
         ({"bad name!": {"key_env": "K"}}, "tenant name"),
+        ({"acme": {"key_env": "K", "weight": 0}}, "weight"),
     ],
 )
 def test_bad_tenants_are_named(tenants: dict[str, Any], message: str) -> None:
