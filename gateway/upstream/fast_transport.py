@@ -11,6 +11,7 @@ use); the connections are kept per endpoint, so TLS and plaintext ones never mix
 from __future__ import annotations
 
 import asyncio
+import os
 import ssl
 from collections.abc import Mapping
 
@@ -157,7 +158,7 @@ class FastTransport:
             async with asyncio.timeout_at(deadline):
                 await slots.acquire()
         except TimeoutError as exc:
-            raise UpstreamTimeout(f"no free connection to {endpoint.authority}") from exc
+            raise UpstreamTimeout("no free connection in time (all busy)") from exc
 
     def _pop_idle(self, endpoint: Endpoint) -> Connection | None:
         idle = self._idle.get(endpoint)
@@ -226,11 +227,18 @@ class FastTransport:
                 self._open.discard(failed)
             if isinstance(exc, TimeoutError):
                 what = "connect" if tls is None else "connect and TLS handshake"
-                raise UpstreamConnectError(f"{what} to {endpoint.authority} timed out") from exc
+                raise UpstreamConnectError(f"{what} timed out") from exc
             if isinstance(exc, ssl.SSLError):
-                raise handshake_error(endpoint.authority, exc) from exc
+                raise handshake_error(exc) from exc
             if isinstance(exc, OSError):
-                message = f"cannot connect to {endpoint.authority}: {exc}"
-                raise UpstreamConnectError(message) from exc
+                raise UpstreamConnectError(f"cannot connect: {_reason(exc)}") from exc
             raise
         return conn
+
+
+def _reason(exc: OSError) -> str:
+    """Why a connect failed, without the address (the socket layer's text names it): a client
+    may read the message, and the replica's id says where it was; its url is in /admin/state."""
+    if exc.errno:
+        return os.strerror(exc.errno)
+    return type(exc).__name__  # asyncio's "Multiple exceptions: ..." names every address

@@ -30,11 +30,12 @@ def client_context(tls: TlsConfig) -> ssl.SSLContext:
     return context
 
 
-def handshake_error(authority: str, exc: ssl.SSLError) -> UpstreamConnectError:
+def handshake_error(exc: ssl.SSLError) -> UpstreamConnectError:
     """A failed handshake (a certificate not trusted, a name that does not match, a client
-    certificate refused) as the connect error it is for the retry and breaker layers."""
+    certificate refused) as the connect error it is for the retry and breaker layers; the
+    replica's address is left out (a client may read it; the attempt names the replica)."""
     if isinstance(exc, ssl.SSLCertVerificationError):
         reason = f"certificate verify failed: {exc.verify_message}"
     else:
         reason = exc.reason or str(exc)
-    return UpstreamConnectError(f"TLS handshake with {authority} failed: {reason}")
+    return UpstreamConnectError(f"TLS handshake failed: {reason}")

@@ -168,6 +168,8 @@ def test_no_replica_reachable_is_503(start_replicas: StartReplicas, start_gw: St
     response = httpx.post(f"{gateway.url}/v2/models/digits/infer", json=request, trust_env=False)
     assert response.status_code == 503
     assert "error" in response.json() and "retry-after" in response.headers
+    port = replicas[0].url.rsplit(":", 1)[1]
+    assert port not in response.text, response.text  # the replica's id, never its address
 
 
 def test_check_config_probe_passes_the_projects_own_replicas(

@@ -102,7 +102,7 @@ async def test_an_untrusted_certificate_is_a_connect_error(
     transport: FastTransport, certs: Certificates, tls_port: int, trusted: str | None
 ) -> None:
     tls = {"ca_file": getattr(certs, trusted)} if trusted else {}  # None: the system's CAs
-    message = r"TLS handshake with 127\.0\.0\.1:\d+ failed: certificate verify failed: unable"
+    message = r"^TLS handshake failed: certificate verify failed: unable"
     with pytest.raises(UpstreamConnectError, match=message):
         await _seen(transport, _https(tls_port, **tls))
     assert not transport._open  # nothing left behind by the failed handshakes
@@ -141,7 +141,7 @@ async def test_tls_to_a_plaintext_server_is_a_connect_error(
     transport: FastTransport, uvicorn_endpoint: Endpoint
 ) -> None:
     endpoint = _https(uvicorn_endpoint.port)
-    with pytest.raises(UpstreamConnectError, match=r"TLS handshake with .* failed"):
+    with pytest.raises(UpstreamConnectError, match=r"^TLS handshake failed"):
         await _seen(transport, endpoint)
 
 
@@ -151,7 +151,7 @@ async def test_a_silent_handshake_is_bounded_by_the_connect_timeout() -> None:
         sock.bind(("127.0.0.1", 0))
         sock.listen(8)
         started = time.monotonic()
-        with pytest.raises(UpstreamConnectError, match=r"connect and TLS handshake .* timed out"):
+        with pytest.raises(UpstreamConnectError, match=r"^connect and TLS handshake timed out$"):
             await transport.request(_https(sock.getsockname()[1]), "GET", "/", timeout=5.0)
         assert time.monotonic() - started < 1.0
     await transport.aclose()

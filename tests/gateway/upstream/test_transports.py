@@ -287,6 +287,29 @@ async def test_aclose_closes_every_connection(
 # --- FastTransport specifics ------------------------------------------------------------------
 
 
+async def test_fast_errors_name_no_address(
+    refused_endpoint: Endpoint, server: ScriptedServer, endpoint: Endpoint
+) -> None:
+    """A client may read how the last attempt failed: the attempt names the replica by id, the
+    transport's message never says where it listens (the socket layer's text does)."""
+    transport = FastTransport(max_connections_per_endpoint=1)
+    hanging = asyncio.create_task(
+        transport.request(endpoint, "POST", "/hang", body=b"x", timeout=30.0)
+    )
+    try:
+        with pytest.raises(UpstreamConnectError) as refused:
+            await transport.request(refused_endpoint, "POST", "/echo", body=b"x", timeout=5.0)
+        assert refused.value.message == "cannot connect: Connection refused"
+        await wait_until(lambda: server.requests == 1)
+        with pytest.raises(UpstreamTimeout) as busy:
+            await transport.request(endpoint, "POST", "/echo", body=b"x", timeout=0.2)
+        assert busy.value.message == "no free connection in time (all busy)"
+    finally:
+        hanging.cancel()
+        await asyncio.gather(hanging, return_exceptions=True)
+        await transport.aclose()
+
+
 async def test_fast_does_not_retry_a_fresh_connection(
     server: ScriptedServer, endpoint: Endpoint
 ) -> None:
