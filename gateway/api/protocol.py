@@ -8,6 +8,9 @@ complete ``header_timeout_s`` after the connection or the request's first byte, 
 ``body_timeout_s`` after its head. A timer is armed only when a read is left incomplete, so
 a request that arrives whole costs the hot path a comparison, not a timer.
 
+A head with two ``Host`` fields is a 400 (RFC 9112 3.2: the Host guard and any proxy in
+front could each read a different one).
+
 It also trims two per-request costs of uvicorn's: each answer's head and body leave in one
 write(2), not two, and a kept-alive connection keeps one lazily re-armed keep-alive timer
 instead of creating and cancelling a loop timer per request (2 µs on uvloop).
@@ -50,6 +53,10 @@ _NOTHING, _HEAD, _BODY = _Reading.NOTHING, _Reading.HEAD, _Reading.BODY
 
 class _HeadTooLarge(Exception):
     pass
+
+
+class _BadHead(Exception):
+    """A head that parsed but that HTTP/1.1 forbids; its message is the 400's."""
 
 
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"  # what uvicorn writes; never held back
@@ -102,6 +109,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._raw_head = 0  # bytes received since the head began: at least the head's size
         self._chunk = 0  # the size of the chunk being parsed, while no message ended in it
         self._head_too_large = False
+        self._bad_head: str | None = None  # why a parsed head is refused (400)
         self._linger: int | None = None  # bytes still to drop before closing, once answered
         self._timer: asyncio.TimerHandle | None = None
         self._idle_since: float | None = None  # loop time the last answer completed, if idle
@@ -151,6 +159,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if self._raw_head > limit and self._head_size() > limit:  # checked only if it may be
             self._head_too_large = True
             raise _HeadTooLarge  # stops the parser; uvicorn then calls send_400_response
+        if [name for name, _ in self.headers].count(b"host") > 1:  # names are lower-cased
+            self._bad_head = "more than one Host header (RFC 9112, 3.2)"
+            raise _BadHead  # which host would the request be for? a proxy may read the other
         self._disarm()  # the head's timer; the body gets its own if it does not follow at once
         self._reading = _BODY
         before = self.cycle
@@ -224,6 +235,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if self._head_too_large:
             limit = self.limits.max_header_bytes
             self._close_with(431, f"request line and headers over {limit} bytes")
+        elif self._bad_head is not None:
+            self._close_with(400, f"invalid HTTP request: {self._bad_head}")
         else:
             self._close_with(400, f"invalid HTTP request: {msg}")
 

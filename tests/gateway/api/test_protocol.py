@@ -309,3 +309,19 @@ async def test_keep_alive_closes_an_idle_connection_a_timeout_after_its_last_ans
     assert await closed(reader)
     assert 1.0 - 0.01 <= loop.time() - answered < WAIT_S
     writer.close()
+
+
+async def test_two_host_headers_get_a_json_400_and_the_connection_closes(served: Served) -> None:
+    reader, writer = await connect(served.port)
+    writer.write(b"GET / HTTP/1.1\r\nHost: localhost\r\nhost: evil.example\r\n\r\n")
+    status, headers, body = await answer(reader)
+    assert status == 400 and headers["connection"] == "close"
+    assert orjson.loads(body) == {
+        "error": "invalid HTTP request: more than one Host header (RFC 9112, 3.2)"
+    }
+    assert await closed(reader) and served.app.seen == []
+    writer.close()
+    reader, writer = await connect(served.port)  # one Host: served as before
+    writer.write(post("/", b"ok"))
+    assert (await answer(reader))[::2] == (200, b'{"size":2}')
+    writer.close()
