@@ -41,7 +41,7 @@ from gateway.v2.codec import EncodedBody, decode_outputs
 from gateway.v2.dialect import Dialect
 from gateway.v2.reply import encode_reply, error_text
 from gateway.v2.request import HEADER_LENGTH
-from gateway.v2.response import check_reply, overflowed_output
+from gateway.v2.response import check_reply, overflowed_output, with_reply_id
 from v2proto.tensors import nonfinite_message
 
 MIN_TRY_TIMEOUT_S = 0.001
@@ -149,11 +149,14 @@ class AttemptLayer:
                     served_by=replica.id,
                     attempts=call.attempts,
                 )
+            body, length = response.body, response.headers.get(HEADER_LENGTH)
+            if not pool.config.echoes_id and call.request is not None:
+                body, length = with_reply_id(body, length, call.request.id)
             return InferResult(
                 status=response.status,
-                body=response.body,
+                body=body,
                 content_type=response.headers.get("content-type"),
-                header_length=response.headers.get(HEADER_LENGTH),
+                header_length=length,
                 served_by=replica.id,
                 attempts=call.attempts,
             )

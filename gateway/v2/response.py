@@ -106,6 +106,21 @@ def check_reply(
     return None
 
 
+def with_reply_id(
+    body: bytes, header_length: str | None, request_id: str
+) -> tuple[bytes, str | None]:
+    """A checked reply carrying ``request_id``, for a server that does not echo ids: the client
+    gets its id back as from any V2 server. (Its JSON header re-encoded; only such pools pay.)"""
+    split = len(body) if header_length is None else int(header_length)
+    header = orjson.loads(body[:split])
+    if header.get("id") == request_id:
+        return body, header_length
+    new_header = orjson.dumps({"id": request_id, **{k: v for k, v in header.items() if k != "id"}})
+    if header_length is None:
+        return new_header, None
+    return new_header + body[split:], str(len(new_header))
+
+
 def overflowed_output(
     body: bytes, header_length: str | None, expected_id: str | None, *, echoes_id: bool = True
 ) -> str | None:

@@ -5,6 +5,12 @@ requests wrongly: 4xx to everything, another request's answer, a truncated, empt
 200, a 302. Clients must never see any of it: every request gets the honest replica's answer, with
 its own ``id``, and the rogue is charged until it is out of the pool. In a vote, a refusing leg
 is a missing answer and the quorum of the rest decides.
+
+A rogue that re-sends an answer 300 ms late on its keep-alive connection (without the ``id``, or
+with the first request's) hands it to whichever request the gateway sends there next: that
+request must never get it (the reply must echo its id), and the rogue is charged. A server that
+never echoes ids works only in a pool that says so (``echoes_id: false``), and there the late
+copies reach nobody: each exchange has its own connection.
 """
 
 from __future__ import annotations
@@ -128,3 +134,68 @@ async def test_a_refusing_vote_leg_is_outvoted_not_fatal(
     results = await send(gateway.url, "digits-vote", 10, concurrency=2)
     assert all(status == 200 and body["id"] == rid for status, rid, body, _ in results), results
     assert admin_replica(gateway, "forest-rogue")["failures"] >= 1
+
+
+def _misdelivered(
+    results: list[tuple[int, str, dict[str, Any], str | None]],
+) -> list[tuple[int, str, dict[str, Any], str | None]]:
+    """Answers that are not the client's own: a failure, another id (or none), or an answer
+    the rogue made for another request (``parameters.answer_for``)."""
+    return [
+        (status, rid, body, by)
+        for status, rid, body, by in results
+        if status != 200
+        or body.get("id") != rid
+        or (body.get("parameters") or {}).get("answer_for", rid) != rid
+    ]
+
+
+@pytest.mark.parametrize("mode", ["late-idless", "late-stale", "idless"])
+async def test_a_late_or_idless_answer_never_reaches_another_client(
+    mode: str, start_replicas: StartReplicas, start_gw: StartGateway, start_rogue: StartRogue
+) -> None:
+    (honest,) = start_replicas(1, "digits-mlp")
+    rogue = start_rogue(mode, "digits-mlp")
+    config = {
+        "pools": {"primary": {
+            "model": "digits-mlp", "version": "1",
+            "replicas": [{"id": "honest", "url": honest.url}, {"id": "rogue", "url": rogue.url}],
+        }},
+        # every try waits for its answer: the late copy, not a faster retry, settles the try
+        "models": {"digits": {"pool": "primary",
+                              "retry": {"try_timeout": {"adaptive": False}}}},
+    }  # fmt: skip
+    gateway = start_gw(config)
+    results = await send(gateway.url, "digits", 60)
+    wrong = _misdelivered(results)
+    rogue_state = admin_replica(gateway, "rogue")
+    print(f"{mode}: {len(wrong)} of {len(results)} answers not the client's own; the rogue "
+          f"was tried {rogue_state['requests']} times, {rogue_state['failures']} charged, "
+          f"last error: {rogue_state.get('last_error')}")  # fmt: skip
+    assert not wrong, wrong[:3]
+    assert rogue_state["failures"] >= 1, rogue_state
+    assert admin_replica(gateway, "honest")["failures"] == 0
+
+
+async def test_a_pool_that_does_not_echo_ids_gets_one_exchange_per_connection(
+    start_gw: StartGateway, start_rogue: StartRogue
+) -> None:
+    """The id-less server alone in its pool, declared: every answer is taken, none is
+    another client's (its late copies find their connections closed), nothing is charged, and
+    each client gets its own id back."""
+    rogue = start_rogue("idless", "digits-mlp")
+    config = {
+        "pools": {"primary": {
+            "model": "digits-mlp", "version": "1", "echoes_id": False,
+            "replicas": [{"id": "idless", "url": rogue.url}],
+        }},
+        "models": {"digits": {"pool": "primary",
+                              "retry": {"try_timeout": {"adaptive": False}}}},
+    }  # fmt: skip
+    gateway = start_gw(config)
+    results = await send(gateway.url, "digits", 60)
+    assert all(by == "idless" for _, _, _, by in results), results[:3]
+    wrong = _misdelivered(results)  # the gateway gave each answer its request's id
+    assert not wrong, wrong[:3]
+    assert all("answer_for" in body["parameters"] for _, _, body, _ in results)
+    assert admin_replica(gateway, "idless")["failures"] == 0

@@ -9,7 +9,16 @@ in the pool, and answers infer requests in one of several wrong ways (``--mode``
 - ``truncated``: a 200 without Content-Length, cut short by closing the connection;
 - ``empty``: a 200 with an empty body;
 - ``redirect``: a 302 with no body;
-- ``huge``: a well-formed 200 of about 2 MB (over a gateway's reply cap).
+- ``huge``: a well-formed 200 of about 2 MB (over a gateway's reply cap);
+- ``late-idless``: the right answer at once, then a copy of it *without* its ``id`` 300 ms
+  later on the same keep-alive connection (an out-of-step stream); a request that arrives on
+  that connection meanwhile is answered only after the copy, so the copy is what the
+  connection's next request reads first;
+- ``late-stale``: the same, the late copy keeping the first request's ``id``;
+- ``idless``: a server that never echoes ids, with the late copies of ``late-idless``.
+
+Every 200 to an infer names the request it answers in ``parameters.answer_for`` (the request's
+``id``), so a test can see an answer reach the wrong client even when it carries no id.
 
 Run as ``python -m tests.support.rogue_replica --port P --mode M``; it prints ``listening``
 once bound, and is stopped by PID like every process a test starts.
@@ -19,11 +28,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 
 import orjson
 
 READY = b'{"ready": true}'
+LATE_S = 0.3
+LATE_MODES = ("late-idless", "late-stale", "idless")
 _stale_ids = itertools.count()
 
 
@@ -78,7 +90,32 @@ def _infer_reply(mode: str, body: bytes) -> tuple[bytes, bool]:
     raise ValueError(f"unknown mode {mode!r}")
 
 
+def _late_answers(mode: str, body: bytes) -> tuple[bytes, bytes]:
+    """(the answer now, the copy sent ``LATE_S`` later) for a ``LATE_MODES`` infer request."""
+    request = orjson.loads(body)
+    rows = int(request["inputs"][0]["shape"][0])
+    answer = {
+        "model_name": "rogue", "id": request.get("id"),
+        "parameters": {"answer_for": request.get("id")},
+        "outputs": [{"name": "label", "datatype": "INT64", "shape": [rows], "data": [0] * rows}],
+    }  # fmt: skip
+    idless = {k: v for k, v in answer.items() if k != "id"}
+    now = idless if mode == "idless" else answer
+    late = answer if mode == "late-stale" else idless
+    return _response(200, "OK", orjson.dumps(now)), _response(200, "OK", orjson.dumps(late))
+
+
+async def _send_later(writer: asyncio.StreamWriter, data: bytes) -> None:
+    await asyncio.sleep(LATE_S)
+    if writer.is_closing():
+        return  # the client closed the connection: the copy has nowhere to go
+    writer.write(data)
+    with contextlib.suppress(ConnectionError):
+        await writer.drain()
+
+
 async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, mode: str) -> None:
+    late: asyncio.Task[None] | None = None  # this connection's late copy, not yet sent
     try:
         while True:
             head = await reader.readuntil(b"\r\n\r\n")
@@ -95,6 +132,11 @@ async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, mod
                 reply = _response(200, "OK", READY)
             elif method == "GET":
                 reply = _response(200, "OK", _metadata(path))
+            elif mode in LATE_MODES:
+                if late is not None:
+                    await late  # the stale copy goes first: it is read as this request's reply
+                reply, copy = _late_answers(mode, body)
+                late = asyncio.create_task(_send_later(writer, copy))
             else:
                 reply, close = _infer_reply(mode, body)
             writer.write(reply)

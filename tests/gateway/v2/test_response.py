@@ -5,7 +5,7 @@ import pytest
 
 from gateway.v2.identity import with_request_id
 from gateway.v2.request import parse_infer_request
-from gateway.v2.response import check_reply, overflowed_output, rename_reply
+from gateway.v2.response import check_reply, overflowed_output, rename_reply, with_reply_id
 
 
 def test_json_reply_is_renamed() -> None:
@@ -88,6 +88,18 @@ def test_only_a_pool_that_does_not_echo_ids_may_answer_without_one() -> None:
     # a wrong id is wrong whatever the pool says
     problem = check_reply(b'{"id":"b","outputs":[]}', None, "a", echoes_id=False)
     assert problem is not None and "not the request's 'a'" in problem
+
+
+def test_a_reply_from_a_server_that_does_not_echo_ids_gets_the_requests() -> None:
+    body, length = with_reply_id(b'{"model_name":"m","outputs":[]}', None, "a")
+    assert length is None and orjson.loads(body) == {"id": "a", "model_name": "m", "outputs": []}
+    header = b'{"id":null,"outputs":[{"name":"y","parameters":{"binary_data_size":4}}]}'
+    body, length = with_reply_id(header + b"1234", str(len(header)), "a")
+    assert length is not None and body[int(length) :] == b"1234"
+    assert orjson.loads(body[: int(length)])["id"] == "a"
+    assert check_reply(body, length, "a") is None
+    echoed = b'{"id":"a","outputs":[]}'
+    assert with_reply_id(echoed, None, "a") == (echoed, None)
 
 
 def test_an_idless_overflow_is_not_this_requests_unless_the_pool_does_not_echo() -> None:
