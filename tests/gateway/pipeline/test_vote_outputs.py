@@ -52,9 +52,7 @@ def server(
     return behave
 
 
-def _rig(
-    behaviours: dict[str, Behaviour], mapped: tuple[str, ...] = ("c",), **vote: Any
-) -> Rig:
+def _rig(behaviours: dict[str, Behaviour], mapped: tuple[str, ...] = ("c",), **vote: Any) -> Rig:
     """A vote over pools a, b (our servers' names) and c (scikit-learn servers' names)."""
     ports = {"a": 9100, "b": 9200, "c": 9300}
     pools = {
