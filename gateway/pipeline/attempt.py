@@ -149,14 +149,15 @@ class AttemptLayer:
                     served_by=replica.id,
                     attempts=call.attempts,
                 )
-            body, length = response.body, response.headers.get(HEADER_LENGTH)
-            if not pool.config.echoes_id and call.request is not None:
-                body, length = with_reply_id(body, length, call.request.id)
+            body, header_length = response.body, response.headers.get(HEADER_LENGTH)
+            request_id = call.request.id if call.request is not None else None
+            if not pool.config.echoes_id and request_id is not None:
+                body, header_length = with_reply_id(body, header_length, request_id)
             return InferResult(
                 status=response.status,
                 body=body,
                 content_type=response.headers.get("content-type"),
-                header_length=length,
+                header_length=header_length,
                 served_by=replica.id,
                 attempts=call.attempts,
             )
