@@ -3,7 +3,8 @@
 A replica started with ``--enable-faults`` can be hung, crashed or made to lie, so the fault
 endpoints take ``Authorization: Bearer <key>``. Only the key's SHA-256 digest is kept, and a
 presented key is compared by digest in constant time (`hmac.compare_digest`), so neither the
-key nor how much of it matched leaks through memory dumps, logs or timing.
+key nor how much of it matched leaks through memory dumps, logs or timing. A key has at least
+`MIN_KEY_CHARS` characters, as the gateway's keys do: a short one is guessed by trying.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from replicas.asgi import Scope, header
 from replicas.errors import Unauthorized
 
 FAULT_KEY_ENV = "REPLICA_FAULT_KEY"
+MIN_KEY_CHARS = 16  # the gateway's minimum for its own keys (`openssl rand -hex 16` gives 32)
 _AUTHORIZATION = b"authorization"
 
 
@@ -36,6 +38,11 @@ class FaultKey:
     def __init__(self, secret: str) -> None:
         if not secret:
             raise FaultKeyError("the fault key is empty")
+        if len(secret) < MIN_KEY_CHARS:
+            raise FaultKeyError(
+                f"the fault key has {len(secret)} characters; it needs at least {MIN_KEY_CHARS} "
+                "(e.g. openssl rand -hex 16)"
+            )
         self._digest = _digest(secret)
 
     def __repr__(self) -> str:

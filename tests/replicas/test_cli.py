@@ -30,6 +30,15 @@ def test_faults_without_a_key_refuse_to_start(
     assert "--enable-faults needs a key: set REPLICA_FAULT_KEY or pass --fault-key-file" in err
 
 
+def test_faults_with_a_short_key_refuse_to_start(
+    model_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("REPLICA_FAULT_KEY", "letmein")
+    argv = ["serve", "--model", str(model_path), "--name", "m", "--port", "0", "--enable-faults"]
+    assert cli.main(argv) == 2
+    assert "the fault key has 7 characters; it needs at least 16" in capsys.readouterr().err
+
+
 def test_a_key_file_needs_the_faults_flag(
     model_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -77,3 +86,14 @@ print("RC", main(["build-models", "--out", {str(tmp_path / "m")!r}]))
     assert "the model build needs the 'build' extra" in result.stderr
     assert "pip install 'v2-gateway[build]'" in result.stderr
     assert not (tmp_path / "m").exists()
+
+
+def test_serve_without_the_replica_extra_names_it(model_path: Path) -> None:
+    code = f"""
+from replicas.cli import main
+print("RC", main(["serve", "--model", {str(model_path)!r}, "--name", "m", "--port", "0"]))
+"""
+    result = run_without(("onnxruntime",), code)
+    assert "RC 2" in result.stdout, result.stderr[-2000:]
+    assert "the replica server needs the 'replica' extra" in result.stderr
+    assert "pip install 'v2-gateway[replica]'" in result.stderr
