@@ -69,7 +69,7 @@ system:
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[cpu,dev,load,build]'
+	$(PY) -m pip install -q -e '.[cpu,replica,dev,load,build]'
 	touch $(STAMP)
 
 $(MODELS): $(STAMP)

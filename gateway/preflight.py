@@ -3,7 +3,8 @@
 Validation (`gateway.config`) checks a config's shape; this checks it against the disk: every
 file it names (golden sets, key files, TLS files, local models, the fallback manifest and the
 files of each fallback it uses) exists, the sentinels' password (``state``) can be read, and
-every fallback a model names is in the manifest with a golden set. ``check-config``,
+every fallback a model names is in the manifest with a golden set and onnxruntime, which runs
+it, is installed (an extra: the base install has no fallback). ``check-config``,
 ``serve``/``up`` and a reload all ask it, so a config that passes ``check-config`` is one the
 gateway will take, and a reload that would leave a model without its fallback, or crash the
 new gateway's golden prober, is refused whole. Every problem is named (the key and the path),
@@ -16,6 +17,7 @@ import os
 from pathlib import Path
 
 from gateway.config.models import GatewayConfig
+from gateway.fallback.check import runtime_missing
 from gateway.fallback.manifest import configured_manifest, find_model
 from v2proto.errors import ManifestError
 from v2proto.manifest import GoldenSet
@@ -70,9 +72,12 @@ def _fallback_problems(config: GatewayConfig) -> list[str]:
     for name, model in config.models.items():
         if model.fallback is not None:
             users.setdefault(model.fallback.model, []).append(f"models.{name}.fallback.model")
+    missing = runtime_missing() if users else None
     manifest = configured_manifest(config.fallback_manifest)
     problems = []
     for fallback, keys in users.items():
+        if missing is not None:
+            problems.append(f"{keys[0]}: {fallback!r}: {missing}")
         try:
             files = find_model(manifest, fallback)
         except ManifestError as exc:

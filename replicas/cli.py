@@ -1,8 +1,9 @@
 """The ``replica`` command: ``serve`` one ONNX model over V2 REST, or ``build-models``.
 
 Heavy imports (uvicorn, onnxruntime, scikit-learn) happen inside each subcommand so that
-``replica --help`` is instant and ``serve`` never loads scikit-learn. Only ``build-models``
-needs the ``build`` extra (scikit-learn, skl2onnx, onnx, tqdm); without it, it says so.
+``replica --help`` is instant and ``serve`` never loads scikit-learn. ``serve`` needs the
+``replica`` extra (onnxruntime; ``gpu`` for CUDA) and ``build-models`` the ``build`` extra
+(scikit-learn, skl2onnx, onnx, tqdm); without its extra, each says which to install.
 """
 
 from __future__ import annotations
@@ -87,7 +88,18 @@ def _parser() -> argparse.ArgumentParser:
 def _serve(args: argparse.Namespace) -> int:
     from gateway.telemetry.logging import configure_logging
     from replicas.fault_auth import FaultKey, FaultKeyError, load_fault_key
-    from replicas.serve import ServeOptions, serve
+
+    try:
+        from replicas.serve import ServeOptions, serve
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] != "onnxruntime":
+            raise
+        print(
+            "replica serve: onnxruntime is not installed; the replica server needs the "
+            "'replica' extra: pip install 'v2-gateway[replica]' ('gpu' for --device cuda)",
+            file=sys.stderr,
+        )
+        return 2
 
     fault_key: FaultKey | None = None
     if args.enable_faults:

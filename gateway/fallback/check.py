@@ -7,19 +7,40 @@ show to the operator: a refused fallback must be explainable without reading log
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import onnxruntime as ort
 
 from gateway.fallback.manifest import find_model, read_hashed
 from v2proto.errors import ManifestError
 from v2proto.manifest import GoldenSet
 from v2proto.signature import Array, Signature, signature_of
 
+if TYPE_CHECKING:
+    import onnxruntime as ort
+
 LABEL_OUTPUT = "label"
+# onnxruntime is imported only where a fallback loads: a gateway without one runs on the base
+# install. Which extra brings it, for the refusal that says it is missing:
+RUNTIME_EXTRA = (
+    "install the gateway's 'cpu' extra: pip install 'v2-gateway[cpu]' ('gpu' on a GPU host)"
+)
+
+
+def runtime_missing() -> str | None:
+    """Why no fallback can load in this environment (onnxruntime is not installed, and which
+    extra brings it); None when it can. Looks for the package without importing it."""
+    try:
+        found = importlib.util.find_spec("onnxruntime") is not None
+    except ImportError:  # a finder that refuses the package outright
+        found = False
+    if found:
+        return None
+    return f"a fallback needs onnxruntime, which is not installed: {RUNTIME_EXTRA}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +70,8 @@ class Verdict:
 
 def open_session(data: bytes) -> ort.InferenceSession:
     """A CPU session on one thread (measured fastest for small models on this machine)."""
+    import onnxruntime as ort  # here, not at the top: see RUNTIME_EXTRA
+
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
@@ -78,6 +101,8 @@ def check_model(
     else:
         try:
             session = open_session(data)
+        except ImportError as exc:
+            return Verdict(False, f"cannot load it: {exc}: {RUNTIME_EXTRA}", digest), None
         except Exception as exc:  # onnxruntime raises its own untyped errors
             return Verdict(False, f"onnxruntime cannot load it: {exc}", digest), None
         loaded = Loaded(session, signature_of(session), digest, entry.version)

@@ -4,12 +4,17 @@ tests' dependencies.
 `lint-imports` checks the static import graph (pyproject.toml); these tests check what a real
 start imports, dynamic imports included, in an interpreter where those packages cannot load:
 so `pip install v2-gateway[cpu]` (no `build` or `load` extra) is a working gateway, and a
-sidecar image need not carry scikit-learn, skl2onnx, onnx or aiohttp.
+sidecar image need not carry scikit-learn, skl2onnx, onnx or aiohttp. Without onnxruntime (the
+base install) a gateway without a fallback starts, and one with a fallback is refused at start
+with the extra to install.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import yaml
 
 from tests.support.blocked_imports import LOAD, MODEL_BUILD, report, run_without
 
@@ -47,3 +52,46 @@ def test_gateway_starts_without_replicas_or_model_build_packages(config: str) ->
     result = run_without(BLOCKED, START.replace("__CONFIG__", repr(config)))
     assert result.returncode == 0, result.stderr[-3000:]
     assert report(result) == {"attempts": [], "loaded": []}
+
+
+NO_FALLBACK = {
+    "pools": {"p": {"model": "digits", "replicas": [{"id": "a", "url": "http://127.0.0.1:9"}]}},
+    "models": {"digits": {"pool": "p"}},
+}
+
+BUILD = """
+import pkgutil, importlib
+import gateway
+from gateway.api.app import GatewayApp
+from gateway.config import load_config
+from gateway.preflight import config_problems
+from gateway.runtime import Gateway
+
+for module in pkgutil.walk_packages(gateway.__path__, "gateway."):
+    importlib.import_module(module.name)
+config = load_config(__CONFIG__)
+assert config_problems(config) == [], config_problems(config)
+GatewayApp(Gateway(config), config_path=__CONFIG__)
+"""
+
+
+def test_without_onnxruntime_a_gateway_without_a_fallback_is_whole(tmp_path: Path) -> None:
+    """No module imports onnxruntime until a fallback loads: the base install is a gateway."""
+    path = tmp_path / "gateway.yaml"
+    path.write_text(yaml.safe_dump(NO_FALLBACK))
+    result = run_without((*BLOCKED, "onnxruntime"), BUILD.replace("__CONFIG__", repr(str(path))))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert report(result) == {"attempts": [], "loaded": []}
+
+
+def test_without_onnxruntime_a_fallback_is_refused_at_start_naming_the_extra() -> None:
+    code = """
+from gateway.cli import main
+print("RC", main(["serve", "--config", "config/local.yaml"]))
+"""
+    result = run_without(("onnxruntime",), code)
+    assert "RC 2" in result.stdout, result.stderr[-3000:]
+    assert (
+        "models.digits.fallback.model: 'digits-logreg': a fallback needs onnxruntime, which is "
+        "not installed: install the gateway's 'cpu' extra: pip install 'v2-gateway[cpu]'"
+    ) in result.stderr
