@@ -197,6 +197,8 @@ class PoolConfig(Frozen):
         missing = missing_variables(self.headers, os.environ)
         if missing:
             raise ValueError(f"headers: environment variables not set: {', '.join(missing)}")
+        # a value from ${VAR} holding CR/LF is refused at load: check-config and serve agree
+        ExtraHeaders.resolve(self.headers, os.environ)
         return self
 
     def endpoint(self, replica: ReplicaConfig) -> Endpoint:

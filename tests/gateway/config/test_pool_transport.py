@@ -6,8 +6,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from pydantic import SecretStr, ValidationError
 
+from gateway import cli
 from gateway.config.endpoint import Endpoint
 from gateway.config.headers import NO_HEADERS, ExtraHeaders
 from gateway.config.models import PoolConfig
@@ -171,3 +173,20 @@ def test_a_pool_that_does_not_echo_ids_asks_for_one_exchange_per_connection() ->
         "GET /v2 HTTP/1.1", "host: 10.0.0.1:8000", "connection: close", "authorization: t",
         "x-a: b",
     ]  # fmt: skip
+
+
+def test_a_smuggling_variable_is_refused_at_load_by_check_config_and_serve_alike(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("SMUGGLE", "t0k\r\nx-evil: 1")
+    with pytest.raises(ValidationError, match="from the environment must be printable"):
+        _pool(headers={"x-token": "${SMUGGLE}"})
+    path = tmp_path / "gateway.yaml"
+    pool = {"model": "m", "replicas": [{"id": "r", "url": "http://127.0.0.1:9"}],
+            "headers": {"x-token": "${SMUGGLE}"}}  # fmt: skip
+    path.write_text(yaml.safe_dump({"pools": {"p": pool}, "models": {"m": {"pool": "p"}}}))
+    for argv in (["check-config", "--no-files", str(path)], ["serve", "--config", str(path)]):
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err
+        assert "the value from the environment must be printable ASCII" in err, err
+        assert "Traceback" not in err and "t0k" not in err  # the value is never shown
