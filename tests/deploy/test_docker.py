@@ -132,7 +132,7 @@ def _pip_installs(stage: Stage) -> list[set[str]]:
     ("name", "runtime_extra"),
     [
         ("Dockerfile.gateway", "cpu"),
-        ("Dockerfile.replica", "cpu"),
+        ("Dockerfile.replica", "replica"),
         ("Dockerfile.replica-gpu", "gpu"),
     ],
 )
