@@ -16,6 +16,7 @@ import logging
 import signal
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import uvicorn
 import uvloop
@@ -27,7 +28,7 @@ from gateway.api.protocol import ClientLimits, guarded_protocol
 from gateway.api.tenants import TenantKeys
 from gateway.config import ConfigError, GatewayConfig, load_config
 from gateway.launcher import Launcher, LaunchError
-from gateway.preflight import config_problems
+from gateway.preflight import config_problems, named_files
 from gateway.runtime import Gateway
 from gateway.server import GatewayServer
 from gateway.telemetry.logging import configure_logging
@@ -168,16 +169,20 @@ def _check(args: argparse.Namespace) -> int:
 
 def _key_problems(config: GatewayConfig) -> list[str]:
     """The control plane's and the tenants' keys, read as `serve` reads them: an empty key
-    file, an unset variable or two tenants holding one key fail here, not at start."""
+    file, an unset variable or two tenants holding one key fail here, not at start. A part
+    with a key file that does not exist is left out: `config_problems` named that file."""
+    missing = {key for key, path in named_files(config) if not Path(path).is_file()}
     problems = []
-    try:
-        ControlAccess.load(config.server.admin, config.server.host)
-    except ConfigError as exc:
-        problems.append(f"server.admin: {exc}")
-    try:
-        TenantKeys.load(config.tenants)
-    except ConfigError as exc:
-        problems.append(f"tenants: {exc}")
+    if not any(key.startswith("server.admin.") for key in missing):
+        try:
+            ControlAccess.load(config.server.admin, config.server.host)
+        except ConfigError as exc:
+            problems.append(f"server.admin: {exc}")
+    if not any(key.startswith("tenants.") for key in missing):
+        try:
+            TenantKeys.load(config.tenants)
+        except ConfigError as exc:
+            problems.append(f"tenants: {exc}")
     return problems
 
 

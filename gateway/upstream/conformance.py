@@ -5,8 +5,10 @@ server answers 501 to every versioned path (KServe), tensor names the server doe
 (MLServer's ``predict``, not ``label``), binary tensors for a server without the extension
 (MLServer answers them with 422). Each replica is asked, once, what a client of it would ask:
 live and ready, its server metadata (extensions), its model metadata at the pool's path
-(versions, tensor names), and, where the pool has a golden set, one golden inference through
-the pool's dialect. Every mismatch is named with what to change; nothing is changed.
+(versions, tensor names), where the pool has a golden set, one golden inference through
+the pool's dialect, and one inference with a known id: whether it echoes request ids (said
+for every replica, as ``info``). Every mismatch is named with what to change; nothing is
+changed.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import orjson
 from gateway.config.models import GatewayConfig, PoolConfig
 from gateway.errors import BadRequest, UpstreamError
 from gateway.upstream.golden import GoldenSet, golden_request
+from gateway.upstream.id_echo import PROBE_ID, probe_id_echo, zeros_request
 from gateway.upstream.replica import Replica
 from gateway.upstream.transport import Transport, UpstreamResponse
 from gateway.v2.codec import decode_outputs
@@ -38,7 +41,8 @@ BINARY_EXTENSION = "binary_tensor_data"
 class Finding:
     pool: str
     replica: str
-    level: str  # "error": the config is wrong for this server; "warning": cannot be sure
+    level: str  # "error": the config is wrong for this server; "warning": cannot be sure;
+    # "info": what the server does, as the config says (e.g. whether it echoes request ids)
     message: str
 
     def __str__(self) -> str:
@@ -94,7 +98,42 @@ class _ReplicaCheck:
         self._tensors(metadata, config)
         if self._pool.golden is not None:
             await self._golden_inference()
+        await self._id_echo(metadata)
         return self.findings
+
+    async def _id_echo(self, metadata: dict[str, Any]) -> None:
+        """Says whether the server returns the request's id, and whether the pool says so."""
+        body = zeros_request(metadata)
+        golden = self._pool.golden
+        if body is None and golden is not None:
+            input_name = self._dialect.mapping.pool_input(golden.input)
+            golden_set = GoldenSet.read(Path(golden.file))
+            body = golden_request(golden_set, [0], input_name=input_name, request_id=PROBE_ID).body
+        if body is None:
+            self._say("warning", "cannot tell whether it echoes request ids: its metadata lists "
+                      "no inputs (configure a golden set for this pool)")  # fmt: skip
+            return
+        path = self._model_path("/infer")
+        seen = await probe_id_echo(self._transport, self._replica.endpoint, path, body,
+                                   PROBE_TIMEOUT_S)  # fmt: skip
+        declared = self._pool.echoes_id
+        if seen.echoes is None:
+            level = "error" if seen.refused else "warning"
+            self._say(level, f"cannot tell whether it echoes request ids: {seen.why}")
+        elif seen.echoes and not declared:
+            self._say("warning", "echoes request ids, but the pool says echoes_id: false, "
+                      "which costs a new connection per request: remove it")  # fmt: skip
+        elif not seen.echoes and declared:
+            self._say("error", "does not echo request ids: the gateway refuses its every "
+                      "answer; set echoes_id: false on the pool (each request then gets a "
+                      "connection of its own)")  # fmt: skip
+        else:
+            self._say(
+                "info",
+                "echoes request ids"
+                if seen.echoes
+                else "does not echo request ids (echoes_id: false: one exchange a connection)",
+            )
 
     async def _server_metadata(self) -> None:
         response = await self._get("/v2")

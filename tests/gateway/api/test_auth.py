@@ -189,3 +189,31 @@ def test_check_config_refuses_what_serve_would(
     assert main(["check-config", str(tmp_path / "tenants.yaml")]) == 2
     err = capsys.readouterr().err
     assert "tenants a and b hold the same key" in err and "t" * 32 not in err
+
+
+def test_check_config_names_each_problem_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A missing key file was reported twice: once as a missing file, again when its keys
+    were read as `serve` reads them."""
+    from gateway.cli import main
+
+    empty = tmp_path / "empty.keys"
+    empty.write_text("\n")
+    path = tmp_path / "gateway.yaml"
+    path.write_text(
+        f"server: {{admin: {{key_file: {tmp_path / 'gone'}}}}}\n"
+        f"tenants: {{a: {{keys_file: {tmp_path / 'gone-too'}}}, b: {{keys_file: {empty}}}}}\n"
+        "pools: {p: {model: m, replicas: [{id: a, url: 'http://127.0.0.1:9'}]}}\n"
+        "models: {d: {pool: p}}\n"
+    )
+    assert main(["check-config", str(path)]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [
+        f"{path}: server.admin.key_file: no such file: {tmp_path / 'gone'}",
+        f"{path}: tenants.a.keys_file: no such file: {tmp_path / 'gone-too'}",
+        f"{path}: invalid (2 problem(s))",
+    ]
+    path.write_text(path.read_text().replace(str(tmp_path / "gone-too"), str(empty)))
+    assert main(["check-config", str(path)]) == 2  # the file is there: now what is in it
+    assert "tenants: tenant a key file" in capsys.readouterr().err

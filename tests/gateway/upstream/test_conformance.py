@@ -25,8 +25,9 @@ METADATA = {
 }
 
 
-def _server(*, versioned: bool, extensions: list[str]) -> Behaviour:
-    """A V2 server of ``digits``; with ``versioned=False`` it answers 501 to versioned paths."""
+def _server(*, versioned: bool, extensions: list[str], ids: str = "echo") -> Behaviour:
+    """A V2 server of ``digits``; with ``versioned=False`` it answers 501 to versioned paths;
+    its answers carry the request's id (``ids="echo"``), none (``"none"``) or another one."""
 
     async def behave(method: str, path: str, payload: bytes) -> UpstreamResponse:
         if "/versions/" in path and not versioned:
@@ -41,7 +42,10 @@ def _server(*, versioned: bool, extensions: list[str]) -> Behaviour:
                 return _json(400, {"error": f"unknown input {request['inputs'][0]['name']}"})
             rows = request["inputs"][0]["shape"][0]
             out = {"name": "predict", "datatype": "INT64", "shape": [rows], "data": [0] * rows}
-            return _json(200, {"model_name": "digits", "id": request.get("id"), "outputs": [out]})
+            answer = {"model_name": "digits", "id": request.get("id"), "outputs": [out]}
+            if ids != "echo":
+                answer["id"] = "other-request" if ids == "other" else None
+            return _json(200, {k: v for k, v in answer.items() if v is not None})
         if path.startswith("/v2/models/digits"):
             return _json(200, METADATA)
         return _json(404, {"error": "not found"})
@@ -69,9 +73,11 @@ def _config(**pool: Any) -> GatewayConfig:
     )
 
 
-async def _probe(config: GatewayConfig, server: Behaviour) -> list[str]:
+async def _probe(config: GatewayConfig, server: Behaviour, *, info: bool = False) -> list[str]:
+    """The findings as printed; the ``info`` ones (what the server does, as configured) only
+    when asked for."""
     findings = await probe_config(config, FakeTransport({AUTHORITY: server}))
-    return [str(f) for f in findings]
+    return [str(f) for f in findings if info or f.level != "info"]
 
 
 async def test_a_version_the_server_cannot_serve_is_named() -> None:
