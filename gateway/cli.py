@@ -161,7 +161,7 @@ def _check(args: argparse.Namespace) -> int:
     for finding in findings:
         print(finding)
     errors = sum(1 for f in findings if f.level == "error")
-    warnings = len(findings) - errors
+    warnings = sum(1 for f in findings if f.level == "warning")  # "info" lines are neither
     verdict = "ok" if not errors else f"{errors} mismatch(es)"
     print(f"{args.config}: {verdict} ({counts} probed; {warnings} warning(s))")
     return 1 if errors else 0

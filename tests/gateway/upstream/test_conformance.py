@@ -106,3 +106,52 @@ async def test_an_unreachable_replica_is_an_error_and_nothing_more() -> None:
     refused = fail(UpstreamConnectError("connection refused"))
     found = await probe_config(_config(), FakeTransport({AUTHORITY: refused}))
     assert len(found) == 1 and found[0].level == "error"
+
+
+# --- does the server echo request ids? ----------------------------------------------------------
+
+TENSORS = {"inputs": {"input": "input-0"}, "outputs": {"label": "predict"}}
+
+
+async def test_a_server_that_echoes_ids_is_said_to() -> None:
+    server = _server(versioned=True, extensions=["binary_tensor_data"])
+    found = await _probe(_config(tensors=TENSORS), server, info=True)
+    assert "info: pool 'p', replica 'r0': echoes request ids" in found
+    # declared as not echoing: it works, at the price of a connection per request
+    found = await _probe(_config(tensors=TENSORS, echoes_id=False), server)
+    assert any(f.startswith("warning") and "echoes_id: false" in f for f in found), found
+
+
+async def test_a_server_that_does_not_echo_ids_must_be_declared() -> None:
+    server = _server(versioned=True, extensions=["binary_tensor_data"], ids="none")
+    found = await _probe(_config(tensors=TENSORS), server)
+    assert any(
+        f.startswith("error") and "does not echo request ids" in f and "echoes_id: false" in f
+        for f in found
+    ), found
+    declared = await _probe(_config(tensors=TENSORS, echoes_id=False), server, info=True)
+    assert not [f for f in declared if f.startswith("error")], declared
+    assert any(f.startswith("info") and "does not echo request ids" in f for f in declared)
+
+
+async def test_a_server_answering_under_another_id_is_an_error_whatever_the_pool_says() -> None:
+    server = _server(versioned=True, extensions=["binary_tensor_data"], ids="other")
+    for echoes_id in (True, False):
+        found = await _probe(_config(tensors=TENSORS, echoes_id=echoes_id), server)
+        assert any(f.startswith("error") and "'other-request'" in f for f in found), found
+
+
+async def test_without_listed_inputs_the_golden_rows_ask() -> None:
+    """Metadata without tensors: the pool's golden rows carry the probe's id instead."""
+
+    async def bare(method: str, path: str, payload: bytes) -> UpstreamResponse:
+        if path.endswith("/infer") or not path.startswith("/v2/models/"):
+            return await _server(versioned=True, extensions=[], ids="none")(method, path, payload)
+        return _json(200, {"name": "digits", "versions": ["1"]})
+
+    found = await _probe(_config(tensors=TENSORS), bare)
+    assert any(f.startswith("error") and "does not echo request ids" in f for f in found), found
+    config = _config(tensors=TENSORS).model_copy(deep=True)
+    pools = {n: p.model_copy(update={"golden": None}) for n, p in config.pools.items()}
+    found = await _probe(config.model_copy(update={"pools": pools}), bare)
+    assert any(f.startswith("warning") and "cannot tell" in f for f in found), found
