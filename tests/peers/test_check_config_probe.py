@@ -89,3 +89,6 @@ def test_a_config_that_fits_the_peers_passes(
     code, out = _run(tmp_path, config, capsys)
     assert code == 0, out
     assert "error" not in out
+    # both return the request's id: nothing to declare (echoes_id stays true)
+    assert "info: pool 'mlserver', replica 'mlserver-a': echoes request ids" in out
+    assert "info: pool 'kserve', replica 'kserve-a': echoes request ids" in out
