@@ -40,6 +40,7 @@ from gateway.telemetry.tracing import Tracer
 from gateway.upstream.departures import Departures
 from gateway.upstream.discovery import DiscoveryService
 from gateway.upstream.events import FanoutEvents
+from gateway.upstream.extensions import BinaryLearner
 from gateway.upstream.fast_transport import FastTransport
 from gateway.upstream.golden_prober import GoldenProber
 from gateway.upstream.health import HealthProber
@@ -145,6 +146,7 @@ class Gateway:
                 self.registry, self._transport, self.metrics, (self._pipeline.vote.forget_replica,)
             ),
             DiscoveryService(self.registry, self.clock),  # after the probers: joiners get probed
+            BinaryLearner(self.registry, self._transport, self.clock),  # binary_tensors unset
             *watchers,
             Periodic("slo-evaluate", SLO_EVALUATE_S, self.clock, self.slo.evaluate),
             MetadataWarmer(

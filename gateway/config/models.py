@@ -152,8 +152,11 @@ class PoolConfig(Frozen):
     tensors: TensorMapping = Field(
         default_factory=TensorMapping, description="the replicas' tensor names and shapes"
     )
-    binary_tensors: bool = Field(
-        True, description="the replicas take the binary tensor extension; false: JSON is sent"
+    binary_tensors: bool | None = Field(
+        None,
+        description="the replicas take the binary tensor extension (true) or not (false: JSON "
+        "is sent); default: learned from their server metadata's extensions at start and "
+        "on reload, JSON until then",
     )
     echoes_id: bool = Field(
         True,

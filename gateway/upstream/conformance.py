@@ -144,12 +144,23 @@ class _ReplicaCheck:
         doc = _json(response.body)
         extensions = doc.get("extensions") if isinstance(doc, dict) else None
         listed = isinstance(extensions, list) and BINARY_EXTENSION in extensions
-        if self._pool.binary_tensors and not listed:
+        configured = self._pool.binary_tensors
+        if configured is None:  # learned at start (`gateway.upstream.extensions`): say how
+            how = "binary tensors" if listed else f"JSON (extensions: {extensions})"
+            self._say("info", f"the gateway will send it {how}, as its server metadata says")
+        elif configured and not listed:
             self._say(
                 "warning",
                 f"the server does not list the {BINARY_EXTENSION!r} extension "
-                f"(extensions: {extensions}); if it refuses binary tensors, set "
-                "binary_tensors: false and the gateway sends it JSON",
+                f"(extensions: {extensions}) but the pool says binary_tensors: true; unless "
+                "it takes binary tensors all the same, remove the key (the gateway then "
+                "sends it JSON)",
+            )
+        elif listed:
+            self._say(
+                "warning",
+                f"the server lists {BINARY_EXTENSION!r} but the pool says binary_tensors: "
+                "false, which costs a conversion to JSON: remove the key",
             )
 
     async def _model_metadata(self) -> dict[str, Any] | None:

@@ -7,6 +7,10 @@ body with binary tensors with 422; a KServe model answers ``predict`` of shape [
 into the client's names and shapes (`gateway.config.tensors.TensorMapping`), so clients, the
 vote, golden probes and the fallback all speak the model's one vocabulary.
 
+Whether a pool takes binary tensors is learned from its servers' metadata (the
+``binary_tensor_data`` extension, `gateway.upstream.extensions`) unless its config says
+(``binary_tensors``); until it is learned the pool is sent JSON, which every V2 server takes.
+
 A pool that speaks the client's dialect (no mapping, binary accepted) costs nothing: its
 requests go unchanged. Otherwise the request is re-encoded as plain JSON in the pool's names
 (what every V2 server speaks), asking for JSON outputs, and the reply decoded, renamed and
@@ -32,10 +36,25 @@ from v2proto.tensors import encode_tensor
 
 
 class Dialect:
-    def __init__(self, mapping: TensorMapping | None = None, binary_tensors: bool = True) -> None:
+    def __init__(
+        self, mapping: TensorMapping | None = None, binary_tensors: bool | None = True
+    ) -> None:
+        """``binary_tensors``: None to learn it (`learn_binary`); until then, JSON is sent."""
         self.mapping = mapping or TensorMapping()
-        self.binary_tensors = binary_tensors
-        self.native = self.mapping.empty and binary_tensors  # speaks the client's dialect
+        self.configured = binary_tensors  # True/False: the config decides, never learned
+        self._take_binary(bool(binary_tensors))
+
+    def _take_binary(self, binary: bool) -> None:
+        self.binary_tensors = binary
+        self.native = self.mapping.empty and binary  # speaks the client's dialect
+
+    def learn_binary(self, takes: bool) -> bool:
+        """What the pool's servers say of the binary extension (their server metadata's
+        ``extensions``), unless the config decides; True if that changed how it is spoken."""
+        if self.configured is not None or takes == self.binary_tensors:
+            return False
+        self._take_binary(takes)
+        return True
 
     def speaks_as_is(self, info: InferRequestInfo | None) -> bool:
         """Whether this request can go to the pool unchanged."""

@@ -14,6 +14,7 @@ def make_config(replicas: int = 3, **model: Any) -> GatewayConfig:
                 "p": {
                     "model": "digits-mlp",
                     "version": "1",
+                    "binary_tensors": True,  # the fakes answer no server metadata to learn it
                     "replicas": [
                         {"id": f"r{i}", "url": f"http://127.0.0.1:{9000 + i}"}
                         for i in range(replicas)

@@ -94,12 +94,27 @@ async def test_tensor_names_the_server_lacks_are_named_with_the_fix() -> None:
 
 async def test_binary_tensors_without_the_extension_is_a_warning() -> None:
     tensors = {"inputs": {"input": "input-0"}, "outputs": {"label": "predict"}}
-    found = await _probe(_config(tensors=tensors), _server(versioned=True, extensions=[]))
-    assert (
-        len(found) == 1 and found[0].startswith("warning") and "binary_tensors: false" in found[0]
-    )
+    forced = _config(tensors=tensors, binary_tensors=True)
+    found = await _probe(forced, _server(versioned=True, extensions=[]))
+    assert len(found) == 1 and found[0].startswith("warning") and "binary_tensors: true" in found[0]
     fits = _config(tensors=tensors, binary_tensors=False)
     assert await _probe(fits, _server(versioned=True, extensions=[])) == []
+
+
+async def test_unset_binary_tensors_is_learned_and_the_probe_says_how() -> None:
+    tensors = {"inputs": {"input": "input-0"}, "outputs": {"label": "predict"}}
+    for extensions, how in (([], "JSON (extensions: [])"), (["binary_tensor_data"], "binary")):
+        server = _server(versioned=True, extensions=extensions)
+        assert await _probe(_config(tensors=tensors), server) == []
+        found = await _probe(_config(tensors=tensors), server, info=True)
+        said = f"info: pool 'p', replica 'r0': the gateway will send it {how}"
+        assert any(f.startswith(said) for f in found), found
+    listed = _config(tensors=tensors, binary_tensors=False)
+    found = await _probe(listed, _server(versioned=True, extensions=["binary_tensor_data"]))
+    assert found == [
+        "warning: pool 'p', replica 'r0': the server lists 'binary_tensor_data' but the pool "
+        "says binary_tensors: false, which costs a conversion to JSON: remove the key"
+    ]
 
 
 async def test_an_unreachable_replica_is_an_error_and_nothing_more() -> None:
