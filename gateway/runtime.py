@@ -250,7 +250,7 @@ class Gateway:
                              latency_s, degraded, tenant,
                              request_bytes, response_bytes, rows)  # fmt: skip
         self.slo.record(model, status, latency_s, degraded is not None, tenant, deadline_s)
-        self.stats.record(model, status == 200, latency_s, self.clock.wall())
+        self.stats.record(model, status == 200, latency_s, self.clock.wall(), rows)
         self.history.observe(model, status, latency_s, degraded, served_by)
 
     # --- Triton/KServe parity: repository index, model config, statistics ----------------

@@ -3,8 +3,9 @@
 Triton clients (``get_inference_statistics``) read success and failure counts with their total
 time in nanoseconds and the time of the last inference. The gateway counts what its clients
 saw, once per answer at the edge: success is a 200 (degraded answers included: they answered),
-anything else a failure. Queue and compute phases are the replicas' business and stay zero;
-``inference_count`` and ``execution_count`` count requests (the gateway does not batch).
+anything else a failure. Queue and compute phases are the replicas' business and stay zero.
+As Triton counts them: ``inference_count`` is the successful requests' rows (a batch of 4 is
+four inferences), ``execution_count`` the successful requests (the gateway does not batch).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ NS = 1_000_000_000
 class _Counts:
     success: int = 0
     success_ns: int = 0
+    rows: int = 0  # of the successful requests
     fail: int = 0
     fail_ns: int = 0
     last_ms: int = 0
@@ -28,7 +30,8 @@ class ModelStats:
     def __init__(self) -> None:
         self._models: dict[str, _Counts] = {}
 
-    def record(self, model: str, ok: bool, latency_s: float, wall_s: float) -> None:
+    def record(self, model: str, ok: bool, latency_s: float, wall_s: float, rows: int = -1) -> None:
+        """One answer; ``rows``: the request's batch size (-1: not known, counted as one)."""
         counts = self._models.get(model)
         if counts is None:
             counts = self._models[model] = _Counts()
@@ -36,6 +39,7 @@ class ModelStats:
         if ok:
             counts.success += 1
             counts.success_ns += ns
+            counts.rows += max(rows, 1)
         else:
             counts.fail += 1
             counts.fail_ns += ns
@@ -52,7 +56,7 @@ class ModelStats:
             "name": name,
             "version": version,
             "last_inference": c.last_ms,
-            "inference_count": c.success,
+            "inference_count": c.rows,
             "execution_count": c.success,
             "inference_stats": {
                 "success": {"count": c.success, "ns": c.success_ns},

@@ -76,6 +76,7 @@ def test_tritonclient_repository_index_config_and_statistics(gateway_url: str) -
     assert stats["name"] == "digits" and stats["version"] == "1"
     assert stats["inference_stats"]["success"]["count"] == 3
     assert stats["inference_stats"]["fail"]["count"] == 1
+    assert (stats["inference_count"], stats["execution_count"]) == (12, 3)  # rows, as Triton
     assert stats["inference_stats"]["success"]["ns"] > 0 and stats["last_inference"] > 0
     assert client.get_inference_statistics()["model_stats"][0]["name"] == "digits"
     with pytest.raises(InferenceServerException, match="not found"):
