@@ -110,6 +110,7 @@ class InferEndpoint:
                     request_id=request_id,
                     request=request,
                     span=span,
+                    tenant=tenant,
                 )
                 result = await gateway.infer(call)
             finally:
