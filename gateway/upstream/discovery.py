@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import socket
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -34,7 +35,8 @@ from gateway.upstream.replica import Replica
 log = logging.getLogger(__name__)
 DRAIN_POLL_S = 0.05  # how often a draining replica's outstanding attempts are looked at
 SHOWN = 20  # dropped addresses listed in a log line and in /admin/state (the rest counted)
-BROADCAST = ipaddress.IPv4Address("255.255.255.255")
+BROADCAST = b"\xff\xff\xff\xff"
+V4_MAPPED = b"\x00" * 10 + b"\xff\xff"  # ::ffff:a.b.c.d
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,19 +66,25 @@ def replica_id(pool: str, target: Target) -> str:
 
 
 def unusable(target: Target) -> str | None:
-    """Why no replica can listen on ``target`` (None: one can). Loopback is fine (a sidecar)."""
+    """Why no replica can listen on ``target`` (None: one can). Loopback is fine (a sidecar).
+
+    Read from the packed address, not `ipaddress` (15 µs an address: 3,900 of them held the
+    event loop for 200 ms)."""
     if target.port == 0:
         return "port 0 (in SRV: no such service here)"
-    ip = ipaddress.ip_address(target.host)
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    if ip.is_unspecified:
+    packed = _packed(target.host)
+    if len(packed) == 16:
+        if packed[:12] == V4_MAPPED:
+            packed = packed[12:]
+        elif packed[0] == 0xFF:
+            return "a multicast address"
+    if not any(packed):
         return "the unspecified address"
-    if ip.is_multicast:
-        return "a multicast address"
-    if ip == BROADCAST:
+    if len(packed) == 4 and packed == BROADCAST:
         return "the broadcast address"
-    if isinstance(ip, ipaddress.IPv4Address) and ip.is_reserved:
+    if len(packed) == 4 and 224 <= packed[0] < 240:
+        return "a multicast address"
+    if len(packed) == 4 and packed[0] >= 240:
         return "a reserved address (240.0.0.0/4)"
     return None
 
@@ -98,10 +106,15 @@ def cap(targets: Iterable[Target], members: Collection[str], pool: str, limit: i
     first (a long answer must not churn who serves), then by address."""
     ranked = sorted(
         targets,
-        key=lambda t: (t.priority, replica_id(pool, t) not in members,
-                       ipaddress.ip_address(t.host).packed, t.port),
-    )  # fmt: skip
+        key=lambda t: (t.priority, replica_id(pool, t) not in members, _packed(t.host), t.port),
+    )
     return ranked[:limit]
+
+
+def _packed(host: str) -> bytes:
+    """An IP address's bytes (4 or 16); an IPv6 zone (``%eth0``) is not part of them."""
+    address = host.partition("%")[0]
+    return socket.inet_pton(socket.AF_INET6 if ":" in address else socket.AF_INET, address)
 
 
 def _where(target: Target) -> str:
