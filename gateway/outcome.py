@@ -2,7 +2,8 @@
 
 A leaf value: the error tree carries it (`gateway.errors.UpstreamError.outcome`) and every
 reactor (retry policy, breaker, outlier detector, metrics, traces) reads it; the classifying
-itself is `gateway.policies.classify`.
+itself is `gateway.policies.classify`, and who is at fault for an error answer is the fault
+judge's to say (`gateway.policies.fault`).
 """
 
 from __future__ import annotations
@@ -10,22 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-# Answers that may be the request's fault as much as the replica's: the verdict waits for a
-# second replica's answer to the same request (see `gateway.upstream.evidence`). 502/503/504
-# say the replica is overloaded or broken whatever it was asked, and count at once.
-DISPUTED_SERVER_STATUSES = frozenset({500, 501})
-
 
 class OutcomeKind(StrEnum):
     SUCCESS = "success"
-    CLIENT_ERROR = "client_error"  # 4xx: the request is wrong, never the replica's fault
+    CLIENT_ERROR = "client_error"  # 4xx: whose fault, the fault judge decides
     SERVER_ERROR = "server_error"  # 5xx from the replica
     CONNECT_ERROR = "connect_error"
     TIMEOUT = "timeout"
     PROTOCOL_ERROR = "protocol_error"
     SLOW = "slow"  # gave up waiting early; the exchange goes on and is classified when it ends
     CANCELLED = "cancelled"  # a hedge or deadline cancelled it: no verdict on the replica
-    REFUTED = "refuted"  # its error answer was refuted: another replica answered that request
+    REFUTED = "refuted"  # its error answer was charged to it by the fault judge
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,17 +38,9 @@ class Outcome:
 
     @property
     def is_failure(self) -> bool:
-        """Counts against the replica (breaker, outlier detection)."""
+        """Counts against the replica (breaker, outlier detection), at once or, for a disputed
+        answer, once the fault judge charges it."""
         return self.kind in _REPLICA_FAILURES
-
-    @property
-    def disputed(self) -> bool:
-        """An error answer whose fault (request or replica) a second replica must decide."""
-        status = self.status
-        return status is not None and (
-            self.kind is OutcomeKind.CLIENT_ERROR
-            or (self.kind is OutcomeKind.SERVER_ERROR and status in DISPUTED_SERVER_STATUSES)
-        )
 
     @property
     def retryable(self) -> bool:

@@ -4,8 +4,9 @@ It owns the per-try timeout, the replica's outstanding count and latency EWMA, a
 `Outcome` to the reactors (breaker, outlier detector, latency window). Failures leave as an
 `UpstreamError` carrying their `Outcome` for the layers above. A 200 counts only if it is a V2
 reply to this very request (`check_reply`: well-formed, the attempt's ``id`` echoed); an error
-answer (4xx, 500) is a `Dispute` whose verdict waits for a second replica
-(`gateway.upstream.evidence`).
+answer the fault judge disputes (`gateway.policies.fault.disputed`: 4xx, 500, 501) is a
+`Dispute` whose verdict waits for evidence (`gateway.upstream.evidence`), recorded with the
+digest of its input in the pool's `FaultRecord`; every other failure counts at once.
 
 Speculative tries: while a retry is still possible (`RetryPolicy.possible`, the rules the retry
 layer applies), the layer waits only the learned per-try timeout (`try_timeout`, on the injected
@@ -33,12 +34,14 @@ from gateway.outcome import Outcome, OutcomeKind
 from gateway.pipeline.call import InferCall, InferResult, Try
 from gateway.pipeline.retry_policy import RetryPolicy
 from gateway.policies.classify import classify_error, classify_status
+from gateway.policies.fault import NONFINITE_STATUS, disputed
 from gateway.policies.try_timeout import try_timeout
 from gateway.telemetry.metrics import Metrics
 from gateway.upstream.evidence import Dispute
 from gateway.upstream.transport import Transport, UpstreamResponse
 from gateway.v2.codec import EncodedBody, decode_outputs
 from gateway.v2.dialect import Dialect
+from gateway.v2.input_digest import input_digest
 from gateway.v2.reply import encode_reply, error_text
 from gateway.v2.request import HEADER_LENGTH
 from gateway.v2.response import check_reply, overflowed_output, with_reply_id
@@ -135,9 +138,13 @@ class AttemptLayer:
                 error = UpstreamStatusError(
                     outcome.describe(), response.status, response.body, outcome=outcome
                 )
-                pool.error_streak += 1
-                if outcome.disputed:
-                    leg.tries.dispute(Dispute(replica, pool, outcome, outcome.detail))
+                if disputed(outcome):  # its verdict waits for evidence
+                    digest = input_digest(call.body, call.upstream_headers.get(HEADER_LENGTH))
+                    dispute = Dispute(replica, pool, outcome, outcome.detail, digest)
+                    pool.record.refused(digest, dispute.status)
+                    leg.tries.dispute(dispute)
+                else:
+                    pool.record.failed()
                 raise error
             if translated is not None:  # re-encoded in the client's dialect
                 length = translated.json_length
@@ -166,7 +173,7 @@ class AttemptLayer:
             raise
         finally:
             call.ledger.record(outcome)
-            judged = not outcome.disputed  # a disputed answer is judged by evidence, later
+            judged = not disputed(outcome)  # a disputed answer is judged by evidence, later
             error_text_ = outcome.describe() if outcome.is_failure else None
             replica.finished(outcome.latency_s, error_text_, judged=judged)
             if replica.breaker is not None:
@@ -177,7 +184,7 @@ class AttemptLayer:
                 pool.outlier.observe(replica, outcome)
             if outcome.ok:
                 pool.latency.record(outcome.latency_s)
-                pool.error_streak = 0
+                pool.record.answered()
             self._metrics.attempt(call.model_name, pool.name, outcome)
             if span is not None:
                 span.end(outcome)
@@ -204,7 +211,8 @@ def _judge_reply(
         if problem is not None or b"null" in response.body:  # JSON that parsed has no NaN
             overflowed = overflowed_output(response.body, length, expected, echoes_id=echoes_id)
         if overflowed is not None:
-            return classify_status(replica_id, 400, latency_s, nonfinite_message(overflowed))
+            message = nonfinite_message(overflowed)
+            return classify_status(replica_id, NONFINITE_STATUS, latency_s, message)
     if problem is None:
         return classify_status(replica_id, status, latency_s)
     return Outcome(OutcomeKind.PROTOCOL_ERROR, replica_id, latency_s, None, problem)

@@ -5,11 +5,9 @@ one ``await`` and a budget count, and nothing is built for retries until a try h
 After a failure the loop asks the policy for the next try (it waits out the backoff and pays
 for the retry), and
 - a slow try keeps running (`PendingAnswers`): whichever exchange answers well first wins;
-- error answers are disputes settled by evidence (`gateway.upstream.evidence`): the same
-  refusal from two replicas (a 5xx: three, where there are) is the request's fault and ends
-  the tries, charging no one; an
-  answer elsewhere charges the refusing replicas; disputes nobody settled are decided without
-  a second opinion when the tries end;
+- error answers are disputes the fault judge settles (`gateway.policies.fault`, carried out by
+  `gateway.upstream.evidence`): after each refused retry, when the tries end, and when another
+  replica answers; a verdict that blames the request ends the tries, charging no one;
 - no replica left to try (`NoReplicaAvailable`) ends the tries with how the last try failed.
 """
 
@@ -34,7 +32,7 @@ class RetryLayer:
         except UpstreamError as first:
             result = await self._retry(leg, first)
         if leg.tries.disputes:
-            evidence.refuted(leg.tries.settle(), result.served_by)
+            evidence.answered(leg.tries.settle(), result.served_by)
         return result
 
     async def _retry(self, leg: Leg, error: UpstreamError) -> InferResult:
@@ -45,12 +43,10 @@ class RetryLayer:
                 return await pending.race(self._inner(leg))
             except UpstreamError as exc:
                 pending.keep(exc)
-                rejected = evidence.request_at_fault(
-                    leg.tries.disputes,
-                    leg.call.model_name,
-                    evidence.witnesses(leg.pool, leg.call.model.retry.max_attempts),
+                rejected = evidence.refused(
+                    leg.tries.disputes, leg.call.model_name, leg.call.model.retry.max_attempts
                 )
-                if rejected is not None:  # two replicas refused it alike: nobody is charged
+                if rejected is not None:  # the request's fault: nobody is charged
                     leg.tries.settle()
                     raise rejected from exc
                 error = exc
@@ -59,13 +55,13 @@ class RetryLayer:
         return await self._settle(leg, pending, error)
 
     async def _settle(self, leg: Leg, pending: PendingAnswers, error: UpstreamError) -> InferResult:
-        """No more tries: a slow exchange that still answers well wins, else the error stands;
-        disputes nobody settled are decided without a second opinion (refusals stay open on
-        the leg's tries, for a vote to refute with the other legs' answers)."""
+        """No more tries: a slow exchange that still answers well wins, else the error stands
+        or the judge's verdict on the disputes (refusals it leaves open stay on the leg's
+        tries, for a vote to refute with the other legs' answers)."""
         result = await pending.first_good()
         if result is not None:
             return result
-        rejected, refusals = evidence.unresolved(leg.tries.settle(), leg.call.model_name)
+        rejected, refusals = evidence.tries_ended(leg.tries.settle(), leg.call.model_name)
         for refusal in refusals:
             leg.tries.dispute(refusal)
         if rejected is not None:

@@ -98,11 +98,11 @@ class VoteRoute:
         refusals = [d for leg in legs.values() for d in leg.tries.settle()]
         if result is None or not result.agreed:
             self._metrics.vote(call.model_name, "no_quorum")
-            rejected = evidence.request_at_fault(refusals, call.model_name)
+            rejected = evidence.no_quorum(refusals, call.model_name)
             if rejected is not None:  # legs of two versions refused it alike: the request's fault
                 raise rejected
             raise NoQuorum(_no_quorum_message(call.model_name, config, answers, result))
-        evidence.refuted(refusals, "the vote's quorum")
+        evidence.answered(refusals, "the vote's quorum")
         self._judge(call.model_name, config, result, served, replaced)
         dissenters = [served[leg] for leg, rows in result.dissenters.items() if rows]
         self._metrics.vote(call.model_name, result.tally, dissenters)

@@ -22,6 +22,7 @@ from typing import Any
 
 from gateway.config.policies import GoldenProbeConfig
 from gateway.errors import BadRequest, UpstreamError
+from gateway.policies.fault import Fault, Refusal, Stage, judge
 from gateway.upstream.golden import GoldenSet, check_golden_answer, golden_request, sample_rows
 from gateway.upstream.prober import Prober
 from gateway.upstream.registry import Pool
@@ -74,9 +75,11 @@ class GoldenProber(Prober):
             )
         except UpstreamError:
             return None  # unreachable or hung: the health prober and live traffic judge that
-        if response.status != 200:  # a known-good input refused: the replica is wrong
+        if response.status != 200:  # a known-good input refused: the judge blames the replica
+            refusal = Refusal(replica.id, pool.name, response.status)
+            passed = judge(Stage.GOLDEN, [refusal]).fault is not Fault.REPLICAS
             reason = f"golden probe answered {response.status}: {error_text(response.body)}"
-            return self._judged(pool, replica, config, False, reason)
+            return self._judged(pool, replica, config, passed, reason)
         length = response.headers.get(HEADER_LENGTH)
         problem = check_reply(response.body, length, probe_id, echoes_id=pool.config.echoes_id)
         if problem is not None:

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from gateway.clock import Clock
 from gateway.config.models import GatewayConfig, PoolConfig, ReplicaConfig
+from gateway.policies.fault_record import FaultRecord
 from gateway.policies.latency import LatencyWindow
 from gateway.upstream.breaker import ReplicaBreaker, StateListener
 from gateway.upstream.eligibility import in_panic
@@ -37,8 +38,8 @@ class Pool:
     config: PoolConfig
     replicas: tuple[Replica, ...]
     outlier: OutlierDetector
+    record: FaultRecord  # its error streak and refused inputs, for the fault judge
     latency: LatencyWindow = field(default_factory=LatencyWindow)
-    error_streak: int = 0  # error answers (4xx/5xx) in a row across the pool, for `evidence`
     dialect: Dialect = field(default_factory=Dialect)  # its tensor names, binary or not
     draining: tuple[Replica, ...] = ()  # removed, their in-flight attempts still finishing
     discovery: dict[str, Any] | None = None  # DNS discovery's last answer: what it left out
@@ -62,7 +63,7 @@ class Pool:
             )
         outlier = OutlierDetector(replicas, config.outlier, clock, events)
         dialect = Dialect(config.tensors, config.binary_tensors)
-        return cls(name, config, replicas, outlier, dialect=dialect)
+        return cls(name, config, replicas, outlier, FaultRecord(clock), dialect=dialect)
 
     @property
     def model(self) -> str:

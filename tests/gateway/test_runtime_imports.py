@@ -95,3 +95,16 @@ print("RC", main(["serve", "--config", "config/local.yaml"]))
         "models.digits.fallback.model: 'digits-logreg': a fallback needs onnxruntime, which is "
         "not installed: install the gateway's 'cpu' extra: pip install 'v2-gateway[cpu]'"
     ) in result.stderr
+
+
+def test_without_onnxruntime_a_fallback_that_loads_anyway_is_refused_naming_the_extra() -> None:
+    """Past the start checks (``serve --skip-file-checks``), the fallback's verdict says it."""
+    code = """
+from gateway.fallback.check import check_model
+from gateway.fallback.manifest import configured_manifest
+verdict, loaded = check_model(configured_manifest(None), "digits-logreg")
+print("VERDICT", verdict.ok, loaded, verdict.reason)
+"""
+    result = run_without(("onnxruntime",), code)
+    assert "VERDICT False None cannot load it: " in result.stdout, result.stderr[-3000:]
+    assert "pip install 'v2-gateway[cpu]'" in result.stdout

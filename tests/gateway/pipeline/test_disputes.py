@@ -1,12 +1,13 @@
-"""Error answers through the pipeline: who is at fault is settled by a second replica
-(`gateway.upstream.evidence`), and the retry loop acts on the verdict."""
+"""Error answers through the pipeline: who is at fault is settled by evidence (the fault judge,
+`gateway.policies.fault`), and the retry loop carries the verdict out."""
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
-from gateway.errors import NoReplicaAvailable, RejectedByReplicas, UpstreamFailed
-from gateway.upstream.breaker import OPEN
+from gateway.errors import GatewayError, NoReplicaAvailable, RejectedByReplicas, UpstreamFailed
+from gateway.upstream.breaker import CLOSED, OPEN
 from gateway.upstream.transport import UpstreamResponse
 from tests.gateway.conftest import make_config
 from tests.gateway.fakes import Behaviour, reply
@@ -136,3 +137,51 @@ async def test_nan_literals_are_the_same_refusal_and_another_requests_answer_is_
     for _ in range(10):
         assert (await rig.run()).served_by == "r1"
     assert rig.replica(0).failures >= 1
+
+
+def _v2_body(request_id: str, value: float) -> bytes:
+    data = [value, 1.0, 2.0]
+    tensor = {"name": "input", "shape": [1, 3], "datatype": "FP32", "data": data}
+    return orjson.dumps({"id": request_id, "inputs": [tensor]})
+
+
+def _poison_value(marker: bytes) -> Behaviour:
+    """Answers 500 to any request whose body holds ``marker``, and 200 to every other."""
+
+    async def behave(method: str, path: str, payload: bytes) -> UpstreamResponse:
+        if marker in payload:
+            return UpstreamResponse(500, {}, b'{"error":"cannot convert"}')
+        return UpstreamResponse(200, {}, b'{"outputs":[]}')
+
+    return behave
+
+
+async def test_a_poison_input_in_good_traffic_does_not_take_out_a_pool_of_one() -> None:
+    """One replica, a poison input (its own id each time) between good requests: the input is
+    charged to the replica twice, then it is the request's 400; the replica keeps serving."""
+    rig = Rig(make_config(replicas=1), {A: _poison_value(b"99.5")})
+    errors: list[GatewayError] = []
+    for i in range(20):
+        good = rig.call(body=_v2_body(f"good-{i}", float(i % 3)))
+        assert (await rig.pipeline.handler(good)).status == 200
+        with pytest.raises(GatewayError) as info:
+            await rig.pipeline.handler(rig.call(body=_v2_body(f"poison-{i}", 99.5)))
+        errors.append(info.value)
+    assert not any(isinstance(e, RejectedByReplicas) for e in errors[:2])
+    assert all(isinstance(e, RejectedByReplicas) and e.status == 400 for e in errors[2:])
+    assert "as on earlier requests with the same input" in str(errors[2])
+    sole = rig.replica(0)
+    assert sole.failures == 2 and sole.breaker is not None and sole.breaker.state() == CLOSED
+    assert not rig.registry.pools["p"].outlier.is_ejected(sole)
+
+
+async def test_a_pool_of_one_failing_everything_is_still_charged_until_its_breaker_opens() -> None:
+    """The same request over and over to a sole replica that 500s everything: after a few
+    error answers in a row the pool is broken, not asked wrong, and each 500 is charged."""
+    rig = Rig(make_config(replicas=1), {A: reply(500, b'{"error":"driver"}')})
+    for _ in range(10):
+        with pytest.raises(GatewayError):
+            await rig.run()
+    sole = rig.replica(0)
+    assert sole.breaker is not None and sole.breaker.state() == OPEN
+    assert sole.failures >= 5

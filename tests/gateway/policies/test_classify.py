@@ -35,13 +35,3 @@ def test_errors_are_retryable_failures(error: UpstreamTimeout, kind: OutcomeKind
     assert outcome.kind is kind
     assert outcome.retryable and outcome.is_failure
     assert "r:" in outcome.describe()
-
-
-@pytest.mark.parametrize(
-    ("status", "disputed"), [(200, False), (400, True), (422, True), (500, True), (501, True),
-                             (502, False), (503, False), (504, False)]
-)  # fmt: skip
-def test_error_answers_that_could_be_the_requests_fault_are_disputed(
-    status: int, disputed: bool
-) -> None:
-    assert classify_status("r", status, 0.01).disputed is disputed

@@ -1,0 +1,53 @@
+"""A pool's recent record for the fault judge: its error streak and the inputs it refused.
+
+The judge (`gateway.policies.fault`) is pure; what it needs to know about the pool beyond one
+request lives here, written by the attempt layer as answers arrive and read as a `PoolView`
+when a verdict is due. Concurrent requests share it: that is the point (a pool that fails
+everyone's requests is broken; an input that one replica refused on several requests is
+poison), so every update is a plain step with no await in between.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from collections.abc import Iterable
+
+from gateway.clock import Clock
+from gateway.policies.fault import PoolView
+
+MAX_INPUTS = 1024  # refused inputs remembered per pool (least recently refused forgotten first)
+KEPT_TIMES = 8  # refusal times kept per input and status
+
+
+class FaultRecord:
+    def __init__(self, clock: Clock, max_inputs: int = MAX_INPUTS) -> None:
+        self._clock = clock
+        self._max_inputs = max_inputs
+        self._refused: OrderedDict[tuple[str, int], deque[float]] = OrderedDict()
+        self.error_streak = 0  # error answers (4xx/5xx) in a row across the pool
+
+    def answered(self) -> None:
+        """A replica of the pool answered a request well."""
+        self.error_streak = 0
+
+    def failed(self) -> None:
+        """A replica of the pool answered an error status."""
+        self.error_streak += 1
+
+    def refused(self, input_: str, status: int) -> None:
+        """A replica answered a disputed ``status`` to ``input_`` (an error answer too)."""
+        self.failed()
+        key = (input_, status)
+        times = self._refused.get(key)
+        if times is None:
+            times = self._refused[key] = deque(maxlen=KEPT_TIMES)
+            if len(self._refused) > self._max_inputs:
+                self._refused.popitem(last=False)
+        else:
+            self._refused.move_to_end(key)
+        times.append(self._clock.now())
+
+    def view(self, size: int, inputs: Iterable[tuple[str, int]] = ()) -> PoolView:
+        """The record as the judge reads it, with the refusal times of ``inputs`` only."""
+        refused_at = {key: tuple(self._refused.get(key, ())) for key in inputs}
+        return PoolView(size, self.error_streak, self._clock.now(), refused_at)
