@@ -65,9 +65,11 @@ def test_the_probe_names_every_mismatch(
     assert code == 1, out
     # KServe answers 501 on versioned paths; the unversioned one works
     assert "remove version '1' from the pool" in out
-    # MLServer: no 'label' output (it answers 'predict'), and no binary extension listed
+    # MLServer: no 'label' output (it answers 'predict'), and no binary extension listed: the
+    # gateway learns that and sends it JSON (KServe too: it lists only its repository's)
     assert "pool 'mlserver'" in out and "no output 'label' after the pool's mapping" in out
-    assert "'binary_tensor_data' extension" in out and "binary_tensors: false" in out
+    assert "info: pool 'mlserver', replica 'mlserver-a': the gateway will send it JSON" in out
+    assert "info: pool 'kserve', replica 'kserve-a': the gateway will send it JSON" in out
     # unversioned, KServe's metadata lists its tensors: the names are checked against them
     code, out = _run(tmp_path, _config(mlserver, kserve, {}), capsys)
     assert code == 1, out
@@ -82,7 +84,7 @@ def test_a_config_that_fits_the_peers_passes(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     pools = {
-        "mlserver": {"tensors": PEER_TENSORS, "binary_tensors": False},
+        "mlserver": {"tensors": PEER_TENSORS},
         "kserve": {"tensors": {"inputs": {"input": "input-0"}, **PEER_TENSORS}},
     }
     config = _config(mlserver, kserve, pools)
