@@ -98,7 +98,8 @@ print("RC", main(["serve", "--config", "config/local.yaml"]))
 
 
 def test_without_onnxruntime_a_fallback_that_loads_anyway_is_refused_naming_the_extra() -> None:
-    """Past the start checks (``serve --skip-file-checks``), the fallback's verdict says it."""
+    """A fallback built without the start checks (an app embedding `Gateway`, an onnxruntime
+    found but failing to import) is refused by its own check, with the same advice."""
     code = """
 from gateway.fallback.check import check_model
 from gateway.fallback.manifest import configured_manifest
