@@ -220,7 +220,8 @@ class _ReplicaCheck:
         for model_name, model in config.models.items():
             if model.vote is None or self._pool_name not in model.vote.pools:
                 continue
-            for label_output in model.vote.label_outputs:
+            compared = (*model.vote.label_outputs, *(model.vote.outputs or ()))
+            for label_output in dict.fromkeys(compared):  # each leg is asked for them
                 label = mapping.pool_output(label_output)
                 if label not in outputs:
                     where = f"model {model_name!r} votes on output {label_output!r}"
