@@ -15,15 +15,6 @@ import orjson
 from gateway.v2.request import InferRequestInfo, detached, parse_infer_request
 
 
-def json_outputs_request(info: InferRequestInfo, body: bytes) -> tuple[bytes, str | None]:
-    """The same request asking for JSON outputs; returns the body and its header length.
-
-    The client's own body when it asks for nothing else (no re-encoding of a large request).
-    """
-    _, body, length = asking_for(info, body, None)
-    return body, length
-
-
 def asking_for(
     info: InferRequestInfo, body: bytes, names: Sequence[str] | None
 ) -> tuple[InferRequestInfo, bytes, str | None]:
@@ -54,11 +45,6 @@ def needs_json_outputs_rewrite(header: dict[str, Any]) -> bool:
     if isinstance(parameters, dict) and "binary_data_output" in parameters:
         return True
     return any(set(output) != {"name"} for output in header.get("outputs") or ())
-
-
-def rewrite_json_outputs(info: InferRequestInfo, body: bytes) -> tuple[bytes, str | None]:
-    asked = InferRequestInfo(info.id, _json_header(info.header), info.binary_length)
-    return _encoded(asked, body)
 
 
 def _json_header(header: dict[str, Any]) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import pytest
 
 from gateway.api.parse_worker import parse_detached
 from gateway.errors import BadRequest
-from gateway.v2.outputs import json_outputs_request
+from gateway.v2.outputs import asking_for
 from gateway.v2.request import detached, parse_infer_request
 
 ROW = [0.5] * 64
@@ -125,23 +125,23 @@ def test_a_detached_request_keeps_everything_but_the_data() -> None:
     assert not detached(parse_detached(raw, length, 10).header)  # binary data stays in the body
 
 
-def test_json_outputs_request_keeps_a_body_that_asks_for_json_already() -> None:
+def test_asking_for_json_outputs_keeps_a_body_that_asks_for_json_already() -> None:
     body = orjson.dumps(request())
-    assert json_outputs_request(parse_detached(body, None, None), body) == (body, None)
+    assert asking_for(parse_detached(body, None, None), body, None)[1:] == (body, None)
 
 
-def test_json_outputs_request_rebuilds_a_detached_request_from_its_body() -> None:
+def test_asking_for_json_outputs_rebuilds_a_detached_request_from_its_body() -> None:
     doc = request(parameters={"binary_data_output": True, "x": 1},
                   outputs=[{"name": "label", "parameters": {"binary_data": True}}])  # fmt: skip
     body = orjson.dumps(doc)
     for info in (parse_infer_request(body, None), parse_detached(body, None, None)):
-        new_body, length = json_outputs_request(info, body)
+        _, new_body, length = asking_for(info, body, None)
         assert length is None
         assert orjson.loads(new_body) == {**request(), "parameters": {"x": 1},
                                           "outputs": [{"name": "label"}]}  # fmt: skip
     raw, head_length = binary(
         np.ones((1, 64), dtype=np.float32), parameters={"binary_data_output": True}
     )
-    new_body, length = json_outputs_request(parse_detached(raw, head_length, None), raw)
+    _, new_body, length = asking_for(parse_detached(raw, head_length, None), raw, None)
     assert length is not None and new_body.endswith(np.ones(64, dtype=np.float32).tobytes())
     assert "parameters" not in orjson.loads(new_body[: int(length)])
