@@ -92,9 +92,7 @@ class VoteRoute:
         result = vote(answers, rule) if answers else None
         replaced: list[tuple[str, Outputs]] = []
         if result is not None and not result.agreed:
-            result = await self._tiebreak(
-                legs, config, rule, answers, served, replaced, compared
-            )
+            result = await self._tiebreak(legs, config, rule, answers, served, replaced, compared)
         refusals = [d for leg in legs.values() for d in leg.tries.settle()]
         if result is None or not result.agreed:
             self._metrics.vote(call.model_name, "no_quorum")
@@ -257,23 +255,32 @@ def _decoded(task: asyncio.Future[InferResult]) -> Outputs | None:
 
 
 def _rows(result: VoteResult, config: VoteConfig) -> int:
-    """Rows in the voted answer (the batch size), from its first label output."""
-    for name in config.label_outputs:
-        agreed = result.outputs.get(name)
-        if agreed is not None and agreed.ndim:
+    """Rows in the voted answer (the batch size), from its first label output, else from any
+    output it compared (a client may ask for scores alone)."""
+    names = [n for n in config.label_outputs if n in result.outputs] or list(result.outputs)
+    for name in names:
+        agreed = result.outputs[name]
+        if agreed.ndim:
             return int(agreed.shape[0])
     return 1
 
 
 def _differing_rows(outputs: Outputs, result: VoteResult, config: VoteConfig, rows: int) -> int:
-    """On how many rows a replaced answer's labels differ from the quorum's."""
-    differing = 0
-    for name in config.label_outputs:
-        mine, agreed = outputs.get(name), result.outputs.get(name)
-        if mine is None or agreed is None or mine.shape != agreed.shape:
+    """On how many rows a replaced answer differs from the quorum's: by its labels, or, where
+    the vote compared none (scores alone), by its values beyond the vote's tolerance."""
+    labels = [n for n in config.label_outputs if n in result.outputs]
+    differing = np.zeros(rows, dtype=bool)
+    for name in labels or list(result.outputs):
+        mine, agreed = outputs.get(name), result.outputs[name]
+        if mine is None or mine.shape != agreed.shape:
             return rows
-        differing = max(differing, int((mine != agreed).reshape(rows, -1).any(axis=1).sum()))
-    return differing
+        same = (
+            mine == agreed
+            if labels
+            else np.isclose(mine, agreed, atol=config.numeric_atol, rtol=config.numeric_rtol)
+        )
+        differing |= ~np.asarray(same).reshape(rows, -1).all(axis=1)
+    return int(differing.sum())
 
 
 def _no_quorum_message(

@@ -138,3 +138,47 @@ async def test_a_leg_answering_other_outputs_is_a_missing_answer_not_a_strike() 
     assert "c" not in rig.pipeline.vote.suspects_snapshot()[MODEL]
     c = next(r for r in rig.registry.replicas() if r.id == "c")
     assert c.failures == 0 and c.quarantined_until == 0.0
+
+
+def _scores(odd_shift: int) -> Behaviour:
+    """A pool's servers answering ``probabilities`` alike on every row, except that the pool's
+    first answer has row 0's peak moved by ``odd_shift`` classes."""
+    answered: list[int] = []
+
+    async def behave(method: str, path: str, payload: bytes) -> UpstreamResponse:
+        request = orjson.loads(payload)
+        rows = [list(SCORES) for _ in range(request["inputs"][0]["shape"][0])]
+        if not answered:
+            rows[0] = np.roll(SCORES, odd_shift).tolist()
+        answered.append(1)
+        out = {"name": "probabilities", "datatype": "FP32", "shape": [len(rows), 10], "data": rows}
+        doc = {"model_name": "digits", "id": request.get("id"), "outputs": [out]}
+        return UpstreamResponse(200, {"content-type": "application/json"}, orjson.dumps(doc))
+
+    return behave
+
+
+async def test_a_tiebreak_on_scores_alone_strikes_the_rows_that_differed() -> None:
+    """Scores alone (no label compared): three versions split on row 0 of 4, the spares agree;
+    each replaced answer is struck for that one row of four (before: 1 of 1, as if it had
+    differed everywhere in a one-row batch)."""
+    pools = {
+        name: {
+            "model": "digits",
+            "replicas": [
+                {"id": f"{name}{i}", "url": f"http://127.0.0.1:{port + i}"} for i in (1, 2)
+            ],
+        }
+        for name, port in (("a", 9100), ("b", 9200), ("c", 9300))
+    }
+    vote = {"pools": list(pools), "quorum": 2}
+    config = parse_config({"pools": pools, "models": {MODEL: {"vote": vote}}})
+    behaviours = {}
+    for shift, port in ((1, 9100), (2, 9200), (3, 9300)):
+        pool = _scores(shift)  # one script for both replicas of the pool
+        behaviours.update({f"127.0.0.1:{port + i}": pool for i in (1, 2)})
+    rig = Rig(config, behaviours)
+    result = await rig.pipeline.handler(_call(rig, outputs=[{"name": "probabilities"}]))
+    assert result.vote == "3/3"
+    records = rig.pipeline.vote.suspects_snapshot()[MODEL].values()
+    assert sorted((r["votes"], r["dissents"]) for r in records) == [(4, 0)] * 3 + [(4, 1)] * 3
