@@ -41,6 +41,7 @@ STABLE_S = 30.0  # up this long: the next crash starts the backoff again from th
 SUPERVISE_INTERVAL_S = 0.2
 PR_SET_PDEATHSIG = 1
 FAULT_KEY_ENV = "REPLICA_FAULT_KEY"  # read by `replica serve` (the gateway never imports it)
+MIN_FAULT_KEY_CHARS = 16  # what `replica serve` takes (replicas.fault_auth.MIN_KEY_CHARS)
 
 
 class LaunchError(Exception):
@@ -93,9 +94,17 @@ def replica_argv(
 def fault_key_file(environ: Mapping[str, str], directory: str | None = None) -> Path | None:
     """A new key in a file only this user can read, or None where ``$REPLICA_FAULT_KEY`` is set.
 
-    The key itself is never logged, and never on a command line (``ps`` shows those).
+    The key itself is never logged, and never on a command line (``ps`` shows those). A set
+    key shorter than the replicas take (`MIN_FAULT_KEY_CHARS`) is a `LaunchError` here, before
+    any replica starts and refuses it.
     """
-    if environ.get(FAULT_KEY_ENV, "").strip():
+    chosen = environ.get(FAULT_KEY_ENV, "").strip()
+    if 0 < len(chosen) < MIN_FAULT_KEY_CHARS:
+        raise LaunchError(
+            f"${FAULT_KEY_ENV} has {len(chosen)} characters; the replicas need at least "
+            f"{MIN_FAULT_KEY_CHARS} (e.g. openssl rand -hex 16)"
+        )
+    if chosen:
         log.info("fault injection on: /admin/faults takes the key in $%s", FAULT_KEY_ENV)
         return None
     fd, name = tempfile.mkstemp(prefix="replica-fault-key-", dir=directory)  # mode 0600

@@ -22,6 +22,7 @@ from gateway.launcher import (
     RESTART_MAX_S,
     STABLE_S,
     Launcher,
+    LaunchError,
     LocalReplica,
     fault_key_file,
     replica_argv,
@@ -83,9 +84,15 @@ def test_the_environments_key_is_left_to_the_replicas(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.INFO, logger="gateway.launcher"):
-        assert fault_key_file({FAULT_KEY_ENV: "chosen"}, str(tmp_path)) is None
+        assert fault_key_file({FAULT_KEY_ENV: "chosen-0123456789"}, str(tmp_path)) is None
     assert list(tmp_path.iterdir()) == []
     assert "$REPLICA_FAULT_KEY" in caplog.text and "chosen" not in caplog.text
+
+
+def test_a_key_the_replicas_would_refuse_stops_gateway_up_first(tmp_path: Path) -> None:
+    with pytest.raises(LaunchError, match="has 6 characters; the replicas need at least 16"):
+        fault_key_file({FAULT_KEY_ENV: "chosen"}, str(tmp_path))
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.integration
