@@ -182,7 +182,9 @@ def test_check_config_probe_passes_the_projects_own_replicas(
     config = pool_config(replicas, pool={"golden": golden})
     path = tmp_path / "gateway.yaml"
     path.write_text(yaml.safe_dump(config))
-    assert main(["check-config", str(path), "--probe"]) == 0, capsys.readouterr().out
+    code, out = main(["check-config", str(path), "--probe"]), capsys.readouterr().out
+    assert code == 0, out
+    assert "echoes request ids" in out  # echoes_id stays true for them
     wrong = pool_config(
         replicas, pool={"golden": golden, "tensors": {"outputs": {"label": "predict"}}}
     )
