@@ -8,9 +8,11 @@
   tenant over its share, 503 when the model is full; Retry-After);
 - deadline: nothing below runs past the request's deadline (504);
 - fallback: the verified in-process model answers, degraded, when the primary path cannot;
-- route: the model's pool, or a vote over pools (each leg a full single route);
+- route: the model's pool, or a vote over pools (each leg a full single route); one request
+  counts once towards the retry budget's allowance, however many legs it has;
 - retry: one loop of tries on untried replicas; `RetryPolicy` (bounded, jittered, before the
   deadline, budgeted) decides each retry, and the attempt layer's per-try timeout; slow tries race;
+  every send beyond a leg's first (a retry, a hedge, a vote's tie-break) spends the budget;
 - hedge: optional second copy after the pool's p95;
 - balance: eligibility (health, ejection, quarantine, breaker, spares, panic), then P2C;
 - attempt: one classified exchange; its `Outcome` feeds the replica's breaker, the outlier
@@ -81,8 +83,8 @@ def build_pipeline(
     balance = BalanceLayer(PowerOfTwoChoices(rng), clock, attempt)
     hedge = HedgeLayer(retry, clock, metrics, adjust, balance)
     leg = RetryLayer(retry, hedge)
-    vote = VoteRoute(registry, leg, clock, metrics)
-    route = Router({"single": SingleRoute(registry, leg), "vote": vote})
+    vote = VoteRoute(registry, leg, clock, metrics, retry.pay)
+    route = Router({"single": SingleRoute(registry, leg), "vote": vote}, retry.count_request)
     fallback = FallbackLayer(fallbacks or {}, clock, metrics, adjust, route)
     deadline = DeadlineLayer(clock, fallback)
     admission = AdmissionLayer(metrics, deadline, tenants)

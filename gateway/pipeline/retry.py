@@ -1,7 +1,8 @@
 """Retry layer: one loop of tries on untried replicas, as `RetryPolicy` allows; slow tries race.
 
 The first try is a plain call: most requests never retry, so the first-try-success path costs
-one ``await`` and a budget count, and nothing is built for retries until a try has failed.
+one ``await``, and nothing is built for retries until a try has failed. (The request counts
+towards the budget's allowance once, at its route, however many legs it has.)
 After a failure the loop asks the policy for the next try (it waits out the backoff and pays
 for the retry), and
 - a slow try keeps running (`PendingAnswers`): whichever exchange answers well first wins;
@@ -26,7 +27,6 @@ class RetryLayer:
         self._inner = inner
 
     async def __call__(self, leg: Leg) -> InferResult:
-        self._policy.count_request()
         try:
             result = await self._inner(leg)
         except UpstreamError as first:

@@ -58,7 +58,8 @@ class RetryPolicy:
         self._backoffs: dict[tuple[float, float], Retrying] = {}  # by (base ms, max ms)
 
     def count_request(self) -> None:
-        """A request entered a retry loop: it adds to what the budget allows."""
+        """A client request reached its route: it adds to what the budget allows, once
+        however many legs (a vote's) or sends it takes."""
         self._budget.record_request()
 
     def possible(self, leg: Leg) -> bool:
@@ -82,7 +83,7 @@ class RetryPolicy:
             return False
         if wait > 0.0:
             await self._clock.sleep(wait)
-        return self._pay(leg)
+        return self.pay(leg)
 
     def _wait(self, leg: Leg, error: UpstreamError) -> float | None:
         """The wait before the next try; None when none may follow (nothing spent)."""
@@ -97,9 +98,10 @@ class RetryPolicy:
             return None
         return wait
 
-    def _pay(self, leg: Leg) -> bool:
-        """After the wait, right before the try: an admissible replica is left and the budget
-        still pays (others may have spent it meanwhile)."""
+    def pay(self, leg: Leg) -> bool:
+        """Right before a send beyond the leg's first (a retry after its wait; a vote's
+        tie-break): an admissible replica is left and the budget still pays (others may have
+        spent it meanwhile). True: one retry spent and recorded."""
         if not eligible(leg.pool, leg.tries.tried, self._clock.now()):
             return False  # the untried replicas are down, ejected or tripped
         if not self._budget.try_spend(self._scale(leg)):

@@ -4,12 +4,15 @@ Routes are picked by name from a dict (as uvicorn picks its loop) instead of ``i
 each route opens a `Leg` (the request on one pool, with its `Tries`) and hands it to the same
 per-pool leg: retry, hedge, balance, attempt. A leg's request is in its pool's dialect
 (`speak`): unchanged for a pool that speaks the client's, else re-encoded in the pool's names.
+The router counts each request once towards the retry budget's allowance (``count``): a vote's
+k legs are one request, not k; every send beyond a leg's first is paid from that budget below
+(retries, hedges, a vote's tie-breaks).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from gateway.pipeline.call import Handler, InferCall, InferResult, Leg, LegHandler, Tries
 from gateway.upstream.registry import Pool, Registry
@@ -27,10 +30,12 @@ class SingleRoute:
 
 
 class Router:
-    def __init__(self, routes: Mapping[str, Handler]) -> None:
+    def __init__(self, routes: Mapping[str, Handler], count: Callable[[], None]) -> None:
         self._routes = dict(routes)
+        self._count = count
 
     async def __call__(self, call: InferCall) -> InferResult:
+        self._count()
         return await self._routes[call.model.route](call)
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -43,7 +44,17 @@ Outputs = dict[str, Any]
 
 
 class VoteRoute:
-    def __init__(self, registry: Registry, leg: LegHandler, clock: Clock, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        leg: LegHandler,
+        clock: Clock,
+        metrics: Metrics,
+        pay: Callable[[Leg], bool],
+    ) -> None:
+        """``pay``: spends one retry from the budget for a send beyond a leg's first
+        (`RetryPolicy.pay`); False when the budget (or the pool) refuses it."""
+        self._pay = pay
         self._metrics = metrics
         self._registry = registry
         self._leg = leg
@@ -162,12 +173,16 @@ class VoteRoute:
         """No quorum: ask another replica of each answered pool that has one, then vote again.
 
         A replica that answers wrongly among honest spares (a bad GPU, a corrupted copy) then
-        cannot break a vote where the diverse versions legitimately split.
+        cannot break a vote where the diverse versions legitimately split. Each of these sends
+        is paid from the retry budget like a retry; a pool whose send the budget refuses is not
+        asked again.
         """
         again = {
             name: Leg(leg.call, leg.tries.again())
             for name, leg in legs.items()
-            if name in answers and len(leg.tries.tried) < len(leg.pool.replicas)
+            if name in answers
+            and len(leg.tries.tried) < len(leg.pool.replicas)
+            and self._pay(leg)  # paid like a retry, or not sent
         }
         if again:
             fresh, fresh_served = await self._collect(again, config, compared)
