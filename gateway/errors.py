@@ -102,8 +102,8 @@ class TooManyRequests(ClientError):
 
 
 class RejectedByReplicas(ClientError):
-    """Replicas refused the request itself (the same 4xx or 500 from two, or a 4xx from the only
-    one asked); answered with a 4xx naming their message, and no replica is penalised."""
+    """Replicas refused the request itself, as the fault judge decided (`gateway.policies.fault`);
+    answered with a 4xx naming them and their message (a 500 becomes a 400)."""
 
     def __init__(self, message: str, status: int = 400) -> None:
         super().__init__(message)

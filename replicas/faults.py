@@ -1,4 +1,5 @@
-"""Fault injection for chaos tests: latency, errors, hangs, crashes, wrong answers, unreadiness.
+"""Fault injection for chaos tests: latency, errors, hangs, crashes, wrong answers, unreadiness,
+a poison input.
 
 The gateway's resilience is only as believable as the failures it was tested against, so a
 replica started with ``--enable-faults`` can be told at run time to misbehave in each way the
@@ -35,6 +36,7 @@ class Faults:
     hang: bool = False
     corrupt_rate: float = 0.0
     ready: bool = True
+    poison_value: float | None = None  # a request holding this value in an input answers 500
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -47,6 +49,7 @@ class Faults:
             "hang": self.hang,
             "corrupt_rate": self.corrupt_rate > 0,
             "ready": not self.ready,
+            "poison_value": self.poison_value is not None,
         }
 
     def merged(self, update: object) -> tuple[Faults, bool]:
@@ -62,6 +65,8 @@ class Faults:
                 changes[key] = _number(key, value, 0.0, 1.0)
             elif key in ("hang", "ready"):
                 changes[key] = _boolean(key, value)
+            elif key == "poison_value":
+                changes[key] = None if value is None else _number(key, value, -math.inf, math.inf)
             elif key == "crash":
                 crash = _boolean(key, value)
             else:
@@ -90,7 +95,7 @@ class FaultHooks(Protocol):
     @property
     def ready(self) -> bool: ...
 
-    async def before_infer(self) -> None: ...
+    async def before_infer(self, inputs: Mapping[str, Array] | None = None) -> None: ...
 
     def after_infer(self, outputs: dict[str, Array]) -> dict[str, Array]: ...
 
@@ -100,7 +105,7 @@ class NoFaults:
 
     ready = True
 
-    async def before_infer(self) -> None:
+    async def before_infer(self, inputs: Mapping[str, Array] | None = None) -> None:
         return None
 
     def after_infer(self, outputs: dict[str, Array]) -> dict[str, Array]:
@@ -153,7 +158,7 @@ class FaultInjector:
         """Exit the process at once (no cleanup), just after the current reply is written."""
         asyncio.get_running_loop().call_later(CRASH_DELAY_S, self._exit, CRASH_EXIT_CODE)
 
-    async def before_infer(self) -> None:
+    async def before_infer(self, inputs: Mapping[str, Array] | None = None) -> None:
         if self._faults.hang:
             await self._unhung.wait()
         faults = self._faults
@@ -161,12 +166,21 @@ class FaultInjector:
             await self._sleep(faults.latency_ms / 1000.0)
         if faults.error_rate > 0 and self._rng.random() < faults.error_rate:
             raise InjectedFault("injected fault")
+        poison = faults.poison_value
+        if poison is not None and inputs is not None and _holds(inputs, poison):
+            raise InjectedFault(f"injected fault: cannot take the value {poison:g}")
 
     def after_infer(self, outputs: dict[str, Array]) -> dict[str, Array]:
         rate = self._faults.corrupt_rate
         if rate > 0 and self._rng.random() < rate:
             return corrupt(outputs, self._rng)
         return outputs
+
+
+def _holds(inputs: Mapping[str, Array], value: float) -> bool:
+    """Whether a numeric input holds ``value`` (a poison input, as a runtime that crashes on
+    one input while it answers every other: a 500 to that request only)."""
+    return any(a.dtype.kind in "iuf" and bool(np.any(a == value)) for a in inputs.values())
 
 
 def corrupt(outputs: Mapping[str, Array], rng: random.Random) -> dict[str, Array]:

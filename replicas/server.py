@@ -281,7 +281,7 @@ class ReplicaApp:
                 raise NotReady(f"model '{self.name}' is not ready: {self.not_ready_reason()}")
             body = await read_body(scope, receive, self._max_body)
             request = _parse(body, header(scope, _HEADER_LENGTH_KEY), model.signature)
-            await self.faults.before_infer()
+            await self.faults.before_infer(request.inputs)
             loop = asyncio.get_running_loop()
             outputs = await loop.run_in_executor(self._executor, model.run, request.inputs)
             overflowed = nonfinite_output(outputs)

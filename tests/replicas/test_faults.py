@@ -37,6 +37,7 @@ def test_defaults_are_healthy() -> None:
     faults = Faults()
     assert faults.to_json() == {
         "latency_ms": 0.0, "error_rate": 0.0, "hang": False, "corrupt_rate": 0.0, "ready": True,
+        "poison_value": None,
     }  # fmt: skip
     assert not any(faults.active().values())
 
@@ -47,6 +48,7 @@ def test_updates_merge() -> None:
     assert (faults.latency_ms, faults.error_rate, faults.ready, crash) == (50.0, 0.5, False, False)
     assert faults.active() == {
         "latency_ms": True, "error_rate": True, "hang": False, "corrupt_rate": False, "ready": True,
+        "poison_value": False,
     }  # fmt: skip
 
 
@@ -68,6 +70,7 @@ def test_crash_is_a_command_not_a_state() -> None:
         ({"ready": "no"}, "'ready' must be true or false"),
         ({"crash": "yes"}, "'crash' must be true or false"),
         ({"slow": True}, "unknown fault 'slow'"),
+        ({"poison_value": "13"}, "'poison_value' must be a number"),
     ],
 )
 def test_bad_updates_name_the_field(update: Any, expected: str) -> None:
@@ -112,6 +115,21 @@ async def test_error_rate_is_seeded() -> None:
     first = await pattern(7)
     assert first == await pattern(7)
     assert 5 < sum(first) < 35
+
+
+async def test_a_poison_value_fails_only_the_requests_holding_it() -> None:
+    inj, _ = injector()
+    inj.update({"poison_value": 99.5})
+    assert inj.faults.active()["poison_value"]
+    good = {"input": np.array([[0.0, 1.0, 16.0]], dtype=np.float32)}
+    poison = {"input": np.array([[0.0, 99.5, 16.0]], dtype=np.float32)}
+    await inj.before_infer(good)
+    await inj.before_infer()  # no inputs given: nothing to match
+    with pytest.raises(InjectedFault, match=r"cannot take the value 99\.5") as info:
+        await inj.before_infer(poison)
+    assert info.value.status == 500
+    inj.update({"poison_value": None})
+    await inj.before_infer(poison)
 
 
 async def test_error_rate_one_always_fails() -> None:

@@ -301,6 +301,7 @@ async def test_admin_get_post_delete(faulty: tuple[ReplicaApp, Client, list[int]
         "hang": False,
         "corrupt_rate": 0.0,
         "ready": True,
+        "poison_value": None,
     }
     faults = (await client.get("/metrics")).text
     assert 'replica_faults_active{fault="latency_ms",model="digits",version="1"} 1.0' in faults
@@ -329,6 +330,20 @@ async def test_error_rate_fault(faulty: tuple[ReplicaApp, Client, list[int]], sp
     await inject_faults_async(client, error_rate=1)
     r = await client.post(INFER, content=json_body(split.X_test[:1]))
     assert (r.status_code, r.json()) == (500, {"error": "injected fault"})
+
+
+async def test_poison_value_fault(
+    faulty: tuple[ReplicaApp, Client, list[int]], split: Split
+) -> None:
+    """A 500 to a request holding the value, and answers to every other (a poison input)."""
+    client = faulty[1]
+    await inject_faults_async(client, poison_value=99.5)
+    x = split.X_test[:2].copy()
+    assert (await client.post(INFER, content=json_body(x))).status_code == 200
+    x[1, 3] = 99.5
+    r = await client.post(INFER, content=json_body(x))
+    assert r.status_code == 500
+    assert r.json() == {"error": "injected fault: cannot take the value 99.5"}
 
 
 async def test_corrupt_fault(
