@@ -1,7 +1,9 @@
 """Keys of the control plane: read once, kept as SHA-256 digests, compared in constant time.
 
 A `KeyRing` is the one primitive: the digests of the keys that may pass one door. The control
-plane has two doors (admin, and read-only ``/metrics``), described by `ControlAccess`; a
+plane has two doors (admin, and read-only ``/metrics``), described by `ControlAccess`, and its
+admin keys are named (``server.admin.operators``; the single ``key_file``/``key_env`` act as
+``admin``), so a manual action is logged with who took it, never with the key; a
 tenant's key for infer is meant to be one more `KeyRing` beside them. Anonymous admin is
 allowed only while the gateway listens on loopback with no admin key configured, and
 `refuse_unprotected` stops a gateway that would listen elsewhere without one (as Redis's
@@ -20,7 +22,7 @@ from enum import Enum
 from pathlib import Path
 
 from gateway.config import ConfigError
-from gateway.config.access import AdminAccessConfig
+from gateway.config.access import LEGACY_OPERATOR, AdminAccessConfig
 
 MIN_KEY_CHARS = 16
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
@@ -38,6 +40,10 @@ class Door(Enum):
 
 def digest(key: str) -> bytes:
     return hashlib.sha256(key.encode()).digest()
+
+
+def digest_bytes(key: bytes) -> bytes:
+    return hashlib.sha256(key).digest()
 
 
 class KeyRing:
@@ -91,6 +97,7 @@ class ControlAccess:
     admin: KeyRing
     metrics: KeyRing
     anonymous: bool  # no admin key and a loopback bind: everyone local is admin
+    names: tuple[str, ...] = ()  # the operator of each of ``admin``'s digests, in order
 
     @classmethod
     def load(
@@ -99,8 +106,33 @@ class ControlAccess:
         """Reads the configured keys (a missing file or variable is a `ConfigError`)."""
         env = os.environ if environ is None else environ
         admin = read_keys("admin key", config.key_file, config.key_env, env)
+        names = [LEGACY_OPERATOR] * len(admin)
+        for name, keys in config.operators.items():
+            ring = read_keys(f"operator {name}'s key", keys.key_file, keys.key_env, env)
+            admin += ring
+            names += [name] * len(ring)
+        owners: dict[bytes, str] = {}
+        for known, name in zip(admin.digests, names, strict=True):
+            if owners.setdefault(known, name) != name:
+                raise ConfigError(f"operators {owners[known]} and {name} share a key")
         metrics = read_keys("metrics key", config.metrics_key_file, config.metrics_key_env, env)
-        return cls(admin, metrics, anonymous=not admin and is_loopback(bind_host))
+        anonymous = not admin and is_loopback(bind_host)
+        return cls(admin, metrics, anonymous, tuple(names))
+
+    def operator(self, authorization: bytes | None) -> str | None:
+        """Who holds the admin key presented: its operator's name, ``anonymous`` on an open
+        loopback control plane, None for no admin key. Every digest is compared."""
+        if self.anonymous:
+            return "anonymous"
+        token = bearer_token(authorization)
+        if not token:
+            return None
+        presented = digest_bytes(token)
+        found: str | None = None
+        for index, known in enumerate(self.admin.digests):
+            if hmac.compare_digest(known, presented) and found is None:
+                found = self.names[index] if index < len(self.names) else LEGACY_OPERATOR
+        return found
 
     def allows(self, door: Door, authorization: bytes | None) -> bool:
         if door is Door.OPEN or door is Door.PAGE or self.anonymous:

@@ -10,7 +10,9 @@ without anyone remembering to key it); ``/metrics`` also opens to a metrics key.
    browser's cross-site "simple" request (text/plain, form) is never a state change, and
    no CORS header is ever sent, so no page may send the JSON one.
 
-The data plane (``/v2/...``) is not checked here (see README, "Who may call what").
+The data plane (``/v2/...``) is not checked here (see README, "Who may call what"). A request
+let through the admin door carries its operator's name (never the key) in
+``scope["state"]["operator"]`` for the audit trail (`operator_of`).
 """
 
 from __future__ import annotations
@@ -90,7 +92,15 @@ class ControlPlaneGuard:
             message = f"{scope['method']} {scope['path']} takes Content-Type: application/json"
             await send_json(send, 415, {"error": message})
         else:
+            if door is Door.ADMIN:
+                who = self.access.operator(authorization)
+                scope.setdefault("state", {})["operator"] = who or "unknown"
             await self._app(scope, receive, send)
+
+
+def operator_of(scope: Scope) -> str:
+    """The name of the operator whose key the guard accepted for this request."""
+    return str(scope.get("state", {}).get("operator") or "unknown")
 
 
 def _is_json(content_type: bytes | None) -> bool:

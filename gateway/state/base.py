@@ -24,6 +24,10 @@ Counters carry deltas and an absolute expiry; the store keeps the totals, a chan
 pull returns only the keys changed since the caller's cursor, and a *generation* token that
 changes when the store loses its data (a Redis restart without persistence), which tells every
 instance to push its own contribution again.
+
+Decisions (`gateway.state.decisions`: an operator's drain, eject or pause) ride the same push
+and pull, but never expire: a store keeps the winner per target (by version) until a newer one
+replaces it, and a pull returns all of them.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 import orjson
+
+from gateway.state.decisions import Decision
 
 BREAKER_STATES = frozenset({"closed", "open", "half-open"})
 
@@ -111,6 +117,7 @@ class PushBatch:
     number: int
     signals: tuple[ReplicaSignal, ...] = ()
     counters: Mapping[str, CounterDelta] = field(default_factory=dict)
+    decisions: tuple[Decision, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +149,7 @@ class SharedSnapshot:
     full: bool
     signals: dict[str, ReplicaSignal]
     counters: dict[str, int]
+    decisions: dict[str, Decision] = field(default_factory=dict)  # every stored one, by key
 
     @property
     def generation(self) -> str:
@@ -160,6 +168,7 @@ class SharedView:
     signals: dict[str, ReplicaSignal]
     counters: dict[str, int]
     full: bool
+    decisions: dict[str, Decision] = field(default_factory=dict)
 
 
 class StateStore(Protocol):

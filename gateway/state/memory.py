@@ -20,6 +20,7 @@ from gateway.state.base import (
     ReplicaSignal,
     SharedSnapshot,
 )
+from gateway.state.decisions import Decision
 
 PRUNE_EVERY_S = 1.0
 
@@ -37,6 +38,7 @@ class MemoryStore:
         self._signals: dict[str, ReplicaSignal] = {}
         self._signals_until: dict[str, float] = {}  # replica id -> when its entry expires
         self._batches: dict[str, int] = {}  # origin -> highest batch number applied
+        self._decisions: dict[str, Decision] = {}  # target -> winner; never expires
         self._pruned_at = float("-inf")
 
     @property
@@ -69,6 +71,9 @@ class MemoryStore:
                 stale.append(rid)
             # the entry outlives every signal offered for it, so none of them can come back
             self._signals_until[rid] = max(kept, expires)
+        for decision in batch.decisions:
+            if decision.supersedes(self._decisions.get(decision.key)):
+                self._decisions[decision.key] = decision
         self._prune()
         return PushResult(self.generation, applied=True, stale=tuple(stale))
 
@@ -84,7 +89,8 @@ class MemoryStore:
             if self._expiry[key] > wall:
                 counters[key] = self._totals[key]
         signals = {r: s for r, s in self._signals.items() if self._signals_until[r] > wall}
-        return SharedSnapshot(Cursor(self.generation, self._seq), full, signals, counters)
+        cursor = Cursor(self.generation, self._seq)
+        return SharedSnapshot(cursor, full, signals, counters, dict(self._decisions))
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -92,6 +98,7 @@ class MemoryStore:
             "healthy": True,
             "counters": len(self._totals),
             "signals": len(self._signals),
+            "decisions": len(self._decisions),
         }
 
     async def close(self) -> None:

@@ -6,7 +6,9 @@ whichever script runs first on an empty Redis), ``{N}:seq`` the change sequence,
 sorted set key -> seq of its last change, ``{N}:exp`` a sorted set key -> expiry (ms),
 ``{N}:cnt`` a hash key -> counter total, ``{N}:sig`` a hash replica id -> encoded signal,
 ``{N}:sexp`` a sorted set replica id -> when its entry in ``{N}:sig`` expires (ms), and
-``{N}:b:<origin>`` the highest batch number applied for that origin. Every key a script touches
+``{N}:b:<origin>`` the highest batch number applied for that origin, and ``{N}:dec`` a hash
+target -> encoded operator decision (`decisions.Decision`: no expiry, the winner by version
+kept, as signals are ordered by epoch). Every key a script touches
 comes in KEYS (none is built inside a script), so the same scripts run on one Redis, a
 Sentinel-managed primary and a Cluster. Counters expire through ``{N}:exp`` and signals through
 ``{N}:sexp``: each script deletes up to `PRUNE` expired ones of each, so they are gone from the
@@ -66,10 +68,11 @@ local function expiry(s, ttl_ms)
   return math.floor(math.max(tonumber(s[3]), tonumber(s[6])) * 1000) + ttl_ms
 end
 """
-# KEYS: gen, seq, chg, exp, sig, cnt, sexp, batch mark
-# ARGV: gen token, batch number, mark ttl s, n counters, n signals, signal ttl ms,
+# KEYS: gen, seq, chg, exp, sig, cnt, sexp, batch mark, dec
+# ARGV: gen token, batch number, mark ttl s, n counters, n signals, signal ttl ms, n decisions,
 #       then per counter: key, amount, expire at ms;
-#       per signal: id, epoch, stamp, origin, blob, expire at ms
+#       per signal: id, epoch, stamp, origin, blob, expire at ms;
+#       per decision: target, version, at, origin, blob
 PUSH = (
     _COMMON
     + """
@@ -101,7 +104,8 @@ redis.call('SET', KEYS[8], ARGV[2], 'EX', ARGV[3])
 local seq = redis.call('INCR', KEYS[2])
 local n_counters, n_signals = tonumber(ARGV[4]), tonumber(ARGV[5])
 local ttl_ms = tonumber(ARGV[6])
-local i = 7
+local n_decisions = tonumber(ARGV[7])
+local i = 8
 for _ = 1, n_counters do
   local key, amount, expire_ms = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   redis.call('HINCRBY', KEYS[6], key, amount)
@@ -147,12 +151,30 @@ for _ = 1, n_signals do
   end
   i = i + 6
 end
+for _ = 1, n_decisions do
+  local key, origin = ARGV[i], ARGV[i + 3]
+  local version, at = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
+  local write = true
+  local stored = redis.call('HGET', KEYS[9], key)
+  if stored then
+    -- [key, action, until, by, reason, at, version, origin]; a malformed one loses
+    local ok, d = pcall(cjson.decode, stored)
+    if ok and type(d) == 'table' and tonumber(d[7]) and tonumber(d[6])
+        and type(d[8]) == 'string' then
+      write = greater(version, at, origin, tonumber(d[7]), tonumber(d[6]), d[8])
+    end
+  end
+  if write then
+    redis.call('HSET', KEYS[9], key, ARGV[i + 4])
+  end
+  i = i + 5
+end
 prune(now, KEYS[3], KEYS[4], KEYS[6], KEYS[7], KEYS[5])
 return {gen, 1, stale}
 """
 )
 
-# KEYS: gen, seq, chg, exp, sig, cnt, sexp
+# KEYS: gen, seq, chg, exp, sig, cnt, sexp, dec
 # ARGV: gen token, cursor generation, cursor seq, signal ttl ms
 PULL = (
     _COMMON
@@ -197,6 +219,7 @@ for first = 1, #keys, 1000 do
     end
   end
 end
-return {gen, seq, full, found, values, redis.call('HGETALL', KEYS[5])}
+return {gen, seq, full, found, values, redis.call('HGETALL', KEYS[5]),
+        redis.call('HGETALL', KEYS[8])}
 """
 )

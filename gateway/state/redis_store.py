@@ -36,6 +36,7 @@ from gateway.state.base import (
     SharedSnapshot,
     StoreUnavailable,
 )
+from gateway.state.decisions import Decision
 from gateway.state.sentinel_auth import SentinelAuth
 
 log = logging.getLogger(__name__)
@@ -89,6 +90,7 @@ class RedisStore:
     async def push(self, batch: PushBatch) -> PushResult:
         mark = f"{self._tag}b:{batch.origin}"
         keys = [*self._keys("gen", "seq", "chg", "exp", "sig", "cnt", "sexp"), mark]
+        keys += self._keys("dec")
         args: list[str | int] = [
             _new_generation(),
             batch.number,
@@ -96,22 +98,25 @@ class RedisStore:
             len(batch.counters),
             len(batch.signals),
             _SIGNAL_TTL_MS,
+            len(batch.decisions),
         ]
         for key, delta in batch.counters.items():
             args += (key, delta.amount, int(delta.expire_at * 1000))
         for s in batch.signals:
             expire_ms = int(s.expires_at() * 1000)
             args += (s.replica_id, s.epoch, repr(s.stamp), s.origin, s.encode(), expire_ms)
+        for d in batch.decisions:
+            args += (d.key, d.version, repr(d.at), d.origin, d.encode())
         bulk = len(batch.counters) > BULK_COUNTERS
         reply = await self._call(self._push(keys, args), bulk)
         generation, applied, stale = reply
         return PushResult(str(generation), bool(applied), tuple(str(s) for s in stale))
 
     async def pull(self, since: Cursor = START) -> SharedSnapshot:
-        keys = self._keys("gen", "seq", "chg", "exp", "sig", "cnt", "sexp")
+        keys = self._keys("gen", "seq", "chg", "exp", "sig", "cnt", "sexp", "dec")
         args: list[str | int] = [_new_generation(), since.generation, since.seq, _SIGNAL_TTL_MS]
         reply = await self._call(self._pull(keys, args), bulk=since.seq == 0)
-        generation, seq, full, names, values, flat_signals = reply
+        generation, seq, full, names, values, flat_signals, flat_decisions = reply
         signals = {}
         for i in range(0, len(flat_signals), 2):
             try:
@@ -123,7 +128,20 @@ class RedisStore:
                 continue
             signals[signal.replica_id] = signal
         counters = {str(k): int(v) for k, v in zip(names, values, strict=True)}
-        return SharedSnapshot(Cursor(str(generation), int(seq)), bool(full), signals, counters)
+        decisions = self._decisions(flat_decisions)
+        cursor = Cursor(str(generation), int(seq))
+        return SharedSnapshot(cursor, bool(full), signals, counters, decisions)
+
+    def _decisions(self, flat: list[str]) -> dict[str, Decision]:
+        decisions = {}
+        for i in range(0, len(flat), 2):
+            try:
+                decision = Decision.decode(flat[i + 1])
+            except (ValueError, TypeError):
+                log.warning("redis %s: ignoring a malformed decision for %s", self._tag, flat[i])
+                continue
+            decisions[decision.key] = decision
+        return decisions
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -8,6 +8,10 @@ oldest dropped first) and tries again next tick; when the store is back it pushe
 the store lost its data meanwhile (a new generation) it pushes this instance's whole
 contribution again, so totals reconcile. It never raises into its caller.
 
+Operators' decisions (``decisions``: a callback giving the ones to offer) travel in the same
+batches and come back, all of them, with every pull; the caller's `DecisionBook` offers again
+whatever a store lacks, so they need no bookkeeping here.
+
 Batches are numbered per run (the batch origin is ``origin#<random>``), so an instance that
 restarts under the same configured name is not taken for a replay of its previous run's batches.
 """
@@ -34,11 +38,13 @@ from gateway.state.base import (
     StateStore,
     make_origin,
 )
+from gateway.state.decisions import Decision
 
 log = logging.getLogger(__name__)
 
 Collect = Callable[[], tuple[Sequence[ReplicaSignal], Mapping[str, CounterDelta]]]
 Apply = Callable[[SharedView], None]
+CollectDecisions = Callable[[], Sequence[Decision]]
 MAX_PENDING_KEYS = 100_000
 PRUNE_EVERY_S = 60.0
 
@@ -54,9 +60,11 @@ class StateSync:
         interval_s: float = 0.5,
         origin: str | None = None,
         max_pending_keys: int = MAX_PENDING_KEYS,
+        decisions: CollectDecisions | None = None,
     ) -> None:
         self.store = store
         self._collect = collect
+        self._collect_decisions = decisions
         self._apply = apply
         self._clock = clock
         self.interval_s = interval_s
@@ -67,6 +75,7 @@ class StateSync:
         self._unconfirmed: PushBatch | None = None  # sent, reply not seen: resent as is
         self._pending: dict[str, CounterDelta] = {}  # collected, not in a batch yet
         self._pending_signals: dict[str, ReplicaSignal] = {}
+        self._pending_decisions: dict[str, Decision] = {}
         self._own: dict[str, CounterDelta] = {}  # confirmed in this generation, cumulative
         self._own_signals: dict[str, ReplicaSignal] = {}
         self._cursor: Cursor = START
@@ -141,21 +150,31 @@ class StateSync:
             current = self._pending.get(key)
             self._pending[key] = delta if current is None else current.plus(delta)
         self._bound_pending()
+        if self._collect_decisions is not None:
+            try:
+                decisions = self._collect_decisions()
+            except Exception:
+                log.exception("state sync: collecting decisions failed")
+                return
+            for decision in decisions:
+                if decision.supersedes(self._pending_decisions.get(decision.key)):
+                    self._pending_decisions[decision.key] = decision
 
     async def _push_all(self) -> None:
         # at most: the unconfirmed batch, the pending one, and a resync after a new generation
         for _ in range(3):
             if self._unconfirmed is None:
-                if not self._pending and not self._pending_signals:
+                if not self._pending and not self._pending_signals and not self._pending_decisions:
                     return
                 self._unconfirmed = PushBatch(
                     self._batch_origin,
                     self._next_number,
                     tuple(self._pending_signals.values()),
                     self._pending,
+                    tuple(self._pending_decisions.values()),
                 )
                 self._next_number += 1
-                self._pending, self._pending_signals = {}, {}
+                self._pending, self._pending_signals, self._pending_decisions = {}, {}, {}
             batch = self._unconfirmed
             result = await self.store.push(batch)
             self._unconfirmed = None
@@ -176,7 +195,7 @@ class StateSync:
             mine = self._own.get(key)
             others[key] = max(0, total - (mine.amount if mine is not None else 0))
         try:
-            self._apply(SharedView(snapshot.signals, others, snapshot.full))
+            self._apply(SharedView(snapshot.signals, others, snapshot.full, snapshot.decisions))
         except Exception:
             log.exception("state sync: apply failed; the next pull fetches everything again")
             self._cursor = Cursor(self._cursor.generation, 0)
@@ -266,6 +285,7 @@ class StateSync:
             "round_trip_ms": self.last_round_trip_ms,
             "pending_keys": len(self._pending) + (len(unconfirmed.counters) if unconfirmed else 0),
             "pending_signals": len(self._pending_signals),
+            "pending_decisions": len(self._pending_decisions),
             "dropped_keys": self.dropped_keys,
             "ticks": self.ticks,
             "failures": self.failures,
