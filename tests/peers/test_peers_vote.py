@@ -55,6 +55,7 @@ def gateway(
     ours: list[ReplicaProcess], mlserver: PeerProcess, kserve: PeerProcess
 ) -> Iterator[GatewayProcess]:
     three = ["ours", "mlserver", "kserve"]
+    wait = {"quorum": 2, "straggler_grace_ms": 5000}  # all three vote, even on a busy machine
     config = {
         "pools": {
             "ours": _replica_pool(ours[0], "ours-a"),
@@ -70,11 +71,11 @@ def gateway(
             },
         },
         "models": {
-            "vote": {"vote": {"pools": three, "quorum": 2}},
-            "vote-scores": {"vote": {"pools": three, "quorum": 2,
+            "vote": {"vote": {"pools": three, **wait}},
+            "vote-scores": {"vote": {"pools": three, **wait,
                                      "outputs": ["label", "probabilities"]}},
             # the issue's vote: two of ours would answer scores, MLServer only its labels
-            "vote-issue": {"vote": {"pools": ["ours", "ours-again", "mlserver"], "quorum": 2}},
+            "vote-issue": {"vote": {"pools": ["ours", "ours-again", "mlserver"], **wait}},
         },
     }  # fmt: skip
     proc = start_gateway(config)
