@@ -7,12 +7,15 @@ the vote's reply honours, are read by `v2proto.outputs`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
 import orjson
 
 from gateway.v2.request import InferRequestInfo, detached, parse_infer_request
+
+_OPENING = re.compile(rb"\s*\{")  # a JSON object's opening brace
 
 
 def asking_for(
@@ -26,10 +29,13 @@ def asking_for(
     """
     length = None if info.binary_length == 0 else str(len(body) - info.binary_length)
     wanted = None if names is None else [{"name": name} for name in names]
-    if not needs_json_outputs_rewrite(info.header) and (
-        wanted is None or info.header.get("outputs") == wanted
-    ):
-        return info, body, length
+    if not needs_json_outputs_rewrite(info.header):
+        if wanted is None or info.header.get("outputs") == wanted:
+            return info, body, length
+        if "outputs" not in info.header:  # curl's default: neither parsed nor re-encoded
+            spliced = _spliced(info, body, length, wanted)
+            if spliced is not None:
+                return spliced
     if detached(info.header):  # parsed in a worker, without its data: parse it whole
         info = parse_infer_request(body, length)
     header = _json_header(info.header)
@@ -37,6 +43,24 @@ def asking_for(
         header["outputs"] = wanted
     asked = InferRequestInfo(info.id, header, info.binary_length)
     return (asked, *_encoded(asked, body))
+
+
+def _spliced(
+    info: InferRequestInfo, body: bytes, length: str | None, wanted: list[dict[str, str]]
+) -> tuple[InferRequestInfo, bytes, str | None] | None:
+    """The body with ``"outputs": wanted`` put in front of its other keys, its bytes otherwise
+    as they came (a large request is neither parsed again nor re-encoded)."""
+    opening = _OPENING.match(body)
+    if opening is None:
+        return None
+    key = b'"outputs":' + orjson.dumps(wanted) + b","
+    spliced = body[: opening.end()] + key + body[opening.end() :]
+    length = None if length is None else str(int(length) + len(key))
+    return (
+        InferRequestInfo(info.id, {**info.header, "outputs": wanted}, info.binary_length),
+        spliced,
+        length,
+    )
 
 
 def needs_json_outputs_rewrite(header: dict[str, Any]) -> bool:
