@@ -3,8 +3,8 @@
 The retry layer's loop, the attempt layer's per-try timeout ("is a retry still possible?") and
 the hedge layer ("may a second copy go?") ask this one object, so they cannot disagree.
 Another try follows only
-- a retryable outcome: connect error, timeout, slow, protocol error, 5xx, or a disputed 4xx/500
-  that a second replica must settle (`gateway.upstream.evidence`);
+- a retryable outcome: connect error, timeout, slow, protocol error, 5xx, or a 4xx, which
+  the fault judge disputes until another replica's answer settles it (`gateway.policies.fault`);
 - within ``max_attempts`` tries in all, while a replica this request has not tried is left and
   admits traffic (the balance layer's eligibility: health, ejection, breaker);
 - after `FullJitter` backoff (exponential, full jitter), except after a SLOW try, which is still
