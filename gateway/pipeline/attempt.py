@@ -6,7 +6,9 @@ It owns the per-try timeout, the replica's outstanding count and latency EWMA, a
 reply to this very request (`check_reply`: well-formed, the attempt's ``id`` echoed); an error
 answer the fault judge disputes (`gateway.policies.fault.disputed`: 4xx, 500, 501) is a
 `Dispute` whose verdict waits for evidence (`gateway.upstream.evidence`), recorded with the
-digest of its input in the pool's `FaultRecord`; every other failure counts at once.
+digest of its input in the pool's `FaultRecord`; every other failure counts at once. A reply
+refused as a protocol error is discarded (`UpstreamResponse.discard`): its connection closes,
+so the refused request's real answer, sent late, is never read as another request's.
 
 Speculative tries: while a retry is still possible (`RetryPolicy.possible`, the rules the retry
 layer applies), the layer waits only the learned per-try timeout (`try_timeout`, on the injected
@@ -133,6 +135,7 @@ class AttemptLayer:
             if outcome.ok and not pool.dialect.speaks_as_is(call.request):
                 translated, outcome = _in_client_dialect(call, pool.dialect, response, outcome)
             if outcome.kind is OutcomeKind.PROTOCOL_ERROR:
+                response.discard()  # out of step: its real answer may follow on the connection
                 raise UpstreamProtocolError(outcome.describe(), outcome=outcome)
             if not outcome.ok:
                 error = UpstreamStatusError(

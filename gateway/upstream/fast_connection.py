@@ -133,6 +133,11 @@ class Connection(asyncio.Protocol):
         """
         return self._poll is not None and bool(self._poll.poll(0))
 
+    def discard(self) -> None:
+        """Its last reply was refused as a protocol error (`UpstreamResponse.discard`): the
+        stream is out of step, so drop it; the pool skips it from now on (not `reusable`)."""
+        self.abort()
+
     def abort(self) -> None:
         """Drop the connection at once (no FIN handshake wait); idempotent."""
         self.keep_alive = False
@@ -285,7 +290,7 @@ class Connection(asyncio.Protocol):
         if not self.keep_alive:
             self._cancel_timer()  # else it stays armed for the next exchange (see `exchange`)
         status = parser.get_status_code()
-        waiter.set_result(UpstreamResponse(status, self._headers, b"".join(self._body)))
+        waiter.set_result(UpstreamResponse(status, self._headers, b"".join(self._body), self))
 
     def _fail(self, error: Exception, cause: BaseException | None) -> None:
         self._cancel_timer()

@@ -6,6 +6,12 @@ loopback) this client costs about a third of aiohttp's CPU and a tiny fraction o
 connections per endpoint, one ``write`` per request, httptools to parse the reply. An
 ``https`` endpoint gets TLS from asyncio (one ``SSLContext`` per TLS settings, built on first
 use); the connections are kept per endpoint, so TLS and plaintext ones never mix.
+
+Each endpoint has two lanes of connections (the contract in `gateway.upstream.transport`):
+control requests (GET, HEAD: health probes, metadata) never ride a connection that carried an
+infer request, whose late answer they could read as theirs (they carry no id to catch it). The
+control lane costs one more connection per replica, kept open while probes come more often
+than the server's idle timeout; the README's "Upstream connections" gives the figures.
 """
 
 from __future__ import annotations
@@ -31,6 +37,19 @@ from gateway.upstream.transport import UpstreamResponse
 # Framing is ours: extra headers with these names are dropped rather than sent twice.
 _OWN_HEADERS = frozenset({"host", "content-length", "transfer-encoding"})
 _BODILESS = frozenset({"GET", "HEAD"})
+_CONTROL = _BODILESS  # the methods of the control lane
+MAX_IDLE_CONTROL = 2  # a probe and a metadata fetch at once; more are rare
+
+
+class _Lane:
+    """One kind of traffic's connections: idle ones and exchange slots, per endpoint."""
+
+    __slots__ = ("idle", "max_idle", "slots")
+
+    def __init__(self, max_idle: int) -> None:
+        self.idle: dict[Endpoint, list[Connection]] = {}
+        self.slots: dict[Endpoint, asyncio.Semaphore] = {}
+        self.max_idle = max_idle
 
 
 def encode_request(
@@ -57,12 +76,14 @@ def encode_request(
 class FastTransport:
     """HTTP/1.1 keep-alive client over asyncio Protocols and httptools.
 
-    Per endpoint: at most ``max_connections_per_endpoint`` exchanges in flight (more wait for a
-    free slot within their timeout), and at most ``max_idle_per_endpoint`` idle connections kept,
-    most recently used first (hot connections stay hot, cold ones close at the server's idle
-    timeout). An idle connection is reused only if nothing arrived on it while idle, and never
-    for an endpoint that is not ``keep_alive`` (one exchange per connection). Each reply is
-    capped by the ``max_reply_*`` limits (see `ReplyLimits`).
+    Per endpoint and lane (infer; control: GET and HEAD): at most
+    ``max_connections_per_endpoint`` exchanges in flight (more wait for a free slot within their
+    timeout), and at most ``max_idle_per_endpoint`` idle connections kept (control:
+    `MAX_IDLE_CONTROL`), most recently used first (hot connections stay hot, cold ones close at
+    the server's idle timeout). An idle connection is reused only if nothing arrived on it while
+    idle, never after its reply was discarded, and never for an endpoint that is not
+    ``keep_alive`` (one exchange per connection). Each reply is capped by the ``max_reply_*``
+    limits (see `ReplyLimits`).
     """
 
     name = "fast"
@@ -81,10 +102,9 @@ class FastTransport:
             max_reply_header_count, max_reply_header_bytes, max_reply_body_bytes
         )
         self._max_connections = max_connections_per_endpoint
-        self._max_idle = max_idle_per_endpoint
         self._connect_timeout = connect_timeout_s
-        self._idle: dict[Endpoint, list[Connection]] = {}
-        self._slots: dict[Endpoint, asyncio.Semaphore] = {}
+        self._infer = _Lane(max_idle_per_endpoint)
+        self._control = _Lane(min(MAX_IDLE_CONTROL, max_idle_per_endpoint))
         self._open: set[Connection] = set()
         self._contexts: dict[TlsConfig, ssl.SSLContext] = {}
         self._closed = False
@@ -102,15 +122,16 @@ class FastTransport:
         raw = encode_request(endpoint, method, path, body, headers)
         head = method == "HEAD"
         deadline = asyncio.get_running_loop().time() + timeout
-        slots = self._slots.get(endpoint)
+        lane = self._control if method in _CONTROL else self._infer
+        slots = lane.slots.get(endpoint)
         if slots is None:
-            slots = self._slots[endpoint] = asyncio.Semaphore(self._max_connections)
+            slots = lane.slots[endpoint] = asyncio.Semaphore(self._max_connections)
         await self._acquire(slots, endpoint, deadline)
         try:
-            conn = self._pop_idle(endpoint) if endpoint.keep_alive else None
+            conn = _pop_idle(lane, endpoint) if endpoint.keep_alive else None
             if conn is not None:
                 try:
-                    return await self._exchange(endpoint, conn, raw, deadline, head)
+                    return await self._exchange(lane, endpoint, conn, raw, deadline, head)
                 except UpstreamConnectError:
                     # The server may close a keep-alive connection while it sits idle in our pool
                     # (its idle timeout, a restart); we then see EOF or a reset before any reply
@@ -120,7 +141,7 @@ class FastTransport:
                     if conn.got_bytes:
                         raise
             conn = await self._connect(endpoint, deadline)
-            return await self._exchange(endpoint, conn, raw, deadline, head)
+            return await self._exchange(lane, endpoint, conn, raw, deadline, head)
         finally:
             slots.release()
 
@@ -132,20 +153,24 @@ class FastTransport:
         exchange still in flight to it finishes normally; its connection is then closed, not
         pooled. A later request to the same endpoint (the replica came back) starts afresh.
         """
-        self._slots.pop(endpoint, None)
-        for conn in self._idle.pop(endpoint, ()):
-            conn.close()
+        for lane in (self._infer, self._control):
+            lane.slots.pop(endpoint, None)
+            for conn in lane.idle.pop(endpoint, ()):
+                conn.close()
 
-    def pooled(self, endpoint: Endpoint) -> int:
-        """Idle connections kept for ``endpoint`` (for `/admin/state` and tests)."""
-        return len(self._idle.get(endpoint, ()))
+    def pooled(self, endpoint: Endpoint, *, control: bool = False) -> int:
+        """Idle connections kept for ``endpoint``'s infer (or ``control``) lane that may carry
+        another exchange (for `/admin/state` and tests)."""
+        lane = self._control if control else self._infer
+        return sum(conn.reusable for conn in lane.idle.get(endpoint, ()))
 
     async def aclose(self) -> None:
         """Close every connection, idle or busy; a busy exchange fails with a connect error."""
         self._closed = True
         for conn in list(self._open):
             conn.abort()
-        self._idle.clear()
+        self._infer.idle.clear()
+        self._control.idle.clear()
         await asyncio.sleep(0)  # let the loop run the connection_lost callbacks
 
     # --- internals ------------------------------------------------------------------------------
@@ -160,28 +185,23 @@ class FastTransport:
         except TimeoutError as exc:
             raise UpstreamTimeout("no free connection in time (all busy)") from exc
 
-    def _pop_idle(self, endpoint: Endpoint) -> Connection | None:
-        idle = self._idle.get(endpoint)
-        while idle:
-            conn = idle.pop()
-            if conn.reusable and not conn.has_unread_input():
-                return conn
-            # Closed, or bytes arrived while it sat idle that the loop has not delivered yet (a
-            # late or unsolicited reply, or the server's close): they would be read as our reply.
-            conn.abort()
-        return None
-
     async def _exchange(
-        self, endpoint: Endpoint, conn: Connection, raw: bytes, deadline: float, head: bool
+        self,
+        lane: _Lane,
+        endpoint: Endpoint,
+        conn: Connection,
+        raw: bytes,
+        deadline: float,
+        head: bool,
     ) -> UpstreamResponse:
         try:
             response = await conn.exchange(raw, deadline, head=head)
         except BaseException:  # an error, a timeout or our cancellation: never reuse it
             conn.abort()
             raise
-        if conn.reusable and endpoint.keep_alive and endpoint in self._slots:  # not forgotten
-            idle = self._idle.setdefault(endpoint, [])
-            if len(idle) < self._max_idle:
+        if conn.reusable and endpoint.keep_alive and endpoint in lane.slots:  # not forgotten
+            idle = lane.idle.setdefault(endpoint, [])
+            if len(idle) < lane.max_idle:
                 idle.append(conn)
                 return response
         conn.close()
@@ -234,6 +254,18 @@ class FastTransport:
                 raise UpstreamConnectError(f"cannot connect: {_reason(exc)}") from exc
             raise
         return conn
+
+
+def _pop_idle(lane: _Lane, endpoint: Endpoint) -> Connection | None:
+    idle = lane.idle.get(endpoint)
+    while idle:
+        conn = idle.pop()
+        if conn.reusable and not conn.has_unread_input():
+            return conn
+        # Closed or discarded, or bytes arrived while it sat idle that the loop has not delivered
+        # yet (a late or unsolicited reply, or the server's close): read as our reply otherwise.
+        conn.abort()
+    return None
 
 
 def _reason(exc: OSError) -> str:

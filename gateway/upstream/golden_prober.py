@@ -83,6 +83,7 @@ class GoldenProber(Prober):
         length = response.headers.get(HEADER_LENGTH)
         problem = check_reply(response.body, length, probe_id, echoes_id=pool.config.echoes_id)
         if problem is not None:
+            response.discard()  # out of step: what follows on the connection is no one's
             return self._judged(pool, replica, config, False, f"golden probe: {problem}")
         try:
             raw = decode_outputs(response.body, length)

@@ -4,6 +4,16 @@ The transport is a small swappable object (as in httpx's ``BaseTransport``) so t
 use the fastest client measured on this machine while tests and benchmarks swap in others. A
 transport is the only place where a client library's exceptions become ours: it raises
 `UpstreamConnectError`, `UpstreamTimeout` or `UpstreamProtocolError` and nothing else.
+
+A keep-alive connection is only as good as its stream is in step. Two rules keep one request's
+bytes from being read as another's reply, where HTTP framing alone cannot tell:
+
+- a reply its caller refuses as a protocol error (not a V2 reply, another request's ``id``) is
+  `UpstreamResponse.discard`-ed: the connection it came on is closed, so what the server still
+  sends on it (the refused request's real answer, late) reaches nobody;
+- control requests (GET and HEAD: health probes, metadata) and the others (POST: infer,
+  golden probes) never share a connection: a late inference answer cannot pass for a health
+  or metadata reply, which carries no ``id`` to catch it.
 """
 
 from __future__ import annotations
@@ -15,13 +25,30 @@ from typing import Protocol
 from gateway.config.endpoint import Endpoint
 
 
+class Stream(Protocol):
+    """Where a reply came from, as far as its caller may act on it."""
+
+    def discard(self) -> None:
+        """Close it: its stream is out of step and must carry no other exchange."""
+
+
 @dataclass(frozen=True, slots=True)
 class UpstreamResponse:
-    """A complete upstream reply. Header names are lower-case."""
+    """A complete upstream reply. Header names are lower-case. ``stream``: the connection it
+    came on (None where the transport keeps none, or lets its library pool them)."""
 
     status: int
     headers: Mapping[str, str] = field(default_factory=dict)
     body: bytes = b""
+    stream: Stream | None = field(default=None, compare=False, repr=False)
+
+    def discard(self) -> None:
+        """The caller refuses this reply as a protocol error: close the connection it came on
+        (never pooled again, idle or not), so the refused request's real answer, if the server
+        sends it late, is read by no other exchange. Call it before the next ``await``: until
+        then no other exchange can have taken the connection."""
+        if self.stream is not None:
+            self.stream.discard()
 
 
 class Transport(Protocol):
@@ -29,7 +56,8 @@ class Transport(Protocol):
 
     ``timeout`` bounds the whole exchange (connect, send, wait, read) in seconds.
     ``headers`` are extra request headers (lower-case names); the transport adds Host and
-    Content-Length itself.
+    Content-Length itself. A transport that pools connections keeps those of GET and HEAD
+    requests apart from the others, and closes a reply's connection on `discard`.
     """
 
     name: str

@@ -13,7 +13,7 @@ import struct
 import termios
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 CHUNKS = (b"first,", b"second,", b"third")
 HUGE = 64 * 1024 * 1024  # what /huge-* would send if the client read it all
@@ -89,6 +89,7 @@ class ScriptedServer:
         self._newest = writer
         self.accepted += 1
         served = 0
+        owed: list[bytes] = []  # replies this connection still owes, sent before the next one
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -99,8 +100,13 @@ class ScriptedServer:
                 body = await reader.readexactly(int(headers.get("content-length", "0")))
                 self.requests += 1
                 self.last_headers = headers
-                behaviour = _ROUTES[path.split("?")[0]]
-                if not await behaviour(Exchange(reader, writer, headers, body, served, self)):
+                if owed:  # a late answer goes out ahead of this request's, whatever its path
+                    writer.write(owed.pop())
+                # routed by the first segment: a replica URL's path prefix names its behaviour
+                behaviour = _ROUTES["/" + path.split("?")[0].split("/")[1]]
+                method = request_line.split(" ")[0]
+                exchange = Exchange(reader, writer, headers, body, served, self, method, owed)
+                if not await behaviour(exchange):
                     break
                 served += 1
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -113,7 +119,8 @@ class ScriptedServer:
 
 @dataclass(frozen=True)
 class Exchange:
-    """One request as the server read it; ``served`` counts earlier replies on its connection."""
+    """One request as the server read it; ``served`` counts earlier replies on its connection,
+    ``owed`` holds what the connection will send ahead of the next request's reply."""
 
     reader: asyncio.StreamReader
     writer: asyncio.StreamWriter
@@ -121,6 +128,8 @@ class Exchange:
     body: bytes
     served: int
     server: ScriptedServer
+    method: str = "POST"
+    owed: list[bytes] = field(default_factory=list)
 
 
 Behaviour = Callable[[Exchange], Awaitable[bool]]
@@ -255,6 +264,22 @@ async def _stale_first(ex: Exchange) -> bool:
     return await _echo(ex)
 
 
+async def _late_copy(ex: Exchange) -> bool:
+    """A replica whose stream falls out of step (as ``late-stale`` in tests/support/rogue_replica):
+    the first POST on a connection gets its echo at once, and a copy of it later, ahead of the
+    next reply on the connection; from then on each POST's echo waits for the next request on
+    the connection (one behind), whatever that request is. A GET is the model's readiness,
+    which says 503 (not ready): only a late answer read in its place makes it pass."""
+    if ex.method == "GET":
+        ex.writer.write(_head("503 Service Unavailable", "Content-Length: 9") + b"not ready")
+        return True
+    echo = _head("200 OK", f"Content-Length: {len(ex.body)}") + ex.body
+    if not ex.served:
+        ex.writer.write(echo)
+    ex.owed.append(echo)
+    return True
+
+
 async def _late(ex: Exchange) -> bool:
     """Reply only once the test sets ``server.release`` (after the client gave up)."""
     await ex.server.release.wait()
@@ -328,6 +353,7 @@ _ROUTES: dict[str, Behaviour] = {
     "/early-hints": _early_hints,
     "/extra-reply": _extra_reply,
     "/late": _late,
+    "/late-copy": _late_copy,
     "/stale-first": _stale_first,
     "/many-headers": _many_headers,
     "/huge-chunked": _huge_chunked,
