@@ -12,6 +12,8 @@ once) and the SLO history and alert states started from zero. Kept, by key:
   tenant): its counted events, burn rates and alert states; a model's burn policy while its
   config is unchanged (`SloBook.carry_from`);
 - the dashboard's samples and event timeline, with a "reload" event (`HistoryRecorder`);
+- operators' decisions (drained, ejected, paused: `SharedState.carry_from`), obeyed by the new
+  registry before it takes traffic;
 - a tenant's limiter while its limits stay (its requests in flight and its token bucket), and
   the retry budget's window while its config stays;
 - a discovered pool's members, when the pool stays and asks DNS the same question (name,
@@ -41,6 +43,7 @@ def carry_over(old: Gateway, new: Gateway) -> dict[str, list[str]]:
         "retry_budget": ["window"] if new.budget.carry_from(old.budget) else [],
     }
     new.history.carry_from(old.history)
+    new.shared.carry_from(old.shared)  # operators' drains, ejects and pauses: obeyed at once
     return carried
 
 

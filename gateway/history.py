@@ -11,7 +11,8 @@ showed how the last minutes went. `HistoryRecorder` keeps them, in-process and b
   quarantines, with the replica's own reason); what has no event (a health verdict, an
   ejection ending, a fallback switching in or out, its verification changing, a burn policy
   or SLO alert changing) is found by comparing each sample with the previous one;
-- anything else (a reload) calls `record_event`.
+- anything else (a reload) calls `record_event`, and an operator's action (or a decision
+  another gateway took and this one obeys) `audit`, with who acted.
 
 All times shown are wall-clock (``clock.wall()``); durations use ``clock.now()``.
 """
@@ -27,6 +28,7 @@ from gateway.fallback.model import FallbackModel
 from gateway.periodic import Periodic
 from gateway.policies.budget import RetryBudget
 from gateway.slo.engine import SloBook
+from gateway.telemetry.audit import AuditEvent
 from gateway.telemetry.history import Event, EventLog, Row, SampleRing, SecondCounts
 from gateway.upstream.registry import Registry
 from gateway.upstream.replica import Replica
@@ -96,6 +98,21 @@ class HistoryRecorder:
     def record_event(self, kind: str, subject: str, detail: str, level: str = "info") -> None:
         """An event with no hook of its own (a reload), stamped now."""
         self.events.record(Event(self._clock.wall(), kind, subject, detail, level))
+
+    def audit(self, event: AuditEvent) -> None:
+        """An audited action, in the timeline as kind ``manual`` with who took it."""
+        level = "ok" if event.action in ("restore", "resume") else "warn"
+        if not event.outcome.startswith(("applied", "obeyed")):
+            level = "bad"
+        self.events.record(
+            Event(event.at, "manual", event.target, event.summary(), level, by=event.who)
+        )
+
+    def controls_changed(self, changes: list[tuple[str, str]]) -> None:
+        """What operators' decisions did by themselves: a replica back (its eject ran out)."""
+        for target, what in changes:
+            if what == "back in service":
+                self.record_event("manual", target, what, "ok")
 
     def breaker_transition(self, replica: str, old: str, new: str) -> None:
         level = {"open": "bad", "half-open": "warn", "closed": "ok"}.get(new, "info")

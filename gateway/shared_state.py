@@ -5,26 +5,38 @@ counters and retry-budget counts leave as deltas; a `StateSync` pushes both and 
 in the background. What comes back is applied to the same breaker and replica objects the
 request path reads, so one instance's discovery protects all, and no request ever waits on
 Redis. With the in-memory backend there is nothing to share and no sync runs.
+
+Operators' decisions (drain, eject, pause: `gateway.state.decisions`) are kept here in a
+`DecisionBook` and made real on the registry by `ManualControls`: at once when taken here, on
+the pull that brings one from another gateway, and every `CONTROLS_S` (an eject runs out).
+They travel with the sync's batches and, having no expiry, come back on every pull, so a
+restarted gateway obeys them again from its first pull.
 """
 
 from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gateway.clock import Clock
 from gateway.config.state import StateConfig
+from gateway.periodic import Periodic
 from gateway.policies.budget import RetryBudget
 from gateway.policies.budget_sharing import SharedBudgetCounts
 from gateway.slo.engine import SloBook
 from gateway.state.base import CounterDelta, ReplicaSignal, SharedView
+from gateway.state.decisions import Decision, DecisionBook
 from gateway.state.redis_store import RedisStore
 from gateway.state.signals import SignalLedger
 from gateway.state.sync import StateSync
+from gateway.telemetry.audit import AuditEvent, log_audit
 from gateway.upstream.breaker import CLOSED, HALF_OPEN, OPEN
+from gateway.upstream.controls import Change, ManualControls
 from gateway.upstream.registry import Registry
+
+CONTROLS_S = 0.5  # how often decisions are enforced again (an eject's end is seen this late)
 
 
 class SharedState:
@@ -42,6 +54,11 @@ class SharedState:
         self._clock = clock
         self.origin = config.instance or f"{socket.gethostname()}:{os.getpid()}"
         self._ledger = SignalLedger(self.origin, clock)
+        self.decisions = DecisionBook(self.origin)
+        self.controls = ManualControls(registry, clock)
+        self._audit_sink: Callable[[AuditEvent], None] | None = None
+        self._change_sink: Callable[[list[Change]], None] | None = None
+        self._enforcer = Periodic("manual-controls", CONTROLS_S, clock, self.enforce)
         self._applying = False
         self.applied = 0
         self.sync: StateSync | None = None
@@ -56,15 +73,59 @@ class SharedState:
             self.sync = StateSync(
                 store, self._collect, self._apply, clock,
                 interval_s=config.sync_interval_s, origin=self.origin,
+                decisions=self.decisions.take_unsent,
             )  # fmt: skip
 
     def start(self) -> None:
+        self._enforcer.start()
         if self.sync is not None:
             self.sync.start()
 
     async def stop(self) -> None:
+        await self._enforcer.stop()
         if self.sync is not None:
             await self.sync.stop()
+
+    # --- operators' decisions -------------------------------------------------------------
+
+    def decide(
+        self, key: str, action: str, by: str, reason: str, until: float = 0.0
+    ) -> Decision:
+        """Takes an operator's decision here and obeys it at once (`publish` shares it)."""
+        decision = self.decisions.decide(key, action, by, reason, self._clock.wall(), until)
+        self.enforce()
+        return decision
+
+    async def publish(self) -> str | None:
+        """Pushes what was decided here now, not at the next tick; None when shared (or
+        nothing to share with), else why not (it is offered again on every tick)."""
+        if self.sync is None:
+            return None
+        if await self.sync.tick():
+            return None
+        return self.sync.last_error or "the state store did not answer"
+
+    def enforce(self) -> None:
+        changed = self.controls.apply(self.decisions.known)
+        if changed and self._change_sink is not None:
+            self._change_sink(changed)
+
+    def listen(
+        self, audit: Callable[[AuditEvent], None], changes: Callable[[list[Change]], None]
+    ) -> None:
+        """Where audited actions and the changes decisions make go (the event timeline)."""
+        self._audit_sink, self._change_sink = audit, changes
+
+    def audit(self, event: AuditEvent) -> None:
+        """One audited action: a JSON log line, and the timeline."""
+        log_audit(event)
+        if self._audit_sink is not None:
+            self._audit_sink(event)
+
+    def carry_from(self, old: SharedState) -> None:
+        """A reload's new gateway takes the old one's decisions and obeys them."""
+        self.decisions.carry_from(old.decisions)
+        self.enforce()
 
     @property
     def degraded(self) -> bool:
@@ -109,6 +170,14 @@ class SharedState:
                 self._apply_signal(signal)
         finally:
             self._applying = False
+        fresh = self.decisions.observe(view.decisions)
+        if fresh:
+            self.enforce()
+            for d in fresh:
+                if d.origin != self.origin:
+                    outcome = f"obeyed (decided on gateway {d.origin})"
+                    self.audit(AuditEvent(self._clock.wall(), d.by, d.action, d.key, d.reason,
+                                          outcome, self.origin))  # fmt: skip
 
     def _apply_signal(self, signal: ReplicaSignal) -> None:
         replica = self._registry.replica(signal.replica_id)
@@ -123,6 +192,7 @@ class SharedState:
 
     def snapshot(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"backend": self._config.backend, "instance": self.origin}
+        doc["decisions"] = self.controls.snapshot(self.decisions.known)
         if self.sync is not None:
             doc.update(self.sync.snapshot(), signals_applied=self.applied)
         return doc

@@ -1,4 +1,4 @@
-"""Everything but infer, on FastAPI: V2 health and metadata, admin state, OpenAPI docs.
+"""Everything but infer, on FastAPI: V2 health and metadata, admin state and controls, docs.
 
 These endpoints are cheap to call rarely and benefit from FastAPI's docs and validation; the
 exception handlers make sure even FastAPI's own 404/405/422 leave as ``{"error": ...}``.
@@ -15,6 +15,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException
 
 from gateway import __version__
+from gateway.api.controls import install_controls
 from gateway.api.dashboard import dashboard_response
 from gateway.api.openapi import install_openapi
 from gateway.errors import Conflict, GatewayError
@@ -108,6 +109,8 @@ def build_admin_app(gateway: Gateway, reload: Reload | None = None) -> FastAPI:
         if reload is None:
             raise Conflict("reload is not available here")
         return await reload()
+
+    install_controls(app, gateway)  # operators' drain, eject, restore, pause, resume
 
     @app.get("/slo")
     async def slo() -> dict[str, Any]:

@@ -42,6 +42,10 @@ class BalanceLayer:
                 tries.take(replica)
                 return await self._inner(Try(leg, replica, state))
             candidates.remove(replica)
+        if tries.pool.paused is not None:  # an operator's pause: say so, not "down"
+            raise NoReplicaAvailable(
+                f"model {leg.call.model_name!r}: pool {tries.pool.name!r} is {tries.pool.paused}"
+            )
         raise NoReplicaAvailable(
             f"model {leg.call.model_name!r}: no replica of pool {tries.pool.name!r} is "
             f"available ({len(tries.tried)} tried; others down, ejected or with open breakers)"

@@ -126,15 +126,19 @@ class Event:
     subject: str
     detail: str
     level: str = "info"  # one of LEVELS: the colour the dashboard gives it
+    by: str | None = None  # who acted (an operator's name), for an audited action
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "t": round(self.t, 3),
             "kind": self.kind,
             "subject": self.subject,
             "detail": self.detail,
             "level": self.level,
         }
+        if self.by is not None:
+            doc["by"] = self.by
+        return doc
 
 
 class EventLog:

@@ -6,7 +6,9 @@ replica is unusable. If the usable share of the pool falls below the panic thres
 and ejection are ignored and load spreads over every replica whose breaker admits, rather than
 melting the few survivors (Envoy's panic mode); open breakers and quarantines (wrong answers)
 are still honoured, so a pool that fails every request answers fast 503s instead of timeouts,
-and a replica known to answer wrongly is never used.
+and a replica known to answer wrongly is never used. A pool an operator paused
+(`gateway.upstream.controls`) has no eligible replica at all, panic or not; a replica an
+operator drained or ejected is not a member while held (`Pool.drain`), so it is never seen here.
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ class PoolView(Protocol):
 
     @property
     def replicas(self) -> Sequence[Replica]: ...
+
+    @property
+    def paused(self) -> str | None: ...
 
 
 def _admitted(replica: Replica, now: float) -> bool:
@@ -56,6 +61,8 @@ def in_panic(pool: PoolView, now: float) -> bool:
 
 def eligible(pool: PoolView, tried: set[str], now: float) -> list[Replica]:
     """The replicas not yet tried that may take this attempt; writes nothing."""
+    if pool.paused is not None:
+        return []
     usable = _usable(pool, now)
     if _panics(pool, usable):
         return [r for r in pool.replicas if r.id not in tried and _admitted(r, now)]

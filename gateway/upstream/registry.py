@@ -8,7 +8,9 @@ Membership may change while serving (DNS discovery): `Pool.replicas` is then rep
 tuple in one step (no await between reading and writing it), so every reader iterates a
 consistent set. A removed replica is *draining*: out of `replicas` at once (no new attempts),
 kept in `draining` while its in-flight attempts finish on the same object, then released.
-Watchers (the health prober) hear of each replica that joins or leaves.
+Watchers (the health prober) hear of each replica that joins or leaves. An operator's drain or
+eject (`gateway.upstream.controls`) uses the same drain, and ``paused`` says why a paused pool
+takes no traffic.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class Pool:
     dialect: Dialect = field(default_factory=Dialect)  # its tensor names, binary or not
     draining: tuple[Replica, ...] = ()  # removed, their in-flight attempts still finishing
     discovery: dict[str, Any] | None = None  # DNS discovery's last answer: what it left out
+    paused: str | None = None  # an operator's pause: why no replica of it is eligible
 
     @classmethod
     def from_config(
@@ -116,6 +119,7 @@ class Pool:
             "healthy": len(self.healthy()),
             "size": len(self.replicas),
             "panic": in_panic(self, now),
+            "paused": self.paused,
             "ejected": self.outlier.ejected_count(),
             "replicas": [r.snapshot(now) for r in self.replicas],
             "draining": [r.snapshot(now) for r in self.draining],
