@@ -380,6 +380,8 @@ def _slo_gauges(doc: dict[str, Any]) -> dict[str, Any]:
                     "alerts": [
                         {"severity": a["severity"], "firing": a["firing"]} for a in slo["alerts"]
                     ],
+                    "events_total": slo["counted_here"]["total"],
+                    "bad_events_total": slo["counted_here"]["bad"],
                 }
             )
     return {"slos": entries}

@@ -38,6 +38,11 @@ class SloTracker:
         self._threshold_s = (config.threshold_ms or 0.0) / 1000.0
         self._min_deadline_s = config.min_deadline_s
         self.excluded = 0  # requests with a deadline under the floor, since start (this instance)
+        # Events this instance counted since it started, never lowered: Prometheus counters
+        # (``gateway_slo_events_total``, ``gateway_slo_bad_events_total``) that the rules of
+        # `gateway.slo.rules` sum over every instance, as the shared window does here.
+        self.counted_total = 0
+        self.counted_bad = 0
 
     def record(
         self, status: int, latency_s: float, degraded: bool = False, deadline_s: float | None = None
@@ -53,6 +58,8 @@ class SloTracker:
         if good and self.config.kind == "latency":
             good = latency_s <= self._threshold_s
         self.window.add(good, degraded)
+        self.counted_total += 1
+        self.counted_bad += not good
 
     def burn_rate(self, window_s: float) -> float:
         """How fast the budget burns: the error rate over ``window_s`` / the allowed rate."""
@@ -109,6 +116,7 @@ class SloTracker:
         self.alerts = old.alerts
         self.burn_rates = dict(old.burn_rates)
         self.excluded = old.excluded
+        self.counted_total, self.counted_bad = old.counted_total, old.counted_bad
         return True
 
     def to_json(self) -> dict[str, Any]:
@@ -126,6 +134,7 @@ class SloTracker:
             },
             "burn_rates": {name: round(rate, 4) for name, rate in self.burn_rates.items()},
             "alerts": [a.to_json() for a in self.alerts],
+            "counted_here": {"total": self.counted_total, "bad": self.counted_bad},
         }
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gateway.telemetry.series import GaugeFamily
+from gateway.telemetry.series import CounterFamily, GaugeFamily
 
 
 def _number(value: object) -> float | None:
@@ -42,7 +42,22 @@ class SloMetrics:
         self.alert = GaugeFamily(
             "gateway_slo_alert_firing", "1 while a burn-rate alert fires.", (*SLO, "severity")
         )
-        self.families = (self.objective, self.budget, self.burn, self.alert)
+        # The SLI as counters (this instance's events since start): what Prometheus rules sum
+        # over every gateway instance. The request series cannot give it: a latency SLO's
+        # threshold needs not be a histogram bucket, and short-deadline requests are excluded.
+        self.events = CounterFamily(
+            "gateway_slo_events_total",
+            "Events an SLO counted on this instance (requests under its min deadline excluded).",
+            SLO,
+        )
+        self.bad_events = CounterFamily(
+            "gateway_slo_bad_events_total",
+            "Bad events of an SLO on this instance: a 5xx, or for latency SLOs a late answer.",
+            SLO,
+        )
+        self.families = (
+            self.objective, self.budget, self.burn, self.alert, self.events, self.bad_events
+        )  # fmt: skip
 
     def update(self, doc: Mapping[str, Any] | Iterable[Mapping[str, Any]]) -> None:
         """Replaces every SLO series with those in ``doc``.
@@ -55,7 +70,8 @@ class SloMetrics:
                        "objective": 0.999,
                        "budget_remaining": 0.83,
                        "burn_rates": {"5m": 14.2, "1h": 2.1, "6h": 0.9},
-                       "alerts": {"page": true, "ticket": false}}]}
+                       "alerts": {"page": true, "ticket": false},
+                       "events_total": 1200, "bad_events_total": 3}]}
 
         ``model`` and ``tenant`` may be missing or null (""). ``slos`` may also be a mapping
         from name to entry, and ``doc`` the bare list;
@@ -75,6 +91,8 @@ class SloMetrics:
                 ),
                 burn_rates=_pairs(entry.get("burn_rates"), "window", ("burn_rate", "rate")),
                 alerts=_pairs(entry.get("alerts"), "severity", ("firing",)),
+                events=_number(entry.get("events_total")),
+                bad_events=_number(entry.get("bad_events_total")),
             )
 
     def slo(
@@ -87,6 +105,8 @@ class SloMetrics:
         budget_remaining: float | None = None,
         burn_rates: Mapping[str, float] | None = None,
         alerts: Mapping[str, float] | None = None,
+        events: float | None = None,
+        bad_events: float | None = None,
     ) -> None:
         """Sets one SLO's gauges (the simple-arguments form of `update`)."""
         labels = (model, name, tenant)
@@ -98,6 +118,10 @@ class SloMetrics:
             self.burn.labels(*labels, window).set(rate)
         for severity, firing in (alerts or {}).items():
             self.alert.labels(*labels, severity).set(1.0 if firing else 0.0)
+        if events is not None:
+            self.events.labels(*labels).set(events)
+        if bad_events is not None:
+            self.bad_events.labels(*labels).set(bad_events)
 
 
 def _entries(doc: Mapping[str, Any] | Iterable[Mapping[str, Any]]) -> list[tuple[str, Any]]:

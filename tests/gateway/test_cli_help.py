@@ -20,7 +20,7 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["serve", "--help"], ["up", "--help"],
-                                  ["check-config", "--help"]])  # fmt: skip
+                                  ["check-config", "--help"], ["slo-rules", "--help"]])  # fmt: skip
 def test_help_is_plain_text_and_every_option_is_explained(
     argv: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
