@@ -6,7 +6,8 @@ It owns the per-try timeout, the replica's outstanding count and latency EWMA, a
 reply to this very request (`check_reply`: well-formed, the attempt's ``id`` echoed); an error
 answer the fault judge disputes (`gateway.policies.fault.disputed`: 4xx, 500, 501) is a
 `Dispute` whose verdict waits for evidence (`gateway.upstream.evidence`), recorded with the
-digest of its input in the pool's `FaultRecord`; every other failure counts at once. A reply
+digest of its input (in a pool of one) in the pool's `FaultRecord`; every other failure counts
+at once. A reply
 refused as a protocol error is discarded (`UpstreamResponse.discard`): its connection closes,
 so the refused request's real answer, sent late, is never read as another request's.
 
@@ -23,6 +24,7 @@ proxy read timeout cannot do both of.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 from gateway.clock import Clock, wait_first
 from gateway.errors import (
@@ -36,14 +38,14 @@ from gateway.outcome import Outcome, OutcomeKind
 from gateway.pipeline.call import InferCall, InferResult, Try
 from gateway.pipeline.retry_policy import RetryPolicy
 from gateway.policies.classify import classify_error, classify_status
-from gateway.policies.fault import NONFINITE_STATUS, disputed
+from gateway.policies.fault import NONFINITE_STATUS, disputed, input_is_evidence
 from gateway.policies.try_timeout import try_timeout
 from gateway.telemetry.metrics import Metrics
 from gateway.upstream.evidence import Dispute
 from gateway.upstream.transport import Transport, UpstreamResponse
 from gateway.v2.codec import EncodedBody, decode_outputs
 from gateway.v2.dialect import Dialect
-from gateway.v2.input_digest import input_digest
+from gateway.v2.input_digest import OFF_LOOP_BYTES, input_digest
 from gateway.v2.reply import encode_reply, error_text
 from gateway.v2.request import HEADER_LENGTH
 from gateway.v2.response import check_reply, overflowed_output, with_reply_id
@@ -142,9 +144,10 @@ class AttemptLayer:
                     outcome.describe(), response.status, response.body, outcome=outcome
                 )
                 if disputed(outcome):  # its verdict waits for evidence
-                    digest = input_digest(call.body, call.upstream_headers.get(HEADER_LENGTH))
-                    dispute = Dispute(replica, pool, outcome, outcome.detail, digest)
-                    pool.record.refused(digest, dispute.status)
+                    dispute = Dispute(replica, pool, outcome, outcome.detail)
+                    if input_is_evidence(len(pool.replicas), dispute.status):
+                        dispute = dataclasses.replace(dispute, input=await _input_of(call))
+                    pool.record.refused(dispute.input, dispute.status)
                     leg.tries.dispute(dispute)
                 else:
                     pool.record.failed()
@@ -219,6 +222,16 @@ def _judge_reply(
     if problem is None:
         return classify_status(replica_id, status, latency_s)
     return Outcome(OutcomeKind.PROTOCOL_ERROR, replica_id, latency_s, None, problem)
+
+
+async def _input_of(call: InferCall) -> str:
+    """The digest naming the call's input (`input_digest`); a large body is hashed off the
+    event loop."""
+    request_id = call.request.id if call.request is not None else None
+    header_length = call.upstream_headers.get(HEADER_LENGTH)
+    if len(call.body) <= OFF_LOOP_BYTES:
+        return input_digest(call.body, header_length, request_id)
+    return await asyncio.to_thread(input_digest, call.body, header_length, request_id)
 
 
 def _in_client_dialect(

@@ -31,6 +31,7 @@ NONFINITE_STATUS = 400  # a 200 with null/NaN data for this request: the input o
 BROKEN_STREAK = 4  # error answers in a row across a pool: broken, not asked wrong
 SERVER_ERROR_WITNESSES = 3  # alike 500s (replicas; in a pool of one, requests) that blame it
 SIGHTINGS_WINDOW_S = 600.0  # how long an input's earlier refusals count as evidence
+SOLE = 1  # the pool size where separate requests with one input are the witnesses
 
 
 class Stage(StrEnum):
@@ -133,6 +134,15 @@ def disputed(outcome: Outcome) -> bool:
     return status is not None and (
         outcome.kind is OutcomeKind.CLIENT_ERROR
         or (outcome.kind is OutcomeKind.SERVER_ERROR and status in DISPUTED_SERVER_STATUSES)
+    )
+
+
+def input_is_evidence(pool_size: int, status: int) -> bool:
+    """Whether a disputed answer's input must be named (`gateway.v2.input_digest`) for the
+    pool's record: only where a row counts separate requests with one input as witnesses."""
+    return pool_size == SOLE and any(
+        rule.counted is Witnesses.REQUESTS_TO_ONE_INPUT and rule.statuses.holds(status)
+        for rule in RULES
     )
 
 
@@ -256,7 +266,8 @@ def _witnesses(
             continue  # a broken pool's refusals say nothing about the request
         if rule.counted is Witnesses.REQUESTS_TO_ONE_INPUT:
             assert view is not None
-            if view.size == 1 and view.sightings(refusal.input, refusal.status) >= rule.witnesses:
+            seen = view.sightings(refusal.input, refusal.status)
+            if view.size == SOLE and seen >= rule.witnesses:
                 return index, [refusal]
             continue
         same = alike.setdefault(refusal.status, [])

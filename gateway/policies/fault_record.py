@@ -35,8 +35,11 @@ class FaultRecord:
         self.error_streak += 1
 
     def refused(self, input_: str, status: int) -> None:
-        """A replica answered a disputed ``status`` to ``input_`` (an error answer too)."""
+        """A replica answered a disputed ``status`` to ``input_`` (an error answer too; an
+        unnamed input, "", is not remembered)."""
         self.failed()
+        if not input_:
+            return
         key = (input_, status)
         times = self._refused.get(key)
         if times is None:

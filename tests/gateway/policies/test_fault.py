@@ -21,6 +21,7 @@ from gateway.policies.fault import (
     Refusal,
     Stage,
     disputed,
+    input_is_evidence,
     judge,
 )
 
@@ -176,6 +177,11 @@ def test_rows_on_working_pools_need_the_pools_record() -> None:
 )  # fmt: skip
 def test_which_answers_are_disputed(status: int, is_disputed: bool) -> None:
     assert disputed(classify_status("r", status, 0.01)) is is_disputed
+
+
+def test_inputs_are_named_only_where_a_row_counts_requests_to_one_input() -> None:
+    assert input_is_evidence(1, 500) and input_is_evidence(1, 501)
+    assert not input_is_evidence(1, 400) and not input_is_evidence(2, 500)
 
 
 def test_failures_without_a_status_are_the_replicas_at_once() -> None:

@@ -34,6 +34,14 @@ def test_refusals_of_an_input_are_seen_within_the_window_only() -> None:
     assert record.view(1, [("x", 500)]).sightings("x", 500) == 1
 
 
+def test_an_unnamed_input_counts_in_the_streak_only() -> None:
+    record = FaultRecord(FakeClock())
+    record.refused("", 500)
+    record.refused("", 500)
+    view = record.view(1, [("", 500)])
+    assert view.error_streak == 2 and view.sightings("", 500) == 0
+
+
 def test_the_record_is_bounded() -> None:
     record = FaultRecord(FakeClock(), max_inputs=2)
     for _ in range(KEPT_TIMES + 5):

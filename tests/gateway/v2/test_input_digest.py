@@ -1,4 +1,4 @@
-"""What counts as "the same input" for the fault judge's record."""
+"""What counts as "the same input" for the fault judge's record: the body without its id."""
 
 from __future__ import annotations
 
@@ -12,35 +12,40 @@ def _request(data: list[float], **extra: object) -> bytes:
     return orjson.dumps({**extra, "inputs": [tensor]})
 
 
-def test_the_id_and_the_outputs_asked_for_do_not_count() -> None:
-    plain = input_digest(_request([1.0, 2.0]), None)
-    assert input_digest(_request([1.0, 2.0], id="a"), None) == plain
-    asking = _request([1.0, 2.0], id="b", outputs=[{"name": "label"}], parameters={"x": 1})
-    assert input_digest(asking, None) == plain
-    reordered = b'{"inputs":[{"data":[1.0,2.0],"datatype":"FP32","shape":[1,2],"name":"input"}]}'
-    assert input_digest(reordered, None) == plain
+def test_the_id_does_not_count() -> None:
+    plain = input_digest(_request([1.0, 2.0], id="a"), None, "a")
+    assert input_digest(_request([1.0, 2.0], id="other"), None, "other") == plain
+    spaced = _request([1.0, 2.0], id="b").replace(b'"id":"b"', b'"id": "b"')
+    assert input_digest(spaced, None, "b") == plain
+    escaped = _request([1.0, 2.0], id='q"1')  # the id as JSON writes it
+    assert input_digest(escaped, None, 'q"1') == plain
 
 
-def test_the_tensors_header_and_data_count() -> None:
-    plain = input_digest(_request([1.0, 2.0]), None)
-    assert input_digest(_request([1.0, 2.5]), None) != plain
-    renamed = _request([1.0, 2.0]).replace(b'"input"', b'"x"')
-    assert input_digest(renamed, None) != plain
+def test_the_tensors_and_the_outputs_asked_for_count() -> None:
+    plain = input_digest(_request([1.0, 2.0], id="a"), None, "a")
+    assert input_digest(_request([1.0, 2.5], id="a"), None, "a") != plain
+    renamed = _request([1.0, 2.0], id="a").replace(b'"input"', b'"x"')
+    assert input_digest(renamed, None, "a") != plain
+    asking = _request([1.0, 2.0], id="a", outputs=[{"name": "label"}])
+    assert input_digest(asking, None, "a") != plain
 
 
-def test_binary_data_counts() -> None:
-    header = orjson.dumps(
-        {"id": "a", "inputs": [{"name": "input", "shape": [1, 2], "datatype": "FP32",
-                                "parameters": {"binary_data_size": 8}}]}
-    )  # fmt: skip
-    one = input_digest(header + b"\x00" * 8, str(len(header)))
-    other = input_digest(header + b"\x00" * 7 + b"\x01", str(len(header)))
-    assert one != other
-    again = header.replace(b'"id":"a"', b'"id":"bb"')
-    assert input_digest(again + b"\x00" * 8, str(len(again))) == one
+def test_binary_data_counts_and_the_id_is_cut_from_the_header_only() -> None:
+    def body(request_id: str, tail: bytes) -> tuple[bytes, str]:
+        tensor = {"name": "input", "shape": [1, 2], "datatype": "FP32",
+                  "parameters": {"binary_data_size": len(tail)}}  # fmt: skip
+        header = orjson.dumps({"id": request_id, "inputs": [tensor]})
+        return header + tail, str(len(header))
+
+    one = input_digest(*body("a", b"\x00" * 8), "a")
+    assert input_digest(*body("bb", b"\x00" * 8), "bb") == one
+    assert input_digest(*body("a", b"\x00" * 7 + b"\x01"), "a") != one
+    id_in_tail = b'"id":"a"'  # bytes after the header are data, whatever they look like
+    first, length = body("a", id_in_tail)
+    assert input_digest(first, length, "a") != input_digest(*body("a", b'"id":"b"'), "a")
 
 
-def test_a_body_that_is_not_a_v2_request_is_named_by_its_bytes() -> None:
-    assert input_digest(b'{"poison":1}', None) == input_digest(b'{"poison":1}', None)
-    assert input_digest(b'{"poison":1}', None) != input_digest(b'{"poison":2}', None)
-    assert input_digest(b"not json", "x") != input_digest(b"not json!", None)
+def test_a_body_without_the_id_is_named_by_all_its_bytes() -> None:
+    assert input_digest(b'{"poison":1}', None, None) == input_digest(b'{"poison":1}', None, "x")
+    assert input_digest(b'{"poison":1}', None, None) != input_digest(b'{"poison":2}', None, None)
+    assert input_digest(b"not json", "x", None) == input_digest(b"not json", None, None)
