@@ -26,6 +26,7 @@ from gateway.api.tenants import TenantKeys
 from gateway.carry_over import carry_over
 from gateway.config import ConfigError, GatewayConfig, load_config
 from gateway.errors import BadRequest, Conflict
+from gateway.pipeline.build import build_edge
 from gateway.preflight import config_problems
 from gateway.runtime import Gateway
 
@@ -66,7 +67,14 @@ class GatewayApp:
     ) -> None:
         """``keys``: the tenants' keys (None: read from ``gateway.config`` now)."""
         self.gateway = gateway
-        self._infer = InferEndpoint(gateway, self.parser, keys)
+        keys = keys if keys is not None else TenantKeys.load(gateway.config.tenants)
+        self.edge = build_edge(  # the steps before the pipeline, one edge for every door
+            gateway.infer, gateway.clock, gateway.tracer, gateway.observe,
+            tenant_of=keys.tenant, model_of=gateway.model, tenants=gateway.tenants,
+            max_body_bytes=gateway.config.server.max_body_bytes, parser=self.parser,
+            schema_of=gateway.schema,
+        )  # fmt: skip
+        self._infer = InferEndpoint(self.edge)
         hosts = allowed_hosts(gateway.config.server.allowed_hosts, self.bind_host)
         guarded = ControlPlaneGuard(build_admin_app(gateway, self.reload), access, hosts)
         self._admin = AnswerIds(guarded, gateway.config.tracing.enabled)

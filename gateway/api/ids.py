@@ -1,18 +1,14 @@
 """Every answer carries ``x-request-id`` and, with tracing on, ``traceparent``.
 
-The infer path sets both itself (its span is the request's); this module gives the request id
-rule to it and wraps the rest of the gateway (health, metadata, control plane) so an operator
-can match any answer to its log lines and trace. A caller's ``x-request-id`` is echoed when it
-is a sane token (at most 128 visible ASCII characters), else the gateway makes one. Routes
-other than infer record no span: they continue the caller's trace (or start one) under a new
-span id, unsampled, so a probe or a scrape never floods the trace backend.
+The infer path sets both itself (its span is the request's); this module wraps the rest of the
+gateway (health, metadata, control plane), with the infer path's request id rule
+(`gateway.v2.identity.request_id_of`), so an operator can match any answer to its log lines and
+trace. Routes other than infer record no span: they continue the caller's trace (or start one)
+under a new span id, unsampled, so a probe or a scrape never floods the trace backend.
 """
 
 from __future__ import annotations
 
-import itertools
-import os
-import re
 from typing import Any
 
 from gateway.api.responses import Receive, Scope, Send
@@ -22,18 +18,9 @@ from gateway.telemetry.tracecontext import (
     new_trace_id,
     parse_traceparent,
 )
+from gateway.v2.identity import request_id_of
 
 REQUEST_ID = "x-request-id"
-_SANE = re.compile(r"[\x21-\x7e]{1,128}")
-_ids = itertools.count(1)
-_prefix = f"{os.getpid():x}-"
-
-
-def request_id_of(given: str | None) -> str:
-    """The caller's request id when it is a sane token, else a new one."""
-    if given is not None and _SANE.fullmatch(given):
-        return given
-    return f"{_prefix}{next(_ids)}"
 
 
 class AnswerIds:

@@ -73,10 +73,3 @@ class TenantKeys:
         if name is None:
             raise Unauthorized("unknown API key")
         return name
-
-
-def require_key(model: str) -> Unauthorized:
-    """The 401 for an anonymous request to a model whose ``auth.require_key`` is set."""
-    return Unauthorized(
-        f"model {model!r} needs an API key: Authorization: Bearer <key> (or x-api-key)"
-    )

@@ -1,9 +1,26 @@
-"""The whole request pipeline, outer to inner, in one place.
+"""The whole request path, outer to inner, in one place: the edge, then the pipeline.
 
+    REST or gRPC door (I/O only) ── edge: tenant ── model ── tenant limits ── body ── timeout
+        ── parse ── schema ── call ──►
     admission ── deadline ── fallback ── route ─┬─ single ──────────────┐
                                                 └─ vote: k legs, vote ──┴─ leg:
                                    retry ── hedge ── balance ── attempt ── transport ── replica
 
+The edge (`build_edge`; `gateway.pipeline.edge`) turns what a door received into the frozen
+`InferCall`, whatever the transport:
+- tenant: the API key's tenant (401 for a key nobody holds); model: the model asked for (404),
+  and 401 for an anonymous request where the model needs a key;
+- tenant limits: the tenant's in-flight bound and rate (429 + Retry-After), held until the
+  answer, taken before the body is read so that a refusal costs almost nothing;
+- body: read up to ``server.max_body_bytes`` (413);
+- timeout: ``x-request-timeout-ms`` capped by the model (400), else the model's default;
+  the deadline runs from arrival;
+- parse: the V2 structure (400), inline when small, in a worker process when large;
+- schema: the model's signature (400), so a bad input never costs a replica;
+- call: the request id spliced into the body (replies must echo it), the `InferCall`.
+On the way out, a replica's answer is renamed to the client's model; the door writes it.
+
+The pipeline (`build_pipeline`):
 - admission: bounded in-flight per model, shared by tenants by weight, shed at once (429 to a
   tenant over its share, 503 when the model is full; Retry-After);
 - deadline: nothing below runs past the request's deadline (504);
@@ -23,10 +40,11 @@ What flows down (`gateway.pipeline.call`): above the route, the frozen `InferCal
 `Tries`); from the balancer to the attempt, a `Try` (the leg and the chosen replica). What flows
 up is an `InferResult`, or one error carrying its `Outcome`.
 
-Each layer is a class holding the next handler with one ``async __call__``; to see or change
-the order of the pipeline, read or edit this function and nothing else. Every layer that waits
-(backoff, per-try timeout, hedge delay, deadline, fallback reserve, straggler grace) waits on
-the injected `Clock`.
+Each pipeline layer is a class holding the next handler with one ``async __call__``; the edge's
+steps are plain calls where they need not wait. To see or change the order a request goes
+through, read or edit these two functions and nothing else. Every layer that waits (backoff,
+per-try timeout, hedge delay, deadline, fallback reserve, straggler grace) waits on the
+injected `Clock`.
 """
 
 from __future__ import annotations
@@ -42,6 +60,19 @@ from gateway.pipeline.attempt import AttemptLayer
 from gateway.pipeline.balance import BalanceLayer
 from gateway.pipeline.call import Adjuster, Handler, no_adjustment
 from gateway.pipeline.deadline import DeadlineLayer
+from gateway.pipeline.edge import Edge, Observer
+from gateway.pipeline.edge_steps import (
+    BoundedBody,
+    CallBuilder,
+    Caller,
+    ModelOf,
+    Parse,
+    Parser,
+    SchemaCheck,
+    SchemaOf,
+    TenantOf,
+    timeout_of,
+)
 from gateway.pipeline.fallback import FallbackLayer, FallbackRunner
 from gateway.pipeline.hedge import HedgeLayer
 from gateway.pipeline.retry import RetryLayer
@@ -50,9 +81,40 @@ from gateway.pipeline.route import Router, SingleRoute
 from gateway.pipeline.vote import VoteRoute
 from gateway.policies.budget import RetryBudget
 from gateway.policies.selection import PowerOfTwoChoices
+from gateway.policies.tenant_limits import TenantLimits
 from gateway.telemetry.metrics import Metrics
+from gateway.telemetry.tracing import Tracer
 from gateway.upstream.registry import Registry
 from gateway.upstream.transport import Transport
+
+
+def build_edge(
+    pipeline: Handler,
+    clock: Clock,
+    tracer: Tracer,
+    observe: Observer,
+    *,
+    tenant_of: TenantOf,
+    model_of: ModelOf,
+    tenants: TenantLimits,
+    max_body_bytes: int,
+    parser: Parser,
+    schema_of: SchemaOf,
+) -> Edge:
+    """The steps before ``pipeline``, in the order a request meets them (any door)."""
+    return Edge(
+        clock,
+        tracer,
+        Caller(tenant_of, model_of),  # tenant (401), model (404; 401 if it needs a key)
+        tenants,  # the tenant's limits (429), held until the answer
+        BoundedBody(max_body_bytes),  # the body (413)
+        timeout_of,  # x-request-timeout-ms, capped (400)
+        Parse(parser),  # the V2 structure (400): inline, or in a worker when large
+        SchemaCheck(schema_of),  # the model's signature (400)
+        CallBuilder(clock),  # the id into the body; the InferCall, its deadline from arrival
+        pipeline,  # build_pipeline's handler: admission ... replica
+        observe,  # after the door has answered: metrics, SLOs, history
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,170 @@
+"""The edge: what every infer request goes through before the pipeline, whatever the transport.
+
+    arrive ── tenant ── model ── tenant limits ── body ── timeout ── parse ── schema ── call ──►
+        pipeline (admission ...) ──► answer in the client's names ──► done
+
+A front door (REST's `gateway.api.infer`; a gRPC door the same way) only does I/O: it decodes
+the headers the edge reads (`HEADERS`, plus the tenant keys'), gives the edge a `BodyReader`,
+and writes what the edge returns or the `GatewayError` it raises, then calls `Edge.done`. The
+steps (`gateway.pipeline.edge_steps`) are composed in `gateway.pipeline.build.build_edge`; most
+are plain calls, since the small request's CPU is what the gateway is measured by.
+
+`Intake` is the request's record at the edge, filled as the steps learn things (tenant, model,
+bytes received, rows, the call), so that `done` can report a refused request as precisely as an
+answered one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from contextvars import Token
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from gateway.clock import Clock
+from gateway.config.models import ModelConfig
+from gateway.config.tenants import ANONYMOUS
+from gateway.deadline import TIMEOUT_HEADER
+from gateway.pipeline.call import Handler, InferCall, InferResult
+from gateway.pipeline.edge_steps import (
+    BodyReader,
+    BoundedBody,
+    CallBuilder,
+    Caller,
+    Parse,
+    SchemaCheck,
+    rows,
+)
+from gateway.policies.tenant_limits import TenantLimits
+from gateway.telemetry.logging import bind_request, unbind_request
+from gateway.telemetry.spans import RequestSpan
+from gateway.telemetry.tracing import Tracer
+from gateway.v2.identity import request_id_of
+from gateway.v2.request import HEADER_LENGTH
+from gateway.v2.response import rename_reply
+
+# The request headers the edge reads (the tenant's key headers come with the tenant lookup).
+HEADERS = (
+    HEADER_LENGTH, TIMEOUT_HEADER, "content-length", "x-request-id", "traceparent", "tracestate",
+)  # fmt: skip
+Timeout = Callable[[str | None, ModelConfig], float]  # header value, model -> seconds (400)
+
+
+class Observer(Protocol):
+    """Records one answer as the client saw it (`gateway.runtime.Gateway.observe`)."""
+
+    def __call__(
+        self, model: str, status: int, served_by: str, latency_s: float, degraded: str | None,
+        deadline_s: float | None, tenant: str, request_bytes: int, response_bytes: int,
+        rows: int, /,
+    ) -> None: ...  # fmt: skip
+
+
+@dataclass(slots=True, eq=False)
+class Intake:
+    """One request at the edge: what its door gave, then what the steps learned."""
+
+    model_name: str
+    version: str | None
+    headers: Mapping[str, str]  # decoded, lower-case names
+    arrived: float
+    request_id: str
+    span: RequestSpan
+    log_token: Token[Any]
+    tenant: str = ANONYMOUS
+    model: ModelConfig | None = None
+    client_timeout_s: float | None = None  # for the SLOs: only a deadline the client chose
+    received: int = -1  # the body's bytes, once read
+    rows: int = -1  # the request's rows, once parsed
+    call: InferCall | None = None
+
+    @property
+    def attempts(self) -> int:
+        """Attempts sent to replicas for this request so far."""
+        return self.call.attempts if self.call is not None else 0
+
+
+class Edge:
+    def __init__(
+        self,
+        clock: Clock,
+        tracer: Tracer,
+        caller: Caller,
+        limits: TenantLimits,
+        body: BoundedBody,
+        timeout: Timeout,
+        parse: Parse,
+        schema: SchemaCheck,
+        build_call: CallBuilder,
+        pipeline: Handler,
+        observe: Observer,
+    ) -> None:
+        self._clock = clock
+        self._tracer = tracer
+        self._caller = caller
+        self._limits = limits
+        self._body = body
+        self._timeout = timeout
+        self._parse = parse
+        self._schema = schema
+        self._build_call = build_call
+        self._pipeline = pipeline
+        self._observe = observe
+
+    def arrive(self, model_name: str, version: str | None, headers: Mapping[str, str]) -> Intake:
+        """The request arrived: its clock starts, it gets its id and span, its log lines their
+        tags. Every `arrive` is followed by one `done`."""
+        arrived = self._clock.now()
+        request_id = request_id_of(headers.get("x-request-id"))
+        span = self._tracer.start_request(headers, model_name, request_id)
+        return Intake(
+            model_name, version, headers, arrived, request_id, span, bind_request(request_id, span)
+        )
+
+    async def infer(self, intake: Intake, read: BodyReader) -> InferResult:
+        """The steps in order, then the pipeline; raises the `GatewayError` of the first refusal."""
+        headers = intake.headers
+        tenant = intake.tenant = self._caller.tenant(headers)
+        model = intake.model = self._caller.model(intake.model_name, intake.version, tenant)
+        limiter = self._limits.get(tenant)
+        limiter.enter()  # before the body is read: a refusal costs ≈ nothing
+        try:
+            body = await self._body(headers.get("content-length"), read)
+            intake.received = len(body)
+            timeout_s = self._timeout(headers.get(TIMEOUT_HEADER), model)
+            if TIMEOUT_HEADER in headers:
+                intake.client_timeout_s = timeout_s
+            header_length = headers.get(HEADER_LENGTH)
+            request = await self._parse(body, header_length, model.max_rows)
+            self._schema(intake.model_name, request)
+            intake.rows = rows(request)
+            call = intake.call = self._build_call(
+                intake.model_name, model, body, header_length, request, intake.request_id,
+                intake.arrived, timeout_s, intake.span, tenant,
+            )  # fmt: skip
+            result = await self._pipeline(call)
+        finally:
+            limiter.leave()
+        if result.status == 200 and result.vote is None and result.degraded is None:
+            # the replica's answer in the client's names (a vote's and a fallback's already are)
+            result.body, result.header_length = rename_reply(
+                result.body, result.header_length, intake.model_name, model.version
+            )
+        return result
+
+    def done(
+        self,
+        intake: Intake,
+        status: int,
+        served_by: str = "",
+        degraded: str | None = None,
+        sent: int = -1,
+    ) -> None:
+        """The door has sent the answer (``sent``: its body's bytes; -1 for an error's):
+        metrics, SLOs and history record it, the span ends, the log tags go."""
+        self._observe(
+            intake.model_name, status, served_by, self._clock.now() - intake.arrived, degraded,
+            intake.client_timeout_s, intake.tenant, intake.received, sent, intake.rows,
+        )  # fmt: skip
+        intake.span.end(status, served_by or None, degraded)
+        unbind_request(intake.log_token)

@@ -1,0 +1,178 @@
+"""The edge's steps, one rule each, in the order `gateway.pipeline.edge.Edge` runs them.
+
+Each step is a small object holding what it needs (the tenants' keys, the body limit, the
+parser, the models' schemas) and one call; only reading the body and parsing a large one await.
+None of them knows the transport: a front door hands them decoded headers and a `BodyReader`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from types import MappingProxyType
+from typing import Protocol
+
+from gateway.clock import Clock
+from gateway.config.models import ModelConfig
+from gateway.config.tenants import ANONYMOUS
+from gateway.deadline import Deadline, timeout_from_header
+from gateway.errors import PayloadTooLarge, Unauthorized
+from gateway.pipeline.call import InferCall
+from gateway.telemetry.spans import RequestSpan
+from gateway.v2.identity import with_request_id
+from gateway.v2.request import HEADER_LENGTH, InferRequestInfo, parse_infer_request
+from gateway.v2.schema import ModelSchema
+from v2proto.codec import BINARY_CONTENT_TYPE
+
+BodyReader = Callable[[], Awaitable[tuple[bytes, bool]]]  # the next chunk, and whether more follow
+TenantOf = Callable[[Mapping[str, str]], str]  # decoded headers -> tenant (`Unauthorized`)
+ModelOf = Callable[[str, str | None], ModelConfig]  # name, version -> the model (`NotFound`)
+SchemaOf = Callable[[str], ModelSchema | None]  # model name -> its signature, once known
+JSON_BODY: Mapping[str, str] = MappingProxyType({"content-type": "application/json"})
+
+
+class Parser(Protocol):
+    """Parses bodies over ``inline_max_bytes`` off the event loop (`gateway.api.parsing`)."""
+
+    inline_max_bytes: int
+
+    async def offload(
+        self, body: bytes, header_length: str | None, max_rows: int | None
+    ) -> InferRequestInfo: ...
+
+
+class Caller:
+    """Who asks, and for which model: 401 for a key nobody holds, 404 for no such model, 401
+    for an anonymous request to a model whose ``auth.require_key`` is set."""
+
+    __slots__ = ("_model_of", "_tenant_of")
+
+    def __init__(self, tenant_of: TenantOf, model_of: ModelOf) -> None:
+        self._tenant_of = tenant_of
+        self._model_of = model_of
+
+    def tenant(self, headers: Mapping[str, str]) -> str:
+        return self._tenant_of(headers)
+
+    def model(self, name: str, version: str | None, tenant: str) -> ModelConfig:
+        model = self._model_of(name, version)
+        if tenant == ANONYMOUS and model.auth.require_key:
+            raise Unauthorized(
+                f"model {name!r} needs an API key: Authorization: Bearer <key> (or x-api-key)"
+            )
+        return model
+
+
+class BoundedBody:
+    """The whole body, up to ``max_bytes`` (413): a declared length over it is refused before
+    a byte is read, and reading stops at the first chunk that crosses it."""
+
+    __slots__ = ("max_bytes",)
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+
+    async def __call__(self, declared: str | None, read: BodyReader) -> bytes:
+        limit = self.max_bytes
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise PayloadTooLarge(f"request body over {limit} bytes")
+        chunk, more = await read()
+        if not more:  # the usual case: one chunk
+            if len(chunk) > limit:
+                raise PayloadTooLarge(f"request body over {limit} bytes")
+            return chunk
+        chunks = [chunk]
+        size = len(chunk)
+        while True:
+            if size > limit:
+                raise PayloadTooLarge(f"request body over {limit} bytes")
+            if not more:
+                return b"".join(chunks)
+            chunk, more = await read()
+            size += len(chunk)
+            chunks.append(chunk)
+
+
+def timeout_of(raw: str | None, model: ModelConfig) -> float:
+    """Seconds the request may take: ``x-request-timeout-ms`` capped by the model's
+    ``max_timeout_ms`` (400 if not a positive number), else the model's ``timeout_ms``."""
+    return timeout_from_header(raw, model.timeout_ms, model.max_timeout_ms)
+
+
+class Parse:
+    """The V2 structure (400): inline up to the parser's ``inline_max_bytes``, else off the
+    event loop, so one big body never stalls the other clients."""
+
+    __slots__ = ("_inline_max", "_parser")
+
+    def __init__(self, parser: Parser) -> None:
+        self._parser = parser
+        self._inline_max = parser.inline_max_bytes
+
+    async def __call__(
+        self, body: bytes, header_length: str | None, max_rows: int | None
+    ) -> InferRequestInfo:
+        if len(body) <= self._inline_max:
+            return parse_infer_request(body, header_length, max_rows)
+        return await self._parser.offload(body, header_length, max_rows)
+
+
+class SchemaCheck:
+    """The model's signature (400): a bad input never costs a replica. Where no signature is
+    known yet (no declared one, metadata not fetched), the replicas check."""
+
+    __slots__ = ("_schema_of",)
+
+    def __init__(self, schema_of: SchemaOf) -> None:
+        self._schema_of = schema_of
+
+    def __call__(self, model_name: str, request: InferRequestInfo) -> None:
+        schema = self._schema_of(model_name)
+        if schema is not None:
+            schema.check(request.header)
+
+
+class CallBuilder:
+    """The frozen `InferCall`: the request's id in its body (`with_request_id`, so a reply for
+    another request is caught), the headers to forward, the deadline from arrival."""
+
+    __slots__ = ("_clock",)
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+
+    def __call__(
+        self,
+        model_name: str,
+        model: ModelConfig,
+        body: bytes,
+        header_length: str | None,
+        request: InferRequestInfo,
+        request_id: str,
+        arrived: float,
+        timeout_s: float,
+        span: RequestSpan,
+        tenant: str,
+    ) -> InferCall:
+        body, header_length, request = with_request_id(body, header_length, request, request_id)
+        forwarded: Mapping[str, str]
+        if header_length is None:
+            forwarded = JSON_BODY
+        else:  # binary tensors after the JSON header: not a JSON body (KServe parses those)
+            forwarded = {"content-type": BINARY_CONTENT_TYPE, HEADER_LENGTH: header_length}
+        return InferCall(
+            model_name=model_name,
+            model=model,
+            body=body,
+            upstream_headers=forwarded,
+            deadline=Deadline(self._clock, arrived, arrived + timeout_s),
+            request_id=request_id,
+            request=request,
+            span=span,
+            tenant=tenant,
+        )
+
+
+def rows(request: InferRequestInfo) -> int:
+    """Rows of a valid request: its first input's first dimension (1 for a scalar)."""
+    shape = request.header["inputs"][0]["shape"]
+    return shape[0] if shape else 1
