@@ -9,7 +9,7 @@ Every series names the SLO by ``model`` and ``slo`` (its name within the model) 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from gateway.telemetry.series import CounterFamily, GaugeFamily
@@ -90,7 +90,7 @@ class SloMetrics:
                     entry.get("budget_remaining", entry.get("error_budget_remaining"))
                 ),
                 burn_rates=_pairs(entry.get("burn_rates"), "window", ("burn_rate", "rate")),
-                alerts=_pairs(entry.get("alerts"), "severity", ("firing",)),
+                alerts=_pairs(entry.get("alerts"), "severity", ("firing",), combine=max),
                 events=_number(entry.get("events_total")),
                 bad_events=_number(entry.get("bad_events_total")),
             )
@@ -133,8 +133,17 @@ def _entries(doc: Mapping[str, Any] | Iterable[Mapping[str, Any]]) -> list[tuple
     ]
 
 
-def _pairs(value: object, key: str, value_keys: tuple[str, ...]) -> dict[str, float]:
-    """``{"5m": 1.2}`` or ``[{"window": "5m", "burn_rate": 1.2}]`` as ``{"5m": 1.2}``."""
+def _pairs(
+    value: object,
+    key: str,
+    value_keys: tuple[str, ...],
+    combine: Callable[[float, float], float] | None = None,
+) -> dict[str, float]:
+    """``{"5m": 1.2}`` or ``[{"window": "5m", "burn_rate": 1.2}]`` as ``{"5m": 1.2}``.
+
+    ``combine`` merges entries of one key (two page alerts: firing if either fires); without
+    it the last one wins.
+    """
     out: dict[str, float] = {}
     if isinstance(value, Mapping):
         items: Iterable[tuple[object, object]] = value.items()
@@ -149,5 +158,6 @@ def _pairs(value: object, key: str, value_keys: tuple[str, ...]) -> dict[str, fl
     for k, v in items:
         number = 1.0 if v is True else 0.0 if v is False else _number(v)
         if k is not None and number is not None:
-            out[str(k)] = number
+            name = str(k)
+            out[name] = combine(out[name], number) if combine and name in out else number
     return out
