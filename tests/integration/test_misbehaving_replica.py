@@ -8,7 +8,9 @@ is a missing answer and the quorum of the rest decides.
 
 A rogue that re-sends an answer 300 ms late on its keep-alive connection (without the ``id``, or
 with the first request's) hands it to whichever request the gateway sends there next: that
-request must never get it (the reply must echo its id), and the rogue is charged. A server that
+request must never get it (the reply must echo its id), and the rogue is charged once per wrong
+reply it sent: the refused reply's connection is closed, so the refused request's own answer,
+which follows on it, is nobody's (kept, it was the next request's, charged again). A server that
 never echoes ids works only in a pool that says so (``echoes_id: false``), and there the late
 copies reach nobody: each exchange has its own connection.
 """
@@ -175,6 +177,12 @@ async def test_a_late_or_idless_answer_never_reaches_another_client(
     assert not wrong, wrong[:3]
     assert rogue_state["failures"] >= 1, rogue_state
     assert admin_replica(gateway, "honest")["failures"] == 0
+    if mode != "idless":  # every id-less answer is wrong there, not only the late copies
+        sent = rogue.log_text().count("wrong reply")
+        assert rogue_state["failures"] == sent, (sent, rogue_state)
+        # each connection that fell out of step was closed, not pooled for another request
+        wait_until(lambda: rogue.log_text().count("closed out of step") == sent, 10,
+                   message=rogue.log_text)  # fmt: skip
 
 
 async def test_a_pool_that_does_not_echo_ids_gets_one_exchange_per_connection(

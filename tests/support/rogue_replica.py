@@ -13,12 +13,16 @@ in the pool, and answers infer requests in one of several wrong ways (``--mode``
 - ``late-idless``: the right answer at once, then a copy of it *without* its ``id`` 300 ms
   later on the same keep-alive connection (an out-of-step stream); a request that arrives on
   that connection meanwhile is answered only after the copy, so the copy is what the
-  connection's next request reads first;
+  connection's next request reads first; from then on the stream is one behind: each answer
+  goes out when the next request arrives on the connection, ahead of that one's;
 - ``late-stale``: the same, the late copy keeping the first request's ``id``;
 - ``idless``: a server that never echoes ids, with the late copies of ``late-idless``.
 
 Every 200 to an infer names the request it answers in ``parameters.answer_for`` (the request's
-``id``), so a test can see an answer reach the wrong client even when it carries no id.
+``id``), so a test can see an answer reach the wrong client even when it carries no id. In the
+late modes it prints ``wrong reply`` each time a late copy goes out ahead of a request's answer
+(what that request reads first), so a test can count the wrong replies it sent, and
+``closed out of step`` when the client closes a connection on which it holds an answer.
 
 Run as ``python -m tests.support.rogue_replica --port P --mode M``; it prints ``listening``
 once bound, and is stopped by PID like every process a test starts.
@@ -105,17 +109,20 @@ def _late_answers(mode: str, body: bytes) -> tuple[bytes, bytes]:
     return _response(200, "OK", orjson.dumps(now)), _response(200, "OK", orjson.dumps(late))
 
 
-async def _send_later(writer: asyncio.StreamWriter, data: bytes) -> None:
+async def _send_later(writer: asyncio.StreamWriter, data: bytes) -> bool:
+    """Sends ``data`` after ``LATE_S``; whether it went out."""
     await asyncio.sleep(LATE_S)
     if writer.is_closing():
-        return  # the client closed the connection: the copy has nowhere to go
+        return False  # the client closed the connection: the copy has nowhere to go
     writer.write(data)
     with contextlib.suppress(ConnectionError):
         await writer.drain()
+    return True
 
 
 async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, mode: str) -> None:
-    late: asyncio.Task[None] | None = None  # this connection's late copy, not yet sent
+    late: asyncio.Task[bool] | None = None  # this connection's late copy
+    behind: bytes | None = None  # the answer held for the next request (one behind)
     try:
         while True:
             head = await reader.readuntil(b"\r\n\r\n")
@@ -133,10 +140,17 @@ async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, mod
             elif method == "GET":
                 reply = _response(200, "OK", _metadata(path))
             elif mode in LATE_MODES:
-                if late is not None:
-                    await late  # the stale copy goes first: it is read as this request's reply
                 reply, copy = _late_answers(mode, body)
-                late = asyncio.create_task(_send_later(writer, copy))
+                if behind is not None:  # the previous request's answer, this one's held
+                    reply, behind = behind, reply
+                elif late is not None and await late:
+                    # The copy went out before this request's answer, and after the client
+                    # took the connection again (it closes one that got bytes while idle): it
+                    # is what this request reads as its reply. Its answer waits.
+                    print("wrong reply", flush=True)
+                    reply, behind = b"", reply
+                else:
+                    late = asyncio.create_task(_send_later(writer, copy))
             else:
                 reply, close = _infer_reply(mode, body)
             writer.write(reply)
@@ -146,6 +160,8 @@ async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, mod
     except (asyncio.IncompleteReadError, ConnectionError, ValueError):
         pass
     finally:
+        if behind is not None:
+            print("closed out of step", flush=True)
         writer.close()
 
 
