@@ -210,3 +210,8 @@ def test_durations() -> None:
     ]  # fmt: skip
     with pytest.raises(ValueError):
         duration(0.5)
+
+
+def test_a_config_without_slos_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["slo-rules", str(ROOT / "config" / "local.yaml")]) == 2
+    assert "no model has an SLO" in capsys.readouterr().err
