@@ -4,7 +4,8 @@ Validation (`gateway.config`) checks a config's shape; this checks it against th
 file it names (golden sets, key files, TLS files, local models, the fallback manifest and the
 files of each fallback it uses) exists, the sentinels' password (``state``) can be read, and
 every fallback a model names is in the manifest with a golden set and onnxruntime, which runs
-it, is installed (an extra: the base install has no fallback). ``check-config``,
+it, is installed (an extra: the base install has no fallback), and can answer the model's
+declared signature (`gateway.v2.fit`). ``check-config``,
 ``serve``/``up`` and a reload all ask it, so a config that passes ``check-config`` is one the
 gateway will take, and a reload that would leave a model without its fallback, or crash the
 new gateway's golden prober, is refused whole. Every problem is named (the key and the path),
@@ -19,8 +20,11 @@ from pathlib import Path
 from gateway.config.models import GatewayConfig
 from gateway.fallback.check import runtime_missing
 from gateway.fallback.manifest import configured_manifest, find_model
+from gateway.v2.fit import fallback_misfit
+from gateway.v2.schema import ModelSchema
 from v2proto.errors import ManifestError
 from v2proto.manifest import GoldenSet
+from v2proto.signature import Signature
 
 
 def config_problems(config: GatewayConfig) -> list[str]:
@@ -86,7 +90,38 @@ def _fallback_problems(config: GatewayConfig) -> list[str]:
         for kind, path in (("model", files.model_path), ("golden set", files.golden_path)):
             if not path.is_file():
                 problems.append(f"{keys[0]}: {fallback!r}: its {kind} {path} does not exist")
+        signature = Signature(files.entry.inputs, files.entry.outputs)
+        problems += _misfits(config, fallback, signature)
     return problems
+
+
+def _misfits(config: GatewayConfig, fallback: str, signature: Signature) -> list[str]:
+    """Each model with a declared signature that ``fallback`` (its manifest's signature)
+    cannot answer (`fallback_misfit`); the replicas' metadata is compared by ``--probe``."""
+    problems = []
+    for name, model in config.models.items():
+        if model.fallback is None or model.fallback.model != fallback or model.signature is None:
+            continue
+        schema = ModelSchema.from_metadata(model.signature.metadata())
+        why = None if schema is None else fallback_misfit(schema, signature, model.fallback.tensors)
+        if why is not None:
+            problems.append(
+                f"models.{name}.fallback: {fallback!r} cannot answer the model's signature: {why}"
+            )
+    return problems
+
+
+def fallback_signatures(config: GatewayConfig) -> dict[str, Signature]:
+    """The manifest's signature of each fallback the config names (those it has)."""
+    manifest = configured_manifest(config.fallback_manifest)
+    found = {}
+    for name in {m.fallback.model for m in config.models.values() if m.fallback is not None}:
+        try:
+            entry = find_model(manifest, name).entry
+        except ManifestError:
+            continue  # named by `config_problems`
+        found[name] = Signature(entry.inputs, entry.outputs)
+    return found
 
 
 def _is_file(path: str) -> bool:

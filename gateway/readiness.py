@@ -7,15 +7,24 @@ require (``required``, the default) is; a model marked ``required: false`` is re
 does not take the whole gateway out of a Service: every gateway instance sees the same pools,
 so pulling them all out because one backend is down only turns a partial outage into a full
 one. The document says why whatever is not ready is not.
+
+A fallback counts only if it can answer the model's tensors (`FallbackFit`): one that speaks
+other names refuses every request it stands in for.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from gateway.config.models import ModelConfig
 from gateway.upstream.registry import Pool
+from gateway.v2.fit import fallback_misfit
+from gateway.v2.schema import ModelSchema
+from v2proto.signature import Signature
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,3 +78,50 @@ def gateway_readiness(
     if blocking:
         doc["blocking"] = blocking
     return doc
+
+
+class FallbackFit:
+    """Whether each model's fallback can answer its tensors (`gateway.v2.fit`), from the
+    model's signature (declared, or its replicas' metadata once fetched: ``schema``) and the
+    verified fallback's (``signature``); a misfit is logged once per model."""
+
+    def __init__(
+        self,
+        models: Mapping[str, ModelConfig],
+        schema: Callable[[str], ModelSchema | None],
+        signature: Callable[[str], Signature | None],
+    ) -> None:
+        self._models, self._schema, self._signature = models, schema, signature
+        self._names = {id(m): n for n, m in models.items()}  # a model's config -> its name
+        self._said: dict[str, str] = {}
+
+    def misfit(self, name: str) -> str | None:
+        """Why model ``name``'s fallback cannot answer its tensors; None when it can, or while
+        either signature is unknown."""
+        fallback = self._models[name].fallback
+        signature = None if fallback is None else self._signature(fallback.model)
+        schema = None if signature is None else self._schema(name)
+        if fallback is None or signature is None or schema is None:
+            return None
+        why = fallback_misfit(schema, signature, fallback.tensors)
+        if why is not None and self._said.get(name) != why:
+            self._said[name] = why
+            log.warning(
+                "model %s: its fallback %s cannot answer its tensors, so readiness does not "
+                "count it and it answers no request: %s", name, fallback.model, why,
+            )  # fmt: skip
+        return why
+
+    def refusal(
+        self, model: ModelConfig, fallback_refusal: Callable[[str], str | None]
+    ) -> Callable[[str], str | None]:
+        """``fallback_refusal`` for `model_readiness`, refusing also a fallback that does not
+        fit ``model``."""
+        name = self._names.get(id(model))
+
+        def refuse(fallback: str) -> str | None:
+            why = fallback_refusal(fallback)
+            misfit = None if why is not None or name is None else self.misfit(name)
+            return why if misfit is None else f"its tensors do not fit the model's: {misfit}"
+
+        return refuse

@@ -30,7 +30,7 @@ from gateway.pipeline.call import InferCall, InferResult
 from gateway.pipeline.fallback import FallbackRunner
 from gateway.policies.budget import RetryBudget
 from gateway.policies.tenant_limits import TenantLimits
-from gateway.readiness import Readiness, gateway_readiness, model_readiness
+from gateway.readiness import FallbackFit, Readiness, gateway_readiness, model_readiness
 from gateway.shared_state import SharedState
 from gateway.slo.engine import SloBook
 from gateway.telemetry.metrics import ANONYMOUS, UNKNOWN_MODEL, Metrics
@@ -49,6 +49,7 @@ from gateway.upstream.registry import Registry
 from gateway.upstream.transport import Transport
 from gateway.v2.schema import ModelSchema
 from gateway.v2.triton import triton_config
+from v2proto.signature import Signature
 
 FALLBACK_RECHECK_S = 30.0
 CONFIG_TIMEOUT_S = 2.0
@@ -89,6 +90,7 @@ class Gateway:
         manifest = configured_manifest(config.fallback_manifest)
         self.fallback_models = {n: FallbackModel(manifest, n, self.clock) for n in names}
         self.fallbacks: dict[str, FallbackRunner] = dict(self.fallback_models)
+        self.fallback_fit = FallbackFit(config.models, self.schema, self._fallback_signature)
         self.history = HistoryRecorder(  # the dashboard's last minutes and event timeline
             self.registry, self.slo, self.budget, self.fallback_models, config.models, self.clock
         )
@@ -135,6 +137,8 @@ class Gateway:
         )  # fmt: skip
         for model in self.fallback_models.values():
             await model.verify()
+        for name in self.config.models:
+            self.fallback_fit.misfit(name)  # logged: declared ones; the replicas' when known
         watchers = [
             FallbackWatcher(m, self.clock, FALLBACK_RECHECK_S)
             for m in self.fallback_models.values()
@@ -189,10 +193,15 @@ class Gateway:
         verified fallback can answer (`gateway.readiness`); never while draining."""
         if self.draining is not None:
             return Readiness(False, self.draining)
-        return model_readiness(model, self.registry.pools, self._fallback_refusal, self.clock.now())
+        refusal = self.fallback_fit.refusal(model, self._fallback_refusal)
+        return model_readiness(model, self.registry.pools, refusal, self.clock.now())
 
     def model_ready(self, model: ModelConfig) -> bool:
         return self.model_readiness(model).ready
+
+    def _fallback_signature(self, name: str) -> Signature | None:
+        model = self.fallback_models.get(name)
+        return model.signature if model is not None else None
 
     def _fallback_refusal(self, name: str) -> str | None:
         runner = self.fallbacks.get(name)

@@ -22,6 +22,7 @@ from gateway.clock import Clock
 from gateway.errors import BadRequest, FallbackUnavailable
 from gateway.fallback.check import Loaded, Verdict, check_model
 from gateway.fallback.manifest import FileStamp, find_model, manifest_file, stamp
+from gateway.v2.fit import FallbackMisfit
 from v2proto.errors import ManifestError
 from v2proto.signature import DATATYPES, Array, Signature, datatype_of
 from v2proto.tensors import nonfinite_message, nonfinite_output
@@ -87,8 +88,9 @@ class FallbackModel:
             return self.status
 
     async def infer(self, inputs: Mapping[str, Any]) -> dict[str, Array]:
-        """All outputs for ``inputs``; `FallbackUnavailable` unless verified, `BadRequest` if
-        the inputs do not fit the model's signature or overflow it (`nonfinite_output`)."""
+        """All outputs for ``inputs``; `FallbackUnavailable` unless verified, `FallbackMisfit`
+        if the inputs do not fit its signature, `BadRequest` if they overflow it
+        (`nonfinite_output`)."""
         loaded = self._loaded
         if loaded is None:
             raise FallbackUnavailable(
@@ -140,23 +142,24 @@ class FallbackModel:
 
 
 def _fit_inputs(signature: Signature, inputs: Mapping[str, Any]) -> dict[str, Array]:
-    """The inputs as the session wants them; `BadRequest` naming the first that does not fit."""
+    """The inputs as the session wants them; `FallbackMisfit` naming the first that does not
+    fit its signature."""
     for name in inputs:
         if signature.input(name) is None:
             known = ", ".join(signature.input_names)
-            raise BadRequest(f"unknown input {name!r}; the fallback model's inputs: {known}")
+            raise FallbackMisfit(f"unknown input {name!r}; the fallback model's inputs: {known}")
     feed: dict[str, Array] = {}
     for spec in signature.inputs:
         if spec.name not in inputs:
-            raise BadRequest(f"missing input {spec.name!r}")
+            raise FallbackMisfit(f"missing input {spec.name!r}")
         array = np.asarray(inputs[spec.name])
         got = _datatype(array)
         if got != spec.datatype:
-            raise BadRequest(
+            raise FallbackMisfit(
                 f"input {spec.name!r}: datatype {got}, the model expects {spec.datatype}"
             )
         if not spec.matches(array.shape):
-            raise BadRequest(
+            raise FallbackMisfit(
                 f"input {spec.name!r}: shape {list(array.shape)} does not fit {list(spec.shape)}"
             )
         feed[spec.name] = np.ascontiguousarray(array, dtype=DATATYPES[got].newbyteorder("="))

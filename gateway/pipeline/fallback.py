@@ -4,7 +4,9 @@ The primary path (single or vote) runs with the deadline minus the fallback's re
 has no admissible replica, exhausts its attempts, finds no quorum, or runs out of that time,
 and the model's policy names that reason, the in-process fallback answers with
 ``x-degraded: <reason>`` and ``x-served-by: fallback/<model>``. A fallback that failed its
-verification (checksum, golden set) never answers: the primary's error stands.
+verification (checksum, golden set) never answers: the primary's error stands, as it does when
+the fallback's signature refuses the request's tensors (`gateway.v2.fit`): the client's request
+fits the model, so a 400 from a stand-in that speaks other names would blame the client.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from gateway.pipeline.call import Adjuster, Handler, InferCall, InferResult
 from gateway.telemetry.metrics import Metrics
 from gateway.v2.codec import decode_inputs
 from gateway.v2.dialect import Dialect
+from gateway.v2.fit import FallbackMisfit
 from gateway.v2.reply import encode_reply
 from gateway.v2.request import HEADER_LENGTH
 
@@ -86,7 +89,12 @@ class FallbackLayer:
                 if isinstance(error, TimeoutError):
                     raise DeadlineExceeded("the primary path did not answer in time") from error
                 raise
-            return await self._answer(call, policy.model, runner, reason)
+            try:
+                return await self._answer(call, policy.model, runner, reason)
+            except FallbackMisfit as misfit:  # not the model's tensors: readiness says so
+                if isinstance(error, TimeoutError):
+                    raise DeadlineExceeded("the primary path did not answer in time") from misfit
+                raise error from misfit
 
     async def _answer(
         self, call: InferCall, name: str, runner: FallbackRunner, reason: str

@@ -14,7 +14,7 @@ changed.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,8 +30,11 @@ from gateway.upstream.replica import Replica
 from gateway.upstream.transport import Transport, UpstreamResponse
 from gateway.v2.codec import decode_outputs
 from gateway.v2.dialect import Dialect
+from gateway.v2.fit import fallback_misfit
 from gateway.v2.reply import error_text
 from gateway.v2.request import HEADER_LENGTH
+from gateway.v2.schema import ModelSchema
+from v2proto.signature import Signature
 
 PROBE_TIMEOUT_S = 5.0
 BINARY_EXTENSION = "binary_tensor_data"
@@ -49,13 +52,18 @@ class Finding:
         return f"{self.level}: pool {self.pool!r}, replica {self.replica!r}: {self.message}"
 
 
-async def probe_config(config: GatewayConfig, transport: Transport) -> list[Finding]:
-    """Findings for every replica of every pool (empty: all of them speak as configured)."""
+async def probe_config(
+    config: GatewayConfig, transport: Transport, fallbacks: Mapping[str, Signature] | None = None
+) -> list[Finding]:
+    """Findings for every replica of every pool (empty: all of them speak as configured);
+    ``fallbacks``: the fallback models' signatures, checked against the model metadata."""
     checks = [
         _ReplicaCheck(name, pool, Replica.from_config(name, r, None, pool.endpoint(r)), transport)
         for name, pool in config.pools.items()
         for r in pool.replicas
     ]
+    for check in checks:
+        check.fallbacks = fallbacks or {}
     results = await asyncio.gather(*(check.run(config) for check in checks))
     return [finding for found in results for finding in found]
 
@@ -64,6 +72,7 @@ class _ReplicaCheck:
     def __init__(self, pool_name: str, pool: PoolConfig, replica: Replica, transport: Transport):
         self._pool_name, self._pool, self._replica = pool_name, pool, replica
         self._transport = transport
+        self.fallbacks: Mapping[str, Signature] = {}  # fallback model -> its signature
         self._dialect = Dialect(pool.tensors, pool.binary_tensors)
         self.findings: list[Finding] = []
 
@@ -96,6 +105,7 @@ class _ReplicaCheck:
         if metadata is None:
             return self.findings  # the model is not where the pool says: fix that first
         self._tensors(metadata, config)
+        self._fallback_fit(metadata, config)
         if self._pool.golden is not None:
             await self._golden_inference()
         await self._id_echo(metadata)
@@ -227,6 +237,30 @@ class _ReplicaCheck:
                     where = f"model {model_name!r} votes on output {label_output!r}"
                     missing = _missing("output", label_output, label, outputs)
                     self._say("error", f"{where}: {missing}")
+
+    def _fallback_fit(self, metadata: dict[str, Any], config: GatewayConfig) -> None:
+        """Whether each fallback of a model served first by this pool answers the model's
+        tensors as this server lists them (a declared signature: `gateway.preflight`)."""
+        if self._replica.id != self._pool.replicas[0].id:
+            return  # said once a pool
+        for name, model in config.models.items():
+            if model.pools[0] != self._pool_name or model.fallback is None:
+                continue
+            signature = self.fallbacks.get(model.fallback.model)
+            if signature is None or model.signature is not None:
+                continue
+            schema = ModelSchema.from_metadata(self._dialect.client_metadata(metadata))
+            where = f"model {name!r}: fallback {model.fallback.model!r}"
+            if schema is None:
+                self._say(
+                    "warning",
+                    f"{where}: cannot tell whether it answers the model's tensors: the server "
+                    "lists none (declare the model's signature)",
+                )
+                continue
+            why = fallback_misfit(schema, signature, model.fallback.tensors)
+            if why is not None:
+                self._say("error", f"{where} cannot answer the model's tensors: {why}")
 
     async def _golden_inference(self) -> None:
         golden_config = self._pool.golden

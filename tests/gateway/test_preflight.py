@@ -68,3 +68,20 @@ def test_a_missing_manifest_is_named(tmp_path: Path) -> None:
     data = config(fallback_manifest=str(tmp_path / "MANIFEST.json"))
     (problem,) = config_problems(parse_config(data))
     assert problem.startswith("models.d.fallback.model: 'digits-logreg': cannot read manifest")
+
+
+def test_a_fallback_that_cannot_answer_the_declared_signature_is_a_problem() -> None:
+    """KServe's names, declared, with digits-logreg (input, label) and no mapping: refused."""
+    data = config()
+    signature = {
+        "inputs": [{"name": "input-0", "datatype": "FP32", "shape": [-1, 64]}],
+        "outputs": [{"name": "predict", "datatype": "INT64", "shape": [-1]}],
+    }
+    data["models"]["d"]["signature"] = signature
+    assert config_problems(parse_config(data)) == [
+        "models.d.fallback: 'digits-logreg' cannot answer the model's signature: no input "
+        "'input-0'; its inputs: input (map the model's under fallback.tensors.inputs)"
+    ]
+    names = {"inputs": {"input-0": "input"}, "outputs": {"predict": "label"}}
+    data["models"]["d"]["fallback"]["tensors"] = names
+    assert config_problems(parse_config(data)) == []

@@ -11,6 +11,7 @@ import orjson
 from gateway.config import parse_config
 from gateway.config.models import GatewayConfig
 from gateway.errors import UpstreamConnectError
+from gateway.preflight import fallback_signatures
 from gateway.upstream.conformance import probe_config
 from gateway.upstream.transport import UpstreamResponse
 from tests.gateway.fakes import Behaviour, FakeTransport, fail
@@ -170,3 +171,29 @@ async def test_without_listed_inputs_the_golden_rows_ask() -> None:
     pools = {n: p.model_copy(update={"golden": None}) for n, p in config.pools.items()}
     found = await _probe(config.model_copy(update={"pools": pools}), bare)
     assert any(f.startswith("warning") and "cannot tell" in f for f in found), found
+
+
+# --- can the model's fallback answer the tensors the server lists? ---------------------------
+
+
+async def test_a_fallback_that_cannot_answer_the_servers_tensors_is_an_error() -> None:
+    """A pool with KServe's names (input-0, predict: clients use them too) and digits-logreg's
+    (input, label) for its fallback, unmapped."""
+    data: dict[str, Any] = {
+        "pools": {"p": {"model": "digits", "replicas": [{"id": "r0", "url": f"http://{AUTHORITY}"}]}},
+        "models": {"digits": {"pool": "p", "fallback": {"model": "digits-logreg"}}},
+    }  # fmt: skip
+    server = FakeTransport({AUTHORITY: _server(versioned=True, extensions=[])})
+    config = parse_config(data)
+    found = await probe_config(config, server, fallback_signatures(config))
+    assert [str(f) for f in found if f.level == "error"] == [
+        "error: pool 'p', replica 'r0': model 'digits': fallback 'digits-logreg' cannot answer "
+        "the model's tensors: no input 'input-0'; its inputs: input (map the model's under "
+        "fallback.tensors.inputs)"
+    ]
+    data["models"]["digits"]["fallback"]["tensors"] = {
+        "inputs": {"input-0": "input"}, "outputs": {"predict": "label"}
+    }  # fmt: skip
+    config = parse_config(data)
+    found = await probe_config(config, server, fallback_signatures(config))
+    assert [f for f in found if f.level == "error"] == []
