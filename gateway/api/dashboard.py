@@ -5,13 +5,15 @@ The page holds no state of its own: its script polls ``/admin/state``, ``/admin/
 tiles, the SLO table and the event timeline. No external asset of any kind (no CDN, fonts or
 images), and a Content-Security-Policy that allows none: it works on an air-gapped host and
 leaks nothing to third parties. A keyed control plane: the data requests carry the key given
-in a ``#key=`` fragment or typed into the page's form (kept in ``sessionStorage``).
+in a ``#key=`` fragment or typed into the page's form (kept in ``sessionStorage``); while it
+holds one, tiles and pools carry operator buttons (`gateway.api.dashboard_controls`).
 """
 
 from __future__ import annotations
 
 from fastapi.responses import HTMLResponse
 
+from gateway.api.dashboard_controls import CONTROLS_BAR, CONTROLS_SCRIPT, CONTROLS_STYLE
 from gateway.api.dashboard_script import SCRIPT
 
 POLL_S = 2.0
@@ -84,7 +86,7 @@ _BODY = """
 <main>
   <h2>Gateway</h2><div id="overview" class="card"></div>
   <h2>Models</h2><div id="models"></div>
-  <h2>Pools and replicas</h2><div id="pools"></div>
+  <h2>Pools and replicas</h2>{bar}<div id="pools"></div>
   <h2>SLOs</h2><div id="slos" class="card"></div>
   <h2>Events <span id="eventcounts" class="mute"></span></h2>
   <div id="events" class="card"></div>
@@ -97,8 +99,10 @@ def render_dashboard() -> str:
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width,initial-scale=1'>"
         "<link rel='icon' href='data:,'><title>v2-gateway dashboard</title>"
-        f"<style>{_STYLE}</style></head><body>{_BODY}"
-        f"<script>const POLL_MS = {int(POLL_S * 1000)};\n{SCRIPT}</script></body></html>"
+        f"<style>{_STYLE}{CONTROLS_STYLE}</style></head><body>"
+        + _BODY.replace("{bar}", CONTROLS_BAR)
+        + f"<script>const POLL_MS = {int(POLL_S * 1000)};\n{SCRIPT}{CONTROLS_SCRIPT}</script>"
+        "</body></html>"
     )
 
 

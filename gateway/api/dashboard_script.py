@@ -184,10 +184,11 @@ function renderModels(state, hist, slo, span) {
 function tile(r, seen) {
   const breaker = (r.breaker || {}).state || "none";
   const health = r.healthy === true ? "healthy" : r.healthy === false ? "unhealthy" : "unknown";
-  const serving = r.healthy === true && !r.ejected && !r.quarantined;
+  const held = holding("replica:" + r.id);  // an operator's drain or eject
+  const serving = r.healthy === true && !r.ejected && !r.quarantined && !held;
   let level = "ok";
   if (r.healthy === false || r.quarantined || breaker === "open") level = "bad";
-  else if (r.ejected || breaker === "half-open" || r.healthy !== true) level = "warn";
+  else if (r.ejected || held || breaker === "half-open" || r.healthy !== true) level = "warn";
   const healthWord = word(health === "unknown" ? "not probed yet" : health,
     {healthy: "ok", unhealthy: "bad", unknown: "warn"}[health]);
   const down = r.healthy === false ? esc(since(seen.unhealthy_since)) : "";
@@ -207,17 +208,21 @@ function tile(r, seen) {
   lines.push(`<span class="mute">requests ${esc(r.requests)} · failures ${esc(r.failures)} · `
     + `outstanding ${esc(r.outstanding)}${r.standby ? " · standby" : ""}</span>`);
   return `<div class="tile ${level}" data-replica="${esc(r.id)}" data-health="${health}"`
-    + ` data-ejected="${r.ejected ? "yes" : "no"}" data-level="${level}"><div class="name">`
+    + ` data-ejected="${r.ejected ? "yes" : "no"}" data-level="${level}"`
+    + ` data-held="${held ? esc(held.action) : "no"}"><div class="name">`
     + `${esc(r.id)} <span class="url">${esc(r.url)}${r.zone ? " · " + esc(r.zone) : ""}</span>`
-    + `</div>${lines.map((l) => `<div>${l}</div>`).join("")}</div>`;
+    + `</div>${heldLine(r)}${lines.map((l) => `<div>${l}</div>`).join("")}`
+    + `${replicaControls(r)}</div>`;
 }
 
 function renderPools(state, hist, span) {
   $("pools").innerHTML = state.pools.map((p) => {
     const h = hist.pools[p.name] || {};
-    const tiles = p.replicas.map((r) => tile(r, hist.replicas[r.id] || {})).join("");
+    const tiles = [...p.replicas, ...p.draining]  // drained ones too: their in-flight, restore
+      .map((r) => tile(r, hist.replicas[r.id] || {})).join("");
     return `<div class="card" data-pool="${esc(p.name)}"><h3>${esc(p.name)} <span class="mute">→ `
-      + `${esc(p.model)}${p.version ? " v" + esc(p.version) : ""}</span></h3><div class="facts">`
+      + `${esc(p.model)}${p.version ? " v" + esc(p.version) : ""}</span>${poolControls(p)}</h3>`
+      + `<div class="facts">`
       + `<span><b>${esc(p.healthy)}</b>/${esc(p.size)} healthy</span><span><b>${esc(p.ejected)}`
       + `</b> ejected</span>${p.panic ? word("PANIC: balancing over all replicas", "bad") : ""}`
       + `</div><div class="charts">${chart(p.name + "-replicas", "replicas", hist.t, [
@@ -284,6 +289,7 @@ async function poll() {
     renderHeader(state);
     renderOverview(state, hist, span);
     renderModels(state, hist, slo, span);
+    heldOf(state);
     renderPools(state, hist, span);
     renderSlos(slo);
     renderEvents(hist);
