@@ -47,7 +47,8 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
 
 def install_controls(app: FastAPI, gateway: Gateway) -> None:
     """The routes, and this gateway's audit trail and control changes into its timeline."""
-    gateway.shared.listen(gateway.history.audit, gateway.history.controls_changed)
+    if isinstance(gateway, Gateway):  # not when the app is built for its OpenAPI document
+        gateway.shared.listen(gateway.history.audit, gateway.history.controls_changed)
 
     @app.post("/admin/replicas/{replica_id}/drain", responses=_RESPONSES)
     async def drain(replica_id: str, request: Request, body: ControlBody | None = _BODY) -> Any:

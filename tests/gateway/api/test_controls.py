@@ -137,3 +137,16 @@ async def test_an_eject_holds_for_its_duration(
     assert await served_by(client) == {"r0", "r1"}
     controls = (await client.get("/admin/controls", headers=AS_ALICE)).json()["decisions"]
     assert controls["replica:r2"]["state"] == "ejected by alice"
+
+
+def test_the_actions_are_in_the_openapi_document() -> None:
+    from typing import cast
+
+    from gateway.api.admin import build_admin_app
+
+    paths = build_admin_app(cast(Gateway, None)).openapi()["paths"]
+    for action in ("drain", "eject", "restore"):
+        post = paths[f"/admin/replicas/{{replica_id}}/{action}"]["post"]
+        assert {"400", "404", "409"} <= set(post["responses"]), action
+    for action in ("pause", "resume"):
+        assert f"/admin/pools/{{pool}}/{action}" in paths
