@@ -48,6 +48,8 @@ def named_files(config: GatewayConfig) -> list[tuple[str, str]]:
         ("server.admin.key_file", admin.key_file),
         ("server.admin.metrics_key_file", admin.metrics_key_file),
     ]
+    operators = admin.operators.items()
+    files += [(f"server.admin.operators.{n}.key_file", o.key_file) for n, o in operators]
     for name, pool in config.pools.items():
         where = f"pools.{name}"
         if pool.local is not None:

@@ -19,6 +19,7 @@ PATH_KEYS: tuple[tuple[str, ...], ...] = (
     ("fallback_manifest",),
     ("server", "admin", "key_file"),
     ("server", "admin", "metrics_key_file"),
+    ("server", "admin", "operators", "*", "key_file"),
     ("pools", "*", "local", "model_path"),
     ("pools", "*", "golden", "file"),
     ("pools", "*", "tls", "ca_file"),

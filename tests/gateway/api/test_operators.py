@@ -75,3 +75,20 @@ def test_a_missing_operator_key_is_a_config_error_that_names_the_operator() -> N
     config = AdminAccessConfig.model_validate({"operators": {"alice": {"key_env": "A"}}})
     with pytest.raises(ConfigError, match="operator alice"):
         ControlAccess.load(config, "127.0.0.1", {})
+
+
+def test_an_operators_key_file_is_relative_to_the_config_and_checked_before_start(
+    tmp_path: Path,
+) -> None:
+    from gateway.config import parse_config
+    from gateway.config.paths import resolve_paths
+    from gateway.preflight import config_problems
+
+    data = {
+        "server": {"admin": {"operators": {"bob": {"key_file": "keys/bob"}}}},
+        "pools": {"p": {"model": "m", "replicas": [{"id": "a", "url": "http://127.0.0.1:1"}]}},
+        "models": {"d": {"pool": "p"}},
+    }
+    resolve_paths(data, tmp_path)
+    problems = config_problems(parse_config(data))
+    assert problems == [f"server.admin.operators.bob.key_file: no such file: {tmp_path}/keys/bob"]
