@@ -10,11 +10,13 @@ Operators' decisions (drain, eject, pause: `gateway.state.decisions`) are kept h
 `DecisionBook` and made real on the registry by `ManualControls`: at once when taken here, on
 the pull that brings one from another gateway, and every `CONTROLS_S` (an eject runs out).
 They travel with the sync's batches and, having no expiry, come back on every pull, so a
-restarted gateway obeys them again from its first pull.
+restarted gateway obeys them again from its first pull; a gateway without Redis keeps them in
+``state.decisions_file`` instead, read back when it starts.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 from collections.abc import Callable, Mapping, Sequence
@@ -27,6 +29,7 @@ from gateway.policies.budget import RetryBudget
 from gateway.policies.budget_sharing import SharedBudgetCounts
 from gateway.slo.engine import SloBook
 from gateway.state.base import CounterDelta, ReplicaSignal, SharedView
+from gateway.state.decision_file import read_decisions, write_decisions
 from gateway.state.decisions import Decision, DecisionBook
 from gateway.state.redis_store import RedisStore
 from gateway.state.signals import SignalLedger
@@ -59,6 +62,10 @@ class SharedState:
         self._audit_sink: Callable[[AuditEvent], None] | None = None
         self._change_sink: Callable[[list[Change]], None] | None = None
         self._enforcer = Periodic("manual-controls", CONTROLS_S, clock, self.enforce)
+        self._decisions_file = config.decisions_file
+        if self._decisions_file is not None:  # small, read once (a restart's decisions)
+            self.decisions.adopt(read_decisions(self._decisions_file))
+            self.enforce()
         self._applying = False
         self.applied = 0
         self.sync: StateSync | None = None
@@ -97,8 +104,15 @@ class SharedState:
         return decision
 
     async def publish(self) -> str | None:
-        """Pushes what was decided here now, not at the next tick; None when shared (or
-        nothing to share with), else why not (it is offered again on every tick)."""
+        """Saves (``state.decisions_file``) and pushes what was decided here now, not at the
+        next tick; None when done (or nothing to share with), else why not (a push is tried
+        again on every tick)."""
+        if self._decisions_file is not None:
+            try:
+                await asyncio.to_thread(write_decisions, self._decisions_file,
+                                        dict(self.decisions.known))  # fmt: skip
+            except OSError as exc:
+                return f"decisions file {self._decisions_file}: {exc.strerror or exc}"
         if self.sync is None:
             return None
         if await self.sync.tick():

@@ -27,6 +27,7 @@ PATH_KEYS: tuple[tuple[str, ...], ...] = (
     ("pools", "*", "tls", "key_file"),
     ("tenants", "*", "keys_file"),
     ("state", "sentinel_password_file"),
+    ("state", "decisions_file"),
 )
 
 

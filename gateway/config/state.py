@@ -50,6 +50,12 @@ class StateConfig(Frozen):
     sentinel_username: str | None = Field(
         None, min_length=1, description="the sentinels' ACL user (default: none, 'default')"
     )
+    decisions_file: str | None = Field(
+        None,
+        min_length=1,
+        description="a file keeping operators' drains, ejects and pauses across restarts "
+        "(for a gateway without Redis, which keeps them itself)",
+    )
 
     @field_validator("redis_url")
     @classmethod

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -165,3 +166,24 @@ async def test_two_gateways_on_one_redis_obey_one_action_and_keep_it_across_a_re
     finally:
         for gateway in gateways:
             gateway.cleanup()
+
+
+async def test_a_lone_gateway_keeps_a_drain_across_a_restart_in_its_decisions_file(
+    start_replicas: StartReplicas, tmp_path: Path
+) -> None:
+    replicas = start_replicas(2)
+    config = pool_config(replicas)
+    config["state"] = {"decisions_file": str(tmp_path / "decisions")}
+    gateway = start_gateway(config)
+    try:
+        async with httpx.AsyncClient(base_url=gateway.url, trust_env=False, timeout=10) as http:
+            drained = await http.post("/admin/replicas/r0/drain", json={"reason": "disk"})
+            assert drained.status_code == 200 and drained.json()["outcome"] == "applied"
+        gateway.stop()
+        gateway.cleanup()
+        gateway = start_gateway(config)
+        assert draining(gateway.url) == ["r0"]
+        async with httpx.AsyncClient(base_url=gateway.url, trust_env=False, timeout=10) as http:
+            assert set(await served_by(http, 10)) == {"r1"}
+    finally:
+        gateway.cleanup()
