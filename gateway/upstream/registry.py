@@ -123,6 +123,7 @@ class Pool:
             "ejected": self.outlier.ejected_count(),
             "replicas": [r.snapshot(now) for r in self.replicas],
             "draining": [r.snapshot(now) for r in self.draining],
+            "binary_tensors": self.dialect.binary_tensors,  # as sent now: learned or configured
             "tls": self.config.tls.snapshot() if self.config.tls else None,
             "headers": dict.fromkeys(self.config.headers, "***"),  # names only, never values
             "discovery": self.discovery,

@@ -86,7 +86,7 @@ async def test_a_pool_is_sent_binary_only_when_every_server_lists_the_extension(
     pool = registry.pools["p"]
     assert not pool.dialect.native  # not yet said: JSON
     assert not await learner.learn()
-    assert pool.dialect.native
+    assert pool.dialect.native and pool.snapshot(0.0)["binary_tensors"] is True
     one_lacks = FakeTransport({A: _server(["binary_tensor_data"]), B: _server([])})  # MLServer
     registry, learner = _learner(_config(), one_lacks)
     assert not await learner.learn() and not registry.pools["p"].dialect.native
