@@ -40,6 +40,10 @@ from gateway.upstream.conformance import Finding, probe_config
 from gateway.upstream.fast_transport import FastTransport
 
 DEFAULT_CONFIG = "config/local.yaml"
+NO_FILES_HINT = (
+    "(checking it away from the machine that runs it? `gateway check-config --no-files "
+    "{config}` checks all but the files, keys and fallbacks it names)"
+)
 M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
 LARGE_BUFFER_BYTES = 256 * 1024
 log = logging.getLogger("gateway")
@@ -157,6 +161,8 @@ def _check(args: argparse.Namespace) -> int:
         print(f"{args.config}: {problem}", file=sys.stderr)
     if problems:
         print(f"{args.config}: invalid ({len(problems)} problem(s))", file=sys.stderr)
+        if any(": no such file: " in problem for problem in problems):
+            print(NO_FILES_HINT.format(config=args.config), file=sys.stderr)
         return 2
     if not args.probe:
         print(f"{args.config}: ok ({counts})")
@@ -255,28 +261,31 @@ def _label(text: str) -> str:
 DESCRIPTION = """\
 A fault-tolerant gateway for V2 (Open Inference Protocol) model servers.
 
-commands:
-  up            start the config's local replicas, then the gateway (what `make run` does)
-  serve         run the gateway against replicas that already run anywhere
-  check-config  validate a config file (and, with --probe, the replicas it names)
-  slo-rules     write the config's SLOs as Prometheus rules (recording rules, burn-rate alerts)
-
 Each command has its own --help. Docs: README.md; the config's full shape, with defaults,
 is in its Configuration section."""
+COMMAND_HELP = {  # listed once, under "commands:", in this order
+    "up": "start the config's local replicas, then the gateway (what `make run` does)",
+    "serve": "run the gateway against replicas that already run anywhere",
+    "check-config": "validate a config file and the files and fallbacks it names, and exit "
+    "(1: mismatches found by --probe, 2: invalid)",
+    "slo-rules": "write the config's SLOs as Prometheus rules and exit",
+}
+
+
+def _formatter(prog: str) -> argparse.HelpFormatter:
+    return argparse.RawDescriptionHelpFormatter(prog, max_help_position=30)
 
 
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="gateway",
         description=DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_formatter,
     )
     top.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, func, help_ in (
-        ("serve", _serve, "run the gateway against existing replicas"),
-        ("up", _up, "start the config's local replicas, then the gateway"),
-    ):
+    sub = top.add_subparsers(title="commands", dest="command", required=True, metavar="COMMAND")
+    for name, func in (("up", _up), ("serve", _serve)):
+        help_ = COMMAND_HELP[name]
         cmd = sub.add_parser(
             name,
             help=help_,
@@ -289,11 +298,7 @@ def parser() -> argparse.ArgumentParser:
         cmd.add_argument("--host", help="listen address (default: the config's server.host)")
         cmd.add_argument("--port", type=int, help="listen port (default: the config's server.port)")
         cmd.set_defaults(func=func)
-    check = sub.add_parser(
-        "check-config",
-        help="validate a config file and the files and fallbacks it names, and exit "
-        "(1: mismatches found by --probe, 2: invalid)",
-    )
+    check = sub.add_parser("check-config", help=COMMAND_HELP["check-config"])
     check.add_argument("config", help="the YAML config file to check")
     check.add_argument(
         "--probe",
@@ -315,7 +320,7 @@ def parser() -> argparse.ArgumentParser:
 def _add_slo_rules(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     rules = sub.add_parser(
         "slo-rules",
-        help="write the config's SLOs as Prometheus rules and exit",
+        help=COMMAND_HELP["slo-rules"],
         description="Write a PrometheusRule (or a plain rules file) for every SLO in the "
         "config: per SLO, the error ratio recorded over each burn window, its objective and "
         "error budget, and the multi-window burn-rate alerts /slo evaluates (same windows and "

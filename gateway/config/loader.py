@@ -1,7 +1,8 @@
 """Loading config files, with errors that name the bad key and the file.
 
 Pydantic's errors are flattened into ``file: a.b.c: message`` lines, which is what an operator
-running ``gateway check-config`` wants to read. Relative file paths in a config mean files
+running ``gateway check-config`` wants to read; an unknown key (a typo) is answered with the
+closest key that place knows (`gateway.config.suggest`). Relative file paths in a config mean files
 beside it (`gateway.config.paths`), whatever the working directory.
 """
 
@@ -15,6 +16,7 @@ from pydantic import ValidationError
 
 from gateway.config.models import GatewayConfig
 from gateway.config.paths import resolve_paths
+from gateway.config.suggest import did_you_mean
 
 
 class ConfigError(Exception):
@@ -26,6 +28,8 @@ def _describe(error: ValidationError) -> str:
     for item in error.errors():
         where = ".".join(str(part) for part in item["loc"]) or "(top level)"
         message = item["msg"].removeprefix("Value error, ")
+        if item["type"] == "extra_forbidden":
+            message = f"unknown key{did_you_mean(GatewayConfig, item['loc'])}"
         lines.append(f"{where}: {message}")
     return "; ".join(lines)
 

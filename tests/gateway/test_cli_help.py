@@ -33,3 +33,10 @@ def test_help_is_plain_text_and_every_option_is_explained(
         assert len(line.split()) > 1 or name == "--version", f"{name} has no help"
     if argv[0] in ("serve", "up"):
         assert "(default: config/local.yaml)" in text
+
+
+def test_top_level_help_lists_each_command_once(capsys: pytest.CaptureFixture[str]) -> None:
+    text = _help(["--help"], capsys)
+    for command in ("up", "serve", "check-config", "slo-rules"):
+        listed = [line for line in text.splitlines() if line.split()[:1] == [command]]
+        assert len(listed) == 1, f"{command} listed {len(listed)} times:\n{text}"

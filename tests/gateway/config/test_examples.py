@@ -54,3 +54,14 @@ def test_a_bad_config_names_the_key_and_exits_non_zero(
     )
     assert main(["check-config", str(bad)]) == 2
     assert "models.d.timeout_ms" in capsys.readouterr().err
+
+
+def test_a_deployed_config_checked_elsewhere_points_to_no_files(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    production = next(p for p in EXAMPLES if p.name == "production.yaml")
+    if Path("/run/secrets/gateway-metrics-key").exists():
+        pytest.skip("this machine holds the deployed secrets")
+    assert main(["check-config", str(production)]) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"`gateway check-config --no-files {production}`" in last

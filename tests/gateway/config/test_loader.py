@@ -3,6 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gateway.config import ConfigError, load_config, parse_config
 
@@ -23,10 +24,42 @@ def test_unknown_pool_is_named() -> None:
         parse_config({**GOOD, "models": {"d": {"pool": "q"}}})
 
 
-def test_unknown_key_is_named() -> None:
+def test_unknown_key_is_named_with_the_closest_known_key() -> None:
     bad = {**GOOD, "server": {"prot": 1}}
-    with pytest.raises(ConfigError, match=r"server\.prot: Extra inputs are not permitted"):
+    with pytest.raises(ConfigError, match=r"server\.prot: unknown key \(did you mean 'port'\?\)"):
         parse_config(bad)
+
+
+@pytest.mark.parametrize(
+    ("where", "typo", "meant"),
+    [
+        ((), "sever", "server"),
+        (("pools", "p"), "helth", "health"),
+        (("pools", "p", "replicas", 0), "zoen", "zone"),
+        (("models", "d"), "timout_ms", "timeout_ms"),
+        (("models", "d", "fallback"), "modle", "model"),
+        (("state",), "redis_ulr", "redis_url"),
+    ],
+)
+def test_a_typo_anywhere_gets_did_you_mean(
+    where: tuple[str | int, ...], typo: str, meant: str
+) -> None:
+    data = {**GOOD, "models": {"d": {"pool": "p", "fallback": {"model": "digits-logreg"}}}}
+    data = yaml.safe_load(yaml.safe_dump(data))
+    node = data
+    for part in where:
+        node = node.setdefault(part, {}) if isinstance(part, str) else node[part]
+    node[typo] = 1
+    dotted = ".".join(str(p) for p in (*where, typo))
+    with pytest.raises(ConfigError) as bad:
+        parse_config(data)
+    assert f"{dotted}: unknown key (did you mean {meant!r}?)" in str(bad.value)
+
+
+def test_a_key_like_none_known_gets_no_suggestion() -> None:
+    with pytest.raises(ConfigError) as bad:
+        parse_config({**GOOD, "server": {"xyzzy": 1}})
+    assert str(bad.value).endswith("server.xyzzy: unknown key")
 
 
 def test_bad_url_is_named() -> None:
