@@ -7,7 +7,8 @@ restart (the decisions are read back and applied again). It is idempotent.
 
 - drain / eject (until its time): the pool's own drain (`Pool.drain`): out of eligibility at
   once, in-flight attempts finish on the same object, health probes go on (the tile still shows
-  health). Panic mode cannot bring it back: it is not a member while held.
+  health). Panic mode cannot bring it back: it is not a member while held, and DNS discovery
+  listing it again does not either (``Pool.held``).
 - restore, or an eject that ran out: the replica rejoins (`Pool.add`) as it was. Only replicas
   held here are brought back, never one that DNS discovery is draining.
 - pause / resume: ``Pool.paused`` (eligibility then has no replica for it; the route falls
@@ -80,6 +81,7 @@ class ManualControls:
         if found is None:
             return []  # not here (yet): held as soon as it joins, by the next apply
         pool, replica = found
+        pool.held = pool.held | {rid}
         if replica in pool.replicas:
             self._registry.drain(pool, rid)
             return [(decision.key, describe(decision))]
@@ -92,6 +94,7 @@ class ManualControls:
         if found is None:
             return []
         pool, replica = found
+        pool.held = pool.held - {rid}
         if replica in pool.draining:
             pool.add(replica)
             return [(f"replica:{rid}", "back in service")]

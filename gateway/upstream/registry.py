@@ -46,6 +46,7 @@ class Pool:
     draining: tuple[Replica, ...] = ()  # removed, their in-flight attempts still finishing
     discovery: dict[str, Any] | None = None  # DNS discovery's last answer: what it left out
     paused: str | None = None  # an operator's pause: why no replica of it is eligible
+    held: frozenset[str] = frozenset()  # ids an operator drained or ejected: no rejoining
 
     @classmethod
     def from_config(
@@ -157,9 +158,12 @@ class Registry:
 
     def add(self, pool: Pool, config: ReplicaConfig) -> Replica:
         """A new replica in ``pool``, held out (unhealthy) until its first probe passes, as in
-        Envoy; a draining one with that id rejoins as it is, with what it had learned."""
+        Envoy; a draining one with that id rejoins as it is, with what it had learned, unless
+        an operator holds it (``Pool.held``)."""
         replica = next((r for r in pool.draining if r.id == config.id), None)
         rejoined = replica is not None
+        if replica is not None and replica.id in pool.held:
+            return replica  # DNS still lists it, but an operator holds it out: it stays so
         if replica is None:
             listeners: tuple[StateListener, ...] = (self.events.breaker_transition,)
             breaker = ReplicaBreaker(config.id, pool.config.breaker, self._clock, listeners)

@@ -85,3 +85,17 @@ def test_a_new_registry_obeys_the_decisions_at_once() -> None:
     registry = Registry(make_config(), clock)
     ManualControls(registry, clock).apply(book.known)
     assert ids(registry, clock) == ["r0", "r2"]
+
+
+def test_discovery_listing_a_held_replica_again_does_not_bring_it_back() -> None:
+    from gateway.config.models import ReplicaConfig
+
+    registry, controls, book, clock = setup()
+    book.decide("replica:r1", "drain", "alice", "", clock.wall())
+    controls.apply(book.known)
+    pool = registry.pools["p"]
+    registry.add(pool, ReplicaConfig(id="r1", url="http://127.0.0.1:9001"))  # a DNS refresh
+    assert "r1" not in ids(registry, clock) and [r.id for r in pool.draining] == ["r1"]
+    book.decide("replica:r1", "restore", "alice", "", clock.wall())
+    controls.apply(book.known)
+    assert "r1" in ids(registry, clock) and pool.held == frozenset()
