@@ -108,7 +108,8 @@ class HealthProber(Prober):
             changed = apply_probe(replica, passed, error, config, first=first)
             first = False
             if changed is not None:
-                log.warning(
+                log.log(
+                    logging.INFO if changed else logging.WARNING,  # recovering is no warning
                     "replica %s is now %s%s",
                     replica.id,
                     "healthy" if changed else "unhealthy",

@@ -1,7 +1,10 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
+
+import pytest
 
 from gateway.config.endpoint import Endpoint
 from gateway.config.policies import HealthCheckConfig
@@ -112,7 +115,9 @@ def test_an_unhealthy_replica_that_passes_is_probed_again_after_the_edge_interva
     assert next_interval(replica, config) == 2.0
 
 
-async def test_the_probe_loop_readmits_a_restarted_replica_within_one_edge_interval() -> None:
+async def test_the_probe_loop_readmits_a_restarted_replica_within_one_edge_interval(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """Virtual time: the replica goes down, its breaker opens, it comes back; the loop
     turns it healthy and half-opens its breaker long before the reset timeout. One replica,
     so only its loop moves the fake clock."""
@@ -130,6 +135,7 @@ async def test_the_probe_loop_readmits_a_restarted_replica_within_one_edge_inter
     transport = FakeTransport({"127.0.0.1:9000": reply(200, b"{}")})
     back_at = clock.now()
     prober = HealthProber(registry, transport, clock, random.Random(0))
+    caplog.set_level(logging.INFO, logger="gateway.upstream.health")
     prober.start()
     try:
         for _ in range(1000):  # virtual time: each turn of the loop advances the fake clock
@@ -147,3 +153,5 @@ async def test_the_probe_loop_readmits_a_restarted_replica_within_one_edge_inter
     edge = health.healthy_edge_interval_s * (1 + health.jitter)
     assert took <= edge * (health.healthy_threshold - 1) + 1e-9
     assert took < pool.config.breaker.reset_timeout_s
+    back = [r for r in caplog.records if r.getMessage() == "replica r0 is now healthy"]
+    assert [r.levelno for r in back] == [logging.INFO]  # good news is no warning
