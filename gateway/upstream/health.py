@@ -70,7 +70,7 @@ class HealthProber(Prober):
         return [
             (f"probe:{replica.id}", self._loop(pool, replica, first=False))
             for pool in self._registry.pools.values()
-            for replica in pool.replicas
+            for replica in (*pool.replicas, *pool.draining)  # held out by an operator at start
         ]
 
     def start(self) -> None:

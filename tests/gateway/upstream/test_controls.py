@@ -99,3 +99,21 @@ def test_discovery_listing_a_held_replica_again_does_not_bring_it_back() -> None
     book.decide("replica:r1", "restore", "alice", "", clock.wall())
     controls.apply(book.known)
     assert "r1" in ids(registry, clock) and pool.held == frozenset()
+
+
+def test_a_replica_held_before_the_probes_start_is_probed_all_the_same() -> None:
+    import random
+
+    from gateway.upstream.health import HealthProber
+    from tests.gateway.fakes import FakeTransport
+
+    registry, controls, book, clock = setup()
+    book.decide("replica:r1", "drain", "alice", "", clock.wall())  # read back at start
+    controls.apply(book.known)
+    prober = HealthProber(registry, FakeTransport(), clock, random.Random(0))
+    loops = prober.loops()
+    try:
+        assert sorted(name for name, _ in loops) == ["probe:r0", "probe:r1", "probe:r2"]
+    finally:
+        for _, loop in loops:
+            loop.close()  # never started
