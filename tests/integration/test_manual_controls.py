@@ -183,6 +183,8 @@ async def test_a_lone_gateway_keeps_a_drain_across_a_restart_in_its_decisions_fi
         gateway.cleanup()
         gateway = start_gateway(config)
         assert draining(gateway.url) == ["r0"]
+        wait_until(lambda: state(gateway.url)["pools"][0]["draining"][0]["healthy"] is True, 10,
+                   message="the held replica probed from the start")  # fmt: skip
         async with httpx.AsyncClient(base_url=gateway.url, trust_env=False, timeout=10) as http:
             assert set(await served_by(http, 10)) == {"r1"}
     finally:
