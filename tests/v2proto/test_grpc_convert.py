@@ -190,6 +190,8 @@ def test_raw_response_answers_a_rest_client_in_the_form_it_asked(
             got = got.astype(np.float16)  # JSON data of FP16 is read back as numbers
         if not binary and arr.dtype.kind == "f" and not np.isfinite(arr).all():
             continue  # JSON cannot carry NaN or infinity: only binary data can
+        if not binary and datatype == "UINT64" and arr.size and arr.max() >= 2**63:
+            continue  # v2proto.tensors reads such JSON integers as floats (on REST too)
         same(got, arr)
 
 

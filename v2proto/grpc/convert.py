@@ -23,7 +23,7 @@ A malformed body or message raises `ProtocolError` naming the field.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +34,7 @@ from v2proto.codec import EncodedBody, _load
 from v2proto.errors import ProtocolError
 from v2proto.fields import flag, name_of, parameters
 from v2proto.grpc import grpc_service_pb2 as pb
+from v2proto.grpc.parameters import FORM_FLAGS, put_parameters, rest_parameters
 from v2proto.signature import DATATYPES, Array
 from v2proto.tensors import BinaryReader, decode_tensor, encode_tensor
 
@@ -52,9 +53,6 @@ TYPED_FIELD: Mapping[str, str] = {
     "FP64": "fp64_contents",
     "BYTES": "bytes_contents",
 }
-_FORM_FLAGS = frozenset({"binary_data_output", "binary_data", "binary_data_size"})
-_INT64 = (-(2**63), 2**63 - 1)
-_UINT64_MAX = 2**64 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +115,7 @@ def rest_to_grpc_request(
     message = pb.ModelInferRequest(
         model_name=model_name, model_version=model_version, id=request_id or ""
     )
-    _put_parameters(message.parameters, params, "parameters")
+    put_parameters(message.parameters, params, "parameters")
     _put_tensors(tensors, message.inputs, message.raw_input_contents)
     named: dict[str, bool] = {}
     raw_outputs = doc.get("outputs") or []
@@ -129,7 +127,7 @@ def rest_to_grpc_request(
         out_params = parameters(obj.get("parameters"), where)
         named[output] = flag(out_params, "binary_data", where, default=default)
         requested = message.outputs.add(name=output)
-        _put_parameters(requested.parameters, out_params, where)
+        put_parameters(requested.parameters, out_params, where)
     return message, OutputForms(default, named)
 
 
@@ -149,7 +147,7 @@ def rest_to_grpc_response(body: bytes, header_length: str | int | None) -> pb.Mo
         model_version="" if version is None else str(version),
         id="" if response_id is None else str(response_id),
     )
-    _put_parameters(message.parameters, parameters(doc.get("parameters"), "parameters"), "")
+    put_parameters(message.parameters, parameters(doc.get("parameters"), "parameters"), "")
     _put_tensors(tensors, message.outputs, message.raw_output_contents)
     return message
 
@@ -171,7 +169,7 @@ def _rest_tensors(
         params = {
             k: v
             for k, v in parameters(obj.get("parameters"), f"{where} parameters").items()
-            if k not in _FORM_FLAGS
+            if k not in FORM_FLAGS
         }
         shape = list(obj["shape"])
         if recorder.last is not None:
@@ -204,7 +202,7 @@ def _put_tensors(tensors: Sequence[_Tensor], into: Any, raw_into: Any) -> None:
     )
     for t in tensors:
         entry = into.add(name=t.name, datatype=t.datatype, shape=t.shape)
-        _put_parameters(entry.parameters, t.params, f"'{t.name}' parameters")
+        put_parameters(entry.parameters, t.params, f"'{t.name}' parameters")
         if raw:
             raw_into.append(t.raw_bytes())
         else:
@@ -225,34 +223,6 @@ def _utf8(array: Array | None) -> bool:
     return True
 
 
-def _put_parameters(
-    into: MutableMapping[str, pb.InferParameter], params: Mapping[str, Any], where: str
-) -> None:
-    for key, value in params.items():
-        if key in _FORM_FLAGS:
-            continue
-        into[key].CopyFrom(_parameter(value, f"{where}.{key}".lstrip(".")))
-
-
-def _parameter(value: object, where: str) -> pb.InferParameter:
-    if isinstance(value, bool):
-        return pb.InferParameter(bool_param=value)
-    if isinstance(value, int):
-        if _INT64[0] <= value <= _INT64[1]:
-            return pb.InferParameter(int64_param=value)
-        if 0 <= value <= _UINT64_MAX:
-            return pb.InferParameter(uint64_param=value)
-        raise ProtocolError(f"parameter {where}: {value} does not fit a 64-bit integer")
-    if isinstance(value, float):
-        return pb.InferParameter(double_param=value)
-    if isinstance(value, str):
-        return pb.InferParameter(string_param=value)
-    raise ProtocolError(
-        f"parameter {where}: gRPC parameters are booleans, integers, numbers or strings, "
-        f"got {type(value).__name__}"
-    )
-
-
 # ------------------------------------------------------------------------------- gRPC -> REST
 
 
@@ -264,7 +234,7 @@ def grpc_to_rest_request(
     doc: dict[str, Any] = {}
     if message.id:
         doc["id"] = message.id
-    params = _rest_parameters(message.parameters)
+    params = rest_parameters(message.parameters)
     if binary_outputs and not message.outputs:
         params["binary_data_output"] = True  # named outputs say it each
     if params:
@@ -275,7 +245,7 @@ def grpc_to_rest_request(
     if message.outputs:
         outputs = []
         for requested in message.outputs:
-            out_params = _rest_parameters(requested.parameters)
+            out_params = rest_parameters(requested.parameters)
             if binary_outputs:
                 out_params["binary_data"] = True
             entry: dict[str, Any] = {"name": requested.name}
@@ -296,7 +266,7 @@ def grpc_to_rest_response(
         doc["model_version"] = message.model_version
     if message.id:
         doc["id"] = message.id
-    params = _rest_parameters(message.parameters)
+    params = rest_parameters(message.parameters)
     if params:
         doc["parameters"] = params
     tensors = _grpc_tensors(message.outputs, message.raw_output_contents, "output")
@@ -324,7 +294,7 @@ def _grpc_tensors(entries: Sequence[Any], raws: Sequence[bytes], kind: str) -> l
         shape = list(entry.shape)
         if any(d < 0 for d in shape):
             raise ProtocolError(f"{where}: shape {shape} has a negative dimension")
-        params = _rest_parameters(entry.parameters)
+        params = rest_parameters(entry.parameters)
         if raws:
             raw = raws[i]
             _check_raw(raw, entry.datatype, shape, where)
@@ -394,17 +364,6 @@ def _rest_tensor(t: _Tensor, binary: bool, chunks: list[bytes]) -> dict[str, Any
     if t.params:
         entry["parameters"] = dict(t.params)
     return entry
-
-
-def _rest_parameters(params: Mapping[str, pb.InferParameter]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in params.items():
-        choice = value.WhichOneof("parameter_choice")
-        if choice == "double_param" and not math.isfinite(value.double_param):
-            raise ProtocolError(f"parameter {key}: {value.double_param} is not JSON (not finite)")
-        if choice is not None:
-            out[key] = getattr(value, choice)
-    return out
 
 
 def _array_bytes(array: Array, datatype: str) -> bytes:
