@@ -120,8 +120,11 @@ def test_httpx_json_infer_and_headers(gateway_url: str) -> None:
          b'{"inputs": [{"name": "input", "shape": [1, 63], "datatype": "FP32", "data": [1]}]}',
          {}, 400, "input"),
         ("/v2/models/digits/infer",
-         b'{"inputs": [{"name": "input", "shape": [1, 64], "datatype": "INT8", "data": [1]}]}',
-         {}, 400, "datatype"),
+         b'{"inputs": [{"name": "input", "shape": [1, 64], "datatype": "INT8", "data": [%s]}]}'
+         % b", ".join([b"1"] * 64), {}, 400, "datatype INT8, the model takes FP32"),
+        ("/v2/models/digits/infer",
+         b'{"inputs": [{"name": "input", "shape": [1, 1], "datatype": "FP32", "data": ["1"]}]}',
+         {}, 400, "input 'input': 'data' element 0 is a string"),
         ("/v2/models/nope/infer", b"{}", {}, 404, "nope"),
         ("/v2/models/digits/versions/7/infer", b"{}", {}, 404, "version"),
         ("/v2/models/digits/infer", b"{}", {"x-request-timeout-ms": "-1"}, 400,
