@@ -22,37 +22,20 @@ A malformed body or message raises `ProtocolError` naming the field.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import orjson
 
 from v2proto.codec import EncodedBody, _load
 from v2proto.errors import ProtocolError
 from v2proto.fields import flag, name_of, parameters
 from v2proto.grpc import grpc_service_pb2 as pb
+from v2proto.grpc.contents import TYPED_FIELD, array_bytes, check_raw, from_raw, from_typed
 from v2proto.grpc.parameters import FORM_FLAGS, put_parameters, rest_parameters
-from v2proto.signature import DATATYPES, Array
+from v2proto.signature import DATATYPES, Array, datatype_of
 from v2proto.tensors import BinaryReader, decode_tensor, encode_tensor
-
-# The typed ``contents`` field of each datatype (FP16 has none: raw only).
-TYPED_FIELD: Mapping[str, str] = {
-    "BOOL": "bool_contents",
-    "INT8": "int_contents",
-    "INT16": "int_contents",
-    "INT32": "int_contents",
-    "INT64": "int64_contents",
-    "UINT8": "uint_contents",
-    "UINT16": "uint_contents",
-    "UINT32": "uint_contents",
-    "UINT64": "uint64_contents",
-    "FP32": "fp32_contents",
-    "FP64": "fp64_contents",
-    "BYTES": "bytes_contents",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,13 +65,13 @@ class _Tensor:
         if self.raw is not None:
             return self.raw
         assert self.array is not None
-        return _array_bytes(self.array, self.datatype)
+        return array_bytes(self.array, self.datatype)
 
     def as_array(self, where: str) -> Array:
         if self.array is not None:
             return self.array
         assert self.raw is not None
-        return _from_raw(self.raw, self.datatype, self.shape, where)
+        return from_raw(self.raw, self.datatype, self.shape, where)
 
 
 # ------------------------------------------------------------------------------- REST -> gRPC
@@ -152,6 +135,30 @@ def rest_to_grpc_response(body: bytes, header_length: str | int | None) -> pb.Mo
     return message
 
 
+def grpc_response(
+    model_name: str,
+    model_version: str | None,
+    request_id: str | None,
+    outputs: Sequence[tuple[str, Array]],
+    *,
+    raw: bool,
+    parameters: Mapping[str, Any] | None = None,
+) -> pb.ModelInferResponse:
+    """A ``ModelInferResponse`` from output arrays: raw contents when ``raw`` (what a client
+    that sent raw contents reads back, as Triton answers), else typed where the datatypes allow
+    (FP16 or non-UTF-8 BYTES: raw for all, as in every other conversion here)."""
+    message = pb.ModelInferResponse(
+        model_name=model_name, model_version=model_version or "", id=request_id or ""
+    )
+    put_parameters(message.parameters, parameters or {}, "parameters")
+    tensors = [
+        _Tensor(name, datatype_of(arr.dtype), list(arr.shape), {}, array=arr)
+        for name, arr in outputs
+    ]
+    _put_tensors(tensors, message.outputs, message.raw_output_contents, raw=raw)
+    return message
+
+
 def _rest_tensors(
     objs: list[Any], key: str, binary: BinaryReader, kind: str, *, allow_empty: bool
 ) -> list[_Tensor]:
@@ -196,9 +203,13 @@ class _Recorder(BinaryReader):
         self._inner.finish()
 
 
-def _put_tensors(tensors: Sequence[_Tensor], into: Any, raw_into: Any) -> None:
-    raw = any(t.raw is not None or t.datatype not in TYPED_FIELD for t in tensors) or any(
-        t.datatype == "BYTES" and not _utf8(t.array) for t in tensors
+def _put_tensors(
+    tensors: Sequence[_Tensor], into: Any, raw_into: Any, *, raw: bool = False
+) -> None:
+    raw = (
+        raw
+        or any(t.raw is not None or t.datatype not in TYPED_FIELD for t in tensors)
+        or any(t.datatype == "BYTES" and not _utf8(t.array) for t in tensors)
     )
     for t in tensors:
         entry = into.add(name=t.name, datatype=t.datatype, shape=t.shape)
@@ -297,54 +308,12 @@ def _grpc_tensors(entries: Sequence[Any], raws: Sequence[bytes], kind: str) -> l
         params = rest_parameters(entry.parameters)
         if raws:
             raw = raws[i]
-            _check_raw(raw, entry.datatype, shape, where)
+            check_raw(raw, entry.datatype, shape, where)
             tensors.append(_Tensor(entry.name, entry.datatype, shape, params, raw=raw))
         else:
-            array = _from_typed(entry.contents, entry.datatype, shape, where)
+            array = from_typed(entry.contents, entry.datatype, shape, where)
             tensors.append(_Tensor(entry.name, entry.datatype, shape, params, array=array))
     return tensors
-
-
-def _from_typed(
-    contents: pb.InferTensorContents, datatype: str, shape: list[int], where: str
-) -> Array:
-    typed = TYPED_FIELD.get(datatype)
-    if typed is None:
-        raise ProtocolError(f"{where}: {datatype} has no typed contents; send raw contents")
-    values = getattr(contents, typed)
-    count = math.prod(shape)
-    if len(values) != count:
-        raise ProtocolError(
-            f"{where}: contents.{typed} has {len(values)} elements, shape {shape} needs {count}"
-        )
-    if datatype == "BYTES":
-        array = np.empty(count, dtype=object)
-        array[:] = list(values)
-        return array.reshape(shape)
-    dtype = DATATYPES[datatype].newbyteorder("=")
-    try:
-        return np.array(values, dtype=dtype).reshape(shape)
-    except OverflowError:
-        raise ProtocolError(
-            f"{where}: contents.{typed} has values out of range for {datatype}"
-        ) from None
-
-
-def _check_raw(raw: bytes, datatype: str, shape: list[int], where: str) -> None:
-    if datatype == "BYTES":
-        return  # the length-prefixed elements are counted where they are read
-    expected = math.prod(shape) * DATATYPES[datatype].itemsize
-    if len(raw) != expected:
-        raise ProtocolError(
-            f"{where}: raw contents of {len(raw)} bytes, shape {shape} of {datatype} needs "
-            f"{expected}"
-        )
-
-
-def _from_raw(raw: bytes, datatype: str, shape: list[int], where: str) -> Array:
-    reader = BinaryReader(memoryview(raw), True)
-    obj = {"datatype": datatype, "shape": shape, "parameters": {"binary_data_size": len(raw)}}
-    return decode_tensor(obj, where, reader, None, allow_empty=True)
 
 
 def _rest_tensor(t: _Tensor, binary: bool, chunks: list[bytes]) -> dict[str, Any]:
@@ -364,16 +333,6 @@ def _rest_tensor(t: _Tensor, binary: bool, chunks: list[bytes]) -> dict[str, Any
     if t.params:
         entry["parameters"] = dict(t.params)
     return entry
-
-
-def _array_bytes(array: Array, datatype: str) -> bytes:
-    if datatype != "BYTES":
-        return array.astype(DATATYPES[datatype], copy=False).tobytes()
-    parts = []
-    for item in array.ravel().tolist():
-        b = item if isinstance(item, bytes) else str(item).encode()
-        parts.append(len(b).to_bytes(4, "little") + b)
-    return b"".join(parts)
 
 
 def _finish(doc: dict[str, Any], chunks: list[bytes]) -> EncodedBody:

@@ -48,13 +48,9 @@ MODEL_READY = Method("ModelReady", pb.ModelReadyRequest, pb.ModelReadyResponse)
 SERVER_METADATA = Method("ServerMetadata", pb.ServerMetadataRequest, pb.ServerMetadataResponse)
 MODEL_METADATA = Method("ModelMetadata", pb.ModelMetadataRequest, pb.ModelMetadataResponse)
 MODEL_INFER = Method("ModelInfer", pb.ModelInferRequest, pb.ModelInferResponse)
-REPOSITORY_INDEX = Method(
-    "RepositoryIndex", pb.RepositoryIndexRequest, pb.RepositoryIndexResponse
-)
+REPOSITORY_INDEX = Method("RepositoryIndex", pb.RepositoryIndexRequest, pb.RepositoryIndexResponse)
 MODEL_CONFIG = Method("ModelConfig", pb.ModelConfigRequest, pb.ModelConfigResponse)
-MODEL_STATISTICS = Method(
-    "ModelStatistics", pb.ModelStatisticsRequest, pb.ModelStatisticsResponse
-)
+MODEL_STATISTICS = Method("ModelStatistics", pb.ModelStatisticsRequest, pb.ModelStatisticsResponse)
 
 METHODS: tuple[Method[Any, Any], ...] = (
     SERVER_LIVE,
