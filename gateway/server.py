@@ -11,6 +11,11 @@ its replicas) never runs. Here the first SIGTERM or SIGINT starts a drain instea
    (bounded by the longest deadline a model allows), the gateway's services stopped;
 3. ``serve()`` returns and the process exits 0.
 
+With a gRPC door (``server.grpc_port``; `gateway.grpc_door.server`) the same drain applies to
+it: it keeps serving through ``drain_s`` (ServerReady says not ready), then takes no new RPCs
+when HTTP stops taking connections, and its RPCs in flight finish within the same grace, before
+the gateway stops.
+
 A second SIGINT (Ctrl-C twice) skips the waits. SIGHUP reloads the config, as
 ``POST /admin/reload`` does; with ``server.watch_config`` the file's modification time is
 polled too.
@@ -23,6 +28,8 @@ import contextlib
 import logging
 import os
 import signal
+import socket
+import sys
 import threading
 from collections.abc import Callable, Coroutine, Generator
 from typing import Any
@@ -31,22 +38,59 @@ import uvicorn
 
 from gateway.api.app import GatewayApp
 from gateway.errors import GatewayError
+from gateway.grpc_door.server import GrpcDoor
 
 log = logging.getLogger(__name__)
 
 WATCH_INTERVAL_S = 2.0
 DRAIN_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+STARTUP_FAILURE = 3  # uvicorn's exit code when it cannot start
 
 
 class GatewayServer(uvicorn.Server):
     def __init__(
-        self, config: uvicorn.Config, app: GatewayApp, config_path: str | None = None
+        self,
+        config: uvicorn.Config,
+        app: GatewayApp,
+        config_path: str | None = None,
+        grpc_port: int | None = None,
     ) -> None:
+        """``grpc_port``: where the gRPC door listens (on the HTTP host); None: no gRPC."""
         super().__init__(config)
         self.app = app
         self._config_path = config_path
         self._tasks: set[asyncio.Task[None]] = set()
         self.draining = False
+        self.grpc = None if grpc_port is None else GrpcDoor(app, app.bind_host, grpc_port)
+        self._grpc_stopped: asyncio.Future[None] | None = None
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's start, with the gRPC port bound before the gateway starts and served
+        once it has."""
+        if self.grpc is not None:
+            try:
+                self.grpc.bind()
+            except OSError as exc:
+                log.error("%s", exc)
+                sys.exit(STARTUP_FAILURE)
+        await super().startup(sockets)
+        if self.grpc is not None and self.started and not self.should_exit:
+            await self.grpc.start()
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """Both doors stop taking requests at once; both finish theirs in the same grace."""
+        if self.grpc is not None:
+            timeout = self.config.timeout_graceful_shutdown  # always set (see begin_drain)
+            grace = None if self.force_exit or timeout is None else float(timeout)
+            self._grpc_stopped = asyncio.ensure_future(self.grpc.stop(grace))
+        await super().shutdown(sockets)
+
+    async def _wait_tasks_to_complete(self) -> None:
+        """uvicorn's wait for HTTP requests in flight (bounded by the graceful timeout), and
+        the gRPC door's, before the gateway stops."""
+        await super()._wait_tasks_to_complete()
+        if self._grpc_stopped is not None:
+            await asyncio.shield(self._grpc_stopped)
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:

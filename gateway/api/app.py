@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 RETIRE_GRACE_S = 60.0
 # Server settings the running server holds (the socket, the protocol, the parser).
 RESTART_FIELDS = (
-    "host", "port", "max_header_bytes", "header_timeout_s", "body_timeout_s",
+    "host", "port", "grpc_port", "max_header_bytes", "header_timeout_s", "body_timeout_s",
     "parse_inline_max_bytes", "parse_offload", "parse_workers", "watch_config",
 )  # fmt: skip
 DRAIN_SLACK_S = 1.0

@@ -65,6 +65,13 @@ class ServerConfig(Frozen):
 
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
+    grpc_port: int | None = Field(
+        None,
+        ge=0,
+        le=65535,
+        description="the V2 gRPC service's port, on `host` (Triton's 8001); unset: `gateway up` "
+        "serves gRPC on 8001, `gateway serve` serves none (--grpc-port sets it for either)",
+    )
     max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, gt=0)
     max_header_bytes: int = Field(32 * 1024, ge=1024, description="request line + headers")
     header_timeout_s: float = Field(10.0, gt=0)

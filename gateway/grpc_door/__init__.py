@@ -1,0 +1,1 @@
+"""The gRPC front door: the V2 service (`inference.GRPCInferenceService`) on its own port."""

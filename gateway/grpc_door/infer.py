@@ -1,0 +1,122 @@
+"""gRPC's front door for ``ModelInfer``: the message in, the same edge as REST, the message out.
+
+Everything a request goes through is the edge's (`gateway.pipeline.edge`, composed in
+`gateway.pipeline.build.build_edge`), exactly as for REST's `gateway.api.infer`; this door only
+translates. The metadata the edge reads (``x-request-id``, ``traceparent``, the tenant's key as
+``authorization: Bearer <key>`` or ``x-api-key``) become its headers, and the gRPC deadline
+(``grpc-timeout``) its ``x-request-timeout-ms``, capped by the model as REST's is. The message
+becomes a REST body (`v2proto.grpc.convert`) when the edge reads the body, after the tenant,
+model and tenant limits have passed: raw contents become binary tensors, each tensor's bytes
+copied once, into the body (the request's id goes into the JSON header then, so that no step
+splices it in again), and the binary extension's header length is added to the headers the
+edge reads next. Outputs are asked for as binary data, and answered as ``raw_output_contents``,
+as Triton answers.
+
+The answer's metadata says what REST's headers say: ``x-served-by``, ``x-attempts``,
+``x-request-id``, ``traceparent``, and for a fallback or vote answer ``x-degraded`` /
+``x-vote`` (the response's V2 ``parameters`` carry ``degraded`` / ``vote`` too). An error is
+answered with its code (`gateway.grpc_door.status`), its message, and the same metadata at the
+end of the call. A call the client cancels, or whose deadline gRPC ends first, is recorded as
+499 or 504.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import grpc
+
+from gateway.api.app import GatewayApp
+from gateway.api.tenants import HEADERS as TENANT_HEADERS
+from gateway.deadline import TIMEOUT_HEADER
+from gateway.errors import BadRequest, GatewayError
+from gateway.grpc_door.status import code_of, error_metadata
+from gateway.pipeline.edge import Intake
+from gateway.v2.request import HEADER_LENGTH
+from v2proto.errors import ProtocolError
+from v2proto.grpc import grpc_service_pb2 as pb
+from v2proto.grpc.convert import grpc_to_rest_request, rest_to_grpc_response
+
+log = logging.getLogger(__name__)
+Context = grpc.aio.ServicerContext[Any, Any]
+# What the edge reads from metadata (a client's ``x-request-timeout-ms`` too, under a deadline).
+_WANTED = frozenset(("x-request-id", "traceparent", "tracestate", TIMEOUT_HEADER, *TENANT_HEADERS))
+CLIENT_CLOSED = 499  # recorded for a call the client cancelled before its answer
+
+
+class InferDoor:
+    def __init__(self, app: GatewayApp) -> None:
+        self._app = app  # its edge is read per call: a reload's takes over at once
+
+    async def __call__(self, request: pb.ModelInferRequest, context: Context) -> Any:
+        edge = self._app.edge
+        headers = edge_headers(context.invocation_metadata(), context.time_remaining())
+        intake = edge.arrive(request.model_name, request.model_version or None, headers)
+
+        async def read() -> tuple[bytes, bool]:
+            if not request.id:  # in the JSON header now: not spliced into the body later
+                request.id = intake.request_id
+            try:
+                encoded = grpc_to_rest_request(request, binary_outputs=True)
+            except ProtocolError as exc:
+                raise BadRequest(exc.message) from exc
+            if encoded.json_length is not None:
+                headers[HEADER_LENGTH] = str(encoded.json_length)
+            return encoded.body, False
+
+        status, served_by, degraded, sent = CLIENT_CLOSED, "", None, -1
+        try:
+            try:
+                result = await edge.infer(intake, read)
+                if not 200 <= result.status < 300:  # the attempt layer passes only 2xx
+                    raise GatewayError(f"a replica answered {result.status}")
+                response = rest_to_grpc_response(result.body, result.header_length)
+            except ProtocolError as exc:  # a checked reply that gRPC cannot carry
+                log.error("reply not sent over gRPC: %s", exc.message)
+                raise GatewayError(f"the reply cannot be sent over gRPC: {exc.message}") from exc
+            served = [("x-served-by", result.served_by), ("x-attempts", str(result.attempts))]
+            if result.degraded:
+                served.append(("x-degraded", result.degraded))
+            if result.vote:
+                served.append(("x-vote", result.vote))
+            await context.send_initial_metadata((*served, *_call_metadata(intake)))
+            status, served_by, degraded = 200, result.served_by, result.degraded
+            sent = len(result.body)
+            return response
+        except GatewayError as error:
+            status = error.status
+            trailing = [*error_metadata(error), ("x-attempts", str(intake.attempts))]
+            context.set_trailing_metadata((*trailing, *_call_metadata(intake)))
+            await context.abort(code_of(error.status), error.message)
+        except asyncio.CancelledError:
+            remaining = context.time_remaining()
+            status = 504 if remaining is not None and remaining <= 0 else CLIENT_CLOSED
+            raise
+        finally:
+            edge.done(intake, status, served_by, degraded, sent)
+
+
+def edge_headers(metadata: Any, remaining_s: float | None) -> dict[str, str]:
+    """The call's metadata the edge reads, as its headers; the gRPC deadline as the timeout
+    (the tighter of it and a client's ``x-request-timeout-ms``)."""
+    headers = {k: v for k, v in metadata or () if k in _WANTED and isinstance(v, str)}
+    if remaining_s is not None:
+        ms = max(remaining_s * 1000.0, 1.0)
+        given = headers.get(TIMEOUT_HEADER)
+        try:
+            ms = min(ms, float(given)) if given else ms
+        except ValueError:
+            pass  # the edge answers a bad header as REST's (400)
+        else:
+            headers[TIMEOUT_HEADER] = f"{ms:.3f}"
+    return headers
+
+
+def _call_metadata(intake: Intake) -> list[tuple[str, str]]:
+    """What every answer carries: the request's id, and its trace where traced."""
+    out = [("x-request-id", intake.request_id)]
+    if intake.span.traceparent:
+        out.append(("traceparent", intake.span.traceparent))
+    return out

@@ -1,0 +1,68 @@
+"""The gRPC door's server: `grpc.aio` in the gateway's own event loop, beside the HTTP server.
+
+`gateway.server.GatewayServer` binds it before the gateway starts (a port in use fails the
+start, as the HTTP port does), starts it once the gateway has started, and stops it with the
+HTTP server's own shutdown: no new RPCs from then on, RPCs in flight finished within the same
+grace (the longest deadline a model allows), before the gateway stops.
+
+Messages over ``server.max_body_bytes`` (REST's body limit) are refused by gRPC itself
+(RESOURCE_EXHAUSTED); answers are not bounded here, as REST's are not (a replica's reply is
+capped upstream by ``server.max_reply_body_bytes``).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import grpc
+
+from gateway.api.app import GatewayApp
+from gateway.grpc_door.service import V2Service
+from v2proto.grpc.service import generic_handler
+
+log = logging.getLogger(__name__)
+KEEPALIVE_MS = 20_000  # the longest a client's ping may be answered late by an idle server
+
+
+class GrpcDoor:
+    """The V2 gRPC service for ``app`` (read at each RPC: a reload's edge takes over at once)."""
+
+    def __init__(self, app: GatewayApp, host: str, port: int) -> None:
+        self._app = app
+        self.host = host
+        self.port = port  # the bound port once `bind` has run (0 asks for a free one)
+        self._server: grpc.aio.Server | None = None
+
+    def bind(self) -> int:
+        """Creates the server and binds its port (not serving yet); `OSError` if it cannot."""
+        limit = self._app.gateway.config.server.max_body_bytes
+        server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", limit),
+                ("grpc.max_send_message_length", -1),
+                ("grpc.so_reuseport", 0),  # a second gateway on the port fails, as HTTP does
+                ("grpc.keepalive_permit_without_calls", 1),
+                ("grpc.http2.min_ping_interval_without_data_ms", KEEPALIVE_MS),
+            ]
+        )
+        server.add_generic_rpc_handlers((generic_handler(V2Service(self._app).handlers()),))
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        try:
+            port = server.add_insecure_port(f"{host}:{self.port}")
+        except RuntimeError as exc:  # grpc's way of saying the address is taken
+            raise OSError(
+                f"gRPC: cannot listen on {host}:{self.port} (address already in use?): {exc}"
+            ) from exc
+        self._server = server
+        self.port = port
+        return port
+
+    async def start(self) -> None:
+        assert self._server is not None, "bind() first"
+        await self._server.start()
+        log.info("gRPC (V2 inference service) on %s:%d", self.host, self.port)
+
+    async def stop(self, grace_s: float | None) -> None:
+        """No new RPCs; those in flight get ``grace_s`` (None: cancelled now)."""
+        if self._server is not None:
+            await self._server.stop(grace_s)

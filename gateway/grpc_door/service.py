@@ -1,0 +1,117 @@
+"""The V2 gRPC service's methods, each answering what its REST endpoint answers.
+
+Health, metadata and the Triton extensions (repository index, model config, statistics) read
+the same `gateway.runtime.Gateway` calls as REST's `gateway.api.admin` and turn the same JSON
+documents into the messages (`google.protobuf.json_format`, unknown fields ignored: a Triton
+replica's own config may say more than the message holds). ModelInfer is the edge's
+(`gateway.grpc_door.infer`). A `GatewayError` is answered with its code from
+`gateway.grpc_door.status`; the gateway is read at each call, so a reload takes over at once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf import json_format
+from google.protobuf.message import Message
+
+from gateway.api.app import GatewayApp
+from gateway.errors import GatewayError
+from gateway.grpc_door.infer import InferDoor
+from gateway.grpc_door.status import code_of, error_metadata
+from v2proto.grpc import grpc_service_pb2 as pb
+from v2proto.grpc.service import Handler
+
+log = logging.getLogger(__name__)
+Context = grpc.aio.ServicerContext[Any, Any]
+M = TypeVar("M", bound=Message)
+
+
+def message(doc: dict[str, Any], into: M) -> M:
+    """A REST JSON document as the gRPC message of the same fields."""
+    return json_format.ParseDict(doc, into, ignore_unknown_fields=True)
+
+
+class V2Service:
+    """Every method of ``inference.GRPCInferenceService`` the gateway serves."""
+
+    def __init__(self, app: GatewayApp) -> None:
+        self._app = app
+        self._infer = InferDoor(app)
+
+    def handlers(self) -> dict[str, Handler]:
+        """The methods by name, for `v2proto.grpc.service.generic_handler`."""
+        return {
+            "ServerLive": self._guarded(self.server_live),
+            "ServerReady": self._guarded(self.server_ready),
+            "ModelReady": self._guarded(self.model_ready),
+            "ServerMetadata": self._guarded(self.server_metadata),
+            "ModelMetadata": self._guarded(self.model_metadata),
+            "ModelInfer": self._infer.__call__,  # a coroutine function, as gRPC checks
+            "RepositoryIndex": self._guarded(self.repository_index),
+            "ModelConfig": self._guarded(self.model_config),
+            "ModelStatistics": self._guarded(self.model_statistics),
+        }
+
+    @staticmethod
+    def _guarded(method: Callable[[Any], Awaitable[Message]]) -> Handler:
+        """The method, with a `GatewayError` answered by its code, anything else INTERNAL."""
+
+        async def call(request: Any, context: Context) -> Message:
+            try:
+                return await method(request)
+            except GatewayError as error:
+                context.set_trailing_metadata(error_metadata(error))
+                await context.abort(code_of(error.status), error.message)
+            except Exception:
+                log.exception("unexpected error in a gRPC call")
+                await context.abort(grpc.StatusCode.INTERNAL, "internal gateway error (logged)")
+            raise AssertionError("abort returns only by raising")  # pragma: no cover
+
+        return call
+
+    async def server_live(self, request: pb.ServerLiveRequest) -> pb.ServerLiveResponse:
+        return pb.ServerLiveResponse(live=True)
+
+    async def server_ready(self, request: pb.ServerReadyRequest) -> pb.ServerReadyResponse:
+        return pb.ServerReadyResponse(ready=self._app.gateway.ready())
+
+    async def model_ready(self, request: pb.ModelReadyRequest) -> pb.ModelReadyResponse:
+        gateway = self._app.gateway
+        model = gateway.model(request.name, request.version or None)  # NOT_FOUND
+        return pb.ModelReadyResponse(ready=gateway.model_readiness(model).ready)
+
+    async def server_metadata(self, request: pb.ServerMetadataRequest) -> pb.ServerMetadataResponse:
+        return message(self._app.gateway.server_metadata(), pb.ServerMetadataResponse())
+
+    async def model_metadata(self, request: pb.ModelMetadataRequest) -> pb.ModelMetadataResponse:
+        gateway = self._app.gateway
+        model = gateway.model(request.name, request.version or None)
+        doc = await gateway.model_metadata(request.name, model)
+        return message(doc, pb.ModelMetadataResponse())
+
+    async def repository_index(
+        self, request: pb.RepositoryIndexRequest
+    ) -> pb.RepositoryIndexResponse:
+        models = self._app.gateway.repository_index()
+        if request.ready:
+            models = [m for m in models if m["state"] == "READY"]
+        return message({"models": models}, pb.RepositoryIndexResponse())
+
+    async def model_config(self, request: pb.ModelConfigRequest) -> pb.ModelConfigResponse:
+        gateway = self._app.gateway
+        model = gateway.model(request.name, request.version or None)
+        doc = await gateway.model_config(request.name, model)
+        return message({"config": doc}, pb.ModelConfigResponse())
+
+    async def model_statistics(
+        self, request: pb.ModelStatisticsRequest
+    ) -> pb.ModelStatisticsResponse:
+        gateway = self._app.gateway
+        if request.name:
+            gateway.model(request.name, request.version or None)
+        doc = gateway.statistics(request.name or None)
+        return message(doc, pb.ModelStatisticsResponse())
