@@ -8,9 +8,12 @@ to FILE for the chaos runner. One command, against `make run` (gateway on :8000)
     .venv/bin/locust -f loadtests/locustfile.py --headless -u 16 -r 16 -t 60s \
         --host http://127.0.0.1:8000 --only-summary DigitsUser
 
-At the end it prints how the successes were answered: plainly, voted (by tally) or degraded
-(by reason: the fallback answered), per model; a degraded answer is a success for Locust's
-table (the client got a right answer) but worth seeing.
+At the very end, after Locust's tables, it prints how the successes were answered: plainly,
+voted (by tally) or degraded (by reason: the fallback answered), per model (a degraded answer
+is a success for Locust's table, the client got a right answer, but worth seeing), and what the
+gateway's /metrics counted over the run that Locust cannot see: retries, connect errors and
+other failed upstream attempts (`loadtests.gateway_counters`; ``$GATEWAY_METRICS_KEY`` where
+/metrics takes a key).
 
 Pacing: each user sends at most ``--rate`` requests per second (Locust's
 ``constant_throughput``: it waits out the rest of each 1/rate interval), so the offered load is
@@ -46,11 +49,13 @@ from loadtests.chaos.checks import check_answer
 from loadtests.chaos.events import Event, EventLog
 from loadtests.chaos.reference import FALLBACK_DIR, FALLBACK_PREFIX, Reference, make_samples
 from loadtests.chaos.shapes import SHAPES, plan
+from loadtests.gateway_counters import report, scrape
 from replicas.dataset import load_split
 
 SINGLE: list[Any] = []  # Samples of one row
 BATCH: list[Any] = []  # Samples of 2-8 rows
-STATE: dict[str, Any] = {"reference": None, "log": None}
+STATE: dict[str, Any] = {"reference": None, "log": None, "counters": []}
+RULE = "=" * 100
 ANSWERS: Counter[tuple[str, str]] = Counter()  # (model, "plain" | "voted 3/3" | "degraded: x")
 
 
@@ -82,11 +87,40 @@ def _prepare(environment: Any, **_: Any) -> None:
     STATE["reference"], STATE["log"] = reference, EventLog.from_env()
 
 
+@events.test_start.add_listener  # type: ignore[untyped-decorator]
+@events.test_stop.add_listener  # type: ignore[untyped-decorator]
+def _scrape_gateway(environment: Any, **_: Any) -> None:
+    """The gateway's counters at the start and at the end of the load (or why not)."""
+    try:
+        STATE["counters"].append(scrape(environment.host or ""))
+    except (OSError, ValueError) as exc:
+        STATE["counters"].append(f"gateway /metrics not read: {exc}")
+
+
 @events.quitting.add_listener  # type: ignore[untyped-decorator]
 def _close(**_: Any) -> None:
     if STATE["log"] is not None:
         STATE["log"].close()
-    print(answers_summary(ANSWERS), flush=True)
+
+
+@events.quit.add_listener  # type: ignore[untyped-decorator]
+def _summary(**_: Any) -> None:
+    """Printed after Locust's own tables and on their stream (stderr, as Locust logs them),
+    so they are the last lines of the run, not lost between log lines."""
+    text = final_report(ANSWERS, STATE["counters"])
+    print(f"{RULE}\n{text}\n{RULE}", file=sys.stderr, flush=True)
+
+
+def final_report(answers: Counter[tuple[str, str]], counters: list[Any]) -> str:
+    """How the answers were made, then what the gateway counted between the two scrapes."""
+    problem = next((c for c in counters if isinstance(c, str)), None)
+    if problem is not None:
+        lines = [problem]
+    elif len(counters) == 2:
+        lines = report(*counters)
+    else:
+        lines = ["gateway /metrics: no load ran"]
+    return "\n".join([answers_summary(answers), *lines])
 
 
 def answers_summary(answers: Counter[tuple[str, str]]) -> str:
