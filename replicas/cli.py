@@ -1,4 +1,4 @@
-"""The ``replica`` command: ``serve`` one ONNX model over V2 REST, or ``build-models``.
+"""The ``replica`` command: ``serve`` one ONNX model over V2 REST (and gRPC), or ``build-models``.
 
 Heavy imports (uvicorn, onnxruntime, scikit-learn) happen inside each subcommand so that
 ``replica --help`` is instant and ``serve`` never loads scikit-learn. ``serve`` needs the
@@ -30,6 +30,13 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", required=True, type=int, help="TCP port (0: any free port)")
     serve.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    serve.add_argument(
+        "--grpc-port",
+        type=int,
+        default=None,
+        help="also serve the V2 gRPC protocol on this TCP port (0: any free port); the TLS "
+        "options below apply to it too",
+    )
     serve.add_argument("--ssl-certfile", type=Path, help="serve HTTPS with this certificate (PEM)")
     serve.add_argument("--ssl-keyfile", type=Path, help="the certificate's private key (PEM)")
     serve.add_argument(
@@ -138,6 +145,7 @@ def _serve(args: argparse.Namespace) -> int:
         ssl_certfile=args.ssl_certfile,
         ssl_keyfile=args.ssl_keyfile,
         ssl_ca_certs=args.ssl_ca_certs,
+        grpc_port=args.grpc_port,
     )
     serve(options)
     return 0

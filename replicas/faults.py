@@ -37,6 +37,7 @@ class Faults:
     corrupt_rate: float = 0.0
     ready: bool = True
     poison_value: float | None = None  # a request holding this value in an input answers 500
+    wrong_id: bool = False  # answer with the previous request's id (a desynchronised server)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -50,6 +51,7 @@ class Faults:
             "corrupt_rate": self.corrupt_rate > 0,
             "ready": not self.ready,
             "poison_value": self.poison_value is not None,
+            "wrong_id": self.wrong_id,
         }
 
     def merged(self, update: object) -> tuple[Faults, bool]:
@@ -63,7 +65,7 @@ class Faults:
                 changes[key] = _number(key, value, 0.0, 3_600_000.0)
             elif key in ("error_rate", "corrupt_rate"):
                 changes[key] = _number(key, value, 0.0, 1.0)
-            elif key in ("hang", "ready"):
+            elif key in ("hang", "ready", "wrong_id"):
                 changes[key] = _boolean(key, value)
             elif key == "poison_value":
                 changes[key] = None if value is None else _number(key, value, -math.inf, math.inf)
@@ -99,6 +101,9 @@ class FaultHooks(Protocol):
 
     def after_infer(self, outputs: dict[str, Array]) -> dict[str, Array]: ...
 
+    def answer_id(self, request_id: str | None) -> str | None:
+        """The id the answer carries: the request's own, unless a fault says otherwise."""
+
 
 class NoFaults:
     """The null object used without ``--enable-faults``: never injects anything."""
@@ -110,6 +115,9 @@ class NoFaults:
 
     def after_infer(self, outputs: dict[str, Array]) -> dict[str, Array]:
         return outputs
+
+    def answer_id(self, request_id: str | None) -> str | None:
+        return request_id
 
 
 class FaultInjector:
@@ -126,6 +134,7 @@ class FaultInjector:
         self._sleep = sleep
         self._exit = exit
         self._faults = Faults()
+        self._last_id: str | None = None
         self._unhung = asyncio.Event()
         self._unhung.set()
 
@@ -169,6 +178,16 @@ class FaultInjector:
         poison = faults.poison_value
         if poison is not None and inputs is not None and _holds(inputs, poison):
             raise InjectedFault(f"injected fault: cannot take the value {poison:g}")
+
+    def answer_id(self, request_id: str | None) -> str | None:
+        """With ``wrong_id`` on: the id of the request answered before this one (another
+        client's), or a made-up one for the first; the request's own otherwise."""
+        previous, self._last_id = self._last_id, request_id
+        if not self._faults.wrong_id or request_id is None:
+            return request_id
+        if previous is None or previous == request_id:
+            return f"not-{request_id}"
+        return previous
 
     def after_infer(self, outputs: dict[str, Array]) -> dict[str, Array]:
         rate = self._faults.corrupt_rate

@@ -1,4 +1,5 @@
-"""Run a `ReplicaApp` under uvicorn (uvloop + httptools) with a draining shutdown.
+"""Run a `ReplicaApp` under uvicorn (uvloop + httptools) with a draining shutdown, and with
+``grpc_port`` its V2 gRPC service too (`replicas.grpc_server`), in the same event loop.
 
 On SIGTERM or SIGINT readiness turns false at once, uvicorn stops accepting connections, lets
 in-flight requests finish (bounded by ``graceful_timeout_s``), and the process exits 0, so a
@@ -7,20 +8,27 @@ supervisor or a gateway sees an orderly stop rather than a crash.
 
 from __future__ import annotations
 
+import logging
 import random
 import signal
 import ssl
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
+import grpc
 import uvicorn
+from uvicorn._compat import asyncio_run
 
 from replicas.fault_auth import FaultKey
 from replicas.faults import FaultInjector
+from replicas.grpc_server import grpc_server
 from replicas.model import Device
-from replicas.server import ReplicaApp
+from replicas.server import MAX_BODY_BYTES, ReplicaApp
+
+log = logging.getLogger("replicas.serve")
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +47,7 @@ class ServeOptions:
     ssl_certfile: Path | None = None  # with ssl_keyfile: serve HTTPS
     ssl_keyfile: Path | None = None
     ssl_ca_certs: Path | None = None  # require client certificates signed by these (mTLS)
+    grpc_port: int | None = None  # also serve V2 gRPC here (0: any free port); TLS as above
 
 
 class DrainingServer(uvicorn.Server):
@@ -93,4 +102,39 @@ def serve(options: ServeOptions) -> None:
     # shutdown; these turn that (or a signal before uvicorn starts) into a clean exit 0.
     signal.signal(signal.SIGTERM, _exit_cleanly)
     signal.signal(signal.SIGINT, _exit_cleanly)
-    DrainingServer(config, on_exit=app.begin_shutdown).run()
+    server = DrainingServer(config, on_exit=app.begin_shutdown)
+    if options.grpc_port is None:
+        server.run()
+        return
+    try:
+        asyncio_run(_serve_both(server, app, options), loop_factory=config.get_loop_factory())
+    except OSError as exc:
+        print(f"replica: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
+def grpc_credentials(options: ServeOptions) -> grpc.ServerCredentials | None:
+    """The gRPC port's TLS: the REST port's certificate, key and client CAs (mTLS)."""
+    if options.ssl_certfile is None or options.ssl_keyfile is None:
+        return None
+    pair = (options.ssl_keyfile.read_bytes(), options.ssl_certfile.read_bytes())
+    cas = options.ssl_ca_certs.read_bytes() if options.ssl_ca_certs else None
+    return grpc.ssl_server_credentials([pair], cas, require_client_auth=cas is not None)
+
+
+async def _serve_both(server: DrainingServer, app: ReplicaApp, options: ServeOptions) -> None:
+    """uvicorn and the gRPC server in one loop; on a stop signal both drain (uvicorn first,
+    then gRPC's in-flight calls get the same grace), and readiness is false on both at once."""
+    assert options.grpc_port is not None
+    grpc_srv, port = grpc_server(
+        app,
+        f"{options.host}:{options.grpc_port}",
+        credentials=grpc_credentials(options),
+        max_message_bytes=MAX_BODY_BYTES,
+    )
+    await grpc_srv.start()
+    log.info("V2 gRPC on %s:%d", options.host, port)
+    try:
+        await server.serve()
+    finally:
+        await grpc_srv.stop(options.graceful_timeout_s)

@@ -138,6 +138,11 @@ class ReplicaApp:
         model.warm_up()
         return model
 
+    @property
+    def executor(self) -> ThreadPoolExecutor:
+        """The inference thread pool (every door runs the model here, never on the loop)."""
+        return self._executor
+
     def begin_shutdown(self) -> None:
         """Report not-ready from now on; requests already in flight still complete."""
         if not self.draining:
@@ -293,7 +298,7 @@ class ReplicaApp:
                 self.name,
                 self.version,
                 [(o.name, outputs[o.name], o.binary) for o in requested],
-                request_id=request.id,
+                request_id=self.faults.answer_id(request.id),
             )
             status, rows = 200, request.rows
             extra = None

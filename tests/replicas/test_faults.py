@@ -37,7 +37,7 @@ def test_defaults_are_healthy() -> None:
     faults = Faults()
     assert faults.to_json() == {
         "latency_ms": 0.0, "error_rate": 0.0, "hang": False, "corrupt_rate": 0.0, "ready": True,
-        "poison_value": None,
+        "poison_value": None, "wrong_id": False,
     }  # fmt: skip
     assert not any(faults.active().values())
 
@@ -48,7 +48,7 @@ def test_updates_merge() -> None:
     assert (faults.latency_ms, faults.error_rate, faults.ready, crash) == (50.0, 0.5, False, False)
     assert faults.active() == {
         "latency_ms": True, "error_rate": True, "hang": False, "corrupt_rate": False, "ready": True,
-        "poison_value": False,
+        "poison_value": False, "wrong_id": False,
     }  # fmt: skip
 
 

@@ -302,6 +302,7 @@ async def test_admin_get_post_delete(faulty: tuple[ReplicaApp, Client, list[int]
         "corrupt_rate": 0.0,
         "ready": True,
         "poison_value": None,
+        "wrong_id": False,
     }
     faults = (await client.get("/metrics")).text
     assert 'replica_faults_active{fault="latency_ms",model="digits",version="1"} 1.0' in faults
