@@ -30,6 +30,7 @@ lint: setup
 bench: setup
 	@WITH_NGINX=1 bash .ci/system-deps.sh
 	$(PY) loadtests/bench_overhead.py --variants
+	$(PY) loadtests/bench_grpc.py
 
 faults: setup
 	$(PY) loadtests/bench_faults.py
