@@ -73,7 +73,7 @@ class SharedState:
         if config.backend == "redis":
             self._budget = budget.share()
             store = RedisStore(
-                config.redis_url,
+                config.url(os.environ),
                 namespace=config.namespace,
                 sentinel_auth=config.sentinel_auth(os.environ),
             )

@@ -1,5 +1,8 @@
 """Where the shared state lives (``state:``): the backend, its URL, and the sentinels' password.
 
+``redis_url`` may name environment variables as ``${NAME}`` (as a pool header's value does), so
+the data nodes' password stays out of the config file: ``redis://:${REDIS_PASSWORD}@redis:6379/0``.
+
 Why a module of its own: the sentinels' credentials are read from outside the config file (a
 variable or a file, as the admin keys are), and checking that they are there belongs with the
 keys that name them. A variable that is not set fails validation (so ``check-config``, ``serve``
@@ -10,6 +13,7 @@ which checks the config against the disk. No message quotes a password.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from typing import Literal
 
@@ -19,11 +23,26 @@ from gateway.config.frozen import Frozen
 from gateway.state import redis_target
 from gateway.state.sentinel_auth import SentinelAuth, read_password
 
+_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")  # as in gateway.config.headers
+
+
+def expand(template: str, environ: Mapping[str, str]) -> str:
+    """``template`` with each ``${NAME}`` replaced by ``environ[NAME]``, as it is (percent-encode
+    a password with URL-reserved characters); `ValueError` names an unset one, never a value."""
+
+    def lookup(match: re.Match[str]) -> str:
+        if match.group(1) not in environ:
+            raise ValueError(f"environment variable {match.group(1)} is not set")
+        return environ[match.group(1)]
+
+    return _REFERENCE.sub(lookup, template)
+
 
 class StateConfig(Frozen):
     """Where breaker states, ejections and SLO counters are shared between gateway instances.
 
-    ``redis_url`` carries the data nodes' credentials (masked wherever it is shown). A Sentinel
+    ``redis_url`` carries the data nodes' credentials (masked wherever it is shown), itself or
+    as ``${VAR}`` references to environment variables (read at load and on reload). A Sentinel
     whose sentinel.conf sets ``requirepass`` (or an ACL user) needs its own password:
     ``sentinel_password_env`` names the environment variable that holds it, or
     ``sentinel_password_file`` a file (its one line); ``sentinel_username`` is the ACL user,
@@ -34,7 +53,8 @@ class StateConfig(Frozen):
     redis_url: str = Field(
         "redis://127.0.0.1:6379/0",
         description="redis:// (one server), redis+cluster://h:p,h:p (a Redis Cluster) or "
-        "redis+sentinel://h:p,h:p/<master name> (the primary Sentinel names); rediss for TLS",
+        "redis+sentinel://h:p,h:p/<master name> (the primary Sentinel names); rediss for TLS; "
+        "${VAR} is read from the environment (e.g. redis://:${REDIS_PASSWORD}@h:6379/0)",
     )
     namespace: str = Field(
         "gw", pattern=r"^[A-Za-z0-9._:-]+$", description="key tag: gateways of one fleet share it"
@@ -60,8 +80,12 @@ class StateConfig(Frozen):
     @field_validator("redis_url")
     @classmethod
     def _redis_url_parses(cls, value: str) -> str:
-        redis_target.parse(value)  # its messages never quote the URL (it may hold a password)
+        redis_target.parse(expand(value, os.environ))  # messages never quote the URL
         return value
+
+    def url(self, environ: Mapping[str, str]) -> str:
+        """``redis_url`` with its ``${VAR}`` references read from ``environ``."""
+        return expand(self.redis_url, environ)
 
     @model_validator(mode="after")
     def _sentinel_credentials(self) -> StateConfig:
@@ -74,7 +98,7 @@ class StateConfig(Frozen):
             return self
         if env is not None and file is not None:
             raise ValueError("give one of sentinel_password_env and sentinel_password_file")
-        if redis_target.parse(self.redis_url).mode != "sentinel":
+        if redis_target.parse(self.url(os.environ)).mode != "sentinel":
             raise ValueError("a sentinel password needs a redis+sentinel:// redis_url")
         if env is not None:
             read_password(env, None, os.environ)  # unset or empty: refused now, not at connect

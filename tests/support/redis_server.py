@@ -28,21 +28,25 @@ def new_namespace() -> str:
 
 
 def _pong(port: int) -> bool:
+    """Whether it answers: ``+PONG``, or ``-NOAUTH`` from one started with a password."""
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
             sock.sendall(b"PING\r\n")
-            return sock.recv(64).startswith(b"+PONG")
+            return sock.recv(64).startswith((b"+PONG", b"-NOAUTH"))
     except OSError:
         return False
 
 
 class RedisServer:
-    def __init__(self) -> None:
+    """``password``: its ``requirepass`` (not in `url`; a test puts it where it wants it)."""
+
+    def __init__(self, password: str | None = None) -> None:
         binary = shutil.which("redis-server")
         if binary is None:
             pytest.fail("redis-server is not installed (run .ci/system-deps.sh)")
         self.binary = binary
         self.port = free_port()
+        self.password = password
         self.process: ManagedProcess | None = None
 
     @property
@@ -56,6 +60,8 @@ class RedisServer:
                 self.binary, "--port", str(self.port), "--bind", "127.0.0.1",
                 "--save", "", "--appendonly", "no", "--daemonize", "no",
             ]  # fmt: skip
+            if self.password is not None:
+                argv += ["--requirepass", self.password]
             process = ManagedProcess(argv, name="redis-server")
             wait_until(
                 lambda: _pong(self.port) or not process.alive(),  # noqa: B023

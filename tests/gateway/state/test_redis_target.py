@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -75,3 +76,29 @@ async def test_the_store_shows_the_mode_and_masks_the_password() -> None:
     await store.close()
     assert shown["mode"] == "sentinel" and shown["namespace"] == "fleet"
     assert "hunter2" not in str(shown) and "***" in shown["url"]
+
+
+def test_a_url_names_its_password_as_a_variable_read_at_load(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    url = "redis://:${GW_TEST_REDIS_PW}@redis.v2-gateway.svc:6379/0"
+    monkeypatch.setenv("GW_TEST_REDIS_PW", "hunter2")
+    state = parse_config(_config(redis_url=url)).state
+    assert state.redis_url == url  # the config keeps the reference, not the secret
+    assert state.url({"GW_TEST_REDIS_PW": "hunter2"}) == (
+        "redis://:hunter2@redis.v2-gateway.svc:6379/0"
+    )
+    cluster = "redis+cluster://:${GW_TEST_REDIS_PW}@${GW_TEST_REDIS_HOST}:7000"
+    monkeypatch.setenv("GW_TEST_REDIS_HOST", "10.0.0.1")
+    assert parse(parse_config(_config(redis_url=cluster)).state.url(os.environ)).nodes == (
+        ("10.0.0.1", 7000),
+    )
+
+
+def test_an_unset_variable_in_the_url_is_refused_by_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("GW_TEST_REDIS_PW", raising=False)
+    with pytest.raises(ConfigError) as bad:
+        parse_config(_config(redis_url="redis://:${GW_TEST_REDIS_PW}@h:6379/0"))
+    assert "state.redis_url: environment variable GW_TEST_REDIS_PW is not set" in str(bad.value)
