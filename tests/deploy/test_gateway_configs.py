@@ -5,6 +5,7 @@ pinned to the zone the config says (how the zone gets from Kubernetes to the gat
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -33,6 +34,7 @@ CONFIGS = gateway_configs()
 
 IMAGE_WORKDIR = "/app/"  # Dockerfile.gateway: WORKDIR /app, COPY fallback_models there
 SECRETS = "/run/secrets/"  # where the pods mount their Secrets
+VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")  # a ${NAME} in a config value
 
 
 def _env_for(config: dict[str, Any]) -> dict[str, str]:
@@ -40,6 +42,7 @@ def _env_for(config: dict[str, Any]) -> dict[str, str]:
     admin = config.get("server", {}).get("admin", {})
     names = [admin.get("key_env"), admin.get("metrics_key_env")]
     names += [t.get("key_env") for t in config.get("tenants", {}).values()]
+    names += VARIABLE.findall(config.get("state", {}).get("redis_url", ""))
     return {name: "k" * 32 for name in names if name}
 
 
@@ -165,6 +168,31 @@ def test_the_redis_url_names_the_redis_service() -> None:
     gateway_labels = find("Deployment", "gateway").obj["spec"]["template"]["metadata"]["labels"]
     admitted = find("NetworkPolicy", "redis").obj["spec"]["ingress"][0]["from"][0]["podSelector"]
     assert all(gateway_labels.get(k) == v for k, v in admitted["matchLabels"].items())
+
+
+def test_redis_requires_the_password_the_gateway_reads_from_the_same_secret() -> None:
+    """Redis runs with requirepass read from the Secret as a file; the gateway gets the same
+    Secret's key as the variable its redis_url names. No password anywhere in the manifests."""
+    config = yaml.safe_load(find("ConfigMap", "gateway-config").obj["data"]["gateway.yaml"])
+    (variable,) = VARIABLE.findall(config["state"]["redis_url"])
+    assert urlsplit(config["state"]["redis_url"]).password == f"${{{variable}}}"
+    gateway = find("Deployment", "gateway")
+    env = {e["name"]: e for c in containers(gateway) for e in c.get("env", [])}
+    secret_ref = env[variable]["valueFrom"]["secretKeyRef"]
+    redis = find("StatefulSet", "redis")
+    volumes = {v["name"]: v for v in pod_spec(redis)["volumes"]}
+    (container,) = containers(redis)
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    (name,) = [n for n, v in volumes.items() if v.get("secret", {}).get("secretName")]
+    secret = volumes[name]["secret"]
+    assert secret["secretName"] == secret_ref["name"]
+    (item,) = secret["items"]
+    assert item["key"] == secret_ref["key"]
+    path = f"{mounts[name]}/{item['path']}"
+    command = " ".join(container["command"] + container["args"])
+    assert f'requirepass %s\\n\' "$(cat {path})"' in command and "protected-mode" not in command
+    for probe in ("startupProbe", "readinessProbe"):
+        assert f"REDISCLI_AUTH=\"$(cat {path})\"" in " ".join(container[probe]["exec"]["command"])
 
 
 def test_every_pool_replica_pinned_to_a_zone_is_in_the_config() -> None:
