@@ -43,8 +43,10 @@ from gateway.upstream.events import FanoutEvents
 from gateway.upstream.extensions import BinaryLearner
 from gateway.upstream.fast_transport import FastTransport
 from gateway.upstream.golden_prober import GoldenProber
+from gateway.upstream.grpc_transport import GrpcTransport
 from gateway.upstream.health import HealthProber
 from gateway.upstream.metadata import MetadataCache, MetadataWarmer
+from gateway.upstream.protocol_transport import ProtocolTransport
 from gateway.upstream.registry import Registry
 from gateway.upstream.transport import Transport
 from gateway.v2.schema import ModelSchema
@@ -125,12 +127,14 @@ class Gateway:
     async def _start(self) -> None:
         if self._transport is None:
             server = self.config.server
-            self._transport = FastTransport(
+            http = FastTransport(
                 max_connections_per_endpoint=server.max_connections_per_replica,
                 max_reply_header_count=server.max_reply_headers,
                 max_reply_header_bytes=server.max_reply_header_bytes,
                 max_reply_body_bytes=server.max_reply_body_bytes,
             )
+            grpc = GrpcTransport(max_reply_body_bytes=server.max_reply_body_bytes)
+            self._transport = ProtocolTransport(http, grpc)  # grpc:// replicas: V2 gRPC
         self._pipeline = build_pipeline(
             self.registry, self._transport, self.budget, self.clock, self.rng,
             self.fallbacks, self.metrics, self.slo.adjustment, self.config.tenants,

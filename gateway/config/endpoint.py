@@ -18,7 +18,10 @@ from gateway.config.headers import NO_HEADERS, ExtraHeaders
 from gateway.config.tls import DEFAULT_TLS, TlsConfig
 from gateway.redact import mask_url
 
-DEFAULT_PORTS = {"http": 80, "https": 443}
+DEFAULT_PORTS = {"http": 80, "https": 443, "grpc": 8001, "grpcs": 8001}  # gRPC: Triton's port
+TLS_SCHEMES = frozenset({"https", "grpcs"})
+GRPC_SCHEMES = frozenset({"grpc", "grpcs"})
+Scheme = Literal["http", "https", "grpc", "grpcs"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,8 +40,8 @@ class Endpoint:
     host: str
     port: int
     prefix: str = ""
-    scheme: Literal["http", "https"] = "http"
-    tls: TlsConfig | None = None  # how to speak TLS; set exactly when the scheme is https
+    scheme: Scheme = "http"  # grpc, grpcs: the V2 gRPC protocol (`GrpcTransport`)
+    tls: TlsConfig | None = None  # how to speak TLS; set exactly when the scheme is https/grpcs
     headers: ExtraHeaders = field(default=NO_HEADERS, compare=False, repr=False)
     keep_alive: bool = True
     fixed_head: str = field(init=False, compare=False, repr=False)
@@ -46,8 +49,10 @@ class Endpoint:
     _hash: int = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        if (self.tls is not None) != (self.scheme == "https"):
-            raise ValueError("an endpoint has TLS settings exactly when its scheme is https")
+        if (self.tls is not None) != (self.scheme in TLS_SCHEMES):
+            raise ValueError(
+                "an endpoint has TLS settings exactly when its scheme is https or grpcs"
+            )
         host = self.headers.host or self.authority
         close = "" if self.keep_alive else "connection: close\r\n"
         head = f"host: {host}\r\n{close}{self.headers.lines}"
@@ -67,26 +72,34 @@ class Endpoint:
         if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
             shown = mask_url(url)
             raise ValueError(
-                f"replica url must be http://host:port[/prefix] or https://..., got {shown!r}"
+                f"replica url must be http://host:port[/prefix] or https://..., or "
+                f"grpc://host:port or grpcs://host:port (V2 gRPC), got {shown!r}"
             )
+        if parts.scheme in GRPC_SCHEMES and parts.path.strip("/"):
+            raise ValueError(f"a {parts.scheme}:// replica url has no path, got {mask_url(url)!r}")
         if "@" in parts.netloc:  # silently dropping them (as before) sent requests unauthenticated
             raise ValueError(
                 f"replica url must not carry credentials (user:password@), got {mask_url(url)!r}: "
                 "the gateway does not send them; set the pool's headers (e.g. Authorization) "
                 "or put the replica behind a network boundary instead"
             )
-        scheme: Literal["http", "https"] = "https" if parts.scheme == "https" else "http"
+        scheme: Scheme = parts.scheme  # type: ignore[assignment]  # one of DEFAULT_PORTS
         port = parts.port or DEFAULT_PORTS[scheme]
-        tls = DEFAULT_TLS if scheme == "https" else None
+        tls = DEFAULT_TLS if scheme in TLS_SCHEMES else None
         return cls(parts.hostname, port, parts.path.rstrip("/"), scheme, tls)
 
     def with_pool(
         self, tls: TlsConfig | None, headers: ExtraHeaders, *, keep_alive: bool = True
     ) -> Endpoint:
-        """This endpoint with its pool's TLS settings (https only), extra headers and whether
-        its connections are kept alive."""
-        tls = (tls or self.tls) if self.scheme == "https" else None
+        """This endpoint with its pool's TLS settings (https and grpcs only), extra headers and
+        whether its connections are kept alive."""
+        tls = (tls or self.tls) if self.scheme in TLS_SCHEMES else None
         return Endpoint(self.host, self.port, self.prefix, self.scheme, tls, headers, keep_alive)
+
+    @property
+    def is_grpc(self) -> bool:
+        """Reached over V2 gRPC (``grpc://``, ``grpcs://``) rather than REST."""
+        return self.scheme in GRPC_SCHEMES
 
     @property
     def authority(self) -> str:

@@ -171,7 +171,9 @@ class PoolConfig(Frozen):
         "without it is refused. false: id-less replies are taken, and every exchange gets a "
         "connection of its own (Connection: close), so no late answer can reach another request",
     )
-    tls: TlsConfig | None = Field(None, description="for https:// replicas: CA, client cert, SNI")
+    tls: TlsConfig | None = Field(
+        None, description="for https:// and grpcs:// replicas: CA, client cert, SNI"
+    )
     headers: dict[str, SecretStr] = Field(
         default_factory=dict,
         description="sent to every replica on every request (Host, Authorization...); "
@@ -199,11 +201,15 @@ class PoolConfig(Frozen):
             raise ValueError("a pool has either replicas or discovery (exactly one of them)")
         if self.discovery is not None and self.local is not None:
             raise ValueError("local: `gateway up` starts listed replicas, not discovered ones")
-        plain = [r.id for r in self.replicas if r.endpoint.scheme == "http"]
+        plain = [r.id for r in self.replicas if r.endpoint.tls is None]
         if self.tls is not None and plain:
-            raise ValueError(f"tls is set but replicas {', '.join(plain)} are not https://")
+            raise ValueError(
+                f"tls is set but replicas {', '.join(plain)} are not https:// or grpcs://"
+            )
         if self.local is not None and len(plain) < len(self.replicas):
-            raise ValueError("local replicas serve plain http: their urls must be http://")
+            raise ValueError(
+                "local replicas serve plain http or grpc: their urls must be http:// or grpc://"
+            )
         missing = missing_variables(self.headers, os.environ)
         if missing:
             raise ValueError(f"headers: environment variables not set: {', '.join(missing)}")

@@ -73,6 +73,17 @@ def test_pool_tls_reaches_every_replica_endpoint(tmp_path: Path) -> None:
 def test_tls_on_plain_replicas_is_refused() -> None:
     with pytest.raises(ValidationError, match="replicas r are not https"):
         _pool("http://127.0.0.1:1", tls={"verify": False})
+    with pytest.raises(ValidationError, match="replicas r are not https:// or grpcs://"):
+        _pool("grpc://127.0.0.1:1", tls={"verify": False})
+
+
+def test_grpcs_replicas_take_the_pools_tls(tmp_path: Path) -> None:
+    ca = tmp_path / "ca.pem"
+    ca.write_text("")
+    pool = _pool("grpcs://127.0.0.1:8001", tls={"ca_file": str(ca)})
+    endpoint = pool.endpoint(pool.replicas[0])
+    assert endpoint.is_grpc and endpoint.tls == TlsConfig(ca_file=str(ca))
+    assert _pool("grpc://127.0.0.1:8001").replicas[0].endpoint.tls is None
 
 
 def test_tls_files_must_exist_and_a_key_needs_its_certificate(tmp_path: Path) -> None:
