@@ -191,11 +191,14 @@ class ReplicaProcess(ManagedProcess):
         name: str,
         version: str,
         fault_key: str | None = FAULT_KEY,
+        grpc_port: int | None = None,
     ) -> None:
         super().__init__(argv, env=fault_env(fault_key or ""), name=f"replica-{name}")
         self.host, self.port = host, port
         self.model_name, self.model_version = name, version
         self.url = f"http://{host}:{port}"
+        self.grpc_port = grpc_port  # with --grpc-port: its V2 gRPC service (grpc_url)
+        self.grpc_url = None if grpc_port is None else f"grpc://{host}:{grpc_port}"
 
     def ready(self) -> bool:
         return http_status(f"{self.url}/v2/health/ready", timeout=0.5) == 200
@@ -258,10 +261,12 @@ def start_replica(
     extra_args: Sequence[str] = (),
     ready_timeout: float = 30.0,
     attempts: int = 3,
+    grpc: bool = False,
 ) -> ReplicaProcess:
     """Start ``replica serve`` on a free port and wait (bounded) until it reports ready.
 
     With ``enable_faults`` its ``/admin/faults`` takes ``fault_key`` (`tests.support.faults`).
+    With ``grpc`` it serves V2 gRPC too, on a free port of its own (``grpc_url``).
 
     The port is picked before the child binds it (`start_bound` launches again on another
     port if it was taken meanwhile).
@@ -269,15 +274,18 @@ def start_replica(
 
     def launch() -> ReplicaProcess:
         port = free_port(host)
+        grpc_port = free_port(host) if grpc else None
         argv = [
             sys.executable, "-m", "replicas.cli", "serve",
             "--model", str(model), "--name", name, "--version", version,
             "--host", host, "--port", str(port),
             *(["--enable-faults"] if enable_faults else []),
+            *(["--grpc-port", str(grpc_port)] if grpc_port is not None else []),
             *extra_args,
         ]  # fmt: skip
         return ReplicaProcess(
-            argv, host=host, port=port, name=name, version=version, fault_key=fault_key
-        )
+            argv, host=host, port=port, name=name, version=version, fault_key=fault_key,
+            grpc_port=grpc_port,
+        )  # fmt: skip
 
     return start_bound(launch, f"replica {name}", ready_timeout, attempts)
