@@ -28,6 +28,9 @@ instance to push its own contribution again.
 Decisions (`gateway.state.decisions`: an operator's drain, eject or pause) ride the same push
 and pull, but never expire: a store keeps the winner per target (by version) until a newer one
 replaces it, and a pull returns all of them.
+
+Heartbeats (`gateway.state.fleet`: each instance's id, version, rates and replica verdicts)
+ride them too: a store keeps the newest per instance until it expires, and a pull returns all.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from typing import Any, NamedTuple, Protocol
 import orjson
 
 from gateway.state.decisions import Decision
+from gateway.state.fleet import Heartbeat
 
 BREAKER_STATES = frozenset({"closed", "open", "half-open"})
 
@@ -118,6 +122,7 @@ class PushBatch:
     signals: tuple[ReplicaSignal, ...] = ()
     counters: Mapping[str, CounterDelta] = field(default_factory=dict)
     decisions: tuple[Decision, ...] = ()
+    heartbeat: Heartbeat | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +155,7 @@ class SharedSnapshot:
     signals: dict[str, ReplicaSignal]
     counters: dict[str, int]
     decisions: dict[str, Decision] = field(default_factory=dict)  # every stored one, by key
+    heartbeats: dict[str, Heartbeat] = field(default_factory=dict)  # live ones, by instance
 
     @property
     def generation(self) -> str:
@@ -169,6 +175,7 @@ class SharedView:
     counters: dict[str, int]
     full: bool
     decisions: dict[str, Decision] = field(default_factory=dict)
+    heartbeats: dict[str, Heartbeat] = field(default_factory=dict)
 
 
 class StateStore(Protocol):

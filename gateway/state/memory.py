@@ -2,8 +2,8 @@
 
 It keeps exactly the semantics of the Redis store (epoch rule, batches applied at most once,
 counter totals with expiry, signals that expire as in `redis_scripts`, a change log behind
-cursors, a generation token), so `StateSync` and the contract tests treat both the same; several
-syncs in one process may share one.
+cursors, a generation token, heartbeats kept until they expire), so `StateSync` and the
+contract tests treat both the same; several syncs in one process may share one.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from gateway.state.base import (
     SharedSnapshot,
 )
 from gateway.state.decisions import Decision
+from gateway.state.fleet import Heartbeat
 
 PRUNE_EVERY_S = 1.0
 
@@ -39,6 +40,7 @@ class MemoryStore:
         self._signals_until: dict[str, float] = {}  # replica id -> when its entry expires
         self._batches: dict[str, int] = {}  # origin -> highest batch number applied
         self._decisions: dict[str, Decision] = {}  # target -> winner; never expires
+        self._heartbeats: dict[str, Heartbeat] = {}  # instance -> its newest heartbeat
         self._pruned_at = float("-inf")
 
     @property
@@ -74,6 +76,13 @@ class MemoryStore:
         for decision in batch.decisions:
             if decision.supersedes(self._decisions.get(decision.key)):
                 self._decisions[decision.key] = decision
+        beat = batch.heartbeat
+        if (
+            beat is not None
+            and beat.expires_at() > wall
+            and beat.newer_than(self._heartbeats.get(beat.instance))
+        ):
+            self._heartbeats[beat.instance] = beat
         self._prune()
         return PushResult(self.generation, applied=True, stale=tuple(stale))
 
@@ -89,8 +98,9 @@ class MemoryStore:
             if self._expiry[key] > wall:
                 counters[key] = self._totals[key]
         signals = {r: s for r, s in self._signals.items() if self._signals_until[r] > wall}
+        beats = {i: b for i, b in self._heartbeats.items() if b.expires_at() > wall}
         cursor = Cursor(self.generation, self._seq)
-        return SharedSnapshot(cursor, full, signals, counters, dict(self._decisions))
+        return SharedSnapshot(cursor, full, signals, counters, dict(self._decisions), beats)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -99,6 +109,7 @@ class MemoryStore:
             "counters": len(self._totals),
             "signals": len(self._signals),
             "decisions": len(self._decisions),
+            "heartbeats": len(self._heartbeats),
         }
 
     async def close(self) -> None:
@@ -113,3 +124,5 @@ class MemoryStore:
             del self._totals[key], self._expiry[key], self._changed[key]
         for rid in [r for r, at in self._signals_until.items() if at <= wall]:
             del self._signals[rid], self._signals_until[rid]
+        for instance in [i for i, b in self._heartbeats.items() if b.expires_at() <= wall]:
+            del self._heartbeats[instance]

@@ -8,7 +8,9 @@ sorted set key -> seq of its last change, ``{N}:exp`` a sorted set key -> expiry
 ``{N}:sexp`` a sorted set replica id -> when its entry in ``{N}:sig`` expires (ms), and
 ``{N}:b:<origin>`` the highest batch number applied for that origin, and ``{N}:dec`` a hash
 target -> encoded operator decision (`decisions.Decision`: no expiry, the winner by version
-kept, as signals are ordered by epoch). Every key a script touches
+kept, as signals are ordered by epoch), ``{N}:hb`` a hash instance -> its newest encoded
+heartbeat (`fleet.Heartbeat`) and ``{N}:hbexp`` a sorted set instance -> when that expires (ms),
+pruned as signals are. Every key a script touches
 comes in KEYS (none is built inside a script), so the same scripts run on one Redis, a
 Sentinel-managed primary and a Cluster. Counters expire through ``{N}:exp`` and signals through
 ``{N}:sexp``: each script deletes up to `PRUNE` expired ones of each, so they are gone from the
@@ -63,16 +65,24 @@ local function decode(blob)
   end
   return nil
 end
+local function prune_beats(now, hb, hbexp)
+  local old = redis.call('ZRANGEBYSCORE', hbexp, '-inf', now, 'LIMIT', 0, {PRUNE})
+  if #old > 0 then
+    redis.call('ZREM', hbexp, unpack(old))
+    redis.call('HDEL', hb, unpack(old))
+  end
+end
 -- when a signal expires (ms): the later of its stamp and its ejection's end, plus the ttl
 local function expiry(s, ttl_ms)
   return math.floor(math.max(tonumber(s[3]), tonumber(s[6])) * 1000) + ttl_ms
 end
 """
-# KEYS: gen, seq, chg, exp, sig, cnt, sexp, batch mark, dec
+# KEYS: gen, seq, chg, exp, sig, cnt, sexp, batch mark, dec, hb, hbexp
 # ARGV: gen token, batch number, mark ttl s, n counters, n signals, signal ttl ms, n decisions,
-#       then per counter: key, amount, expire at ms;
+#       n heartbeats (0 or 1), then per counter: key, amount, expire at ms;
 #       per signal: id, epoch, stamp, origin, blob, expire at ms;
-#       per decision: target, version, at, origin, blob
+#       per decision: target, version, at, origin, blob;
+#       per heartbeat: instance, seen (s), expire at ms, blob
 PUSH = (
     _COMMON
     + """
@@ -105,7 +115,8 @@ local seq = redis.call('INCR', KEYS[2])
 local n_counters, n_signals = tonumber(ARGV[4]), tonumber(ARGV[5])
 local ttl_ms = tonumber(ARGV[6])
 local n_decisions = tonumber(ARGV[7])
-local i = 8
+local n_beats = tonumber(ARGV[8])
+local i = 9
 for _ = 1, n_counters do
   local key, amount, expire_ms = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   redis.call('HINCRBY', KEYS[6], key, amount)
@@ -169,12 +180,31 @@ for _ = 1, n_decisions do
   end
   i = i + 5
 end
+for _ = 1, n_beats do
+  local instance, seen, expire_ms = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
+  if expire_ms > now then
+    local write = true
+    local stored = redis.call('HGET', KEYS[10], instance)
+    if stored then  -- [instance, version, started, seen, ...]; the newest one stays
+      local ok, b = pcall(cjson.decode, stored)
+      if ok and type(b) == 'table' and tonumber(b[4]) then
+        write = seen > tonumber(b[4])
+      end
+    end
+    if write then
+      redis.call('HSET', KEYS[10], instance, ARGV[i + 3])
+      redis.call('ZADD', KEYS[11], expire_ms, instance)
+    end
+  end
+  i = i + 4
+end
 prune(now, KEYS[3], KEYS[4], KEYS[6], KEYS[7], KEYS[5])
+prune_beats(now, KEYS[10], KEYS[11])
 return {gen, 1, stale}
 """
 )
 
-# KEYS: gen, seq, chg, exp, sig, cnt, sexp, dec
+# KEYS: gen, seq, chg, exp, sig, cnt, sexp, dec, hb, hbexp
 # ARGV: gen token, cursor generation, cursor seq, signal ttl ms
 PULL = (
     _COMMON
@@ -197,6 +227,7 @@ if redis.call('HLEN', KEYS[5]) > redis.call('ZCARD', KEYS[7]) then
   end
 end
 prune(now, KEYS[3], KEYS[4], KEYS[6], KEYS[7], KEYS[5])
+prune_beats(now, KEYS[9], KEYS[10])
 local seq = tonumber(redis.call('GET', KEYS[2]) or '0')
 local after = tonumber(ARGV[3])
 local full = 0
@@ -220,6 +251,6 @@ for first = 1, #keys, 1000 do
   end
 end
 return {gen, seq, full, found, values, redis.call('HGETALL', KEYS[5]),
-        redis.call('HGETALL', KEYS[8])}
+        redis.call('HGETALL', KEYS[8]), redis.call('HGETALL', KEYS[9])}
 """
 )

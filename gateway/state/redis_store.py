@@ -37,6 +37,7 @@ from gateway.state.base import (
     StoreUnavailable,
 )
 from gateway.state.decisions import Decision
+from gateway.state.fleet import Heartbeat
 from gateway.state.sentinel_auth import SentinelAuth
 
 log = logging.getLogger(__name__)
@@ -90,7 +91,7 @@ class RedisStore:
     async def push(self, batch: PushBatch) -> PushResult:
         mark = f"{self._tag}b:{batch.origin}"
         keys = [*self._keys("gen", "seq", "chg", "exp", "sig", "cnt", "sexp"), mark]
-        keys += self._keys("dec")
+        keys += self._keys("dec", "hb", "hbexp")
         args: list[str | int] = [
             _new_generation(),
             batch.number,
@@ -99,6 +100,7 @@ class RedisStore:
             len(batch.signals),
             _SIGNAL_TTL_MS,
             len(batch.decisions),
+            int(batch.heartbeat is not None),
         ]
         for key, delta in batch.counters.items():
             args += (key, delta.amount, int(delta.expire_at * 1000))
@@ -107,16 +109,18 @@ class RedisStore:
             args += (s.replica_id, s.epoch, repr(s.stamp), s.origin, s.encode(), expire_ms)
         for d in batch.decisions:
             args += (d.key, d.version, repr(d.at), d.origin, d.encode())
+        if (beat := batch.heartbeat) is not None:
+            args += (beat.instance, repr(beat.seen), int(beat.expires_at() * 1000), beat.encode())
         bulk = len(batch.counters) > BULK_COUNTERS
         reply = await self._call(self._push(keys, args), bulk)
         generation, applied, stale = reply
         return PushResult(str(generation), bool(applied), tuple(str(s) for s in stale))
 
     async def pull(self, since: Cursor = START) -> SharedSnapshot:
-        keys = self._keys("gen", "seq", "chg", "exp", "sig", "cnt", "sexp", "dec")
+        keys = self._keys("gen", "seq", "chg", "exp", "sig", "cnt", "sexp", "dec", "hb", "hbexp")
         args: list[str | int] = [_new_generation(), since.generation, since.seq, _SIGNAL_TTL_MS]
         reply = await self._call(self._pull(keys, args), bulk=since.seq == 0)
-        generation, seq, full, names, values, flat_signals, flat_decisions = reply
+        generation, seq, full, names, values, flat_signals, flat_decisions, flat_beats = reply
         signals = {}
         for i in range(0, len(flat_signals), 2):
             try:
@@ -130,7 +134,8 @@ class RedisStore:
         counters = {str(k): int(v) for k, v in zip(names, values, strict=True)}
         decisions = self._decisions(flat_decisions)
         cursor = Cursor(str(generation), int(seq))
-        return SharedSnapshot(cursor, bool(full), signals, counters, decisions)
+        beats = self._heartbeats(flat_beats)
+        return SharedSnapshot(cursor, bool(full), signals, counters, decisions, beats)
 
     def _decisions(self, flat: list[str]) -> dict[str, Decision]:
         decisions = {}
@@ -142,6 +147,17 @@ class RedisStore:
                 continue
             decisions[decision.key] = decision
         return decisions
+
+    def _heartbeats(self, flat: list[str]) -> dict[str, Heartbeat]:
+        beats = {}
+        for i in range(0, len(flat), 2):
+            try:
+                beat = Heartbeat.decode(flat[i + 1])
+            except (ValueError, TypeError):
+                log.warning("redis %s: ignoring a malformed heartbeat of %s", self._tag, flat[i])
+                continue
+            beats[beat.instance] = beat
+        return beats
 
     def describe(self) -> dict[str, Any]:
         return {

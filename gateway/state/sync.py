@@ -12,6 +12,9 @@ Operators' decisions (``decisions``: a callback giving the ones to offer) travel
 batches and come back, all of them, with every pull; the caller's `DecisionBook` offers again
 whatever a store lacks, so they need no bookkeeping here.
 
+This instance's heartbeat (``heartbeat``: a callback building it, `gateway.state.fleet`) goes
+in a batch every ``heartbeat_every_s``; each pull brings every instance's, for the fleet view.
+
 Batches are numbered per run (the batch origin is ``origin#<random>``), so an instance that
 restarts under the same configured name is not taken for a replay of its previous run's batches.
 """
@@ -39,12 +42,14 @@ from gateway.state.base import (
     make_origin,
 )
 from gateway.state.decisions import Decision
+from gateway.state.fleet import HEARTBEAT_EVERY_S, Heartbeat
 
 log = logging.getLogger(__name__)
 
 Collect = Callable[[], tuple[Sequence[ReplicaSignal], Mapping[str, CounterDelta]]]
 Apply = Callable[[SharedView], None]
 CollectDecisions = Callable[[], Sequence[Decision]]
+MakeHeartbeat = Callable[[], Heartbeat]
 MAX_PENDING_KEYS = 100_000
 PRUNE_EVERY_S = 60.0
 
@@ -61,10 +66,16 @@ class StateSync:
         origin: str | None = None,
         max_pending_keys: int = MAX_PENDING_KEYS,
         decisions: CollectDecisions | None = None,
+        heartbeat: MakeHeartbeat | None = None,
+        heartbeat_every_s: float = HEARTBEAT_EVERY_S,
     ) -> None:
         self.store = store
         self._collect = collect
         self._collect_decisions = decisions
+        self._make_heartbeat = heartbeat
+        self._heartbeat_every = heartbeat_every_s
+        self._beat_at = float("-inf")  # when (clock.now()) the last heartbeat was built
+        self._pending_heartbeat: Heartbeat | None = None
         self._apply = apply
         self._clock = clock
         self.interval_s = interval_s
@@ -150,6 +161,7 @@ class StateSync:
             current = self._pending.get(key)
             self._pending[key] = delta if current is None else current.plus(delta)
         self._bound_pending()
+        self._gather_heartbeat()
         if self._collect_decisions is not None:
             try:
                 decisions = self._collect_decisions()
@@ -160,11 +172,22 @@ class StateSync:
                 if decision.supersedes(self._pending_decisions.get(decision.key)):
                     self._pending_decisions[decision.key] = decision
 
+    def _gather_heartbeat(self) -> None:
+        now = self._clock.now()
+        if self._make_heartbeat is None or now - self._beat_at < self._heartbeat_every:
+            return
+        self._beat_at = now
+        try:
+            self._pending_heartbeat = self._make_heartbeat()
+        except Exception:
+            log.exception("state sync: building the heartbeat failed")
+
     async def _push_all(self) -> None:
         # at most: the unconfirmed batch, the pending one, and a resync after a new generation
         for _ in range(3):
             if self._unconfirmed is None:
-                if not self._pending and not self._pending_signals and not self._pending_decisions:
+                if not (self._pending or self._pending_signals or self._pending_decisions
+                        or self._pending_heartbeat):  # fmt: skip
                     return
                 self._unconfirmed = PushBatch(
                     self._batch_origin,
@@ -172,9 +195,11 @@ class StateSync:
                     tuple(self._pending_signals.values()),
                     self._pending,
                     tuple(self._pending_decisions.values()),
+                    self._pending_heartbeat,
                 )
                 self._next_number += 1
                 self._pending, self._pending_signals, self._pending_decisions = {}, {}, {}
+                self._pending_heartbeat = None
             batch = self._unconfirmed
             result = await self.store.push(batch)
             self._unconfirmed = None
@@ -195,7 +220,8 @@ class StateSync:
             mine = self._own.get(key)
             others[key] = max(0, total - (mine.amount if mine is not None else 0))
         try:
-            self._apply(SharedView(snapshot.signals, others, snapshot.full, snapshot.decisions))
+            self._apply(SharedView(snapshot.signals, others, snapshot.full, snapshot.decisions,
+                                   snapshot.heartbeats))  # fmt: skip
         except Exception:
             log.exception("state sync: apply failed; the next pull fetches everything again")
             self._cursor = Cursor(self._cursor.generation, 0)
