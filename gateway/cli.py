@@ -40,6 +40,7 @@ from gateway.upstream.conformance import Finding, probe_config
 from gateway.upstream.fast_transport import FastTransport
 
 DEFAULT_CONFIG = "config/local.yaml"
+UP_GRPC_PORT = 8001  # `gateway up` serves gRPC here unless told otherwise (Triton's convention)
 NO_FILES_HINT = (
     "(checking it away from the machine that runs it? `gateway check-config --no-files "
     "{config}` checks all but the files, keys and fallbacks it names)"
@@ -61,10 +62,15 @@ def _return_large_buffers_to_the_os() -> None:
 
 
 def _server(
-    config: GatewayConfig, host: str | None, port: int | None, path: str | None = None
+    config: GatewayConfig,
+    host: str | None,
+    port: int | None,
+    path: str | None = None,
+    grpc_port: int | None = None,
 ) -> GatewayServer:
     """The server, not yet listening; `ConfigError` in protected mode (`refuse_unprotected`)
-    or where a file or fallback the config names is missing (`config_problems`)."""
+    or where a file or fallback the config names is missing (`config_problems`).
+    ``grpc_port``: the gRPC door's port (None: no gRPC door)."""
     _refuse_problems(path or "<config>", config)
     _return_large_buffers_to_the_os()
     bind_host = host or config.server.host
@@ -88,6 +94,7 @@ def _server(
         ),
         app,
         path,
+        grpc_port,
     )
 
 
@@ -105,7 +112,8 @@ def _logging(config: GatewayConfig) -> None:
 def _serve(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     _logging(config)
-    _server(config, args.host, args.port, args.config).run()
+    grpc_port = args.grpc_port if args.grpc_port is not None else config.server.grpc_port
+    _server(config, args.host, args.port, args.config, grpc_port).run()
     return 0
 
 
@@ -113,7 +121,9 @@ def _up(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     _logging(config)
     launcher = Launcher(config)
-    server = _server(config, args.host, args.port, args.config)  # refused before any spawn
+    grpc_port = args.grpc_port if args.grpc_port is not None else config.server.grpc_port
+    grpc_port = UP_GRPC_PORT if grpc_port is None else grpc_port
+    server = _server(config, args.host, args.port, args.config, grpc_port)  # before any spawn
 
     async def run() -> None:
         with _cancel_on_signals():  # until the server takes the signals over
@@ -297,6 +307,13 @@ def parser() -> argparse.ArgumentParser:
         )
         cmd.add_argument("--host", help="listen address (default: the config's server.host)")
         cmd.add_argument("--port", type=int, help="listen port (default: the config's server.port)")
+        cmd.add_argument(
+            "--grpc-port",
+            type=int,
+            help="the V2 gRPC service's port (default: the config's server.grpc_port; if unset, "
+            + ("8001 for up" if name == "up" else "no gRPC for serve")
+            + ")",
+        )
         cmd.set_defaults(func=func)
     check = sub.add_parser("check-config", help=COMMAND_HELP["check-config"])
     check.add_argument("config", help="the YAML config file to check")

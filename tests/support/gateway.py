@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import sys
 import tempfile
 from pathlib import Path
@@ -24,10 +26,15 @@ class GatewayProcess(ManagedProcess):
     """``gateway serve`` on loopback; ``env`` adds variables (an admin key named by the config).
 
     ``server.drain_s`` is 0 unless the config sets it, so a test's SIGTERM stops it at once.
+    ``grpc_port``: also serve the V2 gRPC service there (``--grpc-port``); ready once it listens.
     """
 
     def __init__(
-        self, config: dict[str, Any], port: int, env: dict[str, str] | None = None
+        self,
+        config: dict[str, Any],
+        port: int,
+        env: dict[str, str] | None = None,
+        grpc_port: int | None = None,
     ) -> None:
         server = config.get("server", {})
         config = {**config, "server": {"drain_s": 0, **server}}  # stopped at once unless asked
@@ -36,12 +43,18 @@ class GatewayProcess(ManagedProcess):
         with open(handle, "w") as out:
             yaml.safe_dump(config, out)
         argv = [sys.executable, "-m", "gateway.cli", "serve", "--config", path, "--port", str(port)]
+        if grpc_port is not None:
+            argv += ["--grpc-port", str(grpc_port)]
         super().__init__(argv, env=env, name="gateway")
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
+        self.grpc_port = grpc_port
+        self.grpc_url = None if grpc_port is None else f"127.0.0.1:{grpc_port}"
 
     def ready(self) -> bool:
-        return http_status(f"{self.url}/v2/health/ready", timeout=0.5) == 200
+        if http_status(f"{self.url}/v2/health/ready", timeout=0.5) != 200:
+            return False
+        return self.grpc_port is None or _listening(self.grpc_port)
 
     def cleanup(self) -> None:
         super().cleanup()
@@ -49,10 +62,25 @@ class GatewayProcess(ManagedProcess):
 
 
 def start_gateway(
-    config: dict[str, Any], ready_timeout: float = 30.0, env: dict[str, str] | None = None
+    config: dict[str, Any],
+    ready_timeout: float = 30.0,
+    env: dict[str, str] | None = None,
+    *,
+    grpc: bool = False,
 ) -> GatewayProcess:
-    """Starts ``gateway serve`` and waits until it reports ready (every model has a replica)."""
-    return start_bound(lambda: GatewayProcess(config, free_port(), env), "gateway", ready_timeout)
+    """Starts ``gateway serve`` and waits until it reports ready (every model has a replica);
+    ``grpc``: with its gRPC door on a free port too."""
+    return start_bound(
+        lambda: GatewayProcess(config, free_port(), env, free_port() if grpc else None),
+        "gateway",
+        ready_timeout,
+    )
+
+
+def _listening(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+        return True
+    return False
 
 
 def pool_config(
