@@ -28,8 +28,9 @@ from gateway.api.app import GatewayApp
 from gateway.api.auth import ControlAccess, refuse_unprotected
 from gateway.api.protocol import ClientLimits, guarded_protocol
 from gateway.api.tenants import TenantKeys
+from gateway.banner import announce_when_listening, banner
 from gateway.config import ConfigError, GatewayConfig, load_config
-from gateway.launcher import Launcher, LaunchError
+from gateway.launcher import GATEWAY_PORT_HINT, Launcher, LaunchError, refuse_taken
 from gateway.preflight import config_problems, fallback_signatures, named_files
 from gateway.runtime import Gateway
 from gateway.server import GatewayServer
@@ -124,17 +125,23 @@ def _up(args: argparse.Namespace) -> int:
     grpc_port = args.grpc_port if args.grpc_port is not None else config.server.grpc_port
     grpc_port = UP_GRPC_PORT if grpc_port is None else grpc_port
     server = _server(config, args.host, args.port, args.config, grpc_port)  # before any spawn
+    refuse_taken("the gateway", server.config.host, server.config.port, GATEWAY_PORT_HINT)
 
     async def run() -> None:
         with _cancel_on_signals():  # until the server takes the signals over
             await launcher.wait_ready()
         log.info("%d local replica(s) ready; starting the gateway", len(launcher.replicas))
+        # exits and restarts to the timeline of the gateway of the moment (a reload replaces it)
+        launcher.on_event = lambda *event: server.app.gateway.history.supervisor(*event)
         supervisor = asyncio.create_task(launcher.supervise(), name="replica-supervisor")
+        text = banner(config, server.config, len(launcher.replicas), grpc_port)
+        announcer = asyncio.create_task(announce_when_listening(lambda: server.started, text))
         try:
             await server.serve()
         finally:
             supervisor.cancel()
-            await asyncio.gather(supervisor, return_exceptions=True)
+            announcer.cancel()
+            await asyncio.gather(supervisor, announcer, return_exceptions=True)
 
     try:
         launcher.spawn()

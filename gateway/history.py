@@ -11,6 +11,7 @@ showed how the last minutes went. `HistoryRecorder` keeps them, in-process and b
   quarantines, with the replica's own reason); what has no event (a health verdict, an
   ejection ending, a fallback switching in or out, its verification changing, a burn policy
   or SLO alert changing) is found by comparing each sample with the previous one;
+- `gateway up`'s supervisor reports a local replica's exit and restart (`supervisor`);
 - anything else (a reload) calls `record_event`, and an operator's action (or a decision
   another gateway took and this one obeys) `audit`, with who acted.
 
@@ -113,6 +114,11 @@ class HistoryRecorder:
         for target, what in changes:
             if what == "back in service":
                 self.record_event("manual", target, what, "ok")
+
+    def supervisor(self, replica: str, detail: str, level: str) -> None:
+        """`gateway up` reaped or restarted a local replica process (kind ``supervisor``): a
+        crash the health probes may never see, if the restart is quick."""
+        self.record_event("supervisor", replica, detail, level)
 
     def breaker_transition(self, replica: str, old: str, new: str) -> None:
         level = {"open": "bad", "half-open": "warn", "closed": "ok"}.get(new, "info")

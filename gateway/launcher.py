@@ -5,7 +5,8 @@ the gateway first and the replicas are stopped in order, by PID: SIGTERM, a grac
 SIGKILL. On Linux each child also gets SIGKILL if this process dies without cleaning up.
 While the gateway runs, `supervise` reaps a replica that exits (no zombie is left) and starts
 it again after an exponential backoff (``RESTART_BASE_S`` doubling to ``RESTART_MAX_S``; reset
-once it has stayed up ``STABLE_S``), logging each restart at WARNING.
+once it has stayed up ``STABLE_S``), logging each restart at WARNING and telling ``on_event``
+(the gateway's timeline, so the dashboard shows a crash the probes may never see).
 Pools with ``local.enable_faults`` need a fault key: ``$REPLICA_FAULT_KEY`` if set (the children
 inherit it), else a new random key for this run, in a private file whose path is logged.
 """
@@ -15,10 +16,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import errno
 import logging
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -46,6 +49,40 @@ MIN_FAULT_KEY_CHARS = 16  # what `replica serve` takes (replicas.fault_auth.MIN_
 
 class LaunchError(Exception):
     """A local replica could not be started or never became ready."""
+
+
+PORT_HINT = "change its port in the config (then `make run CONFIG=that.yaml`) or stop what listens"
+GATEWAY_PORT_HINT = "`gateway up --port N` or server.port in the config, or stop what listens"
+
+
+def address_in_use(host: str, port: int) -> bool:
+    """Whether ``host:port`` cannot be bound because something listens there (as uvicorn
+    binds: SO_REUSEADDR, so a closed socket's TIME_WAIT does not count)."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except OSError:
+        return False  # an unresolvable host fails at bind with its own message
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            return exc.errno == errno.EADDRINUSE
+    return False
+
+
+def port_taken(what: str, host: str, port: int, hint: str = PORT_HINT) -> LaunchError | None:
+    """The error that says ``what`` cannot listen on ``host:port``, or None if it can."""
+    if not address_in_use(host, port):
+        return None
+    return LaunchError(f"{what}: address {host}:{port} is already in use ({hint})")
+
+
+def refuse_taken(what: str, host: str, port: int, hint: str = PORT_HINT) -> None:
+    """`LaunchError` if ``host:port`` is taken (`port_taken`)."""
+    taken = port_taken(what, host, port, hint)
+    if taken is not None:
+        raise taken
 
 
 @dataclass
@@ -129,12 +166,20 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
         ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+SupervisorEvent = Callable[[str, str, str], None]  # (replica id, what happened, level)
+
+
+def _no_event(replica: str, detail: str, level: str) -> None:
+    """Where supervisor events go until the gateway's timeline takes them."""
+
+
 class Launcher:
     def __init__(self, config: GatewayConfig, clock: Callable[[], float] = time.monotonic) -> None:
         self._config = config
         self._clock = clock
         self.replicas: list[LocalReplica] = []
         self.fault_key_file: Path | None = None
+        self.on_event: SupervisorEvent = _no_event  # exits and restarts, for the timeline
 
     def check(self) -> None:
         for name, pool in self._config.pools.items():
@@ -143,6 +188,9 @@ class Launcher:
                     f"pools.{name}.local.model_path: {pool.local.model_path} does not exist "
                     "(build the models with `replica build-models`)"
                 )
+            for replica in pool.replicas if pool.local else ():  # said now, not as "exited
+                where = replica.endpoint  # with code 3" after the replica's own log line
+                refuse_taken(f"replica {replica.id}", where.host, where.port)
 
     def spawn(self) -> None:
         """Starts every local replica process; `wait_ready` then waits for them."""
@@ -178,6 +226,10 @@ class Launcher:
                         "restarted replica %s (pid %d; restart %d)",
                         local.replica.id, local.pid, local.restarts,
                     )  # fmt: skip
+                    self.on_event(
+                        local.replica.id, f"restarted (pid {local.pid}; restart {local.restarts})",
+                        "warn",
+                    )  # fmt: skip
                 continue
             code = local.process.poll()  # reaps it if it exited
             if code is None:
@@ -191,6 +243,10 @@ class Launcher:
                 "replica %s (pid %d) exited with code %s; restarting in %.1f s",
                 local.replica.id, local.pid, code, delay,
             )  # fmt: skip
+            self.on_event(
+                local.replica.id, f"exited with code {code}; restart {local.restarts + 1} "
+                f"in {delay:.1f} s", "bad",
+            )  # fmt: skip
 
     async def wait_ready(self) -> None:
         async with httpx.AsyncClient(trust_env=False) as client:
@@ -203,8 +259,11 @@ class Launcher:
         url = f"{local.replica.url}/v2/health/ready"
         while asyncio.get_running_loop().time() < deadline:
             if local.process.poll() is not None:
-                raise LaunchError(
-                    f"replica {local.replica.id} exited with code {local.process.returncode}"
+                where = local.replica.endpoint
+                taken = port_taken(f"replica {local.replica.id}", where.host, where.port)
+                raise taken or LaunchError(
+                    f"replica {local.replica.id} exited with code {local.process.returncode} "
+                    "before it was ready (its log lines above say why)"
                 )
             try:
                 if (await client.get(url, timeout=1.0)).status_code == 200:

@@ -6,15 +6,18 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import stat
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from gateway.cli import main
 from gateway.config.models import GatewayConfig
 from gateway.launcher import (
     FAULT_KEY_ENV,
@@ -151,6 +154,8 @@ def test_an_exited_replica_is_reaped_and_restarted_after_a_backoff(
 ) -> None:
     clock = FakeClock()
     launcher, local = _supervised(clock, _child("import sys; sys.exit(3)"))
+    events: list[tuple[str, str, str]] = []
+    launcher.on_event = lambda replica, detail, level: events.append((replica, detail, level))
     try:
         first = local.process
         first.wait(10)
@@ -164,6 +169,10 @@ def test_an_exited_replica_is_reaped_and_restarted_after_a_backoff(
             launcher.check_children()
         assert local.process is not first and local.restarts == 1 and local.restart_at is None
         assert "restarted replica r0" in caplog.text
+        assert events == [
+            ("r0", "exited with code 3; restart 1 in 0.5 s", "bad"),
+            ("r0", f"restarted (pid {local.pid}; restart 1)", "warn"),
+        ]  # the timeline's lines, not only the log's
         with pytest.raises(ChildProcessError):
             os.waitpid(first.pid, os.WNOHANG)  # reaped: no zombie left behind
         local.process.wait(10)
@@ -194,3 +203,35 @@ def test_stop_terminates_then_kills_by_pid(monkeypatch: pytest.MonkeyPatch) -> N
     process = local.process
     launcher.stop()
     assert process.returncode == -signal.SIGKILL and launcher.replicas == []
+
+
+@pytest.fixture
+def listening() -> Iterator[int]:
+    """A port something else listens on."""
+    with socket.create_server(("127.0.0.1", 0)) as other:
+        yield other.getsockname()[1]
+
+
+def test_a_replica_port_in_use_is_named_before_anything_starts(listening: int) -> None:
+    launcher = Launcher(config(False, listening))
+    with pytest.raises(LaunchError) as taken:
+        launcher.spawn()
+    assert str(taken.value).startswith(
+        f"replica r0: address 127.0.0.1:{listening} is already in use (change its port"
+    )
+    assert "make run CONFIG=" in str(taken.value)
+    assert launcher.replicas == []
+
+
+@pytest.mark.parametrize("whose", ["replica", "gateway"])
+def test_gateway_up_on_a_port_in_use_says_so_on_its_last_line(
+    whose: str, listening: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    replica_port = listening if whose == "replica" else free_port()
+    path = tmp_path / "gateway.yaml"
+    path.write_text(config(False, replica_port).model_dump_json(exclude_defaults=True))
+    gateway_port = listening if whose == "gateway" else free_port()
+    assert main(["up", "--config", str(path), "--port", str(gateway_port)]) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    what = "replica r0" if whose == "replica" else "the gateway"
+    assert last.startswith(f"error: {what}: address 127.0.0.1:{listening} is already in use (")

@@ -1,4 +1,5 @@
-"""``gateway up`` as a supervisor: a killed replica is reaped and restarted, SIGTERM stops the
+"""``gateway up`` as a supervisor: it prints a banner with its URLs once it listens, a killed
+replica is reaped and restarted (both in the timeline of /admin/history), SIGTERM stops the
 gateway (exit 0) and every replica by PID, and a config elsewhere finds its files relative to
 itself when started from another directory."""
 
@@ -10,6 +11,7 @@ import signal
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 import yaml
 
@@ -58,11 +60,22 @@ def test_gateway_up_restarts_a_killed_replica_and_stops_all_on_sigterm(
     ready = f"http://127.0.0.1:{port}/v2/health/ready"
     with ManagedProcess(argv, env=env, cwd=elsewhere, name="gateway-up") as up:
         wait_until(lambda: http_status(ready) == 200, 60, message=up.log_text)
+        base = f"http://127.0.0.1:{port}"
+        wait_until(lambda: f"dashboard  {base}/dashboard" in up.log_text(), 10,
+                   message=up.log_text)  # fmt: skip
+        assert f"gateway up: 1 local replica(s) ready, serving {base}\n" in up.log_text()
         first = int(STARTED.findall(up.log_text())[0])
         os.kill(first, signal.SIGKILL)
         wait_until(lambda: RESTARTED.search(up.log_text()) is not None, 20, message=up.log_text)
         second = int(RESTARTED.findall(up.log_text())[0])
         assert "exited with code -9; restarting in 0.5 s" in up.log_text()
+        timeline = httpx.get(f"{base}/admin/history", trust_env=False, timeout=5).json()
+        told = [(e["subject"], e["detail"], e["level"])
+                for e in reversed(timeline["events"]) if e["kind"] == "supervisor"]  # fmt: skip
+        assert told == [
+            ("r0", "exited with code -9; restart 1 in 0.5 s", "bad"),
+            ("r0", f"restarted (pid {second}; restart 1)", "warn"),
+        ]  # on the dashboard's timeline, not only in the log
         wait_until(lambda: gone(first), 5, message="the killed replica reaped")
         wait_until(lambda: http_status(ready) == 200, 30, message=up.log_text)
         up.send_signal(signal.SIGTERM)
