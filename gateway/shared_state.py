@@ -12,6 +12,10 @@ the pull that brings one from another gateway, and every `CONTROLS_S` (an eject 
 They travel with the sync's batches and, having no expiry, come back on every pull, so a
 restarted gateway obeys them again from its first pull; a gateway without Redis keeps them in
 ``state.decisions_file`` instead, read back when it starts.
+
+The sync also carries this instance's heartbeat (from the callback `beat_with` sets) and brings
+back every instance's: ``heartbeats`` is the fleet as the last pull showed it (`fleet_scope`
+says whose; None without Redis, where the fleet view shows this instance only).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from gateway.slo.engine import SloBook
 from gateway.state.base import CounterDelta, ReplicaSignal, SharedView
 from gateway.state.decision_file import read_decisions, write_decisions
 from gateway.state.decisions import Decision, DecisionBook
+from gateway.state.fleet import Heartbeat
 from gateway.state.redis_store import RedisStore
 from gateway.state.signals import SignalLedger
 from gateway.state.sync import StateSync
@@ -56,6 +61,7 @@ class SharedState:
         self._book = book
         self._clock = clock
         self.origin = config.instance or f"{socket.gethostname()}:{os.getpid()}"
+        self.started = clock.wall()  # when this instance started (a reload keeps it)
         self._ledger = SignalLedger(self.origin, clock)
         self.decisions = DecisionBook(self.origin)
         self.controls = ManualControls(registry, clock)
@@ -68,6 +74,8 @@ class SharedState:
             self.enforce()
         self._applying = False
         self.applied = 0
+        self.heartbeats: dict[str, Heartbeat] = {}  # every instance's, from the last pull
+        self._beat: Callable[[], Heartbeat] | None = None
         self.sync: StateSync | None = None
         self._budget: SharedBudgetCounts | None = None
         if config.backend == "redis":
@@ -80,7 +88,7 @@ class SharedState:
             self.sync = StateSync(
                 store, self._collect, self._apply, clock,
                 interval_s=config.sync_interval_s, origin=self.origin,
-                decisions=self.decisions.take_unsent,
+                decisions=self.decisions.take_unsent, heartbeat=self._heartbeat,
             )  # fmt: skip
 
     def start(self) -> None:
@@ -137,9 +145,26 @@ class SharedState:
             self._audit_sink(event)
 
     def carry_from(self, old: SharedState) -> None:
-        """A reload's new gateway takes the old one's decisions and obeys them."""
+        """A reload's new gateway takes the old one's decisions and obeys them (and is the same
+        instance, started when the old one did)."""
         self.decisions.carry_from(old.decisions)
+        self.started = old.started
         self.enforce()
+
+    def beat_with(self, heartbeat: Callable[[], Heartbeat]) -> None:
+        """What this instance publishes as its heartbeat (`gateway.fleet.FleetBeacon`)."""
+        self._beat = heartbeat
+
+    @property
+    def fleet_scope(self) -> str | None:
+        """Which gateways the heartbeats cover; None when nothing is shared."""
+        if self.sync is None:
+            return None
+        return f"every gateway of namespace {self._config.namespace!r} ({self.sync.store.name})"
+
+    def synced(self) -> bool:
+        """Whether what the store holds is known here (always, without a shared store)."""
+        return self.sync is None or self.sync.last_ok_wall is not None
 
     @property
     def degraded(self) -> bool:
@@ -174,7 +199,11 @@ class SharedState:
             deltas.update(self._budget.export_deltas())
         return self._ledger.take_unsent(), deltas
 
+    def _heartbeat(self) -> Heartbeat | None:
+        return self._beat() if self._beat is not None else None
+
     def _apply(self, view: SharedView) -> None:
+        self.heartbeats = view.heartbeats
         self._book.apply_remote(view.counters, view.full)
         if self._budget is not None:
             self._budget.apply_remote(view.counters, view.full)

@@ -17,7 +17,9 @@ from starlette.exceptions import HTTPException
 from gateway import __version__
 from gateway.api.controls import install_controls
 from gateway.api.dashboard import dashboard_response
+from gateway.api.fleet import install_fleet
 from gateway.api.openapi import install_openapi
+from gateway.api.rollouts import install_rollouts
 from gateway.errors import Conflict, GatewayError
 from gateway.introspection import slo_document, state_document
 from gateway.readiness import Readiness
@@ -111,6 +113,8 @@ def build_admin_app(gateway: Gateway, reload: Reload | None = None) -> FastAPI:
         return await reload()
 
     install_controls(app, gateway)  # operators' drain, eject, restore, pause, resume
+    install_rollouts(app, gateway)  # rollouts: their state, start, pause, promote, abort
+    install_fleet(app, gateway)  # every gateway of the namespace; this one's heartbeat
 
     @app.get("/slo")
     async def slo() -> dict[str, Any]:
