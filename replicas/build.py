@@ -32,6 +32,7 @@ from sklearn.svm import SVC
 from tqdm import tqdm
 
 from replicas.dataset import N_CLASSES, N_FEATURES, Split, load_split
+from replicas.image_model import write_image_model
 from v2proto.manifest import (
     MANIFEST_NAME,
     GoldenRef,
@@ -243,6 +244,8 @@ def build_models(
         bar.set_description(FALLBACK.name)
         primaries = Manifest(tuple(r.entry for r in results))
         write_manifest(out_dir / MANIFEST_NAME, primaries)
+        # the payload benchmarks' image-sized model (untrained: not a primary, no manifest entry)
+        write_image_model(out_dir)
         results.append(_fallback(fallback_dir, split, refresh_fallback))
         bar.update()
     if progress:

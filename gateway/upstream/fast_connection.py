@@ -4,50 +4,33 @@ Why: callbacks on a Protocol cost a fraction of a stream-based client (no Stream
 coroutine per read): a request is one ``write``, a reply is parsed as bytes arrive and completes
 one future. Works on the default loop and on uvloop alike. A replica is an untrusted peer, so the
 framing follows RFC 9112 strictly (checked against h11 in tests/gateway/upstream) and every
-reply is capped in header fields, head bytes and body bytes.
+reply is capped in header fields, head bytes and body bytes. A large body is read straight
+into one buffer (`gateway.upstream.reply_limits` says why).
 """
 
 from __future__ import annotations
 
 import asyncio
 import select
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from typing import NoReturn, cast
 
 import httptools
 
 from gateway.errors import UpstreamConnectError, UpstreamProtocolError, UpstreamTimeout
+from gateway.upstream.reply_limits import *  # noqa: F403 (the caps, imported from here too)
+from gateway.upstream.reply_limits import DEFAULT_LIMITS, ReplyLimits
 from gateway.upstream.transport import UpstreamResponse
 
-MAX_REPLY_HEADER_COUNT = 100
-MAX_REPLY_HEADER_BYTES = 64 * 1024
-MAX_REPLY_BODY_BYTES = 64 * 1024 * 1024  # the largest tensor reply the gateway relays
+_READ_BYTES = 64 * 1024  # the buffer heads (and small bodies) are read into
 _BODYLESS_STATUSES = (204, 304)
-
-
-@dataclass(frozen=True, slots=True)
-class ReplyLimits:
-    """Caps on one reply, interim (1xx) replies and trailers included; over one, it fails.
-
-    ``max_reply_header_bytes`` bounds the header fields' names and values, the bytes read before
-    the final head is complete, and the non-body bytes of a body (chunk framing, trailers)
-    beyond the body's own size.
-    """
-
-    max_reply_header_count: int = MAX_REPLY_HEADER_COUNT
-    max_reply_header_bytes: int = MAX_REPLY_HEADER_BYTES
-    max_reply_body_bytes: int = MAX_REPLY_BODY_BYTES
-
-
-DEFAULT_LIMITS = ReplyLimits()
 
 
 class _Rejected(Exception):
     """Raised in a parser callback to stop httptools; the waiter already holds the real error."""
 
 
-class Connection(asyncio.Protocol):
+class Connection(asyncio.BufferedProtocol):
     """A client connection that runs one exchange at a time and says whether it can be reused.
 
     States: idle (no waiter) -> busy (`exchange` returned a future) -> idle again when the reply
@@ -67,6 +50,12 @@ class Connection(asyncio.Protocol):
         self._max_fields = limits.max_reply_header_count  # the hot path reads the caps directly
         self._max_field_bytes = limits.max_reply_header_bytes
         self._max_body = limits.max_reply_body_bytes
+        self._direct_min = limits.direct_body_min_bytes
+        self._read_buffer = memoryview(bytearray(_READ_BYTES))
+        self._direct: bytearray | None = None  # the body being read straight in, if any
+        self._filled = 0  # bytes of ``_direct`` read so far
+        self._direct_size = 0  # the Content-Length of a body to read straight in, once known
+        self._keep_alive_after = False  # the head's verdict, for a body read straight in
         self._transport: asyncio.Transport | None = None
         self._poll: select.poll | None = None
         self._parser = httptools.HttpResponseParser(self)
@@ -91,9 +80,10 @@ class Connection(asyncio.Protocol):
     # --- the exchange, called by the pool --------------------------------------------------
 
     def exchange(
-        self, request: bytes, deadline: float, *, head: bool = False
+        self, request: bytes | Sequence[bytes | memoryview], deadline: float, *, head: bool = False
     ) -> asyncio.Future[UpstreamResponse]:
-        """Send one request; the future completes with the reply or fails with an upstream error.
+        """Send one request (one buffer, or buffers sent as one vectored write); the future
+        completes with the reply or fails with an upstream error.
 
         At ``deadline`` (loop time) the future fails with `UpstreamTimeout` and the connection
         is aborted, so a late reply can never be read by the next exchange. (One loop timer
@@ -108,6 +98,7 @@ class Connection(asyncio.Protocol):
         self._head_request = head
         self._final = self._until_eof = False
         self._received = self._body_size = self._fields = self._field_bytes = 0
+        self._direct_size = 0
         self._waiter = waiter = self._loop.create_future()
         transport = cast(asyncio.Transport, self._transport)
         if self.closed or transport.is_closing():  # lost before we could send: fail, don't hang
@@ -116,7 +107,10 @@ class Connection(asyncio.Protocol):
         self._deadline = deadline
         if self._timer is None or deadline < self._armed_at:
             self._arm(deadline)
-        transport.write(request)
+        if isinstance(request, bytes):
+            transport.write(request)
+        else:
+            transport.writelines(request)  # writev on uvloop: the body's buffers, not a copy
         return waiter
 
     @property
@@ -158,7 +152,25 @@ class Connection(asyncio.Protocol):
             self._poll = select.poll()
             self._poll.register(sock.fileno(), select.POLLIN)
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        direct = self._direct
+        if direct is not None:  # never past the body's end: later bytes stay in the socket
+            return memoryview(direct)[self._filled :]
+        return self._read_buffer
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._direct is not None:
+            self._received += nbytes
+            self._filled += nbytes
+            if self._filled == len(self._direct):
+                self._complete()
+        else:
+            self.data_received(self._read_buffer[:nbytes])
+
+    def data_received(self, data: bytes | memoryview) -> None:
+        if self._direct is not None:  # a transport that gives no buffers (tests)
+            self._copy_in(data)
+            return
         waiter = self._waiter
         if waiter is None or waiter.done():
             self.abort()  # bytes nobody asked for: the stream is out of step, never reuse it
@@ -172,6 +184,8 @@ class Connection(asyncio.Protocol):
             return
         if self._received > self._max_field_bytes and not waiter.done():
             self._check_framing_size()
+        if self._direct_size and not waiter.done():
+            self._read_direct()
 
     def eof_received(self) -> bool:
         return False  # close our side too; connection_lost follows
@@ -254,6 +268,8 @@ class Connection(asyncio.Protocol):
         elif length is not None:
             if not bodyless and int(length) > self._max_body:
                 self._reject(self._cap_message("reply body", "max_reply_body_bytes"))
+            if not bodyless and int(length) >= self._direct_min and 200 <= status < 300:
+                self._direct_size = int(length)  # read straight in once this read is parsed
         elif bodyless:
             pass
         elif 200 <= status < 300:
@@ -274,6 +290,31 @@ class Connection(asyncio.Protocol):
         if self._final:  # else an interim reply ended
             self._complete()
 
+    # --- a body read straight in ---------------------------------------------------------
+
+    def _read_direct(self) -> None:
+        """The head is parsed, the body is large: the rest goes into one buffer. The parser,
+        left mid-body (this read's body bytes are copied in), is replaced at the body's end."""
+        self._keep_alive_after = self._parser.should_keep_alive()
+        direct = self._direct = bytearray(self._direct_size)
+        filled = 0
+        for chunk in self._body:
+            direct[filled : filled + len(chunk)] = chunk
+            filled += len(chunk)
+        self._body = []
+        self._filled = filled
+
+    def _copy_in(self, data: bytes | memoryview) -> None:
+        direct = cast(bytearray, self._direct)
+        take = min(len(data), len(direct) - self._filled)
+        direct[self._filled : self._filled + take] = data[:take]
+        self._filled += take
+        self._received += take
+        if self._filled == len(direct):
+            self._complete()
+            if len(data) > take:
+                self.data_received(data[take:])  # past the reply's end: out of step, dropped
+
     # --- completion -----------------------------------------------------------------------------
 
     def _complete(self) -> None:
@@ -284,16 +325,26 @@ class Connection(asyncio.Protocol):
             self._fail(self._field_bytes_error(), None)
             return
         parser = self._parser
-        self.keep_alive = (
-            not self._until_eof and not self._head_request and parser.should_keep_alive()
-        )
+        status = parser.get_status_code()
+        direct = self._direct
+        if direct is not None:
+            self._direct, self._direct_size = None, 0
+            self._parser = httptools.HttpResponseParser(self)  # the old one is mid-body
+            self.keep_alive = self._keep_alive_after
+            body = bytes(direct)  # the one copy: a reply body is immutable bytes downstream
+        else:
+            self.keep_alive = (
+                not self._until_eof and not self._head_request and parser.should_keep_alive()
+            )
+            body = b"".join(self._body)
+        self._body = []
         if not self.keep_alive:
             self._cancel_timer()  # else it stays armed for the next exchange (see `exchange`)
-        status = parser.get_status_code()
-        waiter.set_result(UpstreamResponse(status, self._headers, b"".join(self._body), self))
+        waiter.set_result(UpstreamResponse(status, self._headers, body, self))
 
     def _fail(self, error: Exception, cause: BaseException | None) -> None:
         self._cancel_timer()
+        self._direct = None  # the connection is dropped: so is a body half read straight in
         self.abort()
         waiter = self._waiter
         if waiter is not None and not waiter.done():
