@@ -30,7 +30,7 @@ from gateway.api.protocol import ClientLimits, guarded_protocol
 from gateway.api.tenants import TenantKeys
 from gateway.banner import announce_when_listening, banner
 from gateway.config import ConfigError, GatewayConfig, load_config
-from gateway.launcher import GATEWAY_PORT_HINT, Launcher, LaunchError, refuse_taken
+from gateway.launcher import Launcher, LaunchError, refuse_gateway_ports
 from gateway.preflight import config_problems, fallback_signatures, named_files
 from gateway.runtime import Gateway
 from gateway.server import GatewayServer
@@ -125,7 +125,7 @@ def _up(args: argparse.Namespace) -> int:
     grpc_port = args.grpc_port if args.grpc_port is not None else config.server.grpc_port
     grpc_port = UP_GRPC_PORT if grpc_port is None else grpc_port
     server = _server(config, args.host, args.port, args.config, grpc_port)  # before any spawn
-    refuse_taken("the gateway", server.config.host, server.config.port, GATEWAY_PORT_HINT)
+    refuse_gateway_ports(server.config.host, server.config.port, grpc_port)
 
     async def run() -> None:
         with _cancel_on_signals():  # until the server takes the signals over

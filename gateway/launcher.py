@@ -53,6 +53,9 @@ class LaunchError(Exception):
 
 PORT_HINT = "change its port in the config (then `make run CONFIG=that.yaml`) or stop what listens"
 GATEWAY_PORT_HINT = "`gateway up --port N` or server.port in the config, or stop what listens"
+GRPC_PORT_HINT = (
+    "`gateway up --grpc-port N` or server.grpc_port in the config, or stop what listens"
+)
 
 
 def address_in_use(host: str, port: int) -> bool:
@@ -83,6 +86,14 @@ def refuse_taken(what: str, host: str, port: int, hint: str = PORT_HINT) -> None
     taken = port_taken(what, host, port, hint)
     if taken is not None:
         raise taken
+
+
+def refuse_gateway_ports(host: str, port: int, grpc_port: int | None) -> None:
+    """`LaunchError` if the gateway's HTTP port or its gRPC door's port is taken: said before
+    any replica starts, not by a server that exits after they have."""
+    refuse_taken("the gateway", host, port, GATEWAY_PORT_HINT)
+    if grpc_port is not None:
+        refuse_taken("the gateway's gRPC door", host, grpc_port, GRPC_PORT_HINT)
 
 
 @dataclass

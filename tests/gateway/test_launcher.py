@@ -223,15 +223,19 @@ def test_a_replica_port_in_use_is_named_before_anything_starts(listening: int) -
     assert launcher.replicas == []
 
 
-@pytest.mark.parametrize("whose", ["replica", "gateway"])
+@pytest.mark.parametrize(
+    ("whose", "what"),
+    [("replica", "replica r0"), ("gateway", "the gateway"), ("grpc", "the gateway's gRPC door")],
+)
 def test_gateway_up_on_a_port_in_use_says_so_on_its_last_line(
-    whose: str, listening: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    whose: str, what: str, listening: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     replica_port = listening if whose == "replica" else free_port()
     path = tmp_path / "gateway.yaml"
     path.write_text(config(False, replica_port).model_dump_json(exclude_defaults=True))
-    gateway_port = listening if whose == "gateway" else free_port()
-    assert main(["up", "--config", str(path), "--port", str(gateway_port)]) == 2
+    ports = {name: listening if whose == name else free_port() for name in ("gateway", "grpc")}
+    argv = ["up", "--config", str(path), "--port", str(ports["gateway"]),
+            "--grpc-port", str(ports["grpc"])]  # fmt: skip
+    assert main(argv) == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
-    what = "replica r0" if whose == "replica" else "the gateway"
     assert last.startswith(f"error: {what}: address 127.0.0.1:{listening} is already in use (")
