@@ -14,6 +14,8 @@ once) and the SLO history and alert states started from zero. Kept, by key:
 - the dashboard's samples and event timeline, with a "reload" event (`HistoryRecorder`);
 - operators' decisions (drained, ejected, paused: `SharedState.carry_from`), obeyed by the new
   registry before it takes traffic;
+- a rollout declared alike (same model pool and rollout block): its phase, step, step timer
+  and evidence (`Rollouts.carry_from`); one declared otherwise starts again;
 - a tenant's limiter while its limits stay (its requests in flight and its token bucket), and
   the retry budget's window while its config stays;
 - a discovered pool's members, when the pool stays and asks DNS the same question (name,
@@ -44,6 +46,7 @@ def carry_over(old: Gateway, new: Gateway) -> dict[str, list[str]]:
     }
     new.history.carry_from(old.history)
     new.shared.carry_from(old.shared)  # operators' drains, ejects and pauses: obeyed at once
+    carried["rollouts"] = new.rollouts.carry_from(old.rollouts)  # after the decisions
     return carried
 
 

@@ -31,6 +31,8 @@ from gateway.pipeline.fallback import FallbackRunner
 from gateway.policies.budget import RetryBudget
 from gateway.policies.tenant_limits import TenantLimits
 from gateway.readiness import FallbackFit, Readiness, gateway_readiness, model_readiness
+from gateway.rollout.controller import Rollouts
+from gateway.rollout.service import RolloutTicker
 from gateway.shared_state import SharedState
 from gateway.slo.engine import SloBook
 from gateway.telemetry.metrics import ANONYMOUS, UNKNOWN_MODEL, Metrics
@@ -97,6 +99,11 @@ class Gateway:
             self.registry, self.slo, self.budget, self.fallback_models, config.models, self.clock
         )
         events.add(self.history)
+        self.rollouts = Rollouts(  # candidates beside models' pools: progress is shared state
+            config.models, self.clock, self.rng,
+            decide=self.shared.decide, known=self.shared.decisions.get, audit=self.shared.audit,
+            burning=self.slo.fast_burn, synced=self.shared.synced, origin=self.shared.origin,
+        )  # fmt: skip
         self.metadata = MetadataCache()
         self._transport = transport
         self._pipeline: Pipeline | None = None
@@ -138,6 +145,7 @@ class Gateway:
         self._pipeline = build_pipeline(
             self.registry, self._transport, self.budget, self.clock, self.rng,
             self.fallbacks, self.metrics, self.slo.adjustment, self.config.tenants,
+            self.rollouts,
         )  # fmt: skip
         for model in self.fallback_models.values():
             await model.verify()
@@ -163,6 +171,7 @@ class Gateway:
                 self.clock,
             ),
             self.shared,
+            RolloutTicker(self.rollouts, self.shared.publish, self.clock),
             self.history.service(),
         ]
         for service in self._services:
@@ -177,6 +186,8 @@ class Gateway:
             await service.stop()
         self._services.clear()
         if self._pipeline is not None:
+            if self._pipeline.rollout is not None:
+                await self._pipeline.rollout.aclose()  # shadow copies in flight
             await self._pipeline.attempt.aclose()
         if self._transport is not None:
             await self._transport.aclose()

@@ -159,6 +159,7 @@ class GatewayApp:
                 try:
                     await self.gateway.start()
                     await self.parser.start()
+                    self.gateway.rollouts.activate()  # a reload's activates in its carry-over
                 except Exception as exc:
                     log.exception("gateway failed to start")
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})

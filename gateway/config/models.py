@@ -28,6 +28,7 @@ from gateway.config.policies import (
     RetryConfig,
     VoteConfig,
 )
+from gateway.config.rollout import RolloutConfig
 from gateway.config.state import StateConfig
 from gateway.config.tenants import ANONYMOUS, ModelAuthConfig, TenantConfig, check_tenants
 from gateway.config.tensors import TensorMapping
@@ -280,6 +281,9 @@ class ModelConfig(Frozen):
         None, description="requests are checked against it; default: the replicas' metadata"
     )
     auth: ModelAuthConfig = ModelAuthConfig()
+    rollout: RolloutConfig | None = Field(
+        None, description="a candidate pool tried beside `pool` (shadow or canary)"
+    )
 
     @field_validator("slos")
     @classmethod
@@ -290,6 +294,13 @@ class ModelConfig(Frozen):
     def _shape(self) -> ModelConfig:
         if (self.pool is None) == (self.vote is None):
             raise ValueError("a model needs exactly one of 'pool' or 'vote'")
+        if self.rollout is not None and self.vote is not None:
+            raise ValueError(
+                "rollout: a voted model cannot be rolled out (roll out a pool of its vote "
+                "as a model of its own, then name it in the vote)"
+            )
+        if self.rollout is not None and self.rollout.candidate == self.pool:
+            raise ValueError("rollout.candidate: the candidate is the model's own pool")
         if self.timeout_ms > self.max_timeout_ms:
             raise ValueError("timeout_ms must not exceed max_timeout_ms")
         return self
@@ -332,6 +343,10 @@ class GatewayConfig(Frozen):
                 if pool_ref not in self.pools:
                     known = ", ".join(sorted(self.pools))
                     raise ValueError(f"{where}: unknown pool {pool_ref!r} (have {known})")
+            if model.rollout is not None and model.rollout.candidate not in self.pools:
+                known = ", ".join(sorted(self.pools))
+                raise ValueError(f"models.{name}.rollout.candidate: unknown pool "
+                                 f"{model.rollout.candidate!r} (have {known})")  # fmt: skip
         ids: dict[str, str] = {}
         for pool_name, pool in self.pools.items():
             for replica in pool.replicas:

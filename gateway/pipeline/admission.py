@@ -42,6 +42,11 @@ class AdmissionLayer:
         """Requests in flight by model (0 for a model that had none)."""
         return defaultdict(int, {name: share.held for name, share in self.models.items()})
 
+    def load(self, name: str) -> float:
+        """The model's requests in flight over its bound (0 before its first request)."""
+        share = self.models.get(name)
+        return share.held / share.bound if share is not None else 0.0
+
     async def __call__(self, call: InferCall) -> InferResult:
         name = call.model_name
         share = self.models.get(name)

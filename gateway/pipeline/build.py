@@ -3,7 +3,9 @@
     REST or gRPC door (I/O only) ── edge: tenant ── model ── tenant limits ── body ── timeout
         ── parse ── schema ── call ──►
     admission ── deadline ── fallback ── route ─┬─ single ──────────────┐
-                                                └─ vote: k legs, vote ──┴─ leg:
+                                                ├─ vote: k legs, vote ──┤
+                                                └─ rollout: pool or ────┴─ leg:
+                                                   candidate, + a copy compared off-path
                                    retry ── hedge ── balance ── attempt ── transport ── replica
 
 The edge (`build_edge`; `gateway.pipeline.edge`) turns what a door received into the frozen
@@ -25,8 +27,10 @@ The pipeline (`build_pipeline`):
   tenant over its share, 503 when the model is full; Retry-After);
 - deadline: nothing below runs past the request's deadline (504);
 - fallback: the verified in-process model answers, degraded, when the primary path cannot;
-- route: the model's pool, or a vote over pools (each leg a full single route); one request
-  counts once towards the retry budget's allowance, however many legs it has;
+- route: the model's pool, or a vote over pools (each leg a full single route), or a rollout
+  (`gateway.pipeline.rollout`: the candidate serves a canary's share, a copy to the other pool
+  is compared in the background, bounded, outside the retry budget and the model's SLOs); one
+  request counts once towards the retry budget's allowance, however many legs it has;
 - retry: one loop of tries on untried replicas; `RetryPolicy` (bounded, jittered, before the
   deadline, budgeted) decides each retry, and the attempt layer's per-try timeout; slow tries race;
   every send beyond a leg's first (a retry, a hedge, a vote's tie-break) spends the budget;
@@ -77,11 +81,13 @@ from gateway.pipeline.fallback import FallbackLayer, FallbackRunner
 from gateway.pipeline.hedge import HedgeLayer
 from gateway.pipeline.retry import RetryLayer
 from gateway.pipeline.retry_policy import RetryPolicy
+from gateway.pipeline.rollout import RolloutRoute
 from gateway.pipeline.route import Router, SingleRoute
 from gateway.pipeline.vote import VoteRoute
 from gateway.policies.budget import RetryBudget
 from gateway.policies.selection import PowerOfTwoChoices
 from gateway.policies.tenant_limits import TenantLimits
+from gateway.rollout.controller import Rollouts
 from gateway.telemetry.metrics import Metrics
 from gateway.telemetry.tracing import Tracer
 from gateway.upstream.registry import Registry
@@ -125,6 +131,7 @@ class Pipeline:
     vote: VoteRoute
     hedge: HedgeLayer
     attempt: AttemptLayer
+    rollout: RolloutRoute | None = None
 
 
 def build_pipeline(
@@ -137,6 +144,7 @@ def build_pipeline(
     metrics: Metrics | None = None,
     adjust: Adjuster | None = None,
     tenants: Mapping[str, TenantConfig] | None = None,
+    rollouts: Rollouts | None = None,
 ) -> Pipeline:
     metrics = metrics or Metrics(process=False)
     adjust = adjust or no_adjustment
@@ -146,8 +154,13 @@ def build_pipeline(
     hedge = HedgeLayer(retry, clock, metrics, adjust, balance)
     leg = RetryLayer(retry, hedge)
     vote = VoteRoute(registry, leg, clock, metrics, retry.pay)
-    route = Router({"single": SingleRoute(registry, leg), "vote": vote}, retry.count_request)
+    routes: dict[str, Handler] = {"single": SingleRoute(registry, leg), "vote": vote}
+    rollout = None
+    if rollouts is not None:
+        rollout = RolloutRoute(registry, leg, rollouts, clock, lambda m: admission.load(m))
+        routes["rollout"] = rollout  # models that declare a rollout (not voted ones)
+    route = Router(routes, retry.count_request)
     fallback = FallbackLayer(fallbacks or {}, clock, metrics, adjust, route)
     deadline = DeadlineLayer(clock, fallback)
     admission = AdmissionLayer(metrics, deadline, tenants)
-    return Pipeline(admission, admission, fallback, vote, hedge, attempt)
+    return Pipeline(admission, admission, fallback, vote, hedge, attempt, rollout)

@@ -1,4 +1,5 @@
-"""Route layer: sends the call down the model's route, a single pool or a vote over pools.
+"""Route layer: sends the call down the model's route: a single pool, a vote over pools, or a
+rollout (the pool and a candidate pool, `gateway.pipeline.rollout`).
 
 Routes are picked by name from a dict (as uvicorn picks its loop) instead of ``if`` branches;
 each route opens a `Leg` (the request on one pool, with its `Tries`) and hands it to the same
@@ -16,6 +17,7 @@ from collections.abc import Callable, Mapping
 
 from gateway.pipeline.call import Handler, InferCall, InferResult, Leg, LegHandler, Tries
 from gateway.upstream.registry import Pool, Registry
+from gateway.v2.body import Body
 from gateway.v2.request import HEADER_LENGTH
 
 
@@ -36,7 +38,8 @@ class Router:
 
     async def __call__(self, call: InferCall) -> InferResult:
         self._count()
-        return await self._routes[call.model.route](call)
+        route = "rollout" if call.model.rollout is not None else call.model.route
+        return await self._routes[route](call)
 
 
 def speak(call: InferCall, pool: Pool) -> InferCall:
@@ -46,5 +49,5 @@ def speak(call: InferCall, pool: Pool) -> InferCall:
     if call.request is None or dialect.speaks_as_is(call.request):
         return call
     header_length = call.upstream_headers.get(HEADER_LENGTH)
-    encoded = dialect.request(call.body, header_length, call.request)
-    return dataclasses.replace(call, body=encoded.body, upstream_headers=encoded.headers())
+    encoded = dialect.request(call.body.joined(), header_length, call.request)
+    return dataclasses.replace(call, body=Body.of(encoded.body), upstream_headers=encoded.headers())

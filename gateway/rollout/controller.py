@@ -1,0 +1,280 @@
+"""The rollouts of a gateway's models: where each request goes, what is seen, what is decided.
+
+`Rollouts` holds one `Run` per model that declares a rollout. The request path asks `plan`
+(serve on the candidate? compare with the other pool?) and reports what happened (`served`,
+`compared`, `copy_failed`, `shed`); every report is judged at once (`gateway.rollout.steps`),
+so a rollback follows the evidence that calls for it, not a timer. `tick` (periodic) adopts
+progress decided elsewhere (another gateway, the store after a restart), starts declared
+rollouts once the store has been read, and judges steps held long enough.
+
+Every change of phase or step is a decision (`gateway.rollout.progress`: stored and shared as
+an operator's drain is) and an audit event (the ``gateway.audit`` log line and the timeline):
+who asked (an operator's name) or which rule decided (``rule:agreement``, ...), and the
+evidence. Decisions are taken only once the gateway is `activate`d (after a reload's carry-over
+or the first start), so a reload's new gateway never restarts what the old one was running.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from gateway.clock import Clock
+from gateway.config.models import ModelConfig
+from gateway.config.rollout import RolloutConfig
+from gateway.errors import Conflict
+from gateway.policies.voting import VoteRule
+from gateway.rollout.compare import rule_of
+from gateway.rollout.evidence import Evidence
+from gateway.rollout.progress import COMPARING_PHASES, Progress, fingerprint, rollout_key
+from gateway.rollout.shadow import ShadowGate
+from gateway.rollout.steps import judge
+from gateway.state.decisions import Decision
+from gateway.telemetry.audit import AuditEvent
+
+RUNNING = frozenset({"shadow", "canary"})
+STARTABLE = frozenset({"waiting", "paused", "rolled_back", "aborted"})
+
+
+class Decide(Protocol):
+    def __call__(self, key: str, action: str, by: str, reason: str) -> Decision: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    candidate: bool  # the candidate serves this request
+    compare: bool  # a copy goes to the other pool, compared off the client's path
+
+
+KEEP = Plan(False, False)
+
+
+@dataclass(slots=True, eq=False)
+class Run:
+    model: str
+    pool: str
+    config: RolloutConfig
+    declared: str
+    gate: ShadowGate
+    rule: VoteRule
+    began: float  # monotonic: when the current step began here
+    progress: Progress | None = None  # None: not known yet (the store not read)
+    step: Evidence = field(default_factory=Evidence)
+    total: Evidence = field(default_factory=Evidence)
+
+    def both(self) -> tuple[Evidence, Evidence]:
+        return self.step, self.total
+
+    def to_json(self, now: float) -> dict[str, Any]:
+        z = self.config.confidence_z
+        doc: dict[str, Any] = {
+            "model": self.model,
+            "pool": self.pool,
+            "candidate": self.config.candidate,
+            "mode": self.config.mode,
+            "steps": list(self.config.steps),
+            "agreement_target": self.config.agreement_target,
+            "shadow_in_flight": self.gate.in_flight,
+            "held_s": round(now - self.began, 3),
+            "evidence": {"step": self.step.to_json(z), "total": self.total.to_json(z)},
+        }
+        if self.progress is None:
+            return {**doc, "phase": "unknown", "share_percent": 0.0, "trail": []}
+        return {**doc, **self.progress.to_json(self.config), "trail": list(self.progress.trail)}
+
+
+class Rollouts:
+    def __init__(
+        self,
+        models: Mapping[str, ModelConfig],
+        clock: Clock,
+        rng: random.Random,
+        *,
+        decide: Decide,
+        known: Callable[[str], Decision | None],
+        audit: Callable[[AuditEvent], None],
+        burning: Callable[[str], bool],
+        synced: Callable[[], bool],
+        origin: str,
+    ) -> None:
+        self._clock = clock
+        self._rng = rng
+        self._decide, self._known, self._audit = decide, known, audit
+        self._burning, self._synced, self._origin = burning, synced, origin
+        self.active = False
+        self.unpublished = False  # decisions taken here since the last publish
+        self.runs: dict[str, Run] = {}
+        for name, model in models.items():
+            if model.rollout is not None and model.pool is not None:
+                config = model.rollout
+                self.runs[name] = Run(name, model.pool, config, fingerprint(model.pool, config),
+                                      ShadowGate(config, clock), rule_of(config),
+                                      clock.now())  # fmt: skip
+
+    # --- the request path -----------------------------------------------------------------
+
+    def plan(self, model: str) -> Plan:
+        run = self.runs.get(model)
+        progress = run.progress if run is not None else None
+        if run is None or progress is None:
+            return KEEP
+        if progress.phase == "promoted":
+            return Plan(True, False)
+        if progress.phase not in COMPARING_PHASES:
+            return KEEP
+        if run.config.mode == "shadow":
+            paused = progress.phase == "paused"
+            return Plan(False, not paused and self._draw(run.config.shadow_percent))
+        candidate = self._draw(progress.share(run.config))
+        return Plan(candidate, candidate and self._draw(run.config.compare_percent))
+
+    def _draw(self, percent: float) -> bool:
+        return percent >= 100 or (percent > 0 and self._rng.random() * 100 < percent)
+
+    def gate(self, model: str) -> ShadowGate:
+        return self.runs[model].gate
+
+    def served(self, model: str, candidate: bool, ok: bool, latency_s: float) -> None:
+        """A client's request answered by one pool (ok: not an error of that pool)."""
+        run = self.runs[model]
+        for evidence in run.both():
+            if candidate:
+                evidence.candidate_requests += 1
+                evidence.candidate_errors += int(not ok)
+            if ok:
+                (evidence.candidate_latency if candidate else evidence.current_latency).append(
+                    latency_s
+                )
+        self._judge(run)
+
+    def compared(self, model: str, agreed: bool, differing: list[str], copy_s: float) -> None:
+        """A copy's answer compared with the client's (the copy took ``copy_s``)."""
+        run = self.runs[model]
+        for evidence in run.both():
+            evidence.comparison(agreed, differing)
+            if run.config.mode == "shadow":  # the copy went to the candidate
+                evidence.candidate_requests += 1
+                evidence.candidate_latency.append(copy_s)
+        self._judge(run)
+
+    def copy_failed(self, model: str) -> None:
+        """A copy got no comparable answer (an error, a timeout, an undecodable reply)."""
+        run = self.runs[model]
+        for evidence in run.both():
+            evidence.compare_errors += 1
+            if run.config.mode == "shadow":
+                evidence.candidate_requests += 1
+                evidence.candidate_errors += 1
+        self._judge(run)
+
+    def shed(self, model: str) -> None:
+        for evidence in self.runs[model].both():
+            evidence.shadow_shed += 1
+
+    # --- deciding ---------------------------------------------------------------------------
+
+    def activate(self) -> None:
+        self.active = True
+        self.tick()
+
+    def tick(self) -> None:
+        for run in self.runs.values():
+            self._adopt(run)
+            if run.progress is None and self.active and self._synced():
+                phase = run.config.mode if run.config.auto_start else "waiting"
+                waits = "" if run.config.auto_start else " (auto_start false: waits for start)"
+                action = "start" if phase != "waiting" else "declare"
+                self._take(run, phase, 0, "rule:config", action, "declared in the config" + waits)
+            self._judge(run)
+
+    def _adopt(self, run: Run) -> None:
+        """Progress stored by another gateway, or before a restart, if newer and declared
+        alike (progress under another declaration is not resumed: it starts again)."""
+        decision = self._known(rollout_key(run.model))
+        if decision is None:
+            return
+        if run.progress is not None and decision.version <= run.progress.version:
+            return
+        progress = Progress.from_decision(decision)
+        if progress is None or progress.declared != run.declared:
+            return
+        if run.progress is None or (progress.phase, progress.step) != (
+            run.progress.phase, run.progress.step
+        ):
+            run.step, run.began = Evidence(), self._clock.now()
+        run.progress = progress
+
+    def _judge(self, run: Run) -> None:
+        progress = run.progress
+        if not self.active or progress is None or progress.phase != "canary":
+            return
+        held_s = self._clock.now() - run.began
+        verdict = judge(run.config, progress.step, run.step, held_s, self._burning(run.model))
+        if verdict.action == "advance":
+            self._take(run, "canary", progress.step + 1, "rule:evidence", "step", verdict.why)
+        elif verdict.action == "promote":
+            self._take(run, "promoted", progress.step, "rule:evidence", "promote", verdict.why)
+        elif verdict.action == "rollback":
+            self._take(run, "rolled_back", progress.step, f"rule:{verdict.rule}", "rollback",
+                       verdict.why)  # fmt: skip
+
+    def act(self, model: str, action: str, who: str, reason: str) -> dict[str, Any]:
+        """An operator's start, pause, promote or abort (`Conflict` where it cannot apply)."""
+        run = self.runs[model]
+        if run.progress is None:
+            raise Conflict(f"rollout of {model!r}: its progress is not known yet (state store)")
+        phase, step = run.progress.phase, run.progress.step
+        if action == "start" and phase in STARTABLE:
+            target: tuple[str, int] = (run.config.mode, step if phase == "paused" else 0)
+        elif action == "pause" and phase in RUNNING:
+            target = ("paused", step)
+        elif action == "promote" and phase in COMPARING_PHASES:
+            target = ("promoted", len(run.config.steps) - 1)
+        elif action == "abort" and phase != "aborted":
+            target = ("aborted", step)
+        else:
+            raise Conflict(f"rollout of {model!r} is {phase}: cannot {action} it")
+        why = reason or f"{action} asked"
+        self._take(run, target[0], target[1], who, action, why)
+        return run.to_json(self._clock.now())
+
+    def _take(self, run: Run, phase: str, step: int, who: str, action: str, why: str) -> None:
+        wall = self._clock.wall()
+        evidence = run.step.to_json(run.config.confidence_z)
+        before = run.progress or Progress("waiting", 0, run.declared, wall)
+        share_before = before.share(run.config)
+        progress = before.then(phase, step, wall, {})
+        entry = {"at": wall, "who": who, "action": action, "phase": phase, "step": step,
+                 "share_percent": progress.share(run.config), "share_before": share_before,
+                 "why": why, "evidence": evidence, "gateway": self._origin}  # fmt: skip
+        progress = before.then(phase, step, wall, entry)
+        decision = self._decide(rollout_key(run.model), phase, who, progress.reason())
+        run.progress = replace(progress, version=decision.version)
+        if (phase, step) != (before.phase, before.step):
+            run.step, run.began = Evidence(), self._clock.now()
+        self.unpublished = True
+        self._audit(AuditEvent(wall, who, f"rollout {action}", rollout_key(run.model),
+                               f"{why}; share {share_before:g} % -> "
+                               f"{progress.share(run.config):g} %; evidence {evidence}",
+                               "applied", self._origin))  # fmt: skip
+
+    # --- views and reloads ------------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        now = self._clock.now()
+        return {"rollouts": {name: run.to_json(now) for name, run in sorted(self.runs.items())}}
+
+    def carry_from(self, old: Rollouts) -> list[str]:
+        """A reload: a rollout declared alike goes on (progress, evidence, step timer); one
+        declared otherwise starts again. Activates this side either way."""
+        carried = []
+        for name, run in self.runs.items():
+            before = old.runs.get(name)
+            if before is not None and before.declared == run.declared:
+                run.progress, run.step, run.total = before.progress, before.step, before.total
+                run.began = before.began
+                carried.append(name)
+        self.activate()
+        return carried

@@ -1,0 +1,83 @@
+"""A rollout's progress as durable state: its phase, step and the trail of its decisions.
+
+Progress travels as an operator `Decision` (``gateway.state.decisions``) on the target
+``rollout:<model>``: the action is the phase, the reason holds the rest as JSON. So it is
+stored, shared and ordered as drains are (Redis with every sync, or ``state.decisions_file``),
+read back after a restart, and the newest version wins on every gateway. ``declared`` is a
+fingerprint of the declaration: progress made under another declaration is not resumed.
+The trail (every start, step, pause, promotion, rollback, with who or which rule decided and
+the evidence) rides along, bounded to the latest `MAX_TRAIL` entries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, replace
+from typing import Any
+
+import orjson
+
+from gateway.config.rollout import RolloutConfig
+from gateway.state.decisions import Decision
+
+MAX_TRAIL = 100
+# phases: waiting (declared, not started) | shadow | canary | paused | rolled_back | promoted
+# | aborted
+SERVING_PHASES = frozenset({"canary", "paused"})  # the candidate serves its step's share
+COMPARING_PHASES = frozenset({"shadow", "canary", "paused"})
+
+
+def rollout_key(model: str) -> str:
+    return f"rollout:{model}"
+
+
+def fingerprint(pool: str, config: RolloutConfig) -> str:
+    text = pool + "\n" + config.model_dump_json()
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    phase: str
+    step: int  # index into the declaration's steps (canary)
+    declared: str  # the declaration's fingerprint
+    since: float  # wall seconds this phase or step began
+    trail: tuple[dict[str, Any], ...] = ()
+    version: int = 0  # of the decision that holds it (0: not stored yet)
+
+    def share(self, config: RolloutConfig) -> float:
+        """Percent of requests the candidate serves now."""
+        if self.phase == "promoted":
+            return 100.0
+        if self.phase in SERVING_PHASES and config.mode == "canary":
+            return config.steps[min(self.step, len(config.steps) - 1)]
+        return 0.0
+
+    def then(self, phase: str, step: int, at: float, entry: dict[str, Any]) -> Progress:
+        trail = (*self.trail, entry)[-MAX_TRAIL:]
+        return replace(self, phase=phase, step=step, since=at, trail=trail)
+
+    def reason(self) -> str:
+        doc = {"declared": self.declared, "step": self.step, "since": self.since,
+               "trail": list(self.trail)}  # fmt: skip
+        return orjson.dumps(doc).decode()
+
+    @classmethod
+    def from_decision(cls, decision: Decision) -> Progress | None:
+        """The progress a decision holds; None when it holds none (malformed)."""
+        try:
+            doc = orjson.loads(decision.reason)
+            return cls(decision.action, int(doc["step"]), str(doc["declared"]),
+                       float(doc["since"]), tuple(doc["trail"]), decision.version)  # fmt: skip
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            return None
+
+    def to_json(self, config: RolloutConfig) -> dict[str, Any]:
+        return {
+            "phase": self.phase,
+            "step": self.step,
+            "share_percent": self.share(config),
+            "since": self.since,
+            "declared": self.declared,
+            "version": self.version,
+        }
