@@ -27,7 +27,7 @@ def rename_reply(
     match = _PREFIX.match(body)
     if match is not None and (match[1] is not None or b'"model_version"' not in body):
         prefix = orjson.dumps({"model_name": model_name, "model_version": version})[:-1]
-        new = prefix + body[match.end() :]
+        new = b"".join((prefix, memoryview(body)[match.end() :]))  # one copy of the tensors
         if header_length is None:
             return new, None
         if header_length.isdigit():
@@ -49,7 +49,7 @@ def rename_reply(
     new_header = orjson.dumps(header)
     if header_length is None:
         return new_header, None
-    return new_header + body[split:], str(len(new_header))
+    return b"".join((new_header, memoryview(body)[split:])), str(len(new_header))
 
 
 def check_reply(

@@ -267,6 +267,20 @@ def test_an_answer_head_leaves_with_its_first_body_chunk_in_one_write() -> None:
     assert transport.writes[1:] == [b"HTTP/1.1 200 OK\r\n\r\nbody", b"more"]
 
 
+def test_a_large_body_leaves_with_its_head_in_one_vectored_write_uncopied() -> None:
+    sent: list[tuple[bytes, ...]] = []
+
+    class Vectored(RecordingTransport):
+        def writelines(self, data: tuple[bytes, ...]) -> None:
+            sent.append(tuple(data))
+
+    answer_ = _OneWriteAnswer(Vectored())  # type: ignore[arg-type]
+    head, body = b"HTTP/1.1 200 OK\r\n\r\n", bytes(600_000)
+    answer_.write(head)
+    answer_.write(body)
+    assert len(sent) == 1 and sent[0][0] == head and sent[0][1] is body
+
+
 def test_a_held_head_is_sent_before_the_connection_closes() -> None:
     transport = RecordingTransport()
     answer_ = _OneWriteAnswer(transport)  # type: ignore[arg-type]
