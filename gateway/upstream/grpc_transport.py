@@ -21,8 +21,10 @@ cap `UpstreamProtocolError`; any other status becomes the HTTP status of the sam
 a JSON ``{"error": ...}`` body: INTERNAL a 500 (disputed by the fault judge, as a REST 500),
 INVALID_ARGUMENT a 400, NOT_FOUND a 404, UNIMPLEMENTED a 501, and so on (`HTTP_STATUS`).
 
-The converted server metadata lists ``binary_tensor_data``: whatever the server, this transport
-takes the binary tensor extension (it becomes raw contents), the cheapest form to send.
+The server metadata's extensions pass through as the server lists them: the gateway sends
+binary tensor data (which becomes raw contents) only to servers that list
+``binary_tensor_data`` (ours, Triton), else JSON (typed contents). KServe 0.21's gRPC server
+fails every request with raw contents (INTERNAL), so this matters.
 """
 
 from __future__ import annotations
@@ -41,13 +43,13 @@ from gateway.errors import UpstreamConnectError, UpstreamProtocolError, Upstream
 from gateway.upstream.fast_connection import MAX_REPLY_BODY_BYTES
 from gateway.upstream.grpc_channels import Channel, open_channel
 from gateway.upstream.transport import UpstreamResponse
+from gateway.v2.body import Body, as_bytes
 from v2proto.codec import HEADER_LENGTH
 from v2proto.errors import ProtocolError
 from v2proto.grpc import grpc_service_pb2 as pb
 from v2proto.grpc.convert import grpc_to_rest_response, rest_to_grpc_request
 
 JSON_HEADERS = {"content-type": "application/json"}
-BINARY_EXTENSION = "binary_tensor_data"
 
 HTTP_STATUS = {
     grpc.StatusCode.INVALID_ARGUMENT: 400,
@@ -116,7 +118,7 @@ class GrpcTransport:
         method: str,
         path: str,
         *,
-        body: bytes = b"",
+        body: bytes | Body = b"",
         headers: Mapping[str, str] | None = None,
         timeout: float,
     ) -> UpstreamResponse:
@@ -126,7 +128,7 @@ class GrpcTransport:
             metadata += tuple((k, v) for k, v in headers.items() if k not in _NOT_METADATA)
         call = _Call(channel, metadata, timeout)
         try:
-            return await _route(call, method, path, body, headers or {})
+            return await _route(call, method, path, as_bytes(body), headers or {})
         except grpc.aio.AioRpcError as exc:
             return rpc_error(exc)
 
@@ -171,8 +173,6 @@ async def _route(
     if path in ("/v2", "/v2/") and method == "GET":
         meta = await call(stub.server_metadata, pb.ServerMetadataRequest())
         extensions = list(meta.extensions)
-        if BINARY_EXTENSION not in extensions:
-            extensions.append(BINARY_EXTENSION)
         return json_reply({"name": meta.name, "version": meta.version, "extensions": extensions})
     if path == "/v2/repository/index" and method == "POST":
         index = await call(stub.repository_index, pb.RepositoryIndexRequest())

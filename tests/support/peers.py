@@ -87,12 +87,15 @@ class PeerProcess(ManagedProcess):
         port: int,
         env: dict[str, str] | None = None,
         cwd: Path | None = None,
+        grpc_port: int | None = None,
     ) -> None:
         launcher = [str(peer.python), "-c", _SETSID_EXEC, str(peer.python), *argv]
         super().__init__(launcher, env=env, cwd=cwd, name=f"peer-{peer.name}")
         self.peer = peer
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
+        self.grpc_port = grpc_port  # its V2 gRPC port, where it serves one
+        self.grpc_target = None if grpc_port is None else f"127.0.0.1:{grpc_port}"
         self.model_name = MODEL_NAME
         self.workdir = cwd
 
@@ -151,16 +154,20 @@ def _launch_mlserver() -> PeerProcess:
     port, grpc_port = free_port(), free_port()
     root = _mlserver_dir(port, grpc_port)
     mlserver = MLSERVER.venv / "bin" / "mlserver"
-    return PeerProcess(MLSERVER, [str(mlserver), "start", str(root)], port=port, cwd=root)
+    argv = [str(mlserver), "start", str(root)]
+    return PeerProcess(MLSERVER, argv, port=port, cwd=root, grpc_port=grpc_port)
 
 
-def _launch_kserve() -> PeerProcess:
+def _launch_kserve(grpc: bool = False) -> PeerProcess:
     port = free_port()
+    grpc_port = free_port() if grpc else None
+    enable = ["--enable_grpc", "false"] if grpc_port is None else [
+        "--enable_grpc", "true", "--grpc_port", str(grpc_port)]  # fmt: skip
     argv = [
-        str(KSERVE_SERVER), "--http_port", str(port), "--enable_grpc", "false",
+        str(KSERVE_SERVER), "--http_port", str(port), *enable,
         "--model_path", str(model_file()), "--workers", "1",
     ]  # fmt: skip
-    return PeerProcess(KSERVE, argv, port=port)
+    return PeerProcess(KSERVE, argv, port=port, grpc_port=grpc_port)
 
 
 def _start(
@@ -175,6 +182,7 @@ def start_mlserver(ready_timeout: float = 90.0) -> PeerProcess:
     return _start(_launch_mlserver, ready_timeout)
 
 
-def start_kserve(ready_timeout: float = 90.0) -> PeerProcess:
-    """KServe with `kserve_digits.DigitsModel` as ``digits``; it binds 0.0.0.0 (hard-coded)."""
-    return _start(_launch_kserve, ready_timeout)
+def start_kserve(ready_timeout: float = 90.0, *, grpc: bool = False) -> PeerProcess:
+    """KServe with `kserve_digits.DigitsModel` as ``digits``; it binds 0.0.0.0 (hard-coded).
+    ``grpc``: its gRPC server too (``--enable_grpc``), on a free port of its own."""
+    return _start(lambda: _launch_kserve(grpc), ready_timeout)

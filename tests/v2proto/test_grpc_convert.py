@@ -264,3 +264,15 @@ def _param(value: Any) -> pb.InferParameter:
     if isinstance(value, float):
         return pb.InferParameter(double_param=value)
     return pb.InferParameter(string_param=value)
+
+
+def test_a_servers_rest_form_flags_in_grpc_tensor_parameters_are_dropped() -> None:
+    """KServe 0.21 answers raw contents and tags each output with binary_data_size."""
+    message = pb.ModelInferResponse(model_name="m", id="q")
+    out = message.outputs.add(name="predict", datatype="INT64", shape=[2])
+    out.parameters["binary_data_size"].int64_param = 16
+    message.raw_output_contents.append(np.array([2, 0], np.int64).tobytes())
+    body = grpc_to_rest_response(message, OutputForms())
+    assert orjson.loads(body.body)["outputs"] == [
+        {"name": "predict", "datatype": "INT64", "shape": [2], "data": [2, 0]}
+    ]

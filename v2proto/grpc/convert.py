@@ -305,7 +305,9 @@ def _grpc_tensors(entries: Sequence[Any], raws: Sequence[bytes], kind: str) -> l
         shape = list(entry.shape)
         if any(d < 0 for d in shape):
             raise ProtocolError(f"{where}: shape {shape} has a negative dimension")
-        params = rest_parameters(entry.parameters)
+        # a server's REST form flags (KServe sends binary_data_size) say nothing in gRPC
+        params = {k: v for k, v in rest_parameters(entry.parameters).items()
+                  if k not in FORM_FLAGS}  # fmt: skip
         if raws:
             raw = raws[i]
             check_raw(raw, entry.datatype, shape, where)

@@ -147,7 +147,7 @@ async def test_health_and_metadata_paths(server: Any, transport: GrpcTransport) 
     assert await get("/v2/health/ready") == (503, {"ready": False})
     assert await get("/v2/models/other/ready") == (404, {"error": "model 'other' not found"})
     status, meta = await get("/v2")
-    assert meta["extensions"] == ["x", "binary_tensor_data"]  # raw contents: always binary
+    assert meta["extensions"] == ["x"]  # as the server lists them
     status, meta = await get("/v2/models/m")
     assert meta["inputs"] == [{"name": "x", "datatype": "FP32", "shape": [-1, 2]}]
     status, _ = await get("/v2/models/m/stats")  # not served by this server
