@@ -150,6 +150,12 @@ def test_health_metadata_and_the_triton_extensions(
     assert stats[0].name == "digits" and stats[0].inference_stats.success.count >= 1
 
 
+def test_the_log_stays_json_lines_while_grpc_serves(gateway: GatewayProcess) -> None:
+    """gRPC's fork handlers would write a glog line at each fork (the parse worker's at start)."""
+    lines = [line for line in gateway.log_text().splitlines() if line.strip()]
+    assert lines and all(line.startswith("{") for line in lines), lines
+
+
 def test_typed_and_raw_contents_answer_as_rest_does(
     gateway: GatewayProcess, client: triton.InferenceServerClient
 ) -> None:
