@@ -53,6 +53,10 @@ class _Seen:
     unhealthy_since: float | None = None
     ejected_since: float | None = None
     quarantined_since: float | None = None
+    last_error: str | None = None
+    last_error_at: float | None = None  # the sample that saw the replica's last error happen
+    failures: int = 0  # the replica's failure counts then: one more is a new error
+    probe_failures: int = 0
 
 
 class HistoryRecorder:
@@ -196,6 +200,7 @@ class HistoryRecorder:
             del self._seen[gone]
         for replica in self._registry.replicas():
             seen = self._seen_of(replica)
+            self._note_error(replica, seen, wall)
             if replica.healthy != seen.healthy:
                 if replica.healthy is False:
                     seen.unhealthy_since = wall
@@ -221,6 +226,16 @@ class HistoryRecorder:
             elif quarantined and seen.quarantined_since is None:
                 seen.quarantined_since = wall  # carried over by a reload: since unknown
             seen.quarantined = quarantined
+
+    @staticmethod
+    def _note_error(replica: Replica, seen: _Seen, wall: float) -> None:
+        """When the replica's last error happened (to the sample), so a tile can say how old
+        it is: it changed, or the same message came again (a failure count went up)."""
+        again = replica.failures > seen.failures or replica.probe_failures > seen.probe_failures
+        if replica.last_error is not None and (again or replica.last_error != seen.last_error):
+            seen.last_error_at = wall
+        seen.last_error = replica.last_error
+        seen.failures, seen.probe_failures = replica.failures, replica.probe_failures
 
     def _fallback_switch(self, model: str, second: SecondCounts, now: float) -> None:
         answered = sum(second.fallback.values())
@@ -299,6 +314,7 @@ class HistoryRecorder:
                     "unhealthy_since": s.unhealthy_since,
                     "ejected_since": s.ejected_since,
                     "quarantined_since": s.quarantined_since,
+                    "last_error_at": s.last_error_at,
                 }
                 for rid, s in self._seen.items()
             },

@@ -30,6 +30,7 @@ def state_document(gateway: Gateway) -> dict[str, Any]:
                 "max_in_flight": m.admission.max_in_flight,
                 "shed": admission.shed.get(name, 0),
                 "tenants": {s.name: s.to_json() for s in admission.share_of(name, m)},
+                "hedging": m.hedge.enabled,  # configured; the burn policy may suspend it
                 "policy": _adjustment(gateway, name),
             }
             for name, m in gateway.config.models.items()

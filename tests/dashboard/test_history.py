@@ -228,3 +228,21 @@ def test_a_replica_that_left_leaves_the_history_and_one_carried_keeps_it(
     clock.advance(1.0)
     gw.history.sample()
     assert set(gw.history.to_json()["replicas"]) == {"r0", "r1"}  # not kept for ever
+
+
+def test_a_replica_last_error_is_stamped_when_it_happened(gw: Gateway, clock: FakeClock) -> None:
+    r0 = replica(gw, "r0")
+    gw.history.sample()
+    assert gw.history.to_json()["replicas"]["r0"]["last_error_at"] is None
+    r0.probe_failed("Connection refused")
+    clock.advance(1)
+    gw.history.sample()
+    failed_at = clock.wall()
+    r0.probe_passed()  # recovered: the error stays on the replica, its time with it
+    clock.advance(30)
+    gw.history.sample()
+    assert gw.history.to_json()["replicas"]["r0"]["last_error_at"] == failed_at
+    r0.probe_failed("Connection refused")  # the same message again is a new error
+    clock.advance(1)
+    gw.history.sample()
+    assert gw.history.to_json()["replicas"]["r0"]["last_error_at"] == clock.wall()
