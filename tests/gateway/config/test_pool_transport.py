@@ -84,6 +84,8 @@ def test_grpcs_replicas_take_the_pools_tls(tmp_path: Path) -> None:
     endpoint = pool.endpoint(pool.replicas[0])
     assert endpoint.is_grpc and endpoint.tls == TlsConfig(ca_file=str(ca))
     assert _pool("grpc://127.0.0.1:8001").replicas[0].endpoint.tls is None
+    with pytest.raises(ValidationError, match="verify: false is not possible for grpcs"):
+        _pool("grpcs://127.0.0.1:8001", tls={"verify": False})
 
 
 def test_tls_files_must_exist_and_a_key_needs_its_certificate(tmp_path: Path) -> None:
