@@ -1,0 +1,74 @@
+"""The in-flight byte budget: admits what fits, queues in order, refuses after its wait."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from gateway.errors import Overloaded
+from gateway.policies.byte_budget import InflightBytes, machine_default
+
+
+async def test_bytes_that_fit_are_held_at_once_and_given_back() -> None:
+    budget = InflightBytes(100, wait_s=1.0)
+    await budget.take(60)
+    await budget.take(40)
+    assert budget.held == 100 and budget.peak == 100
+    budget.give(100)
+    assert budget.held == 0
+
+
+async def test_one_request_alone_is_admitted_even_over_the_budget() -> None:
+    budget = InflightBytes(100, wait_s=0.0)
+    await budget.take(500)  # under the body cap, so never refused for the budget alone
+    assert budget.held == 500
+
+
+async def test_a_waiter_is_admitted_in_order_when_bytes_come_back() -> None:
+    budget = InflightBytes(100, wait_s=60.0)
+    await budget.take(80)
+    first = asyncio.ensure_future(budget.take(50))
+    second = asyncio.ensure_future(budget.take(10))  # fits, but may not pass the first
+    await asyncio.sleep(0)
+    assert not first.done() and not second.done()
+    budget.give(80)
+    await asyncio.gather(first, second)
+    assert budget.held == 60
+
+
+async def test_a_request_that_never_fits_in_its_wait_gets_503_with_retry_after() -> None:
+    budget = InflightBytes(100, wait_s=0.0)
+    await budget.take(80)
+    with pytest.raises(Overloaded) as info:
+        await budget.take(50)
+    assert info.value.status == 503 and info.value.headers()["retry-after"] == "1"
+    assert "server.inflight_bytes=100" in str(info.value) and budget.refused == 1
+    assert budget.held == 80
+
+
+async def test_a_waiter_whose_client_left_leaves_the_queue_and_lets_the_next_one_in() -> None:
+    budget = InflightBytes(100, wait_s=60.0)
+    await budget.take(90)
+    big = asyncio.ensure_future(budget.take(100))
+    await asyncio.sleep(0)
+    small = asyncio.ensure_future(budget.take(5))
+    await asyncio.sleep(0)
+    big.cancel()  # its client went away while it waited
+    with pytest.raises(asyncio.CancelledError):
+        await big
+    budget.give(0)  # any give wakes the queue
+    await small
+    assert budget.held == 95
+
+
+async def test_answers_are_counted_without_waiting_and_hold_new_requests_back() -> None:
+    budget = InflightBytes(100, wait_s=0.0)
+    await budget.take(10)
+    budget.add(95)  # an answer in memory
+    with pytest.raises(Overloaded):
+        await budget.take(10)
+
+
+def test_the_default_is_sized_to_the_machine() -> None:
+    assert 64 << 20 <= machine_default() <= 1 << 30
