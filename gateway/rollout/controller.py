@@ -81,7 +81,8 @@ class Run:
             "evidence": {"step": self.step.to_json(z), "total": self.total.to_json(z)},
         }
         if self.progress is None:
-            return {**doc, "phase": "unknown", "share_percent": 0.0, "trail": []}
+            unknown = {"phase": "unknown", "step": 0, "share_percent": 0.0, "version": 0}
+            return {**doc, **unknown, "trail": []}  # the store not read yet
         return {**doc, **self.progress.to_json(self.config), "trail": list(self.progress.trail)}
 
 
