@@ -39,6 +39,8 @@ from gateway.telemetry.logging import configure_logging
 from gateway.telemetry.slo_metrics import SLO, SloMetrics
 from gateway.upstream.conformance import Finding, probe_config
 from gateway.upstream.fast_transport import FastTransport
+from gateway.upstream.grpc_transport import GrpcTransport
+from gateway.upstream.protocol_transport import ProtocolTransport
 
 DEFAULT_CONFIG = "config/local.yaml"
 UP_GRPC_PORT = 8001  # `gateway up` serves gRPC here unless told otherwise (Triton's convention)
@@ -214,7 +216,7 @@ def _key_problems(config: GatewayConfig) -> list[str]:
 
 
 async def _probe(config: GatewayConfig) -> list[Finding]:
-    transport = FastTransport()
+    transport = ProtocolTransport(FastTransport(), GrpcTransport())  # grpc:// replicas too
     try:
         return await probe_config(config, transport, fallback_signatures(config))
     finally:

@@ -30,9 +30,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import grpc.aio
 import httpx
 
 from gateway.config.models import GatewayConfig, LocalLaunch, PoolConfig, ReplicaConfig
+from v2proto.grpc import grpc_service_pb2 as pb
+from v2proto.grpc.service import Stub
 
 log = logging.getLogger(__name__)
 logging.getLogger("httpx").setLevel(logging.WARNING)
@@ -123,13 +126,16 @@ def replica_argv(
     fault_key_file: Path | None = None,
 ) -> list[str]:
     endpoint = replica.endpoint
+    # a grpc:// replica serves V2 gRPC on its URL's port, and REST on any free port
+    ports = ["--port", "0", "--grpc-port", str(endpoint.port)] if endpoint.is_grpc else [
+        "--port", str(endpoint.port)]  # fmt: skip
     argv = [
         sys.executable, "-m", "replicas.cli", "serve",
         "--model", launch.model_path,
         "--name", pool.model,
         "--version", pool.version or "1",
         "--host", endpoint.host,
-        "--port", str(endpoint.port),
+        *ports,
         "--device", launch.device,
     ]  # fmt: skip
     if launch.enable_faults:
@@ -137,6 +143,22 @@ def replica_argv(
         if fault_key_file is not None:
             argv += ["--fault-key-file", str(fault_key_file)]
     return argv
+
+
+async def _ready(client: httpx.AsyncClient, url: str, replica: ReplicaConfig) -> bool:
+    """One readiness check: REST ``/v2/health/ready``, or gRPC ``ServerReady`` for grpc://."""
+    endpoint = replica.endpoint
+    if not endpoint.is_grpc:
+        try:
+            return (await client.get(url, timeout=1.0)).status_code == 200
+        except httpx.HTTPError:
+            return False
+    async with grpc.aio.insecure_channel(endpoint.authority) as channel:
+        try:
+            reply = await Stub(channel).server_ready(pb.ServerReadyRequest(), timeout=1.0)
+        except grpc.aio.AioRpcError:
+            return False
+        return bool(reply.ready)
 
 
 def fault_key_file(environ: Mapping[str, str], directory: str | None = None) -> Path | None:
@@ -276,11 +298,8 @@ class Launcher:
                     f"replica {local.replica.id} exited with code {local.process.returncode} "
                     "before it was ready (its log lines above say why)"
                 )
-            try:
-                if (await client.get(url, timeout=1.0)).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
+            if await _ready(client, url, local.replica):
+                return
             await asyncio.sleep(0.1)
         raise LaunchError(f"replica {local.replica.id} not ready after {timeout:.0f} s")
 

@@ -36,7 +36,7 @@ from tests.support.processes import REPO_ROOT, free_port
 MODEL = REPO_ROOT / "fallback_models" / "digits-logreg.onnx"
 
 
-def config(enable_faults: bool, port: int = 9101) -> GatewayConfig:
+def config(enable_faults: bool, port: int = 9101, scheme: str = "http") -> GatewayConfig:
     local = {"model_path": str(MODEL), "enable_faults": enable_faults}
     return GatewayConfig.model_validate(
         {
@@ -44,7 +44,7 @@ def config(enable_faults: bool, port: int = 9101) -> GatewayConfig:
                 "p": {
                     "model": "digits",
                     "local": local,
-                    "replicas": [{"id": "r0", "url": f"http://127.0.0.1:{port}"}],
+                    "replicas": [{"id": "r0", "url": f"{scheme}://127.0.0.1:{port}"}],
                 }
             },
             "models": {"digits": {"pool": "p"}},
@@ -67,6 +67,25 @@ def test_faults_on_pass_the_key_file_never_the_key(tmp_path: Path) -> None:
     args = argv(True, tmp_path / "key")
     assert args[-3:] == ["--enable-faults", "--fault-key-file", str(tmp_path / "key")]
     assert argv(True, None)[-1] == "--enable-faults"  # the key comes from the environment
+
+
+def test_a_grpc_replica_serves_grpc_on_its_urls_port_and_rest_on_any() -> None:
+    pool = config(False, 9201, "grpc").pools["p"]
+    assert pool.local is not None
+    args = replica_argv(pool, pool.replicas[0], pool.local)
+    assert args[args.index("--port") + 1] == "0"
+    assert args[args.index("--grpc-port") + 1] == "9201"
+
+
+@pytest.mark.integration
+async def test_gateway_up_waits_for_a_grpc_replica_over_grpc() -> None:
+    launcher = Launcher(config(False, free_port(), "grpc"))
+    try:
+        launcher.spawn()
+        await launcher.wait_ready()  # ServerReady: the REST port is not known
+        assert launcher.replicas[0].process.poll() is None
+    finally:
+        launcher.stop()
 
 
 def test_a_new_private_key_file_per_run_and_its_path_logged(
