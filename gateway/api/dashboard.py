@@ -1,12 +1,15 @@
 """``GET /status`` (and ``/dashboard``): the gateway's live dashboard, one self-contained page.
 
-The page holds no state of its own: its script polls ``/admin/state``, ``/admin/history`` and
-``/slo`` every 2 s (same origin) and draws charts of the last minutes (inline SVG), replica
-tiles, the SLO table and the event timeline. No external asset of any kind (no CDN, fonts or
-images), and a Content-Security-Policy that allows none: it works on an air-gapped host and
-leaks nothing to third parties. A keyed control plane: the data requests carry the key given
-in a ``#key=`` fragment or typed into the page's form (kept in ``sessionStorage``); while it
-holds one, tiles and pools carry operator buttons (`gateway.api.dashboard_controls`).
+The page holds no state of its own: its script polls ``/admin/state``, ``/admin/history``,
+``/admin/fleet`` and ``/slo`` every 2 s (same origin) and draws the fleet (every gateway of the
+namespace, `gateway.api.dashboard_fleet`), replica tiles, charts of the last minutes (inline
+SVG), the SLO table and the event timeline. The page is a list of sections (`SECTIONS`), the
+replica tiles first after the fleet, so they are in view on opening; idle models are one line.
+No external asset of any kind (no CDN, fonts or images), and a Content-Security-Policy that
+allows none: it works on an air-gapped host and leaks nothing to third parties. A keyed
+control plane: the data requests carry the key given in a ``#key=`` fragment or typed into the
+page's form (kept in ``sessionStorage``); while it holds one, tiles and pools carry operator
+buttons (`gateway.api.dashboard_controls`).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 from fastapi.responses import HTMLResponse
 
 from gateway.api.dashboard_controls import CONTROLS_BAR, CONTROLS_SCRIPT, CONTROLS_STYLE
+from gateway.api.dashboard_fleet import FLEET_SCRIPT, FLEET_SECTION, FLEET_STYLE
 from gateway.api.dashboard_script import SCRIPT
 
 POLL_S = 2.0
@@ -51,6 +55,8 @@ margin-bottom:12px}
 .chart svg{width:100%;height:110px;display:block}
 .legend span{margin-left:8px;white-space:nowrap}
 .tiles{display:grid;grid-template-columns:repeat(auto-fill,minmax(250px,1fr));gap:8px}
+.poolbody{display:grid;grid-template-columns:minmax(0,1fr) 320px;gap:10px;align-items:start}
+@media (max-width:900px){.poolbody{grid-template-columns:1fr}}
 .tile{border:1px solid var(--line);border-left:6px solid var(--ok);border-radius:6px;
 padding:6px 8px;background:#fff}
 .tile.warn{border-left-color:var(--warn);background:var(--warnb)}
@@ -73,7 +79,7 @@ border-bottom:1px solid #f0f0f0}
 select,input,button{font:inherit}
 """
 
-_BODY = """
+_HEADER = """
 <header>
   <h1>v2-gateway</h1><span id="ready" class="badge">loading</span>
   <form id="keyform">admin key <input id="keyinput" type="password" autocomplete="off">
@@ -83,15 +89,17 @@ _BODY = """
     <option value="300" selected>5 min</option><option value="600">10 min</option></select></label>
   <span id="asof">as of —</span>
 </header>
-<main>
-  <h2>Gateway</h2><div id="overview" class="card"></div>
-  <h2>Models</h2><div id="models"></div>
-  <h2>Pools and replicas</h2>{bar}<div id="pools"></div>
-  <h2>SLOs</h2><div id="slos" class="card"></div>
-  <h2>Events <span id="eventcounts" class="mute"></span></h2>
-  <div id="events" class="card"></div>
-</main>
 """
+# The page's sections, top to bottom (a new panel is one more entry).
+SECTIONS = (
+    FLEET_SECTION,
+    f"<h2>Pools and replicas</h2>{CONTROLS_BAR}<div id='pools'></div>",
+    "<h2>Gateway</h2><div id='overview' class='card'></div>",
+    "<h2>Models</h2><div id='models'></div>",
+    "<h2>SLOs</h2><div id='slos' class='card'></div>",
+    "<h2>Events <span id='eventcounts' class='mute'></span></h2>"
+    "<div id='events' class='card'></div>",
+)
 
 
 def render_dashboard() -> str:
@@ -99,9 +107,13 @@ def render_dashboard() -> str:
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width,initial-scale=1'>"
         "<link rel='icon' href='data:,'><title>v2-gateway dashboard</title>"
-        f"<style>{_STYLE}{CONTROLS_STYLE}</style></head><body>"
-        + _BODY.replace("{bar}", CONTROLS_BAR)
-        + f"<script>const POLL_MS = {int(POLL_S * 1000)};\n{SCRIPT}{CONTROLS_SCRIPT}</script>"
+        f"<style>{_STYLE}{CONTROLS_STYLE}{FLEET_STYLE}</style></head><body>"
+        + _HEADER
+        + "<main>"
+        + "".join(SECTIONS)
+        + "</main>"
+        + f"<script>const POLL_MS = {int(POLL_S * 1000)};\n{SCRIPT}{CONTROLS_SCRIPT}"
+        + f"{FLEET_SCRIPT}</script>"
         "</body></html>"
     )
 

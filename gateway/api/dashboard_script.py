@@ -3,7 +3,11 @@
 Plain ES2020, no library: every chart is an inline SVG path computed here, every string from
 the gateway is escaped before it reaches ``innerHTML``. Health is shown as words and colours
 (never a language's true/false), a replica's latency only while it serves (a dead replica's
-last average is stale), and the timeline keeps an ejection after it has expired.
+last average is stale), its last error with when it happened, and the timeline keeps an
+ejection after it has expired. Charts span the chosen window; a pool's chart ends on the counts
+its tiles show (the same ``/admin/state`` answer), and a model without requests in the window
+is one line instead of empty charts. Hedging reads as configured, and as suspended while the
+burn policy withholds it.
 """
 
 from __future__ import annotations
@@ -68,12 +72,11 @@ function niceCeil(v) {
   return 10 * p;
 }
 
-// One line chart: series [{name, values, color}] over the shared times t (gateway wall s).
-// A young gateway's history fills the width (at least a minute, at most the chosen window).
+// One line chart: series [{name, values, color}] over the shared times t (gateway wall s),
+// across the chosen window (o.span s), as its selector says.
 function chart(id, title, t, series, o) {
   const W = 300, H = 110, L = 40, R = 6, T = 8, B = 16;
-  const span = Math.min(o.span, Math.max(60, o.now - (t.length ? t[0] : o.now)));
-  const t0 = o.now - span;
+  const span = o.span, t0 = o.now - span;
   let max = o.floor || 0;
   for (const s of series) {
     s.values.forEach((v, i) => { if (t[i] >= t0 && v != null && v > max) max = v; });
@@ -110,7 +113,8 @@ function chart(id, title, t, series, o) {
     if (lastPoint) {
       svg += `<circle cx="${lastPoint[0]}" cy="${lastPoint[1]}" r="2.2" fill="${color}"/>`;
     }
-    legend += `<span style="color:${color}">${esc(s.name)} ${esc(fmt(latest, o.unit))}</span>`;
+    legend += `<span style="color:${color}" data-series="${esc(s.name)}" data-latest=`
+      + `"${esc(latest)}">${esc(s.name)} ${esc(fmt(latest, o.unit))}</span>`;
   });
   svg += "</svg>";
   return `<div class="chart" data-chart="${esc(id)}"><div class="title"><span>${esc(title)}`
@@ -150,33 +154,47 @@ function policyText(policy) {
     + ` margin ×${esc(a.fallback_margin_factor)}</span>`;
 }
 
+function hedgingText(m) {  // configured hedging, which the burn policy may suspend
+  if (!m.hedging) return `<span class="mute" data-hedging="off">off</span>`;
+  return m.policy.hedging_enabled ? `<span data-hedging="on">${word("on", "ok")}</span>`
+    : `<span data-hedging="suspended">${word("suspended by the burn policy", "warn")}</span>`;
+}
+
+function modelCharts(name, h, t, span, now, refs) {
+  const burn = Object.entries(h.slo || {}).map(([n, v]) => ({name: n, values: v.burn}));
+  return `<div class="charts">
+    ${chart(name + "-rate", "requests/s", t, [{name: "rate", values: h.rate || []}],
+      {span, now, unit: "/s"})}
+    ${chart(name + "-errors", "error / degraded share", t, [
+      {name: "5xx", values: h.error_share || [], color: "#c62828"},
+      {name: "degraded", values: h.degraded_share || [], color: "#ef6c00"},
+      {name: "fallback", values: h.fallback_share || [], color: "#6a1b9a"}],
+      {span, now, unit: "%", floor: 0.01})}
+    ${chart(name + "-latency", "latency", t, [
+      {name: "p50", values: h.p50_ms || [], color: "#1565c0"},
+      {name: "p99", values: h.p99_ms || [], color: "#c62828"}],
+      {span, now, unit: "ms"})}
+    ${burn.length ? chart(name + "-burn", "SLO burn rate (5 min)", t, burn,
+      {span, now, unit: "×", refs}) : ""}</div>`;
+}
+
 function renderModels(state, hist, slo, span) {
   const page = (slo.alert_rules || []).find((r) => r.severity === "page");
+  const refs = [{value: 1, label: "1× (on budget)", fit: true}];
+  if (page) refs.push({value: page.factor, label: `${page.factor}× page`});
   const html = Object.entries(state.models).map(([name, m]) => {
-    const h = hist.models[name] || {}, s = (slo.models || {})[name] || {}, t = hist.t;
-    const burn = Object.entries(h.slo || {}).map(([n, v]) => ({name: n, values: v.burn}));
-    const refs = [{value: 1, label: "1× (on budget)", fit: true}];
-    if (page) refs.push({value: page.factor, label: `${page.factor}× page`});
-    return `<div class="card" data-model="${esc(name)}"><h3>${esc(name)} ${m.ready
-      ? word("ready", "ok") : word("not ready", "bad")}</h3><div class="facts">
+    const h = hist.models[name] || {}, s = (slo.models || {})[name] || {};
+    const idle = !(h.rate || []).some((v) => v > 0);  // no charts of nothing
+    const quiet = `<span class="mute">no requests in the last ${esc(span / 60)} min</span>`;
+    return `<div class="card" data-model="${esc(name)}" data-idle="${idle ? "yes" : "no"}">`
+      + `<h3>${esc(name)} ${m.ready ? word("ready", "ok") : word("not ready", "bad")}</h3>
+      <div class="facts">
       <span>route <b>${esc(m.route)}</b></span><span>pools <b>${esc(m.pools.join(", "))}</b></span>
       <span>in flight <b>${esc(m.in_flight)}</b>/${esc(m.max_in_flight)}</span>
       <span>shed <b>${esc(m.shed)}</b></span>
-      <span>hedging ${m.policy.hedging_enabled ? word("on", "ok") : word("off", "warn")}</span>
-      <span>burn policy ${policyText(s.policy)}</span></div><div class="charts">
-      ${chart(name + "-rate", "requests/s", t, [{name: "rate", values: h.rate || []}],
-        {span, now: hist.as_of, unit: "/s"})}
-      ${chart(name + "-errors", "error / degraded share", t, [
-        {name: "5xx", values: h.error_share || [], color: "#c62828"},
-        {name: "degraded", values: h.degraded_share || [], color: "#ef6c00"},
-        {name: "fallback", values: h.fallback_share || [], color: "#6a1b9a"}],
-        {span, now: hist.as_of, unit: "%", floor: 0.01})}
-      ${chart(name + "-latency", "latency", t, [
-        {name: "p50", values: h.p50_ms || [], color: "#1565c0"},
-        {name: "p99", values: h.p99_ms || [], color: "#c62828"}],
-        {span, now: hist.as_of, unit: "ms"})}
-      ${burn.length ? chart(name + "-burn", "SLO burn rate (5 min)", t, burn,
-        {span, now: hist.as_of, unit: "×", refs}) : ""}</div></div>`;
+      <span>hedging ${hedgingText(m)}</span>
+      <span>burn policy ${policyText(s.policy)}</span>${idle ? quiet : ""}</div>`
+      + `${idle ? "" : modelCharts(name, h, hist.t, span, hist.as_of, refs)}</div>`;
   });
   $("models").innerHTML = html.join("");
 }
@@ -204,7 +222,11 @@ function tile(r, seen) {
   }
   lines.push(serving ? `latency <b>${esc(fmt(r.ewma_latency_ms, "ms"))}</b> <span class="mute">`
     + `(moving average)</span>` : `latency <span class="mute">— (not serving)</span>`);
-  if (r.last_error) lines.push(`<span class="mute">last error: ${esc(r.last_error)}</span>`);
+  if (r.last_error) {
+    const at = seen.last_error_at;
+    lines.push(`<span class="mute" data-last-error>last error${at == null ? ""
+      : ` ${esc(clock(at))} (${esc(ago(at))})`}: ${esc(r.last_error)}</span>`);
+  }
   lines.push(`<span class="mute">requests ${esc(r.requests)} · failures ${esc(r.failures)} · `
     + `outstanding ${esc(r.outstanding)}${r.standby ? " · standby" : ""}</span>`);
   return `<div class="tile ${level}" data-replica="${esc(r.id)}" data-health="${health}"`
@@ -215,22 +237,32 @@ function tile(r, seen) {
     + `${replicaControls(r)}</div>`;
 }
 
+// A pool's counts now, read from the same replicas its tiles are drawn from.
+function poolNow(p) {
+  const count = (test) => p.replicas.filter(test).length;
+  return {healthy: p.healthy, ejected: count((r) => r.ejected),
+    quarantined: count((r) => r.quarantined),
+    open_breakers: count((r) => ((r.breaker || {}).state) === "open")};
+}
+
 function renderPools(state, hist, span) {
   $("pools").innerHTML = state.pools.map((p) => {
-    const h = hist.pools[p.name] || {};
+    const h = hist.pools[p.name] || {}, now = poolNow(p), t = [...hist.t, hist.as_of];
+    const series = (field) => [...(h[field] || hist.t.map(() => null)), now[field]];
     const tiles = [...p.replicas, ...p.draining]  // drained ones too: their in-flight, restore
       .map((r) => tile(r, hist.replicas[r.id] || {})).join("");
     return `<div class="card" data-pool="${esc(p.name)}"><h3>${esc(p.name)} <span class="mute">→ `
       + `${esc(p.model)}${p.version ? " v" + esc(p.version) : ""}</span>${poolControls(p)}</h3>`
       + `<div class="facts">`
-      + `<span><b>${esc(p.healthy)}</b>/${esc(p.size)} healthy</span><span><b>${esc(p.ejected)}`
+      + `<span><b>${esc(p.healthy)}</b>/${esc(p.size)} healthy</span><span><b>${esc(now.ejected)}`
       + `</b> ejected</span>${p.panic ? word("PANIC: balancing over all replicas", "bad") : ""}`
-      + `</div><div class="charts">${chart(p.name + "-replicas", "replicas", hist.t, [
-        {name: "healthy", values: h.healthy || [], color: "#2e7d32"},
-        {name: "ejected", values: h.ejected || [], color: "#ef6c00"},
-        {name: "quarantined", values: h.quarantined || [], color: "#c62828"},
-        {name: "open breakers", values: h.open_breakers || [], color: "#6a1b9a"}],
-        {span, now: hist.as_of, floor: p.size})}</div><div class="tiles">${tiles}</div></div>`;
+      + `</div><div class="poolbody"><div class="tiles">${tiles}</div>`
+      + `${chart(p.name + "-replicas", "replicas", t, [
+        {name: "healthy", values: series("healthy"), color: "#2e7d32"},
+        {name: "ejected", values: series("ejected"), color: "#ef6c00"},
+        {name: "quarantined", values: series("quarantined"), color: "#c62828"},
+        {name: "open breakers", values: series("open_breakers"), color: "#6a1b9a"}],
+        {span, now: hist.as_of, floor: p.size})}</div></div>`;
   }).join("");
 }
 
@@ -283,10 +315,11 @@ function stamp() {
 async function poll() {
   try {
     const span = Number($("span").value);
-    const [state, hist, slo] = await Promise.all([getJSON("/admin/state"),
-      getJSON(`/admin/history?seconds=${span}&events=200`), getJSON("/slo")]);
+    const [state, hist, slo, fleet] = await Promise.all([getJSON("/admin/state"),
+      getJSON(`/admin/history?seconds=${span}&events=200`), getJSON("/slo"), fleetOf()]);
     asOf = hist.as_of;
     renderHeader(state);
+    renderFleet(fleet);
     renderOverview(state, hist, span);
     renderModels(state, hist, slo, span);
     heldOf(state);

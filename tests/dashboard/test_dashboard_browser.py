@@ -133,6 +133,8 @@ def test_the_dashboard_shows_a_killed_replica(
             for name in CHARTS:
                 assert page.locator(f"[data-chart='{name}'] svg").count() == 1, name
             assert page.locator("#ready").inner_text() == "ready"
+            fleet = page.locator("#fleetscope").inner_text()  # no Redis: no fleet to show
+            assert fleet == "(this instance only (no shared state configured))", fleet
             assert page.locator("#asof").inner_text().startswith("as of ")
             assert page.locator("[data-slo='digits/fast']").count() == 1
             body = page.locator("body").inner_text()
