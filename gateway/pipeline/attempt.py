@@ -229,9 +229,10 @@ async def _input_of(call: InferCall) -> str:
     event loop."""
     request_id = call.request.id if call.request is not None else None
     header_length = call.upstream_headers.get(HEADER_LENGTH)
-    if len(call.body) <= OFF_LOOP_BYTES:
-        return input_digest(call.body, header_length, request_id)
-    return await asyncio.to_thread(input_digest, call.body, header_length, request_id)
+    body = call.body.joined()
+    if len(body) <= OFF_LOOP_BYTES:
+        return input_digest(body, header_length, request_id)
+    return await asyncio.to_thread(input_digest, body, header_length, request_id)
 
 
 def _in_client_dialect(

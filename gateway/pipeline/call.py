@@ -31,6 +31,7 @@ from gateway.telemetry.spans import RequestSpan
 from gateway.upstream.evidence import Dispute
 from gateway.upstream.registry import Pool
 from gateway.upstream.replica import Replica
+from gateway.v2.body import Body
 from gateway.v2.request import InferRequestInfo
 
 
@@ -49,13 +50,14 @@ class Ledger:
 class InferCall:
     model_name: str
     model: ModelConfig
-    body: bytes
+    body: Body  # the buffers it arrived in, the id spliced in (`gateway.v2.body`)
     upstream_headers: Mapping[str, str]
     deadline: Deadline
     request_id: str
     request: InferRequestInfo | None = None  # the parsed JSON header, when the edge parsed it
     span: RequestSpan | None = None  # the request's trace span, when tracing is on
     tenant: str = ANONYMOUS  # who asked: admission shares each model's bound among tenants
+    client_id: str | None = None  # the id the client's answer carries (`request.id` is unique)
     ledger: Ledger = field(default_factory=Ledger, compare=False)
 
     @property

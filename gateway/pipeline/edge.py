@@ -39,7 +39,7 @@ from gateway.policies.tenant_limits import TenantLimits
 from gateway.telemetry.logging import bind_request, unbind_request
 from gateway.telemetry.spans import RequestSpan
 from gateway.telemetry.tracing import Tracer
-from gateway.v2.identity import request_id_of
+from gateway.v2.identity import request_id_of, with_client_id
 from gateway.v2.request import HEADER_LENGTH
 from gateway.v2.response import rename_reply
 
@@ -149,6 +149,11 @@ class Edge:
             # the replica's answer in the client's names (a vote's and a fallback's already are)
             result.body, result.header_length = rename_reply(
                 result.body, result.header_length, intake.model_name, model.version
+            )
+        if result.status == 200 and call.request is not None and call.client_id is not None:
+            # the client's own id back in place of the unique one its replicas saw
+            result.body, result.header_length = with_client_id(
+                result.body, result.header_length, call.request.id or "", call.client_id
             )
         return result
 

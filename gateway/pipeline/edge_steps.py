@@ -18,7 +18,8 @@ from gateway.deadline import Deadline, timeout_from_header
 from gateway.errors import PayloadTooLarge, Unauthorized
 from gateway.pipeline.call import InferCall
 from gateway.telemetry.spans import RequestSpan
-from gateway.v2.identity import with_request_id
+from gateway.v2.body import Body
+from gateway.v2.identity import upstream_id, with_request_id
 from gateway.v2.request import HEADER_LENGTH, InferRequestInfo, parse_infer_request
 from gateway.v2.schema import ModelSchema
 from v2proto.codec import BINARY_CONTENT_TYPE
@@ -64,14 +65,15 @@ class Caller:
 
 class BoundedBody:
     """The whole body, up to ``max_bytes`` (413): a declared length over it is refused before
-    a byte is read, and reading stops at the first chunk that crosses it."""
+    a byte is read, and reading stops at the first chunk that crosses it. The body is kept as
+    the chunks it arrived in (`Body`): nothing joins them unless it needs one buffer."""
 
     __slots__ = ("max_bytes",)
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
 
-    async def __call__(self, declared: str | None, read: BodyReader) -> bytes:
+    async def __call__(self, declared: str | None, read: BodyReader) -> Body:
         limit = self.max_bytes
         if declared is not None and declared.isdigit() and int(declared) > limit:
             raise PayloadTooLarge(f"request body over {limit} bytes")
@@ -79,14 +81,14 @@ class BoundedBody:
         if not more:  # the usual case: one chunk
             if len(chunk) > limit:
                 raise PayloadTooLarge(f"request body over {limit} bytes")
-            return chunk
+            return Body.of(chunk)
         chunks = [chunk]
         size = len(chunk)
         while True:
             if size > limit:
                 raise PayloadTooLarge(f"request body over {limit} bytes")
             if not more:
-                return b"".join(chunks)
+                return Body([c for c in chunks if c], size)
             chunk, more = await read()
             size += len(chunk)
             chunks.append(chunk)
@@ -99,8 +101,10 @@ def timeout_of(raw: str | None, model: ModelConfig) -> float:
 
 
 class Parse:
-    """The V2 structure (400): inline up to the parser's ``inline_max_bytes``, else off the
-    event loop, so one big body never stalls the other clients."""
+    """The V2 structure (400): inline when the JSON to parse is at most the parser's
+    ``inline_max_bytes``, else off the event loop, so one big body never stalls the other
+    clients. A binary tensor request's JSON is its header alone (a few hundred bytes): its
+    tensor bytes are checked in place, by sizes and numpy, and never leave the process."""
 
     __slots__ = ("_inline_max", "_parser")
 
@@ -109,11 +113,14 @@ class Parse:
         self._inline_max = parser.inline_max_bytes
 
     async def __call__(
-        self, body: bytes, header_length: str | None, max_rows: int | None
+        self, body: Body, header_length: str | None, max_rows: int | None
     ) -> InferRequestInfo:
-        if len(body) <= self._inline_max:
+        size = len(body)
+        if header_length is not None and header_length.isdigit():
+            size = min(size, int(header_length))
+        if size <= self._inline_max:
             return parse_infer_request(body, header_length, max_rows)
-        return await self._parser.offload(body, header_length, max_rows)
+        return await self._parser.offload(body.joined(), header_length, max_rows)
 
 
 class SchemaCheck:
@@ -132,8 +139,9 @@ class SchemaCheck:
 
 
 class CallBuilder:
-    """The frozen `InferCall`: the request's id in its body (`with_request_id`, so a reply for
-    another request is caught), the headers to forward, the deadline from arrival."""
+    """The frozen `InferCall`: an id of its own in its body (`upstream_id`: the client's id,
+    or its ``x-request-id``, made unique, so a reply for another request, even one with the
+    same client id, is caught), the headers to forward, the deadline from arrival."""
 
     __slots__ = ("_clock",)
 
@@ -144,7 +152,7 @@ class CallBuilder:
         self,
         model_name: str,
         model: ModelConfig,
-        body: bytes,
+        body: Body,
         header_length: str | None,
         request: InferRequestInfo,
         request_id: str,
@@ -153,7 +161,9 @@ class CallBuilder:
         span: RequestSpan,
         tenant: str,
     ) -> InferCall:
-        body, header_length, request = with_request_id(body, header_length, request, request_id)
+        client_id = request.id if request.id is not None else request_id
+        sent_id = upstream_id(client_id)
+        body, header_length, request = with_request_id(body, header_length, request, sent_id)
         forwarded: Mapping[str, str]
         if header_length is None:
             forwarded = JSON_BODY
@@ -169,6 +179,7 @@ class CallBuilder:
             request=request,
             span=span,
             tenant=tenant,
+            client_id=client_id,
         )
 
 

@@ -101,7 +101,7 @@ class FallbackLayer:
     ) -> InferResult:
         assert call.model.fallback is not None, "only a model with a fallback gets here"
         speaks = Dialect(call.model.fallback.tensors)  # the fallback model's tensor names
-        inputs = decode_inputs(call.body, call.upstream_headers.get(HEADER_LENGTH))
+        inputs = decode_inputs(call.body.joined(), call.upstream_headers.get(HEADER_LENGTH))
         outputs = await runner.infer(speaks.pool_inputs(inputs))
         served = {"degraded": reason, "served_by": f"fallback/{name}"}
         reply = encode_reply(call, speaks.client_outputs(outputs), served)

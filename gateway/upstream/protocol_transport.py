@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 from gateway.config.endpoint import Endpoint
 from gateway.upstream.transport import Transport, UpstreamResponse
+from gateway.v2.body import Body
 
 
 class ProtocolTransport:
@@ -29,7 +30,7 @@ class ProtocolTransport:
         method: str,
         path: str,
         *,
-        body: bytes = b"",
+        body: bytes | Body = b"",
         headers: Mapping[str, str] | None = None,
         timeout: float,
     ) -> UpstreamResponse:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from gateway.config.endpoint import Endpoint
+from gateway.v2.body import Body
 
 
 class Stream(Protocol):
@@ -68,7 +69,7 @@ class Transport(Protocol):
         method: str,
         path: str,
         *,
-        body: bytes = b"",
+        body: bytes | Body = b"",  # a `Body` is sent as its pieces where the transport can
         headers: Mapping[str, str] | None = None,
         timeout: float,
     ) -> UpstreamResponse: ...

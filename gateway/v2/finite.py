@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -66,17 +67,44 @@ def _fp32(data: list[Any]) -> array[float] | None:
     return values
 
 
-def check_binary_finite(raw: memoryview, datatype: str, name: str) -> None:
-    """`BadRequest` if input ``name``'s binary ``datatype`` data holds a NaN or an infinity."""
+def check_binary_finite(raw: memoryview | Iterable[memoryview], datatype: str, name: str) -> None:
+    """`BadRequest` if input ``name``'s binary ``datatype`` data holds a NaN or an infinity.
+
+    ``raw`` is the tensor's bytes, or their segments in order (views of the buffers the body
+    arrived in): each is checked in place, and only a value split between two segments is
+    copied (its few bytes).
+    """
     dtype = _FLOATS.get(datatype)
-    if dtype is None or len(raw) % dtype.itemsize:
-        return  # not a float type, or a size the replica will reject with a precise message
-    finite = np.isfinite(np.frombuffer(raw, dtype=dtype))
-    if not finite.all():
-        bad = int(finite.size - np.count_nonzero(finite))
+    if dtype is None:
+        return  # not a float type
+    segments = [raw] if isinstance(raw, memoryview) else list(raw)
+    if sum(map(len, segments)) % dtype.itemsize:
+        return  # a size the replica will reject with a precise message
+    bad = 0
+    carry = b""
+    for segment in segments:
+        if carry:
+            need = dtype.itemsize - len(carry)
+            carry += bytes(segment[:need])
+            segment = segment[need:]
+            if len(carry) == dtype.itemsize:
+                bad += _nonfinite(memoryview(carry), dtype)
+                carry = b""
+        whole = len(segment) - len(segment) % dtype.itemsize
+        bad += _nonfinite(segment[:whole], dtype)
+        carry += bytes(segment[whole:])
+    if bad:
         raise BadRequest(
             f"input {name!r}: binary {datatype} data holds NaN or infinity ({bad} values)"
         )
+
+
+def _nonfinite(raw: memoryview, dtype: np.dtype[np.floating[Any]]) -> int:
+    """How many values of ``raw`` (whole ``dtype`` items) are NaN or infinite."""
+    if not len(raw):
+        return 0
+    finite = np.isfinite(np.frombuffer(raw, dtype=dtype))
+    return int(finite.size - np.count_nonzero(finite))
 
 
 def _out_of_range(name: str, value: Any, datatype: str) -> BadRequest:

@@ -15,7 +15,8 @@ import re
 
 import orjson
 
-from gateway.v2.request import InferRequestInfo
+from gateway.v2.body import Body
+from gateway.v2.request import InferRequestInfo, detached, parse_infer_request
 
 _SANE = re.compile(r"[\x21-\x7e]{1,128}")
 _ids = itertools.count(1)
@@ -29,15 +30,94 @@ def request_id_of(given: str | None) -> str:
     return f"{_prefix}{next(_ids)}"
 
 
+def upstream_id(client_id: str) -> str:
+    """The id a request carries to replicas: the client's plus a suffix no other request of
+    this gateway has, so a late answer to another client's request with the same id ("1")
+    is caught (`gateway.v2.response.check_reply`) rather than delivered."""
+    return f"{client_id}~{_prefix}{next(_ids)}"
+
+
 def with_request_id(
-    body: bytes, header_length: str | None, info: InferRequestInfo, request_id: str
-) -> tuple[bytes, str | None, InferRequestInfo]:
-    """The body (and header length, info) carrying ``request_id`` unless it has an id already."""
-    if "id" in info.header:
-        return body, header_length, info
-    start = body.index(b"{") + 1  # a validated request is a JSON object with inputs
-    insert = b'"id":' + orjson.dumps(request_id) + b","
-    new_body = body[:start] + insert + body[start:]
-    new_length = None if header_length is None else str(int(header_length) + len(insert))
-    header = {"id": request_id, **info.header}
-    return new_body, new_length, InferRequestInfo(request_id, header, info.binary_length)
+    body: Body, header_length: str | None, info: InferRequestInfo, request_id: str
+) -> tuple[Body, str | None, InferRequestInfo]:
+    """The body (and header length, info) carrying the id ``request_id`` in its JSON header,
+    in place of the client's if it has one: a small buffer between views of the received
+    bytes, so the tensor data is neither copied nor moved."""
+    encoded = orjson.dumps(request_id)
+    end = len(body) if header_length is None else int(header_length)
+    if "id" not in info.header:
+        start = _opening(body)  # a validated request is a JSON object with inputs
+        new = body.spliced(start, b'"id":' + encoded + b",")
+    else:
+        at = _id_value(body, end, info.header["id"])
+        if at is not None:
+            new = body.spliced(at[0], encoded, at[1] - at[0])
+        else:  # the id amid the header: re-encoded (small unless a large JSON body)
+            full = parse_infer_request(body, header_length) if detached(info.header) else info
+            head = orjson.dumps({**full.header, "id": request_id})
+            new = Body([head, *body.views(end)])
+    length = None if header_length is None else str(end + len(new) - len(body))
+    header = {**info.header, "id": request_id}
+    return new, length, InferRequestInfo(request_id, header, info.binary_length)
+
+
+def with_client_id(
+    body: bytes, header_length: str | None, sent_id: str, client_id: str
+) -> tuple[bytes, str | None]:
+    """A reply carrying the ``client_id`` in place of the ``sent_id`` the gateway sent upstream
+    (the client gets its own id back); unchanged if it does not carry ``sent_id``."""
+    if sent_id == client_id:
+        return body, header_length
+    end = len(body) if header_length is None else int(header_length)
+    sent = orjson.dumps(sent_id)
+    for member in (b'"id":' + sent, b'"id": ' + sent):
+        at = body.find(member, 0, end)
+        if at >= 0:
+            value = at + len(member) - len(sent)
+            new = body[:value] + orjson.dumps(client_id) + body[value + len(sent) :]
+            grown = len(new) - len(body)
+            return new, None if header_length is None else str(end + grown)
+    try:
+        header = orjson.loads(body[:end])
+    except orjson.JSONDecodeError:
+        return body, header_length
+    if not isinstance(header, dict) or header.get("id") != sent_id:
+        return body, header_length
+    head = orjson.dumps({**header, "id": client_id})
+    if header_length is None:
+        return head, None
+    return head + body[end:], str(len(head))
+
+
+_STRING = rb'("(?:[^"\\]|\\.)*")'
+# The top-level "id" member when it opens the object, or closes it (after a comma; a quote
+# after a comma outside a string opens a key, and the last ``}`` closes the top level).
+_FIRST_ID = re.compile(rb'\s*\{\s*"id"\s*:\s*' + _STRING)
+_LAST_ID = re.compile(rb',\s*"id"\s*:\s*' + _STRING + rb"\s*\}\s*$")
+_FIRST_ID_SCAN = 4096  # bytes read at either end of the JSON header for it
+
+
+def _id_value(body: Body, end: int, value: str) -> tuple[int, int] | None:
+    """Where the top-level ``id`` member's value (``value``) lies in the JSON header ending at
+    ``end``, when it is the first or the last member; else None."""
+    first = _FIRST_ID.match(body.head(min(end, _FIRST_ID_SCAN)))
+    if first is not None and orjson.loads(first[1]) == value:
+        return first.start(1), first.end(1)
+    tail_at = max(0, end - _FIRST_ID_SCAN)
+    last = _LAST_ID.search(b"".join(body.views(tail_at, end)))
+    if last is not None and orjson.loads(last[1]) == value:
+        return tail_at + last.start(1), tail_at + last.end(1)
+    return None
+
+
+def _opening(body: Body) -> int:
+    """Where the JSON object's opening brace ends (the first ``{``; only whitespace precedes
+    it in a validated request)."""
+    offset = 0
+    for piece in body.pieces:
+        for at in range(0, len(piece), _FIRST_ID_SCAN):
+            found = bytes(piece[at : at + _FIRST_ID_SCAN]).find(b"{")
+            if found >= 0:
+                return offset + at + found + 1
+        offset += len(piece)
+    raise ValueError("no JSON object in the body")

@@ -13,19 +13,22 @@ from typing import Any
 
 import orjson
 
+from gateway.v2.body import Body
 from gateway.v2.request import InferRequestInfo, detached, parse_infer_request
 
 _OPENING = re.compile(rb"\s*\{")  # a JSON object's opening brace
+_OPENING_SCAN = 4096  # bytes read for it (a validated request has only whitespace before)
 
 
 def asking_for(
-    info: InferRequestInfo, body: bytes, names: Sequence[str] | None
-) -> tuple[InferRequestInfo, bytes, str | None]:
+    info: InferRequestInfo, body: Body, names: Sequence[str] | None
+) -> tuple[InferRequestInfo, Body, str | None]:
     """The same request asking for exactly the outputs ``names``, in JSON (None: the ones the
     client named, if any); returns its parsed header, its body and its header length.
 
     A vote compares what every leg was asked for, so it asks each leg for the same outputs
-    (a pool's dialect then renames them). The client's own body when it already asks for that.
+    (a pool's dialect then renames them). The client's own body when it already asks for that;
+    else its JSON header changed and its tensor bytes shared, not copied (`Body`).
     """
     length = None if info.binary_length == 0 else str(len(body) - info.binary_length)
     wanted = None if names is None else [{"name": name} for name in names]
@@ -46,15 +49,15 @@ def asking_for(
 
 
 def _spliced(
-    info: InferRequestInfo, body: bytes, length: str | None, wanted: list[dict[str, str]]
-) -> tuple[InferRequestInfo, bytes, str | None] | None:
+    info: InferRequestInfo, body: Body, length: str | None, wanted: list[dict[str, str]]
+) -> tuple[InferRequestInfo, Body, str | None] | None:
     """The body with ``"outputs": wanted`` put in front of its other keys, its bytes otherwise
     as they came (a large request is neither parsed again nor re-encoded)."""
-    opening = _OPENING.match(body)
+    opening = _OPENING.match(body.head(min(len(body), _OPENING_SCAN)))
     if opening is None:
         return None
     key = b'"outputs":' + orjson.dumps(wanted) + b","
-    spliced = body[: opening.end()] + key + body[opening.end() :]
+    spliced = body.spliced(opening.end(), key)
     length = None if length is None else str(int(length) + len(key))
     return (
         InferRequestInfo(info.id, {**info.header, "outputs": wanted}, info.binary_length),
@@ -86,9 +89,10 @@ def _json_header(header: dict[str, Any]) -> dict[str, Any]:
     return header
 
 
-def _encoded(asked: InferRequestInfo, body: bytes) -> tuple[bytes, str | None]:
+def _encoded(asked: InferRequestInfo, body: Body) -> tuple[Body, str | None]:
     """``asked``'s header, then the binary tensor data of the original ``body`` (if any)."""
     head = orjson.dumps(asked.header)
     if asked.binary_length == 0:
-        return head, None
-    return head + body[len(body) - asked.binary_length :], str(len(head))
+        return Body.of(head), None
+    tail = body.views(len(body) - asked.binary_length)
+    return Body([head, *tail]), str(len(head))

@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from gateway.errors import BadRequest
+from gateway.v2.body import Body
 from gateway.v2.elements import check_datatype, check_json_data
 from gateway.v2.finite import check_binary_finite
 from v2proto.codec import HEADER_LENGTH as HEADER_LENGTH
@@ -46,8 +47,13 @@ def detached(header: dict[str, Any]) -> bool:
 
 
 def parse_infer_request(
-    body: bytes, header_length: str | None, max_rows: int | None = None
+    body: bytes | Body, header_length: str | None, max_rows: int | None = None
 ) -> InferRequestInfo:
+    """The request's JSON header, checked. With binary tensors (``header_length``) only the
+    header is parsed; the tensor bytes are checked by arithmetic (sizes) and, for floats,
+    with numpy over views of the received buffers (`check_binary_finite`), never copied."""
+    if not isinstance(body, Body):
+        body = Body.of(body)
     json_part, binary_length = _split(body, header_length)
     if not json_part:
         raise BadRequest("request body is empty: expected a V2 inference request (JSON)")
@@ -61,25 +67,25 @@ def parse_infer_request(
     if request_id is not None and not isinstance(request_id, str):
         raise BadRequest("'id' must be a string")
     _check_parameters(header.get("parameters"), "'parameters'", "binary_data_output")
-    binary = memoryview(body)[len(json_part) :]
-    _check_inputs(header.get("inputs"), binary, max_rows)
+    _check_inputs(header.get("inputs"), body, len(json_part), max_rows)
     _check_outputs(header.get("outputs"))
     return InferRequestInfo(request_id, header, binary_length)
 
 
-def _split(body: bytes, header_length: str | None) -> tuple[bytes, int]:
+def _split(body: Body, header_length: str | None) -> tuple[bytes, int]:
     if header_length is None:
-        return body, 0
+        return body.joined(), 0
     try:
         length = int(header_length)
     except ValueError as exc:
         raise BadRequest(f"header {HEADER_LENGTH} must be an integer") from exc
     if not 0 < length <= len(body):
         raise BadRequest(f"header {HEADER_LENGTH}={length} does not fit a {len(body)}-byte body")
-    return body[:length], len(body) - length
+    return body.head(length), len(body) - length
 
 
-def _check_inputs(inputs: Any, binary: memoryview, max_rows: int | None) -> None:
+def _check_inputs(inputs: Any, body: Body, start: int, max_rows: int | None) -> None:
+    """Every input's structure; binary ones' sizes against the ``body`` bytes after ``start``."""
     if not isinstance(inputs, list) or not inputs:
         raise BadRequest("'inputs' must be a non-empty list of tensors")
     offset = 0
@@ -112,10 +118,13 @@ def _check_inputs(inputs: Any, binary: memoryview, max_rows: int | None) -> None
                 raise BadRequest(f"input {name!r}: {problem}")
             check_json_data(data, datatype, shape, name)
         else:
-            check_binary_finite(binary[offset : offset + binary_size], datatype, name)
+            at = start + offset
+            check_binary_finite(body.views(at, at + binary_size), datatype, name)
             offset += binary_size
-    if offset != len(binary):
-        raise BadRequest(f"binary tensor data is {len(binary)} bytes but inputs declare {offset}")
+    if offset != len(body) - start:
+        raise BadRequest(
+            f"binary tensor data is {len(body) - start} bytes but inputs declare {offset}"
+        )
 
 
 def _dims(shape: list[Any]) -> bool:

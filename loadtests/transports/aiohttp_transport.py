@@ -20,6 +20,7 @@ from gateway.errors import (
     UpstreamTimeout,
 )
 from gateway.upstream.transport import UpstreamResponse
+from gateway.v2.body import Body, as_bytes
 
 # aiohttp adds these unless told not to. A proxy hop needs none of them, and without an
 # Accept-Encoding the replica replies uncompressed, so the body we pass on is what it says it is.
@@ -97,7 +98,7 @@ class AiohttpTransport:
         method: str,
         path: str,
         *,
-        body: bytes = b"",
+        body: bytes | Body = b"",
         headers: Mapping[str, str] | None = None,
         timeout: float,
     ) -> UpstreamResponse:
@@ -105,7 +106,7 @@ class AiohttpTransport:
         deadline = loop.time() + timeout
         url = f"{endpoint.base_url}{path}"
         try:
-            return await self._send(method, url, body, headers, timeout)
+            return await self._send(method, url, as_bytes(body), headers, timeout)
         except (aiohttp.ClientError, TimeoutError) as exc:
             if not dropped_before_reply(exc):
                 raise translate(exc, endpoint) from exc
@@ -114,7 +115,7 @@ class AiohttpTransport:
         # deadline (aiohttp itself does so only for idempotent methods; inference requests are
         # side-effect free).
         try:
-            return await self._send(method, url, body, headers, deadline - loop.time())
+            return await self._send(method, url, as_bytes(body), headers, deadline - loop.time())
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise translate(exc, endpoint) from exc
 

@@ -21,6 +21,7 @@ from gateway.errors import (
     UpstreamTimeout,
 )
 from gateway.upstream.transport import UpstreamResponse
+from gateway.v2.body import Body, as_bytes
 
 # httpcore's message when the connection closed before any byte of the reply
 # (httpcore/_async/http11.py); the backend adapter in httpx_aiohttp.py raises it too.
@@ -76,7 +77,7 @@ class HttpxTransport:
         method: str,
         path: str,
         *,
-        body: bytes = b"",
+        body: bytes | Body = b"",
         headers: Mapping[str, str] | None = None,
         timeout: float,
     ) -> UpstreamResponse:
@@ -86,7 +87,7 @@ class HttpxTransport:
             async with asyncio.timeout(timeout):  # httpx's timeouts are per read, not per exchange
                 try:
                     resp = await self._client.request(
-                        method, url, content=body, headers=headers, timeout=limits
+                        method, url, content=as_bytes(body), headers=headers, timeout=limits
                     )
                 except httpx.RemoteProtocolError as exc:
                     # Closed before any reply byte: most likely a pooled connection that the
@@ -94,7 +95,7 @@ class HttpxTransport:
                     if str(exc) != SERVER_DISCONNECTED:
                         raise
                     resp = await self._client.request(
-                        method, url, content=body, headers=headers, timeout=limits
+                        method, url, content=as_bytes(body), headers=headers, timeout=limits
                     )
         except (httpx.HTTPError, TimeoutError) as exc:
             raise translate(exc, endpoint) from exc

@@ -13,6 +13,7 @@ from gateway.clock import Clock
 from gateway.config.endpoint import Endpoint
 from gateway.errors import UpstreamTimeout
 from gateway.upstream.transport import UpstreamResponse
+from gateway.v2.body import Body, as_bytes
 
 Behaviour = Callable[[str, str, bytes], Awaitable[UpstreamResponse]]
 
@@ -82,10 +83,11 @@ class FakeTransport:
         method: str,
         path: str,
         *,
-        body: bytes = b"",
+        body: bytes | Body = b"",
         headers: Mapping[str, str] | None = None,
         timeout: float,
     ) -> UpstreamResponse:
+        body = as_bytes(body)
         self.calls[endpoint.authority].append(f"{method} {path}")
         behave = self.behaviours.get(endpoint.authority, reply())
         try:

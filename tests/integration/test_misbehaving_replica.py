@@ -65,9 +65,10 @@ def admin_replica(gateway: GatewayProcess, replica_id: str) -> dict[str, Any]:
 
 
 async def send(
-    url: str, model: str, count: int, concurrency: int = 4
+    url: str, model: str, count: int, concurrency: int = 4, same_id: str | None = None
 ) -> list[tuple[int, str, dict[str, Any], str | None]]:
-    """(status, the id sent, the reply's JSON, x-served-by) for ``count`` requests."""
+    """(status, the request's tag, the reply's JSON, x-served-by) for ``count`` requests, each
+    tagged ``client-<i>`` in its parameters and carrying its tag as its id, or ``same_id``."""
     bodies = request_bodies(16)
     results: list[tuple[int, str, dict[str, Any], str | None]] = []
     queue = list(range(count))
@@ -77,12 +78,14 @@ async def send(
             while queue:
                 i = queue.pop()
                 request = orjson.loads(bodies[i % len(bodies)])
-                request["id"] = f"client-{i}"
+                tag = f"client-{i}"
+                request["id"] = same_id or tag
+                request["parameters"] = {"tag": tag}
                 response = await client.post(
                     f"/v2/models/{model}/infer", content=orjson.dumps(request),
                     headers={"x-request-timeout-ms": "3000"},
                 )  # fmt: skip
-                results.append((response.status_code, request["id"], response.json(),
+                results.append((response.status_code, tag, response.json(),
                                 response.headers.get("x-served-by")))  # fmt: skip
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
@@ -139,16 +142,16 @@ async def test_a_refusing_vote_leg_is_outvoted_not_fatal(
 
 
 def _misdelivered(
-    results: list[tuple[int, str, dict[str, Any], str | None]],
+    results: list[tuple[int, str, dict[str, Any], str | None]], same_id: str | None = None
 ) -> list[tuple[int, str, dict[str, Any], str | None]]:
     """Answers that are not the client's own: a failure, another id (or none), or an answer
-    the rogue made for another request (``parameters.answer_for``)."""
+    the rogue made for another request (``parameters.answer_tag``)."""
     return [
-        (status, rid, body, by)
-        for status, rid, body, by in results
+        (status, tag, body, by)
+        for status, tag, body, by in results
         if status != 200
-        or body.get("id") != rid
-        or (body.get("parameters") or {}).get("answer_for", rid) != rid
+        or body.get("id") != (same_id or tag)
+        or (body.get("parameters") or {}).get("answer_tag", tag) != tag
     ]
 
 
@@ -183,6 +186,34 @@ async def test_a_late_or_idless_answer_never_reaches_another_client(
         # each connection that fell out of step was closed, not pooled for another request
         wait_until(lambda: rogue.log_text().count("closed out of step") == sent, 10,
                    message=rogue.log_text)  # fmt: skip
+
+
+async def test_clients_sending_the_same_id_never_get_each_others_late_answers(
+    start_replicas: StartReplicas, start_gw: StartGateway, start_rogue: StartRogue
+) -> None:
+    """Every client sends id "1": the late copy of one's answer (id and all) must not be taken
+    as another's, so the gateway sends each request upstream with an id of its own (the
+    client's, made unique), checks the reply against it, and gives each client "1" back."""
+    (honest,) = start_replicas(1, "digits-mlp")
+    rogue = start_rogue("late-stale", "digits-mlp")
+    config = {
+        "pools": {"primary": {
+            "model": "digits-mlp", "version": "1",
+            "replicas": [{"id": "honest", "url": honest.url}, {"id": "rogue", "url": rogue.url}],
+        }},
+        "models": {"digits": {"pool": "primary",
+                              "retry": {"try_timeout": {"adaptive": False}}}},
+    }  # fmt: skip
+    gateway = start_gw(config)
+    results = await send(gateway.url, "digits", 60, same_id="1")
+    wrong = _misdelivered(results, same_id="1")
+    rogue_state = admin_replica(gateway, "rogue")
+    print(f"same id: {len(wrong)} of {len(results)} answers not the client's own; the rogue "
+          f"sent {rogue.log_text().count('wrong reply')} wrong replies, "
+          f"{rogue_state['failures']} charged")  # fmt: skip
+    assert not wrong, wrong[:3]
+    assert rogue.log_text().count("wrong reply") >= 1  # the hazard was there
+    assert rogue_state["failures"] >= 1, rogue_state
 
 
 async def test_a_pool_that_does_not_echo_ids_gets_one_exchange_per_connection(

@@ -19,7 +19,9 @@ in the pool, and answers infer requests in one of several wrong ways (``--mode``
 - ``idless``: a server that never echoes ids, with the late copies of ``late-idless``.
 
 Every 200 to an infer names the request it answers in ``parameters.answer_for`` (the request's
-``id``), so a test can see an answer reach the wrong client even when it carries no id. In the
+``id``, as the gateway sent it) and, in the late modes, ``parameters.answer_tag`` (the request's
+own ``parameters.tag``, which a client sets and the gateway passes on), so a test can see an
+answer reach the wrong client even when it carries no id, or the same id as another's. In the
 late modes it prints ``wrong reply`` each time a late copy goes out ahead of a request's answer
 (what that request reads first), so a test can count the wrong replies it sent, and
 ``closed out of step`` when the client closes a connection on which it holds an answer.
@@ -100,7 +102,8 @@ def _late_answers(mode: str, body: bytes) -> tuple[bytes, bytes]:
     rows = int(request["inputs"][0]["shape"][0])
     answer = {
         "model_name": "rogue", "id": request.get("id"),
-        "parameters": {"answer_for": request.get("id")},
+        "parameters": {"answer_for": request.get("id"),
+                       "answer_tag": (request.get("parameters") or {}).get("tag")},
         "outputs": [{"name": "label", "datatype": "INT64", "shape": [rows], "data": [0] * rows}],
     }  # fmt: skip
     idless = {k: v for k, v in answer.items() if k != "id"}

@@ -22,6 +22,7 @@ from gateway.upstream.breaker import OPEN
 from gateway.upstream.registry import Registry
 from gateway.upstream.replica import Replica
 from gateway.upstream.transport import UpstreamResponse
+from gateway.v2.body import Body
 from gateway.v2.request import InferRequestInfo
 from tests.gateway.fakes import Behaviour, FakeTransport, reply
 from tests.support.virtual_time import VirtualClock
@@ -83,7 +84,7 @@ class Rig:
         return InferCall(
             model_name=model,
             model=self.config.models[model],
-            body=body,
+            body=Body.of(body),
             upstream_headers={},
             deadline=Deadline.after(self.clock, timeout_s),
             request_id="t",

@@ -13,6 +13,7 @@ from gateway.errors import GatewayError, Overloaded, TooManyRequests
 from gateway.pipeline.admission import AdmissionLayer
 from gateway.pipeline.call import InferCall, InferResult
 from gateway.telemetry.metrics import Metrics
+from gateway.v2.body import Body
 from tests.gateway.conftest import make_config
 from tests.gateway.fakes import hang
 from tests.gateway.pipeline.rig import A, B, C, Rig
@@ -54,7 +55,7 @@ async def test_tenants_share_the_bound_and_the_one_over_its_share_gets_429() -> 
 
     def call(tenant: str) -> InferCall:
         return InferCall(
-            "digits", config.models["digits"], b"{}", {}, Deadline.after(clock, 5), "t",
+            "digits", config.models["digits"], Body.of(b"{}"), {}, Deadline.after(clock, 5), "t",
             tenant=tenant,
         )  # fmt: skip
 

@@ -141,8 +141,10 @@ async def test_a_request_becomes_the_frozen_call_and_its_answer_is_recorded() ->
     intake, result = await setup.infer(door)
     (call,) = setup.calls
     assert call.request_id == "req-9" and call.tenant == "acme"
-    assert orjson.loads(call.body)["id"] == "req-9"  # replies must echo it
-    assert call.request is not None and call.request.id == "req-9"
+    assert call.request is not None and call.client_id == "req-9"
+    # replies must echo the id sent upstream: the client's, made unique
+    assert call.request.id is not None and call.request.id.startswith("req-9~")
+    assert orjson.loads(call.body.joined())["id"] == call.request.id
     assert call.upstream_headers == {"content-type": "application/json"}
     assert call.deadline.started_at == intake.arrived
     assert call.deadline.expires_at == intake.arrived + 0.5

@@ -26,6 +26,7 @@ from gateway.policies.budget import RetryBudget
 from gateway.upstream.fast_transport import FastTransport
 from gateway.upstream.health import HealthProber
 from gateway.upstream.registry import Registry
+from gateway.v2.body import Body
 from gateway.v2.request import parse_infer_request
 from tests.gateway.upstream.scripted_server import ScriptedServer, wait_until
 
@@ -154,7 +155,7 @@ async def test_the_attempt_layer_discards_a_refused_reply(
     for request_id in ("c1", "c2", "c3"):
         body = _request(request_id)
         call = InferCall(
-            model_name="digits", model=config.models["digits"], body=body,
+            model_name="digits", model=config.models["digits"], body=Body.of(body),
             upstream_headers={}, deadline=Deadline.after(clock, 5.0), request_id=request_id,
             request=parse_infer_request(body, None),
         )  # fmt: skip

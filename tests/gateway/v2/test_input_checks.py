@@ -11,8 +11,18 @@ import pytest
 
 from gateway.api.parse_worker import parse_detached
 from gateway.errors import BadRequest
+from gateway.v2.body import Body
 from gateway.v2.outputs import asking_for
-from gateway.v2.request import detached, parse_infer_request
+from gateway.v2.request import InferRequestInfo, detached, parse_infer_request
+
+
+def ask(
+    info: InferRequestInfo, body: bytes, names: list[str] | None
+) -> tuple[InferRequestInfo, bytes, str | None]:
+    """`asking_for` on ``body`` received in one buffer, its new body joined."""
+    asked, new, length = asking_for(info, Body.of(body), names)
+    return asked, new.joined(), length
+
 
 ROW = [0.5] * 64
 
@@ -127,7 +137,7 @@ def test_a_detached_request_keeps_everything_but_the_data() -> None:
 
 def test_asking_for_json_outputs_keeps_a_body_that_asks_for_json_already() -> None:
     body = orjson.dumps(request())
-    assert asking_for(parse_detached(body, None, None), body, None)[1:] == (body, None)
+    assert ask(parse_detached(body, None, None), body, None)[1:] == (body, None)
 
 
 def test_asking_for_json_outputs_rebuilds_a_detached_request_from_its_body() -> None:
@@ -135,13 +145,13 @@ def test_asking_for_json_outputs_rebuilds_a_detached_request_from_its_body() -> 
                   outputs=[{"name": "label", "parameters": {"binary_data": True}}])  # fmt: skip
     body = orjson.dumps(doc)
     for info in (parse_infer_request(body, None), parse_detached(body, None, None)):
-        _, new_body, length = asking_for(info, body, None)
+        _, new_body, length = ask(info, body, None)
         assert length is None
         assert orjson.loads(new_body) == {**request(), "parameters": {"x": 1},
                                           "outputs": [{"name": "label"}]}  # fmt: skip
     raw, head_length = binary(
         np.ones((1, 64), dtype=np.float32), parameters={"binary_data_output": True}
     )
-    _, new_body, length = asking_for(parse_detached(raw, head_length, None), raw, None)
+    _, new_body, length = ask(parse_detached(raw, head_length, None), raw, None)
     assert length is not None and new_body.endswith(np.ones(64, dtype=np.float32).tobytes())
     assert "parameters" not in orjson.loads(new_body[: int(length)])

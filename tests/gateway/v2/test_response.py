@@ -3,8 +3,6 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from gateway.v2.identity import with_request_id
-from gateway.v2.request import parse_infer_request
 from gateway.v2.response import check_reply, overflowed_output, rename_reply, with_reply_id
 
 
@@ -107,19 +105,3 @@ def test_an_idless_overflow_is_not_this_requests_unless_the_pool_does_not_echo()
     assert overflowed_output(idless, None, "a") is None  # a protocol error, not a refusal
     assert overflowed_output(idless, None, "a", echoes_id=False) == "y"
     assert overflowed_output(b'{"id":"a","outputs":[{"name":"y","data":[null]}]}', None, "a")
-
-
-def test_the_gateway_gives_a_request_without_an_id_its_own() -> None:
-    body = b'{"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1.0]}]}'
-    info = parse_infer_request(body, None)
-    new_body, length, new_info = with_request_id(body, None, info, 'gw-1"')
-    assert orjson.loads(new_body)["id"] == 'gw-1"' and new_info.id == 'gw-1"' and length is None
-    binary = b'{"inputs":[{"name":"x","shape":[1],"datatype":"FP32",' \
-             b'"parameters":{"binary_data_size":4}}]}' + b"\x00\x00\x80?"  # fmt: skip
-    split = str(len(binary) - 4)
-    info = parse_infer_request(binary, split)
-    new_body, length, _ = with_request_id(binary, split, info, "gw-2")
-    assert length is not None and new_body[int(length) :] == b"\x00\x00\x80?"
-    assert orjson.loads(new_body[: int(length)])["id"] == "gw-2"
-    own = b'{"id":"mine","inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1.0]}]}'
-    assert with_request_id(own, None, parse_infer_request(own, None), "gw-3")[0] == own
