@@ -5,9 +5,11 @@ start, as the HTTP port does), starts it once the gateway has started, and stops
 HTTP server's own shutdown: no new RPCs from then on, RPCs in flight finished within the same
 grace (the longest deadline a model allows), before the gateway stops.
 
-Messages over ``server.max_body_bytes`` (REST's body limit) are refused by gRPC itself
-(RESOURCE_EXHAUSTED); answers are not bounded here, as REST's are not (a replica's reply is
-capped upstream by ``server.max_reply_body_bytes``).
+The client limits follow REST's: a message over ``server.max_body_bytes`` is refused by gRPC
+itself (RESOURCE_EXHAUSTED), and metadata over ``server.max_header_bytes`` too. Both are read
+when the server starts: a reload's new body limit applies at once through the edge's own
+check, and to gRPC's message limit at the next restart. Answers are not bounded here, as
+REST's are not (a replica's reply is capped upstream by ``server.max_reply_body_bytes``).
 """
 
 from __future__ import annotations
@@ -35,10 +37,11 @@ class GrpcDoor:
 
     def bind(self) -> int:
         """Creates the server and binds its port (not serving yet); `OSError` if it cannot."""
-        limit = self._app.gateway.config.server.max_body_bytes
+        limits = self._app.gateway.config.server
         server = grpc.aio.server(
             options=[
-                ("grpc.max_receive_message_length", limit),
+                ("grpc.max_receive_message_length", limits.max_body_bytes),
+                ("grpc.max_metadata_size", limits.max_header_bytes),
                 ("grpc.max_send_message_length", -1),
                 ("grpc.so_reuseport", 0),  # a second gateway on the port fails, as HTTP does
                 ("grpc.keepalive_permit_without_calls", 1),

@@ -24,7 +24,8 @@ apart), and the request's ``x-request-id``, ``x-attempts`` and ``traceparent``.
 
 Any other 4xx (a replica's refusal with its own status) is INVALID_ARGUMENT, any other 5xx
 INTERNAL. A message over ``server.max_body_bytes`` is refused by gRPC itself before the door
-sees it: RESOURCE_EXHAUSTED "Received message larger than max", with no ``x-http-status``.
+sees it: RESOURCE_EXHAUSTED "Received message larger than max", with no ``x-http-status``;
+so is metadata over ``server.max_header_bytes`` ("metadata size exceeds").
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from tests.support.processes import ReplicaProcess, free_port, start_replica, wa
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 GLOBEX = "globex-Gr7Pc2Wq9Lm4Xv"  # 2 requests, then 1 per 5 s
+BODY_LIMIT = 2 * 1024 * 1024
 ROWS = load_split()[1][:3].astype(np.float32)  # real digits: the vote's models agree on them
 
 
@@ -57,6 +58,7 @@ def _config(mlp: ReplicaProcess, svm: ReplicaProcess, forest: ReplicaProcess,
             "digits-keyed": {"pool": "mlp", "auth": {"require_key": True}},
         },
         "tenants": {"globex": {"key_env": "GW_TEST_GLOBEX_KEY", "rate_per_s": 0.2, "burst": 2}},
+        "server": {"max_body_bytes": BODY_LIMIT},
     }
 
 
@@ -261,13 +263,26 @@ def test_no_key_is_unauthenticated_and_a_tenant_over_its_rate_exhausted(
 def test_a_message_over_the_body_limit_is_exhausted_without_a_retry_after(
     stub: service_pb2_grpc.GRPCInferenceServiceStub,
 ) -> None:
-    big = np.zeros((9000, 64), np.float32)  # 2.3 MB: over server.max_body_bytes (2 MiB)
+    big = np.zeros((9000, 64), np.float32)  # 2.3 MB: over server.max_body_bytes
+    assert big.nbytes > BODY_LIMIT
     with pytest.raises(grpc.RpcError) as caught:
         stub.ModelInfer(infer_request("digits", big))
     error: Any = caught.value
     assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert "larger than max" in error.details()
     assert "retry-after" not in dict(error.trailing_metadata() or ())
+
+
+def test_metadata_follows_the_header_limit(
+    stub: service_pb2_grpc.GRPCInferenceServiceStub,
+) -> None:
+    """``server.max_header_bytes`` (32 KiB) bounds metadata as it bounds REST's headers."""
+    live = service_pb2.ServerLiveRequest()
+    assert stub.ServerLive(live, metadata=(("x-note", "n" * 20_000),)).live  # over gRPC's 8 KiB
+    with pytest.raises(grpc.RpcError) as caught:
+        stub.ServerLive(live, metadata=(("x-note", "n" * 40_000),))
+    error: Any = caught.value
+    assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "metadata" in error.details()
 
 
 def test_the_grpc_deadline_is_the_requests_deadline(
