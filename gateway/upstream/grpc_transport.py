@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 import grpc.aio
@@ -43,7 +43,6 @@ from gateway.errors import UpstreamConnectError, UpstreamProtocolError, Upstream
 from gateway.upstream.fast_connection import MAX_REPLY_BODY_BYTES
 from gateway.upstream.grpc_channels import Channel, open_channel
 from gateway.upstream.transport import UpstreamResponse
-from gateway.v2.body import Body, as_bytes
 from v2proto.codec import HEADER_LENGTH
 from v2proto.errors import ProtocolError
 from v2proto.grpc import grpc_service_pb2 as pb
@@ -94,6 +93,12 @@ def rpc_error(exc: grpc.aio.AioRpcError) -> UpstreamResponse:
     return error_reply(HTTP_STATUS.get(code, 500), details)
 
 
+class Joinable(Protocol):
+    """A body kept in pieces (`gateway.v2.body.Body`): the conversion needs one buffer."""
+
+    def joined(self) -> bytes: ...
+
+
 class GrpcTransport:
     """V2 REST exchanges carried as V2 gRPC calls, over one channel per replica."""
 
@@ -118,7 +123,7 @@ class GrpcTransport:
         method: str,
         path: str,
         *,
-        body: bytes | Body = b"",
+        body: bytes | Joinable = b"",
         headers: Mapping[str, str] | None = None,
         timeout: float,
     ) -> UpstreamResponse:
@@ -128,7 +133,8 @@ class GrpcTransport:
             metadata += tuple((k, v) for k, v in headers.items() if k not in _NOT_METADATA)
         call = _Call(channel, metadata, timeout)
         try:
-            return await _route(call, method, path, as_bytes(body), headers or {})
+            data = body if isinstance(body, bytes) else body.joined()
+            return await _route(call, method, path, data, headers or {})
         except grpc.aio.AioRpcError as exc:
             return rpc_error(exc)
 
