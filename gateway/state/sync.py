@@ -49,7 +49,7 @@ log = logging.getLogger(__name__)
 Collect = Callable[[], tuple[Sequence[ReplicaSignal], Mapping[str, CounterDelta]]]
 Apply = Callable[[SharedView], None]
 CollectDecisions = Callable[[], Sequence[Decision]]
-MakeHeartbeat = Callable[[], Heartbeat]
+MakeHeartbeat = Callable[[], Heartbeat | None]  # None: nothing to publish yet
 MAX_PENDING_KEYS = 100_000
 PRUNE_EVERY_S = 60.0
 
