@@ -345,3 +345,38 @@ def _accepts(port: int | None) -> bool:
     except OSError:
         return False
     return True
+
+
+def test_a_grpc_client_reaches_a_grpc_pool_and_a_rest_pool_alike(models_dir: Path) -> None:
+    """Both ways converted: gRPC in, a grpc:// pool or a REST pool behind, the same tensors."""
+    replica = start_replica(models_dir / "digits-mlp.onnx", name="digits-mlp", grpc=True)
+    try:
+        assert replica.grpc_url is not None
+        config = {
+            "pools": {
+                "grpc": {
+                    "model": "digits-mlp",
+                    "replicas": [{"id": "g0", "url": replica.grpc_url}],
+                },
+                "rest": {"model": "digits-mlp", "replicas": [{"id": "h0", "url": replica.url}]},
+            },
+            "models": {"over-grpc": {"pool": "grpc"}, "over-rest": {"pool": "rest"}},
+        }
+        gateway = start_gateway(config, grpc=True)
+        try:
+            assert gateway.grpc_url is not None
+            with triton.InferenceServerClient(gateway.grpc_url) as client:
+                answers = [
+                    client.infer(model, [make(ROWS)])
+                    for model in ("over-grpc", "over-rest")
+                    for make in (raw_input, typed_input)
+                ]
+            first = answers[0]
+            for answer in answers[1:]:
+                for name in ("label", "probabilities"):
+                    assert np.array_equal(answer.as_numpy(name), first.as_numpy(name)), name
+            assert first.as_numpy("label").tolist() == rest_labels(gateway, "over-rest", ROWS)
+        finally:
+            gateway.cleanup()
+    finally:
+        replica.cleanup()
