@@ -28,6 +28,7 @@ from gateway.config import ConfigError, GatewayConfig, load_config
 from gateway.errors import BadRequest, Conflict
 from gateway.pipeline.build import build_edge
 from gateway.preflight import config_problems
+from gateway.rollout.handover import promoted_config
 from gateway.runtime import Gateway
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,8 @@ class GatewayApp:
         """``keys``: the tenants' keys (None: read from ``gateway.config`` now)."""
         self.gateway = gateway
         keys = keys if keys is not None else TenantKeys.load(gateway.config.tenants)
+        self._installed = (access, keys)  # what a promotion's swap keeps
+        gateway.rollouts.hand_over = self._hand_over  # a promotion swaps the model's pool in
         self.edge = build_edge(  # the steps before the pipeline, one edge for every door
             gateway.infer, gateway.clock, gateway.tracer, gateway.observe,
             tenant_of=keys.tenant, model_of=gateway.model, tenants=gateway.tenants,
@@ -108,16 +111,10 @@ class GatewayApp:
             raise BadRequest(f"config not reloaded: {path}: {'; '.join(problems)}")
         old = self.gateway
         try:
-            fresh = Gateway(config, clock=old.clock)  # one clock: carried deadlines stay valid
-            await fresh.start()  # on failure it stops whatever it had started
+            carried = await self._swap(config, access, keys)
         except Exception as exc:
             log.warning("config not reloaded: the new gateway did not start", exc_info=True)
             raise BadRequest(f"config not reloaded: the new gateway did not start: {exc}") from exc
-        carried = carry_over(old, fresh)  # no await from here to the swap: nothing is missed
-        self._install(fresh, access, keys)
-        task = asyncio.create_task(_retire(old))
-        self._retiring.add(task)
-        task.add_done_callback(self._retiring.discard)
         log.info("config reloaded from %s", path)
         restart = [
             k for k in RESTART_FIELDS if getattr(config.server, k) != getattr(old.config.server, k)
@@ -129,6 +126,43 @@ class GatewayApp:
             "needs_restart_for": [f"server.{k}" for k in restart],
             "carried_over": carried,
         }
+
+    async def _swap(
+        self, config: GatewayConfig, access: ControlAccess, keys: TenantKeys
+    ) -> dict[str, list[str]]:
+        """Starts a gateway built from ``config`` (on failure it stops whatever it started and
+        this raises), carries the running one's state over and hands it the traffic; the old
+        one retires once the requests it admitted are answered."""
+        old = self.gateway
+        fresh = Gateway(config, clock=old.clock)  # one clock: carried deadlines stay valid
+        await fresh.start()
+        carried = carry_over(old, fresh)  # no await from here to the swap: nothing is missed
+        self._install(fresh, access, keys)
+        task = asyncio.create_task(_retire(old))
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
+        return carried
+
+    def _hand_over(self) -> None:
+        """A rollout was promoted: its candidate becomes the model's pool, in the running
+        config (the file is not written), through the reload's swap."""
+        task = asyncio.create_task(self._promote())
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
+
+    async def _promote(self) -> None:
+        async with self._reloading:
+            promoted = self.gateway.rollouts.promoted()
+            if not promoted or self.gateway.draining is not None:
+                return
+            try:
+                await self._swap(promoted_config(self.gateway.config, promoted), *self._installed)
+            except Exception:  # the rollout still sends everything to the candidate
+                log.warning("promotion of %s: the new gateway did not start", promoted,
+                            exc_info=True)  # fmt: skip
+                return
+            log.info("rollout promoted: %s now served by the candidate pool (edit the config "
+                     "file to match; a reload keeps the promotion)", promoted)  # fmt: skip
 
     def drain(self) -> float:
         """Readiness says "draining" from now on; returns how long in-flight requests may

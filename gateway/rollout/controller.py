@@ -106,6 +106,7 @@ class Rollouts:
         self._burning, self._synced, self._origin = burning, synced, origin
         self.active = False
         self.unpublished = False  # decisions taken here since the last publish
+        self.hand_over: Callable[[], None] | None = None  # makes promoted candidates the pools
         self.runs: dict[str, Run] = {}
         for name, model in models.items():
             if model.rollout is not None and model.pool is not None:
@@ -113,6 +114,7 @@ class Rollouts:
                 self.runs[name] = Run(name, model.pool, config, fingerprint(model.pool, config),
                                       ShadowGate(config, clock), rule_of(config),
                                       clock.now())  # fmt: skip
+        self._declared = frozenset(self.runs)  # a promoted one is kept after its hand-over
 
     # --- the request path -----------------------------------------------------------------
 
@@ -189,6 +191,17 @@ class Rollouts:
                 action = "start" if phase != "waiting" else "declare"
                 self._take(run, phase, 0, "rule:config", action, "declared in the config" + waits)
             self._judge(run)
+        if self.hand_over is not None and self.active and self.promoted():
+            hand_over, self.hand_over = self.hand_over, None  # once per gateway
+            hand_over()
+
+    def promoted(self) -> list[str]:
+        """Models the config still declares a rollout for, whose candidate is promoted."""
+        return sorted(
+            name
+            for name in self._declared
+            if (progress := self.runs[name].progress) is not None and progress.phase == "promoted"
+        )
 
     def _adopt(self, run: Run) -> None:
         """Progress stored by another gateway, or before a restart, if newer and declared
@@ -265,7 +278,12 @@ class Rollouts:
 
     def snapshot(self) -> dict[str, Any]:
         now = self._clock.now()
-        return {"rollouts": {name: run.to_json(now) for name, run in sorted(self.runs.items())}}
+        return {
+            "rollouts": {
+                name: {**run.to_json(now), "in_config": name in self._declared}
+                for name, run in sorted(self.runs.items())
+            }
+        }
 
     def carry_from(self, old: Rollouts) -> list[str]:
         """A reload: a rollout declared alike goes on (progress, evidence, step timer); one
@@ -277,5 +295,9 @@ class Rollouts:
                 run.progress, run.step, run.total = before.progress, before.step, before.total
                 run.began = before.began
                 carried.append(name)
+        for name, before in old.runs.items():  # handed over: kept for its trail
+            progress = before.progress
+            if name not in self.runs and progress is not None and progress.phase == "promoted":
+                self.runs[name] = before
         self.activate()
         return carried

@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
-from gateway.config.models import ModelConfig
+from gateway.config.models import GatewayConfig, ModelConfig
 from gateway.config.rollout import RolloutConfig
 from gateway.errors import Conflict
 from gateway.rollout.controller import Rollouts
+from gateway.rollout.handover import promoted_config
 from gateway.rollout.progress import rollout_key
 from gateway.state.decisions import Decision, DecisionBook
 from gateway.telemetry.audit import AuditEvent
@@ -157,3 +158,23 @@ def test_a_reload_carries_progress_and_evidence(fleet: Fleet) -> None:
     assert fresh.state()["evidence"]["step"]["compared"] == 5
     assert fresh.state()["phase"] == "canary"
     assert len(fresh.events) == 0  # nothing restarted
+
+
+def test_a_promotion_asks_for_its_hand_over_once(fleet: Fleet) -> None:
+    asked: list[list[str]] = []
+    fleet.rollouts.hand_over = lambda: asked.append(fleet.rollouts.promoted())
+    fleet.rollouts.activate()
+    fleet.rollouts.act("digits", "promote", "alice", "")
+    fleet.rollouts.tick()
+    fleet.rollouts.tick()
+    assert asked == [["digits"]]
+
+
+def test_the_promoted_config_serves_the_model_from_its_candidate() -> None:
+    config = GatewayConfig.model_validate({
+        "pools": {name: {"model": "m", "replicas": [{"id": name, "url": "http://h:1"}]}
+                  for name in ("now", "next")},
+        "models": {"digits": {"pool": "now", "rollout": {"candidate": "next"}}},
+    })  # fmt: skip
+    model = promoted_config(config, ["digits"]).models["digits"]
+    assert (model.pool, model.rollout) == ("next", None)
