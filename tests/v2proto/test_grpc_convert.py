@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import orjson
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -179,6 +179,11 @@ def test_grpc_response_round_trips_through_rest(case: Any) -> None:
 def test_raw_response_answers_a_rest_client_in_the_form_it_asked(
     tensors: Any, binary: bool
 ) -> None:
+    if not binary:  # what JSON cannot carry, only binary data can:
+        for _, arr in tensors:
+            assume(not (arr.dtype.kind == "f" and not np.isfinite(arr).all()))  # NaN, infinity
+            # v2proto.tensors reads JSON integers above 2**63 mixed with small ones as floats
+            assume(not (arr.dtype == np.uint64 and arr.size and arr.max() >= 2**63))
     request = grpc_request(tensors, raw=True)
     message = pb.ModelInferResponse(model_name="m", id="a")
     as_outputs(request, message)
@@ -188,10 +193,6 @@ def test_raw_response_answers_a_rest_client_in_the_form_it_asked(
         got = decoded.outputs[entry.name]
         if datatype == "FP16" and not binary:
             got = got.astype(np.float16)  # JSON data of FP16 is read back as numbers
-        if not binary and arr.dtype.kind == "f" and not np.isfinite(arr).all():
-            continue  # JSON cannot carry NaN or infinity: only binary data can
-        if not binary and datatype == "UINT64" and arr.size and arr.max() >= 2**63:
-            continue  # v2proto.tensors reads such JSON integers as floats (on REST too)
         same(got, arr)
 
 
