@@ -373,6 +373,8 @@ class Gateway:
                     self.metrics.set_in_flight(name, self._pipeline.admission.in_flight[name])
             self.metrics.state_store(self.shared.degraded)
             self.metrics.set_slo(_slo_gauges(self.slo.to_json()))
+            if self.rollouts.runs:
+                self.metrics.set_rollouts(self.rollouts.snapshot())
 
         self.metrics.on_scrape(refresh)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from gateway import __version__
+from gateway.telemetry.rollout_metrics import RolloutMetrics
 from gateway.telemetry.series import CounterFamily, Family, GaugeFamily, HistogramFamily
 from gateway.telemetry.slo_metrics import SloMetrics
 
@@ -167,7 +168,9 @@ class Catalog:
         self.info = GaugeFamily("gateway_build_info", "Gateway version; always 1.", ("version",))
         self.info.labels(__version__).set(1)
         self.slo = SloMetrics()
+        self.rollout = RolloutMetrics()  # gateway_rollout_*: comparisons, share, phase
 
     @property
     def families(self) -> list[Family]:
-        return [f for f in vars(self).values() if isinstance(f, Family)] + list(self.slo.families)
+        families = [f for f in vars(self).values() if isinstance(f, Family)]
+        return families + list(self.slo.families) + list(self.rollout.families)

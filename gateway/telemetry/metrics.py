@@ -245,6 +245,10 @@ class Metrics:
         """Replaces the SLO gauges with the /slo document (shape in `SloMetrics.update`)."""
         self._m.slo.update(doc)
 
+    def set_rollouts(self, doc: Mapping[str, Any]) -> None:
+        """Sets the rollout series from ``Rollouts.snapshot()`` (`RolloutMetrics.update`)."""
+        self._m.rollout.update(doc)
+
     # --- scrape-time state -------------------------------------------------------------------
 
     def on_scrape(self, hook: Callable[[], None]) -> None:

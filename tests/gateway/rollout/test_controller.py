@@ -15,6 +15,7 @@ from gateway.rollout.handover import promoted_config
 from gateway.rollout.progress import rollout_key
 from gateway.state.decisions import Decision, DecisionBook
 from gateway.telemetry.audit import AuditEvent
+from gateway.telemetry.metrics import Metrics
 from tests.support.clock import FakeClock
 
 CANARY = RolloutConfig(candidate="next", mode="canary", steps=(10, 50, 100), hold_s=30,
@@ -178,3 +179,17 @@ def test_the_promoted_config_serves_the_model_from_its_candidate() -> None:
     })  # fmt: skip
     model = promoted_config(config, ["digits"]).models["digits"]
     assert (model.pool, model.rollout) == ("next", None)
+
+
+def test_the_rollout_series_follow_the_snapshot(fleet: Fleet) -> None:
+    fleet.rollouts.activate()
+    agree(fleet, 6)
+    agree(fleet, 1, agreed=False)
+    metrics = Metrics(process=False)
+    metrics.set_rollouts(fleet.rollouts.snapshot())
+    text = metrics.render()[0].decode()
+    named = 'candidate="next",model="digits"'
+    assert f'gateway_rollout_comparisons_total{{{named},result="agree"}} 6.0' in text
+    assert f'gateway_rollout_disagreements_total{{{named},output="label"}} 1.0' in text
+    assert f"gateway_rollout_share_percent{{{named}}} 10.0" in text
+    assert f'gateway_rollout_phase{{{named},phase="canary"}} 1.0' in text
