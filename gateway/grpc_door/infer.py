@@ -7,10 +7,10 @@ translates. The metadata the edge reads (``x-request-id``, ``traceparent``, the 
 (``grpc-timeout``) its ``x-request-timeout-ms``, capped by the model as REST's is. The message
 becomes a REST body (`v2proto.grpc.convert`) when the edge reads the body, after the tenant,
 model and tenant limits have passed: raw contents become binary tensors, each tensor's bytes
-copied once, into the body (the request's id goes into the JSON header then, so that no step
-splices it in again), and the binary extension's header length is added to the headers the
-edge reads next. Outputs are asked for as binary data, and answered as ``raw_output_contents``,
-as Triton answers.
+copied once, into the body (typed contents are made raw first, `gateway.grpc_door.typed`; the
+request's id goes into the JSON header then, so that no step splices it in again), and the
+binary extension's header length is added to the headers the edge reads next. Outputs are
+asked for as binary data, and answered as ``raw_output_contents``, as Triton answers.
 
 The answer's trailing metadata says what REST's headers say: ``x-served-by``, ``x-attempts``,
 ``x-request-id``, ``traceparent``, and for a fallback or vote answer ``x-degraded`` /
@@ -35,6 +35,7 @@ from gateway.api.tenants import HEADERS as TENANT_HEADERS
 from gateway.deadline import TIMEOUT_HEADER
 from gateway.errors import BadRequest, GatewayError
 from gateway.grpc_door.status import code_of, error_metadata
+from gateway.grpc_door.typed import typed_to_raw
 from gateway.pipeline.edge import Intake
 from gateway.v2.request import HEADER_LENGTH
 from v2proto.errors import ProtocolError
@@ -60,6 +61,7 @@ class InferDoor:
         async def read() -> tuple[bytes, bool]:
             if not request.id:  # in the JSON header now: not spliced into the body later
                 request.id = intake.request_id
+            await typed_to_raw(request)  # a slice at a time: the loop stays free
             try:
                 encoded = grpc_to_rest_request(request, binary_outputs=True)
             except ProtocolError as exc:
