@@ -6,10 +6,11 @@ translates. The metadata the edge reads (``x-request-id``, ``traceparent``, the 
 ``authorization: Bearer <key>`` or ``x-api-key``) become its headers, and the gRPC deadline
 (``grpc-timeout``) its ``x-request-timeout-ms``, capped by the model as REST's is. The message
 becomes a REST body (`v2proto.grpc.convert`) when the edge reads the body, after the tenant,
-model and tenant limits have passed: raw contents become binary tensors, each tensor's bytes
-copied once, into the body (typed contents are made raw first, `gateway.grpc_door.typed`; the
-request's id goes into the JSON header then, so that no step splices it in again), and the
-binary extension's header length is added to the headers the edge reads next. Outputs are
+model and tenant limits have passed: its JSON header is the body's first piece, and each raw
+content is a piece of its own after it (`gateway.v2.body.Body`: the tensor bytes are never
+joined nor copied on their way to a REST replica; typed contents are made raw first,
+`gateway.grpc_door.typed`); the binary extension's header length is added to the headers the
+edge reads next. Outputs are
 asked for as binary data, and answered as ``raw_output_contents``, as Triton answers.
 
 The answer's trailing metadata says what REST's headers say: ``x-served-by``, ``x-attempts``,
@@ -40,7 +41,7 @@ from gateway.pipeline.edge import Intake
 from gateway.v2.request import HEADER_LENGTH
 from v2proto.errors import ProtocolError
 from v2proto.grpc import grpc_service_pb2 as pb
-from v2proto.grpc.convert import grpc_to_rest_request, rest_to_grpc_response
+from v2proto.grpc.convert import grpc_to_rest_parts, rest_to_grpc_response
 
 log = logging.getLogger(__name__)
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -58,17 +59,20 @@ class InferDoor:
         headers = edge_headers(context.invocation_metadata(), context.time_remaining())
         intake = edge.arrive(request.model_name, request.model_version or None, headers)
 
+        tensors: list[bytes] = []  # the binary tensors still to read, last first
+
         async def read() -> tuple[bytes, bool]:
-            if not request.id:  # in the JSON header now: not spliced into the body later
-                request.id = intake.request_id
+            if tensors:
+                return tensors.pop(), bool(tensors)
             await typed_to_raw(request)  # a slice at a time: the loop stays free
             try:
-                encoded = grpc_to_rest_request(request, binary_outputs=True)
+                head, raws = grpc_to_rest_parts(request, binary_outputs=True)
             except ProtocolError as exc:
                 raise BadRequest(exc.message) from exc
-            if encoded.json_length is not None:
-                headers[HEADER_LENGTH] = str(encoded.json_length)
-            return encoded.body, False
+            if raws:
+                headers[HEADER_LENGTH] = str(len(head))
+                tensors.extend(reversed(raws))
+            return head, bool(raws)
 
         status, served_by, degraded, sent = CLIENT_CLOSED, "", None, -1
         try:

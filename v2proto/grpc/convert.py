@@ -83,8 +83,11 @@ def rest_to_grpc_request(
     *,
     model_name: str,
     model_version: str = "",
+    raw: bool = False,
 ) -> tuple[pb.ModelInferRequest, OutputForms]:
-    """A REST infer request as a ``ModelInferRequest``, and the output forms its client wants."""
+    """A REST infer request as a ``ModelInferRequest``, and the output forms its client wants;
+    ``raw``: every tensor as raw contents (for a server that takes them: typed contents of a
+    large tensor cost milliseconds to build and to read in Python, raw ones a copy)."""
     doc, binary = _load(body, header_length)
     request_id = doc.get("id")
     if request_id is not None and not isinstance(request_id, str):
@@ -99,7 +102,7 @@ def rest_to_grpc_request(
         model_name=model_name, model_version=model_version, id=request_id or ""
     )
     put_parameters(message.parameters, params, "parameters")
-    _put_tensors(tensors, message.inputs, message.raw_input_contents)
+    _put_tensors(tensors, message.inputs, message.raw_input_contents, raw=raw)
     named: dict[str, bool] = {}
     raw_outputs = doc.get("outputs") or []
     if not isinstance(raw_outputs, list):
@@ -242,6 +245,18 @@ def grpc_to_rest_request(
 ) -> EncodedBody:
     """A ``ModelInferRequest`` as a REST body; outputs come back as binary data when
     ``binary_outputs`` (a raw-contents client's choice), else as JSON."""
+    head, chunks = grpc_to_rest_parts(message, binary_outputs=binary_outputs)
+    if not chunks:
+        return EncodedBody(head)
+    return EncodedBody(b"".join([head, *chunks]), len(head))
+
+
+def grpc_to_rest_parts(
+    message: pb.ModelInferRequest, *, binary_outputs: bool = False
+) -> tuple[bytes, list[bytes]]:
+    """`grpc_to_rest_request`'s body unjoined: its JSON header, then the binary tensors that
+    follow it (none for a JSON body), each the raw content's own buffer, for a caller that
+    carries a body as pieces (the gateway's gRPC door)."""
     doc: dict[str, Any] = {}
     if message.id:
         doc["id"] = message.id
@@ -264,7 +279,7 @@ def grpc_to_rest_request(
                 entry["parameters"] = out_params
             outputs.append(entry)
         doc["outputs"] = outputs
-    return _finish(doc, chunks)
+    return orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY), chunks
 
 
 def grpc_to_rest_response(
