@@ -6,8 +6,9 @@ where an ``http://`` pool sends the body as it is (`FastTransport`). This measur
 machine, the gateway side's CPU per request (the transport and its conversions, in this
 process), the replica's CPU per request and the latency, for the same requests to one
 ``replica serve --grpc-port`` process: a small one (one row of 64 FP32 as JSON) and a 600 KB
-one (2 400 rows as binary tensor data, outputs asked back as binary), ``--concurrency`` in
-flight.
+one (2 400 rows as binary tensor data, outputs asked back as binary; and the same as JSON,
+which reaches our replica as raw contents, as it lists ``binary_tensor_data``),
+``--concurrency`` in flight.
 
     .venv/bin/python loadtests/bench_grpc_upstream.py [--seconds 3] [--concurrency 8]
 """
@@ -46,6 +47,7 @@ def bodies() -> dict[str, EncodedBody]:
         "600 KB binary": encode_infer_request(
             {"input": large}, binary_inputs=True, binary_outputs=True
         ),
+        "600 KB JSON": encode_infer_request({"input": large}),
     }
 
 
@@ -55,6 +57,7 @@ async def run(
 ) -> tuple[int, float, float, float, float]:  # fmt: skip
     """(requests, client CPU µs/req, replica CPU µs/req, p50 ms, p99 ms)."""
     headers = body.headers()
+    await transport.request(endpoint, "GET", "/v2", timeout=10)  # as the gateway learns it
     for _ in range(20):  # warm: connections, channel, caches
         reply = await transport.request(endpoint, "POST", PATH, body=body.body, headers=headers,
                                         timeout=10)  # fmt: skip

@@ -3,8 +3,9 @@
 `ReplicaGrpc` answers ``inference.GRPCInferenceService`` beside the REST app in the same
 process and event loop (``replica serve --grpc-port``): it holds no state of its own but reads
 the `ReplicaApp`'s (the loaded model, draining, injected faults) and runs inference in the
-app's thread pool, never on the loop. A request goes through the REST parser's checks (the
-signature, shapes, datatypes), so both doors refuse the same bad input with the same message.
+app's thread pool, never on the loop. A request passes the REST parser's checks (the
+signature, shapes, datatypes: `v2proto.grpc.request`), so both doors refuse the same bad input
+with the same message.
 
 Failures map to gRPC status codes by meaning: a bad request is INVALID_ARGUMENT, an unknown
 model NOT_FOUND, not ready UNAVAILABLE, an injected or real failure INTERNAL (the REST 500).
@@ -24,10 +25,10 @@ import grpc.aio
 from replicas.errors import BadRequest, NotFound, NotReady, ReplicaError
 from replicas.model import PLATFORM, OnnxModel
 from replicas.server import SERVER_METADATA, ReplicaApp
-from v2proto.codec import parse_infer_request
 from v2proto.errors import ProtocolError
 from v2proto.grpc import grpc_service_pb2 as pb
-from v2proto.grpc.convert import grpc_response, grpc_to_rest_request
+from v2proto.grpc.convert import grpc_response
+from v2proto.grpc.request import grpc_infer_request
 from v2proto.grpc.service import generic_handler
 from v2proto.tensors import nonfinite_message, nonfinite_output
 
@@ -108,8 +109,7 @@ class ReplicaGrpc:
         try:
             model = self._loaded(request.model_name, request.model_version)
             try:
-                body = grpc_to_rest_request(request)
-                parsed = parse_infer_request(body.body, body.json_length, model.signature)
+                parsed = grpc_infer_request(request, model.signature)
             except ProtocolError as exc:
                 raise BadRequest(exc.message) from exc
             await app.faults.before_infer(parsed.inputs)

@@ -37,6 +37,7 @@ class Scripted:
         self.reply_bytes = 0
         self.seen: list[pb.ModelInferRequest] = []
         self.metadata: list[dict[str, str]] = []
+        self.extensions = ["x"]
 
     def handler(self) -> grpc.GenericRpcHandler:
         return generic_handler(
@@ -58,7 +59,7 @@ class Scripted:
         return pb.ModelReadyResponse(ready=self.ready)
 
     async def server_metadata(self, request: Any, context: Any) -> Any:
-        return pb.ServerMetadataResponse(name="scripted", version="1", extensions=["x"])
+        return pb.ServerMetadataResponse(name="scripted", version="1", extensions=self.extensions)
 
     async def model_metadata(self, request: Any, context: Any) -> Any:
         reply = pb.ModelMetadataResponse(name="m", versions=["1"], platform="p")
@@ -254,3 +255,24 @@ async def test_pool_headers_go_as_metadata(server: Any, transport: GrpcTransport
                             body=encode_infer_request({"x": X}).body, timeout=5)  # fmt: skip
     assert scripted.metadata[-1]["authorization"] == "Bearer k"
     assert scripted.metadata[-1]["x-team"] == "a"
+
+
+async def test_a_server_listing_binary_tensor_data_gets_raw_contents_for_json_too(
+    server: Any, transport: GrpcTransport
+) -> None:
+    scripted, endpoint = server
+    sent = encode_infer_request({"x": X}, request_id="j")
+
+    async def infer() -> Any:
+        reply = await transport.request(endpoint, "POST", "/v2/models/m/infer", body=sent.body,
+                                        timeout=5)  # fmt: skip
+        assert orjson.loads(reply.body)["outputs"][0]["data"] == X.ravel().tolist()  # JSON back
+        return scripted.seen[-1]
+
+    assert not (await infer()).raw_input_contents  # not known yet: typed
+    scripted.extensions = ["binary_tensor_data"]
+    await transport.request(endpoint, "GET", "/v2", timeout=5)  # the extensions learner's call
+    assert list((await infer()).raw_input_contents) == [X.tobytes()]
+    scripted.extensions = []
+    await transport.request(endpoint, "GET", "/v2", timeout=5)
+    assert not (await infer()).raw_input_contents
