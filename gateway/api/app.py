@@ -27,6 +27,8 @@ from gateway.carry_over import carry_over
 from gateway.config import ConfigError, GatewayConfig, load_config
 from gateway.errors import BadRequest, Conflict
 from gateway.pipeline.build import build_edge
+from gateway.policies.byte_budget import InflightBytes, machine_default
+from gateway.policies.heap_trim import HeapTrim
 from gateway.preflight import config_problems
 from gateway.rollout.handover import promoted_config
 from gateway.runtime import Gateway
@@ -38,6 +40,7 @@ RETIRE_GRACE_S = 60.0
 RESTART_FIELDS = (
     "host", "port", "grpc_port", "max_header_bytes", "header_timeout_s", "body_timeout_s",
     "parse_inline_max_bytes", "parse_offload", "parse_workers", "watch_config",
+    "inflight_bytes", "inflight_wait_s",
 )  # fmt: skip
 DRAIN_SLACK_S = 1.0
 INFER_PATH = re.compile(r"^/v2/models/([^/]+)(?:/versions/([^/]+))?/infer$")
@@ -55,6 +58,9 @@ class GatewayApp:
         self.bind_host = bind_host or server.host
         self.parser = RequestParser(
             server.parse_inline_max_bytes, server.parse_offload, server.parse_workers
+        )
+        self.memory = InflightBytes(  # bytes in flight, across reloads: one per server
+            server.inflight_bytes or machine_default(), server.inflight_wait_s, HeapTrim().soon
         )
         self._install(gateway, self._access(gateway.config))
 
@@ -75,7 +81,7 @@ class GatewayApp:
             gateway.infer, gateway.clock, gateway.tracer, gateway.observe,
             tenant_of=keys.tenant, model_of=gateway.model, tenants=gateway.tenants,
             max_body_bytes=gateway.config.server.max_body_bytes, parser=self.parser,
-            schema_of=gateway.schema,
+            schema_of=gateway.schema, memory=self.memory,
         )  # fmt: skip
         self._infer = InferEndpoint(self.edge)
         hosts = allowed_hosts(gateway.config.server.allowed_hosts, self.bind_host)

@@ -85,6 +85,7 @@ from gateway.pipeline.rollout import RolloutRoute
 from gateway.pipeline.route import Router, SingleRoute
 from gateway.pipeline.vote import VoteRoute
 from gateway.policies.budget import RetryBudget
+from gateway.policies.byte_budget import InflightBytes
 from gateway.policies.selection import PowerOfTwoChoices
 from gateway.policies.tenant_limits import TenantLimits
 from gateway.rollout.controller import Rollouts
@@ -106,6 +107,7 @@ def build_edge(
     max_body_bytes: int,
     parser: Parser,
     schema_of: SchemaOf,
+    memory: InflightBytes | None = None,
 ) -> Edge:
     """The steps before ``pipeline``, in the order a request meets them (any door)."""
     return Edge(
@@ -120,6 +122,7 @@ def build_edge(
         CallBuilder(clock),  # the id into the body; the InferCall, its deadline from arrival
         pipeline,  # build_pipeline's handler: admission ... replica
         observe,  # after the door has answered: metrics, SLOs, history
+        memory,  # the bytes in flight, gateway-wide: held from the body's head to the answer
     )
 
 

@@ -35,6 +35,7 @@ from gateway.pipeline.edge_steps import (
     SchemaCheck,
     rows,
 )
+from gateway.policies.byte_budget import InflightBytes
 from gateway.policies.tenant_limits import TenantLimits
 from gateway.telemetry.logging import bind_request, unbind_request
 from gateway.telemetry.spans import RequestSpan
@@ -77,6 +78,7 @@ class Intake:
     received: int = -1  # the body's bytes, once read
     rows: int = -1  # the request's rows, once parsed
     call: InferCall | None = None
+    held: int = 0  # bytes it holds in the in-flight budget, given back at `Edge.done`
 
     @property
     def attempts(self) -> int:
@@ -98,7 +100,9 @@ class Edge:
         build_call: CallBuilder,
         pipeline: Handler,
         observe: Observer,
+        memory: InflightBytes | None = None,
     ) -> None:
+        self._memory = memory  # the gateway-wide budget of bytes in flight (None: unbounded)
         self._clock = clock
         self._tracer = tracer
         self._caller = caller
@@ -129,8 +133,14 @@ class Edge:
         limiter = self._limits.get(tenant)
         limiter.enter()  # before the body is read: a refusal costs ≈ nothing
         try:
+            memory = self._memory
+            if memory is not None:
+                await self._hold_declared(intake, memory, headers.get("content-length"))
             body = await self._body(headers.get("content-length"), read)
             intake.received = len(body)
+            if memory is not None and not intake.held:  # undeclared (chunked): count it now
+                memory.add(intake.received)
+                intake.held = intake.received
             timeout_s = self._timeout(headers.get(TIMEOUT_HEADER), model)
             if TIMEOUT_HEADER in headers:
                 intake.client_timeout_s = timeout_s
@@ -155,6 +165,9 @@ class Edge:
             result.body, result.header_length = with_client_id(
                 result.body, result.header_length, call.request.id or "", call.client_id
             )
+        if self._memory is not None:  # the answer is in memory until the door has written it
+            self._memory.add(len(result.body))
+            intake.held += len(result.body)
         return result
 
     def done(
@@ -173,3 +186,17 @@ class Edge:
         )  # fmt: skip
         intake.span.end(status, served_by or None, degraded)
         unbind_request(intake.log_token)
+        if intake.held and self._memory is not None:
+            self._memory.give(intake.held)  # the answer is written: its bytes are free
+            intake.held = 0
+
+    async def _hold_declared(
+        self, intake: Intake, memory: InflightBytes, declared: str | None
+    ) -> None:
+        """Holds the declared body's bytes before it is read (waits, or 503 `Overloaded`); a
+        length over the body cap is left to the body step's 413."""
+        if declared is not None and declared.isdigit():
+            size = int(declared)
+            if 0 < size <= self._body.max_bytes:
+                await memory.take(size)
+                intake.held = size

@@ -11,7 +11,9 @@ for (they are already in memory): they hold new requests back until their answer
 
 One request alone is always admitted when nothing else is held, so a body under the cap is
 never refused for being larger than the budget. Waiters are woken in order as bytes come back;
-no timer runs while nothing waits.
+no timer runs while nothing waits. When the budget drains after a burst of at least
+``burst_bytes``, ``drained`` is called (the gateway gives the heap's free pages back then:
+`gateway.policies.heap_trim`).
 """
 
 from __future__ import annotations
@@ -20,19 +22,31 @@ import asyncio
 import contextlib
 import os
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 
 from gateway.errors import Overloaded
+
+BURST_BYTES = 16 * 1024 * 1024  # a drain after holding this much calls ``drained``
 
 
 class InflightBytes:
     """Bytes held by requests being served, against ``limit``; ``wait_s``: the longest wait."""
 
-    def __init__(self, limit: int, wait_s: float) -> None:
+    def __init__(
+        self,
+        limit: int,
+        wait_s: float,
+        drained: Callable[[], None] | None = None,
+        burst_bytes: int = BURST_BYTES,
+    ) -> None:
         self.limit = limit
         self.wait_s = wait_s
         self.held = 0
         self.peak = 0  # the most held at once (for /metrics and the benchmarks)
+        self._drained = drained
+        self._burst_bytes = burst_bytes
+        self._burst = 0  # the most held since the budget last drained
         self.refused = 0
         self._waiters: deque[tuple[int, asyncio.Future[None]]] = deque()
 
@@ -67,14 +81,20 @@ class InflightBytes:
 
     def add(self, size: int) -> None:
         """Counts bytes already in memory (an undeclared body, an answer): never waits."""
-        self.held += size
-        if self.held > self.peak:
-            self.peak = self.held
+        held = self.held = self.held + size
+        if held > self._burst:
+            self._burst = held
+            if held > self.peak:
+                self.peak = held
 
     def give(self, size: int) -> None:
         """The bytes are no longer held (the answer was written, or the request refused)."""
         self.held -= size
-        self._wake()
+        if self._waiters:
+            self._wake()
+        elif not self.held and self._burst >= self._burst_bytes and self._drained is not None:
+            self._burst = 0
+            self._drained()
 
     def _wake(self) -> None:
         waiters = self._waiters

@@ -8,6 +8,7 @@ import pytest
 
 from gateway.errors import Overloaded
 from gateway.policies.byte_budget import InflightBytes, machine_default
+from gateway.policies.heap_trim import HeapTrim
 
 
 async def test_bytes_that_fit_are_held_at_once_and_given_back() -> None:
@@ -72,3 +73,27 @@ async def test_answers_are_counted_without_waiting_and_hold_new_requests_back() 
 
 def test_the_default_is_sized_to_the_machine() -> None:
     assert 64 << 20 <= machine_default() <= 1 << 30
+
+
+async def test_a_drain_after_a_large_burst_calls_drained_once() -> None:
+    drains: list[int] = []
+    budget = InflightBytes(100, wait_s=0.0, drained=lambda: drains.append(budget.held),
+                           burst_bytes=50)  # fmt: skip
+    await budget.take(30)
+    budget.give(30)
+    assert drains == []  # a small burst: nothing to give back
+    await budget.take(40)
+    budget.add(20)  # its answer
+    budget.give(40)
+    assert drains == []  # not drained yet
+    budget.give(20)
+    assert drains == [0]
+    await budget.take(10)
+    budget.give(10)
+    assert drains == [0]  # the burst was counted once
+
+
+def test_the_heap_trim_runs_here() -> None:
+    trim = HeapTrim()
+    trim.now()
+    assert trim.trims == (1 if trim.available else 0)
