@@ -102,6 +102,10 @@ class InferDoor:
             remaining = context.time_remaining()
             status = 504 if remaining is not None and remaining <= 0 else CLIENT_CLOSED
             raise
+        except Exception:  # the one place an unexpected bug meets a gRPC client, as REST's
+            log.exception("unexpected error in ModelInfer for %r", request.model_name)
+            status = 500
+            await context.abort(grpc.StatusCode.INTERNAL, "internal gateway error (logged)")
         finally:
             edge.done(intake, status, served_by, degraded, sent)
 

@@ -1,0 +1,171 @@
+"""The gRPC door's ModelInfer on fakes (`gateway.grpc_door.infer.InferDoor`): what it hands
+the edge, what it answers for a result, a refusal, a bug and a cancelled call, and that every
+call is reported to the edge exactly once with the status a REST client would have seen."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import grpc
+import orjson
+import pytest
+
+from gateway.errors import TooManyRequests
+from gateway.grpc_door.infer import InferDoor
+from gateway.pipeline.call import InferResult
+from v2proto.grpc import grpc_service_pb2 as pb
+
+Reader = Callable[[], Awaitable[tuple[bytes, bool]]]
+
+
+class Aborted(Exception):
+    pass
+
+
+@dataclass
+class FakeContext:
+    metadata: tuple[tuple[str, str], ...] = ()
+    remaining: float | None = None
+    trailing: tuple[tuple[str, str], ...] = ()
+    aborted: tuple[grpc.StatusCode, str] | None = None
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return self.metadata
+
+    def time_remaining(self) -> float | None:
+        return self.remaining
+
+    def set_trailing_metadata(self, metadata: tuple[tuple[str, str], ...]) -> None:
+        self.trailing = metadata
+
+    async def abort(self, code: grpc.StatusCode, details: str) -> None:
+        self.aborted = (code, details)
+        raise Aborted
+
+
+@dataclass
+class FakeEdge:
+    """Reads the body as the edge does, then answers with ``answer``."""
+
+    answer: Callable[[dict[str, str], list[bytes]], InferResult]
+    done_calls: list[tuple[Any, ...]] = field(default_factory=list)
+    headers: dict[str, str] = field(default_factory=dict)
+    pieces: list[bytes] = field(default_factory=list)
+
+    def arrive(self, model: str, version: str | None, headers: dict[str, str]) -> Any:
+        self.headers = headers
+        span = SimpleNamespace(traceparent="00-" + "a" * 32 + "-" + "b" * 16 + "-01")
+        return SimpleNamespace(request_id="req-1", span=span, attempts=2)
+
+    async def infer(self, intake: Any, read: Reader) -> InferResult:
+        while True:
+            chunk, more = await read()
+            self.pieces.append(chunk)
+            if not more:
+                return self.answer(self.headers, self.pieces)
+
+    def done(self, intake: Any, status: int, served_by: str = "", degraded: str | None = None,
+             sent: int = -1) -> None:  # fmt: skip
+        self.done_calls.append((status, served_by, degraded, sent))
+
+
+def raw_request() -> pb.ModelInferRequest:
+    request = pb.ModelInferRequest(model_name="digits")
+    request.inputs.add(name="input", datatype="FP32", shape=[1, 2])
+    request.raw_input_contents.append(b"\0\0\x80?\0\0\0@")  # 1.0, 2.0
+    return request
+
+
+def reply(vote: str | None = None) -> InferResult:
+    head = orjson.dumps({"model_name": "digits", "outputs": [
+        {"name": "label", "datatype": "INT64", "shape": [1], "parameters": {"binary_data_size": 8}}
+    ]})  # fmt: skip
+    return InferResult(200, head + (3).to_bytes(8, "little"), "application/octet-stream",
+                       str(len(head)), "r0", 1, None, vote)  # fmt: skip
+
+
+def door(edge: FakeEdge) -> InferDoor:
+    return InferDoor(SimpleNamespace(edge=edge))  # type: ignore[arg-type]
+
+
+async def test_the_edge_gets_the_metadata_the_deadline_and_the_tensors_as_pieces() -> None:
+    edge = FakeEdge(lambda headers, pieces: reply("3/3"))
+    context = FakeContext((("x-api-key", "k"), ("user-agent", "x")), remaining=0.25)
+    response = await door(edge)(raw_request(), context)  # type: ignore[arg-type]
+    assert edge.headers["x-api-key"] == "k" and "user-agent" not in edge.headers
+    assert edge.headers["x-request-timeout-ms"] == "250.000"
+    head, tensor = edge.pieces
+    assert tensor == b"\0\0\x80?\0\0\0@" and edge.headers["inference-header-content-length"] == (
+        str(len(head))
+    )
+    assert orjson.loads(head)["inputs"][0]["parameters"] == {"binary_data_size": 8}
+    assert list(response.raw_output_contents) == [(3).to_bytes(8, "little")]
+    trailing = dict(context.trailing)
+    assert trailing["x-vote"] == "3/3" and trailing["x-served-by"] == "r0"
+    assert trailing["x-request-id"] == "req-1" and trailing["traceparent"].startswith("00-")
+    assert edge.done_calls == [(200, "r0", None, len(reply().body))]
+
+
+async def test_a_refusal_is_its_code_with_retry_after_and_reported_once() -> None:
+    def refuse(headers: dict[str, str], pieces: list[bytes]) -> InferResult:
+        raise TooManyRequests("tenant globex over its rate", 2.0)
+
+    edge = FakeEdge(refuse)
+    context = FakeContext()
+    with pytest.raises(Aborted):
+        await door(edge)(raw_request(), context)  # type: ignore[arg-type]
+    assert context.aborted == (grpc.StatusCode.RESOURCE_EXHAUSTED, "tenant globex over its rate")
+    trailing = dict(context.trailing)
+    assert trailing["retry-after"] == "2" and trailing["x-http-status"] == "429"
+    assert trailing["x-attempts"] == "2" and trailing["x-request-id"] == "req-1"
+    assert edge.done_calls == [(429, "", None, -1)]
+
+
+async def test_a_bad_message_is_invalid_argument_naming_the_field() -> None:
+    edge = FakeEdge(lambda headers, pieces: reply())
+    request = raw_request()
+    request.raw_input_contents[0] = b"\0\0"
+    context = FakeContext()
+    with pytest.raises(Aborted):
+        await door(edge)(request, context)  # type: ignore[arg-type]
+    assert context.aborted is not None and context.aborted[0] == grpc.StatusCode.INVALID_ARGUMENT
+    assert "input 'input'" in context.aborted[1]
+    assert edge.done_calls == [(400, "", None, -1)]
+
+
+async def test_a_bug_is_internal_without_its_text() -> None:
+    def bug(headers: dict[str, str], pieces: list[bytes]) -> InferResult:
+        raise KeyError("secret detail")
+
+    edge = FakeEdge(bug)
+    context = FakeContext()
+    with pytest.raises(Aborted):
+        await door(edge)(raw_request(), context)  # type: ignore[arg-type]
+    assert context.aborted == (grpc.StatusCode.INTERNAL, "internal gateway error (logged)")
+    assert edge.done_calls == [(500, "", None, -1)]
+
+
+@pytest.mark.parametrize(("remaining", "status"), [(-0.001, 504), (5.0, 499)])
+async def test_a_cancelled_call_is_reported_as_its_deadline_or_the_client(
+    remaining: float, status: int
+) -> None:
+    def cancelled(headers: dict[str, str], pieces: list[bytes]) -> InferResult:
+        raise asyncio.CancelledError
+
+    edge = FakeEdge(cancelled)
+    with pytest.raises(asyncio.CancelledError):
+        await door(edge)(raw_request(), FakeContext(remaining=remaining))  # type: ignore[arg-type]
+    assert edge.done_calls == [(status, "", None, -1)]
+
+
+async def test_a_non_2xx_result_is_internal() -> None:
+    edge = FakeEdge(lambda headers, pieces: InferResult(502, b"", None, None, "r0", 1))
+    context = FakeContext()
+    with pytest.raises(Aborted):
+        await door(edge)(raw_request(), context)  # type: ignore[arg-type]
+    assert context.aborted is not None and context.aborted[0] == grpc.StatusCode.INTERNAL
+    assert edge.done_calls == [(500, "", None, -1)]
