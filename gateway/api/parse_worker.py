@@ -16,7 +16,7 @@ import sys
 from typing import Any, BinaryIO
 
 from gateway.errors import GatewayError
-from gateway.v2.request import InferRequestInfo, parse_infer_request
+from gateway.v2.request import InferRequestInfo, check_infer_request
 
 FRAME = struct.Struct("<Q")
 
@@ -25,7 +25,7 @@ def parse_detached(
     body: bytes, header_length: str | None, max_rows: int | None
 ) -> InferRequestInfo:
     """Parses and checks ``body`` like `parse_infer_request`, then drops the inputs' data."""
-    info = parse_infer_request(body, header_length, max_rows)
+    info = check_infer_request(body, header_length, max_rows)
     header = dict(info.header)
     header["inputs"] = [{k: v for k, v in t.items() if k != "data"} for t in header["inputs"]]
     return InferRequestInfo(info.id, header, info.binary_length)

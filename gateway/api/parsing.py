@@ -22,7 +22,7 @@ from typing import Protocol
 
 from gateway.api.parse_worker import FRAME
 from gateway.errors import GatewayError
-from gateway.v2.request import InferRequestInfo, parse_infer_request
+from gateway.v2.request import InferRequestInfo, check_infer_request
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ class InlineOffload:
     async def parse(
         self, body: bytes, header_length: str | None, max_rows: int | None
     ) -> InferRequestInfo:
-        return parse_infer_request(body, header_length, max_rows)
+        return check_infer_request(body, header_length, max_rows)
 
     async def close(self) -> None:
         pass
@@ -52,7 +52,7 @@ class ThreadOffload(InlineOffload):
     async def parse(
         self, body: bytes, header_length: str | None, max_rows: int | None
     ) -> InferRequestInfo:
-        return await asyncio.to_thread(parse_infer_request, body, header_length, max_rows)
+        return await asyncio.to_thread(check_infer_request, body, header_length, max_rows)
 
 
 class WorkerGone(Exception):
@@ -144,7 +144,7 @@ class ProcessOffload:
             return await worker.parse(body, header_length, max_rows)
         except WorkerGone:
             log.warning("parse worker failed; parsing this request inline", exc_info=True)
-            return parse_infer_request(body, header_length, max_rows)
+            return check_infer_request(body, header_length, max_rows)
         finally:
             self._idle.put_nowait(worker)
 

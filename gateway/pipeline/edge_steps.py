@@ -20,7 +20,7 @@ from gateway.pipeline.call import InferCall
 from gateway.telemetry.spans import RequestSpan
 from gateway.v2.body import Body
 from gateway.v2.identity import upstream_id, with_request_id
-from gateway.v2.request import HEADER_LENGTH, InferRequestInfo, parse_infer_request
+from gateway.v2.request import HEADER_LENGTH, InferRequestInfo, check_infer_request
 from gateway.v2.schema import ModelSchema
 from v2proto.codec import BINARY_CONTENT_TYPE
 
@@ -119,7 +119,7 @@ class Parse:
         if header_length is not None and header_length.isdigit():
             size = min(size, int(header_length))
         if size <= self._inline_max:
-            return parse_infer_request(body, header_length, max_rows)
+            return check_infer_request(body, header_length, max_rows)
         return await self._parser.offload(body.joined(), header_length, max_rows)
 
 
