@@ -103,7 +103,11 @@ class Gateway:
             config.models, self.clock, self.rng,
             decide=self.shared.decide, known=self.shared.decisions.get, audit=self.shared.audit,
             burning=self.slo.fast_burn, synced=self.shared.synced, origin=self.shared.origin,
+            leased=self.shared.sync is not None,  # a fleet: one gateway leads, evidence pooled
         )  # fmt: skip
+        if self.rollouts.runs:
+            pool = self.rollouts.pool
+            self.shared.share_counters(pool.export_deltas, pool.apply_remote)
         self.metadata = MetadataCache()
         self._transport = transport
         self._pipeline: Pipeline | None = None
@@ -171,7 +175,8 @@ class Gateway:
                 self.clock,
             ),
             self.shared,
-            RolloutTicker(self.rollouts, self.shared.publish, self.clock),
+            RolloutTicker(self.rollouts, self.shared.publish, self.clock,
+                          self.shared.lease if self.shared.sync is not None else None),
             self.history.service(),
         ]
         for service in self._services:

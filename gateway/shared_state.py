@@ -36,6 +36,7 @@ from gateway.state.base import CounterDelta, ReplicaSignal, SharedView
 from gateway.state.decision_file import read_decisions, write_decisions
 from gateway.state.decisions import Decision, DecisionBook
 from gateway.state.fleet import Heartbeat
+from gateway.state.lease import Lease
 from gateway.state.redis_store import RedisStore
 from gateway.state.signals import SignalLedger
 from gateway.state.sync import StateSync
@@ -44,6 +45,8 @@ from gateway.upstream.breaker import CLOSED, HALF_OPEN, OPEN
 from gateway.upstream.controls import Change, ManualControls
 from gateway.upstream.registry import Registry
 
+ExportCounters = Callable[[], Mapping[str, CounterDelta]]
+ApplyCounters = Callable[[Mapping[str, int], bool], None]  # others' totals, full
 CONTROLS_S = 0.5  # how often decisions are enforced again (an eject's end is seen this late)
 
 
@@ -74,6 +77,7 @@ class SharedState:
             self.enforce()
         self._applying = False
         self.applied = 0
+        self._shared_counters: list[tuple[ExportCounters, ApplyCounters]] = []
         self.heartbeats: dict[str, Heartbeat] = {}  # every instance's, from the last pull
         self._beat: Callable[[], Heartbeat] | None = None
         self.sync: StateSync | None = None
@@ -104,12 +108,26 @@ class SharedState:
     # --- operators' decisions -------------------------------------------------------------
 
     def decide(
-        self, key: str, action: str, by: str, reason: str, until: float = 0.0
+        self, key: str, action: str, by: str, reason: str, until: float = 0.0, floor: int = 0
     ) -> Decision:
-        """Takes an operator's decision here and obeys it at once (`publish` shares it)."""
-        decision = self.decisions.decide(key, action, by, reason, self._clock.wall(), until)
+        """Takes an operator's decision here and obeys it at once (`publish` shares it);
+        ``floor``: its least version (a lease's fence, `gateway.state.lease`)."""
+        decision = self.decisions.decide(key, action, by, reason, self._clock.wall(), until,
+                                         floor)  # fmt: skip
         self.enforce()
         return decision
+
+    async def lease(self, name: str, ttl_s: float, release: bool = False) -> Lease | None:
+        """This instance's lease on ``name`` in the shared store (None: no store shared, so
+        this instance alone decides); `StoreUnavailable` when the store does not answer."""
+        if self.sync is None:
+            return None
+        return await self.sync.store.lease(name, self.origin, ttl_s, release)
+
+    def share_counters(self, export: ExportCounters, apply: ApplyCounters) -> None:
+        """Counters of another part (a rollout's evidence) pushed and pulled with the rest:
+        ``export`` gives its deltas, ``apply`` takes the other instances' totals."""
+        self._shared_counters.append((export, apply))
 
     async def publish(self) -> str | None:
         """Saves (``state.decisions_file``) and pushes what was decided here now, not at the
@@ -197,6 +215,8 @@ class SharedState:
         deltas = self._book.export_deltas()
         if self._budget is not None:
             deltas.update(self._budget.export_deltas())
+        for export, _ in self._shared_counters:
+            deltas.update(export())
         return self._ledger.take_unsent(), deltas
 
     def _heartbeat(self) -> Heartbeat | None:
@@ -207,6 +227,8 @@ class SharedState:
         self._book.apply_remote(view.counters, view.full)
         if self._budget is not None:
             self._budget.apply_remote(view.counters, view.full)
+        for _, apply in self._shared_counters:
+            apply(view.counters, view.full)
         self._applying = True
         try:
             for signal in self._ledger.observe(view.signals):

@@ -28,10 +28,12 @@ from gateway.errors import Conflict
 from gateway.policies.voting import VoteRule
 from gateway.rollout.compare import rule_of
 from gateway.rollout.evidence import Evidence
+from gateway.rollout.pooled import COUNTS, DISAGREE, EvidencePool, step_key
 from gateway.rollout.progress import COMPARING_PHASES, Progress, fingerprint, rollout_key
 from gateway.rollout.shadow import ShadowGate
 from gateway.rollout.steps import judge
 from gateway.state.decisions import Decision
+from gateway.state.lease import Lease, fenced_version, token_of
 from gateway.telemetry.audit import AuditEvent
 
 RUNNING = frozenset({"shadow", "canary"})
@@ -39,7 +41,8 @@ STARTABLE = frozenset({"waiting", "paused", "rolled_back", "aborted"})
 
 
 class Decide(Protocol):
-    def __call__(self, key: str, action: str, by: str, reason: str) -> Decision: ...
+    def __call__(self, key: str, action: str, by: str, reason: str, *, floor: int) -> Decision:
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,11 +102,18 @@ class Rollouts:
         burning: Callable[[str], bool],
         synced: Callable[[], bool],
         origin: str,
+        leased: bool = False,
     ) -> None:
+        """``leased``: a fleet shares a store: only the holder of a model's lease (`leased`)
+        starts, advances and promotes its rollout, on the fleet's pooled evidence; without
+        one, this gateway decides alone."""
         self._clock = clock
         self._rng = rng
         self._decide, self._known, self._audit = decide, known, audit
         self._burning, self._synced, self._origin = burning, synced, origin
+        self._fleet = leased
+        self._leases: dict[str, Lease] = {}  # by model: the latest answer of the store
+        self.pool = EvidencePool(clock.wall)
         self.active = False
         self.unpublished = False  # decisions taken here since the last publish
         self.hand_over: Callable[[], None] | None = None  # makes promoted candidates the pools
@@ -114,7 +124,7 @@ class Rollouts:
                 self.runs[name] = Run(name, model.pool, config, fingerprint(model.pool, config),
                                       ShadowGate(config, clock), rule_of(config),
                                       clock.now())  # fmt: skip
-        self._declared = frozenset(self.runs)  # a promoted one is kept after its hand-over
+        self.declared = frozenset(self.runs)  # a promoted one is kept after its hand-over
 
     # --- the request path -----------------------------------------------------------------
 
@@ -142,35 +152,49 @@ class Rollouts:
     def served(self, model: str, candidate: bool, ok: bool, latency_s: float) -> None:
         """A client's request answered by one pool (ok: not an error of that pool)."""
         run = self.runs[model]
-        for evidence in run.both():
-            if candidate:
-                evidence.candidate_requests += 1
-                evidence.candidate_errors += int(not ok)
-            if ok:
-                (evidence.candidate_latency if candidate else evidence.current_latency).append(
-                    latency_s
-                )
+        if candidate:
+            self._count(run, candidate_requests=1, candidate_errors=int(not ok))
+        if ok:
+            for evidence in run.both():
+                side = evidence.candidate_latency if candidate else evidence.current_latency
+                side.append(latency_s)
         self._judge(run)
 
     def compared(self, model: str, agreed: bool, differing: list[str], copy_s: float) -> None:
         """A copy's answer compared with the client's (the copy took ``copy_s``)."""
         run = self.runs[model]
         for evidence in run.both():
-            evidence.comparison(agreed, differing)
-            if run.config.mode == "shadow":  # the copy went to the candidate
-                evidence.candidate_requests += 1
+            evidence.disagreements.update(differing)
+        shadow = run.config.mode == "shadow"  # the copy went to the candidate
+        self._count(run, compared=1, agreed=int(agreed), candidate_requests=int(shadow),
+                    **{f"{DISAGREE}{name}": 1 for name in differing})  # fmt: skip
+        if shadow:
+            for evidence in run.both():
                 evidence.candidate_latency.append(copy_s)
         self._judge(run)
 
     def copy_failed(self, model: str) -> None:
         """A copy got no comparable answer (an error, a timeout, an undecodable reply)."""
         run = self.runs[model]
-        for evidence in run.both():
-            evidence.compare_errors += 1
-            if run.config.mode == "shadow":
-                evidence.candidate_requests += 1
-                evidence.candidate_errors += 1
+        shadow = int(run.config.mode == "shadow")
+        self._count(run, compare_errors=1, candidate_requests=shadow, candidate_errors=shadow)
         self._judge(run)
+
+    def _count(self, run: Run, **counts: int) -> None:
+        """Adds to the step's and the total evidence, and to what the fleet is told."""
+        step = self._step_key(run)
+        for name, amount in counts.items():
+            if step is not None:
+                self.pool.add(step, name, amount)
+            if name in COUNTS:
+                for evidence in run.both():
+                    setattr(evidence, name, getattr(evidence, name) + amount)
+
+    def _step_key(self, run: Run) -> str | None:
+        progress = run.progress
+        if not self._fleet or progress is None:
+            return None
+        return step_key(run.model, run.declared, progress.step, progress.since)
 
     def shed(self, model: str) -> None:
         for evidence in self.runs[model].both():
@@ -185,7 +209,7 @@ class Rollouts:
     def tick(self) -> None:
         for run in self.runs.values():
             self._adopt(run)
-            if run.progress is None and self.active and self._synced():
+            if run.progress is None and self.active and self._synced() and self._leading(run):
                 phase = run.config.mode if run.config.auto_start else "waiting"
                 waits = "" if run.config.auto_start else " (auto_start false: waits for start)"
                 action = "start" if phase != "waiting" else "declare"
@@ -199,7 +223,7 @@ class Rollouts:
         """Models the config still declares a rollout for, whose candidate is promoted."""
         return sorted(
             name
-            for name in self._declared
+            for name in self.declared
             if (progress := self.runs[name].progress) is not None and progress.phase == "promoted"
         )
 
@@ -225,7 +249,11 @@ class Rollouts:
         if not self.active or progress is None or progress.phase != "canary":
             return
         held_s = self._clock.now() - run.began
-        verdict = judge(run.config, progress.step, run.step, held_s, self._burning(run.model))
+        step = self._step_key(run)
+        evidence = self.pool.pooled(step, run.step) if step is not None else run.step
+        verdict = judge(run.config, progress.step, evidence, held_s, self._burning(run.model))
+        if verdict.action != "rollback" and not self._leading(run):
+            return  # the lease holder moves it on; any gateway rolls back on what it sees
         if verdict.action == "advance":
             self._take(run, "canary", progress.step + 1, "rule:evidence", "step", verdict.why)
         elif verdict.action == "promote":
@@ -233,6 +261,35 @@ class Rollouts:
         elif verdict.action == "rollback":
             self._take(run, "rolled_back", progress.step, f"rule:{verdict.rule}", "rollback",
                        verdict.why)  # fmt: skip
+
+    # --- the fleet's lease ------------------------------------------------------------------
+
+    def _leading(self, run: Run) -> bool:
+        if not self._fleet:
+            return True
+        lease = self._leases.get(run.model)
+        return lease is not None and lease.held
+
+    def leased(self, model: str, lease: Lease | None) -> None:
+        """The store's answer on this gateway's lease for ``model`` (None: lost, the store did
+        not answer). A new holder records its lead (its token in the version), so that no
+        stale holder's progress stands after it."""
+        before = self._leases.get(model)
+        if lease is None:
+            if before is not None:
+                self._leases[model] = Lease(False, before.token, "")
+            return
+        self._leases[model] = lease
+        run = self.runs.get(model)
+        if run is None or run.progress is None or not lease.held or not self.active:
+            return
+        if token_of(run.progress.version) < lease.token:
+            self._take(run, run.progress.phase, run.progress.step, "rule:lease", "lead",
+                       f"gateway {self._origin} decides (lease token {lease.token})")  # fmt: skip
+
+    def _floor(self, model: str) -> int:
+        lease = self._leases.get(model)
+        return fenced_version(lease.token) if lease is not None else 0
 
     def act(self, model: str, action: str, who: str, reason: str) -> dict[str, Any]:
         """An operator's start, pause, promote or abort (`Conflict` where it cannot apply)."""
@@ -256,7 +313,9 @@ class Rollouts:
 
     def _take(self, run: Run, phase: str, step: int, who: str, action: str, why: str) -> None:
         wall = self._clock.wall()
-        evidence = run.step.to_json(run.config.confidence_z)
+        key = self._step_key(run)
+        pooled = self.pool.pooled(key, run.step) if key is not None else run.step
+        evidence = pooled.to_json(run.config.confidence_z)
         before = run.progress or Progress("waiting", 0, run.declared, wall)
         share_before = before.share(run.config)
         progress = before.then(phase, step, wall, {})
@@ -264,7 +323,8 @@ class Rollouts:
                  "share_percent": progress.share(run.config), "share_before": share_before,
                  "why": why, "evidence": evidence, "gateway": self._origin}  # fmt: skip
         progress = before.then(phase, step, wall, entry)
-        decision = self._decide(rollout_key(run.model), phase, who, progress.reason())
+        decision = self._decide(rollout_key(run.model), phase, who, progress.reason(),
+                                floor=self._floor(run.model))  # fmt: skip
         run.progress = replace(progress, version=decision.version)
         if (phase, step) != (before.phase, before.step):
             run.step, run.began = Evidence(), self._clock.now()
@@ -280,7 +340,7 @@ class Rollouts:
         now = self._clock.now()
         return {
             "rollouts": {
-                name: {**run.to_json(now), "in_config": name in self._declared}
+                name: {**run.to_json(now), "in_config": name in self.declared}
                 for name, run in sorted(self.runs.items())
             }
         }

@@ -41,7 +41,7 @@ class Progress:
     phase: str
     step: int  # index into the declaration's steps (canary)
     declared: str  # the declaration's fingerprint
-    since: float  # wall seconds this phase or step began
+    since: float  # wall seconds this phase and step began
     trail: tuple[dict[str, Any], ...] = ()
     version: int = 0  # of the decision that holds it (0: not stored yet)
 
@@ -54,8 +54,10 @@ class Progress:
         return 0.0
 
     def then(self, phase: str, step: int, at: float, entry: dict[str, Any]) -> Progress:
+        """The next progress; ``since`` moves only with the phase or the step."""
         trail = (*self.trail, entry)[-MAX_TRAIL:]
-        return replace(self, phase=phase, step=step, since=at, trail=trail)
+        since = self.since if (phase, step) == (self.phase, self.step) else at
+        return replace(self, phase=phase, step=step, since=since, trail=trail)
 
     def reason(self) -> str:
         doc = {"declared": self.declared, "step": self.step, "since": self.since,

@@ -47,6 +47,7 @@ import orjson
 
 from gateway.state.decisions import Decision
 from gateway.state.fleet import Heartbeat
+from gateway.state.lease import Lease
 
 BREAKER_STATES = frozenset({"closed", "open", "half-open"})
 
@@ -190,6 +191,11 @@ class StateStore(Protocol):
 
     async def push(self, batch: PushBatch) -> PushResult:
         """Adds counter deltas and offers signals (epoch rule); `StoreUnavailable` on failure."""
+        ...
+
+    async def lease(self, name: str, holder: str, ttl_s: float, release: bool = False) -> Lease:
+        """Takes or renews ``holder``'s lease on ``name`` (`gateway.state.lease`), or gives it
+        up (``release``); `StoreUnavailable` on failure."""
         ...
 
     async def pull(self, since: Cursor = START) -> SharedSnapshot:

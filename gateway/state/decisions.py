@@ -102,11 +102,19 @@ class DecisionBook:
         self._unsent: dict[str, Decision] = {}
 
     def decide(
-        self, key: str, action: str, by: str, reason: str, at: float, until: float = 0.0
+        self,
+        key: str,
+        action: str,
+        by: str,
+        reason: str,
+        at: float,
+        until: float = 0.0,
+        floor: int = 0,
     ) -> Decision:
-        """A decision taken here: the next version for its target, known and queued at once."""
+        """A decision taken here: the next version for its target (at least ``floor``: a
+        lease's fence, `gateway.state.lease`), known and queued at once."""
         known = self._known.get(key)
-        version = (known.version if known is not None else 0) + 1
+        version = max((known.version if known is not None else 0) + 1, floor)
         decision = Decision(key, action, until, by, reason, at, version, self.origin)
         self._known[key] = self._unsent[key] = decision
         return decision

@@ -22,6 +22,7 @@ from gateway.state.base import (
 )
 from gateway.state.decisions import Decision
 from gateway.state.fleet import Heartbeat
+from gateway.state.lease import Lease, MemoryLeases, refused
 
 PRUNE_EVERY_S = 1.0
 
@@ -41,6 +42,7 @@ class MemoryStore:
         self._batches: dict[str, int] = {}  # origin -> highest batch number applied
         self._decisions: dict[str, Decision] = {}  # target -> winner; never expires
         self._heartbeats: dict[str, Heartbeat] = {}  # instance -> its newest heartbeat
+        self._leases = MemoryLeases()  # and their fencing tokens (`gateway.state.lease`)
         self._pruned_at = float("-inf")
 
     @property
@@ -74,6 +76,8 @@ class MemoryStore:
             # the entry outlives every signal offered for it, so none of them can come back
             self._signals_until[rid] = max(kept, expires)
         for decision in batch.decisions:
+            if refused(decision.key, decision.version, self._leases.fence(decision.key)):
+                continue  # a stale lease holder's decision
             if decision.supersedes(self._decisions.get(decision.key)):
                 self._decisions[decision.key] = decision
         beat = batch.heartbeat
@@ -85,6 +89,9 @@ class MemoryStore:
             self._heartbeats[beat.instance] = beat
         self._prune()
         return PushResult(self.generation, applied=True, stale=tuple(stale))
+
+    async def lease(self, name: str, holder: str, ttl_s: float, release: bool = False) -> Lease:
+        return self._leases.take(name, holder, ttl_s, self._clock.wall(), release)
 
     async def pull(self, since: Cursor = START) -> SharedSnapshot:
         self._prune()

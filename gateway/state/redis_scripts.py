@@ -10,7 +10,9 @@ sorted set key -> seq of its last change, ``{N}:exp`` a sorted set key -> expiry
 target -> encoded operator decision (`decisions.Decision`: no expiry, the winner by version
 kept, as signals are ordered by epoch), ``{N}:hb`` a hash instance -> its newest encoded
 heartbeat (`fleet.Heartbeat`) and ``{N}:hbexp`` a sorted set instance -> when that expires (ms),
-pruned as signals are. Every key a script touches
+pruned as signals are, and ``{N}:lease`` the leases and their fencing tokens
+(`gateway.state.lease`: a push refuses a fenced decision under an older token). Every key a
+script touches
 comes in KEYS (none is built inside a script), so the same scripts run on one Redis, a
 Sentinel-managed primary and a Cluster. Counters expire through ``{N}:exp`` and signals through
 ``{N}:sexp``: each script deletes up to `PRUNE` expired ones of each, so they are gone from the
@@ -35,6 +37,8 @@ cluster spreads several namespaces (fleets), not one.
 """
 
 from __future__ import annotations
+
+from gateway.state.lease import FENCE_CHECK
 
 PRUNE = 1000  # expired counters, and expired signals, deleted per script call, at most
 
@@ -77,7 +81,7 @@ local function expiry(s, ttl_ms)
   return math.floor(math.max(tonumber(s[3]), tonumber(s[6])) * 1000) + ttl_ms
 end
 """
-# KEYS: gen, seq, chg, exp, sig, cnt, sexp, batch mark, dec, hb, hbexp
+# KEYS: gen, seq, chg, exp, sig, cnt, sexp, batch mark, dec, hb, hbexp, lease
 # ARGV: gen token, batch number, mark ttl s, n counters, n signals, signal ttl ms, n decisions,
 #       n heartbeats (0 or 1), then per counter: key, amount, expire at ms;
 #       per signal: id, epoch, stamp, origin, blob, expire at ms;
@@ -175,6 +179,9 @@ for _ = 1, n_decisions do
       write = greater(version, at, origin, tonumber(d[7]), tonumber(d[6]), d[8])
     end
   end
+"""
+    + FENCE_CHECK
+    + """
   if write then
     redis.call('HSET', KEYS[9], key, ARGV[i + 4])
   end

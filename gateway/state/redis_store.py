@@ -25,7 +25,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
 from gateway.redact import mask_url, scrub, url_secrets
-from gateway.state import redis_scripts, redis_target
+from gateway.state import lease, redis_scripts, redis_target
 from gateway.state.base import (
     SIGNAL_TTL_S,
     START,
@@ -81,6 +81,7 @@ class RedisStore:
         )
         self._push = self._redis.register_script(redis_scripts.PUSH)
         self._pull = self._redis.register_script(redis_scripts.PULL)
+        self._lease = self._redis.register_script(lease.LEASE)
         self._healthy = True
         self.last_error: str | None = None
 
@@ -91,7 +92,7 @@ class RedisStore:
     async def push(self, batch: PushBatch) -> PushResult:
         mark = f"{self._tag}b:{batch.origin}"
         keys = [*self._keys("gen", "seq", "chg", "exp", "sig", "cnt", "sexp"), mark]
-        keys += self._keys("dec", "hb", "hbexp")
+        keys += self._keys("dec", "hb", "hbexp", "lease")
         args: list[str | int] = [
             _new_generation(),
             batch.number,
@@ -115,6 +116,14 @@ class RedisStore:
         reply = await self._call(self._push(keys, args), bulk)
         generation, applied, stale = reply
         return PushResult(str(generation), bool(applied), tuple(str(s) for s in stale))
+
+    async def lease(
+        self, name: str, holder: str, ttl_s: float, release: bool = False
+    ) -> lease.Lease:
+        """Takes or renews the lease on ``name`` for ``holder`` (`gateway.state.lease`)."""
+        args: list[str | int] = [name, holder, int(ttl_s * 1000), int(release)]
+        held, token, who = await self._call(self._lease(self._keys("lease"), args), False)
+        return lease.Lease(bool(held), int(token), str(who))
 
     async def pull(self, since: Cursor = START) -> SharedSnapshot:
         keys = self._keys("gen", "seq", "chg", "exp", "sig", "cnt", "sexp", "dec", "hb", "hbexp")

@@ -256,10 +256,15 @@ def test_a_rollout_survives_a_reload_and_a_restart_with_redis_and_keeps_its_audi
         wait_until(lambda: rollouts(restarted)["phase"] == "paused", 10,
                    message="the stored progress read back")  # fmt: skip
         after = rollouts(restarted)
-        assert (after["step"], after["trail"]) == (1, before["trail"])
+        # the restarted gateway is another instance: it takes the lease and records its lead
+        wait_until(lambda: rollouts(restarted)["trail"][-1]["action"] == "lead", 10,
+                   message="the restarted gateway's lead")  # fmt: skip
+        after = rollouts(restarted)
+        kept = (after["phase"], after["step"], after["trail"][:-1])
+        assert kept == ("paused", 1, before["trail"])
         trail = [(e["action"], e["who"]) for e in after["trail"]]
         assert trail == [("start", "rule:config"), ("step", "rule:evidence"),
-                         ("pause", "alice")]  # fmt: skip
+                         ("pause", "alice"), ("lead", "rule:lease")]  # fmt: skip
         assert all("evidence" in e and "why" in e for e in after["trail"])
         assert after["trail"][1]["evidence"]["compared"] >= 10
         assert not any("rollout start" in e for e in timeline(restarted))  # nothing restarted

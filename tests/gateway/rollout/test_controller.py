@@ -26,7 +26,7 @@ class Fleet:
     """One gateway's rollouts over a decision book; audit events kept."""
 
     def __init__(self, clock: FakeClock, book: DecisionBook, config: RolloutConfig = CANARY,
-                 synced: bool = True) -> None:  # fmt: skip
+                 synced: bool = True, leased: bool = False) -> None:  # fmt: skip
         self.book, self.clock = book, clock
         self.events: list[AuditEvent] = []
         self.synced = synced
@@ -34,10 +34,11 @@ class Fleet:
             {"digits": ModelConfig(pool="now", rollout=config)}, clock, random.Random(1),
             decide=self.decide, known=book.get, audit=self.events.append,
             burning=lambda model: False, synced=lambda: self.synced, origin=book.origin,
+            leased=leased,
         )  # fmt: skip
 
-    def decide(self, key: str, action: str, by: str, reason: str) -> Decision:
-        return self.book.decide(key, action, by, reason, self.clock.wall())
+    def decide(self, key: str, action: str, by: str, reason: str, *, floor: int) -> Decision:
+        return self.book.decide(key, action, by, reason, self.clock.wall(), floor=floor)
 
     def state(self) -> dict[str, Any]:
         return dict(self.rollouts.snapshot()["rollouts"]["digits"])
