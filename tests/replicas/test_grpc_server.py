@@ -15,12 +15,19 @@ import numpy as np
 import orjson
 import pytest
 
+from gateway.config.endpoint import Endpoint
+from gateway.config.headers import NO_HEADERS
+from gateway.config.tls import TlsConfig
+from gateway.errors import UpstreamConnectError
+from gateway.upstream.grpc_transport import GrpcTransport
 from replicas.dataset import Split
 from replicas.fault_auth import FaultKey
 from replicas.faults import FaultInjector
 from replicas.grpc_server import grpc_server
+from replicas.serve import ServeOptions, grpc_credentials
 from replicas.server import ReplicaApp
 from tests.support.faults import FAULT_KEY
+from tests.support.tls import Certificates
 from v2proto.codec import decode_infer_response
 from v2proto.grpc import grpc_service_pb2 as pb
 from v2proto.grpc.convert import grpc_to_rest_response
@@ -173,3 +180,34 @@ async def test_wrong_id_fault_answers_another_requests_id(replica: Replica, spli
     assert rest.json()["id"] == "b"  # the REST door too: the request answered before
     replica.faults.update({"wrong_id": False})
     assert (await replica.stub.model_infer(request(x, raw=True, request_id="d"))).id == "d"
+
+
+async def test_grpc_port_takes_the_rest_ports_tls_files_mutual_tls_included(
+    model_path: Path, tmp_path: Path
+) -> None:
+    certs = Certificates.make(tmp_path)
+    options = ServeOptions(model=model_path, name="digits", port=0, grpc_port=0,
+                           ssl_certfile=certs.server_cert, ssl_keyfile=certs.server_key,
+                           ssl_ca_certs=certs.ca)  # fmt: skip
+    app = ReplicaApp(model_path, name="digits")
+    await app.startup()
+    server, port = grpc_server(app, "127.0.0.1:0", credentials=grpc_credentials(options),
+                               max_message_bytes=1 << 20)  # fmt: skip
+    await server.start()
+    transport = GrpcTransport()
+    try:
+
+        def endpoint(**tls: str) -> Endpoint:
+            url = Endpoint.parse(f"grpcs://127.0.0.1:{port}")
+            return url.with_pool(TlsConfig(ca_file=str(certs.ca), **tls), NO_HEADERS)
+
+        client = endpoint(cert_file=str(certs.client_cert), key_file=str(certs.client_key))
+        reply = await transport.request(client, "GET", "/v2/models/digits/ready", timeout=5)
+        assert reply.status == 200
+        with pytest.raises(UpstreamConnectError):  # no client certificate: refused
+            await transport.request(endpoint(server_name="localhost"), "GET",
+                                    "/v2/models/digits/ready", timeout=5)  # fmt: skip
+    finally:
+        await transport.aclose()
+        await server.stop(None)
+        await app.shutdown()
