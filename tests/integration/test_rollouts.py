@@ -270,3 +270,42 @@ def test_a_rollout_survives_a_reload_and_a_restart_with_redis_and_keeps_its_audi
         assert not any("rollout start" in e for e in timeline(restarted))  # nothing restarted
     finally:
         restarted.cleanup()
+
+
+def test_two_gateways_on_one_redis_one_decides_on_the_evidence_of_both(
+    start_replicas: StartReplicas, redis: RedisServer
+) -> None:
+    current = start_replicas(1, "digits-mlp")
+    candidate = start_replicas(1, "digits-mlp")
+    _, x_test, _, _ = load_split()
+    namespace = new_namespace()
+
+    def config(instance: str) -> dict[str, Any]:
+        doc = rollout_config(current, candidate, **{**CANARY, "steps": [10, 100],
+                                                    "min_comparisons": 15})  # fmt: skip
+        doc["state"] = {"backend": "redis", "redis_url": redis.url, "sync_interval_s": 0.2,
+                        "namespace": namespace, "instance": instance}  # fmt: skip
+        return doc
+
+    leader = start_gateway(config("gw-a"))
+    try:
+        wait_until(lambda: rollouts(leader)["phase"] == "canary", 10, message="gw-a starts it")
+        follower = start_gateway(config("gw-b"))
+        try:
+            wait_until(lambda: rollouts(follower)["phase"] == "canary", 10,
+                       message="gw-b follows")  # fmt: skip
+            # every request goes to gw-b; gw-a decides on what gw-b counted
+            promoted = lambda: rollouts(follower)["phase"] == "promoted"  # noqa: E731
+            answers = asyncio.run(drive(follower.url, x_test, promoted, 90))
+            assert promoted(), rollouts(follower)
+            assert [s for _, (s, _, _) in answers if s != 200] == []
+            trail = rollouts(follower)["trail"]
+            assert [(e["action"], e["gateway"]) for e in trail] == [
+                ("start", "gw-a"), ("step", "gw-a"), ("promote", "gw-a")]  # fmt: skip
+            assert all(e["evidence"]["compared"] >= 15 for e in trail[1:])
+            assert rollouts(leader)["evidence"]["total"]["compared"] == 0  # its own: none
+            wait_until(lambda: rollouts(leader)["phase"] == "promoted", 5, message="gw-a")
+        finally:
+            follower.cleanup()
+    finally:
+        leader.cleanup()
