@@ -255,13 +255,12 @@ def test_a_rollout_survives_a_reload_and_a_restart_with_redis_and_keeps_its_audi
     try:
         wait_until(lambda: rollouts(restarted)["phase"] == "paused", 10,
                    message="the stored progress read back")  # fmt: skip
-        after = rollouts(restarted)
         # the restarted gateway is another instance: it takes the lease and records its lead
         wait_until(lambda: rollouts(restarted)["trail"][-1]["action"] == "lead", 10,
                    message="the restarted gateway's lead")  # fmt: skip
         after = rollouts(restarted)
-        kept = (after["phase"], after["step"], after["trail"][:-1])
-        assert kept == ("paused", 1, before["trail"])
+        resumed = (after["phase"], after["step"], after["trail"][:-1])
+        assert resumed == ("paused", 1, before["trail"])
         trail = [(e["action"], e["who"]) for e in after["trail"]]
         assert trail == [("start", "rule:config"), ("step", "rule:evidence"),
                          ("pause", "alice"), ("lead", "rule:lease")]  # fmt: skip
@@ -295,7 +294,10 @@ def test_two_gateways_on_one_redis_one_decides_on_the_evidence_of_both(
             wait_until(lambda: rollouts(follower)["phase"] == "canary", 10,
                        message="gw-b follows")  # fmt: skip
             # every request goes to gw-b; gw-a decides on what gw-b counted
-            promoted = lambda: rollouts(follower)["phase"] == "promoted"  # noqa: E731
+
+            def promoted() -> bool:
+                return bool(rollouts(follower)["phase"] == "promoted")
+
             answers = asyncio.run(drive(follower.url, x_test, promoted, 90))
             assert promoted(), rollouts(follower)
             assert [s for _, (s, _, _) in answers if s != 200] == []
