@@ -31,6 +31,7 @@ bench: setup
 	@WITH_NGINX=1 bash .ci/system-deps.sh
 	$(PY) loadtests/bench_overhead.py --variants
 	$(PY) loadtests/bench_grpc.py
+	$(PY) loadtests/bench_grpc_upstream.py
 	$(PY) loadtests/bench_payloads.py
 	$(PY) loadtests/bench_pressure.py
 
