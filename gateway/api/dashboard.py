@@ -3,7 +3,8 @@
 The page holds no state of its own: its script polls ``/admin/state``, ``/admin/history``,
 ``/admin/fleet`` and ``/slo`` every 2 s (same origin) and draws the fleet (every gateway of the
 namespace, `gateway.api.dashboard_fleet`), replica tiles, charts of the last minutes (inline
-SVG), the SLO table and the event timeline. The page is a list of sections (`SECTIONS`), the
+SVG), the rollouts (`gateway.api.dashboard_rollouts`, from ``/admin/rollouts``), the SLO table
+and the event timeline. The page is a list of sections (`SECTIONS`), the
 replica tiles first after the fleet, so they are in view on opening; idle models are one line.
 No external asset of any kind (no CDN, fonts or images), and a Content-Security-Policy that
 allows none: it works on an air-gapped host and leaks nothing to third parties. A keyed
@@ -18,6 +19,7 @@ from fastapi.responses import HTMLResponse
 
 from gateway.api.dashboard_controls import CONTROLS_BAR, CONTROLS_SCRIPT, CONTROLS_STYLE
 from gateway.api.dashboard_fleet import FLEET_SCRIPT, FLEET_SECTION, FLEET_STYLE
+from gateway.api.dashboard_rollouts import ROLLOUTS_SCRIPT, ROLLOUTS_SECTION, ROLLOUTS_STYLE
 from gateway.api.dashboard_script import SCRIPT
 
 POLL_S = 2.0
@@ -94,6 +96,7 @@ _HEADER = """
 SECTIONS = (
     FLEET_SECTION,
     f"<h2>Pools and replicas</h2>{CONTROLS_BAR}<div id='pools'></div>",
+    ROLLOUTS_SECTION,  # only while a model declares a rollout
     "<h2>Gateway</h2><div id='overview' class='card'></div>",
     "<h2>Models</h2><div id='models'></div>",
     "<h2>SLOs</h2><div id='slos' class='card'></div>",
@@ -107,13 +110,13 @@ def render_dashboard() -> str:
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width,initial-scale=1'>"
         "<link rel='icon' href='data:,'><title>v2-gateway dashboard</title>"
-        f"<style>{_STYLE}{CONTROLS_STYLE}{FLEET_STYLE}</style></head><body>"
+        f"<style>{_STYLE}{CONTROLS_STYLE}{FLEET_STYLE}{ROLLOUTS_STYLE}</style></head><body>"
         + _HEADER
         + "<main>"
         + "".join(SECTIONS)
         + "</main>"
         + f"<script>const POLL_MS = {int(POLL_S * 1000)};\n{SCRIPT}{CONTROLS_SCRIPT}"
-        + f"{FLEET_SCRIPT}</script>"
+        + f"{FLEET_SCRIPT}{ROLLOUTS_SCRIPT}</script>"
         "</body></html>"
     )
 

@@ -21,6 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+import orjson
+
 from gateway.clock import Clock
 from gateway.config.models import ModelConfig
 from gateway.config.rollout import RolloutConfig
@@ -331,7 +333,8 @@ class Rollouts:
         self.unpublished = True
         self._audit(AuditEvent(wall, who, f"rollout {action}", rollout_key(run.model),
                                f"{why}; share {share_before:g} % -> "
-                               f"{progress.share(run.config):g} %; evidence {evidence}",
+                               f"{progress.share(run.config):g} %; evidence "
+                               f"{orjson.dumps(evidence).decode()}",
                                "applied", self._origin))  # fmt: skip
 
     # --- views and reloads ------------------------------------------------------------------
