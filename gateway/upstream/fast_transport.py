@@ -33,7 +33,7 @@ from gateway.upstream.fast_connection import (
 )
 from gateway.upstream.tls import client_context, handshake_error
 from gateway.upstream.transport import UpstreamResponse
-from gateway.v2.body import Body, Piece
+from gateway.v2.body import SMALL_BODY_BYTES, Body, Piece
 
 # Framing is ours: extra headers with these names are dropped rather than sent twice.
 _OWN_HEADERS = frozenset({"host", "content-length", "transfer-encoding"})
@@ -42,7 +42,7 @@ _CONTROL = _BODILESS  # the methods of the control lane
 MAX_IDLE_CONTROL = 2  # a probe and a metadata fetch at once; more are rare
 # From this size a body's pieces are written as they are (writev) rather than copied behind
 # the head into one buffer: below it, the copy costs less than the vector.
-VECTORED_MIN_BYTES = 16 * 1024
+VECTORED_MIN_BYTES = SMALL_BODY_BYTES
 
 
 class _Lane:

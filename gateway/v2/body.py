@@ -17,6 +17,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 Piece = bytes | memoryview
+# Below this size a body is handled as one buffer (spliced by copying, written whole): a copy
+# of a few KiB costs less than views and a vector of pieces.
+SMALL_BODY_BYTES = 16 * 1024
 
 
 class Body:

@@ -15,7 +15,7 @@ import re
 
 import orjson
 
-from gateway.v2.body import Body
+from gateway.v2.body import SMALL_BODY_BYTES, Body
 from gateway.v2.request import InferRequestInfo, detached, parse_infer_request
 
 _SANE = re.compile(r"[\x21-\x7e]{1,128}")
@@ -23,17 +23,27 @@ _ids = itertools.count(1)
 _prefix = f"{os.getpid():x}-"
 
 
+class GatewayId(str):
+    """An id this gateway made (`request_id_of`): no other request has it. A type, not a
+    pattern, so no client can pass its own id off as one."""
+
+    __slots__ = ()
+
+
 def request_id_of(given: str | None) -> str:
     """The caller's request id when it is a sane token, else a new one."""
     if given is not None and _SANE.fullmatch(given):
         return given
-    return f"{_prefix}{next(_ids)}"
+    return GatewayId(f"{_prefix}{next(_ids)}")
 
 
 def upstream_id(client_id: str) -> str:
-    """The id a request carries to replicas: the client's plus a suffix no other request of
-    this gateway has, so a late answer to another client's request with the same id ("1")
-    is caught (`gateway.v2.response.check_reply`) rather than delivered."""
+    """The id a request carries to replicas: one no other request of this gateway has, so a
+    late answer to another client's request with the same id ("1") is caught
+    (`gateway.v2.response.check_reply`) rather than delivered: the client's plus a suffix,
+    or the gateway's own id as it is."""
+    if type(client_id) is GatewayId:
+        return client_id
     return f"{client_id}~{_prefix}{next(_ids)}"
 
 
@@ -47,11 +57,11 @@ def with_request_id(
     end = len(body) if header_length is None else int(header_length)
     if "id" not in info.header:
         start = _opening(body)  # a validated request is a JSON object with inputs
-        new = body.spliced(start, b'"id":' + encoded + b",")
+        new = _spliced(body, start, b'"id":' + encoded + b",", 0)
     else:
         at = _id_value(body, end, info.header["id"])
         if at is not None:
-            new = body.spliced(at[0], encoded, at[1] - at[0])
+            new = _spliced(body, at[0], encoded, at[1] - at[0])
         else:  # the id amid the header: re-encoded (small unless a large JSON body)
             full = parse_infer_request(body, header_length) if detached(info.header) else info
             head = orjson.dumps({**full.header, "id": request_id})
@@ -110,9 +120,21 @@ def _id_value(body: Body, end: int, value: str) -> tuple[int, int] | None:
     return None
 
 
+def _spliced(body: Body, at: int, insert: bytes, cut: int) -> Body:
+    """`Body.spliced`, or for a small body one new buffer (a copy of a few hundred bytes
+    costs less than views, and the transport writes it whole anyway)."""
+    if len(body) >= SMALL_BODY_BYTES:
+        return body.spliced(at, insert, cut)
+    data = body.joined()
+    return Body.of(data[:at] + insert + data[at + cut :])
+
+
 def _opening(body: Body) -> int:
     """Where the JSON object's opening brace ends (the first ``{``; only whitespace precedes
     it in a validated request)."""
+    first = body.pieces[0] if body.pieces else b""
+    if type(first) is bytes and (at := first.find(b"{", 0, _FIRST_ID_SCAN)) >= 0:
+        return at + 1
     offset = 0
     for piece in body.pieces:
         for at in range(0, len(piece), _FIRST_ID_SCAN):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import orjson
 
 from gateway.v2.body import Body
-from gateway.v2.identity import upstream_id, with_client_id, with_request_id
+from gateway.v2.identity import request_id_of, upstream_id, with_client_id, with_request_id
 from gateway.v2.request import parse_infer_request
 
 JSON = b'{"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1.0]}]}'
@@ -29,10 +29,16 @@ def test_two_clients_with_the_same_id_send_different_ids_upstream() -> None:
     assert first != second and first.startswith("1~") and second.startswith("1~")
 
 
+def test_an_id_the_gateway_made_is_unique_already_and_cannot_be_forged() -> None:
+    made = request_id_of(None)
+    assert upstream_id(made) is made  # no suffix, and nothing to put back in the answer
+    assert upstream_id(str(made)).startswith(f"{made}~")  # the same text from a client
+
+
 def test_a_request_without_an_id_gets_one_as_a_buffer_of_its_own() -> None:
     new, length = splice(JSON, None, 'gw-1"')
     assert length is None and orjson.loads(new.joined())["id"] == 'gw-1"'
-    assert len(new.pieces) == 3 and new.pieces[1] == b'"id":"gw-1\\"",'
+    assert new.joined().startswith(b'{"id":"gw-1\\"",')  # small: one new buffer
     new, length = splice(BINARY + TENSOR, str(len(BINARY)), "gw-2")
     joined = new.joined()
     assert length is not None and joined[int(length) :] == TENSOR
@@ -49,11 +55,13 @@ def test_the_clients_id_is_replaced_first_last_or_amid_the_header() -> None:
     ):
         new, _ = splice(body, None, "mine~7")
         assert orjson.loads(new.joined()) == {**orjson.loads(body), "id": "mine~7"}
-    head = orjson.dumps({"id": "mine", **orjson.loads(BINARY)})
-    info = parse_infer_request(head + TENSOR, str(len(head)))
-    tensor = bytes(TENSOR)
+    tensor = TENSOR * 8192  # a large body: spliced as views of what arrived
+    spec = {"name": "x", "shape": [8192], "datatype": "FP32",
+            "parameters": {"binary_data_size": len(tensor)}}  # fmt: skip
+    head = orjson.dumps({"id": "mine", "inputs": [spec]})
+    info = parse_infer_request(head + tensor, str(len(head)))
     new, length, _ = with_request_id(Body([head, tensor]), str(len(head)), info, "mine~8")
-    assert length == str(len(head) + 2) and new.joined().endswith(TENSOR)
+    assert length == str(len(head) + 2) and new.joined().endswith(tensor)
     last = new.pieces[-1]  # the tensor bytes: the chunk they arrived in, not a copy
     assert isinstance(last, memoryview) and last.obj is tensor
 
