@@ -33,3 +33,8 @@ def test_numbers_alone_agree_within_tolerance() -> None:
 
 def test_answers_without_a_common_output_disagree() -> None:
     assert compare({"label": np.array([1])}, {"other": np.array([1])}, RULE) == (False, [MISSING])
+
+
+def test_identical_answers_agree_on_every_output() -> None:
+    same = {"label": np.array([3, 1]), "probabilities": np.array([[0.1, 0.9], [0.8, 0.2]])}
+    assert compare(same, {k: v.copy() for k, v in same.items()}, RULE) == (True, [])
