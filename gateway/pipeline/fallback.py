@@ -11,6 +11,7 @@ fits the model, so a 400 from a stand-in that speaks other names would blame the
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from typing import Any, Protocol
@@ -101,7 +102,12 @@ class FallbackLayer:
     ) -> InferResult:
         assert call.model.fallback is not None, "only a model with a fallback gets here"
         speaks = Dialect(call.model.fallback.tensors)  # the fallback model's tensor names
-        inputs = decode_inputs(call.body.joined(), call.upstream_headers.get(HEADER_LENGTH))
+        body, header_length = call.body, call.upstream_headers.get(HEADER_LENGTH)
+        # off the event loop: binary tensors become numpy views of the received buffers
+        # (frombuffer, no copy), but a large JSON body's numbers take milliseconds to decode
+        inputs = await asyncio.get_running_loop().run_in_executor(
+            None, lambda: decode_inputs(body.joined(), header_length)
+        )
         outputs = await runner.infer(speaks.pool_inputs(inputs))
         served = {"degraded": reason, "served_by": f"fallback/{name}"}
         reply = encode_reply(call, speaks.client_outputs(outputs), served)

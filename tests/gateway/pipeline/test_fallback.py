@@ -94,3 +94,30 @@ async def test_fallback_is_refused_when_tampered(tmp_path: Path) -> None:
     )
     with pytest.raises((NoQuorum, UpstreamFailed)):
         await rig.pipeline.handler(vote_call(rig))
+
+
+async def test_the_fallback_decodes_the_request_off_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import threading
+
+    from gateway.pipeline import fallback as layer
+    from gateway.v2.codec import decode_inputs as real
+
+    threads: list[int] = []
+
+    def watched(body: bytes, header_length: str | None) -> dict[str, object]:
+        threads.append(threading.get_ident())
+        return real(body, header_length)
+
+    monkeypatch.setattr(layer, "decode_inputs", watched)
+    clock = VirtualClock()
+    rig = Rig(
+        vote_config(fallback={"model": FALLBACK}),
+        by_pool({"a": reply(500), "b": reply(500), "c": reply(500)}),
+        fallbacks={FALLBACK: await verified_fallback(clock)},
+        clock=clock,
+    )
+    result = await rig.pipeline.handler(vote_call(rig))
+    assert result.served_by == f"fallback/{FALLBACK}"
+    assert threads and threads[0] != threading.get_ident()
