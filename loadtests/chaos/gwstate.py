@@ -66,4 +66,24 @@ def snapshot(url: str) -> list[str]:
         state = response.json()
     except (httpx.HTTPError, ValueError) as exc:
         return [f"/admin/state unreadable: {type(exc).__name__}"]
-    return summarize(state) if isinstance(state, dict) else ["/admin/state: not a JSON object"]
+    if not isinstance(state, dict):
+        return ["/admin/state: not a JSON object"]
+    return summarize(state) + _rollouts(url, headers)
+
+
+def _rollouts(url: str, headers: dict[str, str]) -> list[str]:
+    """Each declared rollout's phase and share, and its latest decision (who, why)."""
+    try:
+        response = httpx.get(
+            f"{url}/admin/rollouts", headers=headers, timeout=TIMEOUT_S, trust_env=False
+        )
+        rollouts = response.json().get("rollouts") or {} if response.status_code == 200 else {}
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return []
+    lines = []
+    for model, r in rollouts.items():
+        last = (r.get("trail") or [{}])[-1]
+        lines.append(f"rollout {model} -> {r.get('candidate', '?')}: {r.get('phase', '?')} at "
+                     f"{r.get('share_percent', '?')} %; last: {last.get('action', '?')} by "
+                     f"{last.get('who', '?')} ({last.get('why', '')})")  # fmt: skip
+    return lines

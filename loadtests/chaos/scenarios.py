@@ -144,6 +144,18 @@ SCENARIOS: tuple[Scenario, ...] = (
         expect="the verified fallback model answers (x-degraded) until the replicas are back",
     ),
     Scenario(
+        "canary-corrupt", "Canary rollback: the candidate (digits-svm, 5 %) corrupts half its "
+        "answers", Topology(pools=((MLP, 3), (SVM, 1))),
+        _plain(rollout={"candidate": SVM, "mode": "canary", "steps": [5, 100], "hold_s": 60,
+                        "agreement_target": 0.95, "min_comparisons": 30}),
+        DIGITS,
+        window("corrupt_rate=0.5 on svm", [act.set_faults(SVM, [0], corrupt_rate=0.5)],
+               [act.clear_faults(SVM, [0])]),
+        Objective(max_failed_rate=0.0, max_wrong_rate=0.01), needs="rollouts (models.*.rollout)",
+        expect="the canary's comparisons disagree at once: rolled back (rule:agreement) within "
+        "seconds, every request back on mlp; wrong answers stay far under 1 %",
+    ),
+    Scenario(
         "redis-down", "Redis down: SIGKILL redis-server mid-run, restart it",
         Topology(pools=((MLP, 3),), redis=True), _plain(), DIGITS,
         window("redis down", [act.kill_redis()], [act.start_redis()]), STRICT,
