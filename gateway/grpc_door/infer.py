@@ -7,8 +7,9 @@ translates. The metadata the edge reads (``x-request-id``, ``traceparent``, the 
 (``grpc-timeout``) its ``x-request-timeout-ms``, capped by the model as REST's is. The message
 becomes a REST body (`v2proto.grpc.convert`) when the edge reads the body, after the tenant,
 model and tenant limits have passed: its JSON header is the body's first piece, and each raw
-content is a piece of its own after it (`gateway.v2.body.Body`: the tensor bytes are never
-joined nor copied on their way to a REST replica; typed contents are made raw first,
+content is a piece of its own after it (`gateway.v2.body.Body`; in a large message a view of
+the received bytes, `v2proto.grpc.wire`: the tensor bytes are neither copied nor joined on
+their way to a REST replica; typed contents are made raw first,
 `gateway.grpc_door.typed`); the binary extension's header length is added to the headers the
 edge reads next. Outputs are
 asked for as binary data, and answered as ``raw_output_contents``, as Triton answers.
@@ -40,8 +41,9 @@ from gateway.grpc_door.typed import typed_to_raw
 from gateway.pipeline.edge import Intake
 from gateway.v2.request import HEADER_LENGTH
 from v2proto.errors import ProtocolError
-from v2proto.grpc import grpc_service_pb2 as pb
+from v2proto.grpc.contents import Raw
 from v2proto.grpc.convert import grpc_to_rest_parts, rest_to_grpc_response
+from v2proto.grpc.wire import read_infer_request
 
 log = logging.getLogger(__name__)
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -54,19 +56,27 @@ class InferDoor:
     def __init__(self, app: GatewayApp) -> None:
         self._app = app  # its edge is read per call: a reload's takes over at once
 
-    async def __call__(self, request: pb.ModelInferRequest, context: Context) -> Any:
+    async def __call__(self, data: bytes, context: Context) -> Any:
+        """``data``: the message as received (`v2proto.grpc.wire` reads it)."""
+        try:
+            request, views = read_infer_request(data)
+        except ProtocolError as exc:  # not a ModelInferRequest: gRPC's own refusal, named
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, exc.message)
         edge = self._app.edge
         headers = edge_headers(context.invocation_metadata(), context.time_remaining())
         intake = edge.arrive(request.model_name, request.model_version or None, headers)
 
-        tensors: list[bytes] = []  # the binary tensors still to read, last first
+        tensors: list[Raw] = []  # the binary tensors still to read, last first
 
-        async def read() -> tuple[bytes, bool]:
+        async def read() -> tuple[Raw, bool]:
             if tensors:
                 return tensors.pop(), bool(tensors)
-            await typed_to_raw(request)  # a slice at a time: the loop stays free
+            if not views:
+                await typed_to_raw(request)  # a slice at a time: the loop stays free
             try:
-                head, raws = grpc_to_rest_parts(request, binary_outputs=True)
+                head, raws = grpc_to_rest_parts(
+                    request, binary_outputs=True, raw_contents=views or None
+                )
             except ProtocolError as exc:
                 raise BadRequest(exc.message) from exc
             if raws:

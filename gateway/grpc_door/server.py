@@ -41,14 +41,18 @@ class GrpcDoor:
         server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", limits.max_body_bytes),
-                ("grpc.max_metadata_size", limits.max_header_bytes),
+                ("grpc.max_metadata_size", limits.max_header_bytes),  # both: refused always,
+                ("grpc.absolute_max_metadata_size", limits.max_header_bytes),  # not at random
                 ("grpc.max_send_message_length", -1),
                 ("grpc.so_reuseport", 0),  # a second gateway on the port fails, as HTTP does
                 ("grpc.keepalive_permit_without_calls", 1),
                 ("grpc.http2.min_ping_interval_without_data_ms", KEEPALIVE_MS),
             ]
         )
-        server.add_generic_rpc_handlers((generic_handler(V2Service(self._app).handlers()),))
+        service = V2Service(self._app)
+        server.add_generic_rpc_handlers(
+            (service.infer_handler(), generic_handler(service.handlers()))
+        )
         host = f"[{self.host}]" if ":" in self.host else self.host
         try:
             port = server.add_insecure_port(f"{host}:{self.port}")

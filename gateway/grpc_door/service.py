@@ -4,8 +4,9 @@ Health, metadata and the Triton extensions (repository index, model config, stat
 the same `gateway.runtime.Gateway` calls as REST's `gateway.api.admin` and turn the same JSON
 documents into the messages (`google.protobuf.json_format`, unknown fields ignored: a Triton
 replica's own config may say more than the message holds). ModelInfer is the edge's
-(`gateway.grpc_door.infer`). A `GatewayError` is answered with its code from
-`gateway.grpc_door.status`; the gateway is read at each call, so a reload takes over at once.
+(`gateway.grpc_door.infer`), which takes the message as received. A `GatewayError` is
+answered with its code from `gateway.grpc_door.status`; the gateway is read at each call, so
+a reload takes over at once.
 """
 
 from __future__ import annotations
@@ -23,11 +24,15 @@ from gateway.errors import GatewayError
 from gateway.grpc_door.infer import InferDoor
 from gateway.grpc_door.status import code_of, error_metadata
 from v2proto.grpc import grpc_service_pb2 as pb
-from v2proto.grpc.service import Handler
+from v2proto.grpc.service import MODEL_INFER, SERVICE, Handler
 
 log = logging.getLogger(__name__)
 Context = grpc.aio.ServicerContext[Any, Any]
 M = TypeVar("M", bound=Message)
+
+
+def _serialize(response: Message) -> bytes:
+    return response.SerializeToString()
 
 
 def message(doc: dict[str, Any], into: M) -> M:
@@ -42,15 +47,24 @@ class V2Service:
         self._app = app
         self._infer = InferDoor(app)
 
+    def infer_handler(self) -> grpc.GenericRpcHandler:
+        """ModelInfer, given the message as received: the door reads it itself
+        (`v2proto.grpc.wire`), its raw contents as views of those bytes."""
+        method: grpc.RpcMethodHandler[bytes, Message] = grpc.unary_unary_rpc_method_handler(
+            self._infer.__call__,  # a coroutine function, as gRPC checks
+            request_deserializer=None,
+            response_serializer=_serialize,
+        )
+        return grpc.method_handlers_generic_handler(SERVICE, {MODEL_INFER.name: method})
+
     def handlers(self) -> dict[str, Handler]:
-        """The methods by name, for `v2proto.grpc.service.generic_handler`."""
+        """The other methods by name, for `v2proto.grpc.service.generic_handler`."""
         return {
             "ServerLive": self._guarded(self.server_live),
             "ServerReady": self._guarded(self.server_ready),
             "ModelReady": self._guarded(self.model_ready),
             "ServerMetadata": self._guarded(self.server_metadata),
             "ModelMetadata": self._guarded(self.model_metadata),
-            "ModelInfer": self._infer.__call__,  # a coroutine function, as gRPC checks
             "RepositoryIndex": self._guarded(self.repository_index),
             "ModelConfig": self._guarded(self.model_config),
             "ModelStatistics": self._guarded(self.model_statistics),

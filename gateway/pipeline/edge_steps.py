@@ -18,13 +18,15 @@ from gateway.deadline import Deadline, timeout_from_header
 from gateway.errors import PayloadTooLarge, Unauthorized
 from gateway.pipeline.call import InferCall
 from gateway.telemetry.spans import RequestSpan
-from gateway.v2.body import Body
+from gateway.v2.body import Body, Piece
 from gateway.v2.identity import upstream_id, with_request_id
 from gateway.v2.request import HEADER_LENGTH, InferRequestInfo, check_infer_request
 from gateway.v2.schema import ModelSchema
 from v2proto.codec import BINARY_CONTENT_TYPE
 
-BodyReader = Callable[[], Awaitable[tuple[bytes, bool]]]  # the next chunk, and whether more follow
+# The next chunk (bytes, or a view of a buffer the door holds: gRPC's message), and whether more
+# follow.
+BodyReader = Callable[[], Awaitable[tuple[Piece, bool]]]
 TenantOf = Callable[[Mapping[str, str]], str]  # decoded headers -> tenant (`Unauthorized`)
 ModelOf = Callable[[str, str | None], ModelConfig]  # name, version -> the model (`NotFound`)
 SchemaOf = Callable[[str], ModelSchema | None]  # model name -> its signature, once known
@@ -81,7 +83,7 @@ class BoundedBody:
         if not more:  # the usual case: one chunk
             if len(chunk) > limit:
                 raise PayloadTooLarge(f"request body over {limit} bytes")
-            return Body.of(chunk)
+            return Body((chunk,), len(chunk))
         chunks = [chunk]
         size = len(chunk)
         while True:

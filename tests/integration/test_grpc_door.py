@@ -25,6 +25,7 @@ from replicas.dataset import load_split
 from tests.support.faults import inject_faults
 from tests.support.gateway import GatewayProcess, start_gateway
 from tests.support.processes import ReplicaProcess, free_port, start_replica, wait_until
+from v2proto.grpc.wire import SPLIT_MIN_BYTES
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -170,6 +171,16 @@ def test_typed_and_raw_contents_answer_as_rest_does(
         assert np.allclose(probabilities.sum(axis=1), 1.0, atol=1e-4)
     typed = typed_input(ROWS)._get_tensor()
     assert not typed.HasField("contents") or len(typed.contents.fp32_contents) == ROWS.size
+
+
+def test_a_large_raw_message_answers_as_rest_does(
+    gateway: GatewayProcess, client: triton.InferenceServerClient
+) -> None:
+    """256 KB of rows: read as views of the received message (`v2proto.grpc.wire`)."""
+    rows = np.resize(ROWS, (1024, 64))
+    assert rows.nbytes >= SPLIT_MIN_BYTES
+    result = client.infer("digits", [raw_input(rows)])
+    assert result.as_numpy("label").tolist() == rest_labels(gateway, "digits", rows)
 
 
 def test_answer_metadata_names_the_replica_and_the_request(

@@ -13,6 +13,8 @@ from v2proto.grpc import grpc_service_pb2 as pb
 from v2proto.signature import DATATYPES, Array
 from v2proto.tensors import BinaryReader, decode_tensor
 
+Raw = bytes | memoryview  # a raw content: its own bytes, or a view of the received message
+
 # The typed ``contents`` field of each datatype (FP16 has none: raw only).
 TYPED_FIELD: Mapping[str, str] = {
     "BOOL": "bool_contents",
@@ -56,7 +58,7 @@ def from_typed(
         ) from None
 
 
-def check_raw(raw: bytes, datatype: str, shape: list[int], where: str) -> None:
+def check_raw(raw: Raw, datatype: str, shape: list[int], where: str) -> None:
     if datatype == "BYTES":
         return  # the length-prefixed elements are counted where they are read
     expected = math.prod(shape) * DATATYPES[datatype].itemsize
@@ -67,7 +69,7 @@ def check_raw(raw: bytes, datatype: str, shape: list[int], where: str) -> None:
         )
 
 
-def from_raw(raw: bytes, datatype: str, shape: list[int], where: str) -> Array:
+def from_raw(raw: Raw, datatype: str, shape: list[int], where: str) -> Array:
     reader = BinaryReader(memoryview(raw), True)
     obj = {"datatype": datatype, "shape": shape, "parameters": {"binary_data_size": len(raw)}}
     return decode_tensor(obj, where, reader, None, allow_empty=True)

@@ -32,7 +32,14 @@ from v2proto.codec import EncodedBody, _load
 from v2proto.errors import ProtocolError
 from v2proto.fields import flag, name_of, parameters
 from v2proto.grpc import grpc_service_pb2 as pb
-from v2proto.grpc.contents import TYPED_FIELD, array_bytes, check_raw, from_raw, from_typed
+from v2proto.grpc.contents import (
+    TYPED_FIELD,
+    Raw,
+    array_bytes,
+    check_raw,
+    from_raw,
+    from_typed,
+)
 from v2proto.grpc.parameters import FORM_FLAGS, put_parameters, rest_parameters
 from v2proto.signature import DATATYPES, Array, datatype_of
 from v2proto.tensors import BinaryReader, decode_tensor, encode_tensor
@@ -59,9 +66,9 @@ class _Tensor:
     shape: list[int]
     params: dict[str, Any]
     array: Array | None = None  # from JSON data or typed contents
-    raw: bytes | None = None  # from binary data or raw contents
+    raw: Raw | None = None  # from binary data or raw contents
 
-    def raw_bytes(self) -> bytes:
+    def raw_bytes(self) -> Raw:
         if self.raw is not None:
             return self.raw
         assert self.array is not None
@@ -252,11 +259,15 @@ def grpc_to_rest_request(
 
 
 def grpc_to_rest_parts(
-    message: pb.ModelInferRequest, *, binary_outputs: bool = False
-) -> tuple[bytes, list[bytes]]:
+    message: pb.ModelInferRequest,
+    *,
+    binary_outputs: bool = False,
+    raw_contents: Sequence[Raw] | None = None,
+) -> tuple[bytes, list[Raw]]:
     """`grpc_to_rest_request`'s body unjoined: its JSON header, then the binary tensors that
     follow it (none for a JSON body), each the raw content's own buffer, for a caller that
-    carries a body as pieces (the gateway's gRPC door)."""
+    carries a body as pieces (the gateway's gRPC door). ``raw_contents``: the message's raw
+    contents when read apart from it (`v2proto.grpc.wire`: views of the received bytes)."""
     doc: dict[str, Any] = {}
     if message.id:
         doc["id"] = message.id
@@ -265,8 +276,9 @@ def grpc_to_rest_parts(
         params["binary_data_output"] = True  # named outputs say it each
     if params:
         doc["parameters"] = params
-    tensors = _grpc_tensors(message.inputs, message.raw_input_contents, "input")
-    chunks: list[bytes] = []
+    raws = message.raw_input_contents if raw_contents is None else raw_contents
+    tensors = _grpc_tensors(message.inputs, raws, "input")
+    chunks: list[Raw] = []
     doc["inputs"] = [_rest_tensor(t, t.raw is not None, chunks) for t in tensors]
     if message.outputs:
         outputs = []
@@ -296,7 +308,7 @@ def grpc_to_rest_response(
     if params:
         doc["parameters"] = params
     tensors = _grpc_tensors(message.outputs, message.raw_output_contents, "output")
-    chunks: list[bytes] = []
+    chunks: list[Raw] = []
     doc["outputs"] = [
         _rest_tensor(t, t.raw is not None if forms is None else forms.binary(t.name), chunks)
         for t in tensors
@@ -304,7 +316,7 @@ def grpc_to_rest_response(
     return _finish(doc, chunks)
 
 
-def _grpc_tensors(entries: Sequence[Any], raws: Sequence[bytes], kind: str) -> list[_Tensor]:
+def _grpc_tensors(entries: Sequence[Any], raws: Sequence[Raw], kind: str) -> list[_Tensor]:
     if raws and len(raws) != len(entries):
         raise ProtocolError(
             f"{len(raws)} raw contents for {len(entries)} {kind}s: raw contents are for every "
@@ -333,7 +345,7 @@ def _grpc_tensors(entries: Sequence[Any], raws: Sequence[bytes], kind: str) -> l
     return tensors
 
 
-def _rest_tensor(t: _Tensor, binary: bool, chunks: list[bytes]) -> dict[str, Any]:
+def _rest_tensor(t: _Tensor, binary: bool, chunks: list[Raw]) -> dict[str, Any]:
     where = f"'{t.name}'"
     if binary:
         raw = t.raw_bytes()
@@ -352,7 +364,7 @@ def _rest_tensor(t: _Tensor, binary: bool, chunks: list[bytes]) -> dict[str, Any
     return entry
 
 
-def _finish(doc: dict[str, Any], chunks: list[bytes]) -> EncodedBody:
+def _finish(doc: dict[str, Any], chunks: list[Raw]) -> EncodedBody:
     head = orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY)
     if not chunks:
         return EncodedBody(head)

@@ -19,7 +19,7 @@ from gateway.grpc_door.infer import InferDoor
 from gateway.pipeline.call import InferResult
 from v2proto.grpc import grpc_service_pb2 as pb
 
-Reader = Callable[[], Awaitable[tuple[bytes, bool]]]
+Reader = Callable[[], Awaitable[tuple[bytes | memoryview, bool]]]
 
 
 class Aborted(Exception):
@@ -51,10 +51,10 @@ class FakeContext:
 class FakeEdge:
     """Reads the body as the edge does, then answers with ``answer``."""
 
-    answer: Callable[[dict[str, str], list[bytes]], InferResult]
+    answer: Callable[[dict[str, str], list[bytes | memoryview]], InferResult]
     done_calls: list[tuple[Any, ...]] = field(default_factory=list)
     headers: dict[str, str] = field(default_factory=dict)
-    pieces: list[bytes] = field(default_factory=list)
+    pieces: list[bytes | memoryview] = field(default_factory=list)
 
     def arrive(self, model: str, version: str | None, headers: dict[str, str]) -> Any:
         self.headers = headers
@@ -95,7 +95,7 @@ def door(edge: FakeEdge) -> InferDoor:
 async def test_the_edge_gets_the_metadata_the_deadline_and_the_tensors_as_pieces() -> None:
     edge = FakeEdge(lambda headers, pieces: reply("3/3"))
     context = FakeContext((("x-api-key", "k"), ("user-agent", "x")), remaining=0.25)
-    response = await door(edge)(raw_request(), context)  # type: ignore[arg-type]
+    response = await door(edge)(raw_request().SerializeToString(), context)  # type: ignore[arg-type]
     assert edge.headers["x-api-key"] == "k" and "user-agent" not in edge.headers
     assert edge.headers["x-request-timeout-ms"] == "250.000"
     head, tensor = edge.pieces
@@ -110,14 +110,25 @@ async def test_the_edge_gets_the_metadata_the_deadline_and_the_tensors_as_pieces
     assert edge.done_calls == [(200, "r0", None, len(reply().body))]
 
 
+async def test_a_large_messages_tensor_reaches_the_edge_as_a_view_of_it() -> None:
+    request = pb.ModelInferRequest(model_name="digits")
+    request.inputs.add(name="input", datatype="FP32", shape=[400, 64])
+    request.raw_input_contents.append(b"\0" * (400 * 64 * 4))  # 100 KB
+    data = request.SerializeToString()
+    edge = FakeEdge(lambda headers, pieces: reply())
+    await door(edge)(data, FakeContext())  # type: ignore[arg-type]
+    tensor = edge.pieces[1]
+    assert isinstance(tensor, memoryview) and tensor.obj is data and len(tensor) == 102_400
+
+
 async def test_a_refusal_is_its_code_with_retry_after_and_reported_once() -> None:
-    def refuse(headers: dict[str, str], pieces: list[bytes]) -> InferResult:
+    def refuse(headers: dict[str, str], pieces: list[bytes | memoryview]) -> InferResult:
         raise TooManyRequests("tenant globex over its rate", 2.0)
 
     edge = FakeEdge(refuse)
     context = FakeContext()
     with pytest.raises(Aborted):
-        await door(edge)(raw_request(), context)  # type: ignore[arg-type]
+        await door(edge)(raw_request().SerializeToString(), context)  # type: ignore[arg-type]
     assert context.aborted == (grpc.StatusCode.RESOURCE_EXHAUSTED, "tenant globex over its rate")
     trailing = dict(context.trailing)
     assert trailing["retry-after"] == "2" and trailing["x-http-status"] == "429"
@@ -131,20 +142,29 @@ async def test_a_bad_message_is_invalid_argument_naming_the_field() -> None:
     request.raw_input_contents[0] = b"\0\0"
     context = FakeContext()
     with pytest.raises(Aborted):
-        await door(edge)(request, context)  # type: ignore[arg-type]
+        await door(edge)(request.SerializeToString(), context)  # type: ignore[arg-type]
     assert context.aborted is not None and context.aborted[0] == grpc.StatusCode.INVALID_ARGUMENT
     assert "input 'input'" in context.aborted[1]
     assert edge.done_calls == [(400, "", None, -1)]
 
 
+async def test_bytes_that_are_not_a_message_are_invalid_argument_before_the_edge() -> None:
+    edge = FakeEdge(lambda headers, pieces: reply())
+    context = FakeContext()
+    with pytest.raises(Aborted):
+        await door(edge)(b"\x0a\xff\xff", context)  # type: ignore[arg-type]
+    assert context.aborted is not None and context.aborted[0] == grpc.StatusCode.INVALID_ARGUMENT
+    assert edge.done_calls == []
+
+
 async def test_a_bug_is_internal_without_its_text() -> None:
-    def bug(headers: dict[str, str], pieces: list[bytes]) -> InferResult:
+    def bug(headers: dict[str, str], pieces: list[bytes | memoryview]) -> InferResult:
         raise KeyError("secret detail")
 
     edge = FakeEdge(bug)
     context = FakeContext()
     with pytest.raises(Aborted):
-        await door(edge)(raw_request(), context)  # type: ignore[arg-type]
+        await door(edge)(raw_request().SerializeToString(), context)  # type: ignore[arg-type]
     assert context.aborted == (grpc.StatusCode.INTERNAL, "internal gateway error (logged)")
     assert edge.done_calls == [(500, "", None, -1)]
 
@@ -153,12 +173,12 @@ async def test_a_bug_is_internal_without_its_text() -> None:
 async def test_a_cancelled_call_is_reported_as_its_deadline_or_the_client(
     remaining: float, status: int
 ) -> None:
-    def cancelled(headers: dict[str, str], pieces: list[bytes]) -> InferResult:
+    def cancelled(headers: dict[str, str], pieces: list[bytes | memoryview]) -> InferResult:
         raise asyncio.CancelledError
 
     edge = FakeEdge(cancelled)
     with pytest.raises(asyncio.CancelledError):
-        await door(edge)(raw_request(), FakeContext(remaining=remaining))  # type: ignore[arg-type]
+        await door(edge)(raw_request().SerializeToString(), FakeContext(remaining=remaining))  # type: ignore[arg-type]
     assert edge.done_calls == [(status, "", None, -1)]
 
 
@@ -166,6 +186,6 @@ async def test_a_non_2xx_result_is_internal() -> None:
     edge = FakeEdge(lambda headers, pieces: InferResult(502, b"", None, None, "r0", 1))
     context = FakeContext()
     with pytest.raises(Aborted):
-        await door(edge)(raw_request(), context)  # type: ignore[arg-type]
+        await door(edge)(raw_request().SerializeToString(), context)  # type: ignore[arg-type]
     assert context.aborted is not None and context.aborted[0] == grpc.StatusCode.INTERNAL
     assert edge.done_calls == [(500, "", None, -1)]
