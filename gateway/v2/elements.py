@@ -16,7 +16,9 @@ them with a 400 naming the input before any replica sees them, by these rules (T
 
 Cost: the element types are collected in one C pass (``set(map(type, flat))``) and ranges
 with ``min``/``max`` (integers) or one C conversion (floats, `gateway.v2.finite`), so a
-one-row request pays a few microseconds; a large body is parsed in the worker process
+one-row request pays a few microseconds; a large body's flat floating-point data is checked
+as raw bytes without these rules' Python objects where it can be (`gateway.v2.json_fast`,
+same verdicts), and a large body is checked in the worker process
 (`gateway.api.parse_worker`), off the event loop.
 """
 

@@ -31,8 +31,9 @@ class InferRequestInfo:
     """What the gateway keeps from a validated request.
 
     A request parsed in a worker process comes back with its inputs' ``data`` left out of
-    ``header`` (carrying it back would cost the event loop what the worker saved); see
-    `detached`.
+    ``header`` (carrying it back would cost the event loop what the worker saved), and so does
+    a large JSON request the fast path checked without decoding its numbers
+    (`check_infer_request`); see `detached`. `parse_infer_request` always keeps the data.
     """
 
     id: str | None
