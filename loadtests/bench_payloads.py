@@ -100,23 +100,36 @@ def _find(rows: list[Row], target: str, key: tuple[str, str, int]) -> Row | None
 def render(rows: list[Row]) -> str:
     lines = [
         "| payload | enc | conc | target | body bytes | req/s | p50 ms | p99 ms "
-        "| proxy CPU µs/req | req/s vs nginx | CPU vs nginx | p50 vs nginx |",
-        "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| proxy CPU µs/req | 200s/s vs nginx | CPU vs nginx | p50 vs nginx | not 200 |",
+        "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
         ng = _find(rows, "nginx", r.key)
         cpu = f"{r.cpu_us:.0f}" if r.cpu_us is not None else "-"
         rate = cpu_x = p50 = "-"
         if ng is not None and r.target.startswith("gateway"):
-            rate = f"{r.result.rate / ng.result.rate:.2f}" if ng.result.rate else "-"
+            rate = f"{_ok(r.result) / _ok(ng.result):.2f}" if _ok(ng.result) else "-"
             cpu_x = f"{r.cpu_us / ng.cpu_us:.1f}×" if r.cpu_us and ng.cpu_us else "-"
             p50 = f"{r.result.quantile_ms(0.5) / ng.result.quantile_ms(0.5):.2f}×"
         lines.append(
             f"| {r.payload.label} | {r.payload.encoding} | {r.concurrency} | {r.target} "
             f"| {len(r.payload.body):,} | {r.result.rate:.0f} | {r.result.quantile_ms(0.5):.2f} "
-            f"| {r.result.quantile_ms(0.99):.2f} | {cpu} | {rate} | {cpu_x} | {p50} |"
+            f"| {r.result.quantile_ms(0.99):.2f} | {cpu} | {rate} | {cpu_x} | {p50} "
+            f"| {_failures(r.result)} |"
         )
     return "\n".join(lines)
+
+
+def _ok(result: LoadResult) -> float:
+    """200s per second: what a throughput comparison counts (a fast 503 is not throughput)."""
+    return result.statuses[200] / result.seconds if result.seconds else 0.0
+
+
+def _failures(result: LoadResult) -> str:
+    """Answers other than 200, by status (0: a transport error); '-' when none."""
+    codes = {s: n for s, n in sorted(result.statuses.items()) if s != 200}
+    codes.update({0: sum(result.errors.values())} if result.errors else {})
+    return ", ".join(f"{n}×{s}" for s, n in codes.items()) or "-"
 
 
 def targets(rows: list[Row]) -> list[str]:
@@ -126,10 +139,10 @@ def targets(rows: list[Row]) -> list[str]:
     def check(what: str, key: tuple[str, str, int], rate: float | None, cpu: float,
               p50: float | None) -> None:  # fmt: skip
         gw, ng = _find(rows, "gateway", key), _find(rows, "nginx", key)
-        if gw is None or ng is None or not gw.cpu_us or not ng.cpu_us or not ng.result.rate:
+        if gw is None or ng is None or not gw.cpu_us or not ng.cpu_us or not _ok(ng.result):
             out.append(f"{what}: not measured")
             return
-        r = gw.result.rate / ng.result.rate
+        r = _ok(gw.result) / _ok(ng.result)
         c = gw.cpu_us / ng.cpu_us
         q = gw.result.quantile_ms(0.5) / ng.result.quantile_ms(0.5)
         ok = (rate is None or r >= rate) and c <= cpu and (p50 is None or q <= p50)

@@ -25,6 +25,7 @@ from gateway.clock import Clock
 from gateway.config.models import ModelConfig
 from gateway.config.tenants import ANONYMOUS
 from gateway.deadline import TIMEOUT_HEADER
+from gateway.errors import GatewayError
 from gateway.pipeline.call import Handler, InferCall, InferResult
 from gateway.pipeline.edge_steps import (
     BodyReader,
@@ -153,6 +154,11 @@ class Edge:
                 intake.arrived, timeout_s, intake.span, tenant,
             )  # fmt: skip
             result = await self._pipeline(call)
+        except GatewayError:
+            raise  # the door answers it, then calls `done`
+        except BaseException:
+            self._release(intake)  # no `done` follows a crash or a cancellation
+            raise
         finally:
             limiter.leave()
         if result.status == 200 and result.vote is None and result.degraded is None:
@@ -186,8 +192,11 @@ class Edge:
         )  # fmt: skip
         intake.span.end(status, served_by or None, degraded)
         unbind_request(intake.log_token)
+        self._release(intake)  # the answer is written: its bytes are free
+
+    def _release(self, intake: Intake) -> None:
         if intake.held and self._memory is not None:
-            self._memory.give(intake.held)  # the answer is written: its bytes are free
+            self._memory.give(intake.held)
             intake.held = 0
 
     async def _hold_declared(

@@ -92,7 +92,7 @@ class InflightBytes:
         self.held -= size
         if self._waiters:
             self._wake()
-        elif not self.held and self._burst >= self._burst_bytes and self._drained is not None:
+        if not self.held and self._burst >= self._burst_bytes and self._drained is not None:
             self._burst = 0
             self._drained()
 

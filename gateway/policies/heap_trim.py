@@ -7,7 +7,9 @@ clients sending 6 MB bodies left the gateway 46 % above its baseline RSS for goo
 ``malloc_trim(0)`` (which also releases free pages inside the heap, not only at its top) took
 it back below the baseline. So when the in-flight byte budget drains after holding at least
 ``min_burst_bytes``, a trim runs shortly after, in a worker thread (it walks the heap: not on
-the event loop), at most one at a time. Not glibc: nothing to do.
+the event loop), at most one at a time, and once more a while later: buffers the budget no
+longer counts may still be alive at the drain (a request past its deadline whose body a
+socket's write queue still holds, until it drains). Not glibc: nothing to do.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Callable
 log = logging.getLogger(__name__)
 
 TRIM_DELAY_S = 0.2  # after the drain: a burst often ends with a few stragglers
+LATE_TRIM_S = 3.0  # the second trim, for buffers freed after the drain
 
 
 def _malloc_trim() -> Callable[[int], int] | None:
@@ -33,8 +36,9 @@ def _malloc_trim() -> Callable[[int], int] | None:
 class HeapTrim:
     """``soon()``: trim the heap in a worker thread shortly, unless a trim is already due."""
 
-    def __init__(self, delay_s: float = TRIM_DELAY_S) -> None:
+    def __init__(self, delay_s: float = TRIM_DELAY_S, late_s: float = LATE_TRIM_S) -> None:
         self.delay_s = delay_s
+        self.late_s = late_s
         self.trims = 0
         self._trim = _malloc_trim()
         self._due: asyncio.TimerHandle | None = None
@@ -46,11 +50,12 @@ class HeapTrim:
     def soon(self) -> None:
         if self._trim is None or self._due is not None:
             return
-        self._due = asyncio.get_running_loop().call_later(self.delay_s, self._start)
-
-    def _start(self) -> None:
-        self._due = None
         loop = asyncio.get_running_loop()
+        self._due = loop.call_later(self.delay_s, self._start, True)
+
+    def _start(self, again: bool) -> None:
+        loop = asyncio.get_running_loop()
+        self._due = loop.call_later(self.late_s, self._start, False) if again else None
         loop.run_in_executor(None, self.now).add_done_callback(_log_failure)
 
     def now(self) -> None:

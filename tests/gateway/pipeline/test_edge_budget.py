@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from gateway.errors import Overloaded
 from gateway.pipeline.build import build_edge
 from gateway.policies.byte_budget import InflightBytes
@@ -48,3 +50,17 @@ async def test_a_body_that_does_not_fit_is_refused_with_503_before_it_is_read() 
     assert isinstance(error, Overloaded) and error.headers()["retry-after"] == "1"
     assert door.reads == 0 and not setup.calls
     assert memory.held == 20 and intake.held == 0
+
+
+async def test_a_crash_in_the_pipeline_gives_the_bytes_back_though_no_done_follows() -> None:
+    setup, memory = budgeted(1 << 20)
+
+    async def crash(call: object) -> object:
+        raise RuntimeError("a bug")
+
+    setup.edge._pipeline = crash  # type: ignore[assignment]
+    door = Door(content_length=str(len(BODY)))
+    intake = setup.arrive(door)
+    with pytest.raises(RuntimeError):
+        await setup.edge.infer(intake, door.read)
+    assert memory.held == 0 and intake.held == 0

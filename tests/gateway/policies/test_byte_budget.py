@@ -97,3 +97,20 @@ def test_the_heap_trim_runs_here() -> None:
     trim = HeapTrim()
     trim.now()
     assert trim.trims == (1 if trim.available else 0)
+
+
+async def test_a_drain_schedules_one_trim_soon_and_one_later() -> None:
+    trim = HeapTrim(delay_s=60.0, late_s=60.0)
+    if not trim.available:
+        pytest.skip("not glibc: nothing to trim")
+    trim.soon()
+    first = trim._due
+    trim.soon()  # a second drain meanwhile: still one trim due
+    assert first is not None and trim._due is first
+    first.cancel()
+    trim._start(True)  # the first fires: the late one is due next
+    late = trim._due
+    assert late is not None and late is not first
+    late.cancel()
+    trim._start(False)
+    assert trim._due is None
