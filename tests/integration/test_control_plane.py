@@ -90,7 +90,8 @@ def test_protected_mode_refuses_a_wildcard_bind_without_a_key(tmp_path: Path, co
         "models": {"d": {"pool": "p"}},
     }))  # fmt: skip
     argv = [sys.executable, "-m", "gateway.cli", command, "--config", str(config),
-            "--host", "0.0.0.0", "--port", str(free_port())]  # fmt: skip
+            "--host", "0.0.0.0", "--port", str(free_port()),
+            "--grpc-port", str(free_port())]  # fmt: skip
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
     assert done.returncode == 2, done.stderr
     assert "protected mode" in done.stderr and "server.admin.key_env" in done.stderr

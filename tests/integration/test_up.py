@@ -55,7 +55,7 @@ def test_gateway_up_restarts_a_killed_replica_and_stops_all_on_sigterm(
     (site / "gateway.yaml").write_text(yaml.safe_dump(config))
     port = free_port()
     argv = [sys.executable, "-m", "gateway.cli", "up", "--config", "../site/gateway.yaml",
-            "--port", str(port)]  # fmt: skip
+            "--port", str(port), "--grpc-port", str(free_port())]  # fmt: skip
     env = {"PYTHONPATH": str(REPO)}
     ready = f"http://127.0.0.1:{port}/v2/health/ready"
     with ManagedProcess(argv, env=env, cwd=elsewhere, name="gateway-up") as up:
