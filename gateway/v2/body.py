@@ -23,7 +23,8 @@ SMALL_BODY_BYTES = 16 * 1024
 
 
 class Body:
-    """Immutable bytes in pieces; ``len`` is their total."""
+    """Immutable bytes in pieces; ``len`` is their total. (Joining changes how the bytes are
+    held, never what they are: views taken before stay valid.)"""
 
     __slots__ = ("_joined", "pieces", "size")
 
@@ -46,9 +47,11 @@ class Body:
         return f"Body({self.size} bytes in {len(self.pieces)} pieces)"
 
     def joined(self) -> bytes:
-        """The bytes in one buffer (joined on the first call, then kept)."""
+        """The bytes in one buffer (joined on the first call, then kept). From then on the
+        body is that buffer (its one piece), so the chunks are not held twice."""
         if self._joined is None:
             self._joined = b"".join(self.pieces)
+            self.pieces = (self._joined,)
         return self._joined
 
     def head(self, size: int) -> bytes:

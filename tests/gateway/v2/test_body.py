@@ -13,11 +13,13 @@ from gateway.v2.finite import check_binary_finite
 def test_pieces_are_viewed_and_spliced_not_copied() -> None:
     chunks = [b"abc", b"defg", b"h"]
     body = Body(chunks)
-    assert len(body) == 8 and body.joined() == b"abcdefgh" and body.joined() is body.joined()
-    assert body.head(5) == b"abcde" and b"".join(body.views(2, 6)) == b"cdef"
+    assert len(body) == 8 and body.head(5) == b"abcde" and b"".join(body.views(2, 6)) == b"cdef"
     spliced = body.spliced(4, b"XY", cut=2)
-    assert spliced.joined() == b"abcdXYgh" and len(spliced) == 8
     assert {id(v.obj) for v in spliced.pieces if isinstance(v, memoryview)} == set(map(id, chunks))
+    assert spliced.joined() == b"abcdXYgh" and len(spliced) == 8
+    # joined once, the body is that one buffer: the chunks are not held twice
+    assert body.joined() == b"abcdefgh" and body.joined() is body.joined()
+    assert body.pieces == (body.joined(),) and len(body) == 8
     one = b"single"
     assert Body.of(one).joined() is one and as_bytes(Body.of(one)) is one and as_bytes(one) is one
 

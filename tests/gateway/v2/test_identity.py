@@ -61,9 +61,9 @@ def test_the_clients_id_is_replaced_first_last_or_amid_the_header() -> None:
     head = orjson.dumps({"id": "mine", "inputs": [spec]})
     info = parse_infer_request(head + tensor, str(len(head)))
     new, length, _ = with_request_id(Body([head, tensor]), str(len(head)), info, "mine~8")
-    assert length == str(len(head) + 2) and new.joined().endswith(tensor)
     last = new.pieces[-1]  # the tensor bytes: the chunk they arrived in, not a copy
     assert isinstance(last, memoryview) and last.obj is tensor
+    assert length == str(len(head) + 2) and new.joined().endswith(tensor)
 
 
 def test_the_client_gets_its_own_id_back() -> None:
