@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--neighbour-seconds", type=float, default=5.0)
     args = parser.parse_args(argv)
     with Stack() as stack:
-        s = start(stack)
+        s = start(stack, BUDGET_BYTES)
         lines = neighbour(s.gateway.url, args.neighbour_seconds)
         print("\n".join(lines), flush=True)
         print("\n".join(memory(s.gateway.url, s.gateway.pid, args.seconds, BUDGET_BYTES)))

@@ -84,8 +84,9 @@ class PayloadStack:
     nginx: Proc | None
 
 
-def start(stack: Stack, budget_bytes: int = BUDGET_BYTES) -> PayloadStack:
-    """Two replicas per model, the gateway over them, nginx over each pair (if installed)."""
+def start(stack: Stack, budget_bytes: int | None = None) -> PayloadStack:
+    """Two replicas per model, the gateway over them, nginx over each pair (if installed).
+    ``budget_bytes``: the gateway's ``server.inflight_bytes`` (None: its machine default)."""
     write_image_model(ROOT / "models")  # built by build-models; written here if missing
     replicas = {
         m: [stack.replica(f"{m}-{i}", m, faults=False) for i in range(2)] for m in (DIGITS, IMAGE)
@@ -95,7 +96,7 @@ def start(stack: Stack, budget_bytes: int = BUDGET_BYTES) -> PayloadStack:
         return [{"id": p.name, "url": p.url} for p in replicas[model]]
 
     config: dict[str, Any] = {
-        "server": {"inflight_bytes": budget_bytes, "max_body_bytes": 16 * 1024 * 1024},
+        "server": {"max_body_bytes": 16 * 1024 * 1024},
         "pools": {
             "digits": {"model": DIGITS, "replicas": entries(DIGITS)},
             "image": {"model": IMAGE, "replicas": entries(IMAGE)},
@@ -104,10 +105,13 @@ def start(stack: Stack, budget_bytes: int = BUDGET_BYTES) -> PayloadStack:
         },
         "models": {
             DIGITS: {"pool": "digits"},
-            IMAGE: {"pool": "image"},
-            "image-vote": {"vote": {"pools": ["image-a", "image-b"], "quorum": 2}},
+            IMAGE: {"pool": "image", "timeout_ms": 10_000},  # 12 MB of JSON takes a replica ~1 s
+            "image-vote": {"vote": {"pools": ["image-a", "image-b"], "quorum": 2},
+                           "timeout_ms": 10_000},
         },
     }  # fmt: skip
+    if budget_bytes is not None:
+        config["server"]["inflight_bytes"] = budget_bytes
     gateway = stack.gateway(config, name="gateway-payloads")
     return PayloadStack(replicas, gateway, _nginx(stack, replicas))
 

@@ -136,7 +136,12 @@ class Edge:
         try:
             memory = self._memory
             if memory is not None:
-                await self._hold_declared(intake, memory, headers.get("content-length"))
+                size = self._declared(headers.get("content-length"))
+                if memory.fits(size):  # the usual case: no await
+                    memory.add(size)
+                else:
+                    await memory.take(size)
+                intake.held = size
             body = await self._body(headers.get("content-length"), read)
             intake.received = len(body)
             if memory is not None and not intake.held:  # undeclared (chunked): count it now
@@ -199,13 +204,11 @@ class Edge:
             self._memory.give(intake.held)
             intake.held = 0
 
-    async def _hold_declared(
-        self, intake: Intake, memory: InflightBytes, declared: str | None
-    ) -> None:
-        """Holds the declared body's bytes before it is read (waits, or 503 `Overloaded`); a
-        length over the body cap is left to the body step's 413."""
+    def _declared(self, declared: str | None) -> int:
+        """The bytes to hold before the body is read (0: none declared); a length over the
+        body cap holds none, for the body step's 413."""
         if declared is not None and declared.isdigit():
             size = int(declared)
-            if 0 < size <= self._body.max_bytes:
-                await memory.take(size)
-                intake.held = size
+            if size <= self._body.max_bytes:
+                return size
+        return 0
