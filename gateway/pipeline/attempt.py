@@ -229,7 +229,7 @@ async def _input_of(call: InferCall) -> str:
     event loop."""
     request_id = call.request.id if call.request is not None else None
     header_length = call.upstream_headers.get(HEADER_LENGTH)
-    body = call.body.joined()
+    body = call.body  # hashed in its pieces, not joined
     if len(body) <= OFF_LOOP_BYTES:
         return input_digest(body, header_length, request_id)
     return await asyncio.to_thread(input_digest, body, header_length, request_id)

@@ -14,11 +14,23 @@ import hashlib
 
 import orjson
 
+from gateway.v2.body import Body
+
 OFF_LOOP_BYTES = 64 * 1024  # larger bodies are hashed off the event loop (hashlib frees the GIL)
 
 
-def input_digest(body: bytes, header_length: str | None, request_id: str | None) -> str:
-    """A hex digest of ``body`` without the ``id`` member holding ``request_id``."""
+def input_digest(body: bytes | Body, header_length: str | None, request_id: str | None) -> str:
+    """A hex digest of ``body`` without the ``id`` member holding ``request_id``; a `Body` is
+    hashed piece by piece, not joined (only a binary request's JSON header is copied)."""
+    if isinstance(body, Body):
+        header_end = _header_end(header_length, len(body))
+        single = body.pieces[0] if len(body.pieces) == 1 else None
+        header = bytes(single) if single is not None else body.head(header_end)
+        start, end = _id_member(header, header_end, request_id)
+        digest = hashlib.sha1(usedforsecurity=False)
+        for piece in (*body.views(0, start), *body.views(end)):
+            digest.update(piece)
+        return digest.hexdigest()
     start, end = _id_member(body, _header_end(header_length, len(body)), request_id)
     view = memoryview(body)
     digest = hashlib.sha1(view[:start], usedforsecurity=False)

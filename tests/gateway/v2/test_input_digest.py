@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import orjson
 
+from gateway.v2.body import Body
+from gateway.v2.identity import with_request_id
 from gateway.v2.input_digest import input_digest
+from gateway.v2.request import parse_infer_request
 
 
 def _request(data: list[float], **extra: object) -> bytes:
@@ -49,3 +52,19 @@ def test_a_body_without_the_id_is_named_by_all_its_bytes() -> None:
     assert input_digest(b'{"poison":1}', None, None) == input_digest(b'{"poison":1}', None, "x")
     assert input_digest(b'{"poison":1}', None, None) != input_digest(b'{"poison":2}', None, None)
     assert input_digest(b"not json", "x", None) == input_digest(b"not json", None, None)
+
+
+def test_a_body_in_pieces_is_hashed_as_its_bytes_without_being_joined() -> None:
+    raw = b"\x00\x00\x80?" * 4096  # 1.0 as FP32
+    head = orjson.dumps({"inputs": [{"name": "input", "shape": [1, 4096], "datatype": "FP32",
+                                     "parameters": {"binary_data_size": len(raw)}}]})  # fmt: skip
+    length = str(len(head))
+    received = Body([head[:5], head[5:] + raw[:100], raw[100:]])
+    info = parse_infer_request(received, length)
+    sent, sent_length, _ = with_request_id(received, length, info, "c~gw-1")
+    assert len(sent.pieces) > 1
+    expected = input_digest(b"".join(sent.pieces), sent_length, "c~gw-1")  # as one buffer
+    assert input_digest(sent, sent_length, "c~gw-1") == expected
+    assert len(sent.pieces) > 1  # not joined
+    other, other_length, _ = with_request_id(Body.of(head + raw), length, info, "d~gw-2")
+    assert input_digest(other, other_length, "d~gw-2") == expected  # the same input
