@@ -22,6 +22,7 @@ from typing import Protocol
 
 from gateway.api.parse_worker import FRAME
 from gateway.errors import GatewayError
+from gateway.v2.body import Body
 from gateway.v2.request import InferRequestInfo, check_infer_request
 
 log = logging.getLogger(__name__)
@@ -32,7 +33,7 @@ PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # where `gateway` is im
 
 class Offload(Protocol):
     async def parse(
-        self, body: bytes, header_length: str | None, max_rows: int | None
+        self, body: Body, header_length: str | None, max_rows: int | None
     ) -> InferRequestInfo: ...
 
     async def close(self) -> None: ...
@@ -40,7 +41,7 @@ class Offload(Protocol):
 
 class InlineOffload:
     async def parse(
-        self, body: bytes, header_length: str | None, max_rows: int | None
+        self, body: Body, header_length: str | None, max_rows: int | None
     ) -> InferRequestInfo:
         return check_infer_request(body, header_length, max_rows)
 
@@ -50,7 +51,7 @@ class InlineOffload:
 
 class ThreadOffload(InlineOffload):
     async def parse(
-        self, body: bytes, header_length: str | None, max_rows: int | None
+        self, body: Body, header_length: str | None, max_rows: int | None
     ) -> InferRequestInfo:
         return await asyncio.to_thread(check_infer_request, body, header_length, max_rows)
 
@@ -76,14 +77,14 @@ class ParseWorker:
         return self._process
 
     async def parse(
-        self, body: bytes, header_length: str | None, max_rows: int | None
+        self, body: Body, header_length: str | None, max_rows: int | None
     ) -> InferRequestInfo:
         process = await self.start()
         assert process.stdin is not None and process.stdout is not None  # PIPEs above
         message = pickle.dumps((header_length, max_rows))
         try:
             process.stdin.write(struct.pack("<QQ", len(message), len(body)) + message)
-            process.stdin.write(body)
+            process.stdin.writelines(body.pieces)  # as it arrived: not joined here
             await process.stdin.drain()
             (size,) = FRAME.unpack(await process.stdout.readexactly(FRAME.size))
             kind, value = pickle.loads(await process.stdout.readexactly(size))
@@ -127,13 +128,13 @@ class ProcessOffload:
             await worker.start()
 
     async def parse(
-        self, body: bytes, header_length: str | None, max_rows: int | None
+        self, body: Body, header_length: str | None, max_rows: int | None
     ) -> InferRequestInfo:
         # shielded: a cancelled caller must not leave a worker with an unread answer
         return await asyncio.shield(self._exchange(body, header_length, max_rows))
 
     async def _exchange(
-        self, body: bytes, header_length: str | None, max_rows: int | None
+        self, body: Body, header_length: str | None, max_rows: int | None
     ) -> InferRequestInfo:
         if self._idle is None:
             self._idle = asyncio.Queue()
@@ -170,7 +171,7 @@ class RequestParser:
             await self._processes.start()
 
     async def offload(
-        self, body: bytes, header_length: str | None, max_rows: int | None
+        self, body: Body, header_length: str | None, max_rows: int | None
     ) -> InferRequestInfo:
         return await self._offload.parse(body, header_length, max_rows)
 

@@ -39,7 +39,7 @@ class Parser(Protocol):
     inline_max_bytes: int
 
     async def offload(
-        self, body: bytes, header_length: str | None, max_rows: int | None
+        self, body: Body, header_length: str | None, max_rows: int | None
     ) -> InferRequestInfo: ...
 
 
@@ -122,7 +122,7 @@ class Parse:
             size = min(size, int(header_length))
         if size <= self._inline_max:
             return check_infer_request(body, header_length, max_rows)
-        return await self._parser.offload(body.joined(), header_length, max_rows)
+        return await self._parser.offload(body, header_length, max_rows)
 
 
 class SchemaCheck:
