@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from gateway.clock import Clock
 from gateway.config.models import ModelConfig
-from gateway.config.policies import HedgeConfig, RetryConfig
+from gateway.config.policies import HedgeConfig, RetryConfig, TryTimeoutConfig
 from gateway.deadline import Deadline
 from gateway.errors import BadRequest, GatewayError
 from gateway.pipeline.call import InferCall, InferResult, Ledger, Leg, LegHandler, Tries
@@ -36,7 +36,7 @@ from gateway.v2.codec import decode_outputs
 
 log = logging.getLogger(__name__)
 SHED_LOAD = 0.75  # the model's in-flight share of its bound above which copies are not sent
-ONE_TRY = RetryConfig(max_attempts=1)
+ONE_TRY = RetryConfig(max_attempts=1, try_timeout=TryTimeoutConfig(adaptive=False))
 
 
 class RolloutRoute:
