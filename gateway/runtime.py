@@ -31,12 +31,12 @@ from gateway.pipeline.fallback import FallbackRunner
 from gateway.policies.budget import RetryBudget
 from gateway.policies.tenant_limits import TenantLimits
 from gateway.readiness import FallbackFit, Readiness, gateway_readiness, model_readiness
-from gateway.rollout.controller import Rollouts
-from gateway.rollout.service import RolloutTicker
+from gateway.rollout.wiring import rollout_ticker, rollouts_for
 from gateway.shared_state import SharedState
 from gateway.slo.engine import SloBook
 from gateway.telemetry.metrics import ANONYMOUS, UNKNOWN_MODEL, Metrics
 from gateway.telemetry.model_stats import ModelStats
+from gateway.telemetry.slo_metrics import slo_gauges
 from gateway.telemetry.topology import Topology
 from gateway.telemetry.tracing import Tracer
 from gateway.upstream.departures import Departures
@@ -99,15 +99,9 @@ class Gateway:
             self.registry, self.slo, self.budget, self.fallback_models, config.models, self.clock
         )
         events.add(self.history)
-        self.rollouts = Rollouts(  # candidates beside models' pools: progress is shared state
-            config.models, self.clock, self.rng,
-            decide=self.shared.decide, known=self.shared.decisions.get, audit=self.shared.audit,
-            burning=self.slo.fast_burn, synced=self.shared.synced, origin=self.shared.origin,
-            leased=self.shared.sync is not None,  # a fleet: one gateway leads, evidence pooled
-        )  # fmt: skip
-        if self.rollouts.runs:
-            pool = self.rollouts.pool
-            self.shared.share_counters(pool.export_deltas, pool.apply_remote)
+        self.rollouts = rollouts_for(  # candidates beside models' pools (shared progress)
+            config.models, self.clock, self.rng, self.shared, self.slo.fast_burn, self.metrics
+        )
         self.metadata = MetadataCache()
         self._transport = transport
         self._pipeline: Pipeline | None = None
@@ -148,8 +142,7 @@ class Gateway:
             self._transport = ProtocolTransport(http, grpc)  # grpc:// replicas: V2 gRPC
         self._pipeline = build_pipeline(
             self.registry, self._transport, self.budget, self.clock, self.rng,
-            self.fallbacks, self.metrics, self.slo.adjustment, self.config.tenants,
-            self.rollouts,
+            self.fallbacks, self.metrics, self.slo.adjustment, self.config.tenants, self.rollouts,
         )  # fmt: skip
         for model in self.fallback_models.values():
             await model.verify()
@@ -175,8 +168,7 @@ class Gateway:
                 self.clock,
             ),
             self.shared,
-            RolloutTicker(self.rollouts, self.shared.publish, self.clock,
-                          self.shared.lease if self.shared.sync is not None else None),
+            rollout_ticker(self.rollouts, self.shared, self.clock),
             self.history.service(),
         ]
         for service in self._services:
@@ -191,9 +183,7 @@ class Gateway:
             await service.stop()
         self._services.clear()
         if self._pipeline is not None:
-            if self._pipeline.rollout is not None:
-                await self._pipeline.rollout.aclose()  # shadow copies in flight
-            await self._pipeline.attempt.aclose()
+            await self._pipeline.aclose()
         if self._transport is not None:
             await self._transport.aclose()
         self.tracer.shutdown()
@@ -377,9 +367,7 @@ class Gateway:
                 for name in self.config.models:
                     self.metrics.set_in_flight(name, self._pipeline.admission.in_flight[name])
             self.metrics.state_store(self.shared.degraded)
-            self.metrics.set_slo(_slo_gauges(self.slo.to_json()))
-            if self.rollouts.runs:
-                self.metrics.set_rollouts(self.rollouts.snapshot())
+            self.metrics.set_slo(slo_gauges(self.slo.to_json()))
 
         self.metrics.on_scrape(refresh)
 
@@ -393,26 +381,3 @@ def _topology(config: GatewayConfig, locate: Callable[[str], str | None]) -> Top
         replicas={r.id: name for name, pool in config.pools.items() for r in pool.replicas},
         locate=locate,
     )
-
-
-def _slo_gauges(doc: dict[str, Any]) -> dict[str, Any]:
-    """The /slo document reshaped for the SLO gauges: one entry per model and SLO."""
-    entries = []
-    for model, entry in doc.get("models", {}).items():
-        for slo in entry.get("slos", []):
-            entries.append(
-                {
-                    "name": slo["name"],
-                    "model": model,
-                    "tenant": slo.get("tenant"),
-                    "objective": slo["objective"],
-                    "budget_remaining": slo["error_budget"]["remaining"],
-                    "burn_rates": slo["burn_rates"],
-                    "alerts": [
-                        {"severity": a["severity"], "firing": a["firing"]} for a in slo["alerts"]
-                    ],
-                    "events_total": slo["counted_here"]["total"],
-                    "bad_events_total": slo["counted_here"]["bad"],
-                }
-            )
-    return {"slos": entries}

@@ -136,6 +136,12 @@ class Pipeline:
     attempt: AttemptLayer
     rollout: RolloutRoute | None = None
 
+    async def aclose(self) -> None:
+        """Cancels shadow copies in flight, then closes the attempts' resources."""
+        if self.rollout is not None:
+            await self.rollout.aclose()
+        await self.attempt.aclose()
+
 
 def build_pipeline(
     registry: Registry,

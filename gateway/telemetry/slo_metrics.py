@@ -161,3 +161,26 @@ def _pairs(
             name = str(k)
             out[name] = combine(out[name], number) if combine and name in out else number
     return out
+
+
+def slo_gauges(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The /slo document reshaped for `SloMetrics.update`: one entry per model and SLO."""
+    entries = []
+    for model, entry in doc.get("models", {}).items():
+        for slo in entry.get("slos", []):
+            entries.append(
+                {
+                    "name": slo["name"],
+                    "model": model,
+                    "tenant": slo.get("tenant"),
+                    "objective": slo["objective"],
+                    "budget_remaining": slo["error_budget"]["remaining"],
+                    "burn_rates": slo["burn_rates"],
+                    "alerts": [
+                        {"severity": a["severity"], "firing": a["firing"]} for a in slo["alerts"]
+                    ],
+                    "events_total": slo["counted_here"]["total"],
+                    "bad_events_total": slo["counted_here"]["bad"],
+                }
+            )
+    return {"slos": entries}
