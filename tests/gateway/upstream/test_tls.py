@@ -87,6 +87,18 @@ async def test_requests_over_tls_share_one_connection(
     assert len(peers) == 1  # 40 requests, one connection: one handshake
 
 
+async def test_a_large_reply_over_tls_is_read_whole_into_one_buffer_and_the_connection_kept(
+    transport: FastTransport, certs: Certificates, tls_port: int
+) -> None:
+    endpoint = _https(tls_port, ca_file=certs.ca)
+    body = bytes(range(256)) * 12_000  # 3 MB: read straight into one buffer, through TLS
+    for _ in range(2):
+        reply = await transport.request(endpoint, "POST", "/echo", body=body, timeout=10.0)
+        assert (reply.status, reply.body) == (200, body)
+    peers = {(await _seen(transport, endpoint))["peer"] for _ in range(2)}
+    assert len(peers) == 1
+
+
 async def test_the_certificate_is_checked_against_the_server_name(
     transport: FastTransport, certs: Certificates, tls_port: int
 ) -> None:
