@@ -14,7 +14,7 @@ little-endian length followed by the bytes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -121,8 +121,11 @@ def parse_infer_request(
     return InferRequest(request_id, inputs, outputs, binary_output, params)
 
 
-def decode_infer_response(body: bytes, header_length: str | int | None = None) -> InferResponse:
-    """Decode an infer response (JSON or binary outputs) into numpy arrays."""
+def decode_infer_response(
+    body: bytes, header_length: str | int | None = None, only: Collection[str] | None = None
+) -> InferResponse:
+    """Decode an infer response (JSON or binary outputs) into numpy arrays; with ``only``, just
+    the outputs it names (the others' binary bytes are skipped, their data never converted)."""
     doc, binary = _load(body, header_length)
     model_name = doc.get("model_name")
     if not isinstance(model_name, str):
@@ -134,6 +137,9 @@ def decode_infer_response(body: bytes, header_length: str | int | None = None) -
     outputs: dict[str, Array] = {}
     for i, obj in enumerate(raw_outputs):
         output = name_of(obj, f"outputs[{i}]")
+        if only is not None and output not in only:
+            _skip(obj, f"output '{output}'", binary)
+            continue
         outputs[output] = decode_tensor(obj, f"output '{output}'", binary, None, allow_empty=True)
     binary.finish()
     return InferResponse(
@@ -143,6 +149,15 @@ def decode_infer_response(body: bytes, header_length: str | int | None = None) -
         outputs,
         parameters(doc.get("parameters"), "parameters"),
     )
+
+
+def _skip(obj: dict[str, Any], where: str, binary: BinaryReader) -> None:
+    """Passes over an output not asked for: its binary bytes, if any, without reading them."""
+    size = parameters(obj.get("parameters"), f"{where} parameters").get("binary_data_size")
+    if size is not None:
+        if type(size) is not int or size < 0:
+            raise ProtocolError(f"{where}: binary_data_size must be a non-negative integer")
+        binary.take(size, where)
 
 
 def _load(body: bytes, header_length: str | int | None) -> tuple[dict[str, Any], BinaryReader]:

@@ -145,7 +145,7 @@ class VoteRoute:
                 pending = [task for task in pending if not task.done()]
                 for task in done:
                     name = tasks[task]
-                    outputs = self._as_asked(_decoded(task), compared, task)
+                    outputs = self._as_asked(_decoded(task, compared), compared, task)
                     if outputs is not None:
                         answers[name] = outputs
                         served[name] = task.result().served_by
@@ -253,7 +253,8 @@ def _compared(info: InferRequestInfo, config: VoteConfig) -> tuple[str, ...] | N
     return config.compared_outputs
 
 
-def _decoded(task: asyncio.Future[InferResult]) -> Outputs | None:
+def _decoded(task: asyncio.Future[InferResult], compared: tuple[str, ...] | None) -> Outputs | None:
+    """The leg's answer as arrays: only the compared outputs (the others are never converted)."""
     if task.cancelled() or task.exception() is not None:
         error = None if task.cancelled() else task.exception()
         if error is not None and not isinstance(error, GatewayError):
@@ -263,7 +264,7 @@ def _decoded(task: asyncio.Future[InferResult]) -> Outputs | None:
     if result.status != 200:
         return None
     try:
-        return decode_outputs(result.body, result.header_length)
+        return decode_outputs(result.body, result.header_length, compared)
     except BadRequest:  # a malformed answer is a missing answer, not a crash
         log.warning("vote leg %s sent an undecodable answer", result.served_by)
         return None

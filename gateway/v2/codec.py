@@ -6,7 +6,7 @@ gateway's own `BadRequest`, so nothing from that tree escapes as a bare 500.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from gateway.errors import BadRequest
@@ -29,10 +29,13 @@ def decode_inputs(body: bytes, header_length: str | None) -> dict[str, Any]:
         raise BadRequest(str(exc)) from exc
 
 
-def decode_outputs(body: bytes, header_length: str | None) -> dict[str, Any]:
-    """A replica reply's output tensors; an undecodable reply raises `BadRequest`."""
+def decode_outputs(
+    body: bytes, header_length: str | None, only: Collection[str] | None = None
+) -> dict[str, Any]:
+    """A replica reply's output tensors (only those named in ``only``, if given); an
+    undecodable reply raises `BadRequest`."""
     try:
-        return dict(decode_infer_response(body, header_length).outputs)
+        return dict(decode_infer_response(body, header_length, only).outputs)
     except ProtocolError as exc:
         raise BadRequest(f"undecodable replica reply: {exc}") from exc
 

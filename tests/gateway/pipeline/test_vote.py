@@ -160,3 +160,14 @@ async def test_dissent_lines_are_rate_limited(caplog: pytest.LogCaptureFixture) 
         await rig.pipeline.handler(vote_call(rig))
     lines = [r.getMessage() for r in caplog.records if "dissented" in r.getMessage()]
     assert "(19 more dissents since its last line)" in lines[-1]
+
+
+async def test_outputs_the_vote_does_not_compare_are_not_decoded() -> None:
+    """A leg's other outputs are not the vote's business: garbage there (which decoding would
+    refuse) leaves its compared label counted, not a missing answer."""
+    garbage = orjson.loads(answer(7))
+    garbage["outputs"].append({"name": "debug", "datatype": "FP32", "shape": [2], "data": ["x"]})
+    legs = {"a": reply(200, orjson.dumps(garbage)), "b": reply(200, answer(7))}
+    rig = _rig({**legs, "c": reply(200, answer(2))})
+    result = await rig.pipeline.handler(vote_call(rig))
+    assert result.vote == "2/3" and result.served_by == "a,b,c"
