@@ -9,8 +9,10 @@ model's pool in the time left, so a bad canary costs its clients no errors.
 A copy is a background task started once the client's answer is known: the client never
 waits for it and its answer never changes the client's. It is bounded (the rollout's
 `ShadowGate`: concurrency and rate) and shed first: not sent while the model's admission is
-over `SHED_LOAD` of its bound. It runs with its own deadline, one attempt and no hedge, so it
-spends nothing from the retry budget, and it never reaches the edge's observer: the model's
+over `SHED_LOAD` of its bound, nor while the gateway's event loop lags past the rollout's
+``shed_loop_lag_ms`` (`gateway.rollout.lag`). It runs with its own deadline, one attempt and
+no hedge, so it spends nothing from the retry budget, and it never reaches the edge's
+observer: the model's
 SLOs, statistics and tenant limits see only clients' requests. Its answer is compared with the
 client's as the vote compares (`gateway.rollout.compare`), both in the client's names.
 """
@@ -84,7 +86,7 @@ class RolloutRoute:
     def _copy(self, call: InferCall, answer: InferResult, pool: Pool) -> None:
         name = call.model_name
         gate = self._rollouts.gate(name)
-        if self._load(name) > SHED_LOAD or gate.admit() is not None:
+        if self._load(name) > SHED_LOAD or self._rollouts.busy(name) or gate.admit() is not None:
             self._rollouts.shed(name)
             return
         task = asyncio.create_task(self._compare(call, answer, pool))

@@ -119,6 +119,7 @@ class Rollouts:
         self.active = False
         self.unpublished = False  # decisions taken here since the last publish
         self.hand_over: Callable[[], None] | None = None  # makes promoted candidates the pools
+        self.loop_lag: Callable[[], float] = lambda: 0.0  # seconds (`gateway.rollout.lag`)
         self.runs: dict[str, Run] = {}
         for name, model in models.items():
             if model.rollout is not None and model.pool is not None:
@@ -150,6 +151,10 @@ class Rollouts:
 
     def gate(self, model: str) -> ShadowGate:
         return self.runs[model].gate
+
+    def busy(self, model: str) -> bool:
+        """Whether the gateway is too busy for copies (its loop lags past the bound)."""
+        return self.loop_lag() * 1000 > self.runs[model].config.shed_loop_lag_ms
 
     def served(self, model: str, candidate: bool, ok: bool, latency_s: float) -> None:
         """A client's request answered by one pool (ok: not an error of that pool)."""

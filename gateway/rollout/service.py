@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from gateway.clock import Clock
 from gateway.periodic import BackgroundTask
 from gateway.rollout.controller import Rollouts
+from gateway.rollout.lag import LoopLag
 from gateway.rollout.progress import rollout_key
 from gateway.state.base import StoreUnavailable
 from gateway.state.lease import Lease
@@ -47,6 +48,13 @@ class RolloutTicker(BackgroundTask):
         self._lease = lease
         self._interval_s = interval_s
         self._renew_at = float("-inf")
+        self._lag = LoopLag(clock)  # read by the copies' shedding
+        rollouts.loop_lag = lambda: self._lag.lag_s
+
+    def start(self) -> None:
+        super().start()
+        if self._rollouts.runs:
+            self._lag.start()
 
     async def _run(self) -> None:
         while True:
@@ -78,6 +86,7 @@ class RolloutTicker(BackgroundTask):
             self._rollouts.leased(model, lease)
 
     async def stop(self) -> None:
+        await self._lag.stop()
         await super().stop()
         if self._lease is None:
             return

@@ -111,7 +111,8 @@ def test_shadow_of_the_forest_measures_the_agreement_the_models_have_offline(
     mine, theirs = direct_labels(mlp, x_test), direct_labels(forest, x_test)
     offline = float(np.mean(np.array(mine) == np.array(theirs)))
     # bounds wide enough that no copy is shed or times out when the machine stalls a moment
-    wide = {"shadow_rate_per_s": 5000, "shadow_concurrency": 500, "shadow_timeout_ms": 10_000}
+    wide = {"shadow_rate_per_s": 5000, "shadow_concurrency": 500, "shadow_timeout_ms": 10_000,
+            "shed_loop_lag_ms": 1000}  # fmt: skip
     gateway = start_gw(rollout_config([mlp], [forest], mode="shadow", **wide))
     answers = asyncio.run(each_once(gateway.url, x_test))
     served = [by for _, (status, _, by) in answers if status == 200]
@@ -160,7 +161,8 @@ async def each_once(url: str, rows: Rows) -> list[tuple[int, Answer]]:
 
 CANARY = {"mode": "canary", "steps": [2, 50, 100], "hold_s": 1, "hold_requests": 100000,
           "compare_percent": 100, "min_comparisons": 25, "agreement_target": 0.95,
-          "max_latency_ratio": 20, "latency_slack_ms": 50}  # fmt: skip
+          "max_latency_ratio": 20, "latency_slack_ms": 50,
+          "shed_loop_lag_ms": 1000}  # a shared 2-core box lags: these tests compare every copy
 
 
 def test_a_canary_corrupting_a_fifth_of_its_answers_is_rolled_back_at_its_first_step(
