@@ -91,7 +91,12 @@ class RolloutRoute:
             return
         task = asyncio.create_task(self._compare(call, answer, pool))
         self._copies.add(task)
-        task.add_done_callback(self._copies.discard)
+
+        def done(task: asyncio.Task[None]) -> None:  # even when cancelled before it ran
+            self._copies.discard(task)
+            gate.release()
+
+        task.add_done_callback(done)
 
     async def _compare(self, call: InferCall, answer: InferResult, pool: Pool) -> None:
         name = call.model_name
@@ -117,8 +122,6 @@ class RolloutRoute:
             self._rollouts.compared(name, agreed, differing, took)
         except Exception:  # a copy must never take anything else down
             log.exception("shadow copy of a %s request failed", name)
-        finally:
-            self._rollouts.gate(name).release()
 
     def _copy_call(self, call: InferCall) -> InferCall:
         """The client's request for the other pool: its own deadline and ledger, one try, no
