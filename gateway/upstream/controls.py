@@ -101,9 +101,11 @@ class ManualControls:
         return []
 
     def snapshot(self, decisions: Mapping[str, Decision]) -> dict[str, Any]:
-        """For ``/admin/state``: every decision in force (or ended, with its time) by target."""
+        """For ``/admin/state``: every decision on a replica or pool, in force (or ended, with
+        its time), by target (a rollout's progress is shown by ``/admin/rollouts``)."""
         wall = self._clock.wall()
         return {
             key: {**d.to_json(), "holds": d.holds(wall), "state": describe(d)}
             for key, d in sorted(decisions.items())
+            if d.kind in ("replica", "pool")
         }
