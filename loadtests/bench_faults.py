@@ -6,13 +6,16 @@ injection, one gateway with default policy), a closed loop of 16 requests in fli
 for ``--fault`` seconds. Printed per scenario: requests sent / failed / over deadline, time
 from the fault to the first ejection or open breaker, p50/p99/max before and during, and
 throughput during the fault relative to before. Run: ``.venv/bin/python
-loadtests/bench_faults.py`` (about 90 s).
+loadtests/bench_faults.py`` (about 90 s). With ``--grpc`` the replicas also serve V2 gRPC and
+the pool reaches them over it (``grpc://`` URLs; faults are still injected over their HTTP
+port), for the same scenarios over the other transport.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -29,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from loadtests.bench_overhead import MODEL, body
 from loadtests.loadgen import LoadResult, closed_loop
-from loadtests.stack import Proc, Stack, inject_faults_async, pool_config
+from loadtests.stack import ROOT, Proc, Stack, free_port, inject_faults_async, pool_config
 
 DEADLINE_MS = 1000
 Inject = Callable[[list[Proc]], Awaitable[None]]
@@ -48,6 +51,10 @@ async def hang(replicas: list[Proc]) -> None:
     await _faults(replicas[:1], hang=True)
 
 
+async def stop(replicas: list[Proc]) -> None:
+    os.kill(replicas[0].pid, signal.SIGSTOP)  # resumed when the load ends (`run_scenario`)
+
+
 async def half_500(replicas: list[Proc]) -> None:
     await _faults(replicas[:1], error_rate=0.5)
 
@@ -63,6 +70,7 @@ async def all_500(replicas: list[Proc]) -> None:
 SCENARIOS: dict[str, tuple[Inject, str]] = {
     "crash (SIGKILL 1 of 3)": (crash, "0 failed, 0 late"),
     "hang (1 of 3)": (hang, "0 failed, 0 late, max ≤ 60 ms, ejected"),
+    "stop (SIGSTOP 1 of 3)": (stop, "0 failed, 0 late, max ≤ 60 ms, ejected"),
     "500 on half (1 of 3)": (half_500, "≥ 99.9 % ok, ejected"),
     "slow +30 ms (1 of 3)": (slow, "0 failed, kept (not ejected)"),
     "all 3 answer 500": (all_500, "fast 503 for all"),
@@ -89,7 +97,7 @@ def _phase(result: LoadResult, start: float, end: float) -> tuple[float, float, 
         if start <= at < end
     ]
     if not picked:
-        return (float("nan"),) * 4  # type: ignore[return-value]
+        return (float("nan"),) * 4
     ordered = sorted(picked)
     rate = len(picked) / (end - start)
     return (
@@ -139,10 +147,31 @@ async def _run(
     return result, await watcher
 
 
-def run_scenario(name: str, inject: Inject, goal: str, steady: float, fault: float) -> Outcome:
+def grpc_replica(stack: Stack, name: str) -> tuple[Proc, str]:
+    """A replica with faults serving V2 gRPC on a port of its own too, and its ``grpc://`` URL."""
+    port, grpc_port = free_port(), free_port()
+    argv = [sys.executable, "-m", "replicas.cli", "serve", "--model",
+            str(ROOT / "models" / f"{MODEL}.onnx"), "--name", MODEL, "--port", str(port),
+            "--grpc-port", str(grpc_port), "--enable-faults"]  # fmt: skip
+    proc = stack.start(name, argv, f"http://127.0.0.1:{port}", "/v2/health/ready",
+                       stack.fault_key)  # fmt: skip
+    return proc, f"grpc://127.0.0.1:{grpc_port}"
+
+
+def run_scenario(
+    name: str, inject: Inject, goal: str, steady: float, fault: float, grpc: bool = False
+) -> Outcome:
     with Stack() as stack:
-        replicas = [stack.replica(f"r{i}", MODEL) for i in range(3)]
-        gateway = stack.gateway(pool_config(replicas, MODEL))
+        if grpc:
+            started = [grpc_replica(stack, f"r{i}") for i in range(3)]
+            replicas = [proc for proc, _ in started]
+            config = pool_config(replicas, MODEL)
+            for member, (_, url) in zip(config["pools"]["pool"]["replicas"], started, strict=True):
+                member["url"] = url
+        else:
+            replicas = [stack.replica(f"r{i}", MODEL) for i in range(3)]
+            config = pool_config(replicas, MODEL)
+        gateway = stack.gateway(config)
         uvloop.run(
             closed_loop(
                 gateway.url,
@@ -153,7 +182,12 @@ def run_scenario(name: str, inject: Inject, goal: str, steady: float, fault: flo
                 max_requests=5000,
             )
         )  # warm-up
-        result, ejection_ms = uvloop.run(_run(gateway, replicas, inject, steady, fault))
+        try:
+            result, ejection_ms = uvloop.run(_run(gateway, replicas, inject, steady, fault))
+        finally:
+            for replica in replicas:  # a stopped one must run to hear the stack's SIGTERM
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(replica.pid, signal.SIGCONT)
     total = steady + fault
     failed = sum(1 for c in result.codes if c != 200)
     late = sum(1 for lat in result.latencies_s if lat * 1000 > DEADLINE_MS)
@@ -197,12 +231,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steady", type=float, default=3.0)
     parser.add_argument("--fault", type=float, default=5.0)
     parser.add_argument("--only", help="run only scenarios whose name contains this")
+    parser.add_argument("--grpc", action="store_true", help="the pool's replicas over V2 gRPC")
     args = parser.parse_args(argv)
     outcomes = []
     for name, (inject, goal) in SCENARIOS.items():
         if args.only and args.only not in name:
             continue
-        outcome = run_scenario(name, inject, goal, args.steady, args.fault)
+        outcome = run_scenario(name, inject, goal, args.steady, args.fault, args.grpc)
         print(render([outcome]).splitlines()[-1], flush=True)
         outcomes.append(outcome)
     print()
