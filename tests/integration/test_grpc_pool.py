@@ -60,6 +60,10 @@ def config(replicas: list[ReplicaProcess], **pool: Any) -> dict[str, Any]:
     }
 
 
+MODEL_OF = {"grpc": "digits", "rest": "digits-rest"}
+HUNG_OF = {"grpc": "r0", "rest": "h0"}
+
+
 def admin_replica(gateway: GatewayProcess, pool: str, replica_id: str) -> dict[str, Any]:
     state = httpx.get(f"{gateway.url}/admin/state", trust_env=False, timeout=5).json()
     for item in state["pools"]:
@@ -116,27 +120,37 @@ async def test_sigkill_one_of_three_under_16_in_flight_fails_no_request(
     print(f"grpc crash: max client latency {traffic.max_latency_s * 1000:.0f} ms")
 
 
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
+@pytest.mark.parametrize("pool", ["grpc", "rest"])
 async def test_sigstop_one_of_three_under_16_in_flight_fails_no_request(
-    grpc_replicas: list[ReplicaProcess], start_gw: StartGateway
+    grpc_replicas: list[ReplicaProcess], start_gw: StartGateway, pool: str, warm: bool
 ) -> None:
+    """The same hang over gRPC and, for comparison, over REST to the same replicas. Cold: the
+    replica stops before any traffic, so tries wait the cold per-try timeout (250 ms); warm:
+    after 200 answers, so they wait the one learned from the pool's latency (3 × p99)."""
     gateway = start_gw(config(grpc_replicas))
-    victim = grpc_replicas[0]
+    victim, model, hung = grpc_replicas[0], MODEL_OF[pool], HUNG_OF[pool]
+    if warm:
+        before = await drive(gateway.url, requests=200, concurrency=16, model=model)
+        assert before.failed == 0
     os.kill(victim.pid, signal.SIGSTOP)
     try:
         traffic = await drive_until(
             gateway.url,
-            lambda _: admin_replica(gateway, "grpc", "r0")["healthy"] is False,
+            lambda _: admin_replica(gateway, pool, hung)["healthy"] is False,
             timeout_s=60,
-            message=lambda: f"r0 to be unhealthy: {admin_replica(gateway, 'grpc', 'r0')}",
+            message=lambda: f"{hung} to be unhealthy: {admin_replica(gateway, pool, hung)}",
             requests=200,
             concurrency=16,
             timeout_ms=1000,
+            model=model,
         )
     finally:
         os.kill(victim.pid, signal.SIGCONT)
     assert traffic.failed == 0, [a.body for a in traffic.answers if a.status != 200][:3]
     assert traffic.max_latency_s < 1.0  # every answer by its deadline
-    print(f"grpc SIGSTOP: max client latency {traffic.max_latency_s * 1000:.0f} ms")
+    print(f"{pool} SIGSTOP ({'warm' if warm else 'cold'}): max client latency "
+          f"{traffic.max_latency_s * 1000:.0f} ms")  # fmt: skip
 
 
 async def test_internal_errors_of_one_of_three_fail_no_request(
@@ -157,7 +171,7 @@ async def test_a_replica_answering_another_requests_id_is_refused_and_charged(
     gateway = start_gw(config(grpc_replicas))
     await inject_faults_async(grpc_replicas[0].url, wrong_id=True)
     bodies = request_bodies(16)
-    wrong = []
+    wrong: list[tuple[int | str, str]] = []
     async with httpx.AsyncClient(base_url=gateway.url, trust_env=False, timeout=10) as client:
         for i in range(60):
             request = orjson.loads(bodies[i % len(bodies)])
