@@ -2,7 +2,9 @@
 
 Bounded and with generous margins (the timed figures are `loadtests/bench_pressure.py`'s): 16
 clients send 6 MB binary images to a gateway whose ``server.inflight_bytes`` is 16 MiB, for
-3 s. Every answer is a 200 or the budget's 503 with ``Retry-After``; the gateway's RSS never
+3 s, while the replica holds each answer 400 ms (longer than ``inflight_wait_s``, so that
+whatever the machine's speed, two requests fill the budget and later ones cannot all wait their
+turn). Every answer is a 200 or the budget's 503 with ``Retry-After``; the gateway's RSS never
 passes its baseline + 8× the budget (the benchmark's bound is 2×), and comes back within 25 %
 of the baseline once the load stops (the heap is trimmed after the budget drains).
 """
@@ -23,6 +25,7 @@ import pytest
 from gateway.config.endpoint import Endpoint
 from gateway.upstream.fast_transport import FastTransport
 from replicas.image_model import write_image_model
+from tests.support.faults import clear_faults, inject_faults
 from tests.support.gateway import GatewayProcess, start_gateway
 from tests.support.processes import ReplicaProcess, start_replica, wait_until
 
@@ -42,7 +45,7 @@ def _rss(pid: int) -> int:
 @pytest.fixture(scope="module")
 def replica(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReplicaProcess]:
     model = write_image_model(tmp_path_factory.mktemp("image"))
-    proc = start_replica(model, name="image-gap")
+    proc = start_replica(model, name="image-gap", enable_faults=True)
     yield proc
     proc.cleanup()
 
@@ -91,9 +94,12 @@ async def _load(url: str, body: bytes, headers: dict[str, str]) -> tuple[Counter
     return statuses, retry_after
 
 
-def test_large_bodies_wait_or_get_503_and_memory_stays_bound(gateway: GatewayProcess) -> None:
+def test_large_bodies_wait_or_get_503_and_memory_stays_bound(
+    replica: ReplicaProcess, gateway: GatewayProcess
+) -> None:
     body, headers = _batch()
     asyncio.run(_load(gateway.url, body, headers))  # warm: the allocator's pools, connections
+    inject_faults(replica.url, latency_ms=400)  # each answer holds its 6 MB in the budget
     baseline = _rss(gateway.pid)
     peak = baseline
     done = threading.Event()
@@ -111,6 +117,7 @@ def test_large_bodies_wait_or_get_503_and_memory_stays_bound(gateway: GatewayPro
     finally:
         done.set()
         sampler.join()
+        clear_faults(replica.url)
     assert set(statuses) <= {200, 503} and statuses[200] > 0
     assert statuses[503] > 0 and retry_after == {"1"}  # 16 x 6 MB never fit in 16 MiB
     assert peak <= baseline + 8 * BUDGET, (baseline, peak)
