@@ -44,6 +44,11 @@ class RolloutConfig(Frozen):
     confidence_z: float = Field(1.96, gt=0, description="Wilson interval's z (1.96: 95 %)")
     max_error_rate: float = Field(0.01, ge=0, le=1, description="candidate errors, at most")
     min_requests_for_errors: int = Field(20, ge=1, description="before error rates are judged")
+    # A p99 over fewer samples is their one or two slowest: a clean candidate's first, cold
+    # request (new connection, first run of its runtime) would roll it back on its own.
+    min_requests_for_latency: int = Field(
+        200, ge=1, description="latency samples each side needs before p99s are compared"
+    )
     max_latency_ratio: float = Field(
         2.0, gt=0, description="candidate p99 over the pool's p99, at most"
     )

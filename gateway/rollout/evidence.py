@@ -32,7 +32,7 @@ def quantile(samples: list[float], q: float) -> float | None:
     if not samples:
         return None
     ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]  # nearest rank
 
 
 @dataclass(slots=True)

@@ -70,8 +70,8 @@ def judge(
 
 def _too_slow(config: RolloutConfig, evidence: Evidence) -> str | None:
     """The candidate's p99 over its bound (a ratio of the pool's, plus slack), once both
-    sides have enough samples."""
-    enough = config.min_requests_for_errors
+    sides have enough samples for a p99 that is not just their slowest one."""
+    enough = config.min_requests_for_latency
     if len(evidence.candidate_latency) < enough or len(evidence.current_latency) < enough:
         return None
     mine, theirs = evidence.p99("candidate"), evidence.p99("current")

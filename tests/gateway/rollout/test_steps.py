@@ -63,11 +63,23 @@ def test_a_fast_slo_burn_rolls_back() -> None:
 
 
 def test_a_slow_candidate_rolls_back() -> None:
-    slow = evidence(30, 30, requests=30)
-    slow.candidate_latency.extend([0.050] * 30)
-    slow.current_latency.extend([0.005] * 30)
+    slow = evidence(30, 30, requests=200)
+    slow.candidate_latency.extend([0.050] * 200)
+    slow.current_latency.extend([0.005] * 200)
     verdict = judge(CONFIG, 0, slow, held_s=1, burning=False)
     assert (verdict.action, verdict.rule) == ("rollback", "latency")
+
+
+def test_one_cold_request_does_not_roll_a_clean_candidate_back() -> None:
+    """A p99 over 20 samples is their slowest: the candidate's first, cold request (44 ms
+    among 2 ms ones, seen in a clean-clone run) rolled a clean candidate back."""
+    cold = evidence(17, 17, requests=20)
+    cold.candidate_latency.extend([0.044] + [0.002] * 19)
+    cold.current_latency.extend([0.002] * 40)
+    assert judge(CONFIG, 0, cold, held_s=1, burning=False).rule != "latency"
+    cold.candidate_latency.extend([0.002] * 180)  # 200 samples: the p99 is not the cold one
+    cold.current_latency.extend([0.002] * 160)
+    assert judge(CONFIG, 0, cold, held_s=1, burning=False).rule != "latency"
 
 
 def test_steps_must_increase_and_end_at_100() -> None:
