@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import ctypes
 import logging
 import shlex
 import signal
@@ -31,6 +30,7 @@ from gateway.api.tenants import TenantKeys
 from gateway.banner import announce_when_listening, banner
 from gateway.config import ConfigError, GatewayConfig, load_config
 from gateway.launcher import Launcher, LaunchError, refuse_gateway_ports
+from gateway.policies.heap_trim import return_large_buffers_to_the_os
 from gateway.preflight import config_problems, fallback_signatures, named_files
 from gateway.runtime import Gateway
 from gateway.server import GatewayServer
@@ -48,20 +48,7 @@ NO_FILES_HINT = (
     "(checking it away from the machine that runs it? `gateway check-config --no-files "
     "{config}` checks all but the files, keys and fallbacks it names)"
 )
-M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
-LARGE_BUFFER_BYTES = 256 * 1024
 log = logging.getLogger("gateway")
-
-
-def _return_large_buffers_to_the_os() -> None:
-    """Allocations from 256 KiB up are mmapped, and so given back to the OS when freed.
-
-    glibc raises its mmap threshold to the size of each large block freed (up to 32 MiB), so
-    after one big request its buffers come from the heap and stay: with a 60 MB body the
-    gateway kept 297 MB after a 113 MB baseline; a fixed threshold brought it back to 127.
-    """
-    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to tune
-        ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, LARGE_BUFFER_BYTES)
 
 
 def _server(
@@ -75,7 +62,7 @@ def _server(
     or where a file or fallback the config names is missing (`config_problems`).
     ``grpc_port``: the gRPC door's port (None: no gRPC door)."""
     _refuse_problems(path or "<config>", config)
-    _return_large_buffers_to_the_os()
+    return_large_buffers_to_the_os()
     bind_host = host or config.server.host
     app = GatewayApp(Gateway(config), config_path=path, bind_host=bind_host)
     server = config.server
