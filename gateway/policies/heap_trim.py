@@ -1,15 +1,16 @@
 """Gives the heap's free pages back to the OS after a burst of large bodies (glibc malloc_trim).
 
 Why: large buffers are mmapped (`return_large_buffers_to_the_os`, below, fixes the mmap
-threshold at start) and go back whole when freed, but a body also passes through smaller blocks (socket reads of ~64 KiB, parser pieces)
-that come from the heap; freed among live small objects, they leave free pages glibc keeps. 32
-clients sending 6 MB bodies left the gateway 46 % above its baseline RSS for good; one
-``malloc_trim(0)`` (which also releases free pages inside the heap, not only at its top) took
-it back below the baseline. So when the in-flight byte budget drains after holding at least
-``min_burst_bytes``, a trim runs shortly after, in a worker thread (it walks the heap: not on
-the event loop), at most one at a time, and once more a while later: buffers the budget no
-longer counts may still be alive at the drain (a request past its deadline whose body a
-socket's write queue still holds, until it drains). Not glibc: nothing to do.
+threshold at start) and go back whole when freed, but a body also passes through smaller blocks
+(socket reads of ~64 KiB, parser pieces) that come from the heap; freed among live small
+objects, they leave free pages glibc keeps. 32 clients sending 6 MB bodies left the gateway 46
+% above its baseline RSS for good; one ``malloc_trim(0)`` (which also releases free pages
+inside the heap, not only at its top) took it back below the baseline. So when the in-flight
+byte budget drains after holding at least ``min_burst_bytes``, a trim runs shortly after, in a
+worker thread (it walks the heap: not on the event loop), at most one at a time, and once more
+a while later: buffers the budget no longer counts may still be alive at the drain (a request
+past its deadline whose body a socket's write queue still holds, until it drains). Not glibc:
+nothing to do.
 """
 
 from __future__ import annotations
