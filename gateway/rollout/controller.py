@@ -33,6 +33,7 @@ from gateway.rollout.evidence import Evidence
 from gateway.rollout.pooled import COUNTS, DISAGREE, EvidencePool, step_key
 from gateway.rollout.progress import COMPARING_PHASES, Progress, fingerprint, rollout_key
 from gateway.rollout.shadow import ShadowGate
+from gateway.rollout.split import SmoothSplit
 from gateway.rollout.steps import judge
 from gateway.state.decisions import Decision
 from gateway.state.lease import Lease, fenced_version, token_of
@@ -64,6 +65,7 @@ class Run:
     declared: str
     gate: ShadowGate
     rule: VoteRule
+    split: SmoothSplit  # which requests the candidate serves (a canary's share)
     began: float  # monotonic: when the current step began here
     progress: Progress | None = None  # None: not known yet (the store not read)
     step: Evidence = field(default_factory=Evidence)
@@ -126,7 +128,7 @@ class Rollouts:
                 config = model.rollout
                 self.runs[name] = Run(name, model.pool, config, fingerprint(model.pool, config),
                                       ShadowGate(config, clock), rule_of(config),
-                                      clock.now())  # fmt: skip
+                                      SmoothSplit(rng), clock.now())  # fmt: skip
         self.declared = frozenset(self.runs)  # a promoted one is kept after its hand-over
 
     # --- the request path -----------------------------------------------------------------
@@ -143,7 +145,7 @@ class Rollouts:
         if run.config.mode == "shadow":
             paused = progress.phase == "paused"
             return Plan(False, not paused and self._draw(run.config.shadow_percent))
-        candidate = self._draw(progress.share(run.config))
+        candidate = run.split.take(progress.share(run.config))
         return Plan(candidate, candidate and self._draw(run.config.compare_percent))
 
     def _draw(self, percent: float) -> bool:
