@@ -222,8 +222,10 @@ class PoolConfig(Frozen):
             raise ValueError(
                 f"tls is set but replicas {', '.join(plain)} are not https:// or grpcs://"
             )
-        if self.tls is not None and not self.tls.verify and any(
-            r.endpoint.is_grpc for r in self.replicas
+        if (
+            self.tls is not None
+            and not self.tls.verify
+            and any(r.endpoint.is_grpc for r in self.replicas)
         ):
             raise ValueError("tls.verify: false is not possible for grpcs:// replicas")
         if self.local is not None and len(plain) < len(self.replicas):

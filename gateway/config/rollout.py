@@ -60,8 +60,10 @@ class RolloutConfig(Frozen):
     shadow_rate_per_s: float = Field(200.0, gt=0, description="shadow copies per second, at most")
     shadow_timeout_ms: int = Field(2000, gt=0, description="a shadow copy's own deadline")
     shed_loop_lag_ms: float = Field(
-        5.0, gt=0, description="copies are not sent while the gateway's event loop runs timers "
-        "this late (its CPU is saturated): shed before clients wait"
+        5.0,
+        gt=0,
+        description="copies are not sent while the gateway's event loop runs timers "
+        "this late (its CPU is saturated): shed before clients wait",
     )
 
     @field_validator("steps")

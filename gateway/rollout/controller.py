@@ -44,8 +44,7 @@ STARTABLE = frozenset({"waiting", "paused", "rolled_back", "aborted"})
 
 
 class Decide(Protocol):
-    def __call__(self, key: str, action: str, by: str, reason: str, *, floor: int) -> Decision:
-        ...
+    def __call__(self, key: str, action: str, by: str, reason: str, *, floor: int) -> Decision: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,7 +247,8 @@ class Rollouts:
         if progress is None or progress.declared != run.declared:
             return
         if run.progress is None or (progress.phase, progress.step) != (
-            run.progress.phase, run.progress.step
+            run.progress.phase,
+            run.progress.step,
         ):
             run.step, run.began = Evidence(), self._clock.now()
         run.progress = progress

@@ -51,7 +51,7 @@ class EvidencePool:
     def pooled(self, step: str, own: Evidence) -> Evidence:
         """``own`` plus what the other instances counted for the same step."""
         prefix = f"{step}|"
-        theirs = {k[len(prefix):]: v for k, v in self._remote.items() if k.startswith(prefix)}
+        theirs = {k[len(prefix) :]: v for k, v in self._remote.items() if k.startswith(prefix)}
         if not theirs:
             return own
         total = dataclasses.replace(own, disagreements=Counter(own.disagreements))
@@ -59,5 +59,5 @@ class EvidencePool:
             setattr(total, name, getattr(own, name) + theirs.get(name, 0))
         for name, count in theirs.items():
             if name.startswith(DISAGREE):
-                total.disagreements[name[len(DISAGREE):]] += count
+                total.disagreements[name[len(DISAGREE) :]] += count
         return total

@@ -125,6 +125,7 @@ def test_the_dashboard_shows_a_killed_replica(
             # a few seconds of samples: the charts have drawn lines
             lines = page.locator("[data-chart='digits-rate'] path")
             wait_for(page, "a request-rate line", lambda: lines.count() > 0, 15)
+
             def samples() -> int:
                 history = httpx.get(f"{gateway.url}/admin/history", trust_env=False).json()
                 return len(history["t"])

@@ -62,9 +62,7 @@ async def test_status_and_dashboard_are_one_self_contained_page(client: httpx.As
     assert "True" not in page and "False" not in page  # words, not Python's booleans
 
 
-async def test_history_document_after_traffic(
-    client: httpx.AsyncClient, gateway: Gateway
-) -> None:
+async def test_history_document_after_traffic(client: httpx.AsyncClient, gateway: Gateway) -> None:
     for _ in range(3):
         await client.post("/v2/models/digits/infer", content=orjson.dumps(REQUEST))
     gateway.history.sample()

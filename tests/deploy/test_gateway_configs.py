@@ -192,7 +192,7 @@ def test_redis_requires_the_password_the_gateway_reads_from_the_same_secret() ->
     command = " ".join(container["command"] + container["args"])
     assert f'requirepass %s\\n\' "$(cat {path})"' in command and "protected-mode" not in command
     for probe in ("startupProbe", "readinessProbe"):
-        assert f"REDISCLI_AUTH=\"$(cat {path})\"" in " ".join(container[probe]["exec"]["command"])
+        assert f'REDISCLI_AUTH="$(cat {path})"' in " ".join(container[probe]["exec"]["command"])
 
 
 def test_every_pool_replica_pinned_to_a_zone_is_in_the_config() -> None:

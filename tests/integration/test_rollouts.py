@@ -159,10 +159,18 @@ async def each_once(url: str, rows: Rows) -> list[tuple[int, Answer]]:
     return answers
 
 
-CANARY = {"mode": "canary", "steps": [2, 50, 100], "hold_s": 1, "hold_requests": 100000,
-          "compare_percent": 100, "min_comparisons": 25, "agreement_target": 0.95,
-          "max_latency_ratio": 20, "latency_slack_ms": 50,
-          "shed_loop_lag_ms": 1000}  # a shared 2-core box lags: these tests compare every copy
+CANARY = {
+    "mode": "canary",
+    "steps": [2, 50, 100],
+    "hold_s": 1,
+    "hold_requests": 100000,
+    "compare_percent": 100,
+    "min_comparisons": 25,
+    "agreement_target": 0.95,
+    "max_latency_ratio": 20,
+    "latency_slack_ms": 50,
+    "shed_loop_lag_ms": 1000,
+}  # a shared 2-core box lags: these tests compare every copy
 
 
 def test_a_canary_corrupting_a_fifth_of_its_answers_is_rolled_back_at_its_first_step(

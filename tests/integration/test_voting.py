@@ -135,6 +135,7 @@ async def test_voting_masks_a_replica_corrupting_ten_percent(
     manifest = orjson.loads((ROOT / "models" / "MANIFEST.json").read_bytes())
     best_single = max(entry["accuracy"] for entry in manifest["models"])
     assert accuracy >= best_single - 0.001, (accuracy, best_single)
+
     def quarantined() -> bool:
         corrupt = replica(gateway, "mlp-0")
         return bool(corrupt["quarantined"] or corrupt["quarantine_reason"])

@@ -66,7 +66,10 @@ async def test_drain_and_restore_are_obeyed_and_audited_with_the_operators_name(
     assert await served_by(client) == {"r0", "r2"}
     [line] = [r for r in caplog.records if r.name == "gateway.audit"]
     assert (line.who, line.action, line.target, line.reason) == (  # type: ignore[attr-defined]
-        "alice", "drain", "replica:r1", "disk full"
+        "alice",
+        "drain",
+        "replica:r1",
+        "disk full",
     )
     assert ALICE not in caplog.text
     state = (await client.get("/admin/state", headers=AS_ALICE)).json()
@@ -78,7 +81,8 @@ async def test_drain_and_restore_are_obeyed_and_audited_with_the_operators_name(
     history = (await client.get("/admin/history", headers=AS_ALICE)).json()
     manual = [e for e in history["events"] if e["kind"] == "manual" and "by" in e]
     assert [(e["subject"], e["by"]) for e in manual] == [
-        ("replica:r1", "alice"), ("replica:r1", "alice")
+        ("replica:r1", "alice"),
+        ("replica:r1", "alice"),
     ]  # newest first: the restore, then the drain
     assert manual[1]["detail"] == "drain by alice: disk full (applied)"
 
@@ -125,9 +129,7 @@ async def test_actions_need_an_admin_key_and_a_json_body(
     assert not gateway.registry.pools["p"].draining  # nothing happened
 
 
-async def test_an_eject_holds_for_its_duration(
-    client: httpx.AsyncClient, gateway: Gateway
-) -> None:
+async def test_an_eject_holds_for_its_duration(client: httpx.AsyncClient, gateway: Gateway) -> None:
     answer = await client.post(
         "/admin/replicas/r2/eject", json={"duration_s": 60}, headers=AS_ALICE
     )

@@ -149,11 +149,16 @@ async def test_a_replica_refusing_golden_inputs_fails_its_probes(
     """A golden input is known to be good: a refusal is the replica's fault (a black hole
     answering 4xx to everything is quarantined), unlike an unreachable replica (no verdict)."""
     config = make_config(replicas=2)
-    pools = {name: pool.model_copy(update={"golden": GoldenProbeConfig(
-        file=str(FALLBACK / "digits-golden.json"))}) for name, pool in config.pools.items()}
+    pools = {
+        name: pool.model_copy(
+            update={"golden": GoldenProbeConfig(file=str(FALLBACK / "digits-golden.json"))}
+        )
+        for name, pool in config.pools.items()
+    }
     registry = Registry(config.model_copy(update={"pools": pools}), FakeClock())
-    transport = FakeTransport({"127.0.0.1:9000": answer,
-                               "127.0.0.1:9001": fail(UpstreamConnectError("refused"))})
+    transport = FakeTransport(
+        {"127.0.0.1:9000": answer, "127.0.0.1:9001": fail(UpstreamConnectError("refused"))}
+    )
     prober = GoldenProber(registry, transport, FakeClock(), random.Random(0))
     pool = registry.pools["p"]
     assert pool.config.golden is not None
