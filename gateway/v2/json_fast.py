@@ -5,13 +5,14 @@ makes a Python float of each (≈ 4 ms here) and checking them against the datat
 again (≈ 9 ms); neither is needed to accept it. Here msgspec decodes the message's structure
 (names, shapes, datatypes, parameters, id, outputs) and hands each input's ``data`` over as
 `msgspec.Raw`, the bytes of that JSON value, checked as valid JSON but not decoded (≈ 0.9 ms
-for the whole body). The bytes then settle what the gateway checks, with C-speed bytes methods:
+for the whole body). Its bytes, seen by numpy without a copy, then settle what the gateway
+checks in a few vector passes (≈ 0.27 ms for 1.2 MB; bytes methods took 1.9 ms):
 
-- only number characters and commas in a flat list: every element is a JSON number (no
-  string, boolean, null or nested list), which FP16/FP32/FP64/BF16 take;
+- no byte above ``9`` but the outer brackets, and no quote: every element is a JSON number (no
+  string, boolean, null, nested list or exponent), which FP16/FP32/FP64/BF16 take; data with
+  letters (exponents) is judged by bytes methods instead (`_fits_with_exponents`);
 - the commas count the elements against the shape;
-- no positive exponent and no run of 39 digits: every number is below 1e38 in magnitude, so
-  finite in FP32 (and FP64).
+- no run of 39 digits: every number is below 1e38 in magnitude, so finite in FP32 (and FP64).
 
 This path only accepts. Anything else (integer or boolean datatypes, nested data, a number the
 rules above cannot vouch for, a structure msgspec refuses, an unknown member) returns None and
@@ -27,12 +28,15 @@ import math
 from typing import Any
 
 import msgspec
+import numpy as np
 
 _UNSET: Any = msgspec.UNSET
 _FLOATS = frozenset({"FP16", "FP32", "FP64", "BF16"})
 _NUMBER_BYTES = b"0.eE+-, \t\r\n"  # after the digits became 0
 _DIGIT_RUN = b"0" * 39  # a 39-digit integer part could reach FP32's 3.4e38
 _DIGITS_TO_ZERO = bytes.maketrans(b"0123456789", b"0000000000")
+_OPEN, _CLOSE, _QUOTE, _COMMA, _ZERO, _NINE = b'[]",09'
+_ALL_DIGITS = np.uint64(0x0101010101010101)  # eight bools, all True, as one word
 
 
 class _Tensor(msgspec.Struct, forbid_unknown_fields=True):
@@ -77,9 +81,33 @@ def _fits(tensor: _Tensor) -> bool:
         return False  # FP16's range needs the values; parameters may declare binary data
     if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
         return False
-    raw = bytes(tensor.data)  # one copy of the text, no object per number
-    if raw[:1] != b"[" or raw[-1:] != b"]":
+    text = np.frombuffer(memoryview(tensor.data), np.uint8)  # the JSON value's bytes, no copy
+    if len(text) < 2 or text[0] != _OPEN or text[-1] != _CLOSE:
         return False
+    if np.count_nonzero(text > _NINE) != 2:  # a letter or bracket besides the outer two
+        return _fits_with_exponents(bytes(tensor.data), shape)
+    if np.count_nonzero(text == _QUOTE):
+        return False  # a string: the full parse judges it
+    digits = (text - _ZERO) < 10  # uint8 arithmetic: bytes below "0" wrap past 10
+    commas = np.count_nonzero(text == _COMMA)
+    count = commas + 1 if commas or digits.any() else 0
+    return count == math.prod(shape) and not _long_digit_run(digits)
+
+
+def _long_digit_run(digits: np.ndarray[Any, np.dtype[np.bool_]]) -> bool:
+    """Whether a run of 32 or more digits may be there (every run of 39 is caught).
+
+    A run of 39 bytes holds four whole aligned 8-byte words, so four consecutive all-digit
+    words are looked for, a word at a time: runs of 32 to 38 may be caught too, and go to the
+    full parse (a float's shortest text has at most 17 significant digits).
+    """
+    whole = len(digits) // 8 * 8
+    words = digits[:whole].view(np.uint64) == _ALL_DIGITS
+    return len(words) >= 4 and bool((words[:-3] & words[1:-2] & words[2:-1] & words[3:]).any())
+
+
+def _fits_with_exponents(raw: bytes, shape: list[int]) -> bool:
+    """The rules with bytes methods, for data holding letters (exponents) or nested brackets."""
     inner = raw[1:-1].translate(_DIGITS_TO_ZERO)  # every digit a 0: runs show, and fewer bytes
     if inner.translate(None, _NUMBER_BYTES):  # to delete in the next pass
         return False  # a string, literal or nested list: the full parse judges it

@@ -108,3 +108,24 @@ def test_numbers_at_the_edge_of_the_rules_get_the_full_parses_verdict(
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(request_module, "FAST_JSON_MIN_BYTES", 0)
         assert verdict(body) == full
+
+
+@pytest.mark.parametrize("offset", range(9))
+@pytest.mark.parametrize("digits", [31, 38, 39, 40, 47])
+def test_a_digit_run_at_every_word_offset_gets_the_full_parses_verdict(
+    offset: int, digits: int
+) -> None:
+    """The run check looks a word (8 bytes) at a time: a run of 39 must show wherever it
+    starts, and a run under 32 must not send a plain number to the full parse."""
+    pad = "1.5" + "2" * offset  # moves the run across word boundaries
+    run = "4" * digits
+    body = (f'{{"inputs":[{{"name":"x","shape":[3],"datatype":"FP32",'
+            f'"data":[{pad}, {run}, 0.5]}}]}}').encode()  # fmt: skip
+    full = verdict(body)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(request_module, "FAST_JSON_MIN_BYTES", 0)
+        assert verdict(body) == full
+    if digits >= 39:
+        assert full[0] == "refused"  # 4e38 and up is past FP32's range
+    if digits < 32:
+        assert decode_checked(body) is not None  # taken by the fast path, not sent on
