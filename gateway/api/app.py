@@ -39,7 +39,8 @@ RETIRE_GRACE_S = 60.0
 # Server settings the running server holds (the socket, the protocol, the parser).
 RESTART_FIELDS = (
     "host", "port", "grpc_port", "max_header_bytes", "header_timeout_s", "body_timeout_s",
-    "parse_inline_max_bytes", "parse_offload", "parse_workers", "watch_config",
+    "parse_inline_max_bytes", "parse_fast_inline_max_bytes", "parse_offload", "parse_workers",
+    "watch_config",
     "inflight_bytes", "inflight_wait_s",
 )  # fmt: skip
 DRAIN_SLACK_S = 1.0
@@ -57,7 +58,10 @@ class GatewayApp:
         server = gateway.config.server  # where and how to listen: fixed until a restart
         self.bind_host = bind_host or server.host
         self.parser = RequestParser(
-            server.parse_inline_max_bytes, server.parse_offload, server.parse_workers
+            server.parse_inline_max_bytes,
+            server.parse_offload,
+            server.parse_workers,
+            server.parse_fast_inline_max_bytes,
         )
         self.memory = InflightBytes(  # bytes in flight, across reloads: one per server
             server.inflight_bytes or machine_default(), server.inflight_wait_s, HeapTrim().soon

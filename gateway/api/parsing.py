@@ -157,10 +157,18 @@ class ProcessOffload:
 
 
 class RequestParser:
-    """What the infer endpoint parses with; ``inline_max_bytes`` is the hot path's limit."""
+    """What the infer endpoint parses with; ``inline_max_bytes`` is the hot path's limit,
+    ``fast_inline_max_bytes`` the fast JSON path's (`gateway.pipeline.edge_steps.Parse`)."""
 
-    def __init__(self, inline_max_bytes: int, offload: str = "process", workers: int = 1) -> None:
+    def __init__(
+        self,
+        inline_max_bytes: int,
+        offload: str = "process",
+        workers: int = 1,
+        fast_inline_max_bytes: int = 0,
+    ) -> None:
         self.inline_max_bytes = inline_max_bytes
+        self.fast_inline_max_bytes = fast_inline_max_bytes
         self._processes = ProcessOffload(workers) if offload == "process" else None
         offloads: dict[str, Offload] = {"thread": ThreadOffload(), "inline": InlineOffload()}
         self._offload: Offload = self._processes or offloads[offload]

@@ -55,6 +55,7 @@ DEFAULT_MAX_REPLY_BODY_BYTES = 16 * 1024 * 1024  # the same batch's answer, even
 # 64 KiB of the slowest kind (short numbers in nested rows, ~70 MB/s with the checks; orjson
 # alone passes 1 ms at ~200 KiB of those and ~600 KiB of long random floats).
 DEFAULT_PARSE_INLINE_MAX_BYTES = 64 * 1024
+DEFAULT_PARSE_FAST_INLINE_MAX_BYTES = 2 * 1024 * 1024  # ≈ 2 ms on the loop, at most
 
 
 class ServerConfig(Frozen):
@@ -65,8 +66,10 @@ class ServerConfig(Frozen):
     get 431, headers not complete ``header_timeout_s`` after the connection (or the request's
     first byte) get 408 and a closed connection, and so does a body not complete
     ``body_timeout_s`` after its headers. Bodies over ``parse_inline_max_bytes`` are parsed
-    off the event loop, in ``parse_workers`` worker processes (``parse_offload``). A replica's
-    reply over the ``max_reply_*`` caps is a failed attempt of that replica (it is untrusted).
+    off the event loop, in ``parse_workers`` worker processes (``parse_offload``), except JSON
+    bodies up to ``parse_fast_inline_max_bytes`` that the fast path checks (flat float data).
+    A replica's reply over the ``max_reply_*`` caps is a failed attempt of that replica (it
+    is untrusted).
     """
 
     host: str = "127.0.0.1"
@@ -83,6 +86,12 @@ class ServerConfig(Frozen):
     header_timeout_s: float = Field(10.0, gt=0)
     body_timeout_s: float = Field(30.0, gt=0)
     parse_inline_max_bytes: int = Field(DEFAULT_PARSE_INLINE_MAX_BYTES, ge=0)
+    parse_fast_inline_max_bytes: int = Field(
+        DEFAULT_PARSE_FAST_INLINE_MAX_BYTES,
+        ge=0,
+        description="JSON bodies of flat float lists up to this size are checked on the event "
+        "loop by the fast path (~1 ms per MB); larger ones go to the parse offload",
+    )
     parse_offload: Literal["process", "thread", "inline"] = Field(
         "process", description="thread: no help with orjson, which holds the GIL (measured)"
     )

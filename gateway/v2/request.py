@@ -59,16 +59,24 @@ def check_infer_request(
     `FAST_JSON_MIN_BYTES` or more whose data the fast path vouches for (`gateway.v2.json_fast`)
     comes back `detached` (its numbers never decoded)."""
     if header_length is None and len(body) >= FAST_JSON_MIN_BYTES:
-        data = body if isinstance(body, bytes) else body.joined()
-        header = decode_checked(data)
-        if header is not None:
-            try:
-                orjson.dumps(header)  # what orjson could not have read (an int past 64 bits)
-            except orjson.JSONEncodeError:
-                header = None
-        if header is not None:
-            return _checked(header, Body.of(data), len(data), 0, max_rows, detached_ok=True)
+        info = fast_json_request(body, max_rows)
+        if info is not None:
+            return info
     return parse_infer_request(body, header_length, max_rows)
+
+
+def fast_json_request(body: bytes | Body, max_rows: int | None = None) -> InferRequestInfo | None:
+    """A JSON body checked by the fast path (`gateway.v2.json_fast`), `detached`; None where
+    the fast path cannot vouch for it (`parse_infer_request` then gives the verdict)."""
+    data = body if isinstance(body, bytes) else body.joined()
+    header = decode_checked(data)
+    if header is None:
+        return None
+    try:
+        orjson.dumps(header)  # what orjson could not have read (an int past 64 bits)
+    except orjson.JSONEncodeError:
+        return None
+    return _checked(header, Body.of(data), len(data), 0, max_rows, detached_ok=True)
 
 
 def parse_infer_request(

@@ -67,6 +67,7 @@ class Door:
 
 class Parser:
     inline_max_bytes = 1024
+    fast_inline_max_bytes = 0
 
     def __init__(self) -> None:
         self.offloaded: list[int] = []
@@ -79,12 +80,15 @@ class Parser:
 
 
 class Setup:
-    def __init__(self, *, max_in_flight: int | None = None, max_body: int = 4096) -> None:
+    def __init__(
+        self, *, max_in_flight: int | None = None, max_body: int = 4096, fast_inline_max: int = 0
+    ) -> None:
         self.clock = FakeClock()
         self.calls: list[InferCall] = []
         self.observed: list[tuple[Any, ...]] = []
         self.in_flight_seen: list[int] = []
         self.parser = Parser()
+        self.parser.fast_inline_max_bytes = fast_inline_max
         self.schema: ModelSchema | None = SCHEMA
         self.limits = TenantLimits({"acme": TenantConfig(max_in_flight=max_in_flight)}, self.clock)
         self.edge: Edge = build_edge(
@@ -218,6 +222,21 @@ async def test_a_large_body_is_parsed_off_the_event_loop() -> None:
     await setup.infer(Door(body))
     await setup.infer(Door(BODY))
     assert setup.parser.offloaded == [len(body)]
+
+
+async def test_a_large_json_body_of_floats_is_checked_inline_by_the_fast_path() -> None:
+    setup = Setup(max_body=1 << 20, fast_inline_max=1 << 20)
+    floats = {"inputs": [{"name": "input", "shape": [64, 4], "datatype": "FP32",
+                          "data": [0.5] * 256}]}  # fmt: skip
+    body = orjson.dumps(floats)
+    assert len(body) > Parser.inline_max_bytes
+    await setup.infer(Door(body))
+    assert setup.parser.offloaded == []  # checked inline, its numbers never decoded
+    request = setup.calls[-1].request
+    assert request is not None and "data" not in request.header["inputs"][0]
+    declined = orjson.dumps({"inputs": [{**floats["inputs"][0], "data": ["0.5"] * 256}]})
+    _, error = await setup.refused(Door(declined))  # the fast path declines: the offload judges
+    assert setup.parser.offloaded == [len(declined)] and isinstance(error, BadRequest)
 
 
 async def test_a_request_the_schema_refuses_never_reaches_the_pipeline() -> None:
