@@ -7,6 +7,7 @@ are raw sockets, so trickling, oversized and half-sent requests are exactly what
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -24,13 +25,18 @@ WAIT_S = 10.0  # the bound on every wait: generous, a busy machine must not fail
 
 @dataclass
 class App:
-    """Echoes the body's length; ``/early`` answers 413 without reading the body."""
+    """Echoes the body's length; ``/early`` answers 413 without reading the body; ``/digest``
+    answers the body's sha256 and how many messages it came in; ``/listen`` reads the body,
+    then waits for the disconnect as Starlette's streaming answers do, counting receives."""
 
     seen: list[dict[str, Any]] = field(default_factory=list)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["path"] == "/early":
             await self._send(send, 413, {"error": "too large"})
+            return
+        if scope["path"] in ("/digest", "/listen"):
+            await self._digest(scope["path"], receive, send)
             return
         size, event = 0, {"type": ""}
         while True:
@@ -44,6 +50,22 @@ class App:
                 break
         self.seen.append({"size": size})
         await self._send(send, 200, {"size": size})
+
+    async def _digest(self, path: str, receive: Any, send: Any) -> None:
+        digest, messages, more = hashlib.sha256(), 0, True
+        while more:
+            event = await receive()
+            assert event["type"] == "http.request", event
+            assert isinstance(event["body"], bytes)
+            digest.update(event["body"])
+            messages += 1
+            more = event.get("more_body", False)
+        if path == "/listen":  # after the body, receive() must wait for the disconnect
+            self.seen.append({"listening": messages})
+            event = await receive()
+            self.seen.append({"after_body": event["type"], "messages": messages})
+            return
+        await self._send(send, 200, {"sha256": digest.hexdigest(), "messages": messages})
 
     @staticmethod
     async def _send(send: Any, status: int, doc: Any) -> None:
@@ -339,3 +361,39 @@ async def test_two_host_headers_get_a_json_400_and_the_connection_closes(served:
     writer.write(post("/", b"ok"))
     assert (await answer(reader))[::2] == (200, b'{"size":2}')
     writer.close()
+
+
+async def test_a_large_body_reaches_the_app_whole_in_the_pieces_it_arrived_in(
+    served: Served,
+) -> None:
+    body = bytes(range(256)) * 16 * 1024  # 4 MiB: reading pauses and resumes on the way
+    reader, writer = await connect(served.port)
+    writer.write(post("/digest", body))
+    status, _, doc = await answer(reader)
+    got = orjson.loads(doc)
+    assert status == 200 and got["sha256"] == hashlib.sha256(body).hexdigest()
+    assert got["messages"] > 1  # handed over as read, never grown into one buffer
+    chunked = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in (body[:7], body[7:300_000]))
+    writer.write(
+        b"POST /digest HTTP/1.1\r\nhost: t\r\ntransfer-encoding: chunked\r\n\r\n"
+        + chunked + b"0\r\n\r\n"
+    )  # fmt: skip
+    status, _, doc = await answer(reader)
+    assert (
+        status == 200 and orjson.loads(doc)["sha256"] == hashlib.sha256(body[:300_000]).hexdigest()
+    )
+    writer.close()
+
+
+async def test_after_the_body_receive_waits_for_the_disconnect_instead_of_spinning(
+    served: Served,
+) -> None:
+    _, writer = await connect(served.port)
+    writer.write(post("/listen", b"x" * 100_000))
+    await _until(lambda: any("listening" in s for s in served.app.seen))
+    await asyncio.sleep(0.1)  # a spinning receive() would have returned by now
+    assert not any("after_body" in s for s in served.app.seen)
+    writer.close()
+    await _until(lambda: any("after_body" in s for s in served.app.seen))
+    (after,) = [s for s in served.app.seen if "after_body" in s]
+    assert after["after_body"] == "http.disconnect"
