@@ -88,12 +88,16 @@ async def _live_prober(url: str, seconds: float) -> list[float]:
     return latencies
 
 
-async def _neighbour_phase(url: str, seconds: float) -> tuple[LoadResult, list[float]]:
+async def _neighbour_phase(
+    url: str, control_url: str, seconds: float
+) -> tuple[LoadResult, list[float], list[float]]:
     small = _payload("300B", "json")
     load = closed_loop(url, f"/v2/models/{DIGITS}/infer", small.body, concurrency=1,
                        seconds=seconds, max_requests=1_000_000, headers=small.headers)  # fmt: skip
-    result, live = await asyncio.gather(load, _live_prober(url, seconds))
-    return result, live
+    result, live, control = await asyncio.gather(
+        load, _live_prober(url, seconds), _live_prober(control_url, seconds)
+    )
+    return result, live, control
 
 
 def _q(values: list[float], q: float) -> float:
@@ -101,11 +105,14 @@ def _q(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000 if ordered else float("nan")
 
 
-def neighbour(url: str, seconds: float) -> list[str]:
-    alone, live_alone = uvloop.run(_neighbour_phase(url, seconds))
+def neighbour(url: str, control_url: str, seconds: float) -> list[str]:
+    """``control_url``: a server of the same kind that the stream does not touch (a digits
+    replica, uvicorn on uvloop, serving only its share of the small client's requests), probed
+    at the same time: its worst is what the shared machine's scheduling alone costs."""
+    alone, live_alone, control_alone = uvloop.run(_neighbour_phase(url, control_url, seconds))
     proc, out = _start_stream(url, 1, seconds + 2)
     time.sleep(1.0)  # the stream is under way
-    loaded, live_loaded = uvloop.run(_neighbour_phase(url, seconds))
+    loaded, live_loaded, control = uvloop.run(_neighbour_phase(url, control_url, seconds))
     proc.join(seconds + 30)
     stream = out.get(timeout=5) if not out.empty() else "no report"
     ratio = loaded.quantile_ms(0.99) / alone.quantile_ms(0.99)
@@ -119,6 +126,9 @@ def neighbour(url: str, seconds: float) -> list[str]:
         f"{'PASS' if worst <= 5 else 'MISS'} /v2/health/live never over 5 ms beside the stream: "
         f"worst {worst:.2f} ms, p99 {_q(live_loaded, 0.99):.2f} ms (alone: worst "
         f"{max(live_alone) * 1000:.2f} ms) over {len(live_loaded)} probes",
+        f"  control, a digits replica's /v2/health/live probed at the same time: worst "
+        f"{max(control) * 1000:.2f} ms, p99 {_q(control, 0.99):.2f} ms beside the stream (alone: "
+        f"worst {max(control_alone) * 1000:.2f} ms): the machine's own scheduling delays",
         f"  the stream: {stream}",
     ]
 
@@ -176,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with Stack() as stack:
         s = start(stack, BUDGET_BYTES)
-        lines = neighbour(s.gateway.url, args.neighbour_seconds)
+        control = s.replicas[DIGITS][0].url  # idle while the stream goes to the image replicas
+        lines = neighbour(s.gateway.url, control, args.neighbour_seconds)
         print("\n".join(lines), flush=True)
         print("\n".join(memory(s.gateway.url, s.gateway.pid, args.seconds, BUDGET_BYTES)))
     return 0
