@@ -9,7 +9,8 @@ complete ``header_timeout_s`` after the connection or the request's first byte, 
 a request that arrives whole costs the hot path a comparison, not a timer.
 
 A head with two ``Host`` fields is a 400 (RFC 9112 3.2: the Host guard and any proxy in
-front could each read a different one).
+front could each read a different one), and so is an HTTP/1.1 head with none (RFC 9112 3.2:
+a server MUST answer 400; HTTP/1.0 requests may omit it).
 
 It also trims per-request costs of uvicorn's: a body reaches the app as the chunks it arrived
 in, not grown in a bytearray and copied out (`gateway.api.body_cycle`); each answer's head
@@ -167,9 +168,13 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if self._raw_head > limit and self._head_size() > limit:  # checked only if it may be
             self._head_too_large = True
             raise _HeadTooLarge  # stops the parser; uvicorn then calls send_400_response
-        if [name for name, _ in self.headers].count(b"host") > 1:  # names are lower-cased
+        hosts = [name for name, _ in self.headers].count(b"host")  # names are lower-cased
+        if hosts > 1:
             self._bad_head = "more than one Host header (RFC 9112, 3.2)"
             raise _BadHead  # which host would the request be for? a proxy may read the other
+        if not hosts and self.parser.get_http_version() != "1.0":
+            self._bad_head = "an HTTP/1.1 request without a Host header (RFC 9112, 3.2)"
+            raise _BadHead
         self._disarm()  # the head's timer; the body gets its own if it does not follow at once
         self._reading = _BODY
         before = self.cycle

@@ -363,6 +363,24 @@ async def test_two_host_headers_get_a_json_400_and_the_connection_closes(served:
     writer.close()
 
 
+async def test_an_http11_request_without_host_gets_a_json_400_and_http10_is_served(
+    served: Served,
+) -> None:
+    reader, writer = await connect(served.port)
+    writer.write(b"POST / HTTP/1.1\r\ncontent-length: 2\r\n\r\nok")
+    status, headers, body = await answer(reader)
+    assert status == 400 and headers["connection"] == "close"
+    assert orjson.loads(body) == {
+        "error": "invalid HTTP request: an HTTP/1.1 request without a Host header (RFC 9112, 3.2)"
+    }
+    assert await closed(reader) and served.app.seen == []
+    writer.close()
+    reader, writer = await connect(served.port)  # HTTP/1.0 may omit it
+    writer.write(b"POST / HTTP/1.0\r\ncontent-length: 2\r\n\r\nok")
+    assert (await answer(reader))[::2] == (200, b'{"size":2}')
+    writer.close()
+
+
 async def test_a_large_body_reaches_the_app_whole_in_the_pieces_it_arrived_in(
     served: Served,
 ) -> None:
