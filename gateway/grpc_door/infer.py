@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -52,18 +54,43 @@ _WANTED = frozenset(("x-request-id", "traceparent", "tracestate", TIMEOUT_HEADER
 CLIENT_CLOSED = 499  # recorded for a call the client cancelled before its answer
 
 
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """One ModelInfer request's outcome, for the unary call or a stream to send: the response,
+    or the code and message to refuse it with; the metadata REST's headers would carry."""
+
+    response: Any  # pb.ModelInferResponse, or None when refused
+    code: grpc.StatusCode
+    message: str
+    metadata: tuple[tuple[str, str], ...]
+    request_id: str  # the client's own id for the request ("" if it sent none, or none read)
+
+
 class InferDoor:
     def __init__(self, app: GatewayApp) -> None:
         self._app = app  # its edge is read per call: a reload's takes over at once
 
     async def __call__(self, data: bytes, context: Context) -> Any:
         """``data``: the message as received (`v2proto.grpc.wire` reads it)."""
+        answer = await self.answer(data, context.invocation_metadata(), context.time_remaining)
+        if answer.metadata:
+            context.set_trailing_metadata(answer.metadata)
+        if answer.response is not None:
+            return answer.response
+        await context.abort(answer.code, answer.message)
+
+    async def answer(
+        self, data: bytes, metadata: Any, time_remaining: Callable[[], float | None]
+    ) -> Answer:
+        """The edge's answer to one ModelInfer message, under the call's ``metadata`` and
+        deadline (``time_remaining``); recorded (`Edge.done`) before it returns. A cancelled
+        call is recorded as 499, or 504 past its deadline, and re-raised."""
         try:
             request, views = read_infer_request(data)
         except ProtocolError as exc:  # not a ModelInferRequest: gRPC's own refusal, named
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, exc.message)
+            return Answer(None, grpc.StatusCode.INVALID_ARGUMENT, exc.message, (), "")
         edge = self._app.edge
-        headers = edge_headers(context.invocation_metadata(), context.time_remaining())
+        headers = edge_headers(metadata, time_remaining())
         intake = edge.arrive(request.model_name, request.model_version or None, headers)
 
         tensors: list[Raw] = []  # the binary tensors still to read, last first
@@ -99,23 +126,24 @@ class InferDoor:
                 served.append(("x-degraded", result.degraded))
             if result.vote:
                 served.append(("x-vote", result.vote))
-            context.set_trailing_metadata((*served, *_call_metadata(intake)))
             status, served_by, degraded = 200, result.served_by, result.degraded
             sent = len(result.body)
-            return response
+            metadata_out = (*served, *_call_metadata(intake))
+            return Answer(response, grpc.StatusCode.OK, "", metadata_out, request.id)
         except GatewayError as error:
             status = error.status
-            trailing = [*error_metadata(error), ("x-attempts", str(intake.attempts))]
-            context.set_trailing_metadata((*trailing, *_call_metadata(intake)))
-            await context.abort(code_of(error.status), error.message)
+            trailing = (*error_metadata(error), ("x-attempts", str(intake.attempts)))
+            metadata_out = (*trailing, *_call_metadata(intake))
+            return Answer(None, code_of(error.status), error.message, metadata_out, request.id)
         except asyncio.CancelledError:
-            remaining = context.time_remaining()
+            remaining = time_remaining()
             status = 504 if remaining is not None and remaining <= 0 else CLIENT_CLOSED
             raise
         except Exception:  # the one place an unexpected bug meets a gRPC client, as REST's
             log.exception("unexpected error in ModelInfer for %r", request.model_name)
             status = 500
-            await context.abort(grpc.StatusCode.INTERNAL, "internal gateway error (logged)")
+            internal = "internal gateway error (logged)"
+            return Answer(None, grpc.StatusCode.INTERNAL, internal, (), request.id)
         finally:
             edge.done(intake, status, served_by, degraded, sent)
 

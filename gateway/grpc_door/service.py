@@ -4,7 +4,8 @@ Health, metadata and the Triton extensions (repository index, model config, stat
 the same `gateway.runtime.Gateway` calls as REST's `gateway.api.admin` and turn the same JSON
 documents into the messages (`google.protobuf.json_format`, unknown fields ignored: a Triton
 replica's own config may say more than the message holds). ModelInfer is the edge's
-(`gateway.grpc_door.infer`), which takes the message as received. A `GatewayError` is
+(`gateway.grpc_door.infer`), which takes the message as received, and so is each request of
+a ModelStreamInfer stream (`gateway.grpc_door.stream`). A `GatewayError` is
 answered with its code from `gateway.grpc_door.status`; the gateway is read at each call, so
 a reload takes over at once.
 """
@@ -23,10 +24,12 @@ from gateway.api.app import GatewayApp
 from gateway.errors import GatewayError
 from gateway.grpc_door.infer import InferDoor
 from gateway.grpc_door.status import code_of, error_metadata
+from gateway.grpc_door.stream import StreamDoor
 from v2proto.grpc import grpc_service_pb2 as pb
 from v2proto.grpc.service import MODEL_INFER, SERVICE, Handler
 
 log = logging.getLogger(__name__)
+MODEL_STREAM_INFER = "ModelStreamInfer"  # bidirectional: not a `Method` (those are unary)
 Context = grpc.aio.ServicerContext[Any, Any]
 M = TypeVar("M", bound=Message)
 
@@ -46,16 +49,23 @@ class V2Service:
     def __init__(self, app: GatewayApp) -> None:
         self._app = app
         self._infer = InferDoor(app)
+        self._stream = StreamDoor(self._infer)
 
     def infer_handler(self) -> grpc.GenericRpcHandler:
-        """ModelInfer, given the message as received: the door reads it itself
-        (`v2proto.grpc.wire`), its raw contents as views of those bytes."""
+        """ModelInfer and ModelStreamInfer, given each message as received: the door reads it
+        itself (`v2proto.grpc.wire`), its raw contents as views of those bytes."""
         method: grpc.RpcMethodHandler[bytes, Message] = grpc.unary_unary_rpc_method_handler(
             self._infer.__call__,  # a coroutine function, as gRPC checks
             request_deserializer=None,
             response_serializer=_serialize,
         )
-        return grpc.method_handlers_generic_handler(SERVICE, {MODEL_INFER.name: method})
+        stream: grpc.RpcMethodHandler[bytes, Message] = grpc.stream_stream_rpc_method_handler(
+            self._stream.__call__,  # an async generator: the answers as they complete
+            request_deserializer=None,
+            response_serializer=_serialize,
+        )
+        handlers = {MODEL_INFER.name: method, MODEL_STREAM_INFER: stream}
+        return grpc.method_handlers_generic_handler(SERVICE, handlers)
 
     def handlers(self) -> dict[str, Handler]:
         """The other methods by name, for `v2proto.grpc.service.generic_handler`."""

@@ -5,6 +5,7 @@ and a fallback answer saying so, and each refusal with its code."""
 from __future__ import annotations
 
 import asyncio
+import queue
 import signal
 import socket
 import time
@@ -181,6 +182,37 @@ def test_a_large_raw_message_answers_as_rest_does(
     assert rows.nbytes >= SPLIT_MIN_BYTES
     result = client.infer("digits", [raw_input(rows)])
     assert result.as_numpy("label").tolist() == rest_labels(gateway, "digits", rows)
+
+
+def test_a_stream_answers_each_request_as_modelinfer_does(
+    gateway: GatewayProcess, client: triton.InferenceServerClient
+) -> None:
+    """tritonclient's stream API (ModelStreamInfer): answers as they come, each with its id; a
+    refused request is an error on the stream, which goes on."""
+    expected = rest_labels(gateway, "digits", ROWS)
+    answers: queue.Queue[tuple[Any, Any]] = queue.Queue()
+    client.start_stream(callback=lambda result, error: answers.put((result, error)))
+    try:
+        asked = [f"s-{i}" for i in range(6)]
+        for request_id in asked[:3]:
+            client.async_stream_infer("digits", [raw_input(ROWS)], request_id=request_id)
+        client.async_stream_infer("no-such-model", [raw_input(ROWS)], request_id="s-bad")
+        for request_id in asked[3:]:
+            client.async_stream_infer("digits", [typed_input(ROWS)], request_id=request_id)
+        client.async_stream_infer("digits-vote", [raw_input(ROWS)], request_id="s-vote")
+        got, errors = {}, []
+        for _ in range(len(asked) + 2):
+            result, error = answers.get(timeout=30)
+            if error is not None:
+                errors.append(error)
+            else:
+                got[result.get_response().id] = result
+    finally:
+        client.stop_stream()
+    assert set(got) == {*asked, "s-vote"}
+    assert all(r.as_numpy("label").tolist() == expected for r in got.values())
+    (error,) = errors
+    assert "no-such-model" in str(error), error
 
 
 def test_answer_metadata_names_the_replica_and_the_request(

@@ -1,0 +1,83 @@
+"""gRPC's ``ModelStreamInfer``: many ModelInfer requests on one call, each answered on it.
+
+What tritonclient's ``start_stream`` / ``async_stream_infer`` use (Triton serves it for every
+model; decoupled models are the case that needs it). Each request on the stream is the
+unary door's (`gateway.grpc_door.infer.InferDoor.answer`): the same edge, checks, limits,
+pipeline and records, under the stream's metadata (key, request id, trace) and deadline. The
+answers go back as they complete, not in the order asked, each a ``ModelStreamInferResponse``
+carrying the response (its ``id`` is the request's) or, as Triton does, an ``error_message``
+(with the request's id in ``infer_response``, so a client can tell which request failed); a
+refused request never ends the stream.
+
+At most `IN_FLIGHT` requests of one stream are served at once: a client streaming faster than
+the replicas answer waits in gRPC's flow control, not in the gateway's memory. When the
+client ends its side, the requests in flight are answered, then the stream ends; when it
+cancels, they are cancelled (and recorded as 499, as a cancelled unary call is).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+
+from gateway.grpc_door.infer import Answer, InferDoor
+from v2proto.grpc import grpc_service_pb2 as pb
+
+Context = grpc.aio.ServicerContext[Any, Any]
+IN_FLIGHT = 64  # requests of one stream served at once
+
+
+class StreamDoor:
+    def __init__(self, door: InferDoor, in_flight: int = IN_FLIGHT) -> None:
+        self._door = door
+        self._in_flight = in_flight
+
+    async def __call__(
+        self, requests: AsyncIterator[bytes], context: Context
+    ) -> AsyncIterator[pb.ModelStreamInferResponse]:
+        metadata = context.invocation_metadata()
+        answers: asyncio.Queue[pb.ModelStreamInferResponse | None] = asyncio.Queue()
+        slots = asyncio.Semaphore(self._in_flight)
+        serving: set[asyncio.Task[None]] = set()
+
+        async def serve(data: bytes) -> None:
+            try:
+                answer = await self._door.answer(data, metadata, context.time_remaining)
+                answers.put_nowait(stream_response(answer))
+            finally:
+                slots.release()
+
+        async def read() -> None:
+            try:
+                async for data in requests:
+                    await slots.acquire()
+                    task = asyncio.create_task(serve(data))
+                    serving.add(task)
+                    task.add_done_callback(serving.discard)
+                while serving:  # the client's side ended: answer what is in flight
+                    await asyncio.wait(set(serving))
+            finally:
+                answers.put_nowait(None)  # the end, however reading ended
+
+        reader = asyncio.create_task(read())
+        try:
+            while (response := await answers.get()) is not None:
+                yield response
+            await reader  # a failure to read the stream ends the call with it
+        finally:
+            reader.cancel()
+            for task in list(serving):
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.gather(reader, *serving, return_exceptions=True)
+
+
+def stream_response(answer: Answer) -> pb.ModelStreamInferResponse:
+    if answer.response is not None:
+        return pb.ModelStreamInferResponse(infer_response=answer.response)
+    named = pb.ModelInferResponse(id=answer.request_id)
+    return pb.ModelStreamInferResponse(error_message=answer.message, infer_response=named)
