@@ -88,7 +88,11 @@ async def classify(
                 if response.status_code == 200:
                     label = next(o for o in response.json()["outputs"] if o["name"] == "label")
                     label = int(label["data"][0])
-                results[i] = (response.status_code, label, dict(response.headers))
+                seen = {
+                    **response.headers,
+                    "x-test-elapsed-s": str(response.elapsed.total_seconds()),
+                }
+                results[i] = (response.status_code, label, seen)
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
     return results
@@ -285,9 +289,10 @@ async def test_vote_legs_that_time_out_never_hold_the_answer_past_the_deadline(
     await inject_faults_async(svm.url, hang=True)
     await inject_faults_async(forest.url, latency_ms=3000)
     _, x_test, _, _ = load_split()
-    started = asyncio.get_running_loop().time()
     answers = await classify(gateway.url, "digits-vote", x_test[:16], timeout_ms=400)
-    elapsed = asyncio.get_running_loop().time() - started
     assert all(status == 200 for status, _, _ in answers)
     assert all(h.get("x-degraded") == "deadline" for _, _, h in answers)
-    assert elapsed < 16 / 8 * 0.4 + 2.0  # two rounds of 400 ms deadlines, with slack
+    # each answered at its 400 ms deadline, not held for the 3 s leg or the hung one; the
+    # slack is for a busy machine's scheduling, well under the slow leg's 3 s
+    took = [float(h["x-test-elapsed-s"]) for _, _, h in answers]
+    assert max(took) < 0.4 + 1.6, took
