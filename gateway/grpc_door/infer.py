@@ -52,6 +52,9 @@ Context = grpc.aio.ServicerContext[Any, Any]
 # What the edge reads from metadata (a client's ``x-request-timeout-ms`` too, under a deadline).
 _WANTED = frozenset(("x-request-id", "traceparent", "tracestate", TIMEOUT_HEADER, *TENANT_HEADERS))
 CLIENT_CLOSED = 499  # recorded for a call the client cancelled before its answer
+# A client cancels at its own deadline, which this side's lies just after (it counts from the
+# call's arrival): a cancellation this close to the deadline is the deadline's (504), not 499.
+DEADLINE_SKEW_S = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +140,8 @@ class InferDoor:
             return Answer(None, code_of(error.status), error.message, metadata_out, request.id)
         except asyncio.CancelledError:
             remaining = time_remaining()
-            status = 504 if remaining is not None and remaining <= 0 else CLIENT_CLOSED
+            expired = remaining is not None and remaining <= DEADLINE_SKEW_S
+            status = 504 if expired else CLIENT_CLOSED
             raise
         except Exception:  # the one place an unexpected bug meets a gRPC client, as REST's
             log.exception("unexpected error in ModelInfer for %r", request.model_name)

@@ -169,7 +169,9 @@ async def test_a_bug_is_internal_without_its_text() -> None:
     assert edge.done_calls == [(500, "", None, -1)]
 
 
-@pytest.mark.parametrize(("remaining", "status"), [(-0.001, 504), (5.0, 499)])
+@pytest.mark.parametrize(
+    ("remaining", "status"), [(-0.001, 504), (0.01, 504), (0.2, 499), (5.0, 499)]
+)  # a cancellation within DEADLINE_SKEW_S of the deadline is the deadline's
 async def test_a_cancelled_call_is_reported_as_its_deadline_or_the_client(
     remaining: float, status: int
 ) -> None:
