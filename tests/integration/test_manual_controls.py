@@ -150,7 +150,7 @@ async def test_two_gateways_on_one_redis_obey_one_action_and_keep_it_across_a_re
         assert event["by"] == "alice" and "obeyed (decided on gateway gw-a)" in event["detail"]
         took = event["t"] - drained.json()["at"]  # B's wall clock when it obeyed, A's at the act
         print(f"A's drain obeyed by B after {took * 1000:.0f} ms (sync interval {SYNC_S} s)")
-        assert took <= SYNC_S + 0.25  # one sync interval (and round trips, on a busy machine)
+        assert took <= SYNC_S + 0.75  # one sync interval, plus round trips and a busy loop's lag
         async with httpx.AsyncClient(base_url=b.url, trust_env=False, timeout=10) as http:
             assert set(await served_by(http, 10)) == {"r0"}
         b.stop()  # a restart: B reads the decision back from Redis
