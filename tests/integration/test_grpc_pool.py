@@ -20,7 +20,7 @@ from tests.integration.conftest import StartGateway
 from tests.support.faults import inject_faults_async
 from tests.support.gateway import GatewayProcess
 from tests.support.processes import ReplicaProcess, start_replica, wait_until
-from tests.support.traffic import drive, drive_until, request_bodies
+from tests.support.traffic import SCHEDULING_SLACK_S, drive, drive_until, request_bodies
 from v2proto.codec import HEADER_LENGTH, decode_infer_response, encode_infer_request
 
 pytestmark = pytest.mark.integration
@@ -148,7 +148,7 @@ async def test_sigstop_one_of_three_under_16_in_flight_fails_no_request(
     finally:
         os.kill(victim.pid, signal.SIGCONT)
     assert traffic.failed == 0, [a.body for a in traffic.answers if a.status != 200][:3]
-    assert traffic.max_latency_s < 1.0  # every answer by its deadline
+    assert traffic.max_latency_s < 1.0 + SCHEDULING_SLACK_S  # every answer by its deadline
     print(f"{pool} SIGSTOP ({'warm' if warm else 'cold'}): max client latency "
           f"{traffic.max_latency_s * 1000:.0f} ms")  # fmt: skip
 

@@ -28,7 +28,9 @@ def name(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 async def transport(name: str) -> AsyncIterator[Transport]:
-    built = make_transport(name)
+    # connects as slow as a starved 2-core machine makes them (32 at once to a subprocess
+    # took aiohttp past its 1 s default); a refused connect still fails at once
+    built = make_transport(name, TransportLimits(connect_timeout_s=10.0))
     try:
         yield built
     finally:
@@ -250,7 +252,9 @@ async def test_cancellation_propagates_and_leaves_the_pool_usable(
 async def test_connections_per_endpoint_are_bounded(
     name: str, server: ScriptedServer, endpoint: Endpoint
 ) -> None:
-    transport = make_transport(name, TransportLimits(max_connections_per_endpoint=2))
+    transport = make_transport(
+        name, TransportLimits(max_connections_per_endpoint=2, connect_timeout_s=10.0)
+    )
     try:
         await asyncio.gather(*(_echo(transport, endpoint, b"%d" % i) for i in range(8)))
     finally:
@@ -261,7 +265,9 @@ async def test_connections_per_endpoint_are_bounded(
 async def test_waiting_for_a_free_connection_is_bounded_by_the_timeout(
     name: str, server: ScriptedServer, endpoint: Endpoint
 ) -> None:
-    transport = make_transport(name, TransportLimits(max_connections_per_endpoint=1))
+    transport = make_transport(
+        name, TransportLimits(max_connections_per_endpoint=1, connect_timeout_s=10.0)
+    )
     hanging = asyncio.create_task(
         transport.request(endpoint, "POST", "/hang", body=b"x", timeout=30.0)
     )
