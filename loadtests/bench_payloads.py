@@ -20,7 +20,7 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from loadtests.loadgen import LoadResult, closed_loop
-from loadtests.payloads import IMAGE, Payload, payload, start, sweep_payloads
+from loadtests.payloads import IMAGE, Payload, payload, payload_of, start, sweep_payloads
 from loadtests.stack import ROOT, Proc, Stack, cpu_seconds
 
 PNG = ROOT / "docs" / "payload-sweep.png"
@@ -73,7 +73,7 @@ def run(seconds: float) -> list[Row]:
     with Stack() as stack:
         s = start(stack)
         plan = [(p, 8) for p in sweep_payloads()]
-        small = next(p for p in sweep_payloads() if p.label == "300B" and p.encoding == "json")
+        small = payload_of("300B", "json")
         plan += [(small, 16), (small, 64)]
         for p, conc in plan:
             direct = s.replicas[p.model][0]

@@ -34,17 +34,13 @@ from gateway.config.endpoint import Endpoint
 from gateway.errors import UpstreamError
 from gateway.upstream.fast_transport import FastTransport
 from loadtests.loadgen import LoadResult, closed_loop
-from loadtests.payloads import BUDGET_BYTES, DIGITS, IMAGE, Payload, start, sweep_payloads
+from loadtests.payloads import BUDGET_BYTES, DIGITS, IMAGE, payload_of, start
 from loadtests.stack import Stack
-
-
-def _payload(label: str, encoding: str) -> Payload:
-    return next(p for p in sweep_payloads() if p.label == label and p.encoding == encoding)
 
 
 def _stream(url: str, concurrency: int, seconds: float, out: multiprocessing.Queue[str]) -> None:
     """In its own process: ``concurrency`` clients sending 6 MB bodies back to back."""
-    big = _payload("6MB", "binary")
+    big = payload_of("6MB", "binary")
     result = uvloop.run(
         closed_loop(
             url,
@@ -91,7 +87,7 @@ async def _live_prober(url: str, seconds: float) -> list[float]:
 async def _neighbour_phase(
     url: str, control_url: str, seconds: float
 ) -> tuple[LoadResult, list[float], list[float]]:
-    small = _payload("300B", "json")
+    small = payload_of("300B", "json")
     load = closed_loop(url, f"/v2/models/{DIGITS}/infer", small.body, concurrency=1,
                        seconds=seconds, max_requests=1_000_000, headers=small.headers)  # fmt: skip
     result, live, control = await asyncio.gather(
@@ -141,7 +137,7 @@ def rss_bytes(pid: int) -> int:
 
 
 def memory(url: str, pid: int, seconds: float, budget: int) -> list[str]:
-    warm = _payload("6MB", "binary")
+    warm = payload_of("6MB", "binary")
     uvloop.run(closed_loop(url, f"/v2/models/{IMAGE}/infer", warm.body, concurrency=2,
                            seconds=2.0, max_requests=20, headers=warm.headers))  # fmt: skip
     time.sleep(1.0)

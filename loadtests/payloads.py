@@ -77,6 +77,11 @@ def sweep_payloads() -> list[Payload]:
     return out
 
 
+def payload_of(label: str, encoding: str) -> Payload:
+    """The sweep's payload of that size class and encoding."""
+    return next(p for p in sweep_payloads() if p.label == label and p.encoding == encoding)
+
+
 @dataclass
 class PayloadStack:
     replicas: dict[str, list[Proc]]  # model -> its two replicas

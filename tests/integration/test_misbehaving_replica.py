@@ -155,22 +155,26 @@ def _misdelivered(
     ]
 
 
+def honest_and_rogue(honest: str, rogue: str) -> dict[str, Any]:
+    """One pool of an honest replica and a rogue; every try waits for its answer, so the late
+    copy, not a faster retry, settles the try."""
+    return {
+        "pools": {"primary": {
+            "model": "digits-mlp", "version": "1",
+            "replicas": [{"id": "honest", "url": honest}, {"id": "rogue", "url": rogue}],
+        }},
+        "models": {"digits": {"pool": "primary",
+                              "retry": {"try_timeout": {"adaptive": False}}}},
+    }  # fmt: skip
+
+
 @pytest.mark.parametrize("mode", ["late-idless", "late-stale", "idless"])
 async def test_a_late_or_idless_answer_never_reaches_another_client(
     mode: str, start_replicas: StartReplicas, start_gw: StartGateway, start_rogue: StartRogue
 ) -> None:
     (honest,) = start_replicas(1, "digits-mlp")
     rogue = start_rogue(mode, "digits-mlp")
-    config = {
-        "pools": {"primary": {
-            "model": "digits-mlp", "version": "1",
-            "replicas": [{"id": "honest", "url": honest.url}, {"id": "rogue", "url": rogue.url}],
-        }},
-        # every try waits for its answer: the late copy, not a faster retry, settles the try
-        "models": {"digits": {"pool": "primary",
-                              "retry": {"try_timeout": {"adaptive": False}}}},
-    }  # fmt: skip
-    gateway = start_gw(config)
+    gateway = start_gw(honest_and_rogue(honest.url, rogue.url))
     results = await send(gateway.url, "digits", 60)
     wrong = _misdelivered(results)
     rogue_state = admin_replica(gateway, "rogue")
@@ -196,15 +200,7 @@ async def test_clients_sending_the_same_id_never_get_each_others_late_answers(
     client's, made unique), checks the reply against it, and gives each client "1" back."""
     (honest,) = start_replicas(1, "digits-mlp")
     rogue = start_rogue("late-stale", "digits-mlp")
-    config = {
-        "pools": {"primary": {
-            "model": "digits-mlp", "version": "1",
-            "replicas": [{"id": "honest", "url": honest.url}, {"id": "rogue", "url": rogue.url}],
-        }},
-        "models": {"digits": {"pool": "primary",
-                              "retry": {"try_timeout": {"adaptive": False}}}},
-    }  # fmt: skip
-    gateway = start_gw(config)
+    gateway = start_gw(honest_and_rogue(honest.url, rogue.url))
     results = await send(gateway.url, "digits", 60, same_id="1")
     wrong = _misdelivered(results, same_id="1")
     rogue_state = admin_replica(gateway, "rogue")

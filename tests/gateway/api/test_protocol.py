@@ -347,36 +347,29 @@ async def test_keep_alive_closes_an_idle_connection_a_timeout_after_its_last_ans
     writer.close()
 
 
-async def test_two_host_headers_get_a_json_400_and_the_connection_closes(served: Served) -> None:
-    reader, writer = await connect(served.port)
-    writer.write(b"GET / HTTP/1.1\r\nHost: localhost\r\nhost: evil.example\r\n\r\n")
-    status, headers, body = await answer(reader)
-    assert status == 400 and headers["connection"] == "close"
-    assert orjson.loads(body) == {
-        "error": "invalid HTTP request: more than one Host header (RFC 9112, 3.2)"
-    }
-    assert await closed(reader) and served.app.seen == []
-    writer.close()
-    reader, writer = await connect(served.port)  # one Host: served as before
-    writer.write(post("/", b"ok"))
-    assert (await answer(reader))[::2] == (200, b'{"size":2}')
-    writer.close()
-
-
-async def test_an_http11_request_without_host_gets_a_json_400_and_http10_is_served(
-    served: Served,
+@pytest.mark.parametrize(
+    ("refused", "why", "allowed"),
+    [
+        (b"GET / HTTP/1.1\r\nHost: localhost\r\nhost: evil.example\r\n\r\n",
+         "more than one Host header", post("/", b"ok")),  # one Host: served as before
+        (b"POST / HTTP/1.1\r\ncontent-length: 2\r\n\r\nok",
+         "an HTTP/1.1 request without a Host header",
+         b"POST / HTTP/1.0\r\ncontent-length: 2\r\n\r\nok"),  # HTTP/1.0 may omit it
+    ],
+    ids=["two-hosts", "no-host"],
+)  # fmt: skip
+async def test_a_head_with_two_hosts_or_none_gets_a_json_400_and_the_connection_closes(
+    served: Served, refused: bytes, why: str, allowed: bytes
 ) -> None:
     reader, writer = await connect(served.port)
-    writer.write(b"POST / HTTP/1.1\r\ncontent-length: 2\r\n\r\nok")
+    writer.write(refused)
     status, headers, body = await answer(reader)
     assert status == 400 and headers["connection"] == "close"
-    assert orjson.loads(body) == {
-        "error": "invalid HTTP request: an HTTP/1.1 request without a Host header (RFC 9112, 3.2)"
-    }
+    assert orjson.loads(body) == {"error": f"invalid HTTP request: {why} (RFC 9112, 3.2)"}
     assert await closed(reader) and served.app.seen == []
     writer.close()
-    reader, writer = await connect(served.port)  # HTTP/1.0 may omit it
-    writer.write(b"POST / HTTP/1.0\r\ncontent-length: 2\r\n\r\nok")
+    reader, writer = await connect(served.port)
+    writer.write(allowed)
     assert (await answer(reader))[::2] == (200, b'{"size":2}')
     writer.close()
 
