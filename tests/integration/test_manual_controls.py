@@ -74,10 +74,15 @@ async def test_a_drained_replica_gets_no_new_requests_while_its_in_flight_ones_f
             slow = [asyncio.create_task(http.post("/v2/models/digits/infer", content=REQUEST,
                                                   headers=headers)) for _ in range(6)]  # fmt: skip
 
-            def r0_busy() -> bool:
-                return bool(state(gateway.url)["pools"][0]["replicas"][0]["outstanding"] > 0)
+            async def r0_busy() -> bool:  # asked on the loop: the slow requests go on meanwhile
+                doc = (await http.get("/admin/state", headers=AS_ALICE)).json()
+                return bool(doc["pools"][0]["replicas"][0]["outstanding"] > 0)
 
-            await wait_until_async(r0_busy, 5, message="a request in flight on r0")
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 30  # a blocking poll here once starved the requests for 5 s
+            while not await r0_busy():
+                assert loop.time() < deadline, "no request in flight on r0 in 30 s"
+                await asyncio.sleep(0.01)
             drained = await http.post("/admin/replicas/r0/drain", json={"reason": "test"},
                                       headers=AS_ALICE)  # fmt: skip
             assert drained.status_code == 200, drained.text
