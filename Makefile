@@ -1,4 +1,5 @@
-# The two commands: `make run` (venv, install, models, local replicas + gateway) and `make test`.
+# The two commands: `make run` (venv, install, models, local replicas + gateway) and `make test`
+# (lint, format and type checks, the docs' strict build, the suite with coverage, its wall time).
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -6,29 +7,55 @@ STAMP  := $(VENV)/.installed-stamp
 MODELS := models/MANIFEST.json
 CONFIG ?= config/local.yaml
 
-.PHONY: run test lint unit bench faults chaos capacity peers setup system clean deploy-check
+.PHONY: run test lint unit docs docs-check bench faults chaos capacity soak peers setup system clean deploy-check
 
 run: setup
 	$(VENV)/bin/gateway up --config $(CONFIG)
 
+LINTED := gateway replicas v2proto tests loadtests
+# mkdocs-material's notice about its successor on every build
+export NO_MKDOCS_2_WARNING := 1
+
+# The suite's wall time (lint, docs and tests together) is printed last, pass or fail. Its tests
+# run on TEST_WORKERS processes, a file to a worker (most of a test waits on the processes it
+# started); the `solo` ones, trends that a busy machine would blur, run after, one at a time
+# (only the files that mark any: collecting the whole suite again costs a quarter of a minute).
+# The 20 slowest tests are listed: where the next cut of the wall time is.
+TEST_WORKERS ?= 3
 test: setup peers
 	@WITH_CHROMIUM=1 bash .ci/system-deps.sh
 	@WITH_PROMTOOL=1 bash .ci/system-deps.sh
-	$(VENV)/bin/ruff check gateway replicas v2proto tests loadtests
-	$(VENV)/bin/mypy
-	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -q -p no:cacheprovider
+	@start=$$(date +%s); \
+	$(MAKE) --no-print-directory lint docs-check \
+	&& $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m "not solo" \
+		--cov --cov-report=term:skip-covered --durations=20 \
+	&& $(PY) -m pytest -q -p no:cacheprovider -m solo $$(grep -rl "mark.solo" tests); \
+	status=$$?; echo "make test: wall time $$(( $$(date +%s) - start )) s"; exit $$status
 
 unit: setup
 	$(PY) -m pytest -q -m "not integration"
 
 lint: setup
-	$(VENV)/bin/ruff check gateway replicas v2proto tests loadtests
+	$(VENV)/bin/ruff check $(LINTED)
+	$(VENV)/bin/ruff format --check $(LINTED)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
+# The documentation site: regenerate the generated pages, then build it into site/.
+docs: setup
+	$(PY) -m gateway.config.reference -o docs/configuration.md
+	$(PY) loadtests/perf_page.py
+	$(VENV)/bin/mkdocs build --strict
+
+# What `make test` checks of the site: a strict build (broken links and anchors, pages missing
+# from the nav fail) into a temporary folder; the generated pages' currency is a test.
+docs-check: setup
+	@out=$$(mktemp -d); $(VENV)/bin/mkdocs build --strict --quiet -d $$out; status=$$?; \
+	rm -rf $$out; exit $$status
+
 bench: setup
 	@WITH_NGINX=1 bash .ci/system-deps.sh
+	-$(PY) loadtests/bench_calls.py
 	$(PY) loadtests/bench_overhead.py --variants
 	$(PY) loadtests/bench_grpc.py
 	$(PY) loadtests/bench_grpc_upstream.py
@@ -43,6 +70,13 @@ chaos: setup
 
 capacity: setup
 	$(PY) -m loadtests.chaos.capacity
+
+# Steady load on loopback for SOAK_MINUTES (default 15) with the gateway's RSS sampled; fails when
+# memory grows per request after the warm-up (loadtests/soak.py). SOAK_DOORS: rest, grpc, vote.
+SOAK_DOORS   ?= rest
+SOAK_MINUTES ?= 15
+soak: setup
+	$(PY) -m loadtests.soak --doors $(SOAK_DOORS) --minutes $(SOAK_MINUTES) $(SOAK_ARGS)
 
 # Real MLServer and KServe venvs under .peers/ for tests/peers (about 2 min the first time, then
 # cached: a venv is rebuilt only when its pins change).

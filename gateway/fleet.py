@@ -14,7 +14,8 @@ from gateway import __version__
 from gateway.clock import Clock
 from gateway.state.decisions import Decision, replica_key
 from gateway.state.fleet import Heartbeat
-from gateway.telemetry.history import SampleRing
+from gateway.state.limits import MAX_VERDICTS
+from gateway.telemetry.history_buffers import SampleRing
 from gateway.upstream.registry import Registry
 from gateway.upstream.replica import Replica
 
@@ -61,9 +62,11 @@ class FleetBeacon:
     def heartbeat(self) -> Heartbeat:
         now, wall = self._clock.now(), self._clock.wall()
         rate, errors = self._rates(wall)
-        verdicts = {}
+        verdicts: dict[str, str] = {}
         for pool in self._registry.pools.values():
             for replica in (*pool.replicas, *pool.draining):
+                if len(verdicts) >= MAX_VERDICTS:
+                    break  # what a heartbeat may carry (`gateway.state.limits`)
                 decided = self._decided(replica_key(replica.id))
                 verdicts[replica.id] = verdict(replica, now, wall, decided)
         return Heartbeat(self.instance, __version__, self.started, wall, rate, errors, verdicts)

@@ -1,7 +1,7 @@
 """What the dashboard draws over time: per-second samples and a timeline of state changes.
 
-`/status` used to show only the present, so an ejection vanished once it expired and nothing
-showed how the last minutes went. `HistoryRecorder` keeps them, in-process and bounded:
+The present alone does not show how the last minutes went (an ejection vanishes once it
+expires). `HistoryRecorder` keeps them, in-process and bounded:
 
 - every answer the edge reports (`observe`, from `Gateway.observe`) is summed per model for
   the current second; a 1 s chore (`sample`) turns that into a row with rate, error and
@@ -30,7 +30,7 @@ from gateway.periodic import Periodic
 from gateway.policies.budget import RetryBudget
 from gateway.slo.engine import SloBook
 from gateway.telemetry.audit import AuditEvent
-from gateway.telemetry.history import Event, EventLog, Row, SampleRing, SecondCounts
+from gateway.telemetry.history_buffers import Event, EventLog, Row, SampleRing, SecondCounts
 from gateway.upstream.registry import Registry
 from gateway.upstream.replica import Replica
 

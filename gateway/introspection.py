@@ -36,6 +36,7 @@ def state_document(gateway: Gateway) -> dict[str, Any]:
             for name, m in gateway.config.models.items()
         },
         "pools": gateway.registry.snapshot(),
+        "accelerators": gateway.accelerators.snapshot() if gateway.accelerators else {},
     }
 
 

@@ -29,13 +29,16 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import grpc.aio
-import httpx
 
 from gateway.config.models import GatewayConfig, LocalLaunch, PoolConfig, ReplicaConfig
 from v2proto.grpc import grpc_service_pb2 as pb
 from v2proto.grpc.service import Stub
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger(__name__)
 logging.getLogger("httpx").setLevel(logging.WARNING)
@@ -147,6 +150,8 @@ def replica_argv(
 
 async def _ready(client: httpx.AsyncClient, url: str, replica: ReplicaConfig) -> bool:
     """One readiness check: REST ``/v2/health/ready``, or gRPC ``ServerReady`` for grpc://."""
+    import httpx
+
     endpoint = replica.endpoint
     if not endpoint.is_grpc:
         try:
@@ -282,6 +287,8 @@ class Launcher:
             )  # fmt: skip
 
     async def wait_ready(self) -> None:
+        import httpx  # only `gateway up` waits on replicas: `serve` starts without httpx
+
         async with httpx.AsyncClient(trust_env=False) as client:
             await asyncio.gather(*(self._wait_one(client, r) for r in self.replicas))
 

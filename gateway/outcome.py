@@ -30,7 +30,8 @@ class Outcome:
     replica: str
     latency_s: float
     status: int | None = None
-    detail: str = ""
+    detail: str = ""  # what happened, in the replica's words where it gave any (escaped)
+    note: str = ""  # the gateway's own finding in fixed words, which clients may read
 
     @property
     def ok(self) -> bool:
@@ -55,6 +56,52 @@ class Outcome:
             )
         return f"{self.replica}: {self.kind.value}" + (f": {self.detail}" if self.detail else "")
 
+    def summary(self) -> str:
+        """What a client is told of this attempt: the replica's id and a fixed phrase for its
+        status or kind. Never the replica's own text (markup, a forged log line, an address):
+        that stays in `detail`, for the logs and the keyed admin views (`describe`)."""
+        if self.status is not None:
+            said = self.note or status_phrase(self.status)
+            return f"replica {self.replica} answered {self.status}: {said}"
+        return f"replica {self.replica}: {_KIND_PHRASES[self.kind]}"
+
+
+def status_phrase(status: int) -> str:
+    """A fixed phrase for an HTTP status a replica answered (its class's where not listed)."""
+    return _STATUS_PHRASES.get(status) or _CLASS_PHRASES.get(status // 100, "not an error")
+
+
+# What clients are told of a replica's answer: a fixed phrase by status (by its class where
+# not listed) or, without a status, by kind; rules as data, read by `Outcome.summary`.
+_CLASS_PHRASES = {4: "client error", 5: "server error"}
+_STATUS_PHRASES = {
+    400: "bad request",
+    401: "not authorized",
+    403: "forbidden",
+    404: "not found",
+    408: "request timeout",
+    409: "conflict",
+    413: "payload too large",
+    415: "unsupported media type",
+    422: "unprocessable request",
+    429: "too many requests",
+    500: "internal error",
+    501: "not implemented",
+    502: "bad gateway",
+    503: "unavailable",
+    504: "gateway timeout",
+}
+_KIND_PHRASES = {
+    OutcomeKind.SUCCESS: "answered",
+    OutcomeKind.CLIENT_ERROR: "client error",
+    OutcomeKind.SERVER_ERROR: "server error",
+    OutcomeKind.CONNECT_ERROR: "could not connect",
+    OutcomeKind.TIMEOUT: "no reply in time",
+    OutcomeKind.PROTOCOL_ERROR: "invalid reply",
+    OutcomeKind.SLOW: "no reply in time",
+    OutcomeKind.CANCELLED: "cancelled",
+    OutcomeKind.REFUTED: "refuted",
+}
 
 _REPLICA_FAILURES = frozenset(
     {

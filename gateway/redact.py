@@ -1,17 +1,35 @@
-"""Secrets kept out of everything the gateway shows: URLs with their passwords masked.
+"""Secrets and forged text kept out of everything the gateway shows: masked URLs, escaped text.
 
 Every place that displays or logs a URL that may carry credentials (the Redis URL in
 ``/admin/state``, ``/slo``, ``/status``, log lines and error messages; a refused replica URL in
-a config error) passes it through `mask_url` first, so there is one rule to audit.
+a config error) passes it through `mask_url` first, so there is one rule to audit. Text a
+replica wrote (its error messages) is passed through `printable` where it enters the gateway,
+so a log line or view that quotes it shows one line of visible characters: no line break to
+forge a log line with, no terminal escape, no bidirectional override.
 """
 
 from __future__ import annotations
 
+import re
 from urllib.parse import parse_qsl, unquote, unquote_plus, urlencode, urlsplit, urlunsplit
 
 MASK = "***"
 # Query parameters that carry a secret (redis-py takes ``?password=``).
 SECRET_PARAMS = frozenset({"password", "pass", "passwd", "pwd", "secret", "token", "key"})
+# C0 and C1 controls, DEL, line and paragraph separators, bidirectional overrides and isolates
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` with each control or bidirectional character written as an escape (``\\n``,
+    ``\\x1b``, ``\\u202e``), so it stays one line that shows what it holds."""
+    if _UNPRINTABLE.search(text) is None:
+        return text
+    return _UNPRINTABLE.sub(_escape, text)
+
+
+def _escape(match: re.Match[str]) -> str:
+    return match.group().encode("unicode_escape").decode("ascii")
 
 
 def mask_url(url: str) -> str:

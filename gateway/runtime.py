@@ -40,17 +40,19 @@ from gateway.telemetry.slo_metrics import slo_gauges
 from gateway.telemetry.topology import Topology
 from gateway.telemetry.tracing import Tracer
 from gateway.upstream.departures import Departures
-from gateway.upstream.discovery import DiscoveryService
+from gateway.upstream.discovery.watch import DiscoveryService
 from gateway.upstream.events import FanoutEvents
-from gateway.upstream.extensions import BinaryLearner
-from gateway.upstream.fast_transport import FastTransport
-from gateway.upstream.golden_prober import GoldenProber
-from gateway.upstream.grpc_transport import GrpcTransport
-from gateway.upstream.health import HealthProber
-from gateway.upstream.metadata import MetadataCache, MetadataWarmer
-from gateway.upstream.protocol_transport import ProtocolTransport
+from gateway.upstream.probes.accelerator import AcceleratorSampler
+from gateway.upstream.probes.accelerator_metrics import AcceleratorCollector
+from gateway.upstream.probes.extensions import BinaryLearner
+from gateway.upstream.probes.golden_prober import GoldenProber
+from gateway.upstream.probes.health import HealthProber
+from gateway.upstream.probes.metadata import MetadataCache, MetadataWarmer
 from gateway.upstream.registry import Registry
-from gateway.upstream.transport import Transport
+from gateway.upstream.transport.base import Transport
+from gateway.upstream.transport.dispatch import ProtocolTransport
+from gateway.upstream.transport.grpc_client import GrpcTransport
+from gateway.upstream.transport.http1 import Http1Transport
 from gateway.v2.schema import ModelSchema
 from gateway.v2.triton import triton_config
 from v2proto.signature import Signature
@@ -106,6 +108,7 @@ class Gateway:
         self._transport = transport
         self._pipeline: Pipeline | None = None
         self._services: list[Any] = []
+        self.accelerators: AcceleratorSampler | None = None  # pools with `accelerator:` only
         self.draining: str | None = None  # why readiness says no while requests are served
         self._install_scrape_hooks()
 
@@ -131,18 +134,19 @@ class Gateway:
 
     async def _start(self) -> None:
         if self._transport is None:
-            server = self.config.server
-            http = FastTransport(
-                max_connections_per_endpoint=server.max_connections_per_replica,
-                max_reply_header_count=server.max_reply_headers,
-                max_reply_header_bytes=server.max_reply_header_bytes,
-                max_reply_body_bytes=server.max_reply_body_bytes,
+            upstream = self.config.upstream
+            http = Http1Transport(
+                max_connections_per_endpoint=upstream.max_connections_per_replica,
+                max_reply_header_count=upstream.max_reply_header_count,
+                max_reply_header_bytes=upstream.max_reply_header_bytes,
+                max_reply_body_bytes=upstream.max_reply_body_bytes,
             )
-            grpc = GrpcTransport(max_reply_body_bytes=server.max_reply_body_bytes)
+            grpc = GrpcTransport(max_reply_body_bytes=upstream.max_reply_body_bytes)
             self._transport = ProtocolTransport(http, grpc)  # grpc:// replicas: V2 gRPC
         self._pipeline = build_pipeline(
             self.registry, self._transport, self.budget, self.clock, self.rng,
-            self.fallbacks, self.metrics, self.slo.adjustment, self.config.tenants, self.rollouts,
+            self.fallbacks, self.metrics, self.slo.current, self.config.tenants, self.rollouts,
+            self.config.models,
         )  # fmt: skip
         for model in self.fallback_models.values():
             await model.verify()
@@ -171,6 +175,12 @@ class Gateway:
             rollout_ticker(self.rollouts, self.shared, self.clock),
             self.history.service(),
         ]
+        if any(p.config.accelerator for p in self.registry.pools.values()):  # else: nothing
+            self.accelerators = AcceleratorSampler(
+                self.registry, self._transport, self.clock, self.rng, self.shared, self._may_empty
+            )
+            self.metrics.registry.register(AcceleratorCollector(self.accelerators))
+            self._services.append(self.accelerators)
         for service in self._services:
             service.start()  # a failure here: `start` stops those already started
 
@@ -221,6 +231,12 @@ class Gateway:
             return None
         status = self.fallback_models.get(name)
         return status.status.reason if status is not None else "not verified"
+
+    def _may_empty(self, pool: str) -> bool:
+        """Whether every model on ``pool`` has a fallback that answers (it may lose all)."""
+        models = [m for m in self.config.models.values() if pool in m.pools]
+        return bool(models) and all(m.fallback is not None and self._fallback_refusal(
+            m.fallback.model) is None for m in models)  # fmt: skip
 
     def ready(self) -> bool:
         """Every model the config requires (``required``, the default) is ready."""
@@ -367,6 +383,7 @@ class Gateway:
                 for name in self.config.models:
                     self.metrics.set_in_flight(name, self._pipeline.admission.in_flight[name])
             self.metrics.state_store(self.shared.degraded)
+            self.metrics.state_rejected(self.shared.rejects.counts)
             self.metrics.set_slo(slo_gauges(self.slo.to_json()))
 
         self.metrics.on_scrape(refresh)

@@ -13,6 +13,11 @@ They travel with the sync's batches and, having no expiry, come back on every pu
 restarted gateway obeys them again from its first pull; a gateway without Redis keeps them in
 ``state.decisions_file`` instead, read back when it starts.
 
+What comes back from the store is held to the rules of local state: an ejection lasts at most
+the pool's ``max_ejection_s`` and stays within its ejected-share cap, and so does a drain or
+eject decided elsewhere (`ManualControls`); heartbeats stamped in the future are left out;
+whatever failed its bounds on reading is counted in ``rejects`` (`gateway.state.rejects`).
+
 The sync also carries this instance's heartbeat (from the callback `beat_with` sets) and brings
 back every instance's: ``heartbeats`` is the fleet as the last pull showed it (`fleet_scope`
 says whose; None without Redis, where the fleet view shows this instance only).
@@ -35,9 +40,10 @@ from gateway.slo.engine import SloBook
 from gateway.state.base import CounterDelta, ReplicaSignal, SharedView
 from gateway.state.decision_file import read_decisions, write_decisions
 from gateway.state.decisions import Decision, DecisionBook
-from gateway.state.fleet import Heartbeat
+from gateway.state.fleet import Heartbeat, believable
 from gateway.state.lease import Lease
 from gateway.state.redis_store import RedisStore
+from gateway.state.rejects import Rejects
 from gateway.state.signals import SignalLedger
 from gateway.state.sync import StateSync
 from gateway.telemetry.audit import AuditEvent, log_audit
@@ -66,14 +72,15 @@ class SharedState:
         self.origin = config.instance or f"{socket.gethostname()}:{os.getpid()}"
         self.started = clock.wall()  # when this instance started (a reload keeps it)
         self._ledger = SignalLedger(self.origin, clock)
-        self.decisions = DecisionBook(self.origin)
-        self.controls = ManualControls(registry, clock)
+        self.rejects = Rejects()  # values read back (store, decisions file) that were dropped
+        self.decisions = DecisionBook(self.origin, self.rejects)
+        self.controls = ManualControls(registry, clock, self.origin, self.rejects)
         self._audit_sink: Callable[[AuditEvent], None] | None = None
         self._change_sink: Callable[[list[Change]], None] | None = None
         self._enforcer = Periodic("manual-controls", CONTROLS_S, clock, self.enforce)
         self._decisions_file = config.decisions_file
         if self._decisions_file is not None:  # small, read once (a restart's decisions)
-            self.decisions.adopt(read_decisions(self._decisions_file))
+            self.decisions.adopt(read_decisions(self._decisions_file, self.rejects))
             self.enforce()
         self._applying = False
         self.applied = 0
@@ -88,6 +95,7 @@ class SharedState:
                 config.url(os.environ),
                 namespace=config.namespace,
                 sentinel_auth=config.sentinel_auth(os.environ),
+                rejects=self.rejects,
             )
             self.sync = StateSync(
                 store, self._collect, self._apply, clock,
@@ -137,8 +145,9 @@ class SharedState:
             try:
                 await asyncio.to_thread(write_decisions, self._decisions_file,
                                         dict(self.decisions.known))  # fmt: skip
-            except OSError as exc:
-                return f"decisions file {self._decisions_file}: {exc.strerror or exc}"
+            except (OSError, TypeError, ValueError) as exc:  # unwritable, or a value unencodable
+                reason = exc.strerror if isinstance(exc, OSError) else None
+                return f"decisions file {self._decisions_file}: {reason or exc}"
         if self.sync is None:
             return None
         if await self.sync.tick():
@@ -166,6 +175,7 @@ class SharedState:
         """A reload's new gateway takes the old one's decisions and obeys them (and is the same
         instance, started when the old one did)."""
         self.decisions.carry_from(old.decisions)
+        self.rejects.counts.update(old.rejects.counts)  # counts run on across a reload
         self.started = old.started
         self.enforce()
 
@@ -223,7 +233,13 @@ class SharedState:
         return self._beat() if self._beat is not None else None
 
     def _apply(self, view: SharedView) -> None:
-        self.heartbeats = view.heartbeats
+        wall = self._clock.wall()
+        self.heartbeats = {}
+        for name, beat in view.heartbeats.items():
+            if believable(beat, wall):
+                self.heartbeats[name] = beat
+            else:
+                self.rejects.drop("store", "heartbeat", name, "published in the future")
         self._book.apply_remote(view.counters, view.full)
         if self._budget is not None:
             self._budget.apply_remote(view.counters, view.full)
@@ -235,12 +251,15 @@ class SharedState:
                 self._apply_signal(signal)
         finally:
             self._applying = False
-        fresh = self.decisions.observe(view.decisions)
-        if fresh:
+        forgotten = self.decisions.forgotten
+        fresh = self.decisions.observe(view.decisions, wall, view.lost)
+        if fresh or self.decisions.forgotten != forgotten:
             self.enforce()
             for d in fresh:
                 if d.origin != self.origin:
                     outcome = f"obeyed (decided on gateway {d.origin})"
+                    if d.target in self.controls.refused:
+                        outcome = f"refused: {self.controls.refused[d.target]}"
                     self.audit(AuditEvent(self._clock.wall(), d.by, d.action, d.key, d.reason,
                                           outcome, self.origin))  # fmt: skip
 
@@ -249,15 +268,23 @@ class SharedState:
         if replica is None:
             return
         self.applied += 1
+        pool = self._registry.pools.get(replica.pool)
         left = signal.ejected_until_wall - self._clock.wall()
-        if left > 0:
-            replica.adopt_ejection(self._clock.now() + left, f"ejected by gateway {signal.origin}")
+        if left > 0 and pool is not None:  # bounded as this gateway's own ejections are
+            now = self._clock.now()
+            left = min(left, pool.config.outlier.max_ejection_s)
+            if replica.ejected(now) or pool.outlier.admits():
+                replica.adopt_ejection(now + left, f"ejected by gateway {signal.origin}")
+            else:
+                why = "the pool's ejected-share cap is reached"
+                self.rejects.drop("store", "capped", replica.id, why)
         if replica.breaker is not None and signal.breaker in (OPEN, CLOSED, HALF_OPEN):
             replica.breaker.force(signal.breaker)
 
     def snapshot(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"backend": self._config.backend, "instance": self.origin}
         doc["decisions"] = self.controls.snapshot(self.decisions.known)
+        doc["rejected"] = self.rejects.snapshot()  # dropped on reading back, by source/kind
         if self.sync is not None:
             doc.update(self.sync.snapshot(), signals_applied=self.applied)
         return doc

@@ -2,7 +2,7 @@
 
 Why: a pool whose server does not return request ids gets a new connection for every exchange
 (``Connection: close``, never pooled), so that no late answer can be read as another request's.
-This measures what that costs the gateway's transport (`FastTransport`) on this machine: client
+This measures what that costs the gateway's transport (`Http1Transport`) on this machine: client
 CPU per request, the upstream's CPU per request (it accepts a connection each time), latency,
 throughput, and the TIME_WAIT sockets left on each side. The upstream is the replica stand-in
 of ``bench_transport.py`` (uvicorn + httptools + uvloop, a fixed V2 reply).
@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere in the repo
 
 from gateway.config.endpoint import Endpoint
-from gateway.upstream.fast_transport import FastTransport
+from gateway.upstream.transport.http1 import Http1Transport
 from loadtests.bench_transport import (
     BODY,
     HEADERS,
@@ -77,7 +77,7 @@ def time_wait_sockets(port: int) -> tuple[int, int]:
 
 async def run_cell(keep_alive: bool, concurrency: int, seconds: float, port: int, pid: int) -> Cell:
     endpoint = Endpoint("127.0.0.1", port, keep_alive=keep_alive)
-    transport = FastTransport()
+    transport = Http1Transport()
     latencies: list[float] = []
     sent = errors = 0
     stop_at = 0.0

@@ -1,9 +1,9 @@
 """What keeping control requests off the infer connections costs, two ways.
 
 Why: a health probe or metadata request must never read a late inference answer left on a
-keep-alive connection (it carries no id to catch it). `FastTransport` gives GET and HEAD their
+keep-alive connection (it carries no id to catch it). `Http1Transport` gives GET and HEAD their
 own lane of pooled connections per endpoint; the alternative is a fresh connection per control
-request. This measures both on this machine with `FastTransport`: client and upstream CPU per
+request. This measures both on this machine with `Http1Transport`: client and upstream CPU per
 probe, latency, TIME_WAIT sockets left per probe (on each side), and the connections a replica
 holds under infer load with probes at the default interval (0.5 s). The upstream is the
 replica stand-in of ``bench_transport.py`` (uvicorn + httptools + uvloop, one fixed reply to
@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere in the repo
 
 from gateway.config.endpoint import Endpoint
-from gateway.upstream.fast_transport import FastTransport
+from gateway.upstream.transport.http1 import Http1Transport
 from loadtests.bench_connection_reuse import time_wait_sockets
 from loadtests.bench_transport import BODY, HEADERS, PATH, process_cpu_s, start_upstream, stop
 
@@ -43,7 +43,7 @@ def established_to(port: int) -> int:
 async def probes(keep_alive: bool, seconds: float, port: int, pid: int) -> str:
     """Back-to-back probes for ``seconds``: the cost of one, on a pooled or a fresh connection."""
     endpoint = Endpoint("127.0.0.1", port, keep_alive=keep_alive)
-    transport = FastTransport()
+    transport = Http1Transport()
     latencies: list[float] = []
     try:
         await transport.request(endpoint, "GET", READY, timeout=5.0)  # warm
@@ -68,9 +68,9 @@ async def probes(keep_alive: bool, seconds: float, port: int, pid: int) -> str:
 
 async def connections_under_load(concurrency: int, seconds: float, port: int) -> tuple[int, int]:
     """(most, last) client connections to the replica during infer traffic at ``concurrency``
-    with a health probe every `PROBE_INTERVAL_S`, both on one `FastTransport`."""
+    with a health probe every `PROBE_INTERVAL_S`, both on one `Http1Transport`."""
     endpoint = Endpoint("127.0.0.1", port)
-    transport = FastTransport()
+    transport = Http1Transport()
     stop_at = time.perf_counter() + seconds
     most = 0
 

@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from loadtests.bench_overhead import MODEL, body
 from loadtests.loadgen import LoadResult, closed_loop
+from loadtests.results_file import save
 from loadtests.stack import ROOT, Proc, Stack, free_port, inject_faults_async, pool_config
 
 DEADLINE_MS = 1000
@@ -242,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         outcomes.append(outcome)
     print()
     print(render(outcomes))
+    save("faults-grpc" if args.grpc else "faults", render(outcomes))
     return 0
 
 

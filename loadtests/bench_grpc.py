@@ -27,6 +27,7 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from loadtests.loadgen import LoadResult, closed_loop
+from loadtests.results_file import save
 from loadtests.stack import ROOT, Proc, Stack, cpu_seconds, free_port, pool_config
 from replicas.dataset import load_split
 from v2proto.grpc import grpc_service_pb2 as pb
@@ -205,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
                     rows.append(Row(door, target, payload.name, concurrency, result, gateway_us,
                                     replica_us))  # fmt: skip
     print(render(rows))
+    save("grpc", render(rows))
     return 0
 
 

@@ -2,7 +2,7 @@
 
 Why: a pool of ``grpc://`` replicas sends each REST request the pipeline carries as a V2 gRPC
 call (`GrpcTransport`: the body converted to ``ModelInferRequest``, the reply converted back),
-where an ``http://`` pool sends the body as it is (`FastTransport`). This measures, on this
+where an ``http://`` pool sends the body as it is (`Http1Transport`). This measures, on this
 machine, the gateway side's CPU per request (the transport and its conversions, in this
 process), the replica's CPU per request and the latency, for the same requests to one
 ``replica serve --grpc-port`` process: a small one (one row of 64 FP32 as JSON) and a 600 KB
@@ -27,9 +27,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere in the repo
 
 from gateway.config.endpoint import Endpoint
-from gateway.upstream.fast_transport import FastTransport
-from gateway.upstream.grpc_transport import GrpcTransport
-from gateway.upstream.transport import Transport
+from gateway.upstream.transport.base import Transport
+from gateway.upstream.transport.grpc_client import GrpcTransport
+from gateway.upstream.transport.http1 import Http1Transport
 from loadtests.bench_transport import process_cpu_s
 from tests.support.processes import start_replica
 from v2proto.codec import EncodedBody, encode_infer_request
@@ -85,7 +85,7 @@ async def main(seconds: float, concurrency: int) -> None:
     try:
         assert replica.grpc_url is not None
         ways: list[tuple[str, Transport, Endpoint]] = [
-            ("http", FastTransport(), Endpoint.parse(replica.url)),
+            ("http", Http1Transport(), Endpoint.parse(replica.url)),
             ("grpc", GrpcTransport(), Endpoint.parse(replica.grpc_url)),
         ]
         print(f"{'payload':<14} {'upstream':<8} {'req':>6} {'gateway CPU':>12} "

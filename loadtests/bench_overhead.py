@@ -1,8 +1,10 @@
-"""Gateway overhead benchmark: direct to a replica vs through the gateway (vs nginx).
+"""Gateway overhead benchmark: direct to a replica vs the gateway, nginx and the floor.
 
 One run, same replica, same body (one digits row, JSON), fixed concurrency levels, bounded in
 time and requests. Prints req/s, p50/p99 latency, and the proxy process's CPU µs per request
-(from /proc), with ratios to direct and to nginx. Run: ``make bench`` or
+(from /proc), with ratios to direct, to nginx and to the floor: the minimal Python proxy
+(``loadtests/minimal_proxy.py``: uvloop + httptools, pooled keep-alive, no features), so the
+gateway's cost over its own floor shows in every run. Run: ``make bench`` or
 ``.venv/bin/python loadtests/bench_overhead.py [--seconds 5] [--concurrency 1,16,64]``.
 """
 
@@ -19,7 +21,8 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from loadtests.loadgen import LoadResult, closed_loop
-from loadtests.stack import ROOT, Proc, Stack, cpu_seconds, pool_config, redis_server
+from loadtests.results_file import save
+from loadtests.stack import ROOT, Proc, Stack, cpu_seconds, free_port, pool_config, redis_server
 from replicas.dataset import load_split
 
 MODEL = "digits-mlp"
@@ -89,6 +92,14 @@ def variants(stack: Stack, replica: Proc) -> list[tuple[str, Proc | None, str, s
     ]
 
 
+def floor(stack: Stack, upstream: Proc) -> Proc:
+    """The minimal Python proxy in front of ``upstream``."""
+    port = free_port()
+    argv = [sys.executable, str(ROOT / "loadtests" / "minimal_proxy.py"), "--port", str(port),
+            "--upstream", upstream.url]  # fmt: skip
+    return stack.start("floor", argv, f"http://127.0.0.1:{port}", "/v2/health/ready")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0)
@@ -108,9 +119,11 @@ def main(argv: list[str] | None = None) -> int:
         config = pool_config([replica], MODEL)
         gateway = stack.gateway(config)
         nginx = stack.nginx([replica.url])
+        minimal = floor(stack, replica)
         targets: list[tuple[str, Proc | None, str, str]] = [
             ("direct", None, replica.url, f"/v2/models/{MODEL}/infer"),
             ("gateway", gateway, gateway.url, "/v2/models/digits/infer"),
+            ("floor", minimal, minimal.url, f"/v2/models/{MODEL}/infer"),
         ]
         if nginx is not None:
             targets.append(("nginx", nginx, nginx.url, f"/v2/models/{MODEL}/infer"))
@@ -126,32 +139,39 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"warning: {name} c={concurrency}: {bad} non-200, {dict(result.errors)}")
                 rows.append(Row(name, concurrency, result, cpu))
     print(render(rows))
+    save("overhead", render(rows))
     return 0
 
 
 def render(rows: list[Row]) -> str:
     lines = [
         "| target | conc | req/s | p50 ms | p99 ms | proxy CPU µs/req | req/s vs direct "
-        "| CPU vs nginx |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| CPU vs nginx | CPU vs floor |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         direct = next(r for r in rows if r.target == "direct" and r.concurrency == row.concurrency)
         nginx = next(
             (r for r in rows if r.target == "nginx" and r.concurrency == row.concurrency), None
         )
-        cpu = f"{row.cpu_us:.0f}" if row.cpu_us is not None else "-"
-        vs_nginx = (
-            f"{row.cpu_us / nginx.cpu_us:.1f}×"
-            if row.cpu_us and nginx is not None and nginx.cpu_us
-            else "-"
+        least = next(
+            (r for r in rows if r.target == "floor" and r.concurrency == row.concurrency), None
         )
+        cpu = f"{row.cpu_us:.0f}" if row.cpu_us is not None else "-"
         lines.append(
             f"| {row.target} | {row.concurrency} | {row.result.rate:.0f} "
             f"| {row.result.quantile_ms(0.5):.2f} | {row.result.quantile_ms(0.99):.2f} | {cpu} "
-            f"| {row.result.rate / direct.result.rate:.2f} | {vs_nginx} |"
+            f"| {row.result.rate / direct.result.rate:.2f} | {_ratio(row, nginx)} "
+            f"| {_ratio(row, least)} |"
         )
     return "\n".join(lines)
+
+
+def _ratio(row: Row, to: Row | None) -> str:
+    """``row``'s CPU per request over ``to``'s, or "-" where either was not measured."""
+    if row.cpu_us and to is not None and to.cpu_us:
+        return f"{row.cpu_us / to.cpu_us:.1f}×"
+    return "-"
 
 
 if __name__ == "__main__":

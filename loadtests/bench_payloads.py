@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from loadtests.loadgen import LoadResult, closed_loop
 from loadtests.payloads import IMAGE, Payload, payload, payload_of, start, sweep_payloads
+from loadtests.results_file import save
 from loadtests.stack import ROOT, Proc, Stack, cpu_seconds
 
 PNG = ROOT / "docs" / "payload-sweep.png"
@@ -190,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rows = run(args.seconds)
     print(render(rows))
+    save("payloads", render(rows))
     print("\n".join(targets(rows)))
     plot(rows, args.png)
     print(f"plot: {args.png}")

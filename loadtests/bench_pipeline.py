@@ -32,7 +32,7 @@ from gateway.policies.budget import RetryBudget
 from gateway.slo.engine import SloBook
 from gateway.telemetry.metrics import Metrics
 from gateway.upstream.registry import Registry
-from gateway.upstream.transport import UpstreamResponse
+from gateway.upstream.transport.base import UpstreamResponse
 from gateway.v2.request import parse_infer_request
 
 BODY = orjson.dumps(

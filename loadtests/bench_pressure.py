@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gateway.config.endpoint import Endpoint
 from gateway.errors import UpstreamError
-from gateway.upstream.fast_transport import FastTransport
+from gateway.upstream.transport.http1 import Http1Transport
 from loadtests.loadgen import LoadResult, closed_loop
 from loadtests.payloads import BUDGET_BYTES, DIGITS, IMAGE, payload_of, start
 from loadtests.stack import Stack
@@ -68,7 +68,7 @@ def _start_stream(
 
 
 async def _live_prober(url: str, seconds: float) -> list[float]:
-    transport = FastTransport()
+    transport = Http1Transport()
     endpoint = Endpoint.parse(url)
     latencies: list[float] = []
     stop = time.perf_counter() + seconds

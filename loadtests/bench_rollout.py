@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gateway.config.endpoint import Endpoint
 from gateway.errors import UpstreamError
-from gateway.upstream.fast_transport import FastTransport
+from gateway.upstream.transport.http1 import Http1Transport
 from loadtests.loadgen import LoadResult, closed_loop
 from loadtests.stack import Proc, Stack, stop
 
@@ -53,7 +53,7 @@ def config(now: Proc, candidate: Proc, percent: float) -> dict[str, Any]:
 async def open_loop(url: str, rate: float, seconds: float) -> LoadResult:
     """``rate`` requests a second, each sent on time whatever the others are doing."""
     endpoint = Endpoint.parse(url)
-    transport = FastTransport(max_connections_per_endpoint=512)
+    transport = Http1Transport(max_connections_per_endpoint=512)
     result = LoadResult(seconds=seconds)
     began = time.perf_counter()
 

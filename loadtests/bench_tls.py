@@ -1,4 +1,4 @@
-"""TLS vs plaintext through the gateway's `FastTransport`: µs per request and handshakes.
+"""TLS vs plaintext through the gateway's `Http1Transport`: µs per request and handshakes.
 
 Why: a pool of ``https://`` replicas pays for encryption on every request and for a handshake
 per new connection; this measures both against a local uvicorn echo server (the transport
@@ -25,13 +25,13 @@ import uvloop
 
 from gateway.config.endpoint import Endpoint
 from gateway.config.tls import TlsConfig
-from gateway.upstream.fast_transport import FastTransport
+from gateway.upstream.transport.http1 import Http1Transport
 from tests.gateway.upstream.conftest import echo_server
 from tests.support.tls import Certificates
 
 
 async def _loop(endpoint: Endpoint, requests: int, body: bytes) -> dict[str, float]:
-    transport = FastTransport()
+    transport = Http1Transport()
     try:
         await transport.request(endpoint, "POST", "/echo", body=body, timeout=5.0)  # connect
         wall, cpu = time.perf_counter(), time.process_time()
@@ -41,7 +41,7 @@ async def _loop(endpoint: Endpoint, requests: int, body: bytes) -> dict[str, flo
         peer = json.loads((await transport.request(endpoint, "GET", "/headers", timeout=5.0)).body)
         connections = len(transport._open)
         handshake = time.perf_counter()
-        await FastTransport().request(endpoint, "GET", "/headers", timeout=5.0)  # a fresh one
+        await Http1Transport().request(endpoint, "GET", "/headers", timeout=5.0)  # a fresh one
         handshake = time.perf_counter() - handshake
     finally:
         await transport.aclose()

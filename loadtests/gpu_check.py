@@ -5,7 +5,10 @@ Prints onnxruntime's providers; per model, the provider actually in use, label a
 the largest probability difference between CUDA and CPU over the digits test split, and the
 time per batch on each; then one V2 infer through the replica server (`ReplicaApp` with
 ``device="cuda"``) over an in-process ASGI client. Exits non-zero if CUDA was not used or the
-answers differ, so the check cannot pass by falling back to CPU.
+answers differ, so the check cannot pass by falling back to CPU. Then the accelerator check
+(`loadtests.gpu_accelerator_check`): a replica's real NVML readings on its ``/metrics`` and in
+a sampling gateway's ``/admin/state``, or "no device" where there is none.
+``--accelerator-only`` runs that part alone (no onnxruntime-gpu needed).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from loadtests import gpu_accelerator_check
 from replicas.dataset import load_split
 from replicas.model import OnnxModel
 from replicas.server import ReplicaApp
@@ -75,7 +79,11 @@ async def serve_once(path: Path, x: np.ndarray) -> bool:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--models", default="models")
+    parser.add_argument("--accelerator-only", action="store_true",
+                        help="only the NVML readings check")  # fmt: skip
     args = parser.parse_args()
+    if args.accelerator_only:
+        return 0 if gpu_accelerator_check.check() in (True, None) else 1
     if "CUDAExecutionProvider" in ort.get_available_providers() and hasattr(ort, "preload_dlls"):
         ort.preload_dlls()  # CUDA and cuDNN from the nvidia-* wheels, where they come that way
     print(f"onnxruntime {ort.__version__}, providers {ort.get_available_providers()}")
@@ -85,6 +93,7 @@ def main() -> int:
     ok = all([compare(p, x) for p in paths]) and bool(paths)
     ok = asyncio.run(serve_once(paths[0], x)) and ok
     print("CUDA check", "passed" if ok else "FAILED")
+    ok = gpu_accelerator_check.check() is not False and ok
     return 0 if ok else 1
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from gateway.config.endpoint import Endpoint
 from gateway.errors import UpstreamError
-from gateway.upstream.fast_transport import FastTransport
+from gateway.upstream.transport.http1 import Http1Transport
 
 
 @dataclass
@@ -53,7 +53,7 @@ async def closed_loop(
     timeout_s: float = 5.0,
 ) -> LoadResult:
     endpoint = Endpoint.parse(url)
-    transport = FastTransport(max_connections_per_endpoint=concurrency * 2)
+    transport = Http1Transport(max_connections_per_endpoint=concurrency * 2)
     result = LoadResult(seconds=0.0)
     sent = 0
     stop_at = time.perf_counter() + seconds

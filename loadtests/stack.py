@@ -64,9 +64,12 @@ class Stack:
         url: str,
         ready_path: str,
         fault_key: str | None = None,
+        env: dict[str, str] | None = None,
     ) -> Proc:
+        """``env``: variables added to this process's environment."""
         log = self.workdir / f"{name}.log"
-        env = {**os.environ, FAULT_KEY_ENV: fault_key} if fault_key else None
+        extra = {**(env or {}), **({FAULT_KEY_ENV: fault_key} if fault_key else {})}
+        env = {**os.environ, **extra} if extra else None
         with log.open("wb") as out:
             process = subprocess.Popen(
                 argv, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env
@@ -95,7 +98,9 @@ class Stack:
         url = f"http://127.0.0.1:{port}"
         return self.start(name, argv, url, "/v2/health/ready", self.fault_key if faults else None)
 
-    def gateway(self, config: dict[str, Any], name: str = "gateway") -> Proc:
+    def gateway(
+        self, config: dict[str, Any], name: str = "gateway", env: dict[str, str] | None = None
+    ) -> Proc:
         port = free_port()
         server = config.setdefault("server", {})
         server["port"] = port
@@ -103,7 +108,7 @@ class Stack:
         path = self.workdir / f"{name}.yaml"
         path.write_text(yaml.safe_dump(config))
         argv = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(path)]
-        return self.start(name, argv, f"http://127.0.0.1:{port}", "/v2/health/ready")
+        return self.start(name, argv, f"http://127.0.0.1:{port}", "/v2/health/ready", env=env)
 
     def nginx(self, upstreams: list[str]) -> Proc | None:
         binary = shutil.which("nginx") or next(

@@ -59,6 +59,21 @@ def _parser() -> argparse.ArgumentParser:
         help="file holding the fault key (surrounding whitespace ignored); wins over the "
         "REPLICA_FAULT_KEY environment variable, which is used when this is not given",
     )
+    serve.add_argument(
+        "--accelerator",
+        choices=["auto", "off"],
+        default="auto",
+        help="auto: report the GPU's health on /metrics (NVML, the 'gpu' extra's "
+        "nvidia-ml-py) when there is one, else that there is none; off: never sample",
+    )
+    serve.add_argument("--gpu-index", type=int, default=0, help="the GPU to sample (default: 0)")
+    serve.add_argument(
+        "--accelerator-interval",
+        type=float,
+        default=0.5,
+        metavar="SECONDS",
+        help="seconds between NVML samples, 0.1 to 10 (default: 0.5, i.e. 2 Hz)",
+    )
     serve.add_argument("--fault-seed", type=int, default=None, help="seed for fault randomness")
     serve.add_argument(
         "--graceful-timeout",
@@ -121,6 +136,9 @@ def _serve(args: argparse.Namespace) -> int:
     if not args.model.is_file():
         print(f"replica: model file not found: {args.model}", file=sys.stderr)
         return 2
+    if not 0.1 <= args.accelerator_interval <= 10.0:
+        print("replica: --accelerator-interval must be between 0.1 and 10", file=sys.stderr)
+        return 2
     if args.threads < 1:
         print("replica: --threads must be >= 1", file=sys.stderr)
         return 2
@@ -146,6 +164,8 @@ def _serve(args: argparse.Namespace) -> int:
         ssl_keyfile=args.ssl_keyfile,
         ssl_ca_certs=args.ssl_ca_certs,
         grpc_port=args.grpc_port,
+        gpu_index=None if args.accelerator == "off" else args.gpu_index,
+        accelerator_interval_s=args.accelerator_interval,
     )
     serve(options)
     return 0

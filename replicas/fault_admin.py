@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from replicas.accelerator import Accelerator
 from replicas.asgi import Receive, Response, Scope, header, json_response, read_body
 from replicas.errors import BadRequest, MethodNotAllowed, UnsupportedMediaType
 from replicas.fault_auth import FaultKey
@@ -37,22 +38,44 @@ class FaultAdmin:
     """The fault endpoint: checks the key, then reads, updates or clears the injector."""
 
     def __init__(
-        self, injector: FaultInjector, key: FaultKey, metrics: ReplicaMetrics, max_body: int
+        self,
+        injector: FaultInjector,
+        key: FaultKey,
+        metrics: ReplicaMetrics,
+        max_body: int,
+        accelerator: Accelerator | None = None,
     ) -> None:
+        """``accelerator``: takes ``{"accelerator": {...} | null}`` (injected readings)."""
         self._injector = injector
         self._key = key
         self._metrics = metrics
         self._max_body = max_body
-        metrics.set_faults(injector.faults.active())
+        self._accelerator = accelerator
+        self._set_active()
+
+    def _set_active(self) -> None:
+        active = self._injector.faults.active()
+        if self._accelerator is not None:
+            active["accelerator"] = self._accelerator.injected is not None
+        self._metrics.set_faults(active)
+
+    def _state(self) -> dict[str, Any]:
+        doc = self._injector.faults.to_json()
+        if self._accelerator is not None:
+            doc["accelerator"] = self._accelerator.injected_json()
+        return doc
 
     async def __call__(self, method: str, scope: Scope, receive: Receive) -> Response:
         self._key.authorize(scope)
         injector = self._injector
         if method == "GET":
-            return json_response(injector.faults.to_json())
+            return json_response(self._state())
         crash = False
+        accelerator = self._accelerator
         if method == "DELETE":
-            faults = injector.clear()
+            injector.clear()
+            if accelerator is not None:
+                accelerator.set_injected(None)
         elif method == "POST":
             _require_json(scope)
             body = await read_body(scope, receive, self._max_body)
@@ -60,11 +83,18 @@ class FaultAdmin:
                 update: Any = orjson.loads(body)
             except orjson.JSONDecodeError as exc:
                 raise BadRequest(f"malformed JSON: {exc}") from None
-            faults, crash = injector.update(update)
+            readings, touched = None, False
+            if isinstance(update, dict) and "accelerator" in update and accelerator is not None:
+                update = dict(update)
+                readings, touched = accelerator.inject(update.pop("accelerator")), True
+            _, crash = injector.update(update)  # validated both before either applies
+            if touched and accelerator is not None:
+                accelerator.set_injected(readings)
         else:
             raise MethodNotAllowed(f"method {method} not allowed here; use GET, POST or DELETE")
-        self._metrics.set_faults(faults.active())
-        log.warning("faults now %s%s", faults.to_json(), " and crashing" if crash else "")
+        self._set_active()
+        state = self._state()
+        log.warning("faults now %s%s", state, " and crashing" if crash else "")
         if crash:
-            return json_response({**faults.to_json(), "crash": True}, 202, injector.crash_soon)
-        return json_response(faults.to_json())
+            return json_response({**state, "crash": True}, 202, injector.crash_soon)
+        return json_response(state)

@@ -79,5 +79,8 @@ class ReplicaMetrics:
         for fault, on in active.items():
             self._faults.labels(self.model, self.version, fault).set(1 if on else 0)
 
-    def render(self) -> bytes:
-        return generate_latest(self.registry)
+    def render(self, names: frozenset[str] | None = None) -> bytes:
+        """The exposition; with ``names``, only the series of those names."""
+        if names is None:
+            return generate_latest(self.registry)
+        return generate_latest(self.registry.restricted_registry(sorted(names)))

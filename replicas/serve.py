@@ -1,5 +1,7 @@
 """Run a `ReplicaApp` under uvicorn (uvloop + httptools) with a draining shutdown, and with
-``grpc_port`` its V2 gRPC service too (`replicas.grpc_server`), in the same event loop.
+``grpc_port`` its V2 gRPC service too (`replicas.grpc_server`), in the same event loop. The
+GPU's health is read through NVML in a thread of its own (`replicas.accelerator_nvml`) for
+``/metrics``; without one, ``/metrics`` says there is none.
 
 On SIGTERM or SIGINT readiness turns false at once, uvicorn stops accepting connections, lets
 in-flight requests finish (bounded by ``graceful_timeout_s``), and the process exits 0, so a
@@ -22,6 +24,8 @@ import grpc
 import uvicorn
 from uvicorn._compat import asyncio_run
 
+from replicas.accelerator import Accelerator
+from replicas.accelerator_nvml import DEFAULT_INTERVAL_S, start_accelerator
 from replicas.fault_auth import FaultKey
 from replicas.faults import FaultInjector
 from replicas.grpc_server import grpc_server
@@ -48,6 +52,8 @@ class ServeOptions:
     ssl_keyfile: Path | None = None
     ssl_ca_certs: Path | None = None  # require client certificates signed by these (mTLS)
     grpc_port: int | None = None  # also serve V2 gRPC here (0: any free port); TLS as above
+    gpu_index: int | None = 0  # the GPU whose health /metrics reports (NVML); None: off
+    accelerator_interval_s: float = DEFAULT_INTERVAL_S
 
 
 class DrainingServer(uvicorn.Server):
@@ -71,6 +77,15 @@ def serve(options: ServeOptions) -> None:
     faults = None
     if options.fault_key is not None:
         faults = FaultInjector(random.Random(options.fault_seed))
+    accelerator, sampler = start_accelerator(options.gpu_index, options.accelerator_interval_s)
+    try:
+        _serve(options, faults, accelerator)
+    finally:
+        if sampler is not None:
+            sampler.stop()
+
+
+def _serve(options: ServeOptions, faults: FaultInjector | None, accelerator: Accelerator) -> None:
     app = ReplicaApp(
         options.model,
         name=options.name,
@@ -79,6 +94,7 @@ def serve(options: ServeOptions) -> None:
         threads=options.threads,
         faults=faults,
         fault_key=options.fault_key,
+        accelerator=accelerator,
     )
     config = uvicorn.Config(
         app,

@@ -22,8 +22,10 @@ import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from urllib.parse import parse_qs
 
 from replicas import __version__
+from replicas.accelerator import Accelerator, AcceleratorCollector
 from replicas.asgi import (
     ClientDisconnected,
     Receive,
@@ -63,6 +65,16 @@ def _allow(method: str, *allowed: str) -> None:
         raise MethodNotAllowed(f"method {method} not allowed here; use {' or '.join(allowed)}")
 
 
+def metric_names(scope: Scope) -> frozenset[str] | None:
+    """The series a scrape asks for with ``?name[]=...`` (as prometheus_client's own handler
+    takes them); None: all. A gateway sampling the accelerator asks for its series only."""
+    query = scope.get("query_string") or b""
+    if not query:
+        return None
+    names = parse_qs(query.decode("latin-1")).get("name[]")
+    return frozenset(names) if names else None
+
+
 def _parse(body: bytes, header_length: str | None, signature: Signature) -> InferRequest:
     """The request checked against the model; a malformed one is the replica's 400."""
     try:
@@ -86,7 +98,10 @@ class ReplicaApp:
         fault_key: FaultKey | None = None,
         max_body_bytes: int = MAX_BODY_BYTES,
         loader: Loader = OnnxModel,
+        accelerator: Accelerator | None = None,
     ) -> None:
+        """``accelerator``: the GPU's readings for ``/metrics`` (default: none, unless
+        injected through the fault endpoint)."""
         self.model_path = Path(model_path)
         self.name = name
         self.version = version
@@ -95,6 +110,8 @@ class ReplicaApp:
         self.load_error: str | None = None
         self.draining = False
         self.metrics = ReplicaMetrics(name, version)
+        self.accelerator = accelerator or Accelerator("no accelerator sampled")
+        self.metrics.registry.register(AcceleratorCollector(self.accelerator))
         self.faults: FaultHooks = faults if faults is not None else NoFaults()
         self._loader = loader
         self._max_body = max_body_bytes
@@ -110,7 +127,7 @@ class ReplicaApp:
         if faults is not None:  # without faults there is no /admin route at all: a plain 404
             if fault_key is None:
                 raise ValueError("fault injection needs a fault key to guard /admin/faults")
-            admin = FaultAdmin(faults, fault_key, self.metrics, max_body_bytes)
+            admin = FaultAdmin(faults, fault_key, self.metrics, max_body_bytes, self.accelerator)
             self._routes["/admin/faults"] = admin
 
     # ------------------------------------------------------------------ lifecycle
@@ -229,7 +246,8 @@ class ReplicaApp:
     async def _metrics(self, method: str, scope: Scope, receive: Receive) -> Response:
         _allow(method, "GET")
         self.metrics.set_ready(self.not_ready_reason() is None)
-        return Response(200, self.metrics.render(), self.metrics.content_type)
+        names = metric_names(scope)
+        return Response(200, self.metrics.render(names), self.metrics.content_type)
 
     # ------------------------------------------------------------------ model routes
 

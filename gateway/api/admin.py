@@ -9,15 +9,16 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from fastapi import FastAPI, Query, Request
+from fastapi import Body, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 
 from gateway import __version__
-from gateway.api.controls import install_controls
-from gateway.api.dashboard import dashboard_response
+from gateway.api.controls import ReasonBody, install_controls
+from gateway.api.dashboard import install_dashboard
 from gateway.api.fleet import install_fleet
+from gateway.api.guard import operator_of
 from gateway.api.openapi import install_openapi
 from gateway.api.rollouts import install_rollouts
 from gateway.errors import Conflict, GatewayError
@@ -25,10 +26,11 @@ from gateway.introspection import slo_document, state_document
 from gateway.readiness import Readiness
 from gateway.runtime import Gateway
 
-Reload = Callable[[], Awaitable[dict[str, Any]]]
+_BODY = Body(default=None)
+Reload = Callable[[str, str], Awaitable[dict[str, Any]]]  # (who, reason): the reload's result
 
 
-def build_admin_app(gateway: Gateway, reload: Reload | None = None) -> FastAPI:
+def build_admin_app(gateway: Gateway, reload: Reload | None = None) -> FastAPI:  # noqa: C901
     app = FastAPI(title="v2-gateway", version=__version__, docs_url=None, redoc_url=None)
     install_openapi(app)  # infer (served outside FastAPI) in /openapi.json; /docs offline
     _install_error_handlers(app)
@@ -101,16 +103,14 @@ def build_admin_app(gateway: Gateway, reload: Reload | None = None) -> FastAPI:
     ) -> dict[str, Any]:
         return gateway.history.to_json(seconds, events)
 
-    @app.get("/status", response_class=HTMLResponse)  # the dashboard (it was a table page)
-    @app.get("/dashboard", response_class=HTMLResponse)
-    async def dashboard() -> Response:
-        return dashboard_response()
+    install_dashboard(app)  # the page at /status and /dashboard, its files under /dashboard/
 
     @app.post("/admin/reload")
-    async def admin_reload() -> dict[str, Any]:
+    async def admin_reload(request: Request, body: ReasonBody | None = _BODY) -> dict[str, Any]:
+        """Re-reads the config file (audited with the operator's name and ``reason``)."""
         if reload is None:
             raise Conflict("reload is not available here")
-        return await reload()
+        return await reload(operator_of(request.scope), body.reason if body else "")
 
     install_controls(app, gateway)  # operators' drain, eject, restore, pause, resume
     install_rollouts(app, gateway)  # rollouts: their state, start, pause, promote, abort

@@ -18,8 +18,8 @@ from fastapi import Body, FastAPI, Request
 from pydantic import Field
 
 from gateway.api.guard import operator_of
-from gateway.config.frozen import Frozen
 from gateway.errors import BadRequest, Conflict, NotFound
+from gateway.frozen import Frozen
 from gateway.runtime import Gateway
 from gateway.state.decisions import pool_key, replica_key
 from gateway.telemetry.audit import AuditEvent
@@ -29,10 +29,15 @@ MAX_REASON_CHARS = 500
 MAX_EJECT_S = 7 * 86_400.0
 
 
-class ControlBody(Frozen):
-    """What an operator adds to an action: why, and for an eject, for how long."""
+class ReasonBody(Frozen):
+    """What an operator adds to an action: why (a reload takes this alone)."""
 
     reason: str = Field("", max_length=MAX_REASON_CHARS, description="why (audited)")
+
+
+class ControlBody(ReasonBody):
+    """What an operator adds to an action: why, and for an eject, for how long."""
+
     duration_s: float | None = Field(
         None, gt=0, le=MAX_EJECT_S, description="eject only: seconds until it returns by itself"
     )

@@ -10,8 +10,8 @@ without anyone remembering to key it); ``/metrics`` also opens to a metrics key.
    browser's cross-site "simple" request (text/plain, form) is never a state change, and
    no CORS header is ever sent, so no page may send the JSON one.
 
-The data plane (``/v2/...``) is not checked here (see README, "Who may call what"). A request
-let through the admin door carries its operator's name (never the key) in
+The data plane (``/v2/...``) is not checked here (see docs/access.md, "Who may call what"). A
+request let through the admin door carries its operator's name (never the key) in
 ``scope["state"]["operator"]`` for the audit trail (`operator_of`).
 """
 
@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from gateway.api.auth import LOOPBACK_NAMES, ControlAccess, Door
+from gateway.api.dashboard import PAGE_PATHS
 from gateway.api.responses import Receive, Scope, Send, send_json
 
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
@@ -31,7 +32,7 @@ WILDCARD_BINDS = frozenset({"", "0.0.0.0", "::", "[::]"})
 def door_of(path: str) -> Door:
     if path == "/v2" or path.startswith("/v2/"):
         return Door.OPEN
-    if path == "/dashboard":  # the page only: a browser opens it, then gives the key to fetch
+    if path in PAGE_PATHS:  # the page and its files: a browser opens it, then fetches with a key
         return Door.PAGE
     return Door.METRICS if path == "/metrics" else Door.ADMIN
 

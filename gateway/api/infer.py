@@ -4,23 +4,29 @@ Everything a request goes through is the edge's (`gateway.pipeline.edge`, compos
 `gateway.pipeline.build.build_edge`); this handler only does the I/O: it decodes the headers
 the edge reads, lets the edge read the body through ASGI ``receive`` (a disconnect is a 400, or
 the 408 the protocol already answered for a body not complete in time), and writes the answer
-or the error with the gateway's headers. It is a raw ASGI handler because framework routing
-and pydantic models cost more CPU per request than the whole upstream exchange (README,
-"Measured figures"); everything else goes through FastAPI.
+or the error with the gateway's headers (an answer's header lines are built here, from values
+the gateway made or `checked`, and written past uvicorn's validation: `send_lines`). It is a raw
+ASGI handler because framework routing and pydantic models cost more CPU per request than the
+whole upstream exchange (docs/measured.md, "Gateway overhead"); everything else goes through
+FastAPI.
 """
 
 from __future__ import annotations
 
-from gateway.api.protocol import BODY_TIMEOUT_KEY
-from gateway.api.responses import Receive, Scope, Send, send_bytes, send_error
+from gateway.api.responses import Receive, Scope, Send, checked, send_error, send_lines
 from gateway.api.tenants import HEADERS as TENANT_HEADERS
 from gateway.errors import BadRequest, GatewayError, RequestTimeout
 from gateway.pipeline.edge import HEADERS as EDGE_HEADERS
 from gateway.pipeline.edge import Edge
 from gateway.v2.request import HEADER_LENGTH
 
+# Set in a request's scope by the server protocol when its body timed out, so the app
+# records the 408 the protocol already answered.
+BODY_TIMEOUT_KEY = "gateway.body_timeout"
+
 _WANTED = frozenset(name.encode() for name in (*EDGE_HEADERS, *TENANT_HEADERS))
-_JSON = (b"content-type", b"application/json")
+_JSON_NAME = "application/json"
+_JSON_TYPE = _JSON_NAME.encode()
 _HEADER_LENGTH = HEADER_LENGTH.encode()
 
 
@@ -55,22 +61,20 @@ class InferEndpoint:
             await send_error(send, error, extra)
             edge.done(intake, error.status)
             return
-        ctype = result.content_type or "application/json"
-        out = [
-            _JSON if ctype == "application/json" else (b"content-type", ctype.encode()),
-            (b"x-served-by", result.served_by.encode()),
-            (b"x-attempts", b"%d" % result.attempts),
-            (b"x-request-id", intake.request_id.encode()),
-        ]
-        if result.header_length is not None:
-            out.append((_HEADER_LENGTH, result.header_length.encode()))
+        ctype = result.content_type
+        lines = b"content-type: %s\r\nx-served-by: %s\r\nx-attempts: %d\r\nx-request-id: %s\r\n" % (
+            _JSON_TYPE if ctype is None or ctype == _JSON_NAME else checked(ctype.encode()),
+            result.served_by.encode(), result.attempts, intake.request_id.encode(),
+        )  # fmt: skip
+        if result.header_length is not None:  # the replica's, or counted here: checked
+            lines += b"%s: %s\r\n" % (_HEADER_LENGTH, checked(result.header_length.encode()))
         if result.degraded:
-            out.append((b"x-degraded", result.degraded.encode()))
+            lines += b"x-degraded: %s\r\n" % result.degraded.encode()
         if result.vote:
-            out.append((b"x-vote", result.vote.encode()))
+            lines += b"x-vote: %s\r\n" % result.vote.encode()
         if span.traceparent:
-            out.append((b"traceparent", span.traceparent.encode()))
-        await send_bytes(send, result.status, result.body, out)
+            lines += b"traceparent: %s\r\n" % span.traceparent.encode()
+        await send_lines(send, scope, result.status, lines, result.body)
         edge.done(intake, result.status, result.served_by, result.degraded, len(result.body))
 
 

@@ -1,7 +1,7 @@
 """Parses infer requests inline when small and off the event loop when large.
 
-Below ``parse_inline_max_bytes`` (where parsing and checking a body passes ~1 ms) the hot
-path parses inline, as before. Above it, the body goes to an *offload*, chosen by name:
+Below ``parse_inline_max_bytes`` (where parsing and checking a body starts to stall the loop)
+the hot path parses inline. Above it, the body goes to an *offload*, chosen by name:
 ``process`` (default) hands it to a worker process (`gateway.api.parse_worker`); ``thread``
 uses ``asyncio.to_thread``, which frees nothing here because orjson holds the GIL for the
 whole parse (measured: a 5 MB body stalled the loop as long in a thread as inline), and is

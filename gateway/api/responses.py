@@ -2,10 +2,17 @@
 
 Every error leaves the gateway as ``{"error": "..."}`` with the status its `GatewayError`
 class carries; this module is the only place that renders one on the raw ASGI path.
+
+Under the gateway's own protocol (`gateway.server.protocol`) the scope offers ``ANSWER_KEY``:
+a call that writes a whole answer from header lines the gateway built, past uvicorn's
+per-header validation (`gateway.server.body_cycle.PiecesCycle.answer`). `send_lines` uses it
+where it is offered and can, else sends the same answer as plain ASGI messages. Only values the
+gateway made, or checked here (`checked`), go into such lines.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -19,6 +26,28 @@ Receive = Callable[[], Awaitable[Message]]
 Scope = MutableMapping[str, Any]
 
 JSON = b"application/json"
+ANSWER_KEY = "gateway.answer"
+Answer = Callable[[int, bytes, bytes], bool]  # status, header lines, body -> written?
+# What uvicorn refuses in a header value (its HEADER_VALUE_RE): control bytes but tab.
+_BAD_VALUE = re.compile(b"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def checked(value: bytes) -> bytes:
+    """``value`` for a header line, when it came from a replica or a client (ValueError if it
+    holds a control byte: uvicorn would refuse it as well)."""
+    if _BAD_VALUE.search(value) is not None:
+        raise ValueError(f"invalid header value {value[:64]!r}")
+    return value
+
+
+async def send_lines(send: Send, scope: Scope, status: int, lines: bytes, body: bytes) -> None:
+    """An answer whose ``lines`` (``name: value`` CRLF each, no content-length) the gateway
+    built: in one write where the protocol offers it, else as ASGI messages."""
+    answer: Answer | None = scope.get(ANSWER_KEY)
+    if answer is not None and answer(status, lines, body):
+        return
+    headers = [tuple(line.split(b": ", 1)) for line in lines.split(b"\r\n") if line]
+    await send_bytes(send, status, body, headers)  # type: ignore[arg-type]
 
 
 async def send_bytes(

@@ -9,7 +9,7 @@ Why a dict lookup and not `hmac.compare_digest` over every digest (as `KeyRing.a
 presented key is hashed first, and the lookup's timing depends only on that digest (its hash
 bucket, then an equality test against a stored digest sharing it). An attacker cannot steer a
 digest towards a stored one without a SHA-256 preimage, so the timing tells nothing about any
-key, and the cost stays O(1) however many keys tenants hold (≈ 0.5 µs with the hash).
+key, and the cost stays O(1) however many keys tenants hold (loadtests/bench_admission.py).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import re
 
 from pydantic import Field, model_validator
 
-from gateway.config.frozen import Frozen
+from gateway.frozen import Frozen
 
 # A name, an IPv4 address, an IPv6 address (bracketed or not), or "*" (any Host).
 HOST_PATTERN = r"^(\*|\[[0-9a-f:.]+\]|[0-9a-f:.]*:[0-9a-f:.]*|[a-z0-9._-]+)$"

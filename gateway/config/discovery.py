@@ -2,7 +2,7 @@
 
 A Kubernetes headless Service answers A/AAAA records (one per ready pod; the port comes from
 here) or SRV records (target and port per pod). The gateway re-resolves every ``interval_s``
-and adds or drains replicas as the answer changes (`gateway.upstream.discovery`), at most
+and adds or drains replicas as the answer changes (`gateway.upstream.discovery.watch`), at most
 ``max_members`` of them: one answer of thousands of records must not make thousands of
 replicas (probes, breakers, metric series each).
 """
@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from gateway.config.frozen import Frozen
+from gateway.frozen import Frozen
 
 DNS_PORT = 53
 MAX_MEMBERS = 32  # a 512-byte UDP answer holds about 30 A records: a pool past that is unusual
@@ -21,7 +21,9 @@ MAX_MEMBERS = 32  # a 512-byte UDP answer holds about 30 A records: a pool past 
 
 class DiscoveryConfig(Frozen):
     dns: str = Field(min_length=1, description="the name to resolve, e.g. digits.ns.svc")
-    record: Literal["A", "AAAA", "SRV"] = "A"
+    record: Literal["A", "AAAA", "SRV"] = Field(
+        "A", description="A/AAAA: one replica per address, on port; SRV: target and port per record"
+    )
     port: int | None = Field(
         None, ge=1, le=65535, description="the replicas' port (A/AAAA only; SRV records carry it)"
     )

@@ -7,14 +7,15 @@ with the bad key named, instead of failing a request at 3 a.m.
 from __future__ import annotations
 
 import os
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
+from gateway.config.accelerator import AcceleratorConfig
 from gateway.config.access import AdminAccessConfig, normalise_hosts
 from gateway.config.discovery import DiscoveryConfig
 from gateway.config.endpoint import Endpoint
-from gateway.config.frozen import Frozen
+from gateway.config.grpc_door import GrpcDoorConfig
 from gateway.config.headers import ExtraHeaders, check_headers, missing_variables
 from gateway.config.policies import (
     AdmissionConfig,
@@ -28,52 +29,45 @@ from gateway.config.policies import (
     RetryConfig,
     VoteConfig,
 )
+from gateway.config.replica import LocalLaunch as LocalLaunch  # re-exported
+from gateway.config.replica import ReplicaConfig as ReplicaConfig
 from gateway.config.rollout import RolloutConfig
+from gateway.config.signature import SignatureConfig
 from gateway.config.state import StateConfig
 from gateway.config.tenants import ANONYMOUS, ModelAuthConfig, TenantConfig, check_tenants
 from gateway.config.tensors import TensorMapping
 from gateway.config.tls import TlsConfig
+from gateway.config.upstream import UpstreamConfig, moved_to_upstream
+from gateway.frozen import Frozen
 from gateway.slo.config import BurnPolicyConfig, SloConfig, unique_names
 from gateway.telemetry.tracing import TracingConfig
-from v2proto.signature import DATATYPES
 
-ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
-
-# The largest real request: DEFAULT_MAX_ROWS rows of the digits model's 64 FP32 features as
-# JSON, at no more than 25 bytes a number (", -1.2345678901234567e-05") and 4 a row, is
-# 1.57 MiB (256 KiB as binary tensors); the body limit adds ~28 % for headroom. 1,024 rows
-# take a replica ~13 ms, inside the shortest learned per-try timeout (20 ms), so the largest
-# request is not retried onto a second replica just for being large (4,096 rows took 42-62 ms).
+# The largest digits request a replica answers inside the shortest learned per-try timeout, so
+# it is not retried onto a second replica just for being large.
 DEFAULT_MAX_ROWS = 1024
-# Real payloads: an image classifier's request is 1x3x224x224 FP32, 602 KB as binary tensor data
-# and ~1.2 MB as JSON; a batch of 10 is 6 MB binary, ~12 MB JSON. 16 MiB admits that batch in
-# either encoding (and the largest digits request, above, many times over); the memory bound
-# across requests is ``inflight_bytes``, not this cap.
+# Admits a batch of ten 224x224 FP32 images in either encoding (binary or JSON), and its answer;
+# the memory bound across requests is ``inflight_bytes``, not this cap (docs/performance.md).
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
-DEFAULT_MAX_REPLY_BODY_BYTES = 16 * 1024 * 1024  # the same batch's answer, even as JSON
-# Where parsing and checking a V2 body on the event loop passes ~1 ms on a 2-core machine:
-# 64 KiB of the slowest kind (short numbers in nested rows, ~70 MB/s with the checks; orjson
-# alone passes 1 ms at ~200 KiB of those and ~600 KiB of long random floats).
+# Where parsing a V2 body on the event loop would stall it for other requests: past this size it
+# goes to the parse offload (loadtests/bench_payloads.py measures both sides of the line).
 DEFAULT_PARSE_INLINE_MAX_BYTES = 64 * 1024
-DEFAULT_PARSE_FAST_INLINE_MAX_BYTES = 2 * 1024 * 1024  # ≈ 2 ms on the loop, at most
+DEFAULT_PARSE_FAST_INLINE_MAX_BYTES = 2 * 1024 * 1024
 
 
 class ServerConfig(Frozen):
-    """Where the gateway listens, what it accepts from clients, and how it talks upstream.
+    """Where the gateway listens, what it accepts from clients, and its control plane.
 
-    The client limits keep one big or slow client from hurting the others: a request body
-    over ``max_body_bytes`` gets 413, a request line and headers over ``max_header_bytes``
-    get 431, headers not complete ``header_timeout_s`` after the connection (or the request's
-    first byte) get 408 and a closed connection, and so does a body not complete
-    ``body_timeout_s`` after its headers. Bodies over ``parse_inline_max_bytes`` are parsed
-    off the event loop, in ``parse_workers`` worker processes (``parse_offload``), except JSON
-    bodies up to ``parse_fast_inline_max_bytes`` that the fast path checks (flat float data).
-    A replica's reply over the ``max_reply_*`` caps is a failed attempt of that replica (it
-    is untrusted).
+    The client limits keep one big or slow client from hurting the others; what the gateway
+    accepts from replicas is the ``upstream`` section's (`UpstreamConfig`).
     """
 
-    host: str = "127.0.0.1"
-    port: int = Field(8000, ge=0, le=65535)
+    host: str = Field(
+        "127.0.0.1",
+        description="the address REST (and gRPC) listen on; not loopback: an admin key is required",
+    )
+    port: int = Field(
+        8000, ge=0, le=65535, description="the REST and /metrics port (0: any free port)"
+    )
     grpc_port: int | None = Field(
         None,
         ge=0,
@@ -81,26 +75,36 @@ class ServerConfig(Frozen):
         description="the V2 gRPC service's port, on `host` (Triton's 8001); unset: `gateway up` "
         "serves gRPC on 8001, `gateway serve` serves none (--grpc-port sets it for either)",
     )
-    max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, gt=0)
-    max_header_bytes: int = Field(32 * 1024, ge=1024, description="request line + headers")
-    header_timeout_s: float = Field(10.0, gt=0)
-    body_timeout_s: float = Field(30.0, gt=0)
-    parse_inline_max_bytes: int = Field(DEFAULT_PARSE_INLINE_MAX_BYTES, ge=0)
+    grpc: GrpcDoorConfig = Field(
+        GrpcDoorConfig(),
+        description="the gRPC door's HTTP/2 limits (streams, windows, keepalive, idle "
+        "connections); its messages count against inflight_bytes and body_timeout_s as "
+        "REST bodies do",
+    )
+    max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, gt=0, description="over it: 413")
+    max_header_bytes: int = Field(32 * 1024, ge=1024, description="request line + headers: 431")
+    header_timeout_s: float = Field(
+        10.0, gt=0, description="headers incomplete this long after connect: 408, closed"
+    )
+    body_timeout_s: float = Field(
+        30.0, gt=0, description="a body not complete this long after its headers: 408 and close"
+    )
+    parse_inline_max_bytes: int = Field(
+        DEFAULT_PARSE_INLINE_MAX_BYTES, ge=0, description="bigger bodies: parsed off the loop"
+    )
     parse_fast_inline_max_bytes: int = Field(
         DEFAULT_PARSE_FAST_INLINE_MAX_BYTES,
         ge=0,
         description="JSON bodies of flat float lists up to this size are checked on the event "
-        "loop by the fast path (~1 ms per MB); larger ones go to the parse offload",
+        "loop by the fast path; larger ones go to the parse offload",
     )
     parse_offload: Literal["process", "thread", "inline"] = Field(
-        "process", description="thread: no help with orjson, which holds the GIL (measured)"
+        "process",
+        description="where large bodies are parsed: worker processes, a thread (no help: orjson "
+        "holds the GIL) or the event loop itself",
     )
-    parse_workers: int = Field(1, ge=1, le=64)
-    max_connections_per_replica: int = Field(256, gt=0)
-    max_reply_body_bytes: int = Field(
-        DEFAULT_MAX_REPLY_BODY_BYTES,
-        gt=0,
-        description="a replica's reply body; over it: a failed attempt",
+    parse_workers: int = Field(
+        1, ge=1, le=64, description="worker processes (or threads) of the parse offload"
     )
     inflight_bytes: int | None = Field(
         None,
@@ -109,10 +113,12 @@ class ServerConfig(Frozen):
         "declared body does not fit waits up to inflight_wait_s, then gets 503 + Retry-After; "
         "default: 1/16 of the machine's (or container's) memory, from 64 MiB to 1 GiB",
     )
-    inflight_wait_s: float = Field(0.5, ge=0)
-    max_reply_header_bytes: int = Field(64 * 1024, gt=0)
-    max_reply_headers: int = Field(100, gt=0)
-    admin: AdminAccessConfig = AdminAccessConfig()
+    inflight_wait_s: float = Field(
+        0.5, ge=0, description="how long a body that does not fit inflight_bytes waits, then 503"
+    )
+    admin: AdminAccessConfig = Field(
+        AdminAccessConfig(), description="the control plane's keys (admin, operators, /metrics)"
+    )
     allowed_hosts: tuple[str, ...] | None = Field(
         None,
         description="Host names the control plane answers under (port ignored; '*': any); "
@@ -134,53 +140,38 @@ class ServerConfig(Frozen):
         return None if hosts is None else normalise_hosts(hosts)
 
 
-class LocalLaunch(Frozen):
-    """How `gateway up` starts this pool's replicas on this machine (``replica serve``)."""
-
-    model_path: str
-    device: Literal["cpu", "cuda"] = "cpu"
-    enable_faults: bool = Field(
-        False,
-        description="replicas get --enable-faults; /admin/faults then takes the key in "
-        "$REPLICA_FAULT_KEY, or else a new key per run, in a file whose path is logged",
-    )
-    startup_timeout_s: float = Field(60.0, gt=0)
-
-
-class ReplicaConfig(Frozen):
-    id: str = Field(pattern=ID_PATTERN)
-    url: str
-    zone: str | None = None
-    standby: bool = Field(False, description="hot spare: used only while actives are down")
-
-    @field_validator("url")
-    @classmethod
-    def _url_is_http(cls, value: str) -> str:
-        Endpoint.parse(value)
-        return value.rstrip("/")
-
-    @property
-    def endpoint(self) -> Endpoint:
-        return Endpoint.parse(self.url)
-
-
 class PoolConfig(Frozen):
     """Replicas that serve one upstream model name/version."""
 
     model: str = Field(min_length=1, description="model name on the replicas")
     version: str | None = Field(None, description="model version on the replicas")
-    replicas: tuple[ReplicaConfig, ...] = ()
+    replicas: tuple[ReplicaConfig, ...] = Field(
+        (), description="the replicas, listed (exactly one of replicas and discovery)"
+    )
     discovery: DiscoveryConfig | None = Field(
         None, description="the replicas from DNS, re-resolved periodically (instead of replicas)"
     )
-    health: HealthCheckConfig = HealthCheckConfig()
-    outlier: OutlierConfig = OutlierConfig()
-    breaker: BreakerConfig = BreakerConfig()
-    golden: GoldenProbeConfig | None = None
+    health: HealthCheckConfig = Field(
+        HealthCheckConfig(), description="active health probes of every replica"
+    )
+    outlier: OutlierConfig = Field(
+        OutlierConfig(), description="passive ejection of replicas that fail live requests"
+    )
+    breaker: BreakerConfig = Field(BreakerConfig(), description="one circuit breaker per replica")
+    golden: GoldenProbeConfig | None = Field(
+        None, description="correctness probes with known inputs; none: no golden probes"
+    )
+    accelerator: AcceleratorConfig | None = Field(
+        None,
+        description="accelerator health sampled from each replica (or dcgm-exporter); the "
+        "hardware rules drain a replica before its GPU fails; none: no sampling",
+    )
     panic_threshold_percent: int = Field(
         50, ge=0, le=100, description="below this share of usable replicas, use all of them"
     )
-    local: LocalLaunch | None = None
+    local: LocalLaunch | None = Field(
+        None, description="how `gateway up` starts these replicas here; none: they run elsewhere"
+    )
     tensors: TensorMapping = Field(
         default_factory=TensorMapping, description="the replicas' tensor names and shapes"
     )
@@ -257,60 +248,41 @@ class PoolConfig(Frozen):
 
 class LogConfig(Frozen):
     json_lines: bool = Field(True, description="one JSON object per log line")
-    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-
-
-class TensorDecl(Frozen):
-    name: str = Field(min_length=1)
-    datatype: str = Field(description="a V2 datatype: FP32, INT64, BYTES, ...")
-    shape: tuple[int, ...] = Field(description="-1 for a dimension of any size")
-
-    @field_validator("datatype")
-    @classmethod
-    def _v2_datatype(cls, datatype: str) -> str:
-        if datatype not in DATATYPES:
-            raise ValueError(f"datatype {datatype!r} is not a V2 datatype ({', '.join(DATATYPES)})")
-        return datatype
-
-    def metadata(self) -> dict[str, object]:
-        return {"name": self.name, "datatype": self.datatype, "shape": list(self.shape)}
-
-
-class SignatureConfig(Frozen):
-    """The model's tensors in the clients' names, for servers whose metadata lists none."""
-
-    inputs: tuple[TensorDecl, ...] = Field(min_length=1)
-    outputs: tuple[TensorDecl, ...] = ()
-
-    def metadata(self) -> dict[str, list[dict[str, object]]]:
-        return {
-            "inputs": [t.metadata() for t in self.inputs],
-            "outputs": [t.metadata() for t in self.outputs],
-        }
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "INFO", description="the lowest level logged"
+    )
 
 
 class ModelConfig(Frozen):
     """A model as clients see it: one pool or a vote over pools, and its request policy."""
 
-    pool: str | None = None
-    vote: VoteConfig | None = None
-    fallback: FallbackConfig | None = None
-    version: str = "1"
+    pool: str | None = Field(
+        None, description="the pool that serves it (exactly one of pool and vote)"
+    )
+    vote: VoteConfig | None = Field(None, description="a vote over pools of diverse versions")
+    fallback: FallbackConfig | None = Field(
+        None, description="the verified in-process model that answers when the pools cannot"
+    )
+    version: str = Field("1", description="the version clients see")
     timeout_ms: int = Field(1000, gt=0, description="deadline when the client sends none")
     max_timeout_ms: int = Field(60_000, gt=0, description="cap on x-request-timeout-ms")
     max_rows: int = Field(DEFAULT_MAX_ROWS, gt=0, description="rows (first dimension) a request")
-    retry: RetryConfig = RetryConfig()
-    admission: AdmissionConfig = AdmissionConfig()
-    hedge: HedgeConfig = HedgeConfig()
-    slos: tuple[SloConfig, ...] = ()
-    burn_policy: BurnPolicyConfig = BurnPolicyConfig()
+    retry: RetryConfig = Field(RetryConfig(), description="retries and per-try timeouts")
+    admission: AdmissionConfig = Field(
+        AdmissionConfig(), description="the bound on its requests in flight, shared by tenants"
+    )
+    hedge: HedgeConfig = Field(HedgeConfig(), description="a second copy after the pool's p95")
+    slos: tuple[SloConfig, ...] = Field((), description="its SLOs, counted as clients saw them")
+    burn_policy: BurnPolicyConfig = Field(
+        BurnPolicyConfig(), description="how its policy tightens while an SLO burns fast"
+    )
     required: bool = Field(
         True, description="the gateway's /v2/health/ready waits for this model to be ready"
     )
     signature: SignatureConfig | None = Field(
         None, description="requests are checked against it; default: the replicas' metadata"
     )
-    auth: ModelAuthConfig = ModelAuthConfig()
+    auth: ModelAuthConfig = Field(ModelAuthConfig(), description="who may call it")
     rollout: RolloutConfig | None = Field(
         None, description="a candidate pool tried beside `pool` (shadow or canary)"
     )
@@ -346,19 +318,39 @@ class ModelConfig(Frozen):
 
 
 class GatewayConfig(Frozen):
-    server: ServerConfig = ServerConfig()
-    retry_budget: RetryBudgetConfig = RetryBudgetConfig()
+    server: ServerConfig = Field(
+        ServerConfig(), description="listening, client limits, control plane"
+    )
+    upstream: UpstreamConfig = Field(
+        UpstreamConfig(),
+        description="the connection pool to replicas and the caps on their replies (these keys "
+        "were under server: in older configs, still read there with a warning)",
+    )
+    retry_budget: RetryBudgetConfig = Field(
+        RetryBudgetConfig(), description="the gateway-wide cap on retries and hedges"
+    )
     fallback_manifest: str | None = Field(
         None, description="default: the manifest shipped in the package (gateway.fallback)"
     )
-    state: StateConfig = StateConfig()
-    tracing: TracingConfig = TracingConfig()
-    log: LogConfig = LogConfig()
-    pools: dict[str, PoolConfig] = Field(min_length=1)
-    models: dict[str, ModelConfig] = Field(min_length=1)
+    state: StateConfig = Field(
+        StateConfig(), description="where state is shared between gateway instances"
+    )
+    tracing: TracingConfig = Field(TracingConfig(), description="W3C trace context and OTLP export")
+    log: LogConfig = Field(LogConfig(), description="the gateway's logs")
+    pools: dict[str, PoolConfig] = Field(
+        min_length=1, description="pools of replicas, by name: what the gateway calls upstream"
+    )
+    models: dict[str, ModelConfig] = Field(
+        min_length=1, description="the models clients call, by the name they use"
+    )
     tenants: dict[str, TenantConfig] = Field(
         default_factory=dict, description="API keys to tenants, and their limits"
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved(cls, data: Any) -> Any:
+        return moved_to_upstream(data) if isinstance(data, dict) else data
 
     @field_validator("tenants")
     @classmethod

@@ -11,18 +11,18 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from gateway.config.frozen import Frozen
 from gateway.config.tensors import TensorMapping
+from gateway.frozen import Frozen
 
 
 class HealthCheckConfig(Frozen):
     """Active readiness probes, one loop per replica (Envoy's health_checks, simplified)."""
 
-    interval_s: float = Field(0.5, gt=0, le=60)
-    jitter: float = Field(0.2, ge=0, le=1)
-    timeout_s: float = Field(0.5, gt=0)
-    healthy_threshold: int = Field(2, ge=1)
-    unhealthy_threshold: int = Field(2, ge=1)
+    interval_s: float = Field(0.5, gt=0, le=60, description="time between two probes of a replica")
+    jitter: float = Field(0.2, ge=0, le=1, description="each interval varies by up to this share")
+    timeout_s: float = Field(0.5, gt=0, description="a probe not answered in this time fails")
+    healthy_threshold: int = Field(2, ge=1, description="passes in a row that make it healthy")
+    unhealthy_threshold: int = Field(2, ge=1, description="failures in a row: unhealthy")
     healthy_edge_interval_s: float = Field(
         0.1, gt=0, le=60, description="interval between passes while an unhealthy one recovers"
     )
@@ -31,10 +31,12 @@ class HealthCheckConfig(Frozen):
 class OutlierConfig(Frozen):
     """Passive outlier ejection from live traffic (Envoy's consecutive_5xx, simplified)."""
 
-    consecutive_failures: int = Field(5, ge=1)
+    consecutive_failures: int = Field(5, ge=1, description="charged failures in a row that eject")
     base_ejection_s: float = Field(2.0, gt=0, description="first ejection; grows linearly")
-    max_ejection_s: float = Field(30.0, gt=0)
-    max_ejection_percent: int = Field(50, ge=0, le=100)
+    max_ejection_s: float = Field(30.0, gt=0, description="the longest an ejection lasts")
+    max_ejection_percent: int = Field(
+        50, ge=0, le=100, description="at most this share of a pool is ejected at once"
+    )
 
 
 class BreakerConfig(Frozen):
@@ -54,11 +56,11 @@ class TryTimeoutConfig(Frozen):
     try instead of the whole deadline.
     """
 
-    adaptive: bool = True
-    quantile: float = Field(0.99, gt=0, lt=1)
-    multiplier: float = Field(3.0, ge=1)
-    min_ms: float = Field(20.0, gt=0)
-    min_samples: int = Field(20, ge=1)
+    adaptive: bool = Field(True, description="false: every try may take all the time left")
+    quantile: float = Field(0.99, gt=0, lt=1, description="the latency quantile it is learned from")
+    multiplier: float = Field(3.0, ge=1, description="the timeout is this many times the quantile")
+    min_ms: float = Field(20.0, gt=0, description="the shortest learned per-try timeout")
+    min_samples: int = Field(20, ge=1, description="successful attempts seen before it is learned")
     cold_ms: float = Field(250.0, gt=0, description="per-try timeout before min_samples")
 
 
@@ -66,17 +68,23 @@ class RetryConfig(Frozen):
     """Bounded retries with exponential backoff and full jitter, each on an untried replica."""
 
     max_attempts: int = Field(3, ge=1, description="attempts in all, the first included")
-    backoff_base_ms: float = Field(25.0, ge=0)
-    backoff_max_ms: float = Field(250.0, ge=0)
-    try_timeout: TryTimeoutConfig = TryTimeoutConfig()
+    backoff_base_ms: float = Field(
+        25.0, ge=0, description="the first backoff's cap; doubles per retry (full jitter)"
+    )
+    backoff_max_ms: float = Field(250.0, ge=0, description="the largest backoff's cap")
+    try_timeout: TryTimeoutConfig = Field(
+        TryTimeoutConfig(), description="per-try timeouts learned from the pool's latency"
+    )
 
 
 class RetryBudgetConfig(Frozen):
     """Gateway-wide cap on retries: ``ratio`` of requests plus ``min_per_s`` (Finagle/Linkerd)."""
 
-    ratio: float = Field(0.2, ge=0)
-    min_per_s: float = Field(10.0, ge=0)
-    window_s: float = Field(10.0, gt=0)
+    ratio: float = Field(0.2, ge=0, description="retries allowed per request, on average")
+    min_per_s: float = Field(10.0, ge=0, description="retries a second allowed whatever the ratio")
+    window_s: float = Field(
+        10.0, gt=0, description="the window requests and retries are counted in"
+    )
 
 
 class AdmissionConfig(Frozen):
@@ -87,38 +95,42 @@ class AdmissionConfig(Frozen):
     it uses less than its share (0: they may borrow all of it, first come as one tenant).
     """
 
-    max_in_flight: int = Field(256, ge=1)
-    retry_after_s: float = Field(1.0, gt=0)
+    max_in_flight: int = Field(256, ge=1, description="requests in flight at once; past it: shed")
+    retry_after_s: float = Field(1.0, gt=0, description="the Retry-After of a shed request")
     tenant_reserve: float = Field(0.25, ge=0, le=1, description="share kept for each tenant")
 
 
 class HedgeConfig(Frozen):
     """Tail-latency hedging: one more copy after the pool's observed latency quantile."""
 
-    enabled: bool = False
-    quantile: float = Field(0.95, gt=0, lt=1)
-    min_delay_ms: float = Field(5.0, ge=0)
-    min_samples: int = Field(50, ge=1)
+    enabled: bool = Field(False, description="send a hedge (budgeted like a retry)")
+    quantile: float = Field(
+        0.95, gt=0, lt=1, description="the hedge goes after this latency quantile"
+    )
+    min_delay_ms: float = Field(5.0, ge=0, description="never sooner than this")
+    min_samples: int = Field(50, ge=1, description="attempts seen before any hedge is sent")
 
 
 class VoteConfig(Frozen):
     """N-version voting over distinct pools (diverse model versions)."""
 
-    pools: tuple[str, ...] = Field(min_length=2)
-    quorum: int = Field(2, ge=1)
-    label_outputs: tuple[str, ...] = ("label",)
+    pools: tuple[str, ...] = Field(min_length=2, description="the pools voting, one leg each")
+    quorum: int = Field(2, ge=1, description="legs that must agree for an answer")
+    label_outputs: tuple[str, ...] = Field(
+        ("label",), description="outputs compared exactly (by majority); other numbers by tolerance"
+    )
     outputs: tuple[str, ...] | None = Field(
         None,
         description="what every leg is asked for (client names) when the client names no "
         "outputs; default: the label outputs",
     )
-    numeric_atol: float = Field(1e-3, ge=0)
-    numeric_rtol: float = Field(1e-2, ge=0)
+    numeric_atol: float = Field(1e-3, ge=0, description="absolute tolerance of numeric outputs")
+    numeric_rtol: float = Field(1e-2, ge=0, description="relative tolerance of numeric outputs")
     straggler_grace_ms: float = Field(20.0, ge=0, description="wait after a quorum agrees")
     suspect_window: int = Field(200, ge=10, description="last votes kept per replica")
-    suspect_min_votes: int = Field(100, ge=1)
+    suspect_min_votes: int = Field(100, ge=1, description="votes seen before a replica is judged")
     suspect_ratio: float = Field(0.08, gt=0, le=1, description="dissent share to quarantine")
-    quarantine_s: float = Field(60.0, gt=0)
+    quarantine_s: float = Field(60.0, gt=0, description="how long a dissenter stays out")
 
     @model_validator(mode="after")
     def _quorum(self) -> VoteConfig:
@@ -146,7 +158,11 @@ class FallbackConfig(Frozen):
     """Answer from the verified in-process model when the primary path cannot."""
 
     model: str = Field(min_length=1, description="a model of fallback_models/MANIFEST.json")
-    on: tuple[FallbackReason, ...] = ("no_replica", "exhausted", "deadline", "no_quorum")
+    on: tuple[FallbackReason, ...] = Field(
+        ("no_replica", "exhausted", "deadline", "no_quorum"),
+        description="when it answers: no admissible replica, every attempt failed, no time left, "
+        "no quorum",
+    )
     reserve_ms: float = Field(20.0, ge=0, description="time kept back for the fallback")
     tensors: TensorMapping = Field(
         default_factory=TensorMapping, description="the fallback model's tensor names, shapes"
@@ -157,11 +173,11 @@ class GoldenProbeConfig(Frozen):
     """Correctness probes: known inputs to every replica, answers compared with expected."""
 
     file: str = Field(description="golden set JSON: inputs, labels, min_accuracy")
-    interval_s: float = Field(5.0, gt=0)
+    interval_s: float = Field(5.0, gt=0, description="time between two probes of a replica")
     rows: int = Field(20, ge=1, description="golden rows per probe")
     min_accuracy: float | None = Field(None, ge=0, le=1, description="default: the golden set's")
-    failures_to_quarantine: int = Field(2, ge=1)
-    quarantine_s: float = Field(60.0, gt=0)
+    failures_to_quarantine: int = Field(2, ge=1, description="failed probes in a row: quarantine")
+    quarantine_s: float = Field(60.0, gt=0, description="how long a quarantine lasts")
     input: str = Field("input", min_length=1, description="the input, in the client's names")
     label_output: str = Field("label", min_length=1, description="the integer labels output")
     scores_output: str | None = Field(

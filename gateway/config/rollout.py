@@ -21,7 +21,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from gateway.config.frozen import Frozen
+from gateway.frozen import Frozen
 
 DEFAULT_STEPS = (1.0, 5.0, 25.0, 50.0, 100.0)
 
@@ -30,7 +30,9 @@ class RolloutConfig(Frozen):
     """The candidate, how it is tried and what evidence moves it on or back."""
 
     candidate: str = Field(min_length=1, description="the pool being rolled out")
-    mode: Literal["shadow", "canary"] = "shadow"
+    mode: Literal["shadow", "canary"] = Field(
+        "shadow", description="shadow: copies, never answers; canary: serves a stepped share"
+    )
     auto_start: bool = Field(True, description="starts at load; false: waits for POST start")
     shadow_percent: float = Field(100.0, ge=0, le=100, description="shadow: requests copied")
     steps: tuple[float, ...] = Field(DEFAULT_STEPS, min_length=1, description="canary shares %")
@@ -54,8 +56,8 @@ class RolloutConfig(Frozen):
     )
     latency_slack_ms: float = Field(5.0, ge=0, description="added to the bound (tiny p99s)")
     label_outputs: tuple[str, ...] = Field(("label",), description="compared exactly")
-    numeric_atol: float = Field(1e-3, ge=0)
-    numeric_rtol: float = Field(1e-2, ge=0)
+    numeric_atol: float = Field(1e-3, ge=0, description="absolute tolerance of numeric outputs")
+    numeric_rtol: float = Field(1e-2, ge=0, description="relative tolerance of numeric outputs")
     shadow_concurrency: int = Field(16, ge=1, description="shadow copies in flight, at most")
     shadow_rate_per_s: float = Field(200.0, gt=0, description="shadow copies per second, at most")
     shadow_timeout_ms: int = Field(2000, gt=0, description="a shadow copy's own deadline")

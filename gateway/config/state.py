@@ -19,7 +19,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from gateway.config.frozen import Frozen
+from gateway.frozen import Frozen
 from gateway.state import redis_target
 from gateway.state.sentinel_auth import SentinelAuth, read_password
 
@@ -49,7 +49,10 @@ class StateConfig(Frozen):
     if not ``default``. All three apply only to a ``redis+sentinel://`` URL.
     """
 
-    backend: Literal["memory", "redis"] = "memory"
+    backend: Literal["memory", "redis"] = Field(
+        "memory",
+        description="memory: this instance only; redis: shared by every gateway of the namespace",
+    )
     redis_url: str = Field(
         "redis://127.0.0.1:6379/0",
         description="redis:// (one server), redis+cluster://h:p,h:p (a Redis Cluster) or "
@@ -59,7 +62,11 @@ class StateConfig(Frozen):
     namespace: str = Field(
         "gw", pattern=r"^[A-Za-z0-9._:-]+$", description="key tag: gateways of one fleet share it"
     )
-    sync_interval_s: float = Field(0.5, gt=0)
+    sync_interval_s: float = Field(
+        0.5,
+        gt=0,
+        description="how often local changes are pushed and others' pulled (off the request path)",
+    )
     instance: str | None = Field(None, description="this instance's name; default host:pid")
     sentinel_password_env: str | None = Field(
         None, min_length=1, description="variable holding the sentinels' requirepass"

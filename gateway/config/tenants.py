@@ -15,7 +15,7 @@ import re
 
 from pydantic import Field, model_validator
 
-from gateway.config.frozen import Frozen
+from gateway.frozen import Frozen
 from gateway.telemetry.metrics import ANONYMOUS  # the tenant of a request with no key
 
 __all__ = ["ANONYMOUS", "DEFAULT_WEIGHT", "ModelAuthConfig", "TenantConfig", "check_tenants"]
@@ -35,7 +35,9 @@ class TenantConfig(Frozen):
 
     keys_file: str | None = Field(None, min_length=1, description="file of keys, one a line")
     key_env: str | None = Field(None, min_length=1, description="variable holding one key")
-    max_in_flight: int | None = Field(None, gt=0)
+    max_in_flight: int | None = Field(
+        None, gt=0, description="its requests at once, over every model; past it: 429"
+    )
     weight: float = Field(
         DEFAULT_WEIGHT, gt=0, le=1e6, description="its share of each model's admission bound"
     )
@@ -63,7 +65,7 @@ class TenantConfig(Frozen):
 class ModelAuthConfig(Frozen):
     """Who may call one model: ``require_key`` refuses anonymous requests (401)."""
 
-    require_key: bool = False
+    require_key: bool = Field(False, description="anonymous requests get 401")
 
 
 def check_tenants(tenants: dict[str, TenantConfig]) -> dict[str, TenantConfig]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from gateway.config.frozen import Frozen
+from gateway.frozen import Frozen
 
 
 class OutputMapping(Frozen):
@@ -36,8 +36,12 @@ class OutputMapping(Frozen):
 class TensorMapping(Frozen):
     """Client name -> the pool's name (and, for outputs, the client's shape)."""
 
-    inputs: dict[str, str] = Field(default_factory=dict)
-    outputs: dict[str, OutputMapping] = Field(default_factory=dict)
+    inputs: dict[str, str] = Field(
+        default_factory=dict, description="client input name -> the pool's name for it"
+    )
+    outputs: dict[str, OutputMapping] = Field(
+        default_factory=dict, description="client output name -> the pool's name (and shape)"
+    )
 
     @field_validator("outputs", mode="before")
     @classmethod

@@ -3,7 +3,7 @@
 It is a frozen value so an `Endpoint` can carry it and the transport can key its connection
 pools and its one ``SSLContext`` per settings by it. The files are only checked to exist here
 (so `check-config` and a reload name a missing one); they are read when the transport builds
-the context (`gateway.upstream.tls`).
+the context (`gateway.upstream.transport.tls`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import os
 
 from pydantic import Field, model_validator
 
-from gateway.config.frozen import Frozen
+from gateway.frozen import Frozen
 
 
 class TlsConfig(Frozen):
@@ -23,11 +23,24 @@ class TlsConfig(Frozen):
     warning at every start); it is the only way to skip verification.
     """
 
-    ca_file: str | None = Field(None, min_length=1)
-    cert_file: str | None = Field(None, min_length=1)
-    key_file: str | None = Field(None, min_length=1)
-    server_name: str | None = Field(None, min_length=1, pattern=r"^[A-Za-z0-9.:_-]+$")
-    verify: bool = True
+    ca_file: str | None = Field(
+        None,
+        min_length=1,
+        description="CA bundle of the replicas' certificates; default: the system's",
+    )
+    cert_file: str | None = Field(
+        None, min_length=1, description="client certificate for mutual TLS (PEM)"
+    )
+    key_file: str | None = Field(
+        None, min_length=1, description="its key, unless in the same PEM as the certificate"
+    )
+    server_name: str | None = Field(
+        None,
+        min_length=1,
+        pattern=r"^[A-Za-z0-9.:_-]+$",
+        description="the name sent as SNI and checked; default: the URL's host",
+    )
+    verify: bool = Field(True, description="false skips every check (warned at each start)")
 
     @model_validator(mode="after")
     def _pairs(self) -> TlsConfig:

@@ -15,14 +15,12 @@ edge reads next. Outputs are
 asked for as binary data, and answered as ``raw_output_contents``, as Triton answers.
 
 The answer's trailing metadata says what REST's headers say: ``x-served-by``, ``x-attempts``,
-``x-request-id``, ``traceparent``, and for a fallback or vote answer ``x-degraded`` /
-``x-vote`` (the response's V2 ``parameters`` carry ``degraded`` / ``vote`` too). Trailing, as
-an error's must be, so that a client reads every answer's in one place, and because initial
-metadata sent apart from the message costs the call one more write (~100 µs a call, measured
-at one in flight). An error is answered with its code (`gateway.grpc_door.status`), its
-message, and the same metadata. A call the client cancels, or whose deadline gRPC ends
-first, is recorded as 499 or 504.
-"""
+``x-request-id``, ``traceparent``, and for a fallback or vote answer ``x-degraded`` / ``x-vote``
+(the response's V2 ``parameters`` carry ``degraded`` / ``vote`` too). Trailing, as an error's
+must be, so that a client reads every answer's in one place, and because initial metadata sent
+apart from the message costs the call one more write. An error is answered with its code
+(`gateway.grpc_door.status`), its message, and the same metadata. A call the client cancels, or
+whose deadline gRPC ends first, is recorded as 499 or 504."""
 
 from __future__ import annotations
 
@@ -38,6 +36,7 @@ from gateway.api.app import GatewayApp
 from gateway.api.tenants import HEADERS as TENANT_HEADERS
 from gateway.deadline import TIMEOUT_HEADER
 from gateway.errors import BadRequest, GatewayError
+from gateway.grpc_door.receive import MessageReader, Refused, missing_request
 from gateway.grpc_door.status import code_of, error_metadata
 from gateway.grpc_door.typed import typed_to_raw
 from gateway.pipeline.edge import Intake
@@ -70,31 +69,58 @@ class Answer:
 
 
 class InferDoor:
-    def __init__(self, app: GatewayApp) -> None:
-        self._app = app  # its edge is read per call: a reload's takes over at once
+    """``reader``: how a call's message is read (under the memory bound and body timeout)."""
 
-    async def __call__(self, data: bytes, context: Context) -> Any:
-        """``data``: the message as received (`v2proto.grpc.wire` reads it)."""
-        answer = await self.answer(data, context.invocation_metadata(), context.time_remaining)
+    def __init__(self, app: GatewayApp, reader: MessageReader) -> None:
+        self._app = app  # its edge is read per call: a reload's takes over at once
+        self.reader = reader
+
+    async def __call__(self, requests: Any, context: Context) -> Any:
+        """ModelInfer, served as a client-streaming method (the same on the wire) so that the
+        door reads the message when it has room for it (`gateway.grpc_door.receive`)."""
+        answer = await self._receive_and_answer(context)
         if answer.metadata:
             context.set_trailing_metadata(answer.metadata)
         if answer.response is not None:
             return answer.response
+        # The message is no local of this frame: grpc keeps the abort's exception, and so
+        # this frame, in a reference cycle until a full collection (its bytes with them).
         await context.abort(answer.code, answer.message)
 
-    async def answer(
-        self, data: bytes, metadata: Any, time_remaining: Callable[[], float | None]
+    async def _receive_and_answer(self, context: Context) -> Answer:
+        try:
+            received = await self.reader.read(context)
+            if received is None:
+                raise missing_request()
+        except Refused as refused:
+            return Answer(None, refused.code, refused.message, refused.metadata, "")
+        return await self.answer(
+            received.data, context.invocation_metadata(), context.time_remaining, received.held
+        )
+
+    async def answer(  # noqa: C901
+        self,
+        data: bytes,
+        metadata: Any,
+        time_remaining: Callable[[], float | None],
+        held: int = 0,
     ) -> Answer:
         """The edge's answer to one ModelInfer message, under the call's ``metadata`` and
         deadline (``time_remaining``); recorded (`Edge.done`) before it returns. A cancelled
-        call is recorded as 499, or 504 past its deadline, and re-raised."""
+        call is recorded as 499, or 504 past its deadline, and re-raised. ``held``: the
+        message's bytes in the in-flight budget, handed to the edge (given back at `done`)."""
         try:
             request, views = read_infer_request(data)
         except ProtocolError as exc:  # not a ModelInferRequest: gRPC's own refusal, named
+            self.reader.release(held)
             return Answer(None, grpc.StatusCode.INVALID_ARGUMENT, exc.message, (), "")
+        except BaseException:
+            self.reader.release(held)
+            raise
         edge = self._app.edge
         headers = edge_headers(metadata, time_remaining())
         intake = edge.arrive(request.model_name, request.model_version or None, headers)
+        intake.held = held  # the edge counts it from here, and gives it back
 
         tensors: list[Raw] = []  # the binary tensors still to read, last first
 

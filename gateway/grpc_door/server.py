@@ -6,10 +6,15 @@ HTTP server's own shutdown: no new RPCs from then on, RPCs in flight finished wi
 grace (the longest deadline a model allows), before the gateway stops.
 
 The client limits follow REST's: a message over ``server.max_body_bytes`` is refused by gRPC
-itself (RESOURCE_EXHAUSTED), and metadata over ``server.max_header_bytes`` too. Both are read
-when the server starts: a reload's new body limit applies at once through the edge's own
-check, and to gRPC's message limit at the next restart. Answers are not bounded here, as
-REST's are not (a replica's reply is capped upstream by ``server.max_reply_body_bytes``).
+itself (RESOURCE_EXHAUSTED), and metadata over ``server.max_header_bytes`` too; each message
+counts against ``server.inflight_bytes`` from before grpc takes it in, and must be complete
+within ``server.body_timeout_s`` (`gateway.grpc_door.receive`). grpc's own HTTP/2 limits
+(streams per connection, a stream's window, keepalive pings, idle and old connections) come
+from ``server.grpc`` (`gateway.config.grpc_door`). All are read when the server starts: a
+reload's new body limit applies at once through the edge's own check, the rest at the next
+restart. Answers are not bounded here, as REST's are not (a replica's reply is capped upstream
+by ``upstream.max_reply_body_bytes``), but a stream's unwritten answers are
+(`gateway.grpc_door.stream`).
 """
 
 from __future__ import annotations
@@ -19,11 +24,11 @@ import logging
 import grpc
 
 from gateway.api.app import GatewayApp
+from gateway.grpc_door.receive import MessageReader
 from gateway.grpc_door.service import V2Service
 from v2proto.grpc.service import generic_handler
 
 log = logging.getLogger(__name__)
-KEEPALIVE_MS = 20_000  # the longest a client's ping may be answered late by an idle server
 
 
 class GrpcDoor:
@@ -45,11 +50,11 @@ class GrpcDoor:
                 ("grpc.absolute_max_metadata_size", limits.max_header_bytes),  # not at random
                 ("grpc.max_send_message_length", -1),
                 ("grpc.so_reuseport", 0),  # a second gateway on the port fails, as HTTP does
-                ("grpc.keepalive_permit_without_calls", 1),
-                ("grpc.http2.min_ping_interval_without_data_ms", KEEPALIVE_MS),
+                *limits.grpc.server_options(),
             ]
         )
-        service = V2Service(self._app)
+        reader = MessageReader(self._app.memory, limits.max_body_bytes, limits.body_timeout_s)
+        service = V2Service(self._app, reader, limits.grpc.stream_answers)
         server.add_generic_rpc_handlers(
             (service.infer_handler(), generic_handler(service.handlers()))
         )

@@ -23,6 +23,7 @@ from google.protobuf.message import Message
 from gateway.api.app import GatewayApp
 from gateway.errors import GatewayError
 from gateway.grpc_door.infer import InferDoor
+from gateway.grpc_door.receive import MessageReader
 from gateway.grpc_door.status import code_of, error_metadata
 from gateway.grpc_door.stream import StreamDoor
 from v2proto.grpc import grpc_service_pb2 as pb
@@ -46,15 +47,17 @@ def message(doc: dict[str, Any], into: M) -> M:
 class V2Service:
     """Every method of ``inference.GRPCInferenceService`` the gateway serves."""
 
-    def __init__(self, app: GatewayApp) -> None:
+    def __init__(self, app: GatewayApp, reader: MessageReader, stream_answers: int) -> None:
         self._app = app
-        self._infer = InferDoor(app)
-        self._stream = StreamDoor(self._infer)
+        self._infer = InferDoor(app, reader)
+        self._stream = StreamDoor(self._infer, stream_answers)
 
     def infer_handler(self) -> grpc.GenericRpcHandler:
         """ModelInfer and ModelStreamInfer, given each message as received: the door reads it
-        itself (`v2proto.grpc.wire`), its raw contents as views of those bytes."""
-        method: grpc.RpcMethodHandler[bytes, Message] = grpc.unary_unary_rpc_method_handler(
+        itself (`v2proto.grpc.wire`), its raw contents as views of those bytes. ModelInfer is
+        served as client-streaming (the same frames on the wire) so that the door asks for its
+        message only when there is room for it (`gateway.grpc_door.receive`)."""
+        method: grpc.RpcMethodHandler[bytes, Message] = grpc.stream_unary_rpc_method_handler(
             self._infer.__call__,  # a coroutine function, as gRPC checks
             request_deserializer=None,
             response_serializer=_serialize,

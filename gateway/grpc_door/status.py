@@ -25,7 +25,12 @@ apart), and the request's ``x-request-id``, ``x-attempts`` and ``traceparent``.
 Any other 4xx (a replica's refusal with its own status) is INVALID_ARGUMENT, any other 5xx
 INTERNAL. A message over ``server.max_body_bytes`` is refused by gRPC itself before the door
 sees it: RESOURCE_EXHAUSTED "Received message larger than max", with no ``x-http-status``;
-so is metadata over ``server.max_header_bytes`` ("metadata size exceeds").
+so is metadata over ``server.max_header_bytes`` ("metadata size exceeds"). Before a message is
+read (`gateway.grpc_door.receive`): one that does not fit in ``server.inflight_bytes`` in
+time is RESOURCE_EXHAUSTED with ``x-http-status: 503`` and ``retry-after`` (memory, not the
+tenant's limit), one not complete within ``server.body_timeout_s`` DEADLINE_EXCEEDED with
+``x-http-status: 408``, and a call that ends without a complete message INTERNAL ("missing
+request").
 """
 
 from __future__ import annotations

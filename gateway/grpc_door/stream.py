@@ -9,10 +9,15 @@ carrying the response (its ``id`` is the request's) or, as Triton does, an ``err
 (with the request's id in ``infer_response``, so a client can tell which request failed); a
 refused request never ends the stream.
 
-At most `IN_FLIGHT` requests of one stream are served at once: a client streaming faster than
-the replicas answer waits in gRPC's flow control, not in the gateway's memory. When the
-client ends its side, the requests in flight are answered, then the stream ends; when it
-cancels, they are cancelled (and recorded as 499, as a cancelled unary call is).
+At most ``server.grpc.stream_answers`` requests of one stream are served or answered but not yet
+written at once: the next request is read only when an answer has been handed to gRPC, which
+writes it as the client's HTTP/2 window allows, so a client that stops reading its answers stops
+its own requests (they wait in gRPC's flow control, not in the gateway's memory). Each request is
+read as a unary call's message is (`gateway.grpc_door.receive`: under the in-flight budget and
+the body timeout, which bounds a stream idle between requests too); a refused read ends the
+stream with its code once the requests in flight are answered. When the client ends its side,
+the requests in flight are answered, then the stream ends; when it cancels, they are cancelled
+(and recorded as 499, as a cancelled unary call is).
 """
 
 from __future__ import annotations
@@ -25,10 +30,11 @@ from typing import Any
 import grpc
 
 from gateway.grpc_door.infer import Answer, InferDoor
+from gateway.grpc_door.receive import Received, Refused
 from v2proto.grpc import grpc_service_pb2 as pb
 
 Context = grpc.aio.ServicerContext[Any, Any]
-IN_FLIGHT = 64  # requests of one stream served at once
+IN_FLIGHT = 64  # requests of one stream served or waiting to be written, by default
 
 
 class StreamDoor:
@@ -41,24 +47,31 @@ class StreamDoor:
     ) -> AsyncIterator[pb.ModelStreamInferResponse]:
         metadata = context.invocation_metadata()
         answers: asyncio.Queue[pb.ModelStreamInferResponse | None] = asyncio.Queue()
-        slots = asyncio.Semaphore(self._in_flight)
+        slots = asyncio.Semaphore(self._in_flight)  # served, or answered and not yet written
         serving: set[asyncio.Task[None]] = set()
+        refused: list[Refused] = []
+        message_reader = self._door.reader
 
-        async def serve(data: bytes) -> None:
-            try:
-                answer = await self._door.answer(data, metadata, context.time_remaining)
-                answers.put_nowait(stream_response(answer))
-            finally:
-                slots.release()
+        async def serve(received: Received) -> None:
+            answer = await self._door.answer(
+                received.data, metadata, context.time_remaining, received.held
+            )
+            answers.put_nowait(stream_response(answer))
 
         async def read() -> None:
             try:
-                async for data in requests:
-                    await slots.acquire()
-                    task = asyncio.create_task(serve(data))
-                    serving.add(task)
-                    task.add_done_callback(serving.discard)
-                while serving:  # the client's side ended: answer what is in flight
+                try:
+                    while True:
+                        await slots.acquire()
+                        received = await message_reader.read(context)
+                        if received is None:  # the client's side ended
+                            break
+                        task = asyncio.create_task(serve(received))
+                        serving.add(task)
+                        task.add_done_callback(serving.discard)
+                except Refused as refusal:
+                    refused.append(refusal)
+                while serving:  # answer what is in flight
                     await asyncio.wait(set(serving))
             finally:
                 answers.put_nowait(None)  # the end, however reading ended
@@ -66,8 +79,12 @@ class StreamDoor:
         reader = asyncio.create_task(read())
         try:
             while (response := await answers.get()) is not None:
-                yield response
+                yield response  # back here once gRPC has written it
+                slots.release()
             await reader  # a failure to read the stream ends the call with it
+            if refused:
+                context.set_trailing_metadata(refused[0].metadata)
+                await context.abort(refused[0].code, refused[0].message)
         finally:
             reader.cancel()
             for task in list(serving):

@@ -2,10 +2,10 @@
 the event loop.
 
 A ``ModelInferRequest`` with typed contents (``fp32_contents`` ...) would become a JSON body:
-numbers turned into text (~200 ms on the loop for a million FP32, one call holding the GIL, so
-a thread would not help), then parsed again by the edge. Here each tensor's values become its
-raw bytes instead (`numpy.fromiter`, ~40 ns a value), 65,536 values a slice with the loop free
-between slices (~2.5 ms each), and the message carries raw contents from then on: the edge gets
+numbers turned into text (a long stall of the loop for a large tensor, one call holding the
+GIL, so a thread would not help), then parsed again by the edge. Here each tensor's values
+become its raw bytes instead (`numpy.fromiter`), 65,536 values a slice with the loop free
+between slices (docs/measured.md), and the message carries raw contents from then on: the edge gets
 binary tensors, as from a raw-contents client. The values are the same; only their form
 changes, as `v2proto.grpc.convert` does for raw contents.
 

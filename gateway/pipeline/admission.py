@@ -25,11 +25,18 @@ OVER_SHARE = "tenant_share"  # the shed metric's reason for a tenant over its sh
 
 class AdmissionLayer:
     def __init__(
-        self, metrics: Metrics, inner: Handler, tenants: Mapping[str, TenantConfig] | None = None
+        self,
+        metrics: Metrics,
+        inner: Handler,
+        tenants: Mapping[str, TenantConfig] | None = None,
+        paths: Mapping[str, Handler] | None = None,
     ) -> None:
-        """``tenants``: the configured tenants, whose weights split each model's bound."""
+        """``tenants``: the configured tenants, whose weights split each model's bound.
+        ``paths``: each model's own path below (`gateway.pipeline.build.assemble`); a model
+        without one goes to ``inner``."""
         self._metrics = metrics
         self._inner = inner
+        self._paths = dict(paths or {})
         self._tenants = dict(tenants or {})
         self.models: dict[str, FairShare] = {}  # by model name, made at its first request
         self.shed: dict[str, int] = defaultdict(int)  # refused, 429 and 503 alike
@@ -66,7 +73,7 @@ class AdmissionLayer:
         if self._total == 1:
             self.idle.clear()
         try:
-            return await self._inner(call)
+            return await self._paths.get(name, self._inner)(call)
         finally:
             share.leave(seat)
             self._total -= 1

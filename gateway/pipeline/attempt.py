@@ -5,7 +5,7 @@ It owns the per-try timeout, the replica's outstanding count and latency EWMA, a
 `UpstreamError` carrying their `Outcome` for the layers above. A 200 counts only if it is a V2
 reply to this very request (`check_reply`: well-formed, the attempt's ``id`` echoed); an error
 answer the fault judge disputes (`gateway.policies.fault.disputed`: 4xx, 500, 501) is a
-`Dispute` whose verdict waits for evidence (`gateway.upstream.evidence`), recorded with the
+`Dispute` whose verdict waits for evidence (`gateway.upstream.fault_actions`), recorded with the
 digest of its input (in a pool of one) in the pool's `FaultRecord`; every other failure counts
 at once. A reply
 refused as a protocol error is discarded (`UpstreamResponse.discard`): its connection closes,
@@ -40,9 +40,10 @@ from gateway.pipeline.retry_policy import RetryPolicy
 from gateway.policies.classify import classify_error, classify_status
 from gateway.policies.fault import NONFINITE_STATUS, disputed, input_is_evidence
 from gateway.policies.try_timeout import try_timeout
+from gateway.redact import printable
 from gateway.telemetry.metrics import Metrics
-from gateway.upstream.evidence import Dispute
-from gateway.upstream.transport import Transport, UpstreamResponse
+from gateway.upstream.fault_actions import Dispute
+from gateway.upstream.transport.base import Transport, UpstreamResponse
 from gateway.v2.codec import EncodedBody, decode_outputs
 from gateway.v2.dialect import Dialect
 from gateway.v2.input_digest import OFF_LOOP_BYTES, input_digest
@@ -52,6 +53,9 @@ from gateway.v2.response import check_reply, overflowed_output, with_reply_id
 from v2proto.tensors import nonfinite_message
 
 MIN_TRY_TIMEOUT_S = 0.001
+# What a client is told of a reply not finite for its input (the output's name is the
+# replica's to write: it stays in the detail)
+NONFINITE_NOTE = "an output is not finite for this input: inputs this large overflow the model"
 
 
 class AttemptLayer:
@@ -109,7 +113,7 @@ class AttemptLayer:
             task.cancel()
         await asyncio.gather(*self.background, return_exceptions=True)
 
-    async def _exchange(self, attempt: Try, timeout: float) -> InferResult:
+    async def _exchange(self, attempt: Try, timeout: float) -> InferResult:  # noqa: C901
         leg, replica, breaker_state = attempt.leg, attempt.replica, attempt.breaker_state
         call, pool = leg.call, leg.pool
         started = self._clock.now()
@@ -217,11 +221,12 @@ def _judge_reply(
         if problem is not None or b"null" in response.body:  # JSON that parsed has no NaN
             overflowed = overflowed_output(response.body, length, expected, echoes_id=echoes_id)
         if overflowed is not None:
-            message = nonfinite_message(overflowed)
-            return classify_status(replica_id, NONFINITE_STATUS, latency_s, message)
+            message = printable(nonfinite_message(overflowed))
+            outcome = classify_status(replica_id, NONFINITE_STATUS, latency_s, message)
+            return dataclasses.replace(outcome, note=NONFINITE_NOTE)
     if problem is None:
         return classify_status(replica_id, status, latency_s)
-    return Outcome(OutcomeKind.PROTOCOL_ERROR, replica_id, latency_s, None, problem)
+    return Outcome(OutcomeKind.PROTOCOL_ERROR, replica_id, latency_s, None, printable(problem))
 
 
 async def _input_of(call: InferCall) -> str:
@@ -244,6 +249,6 @@ def _in_client_dialect(
         outputs = decode_outputs(response.body, response.headers.get(HEADER_LENGTH))
         return encode_reply(call, dialect.client_outputs(outputs)), outcome
     except BadRequest as exc:
-        problem = f"its reply does not map to the model's outputs: {exc.message}"
+        problem = printable(f"its reply does not map to the model's outputs: {exc.message}")
         kind = OutcomeKind.PROTOCOL_ERROR
         return None, Outcome(kind, outcome.replica, outcome.latency_s, None, problem)

@@ -42,9 +42,10 @@ class BalanceLayer:
                 tries.take(replica)
                 return await self._inner(Try(leg, replica, state))
             candidates.remove(replica)
-        if tries.pool.paused is not None:  # an operator's pause: say so, not "down"
+        if tries.pool.paused is not None:  # an operator's pause: say so, not "down"; who paused
+            # it and why stay in the keyed /admin/state (a reason may name a node or a person)
             raise NoReplicaAvailable(
-                f"model {leg.call.model_name!r}: pool {tries.pool.name!r} is {tries.pool.paused}"
+                f"model {leg.call.model_name!r}: pool {tries.pool.name!r} is paused"
             )
         raise NoReplicaAvailable(
             f"model {leg.call.model_name!r}: no replica of pool {tries.pool.name!r} is "

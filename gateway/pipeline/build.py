@@ -44,6 +44,13 @@ What flows down (`gateway.pipeline.call`): above the route, the frozen `InferCal
 `Tries`); from the balancer to the attempt, a `Try` (the leg and the chosen replica). What flows
 up is an `InferResult`, or one error carrying its `Outcome`.
 
+Each model's path below admission is assembled at load for what that model uses (`plan`,
+`assemble`): a fallback layer only for a model with a fallback, a hedge layer only where
+hedging is on (a vote's and a rollout's legs keep theirs), the route it declares and no other
+(`gateway check-config --explain MODEL` prints a model's stages, `explain`). Admission picks
+the model's path with one lookup; a model the pipeline was not built with takes the path of
+every route (`Router`).
+
 Each pipeline layer is a class holding the next handler with one ``async __call__``; the edge's
 steps are plain calls where they need not wait. To see or change the order a request goes
 through, read or edit these two functions and nothing else. Every layer that waits (backoff,
@@ -58,6 +65,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gateway.clock import Clock
+from gateway.config.models import GatewayConfig, ModelConfig
 from gateway.config.tenants import TenantConfig
 from gateway.pipeline.admission import AdmissionLayer
 from gateway.pipeline.attempt import AttemptLayer
@@ -82,7 +90,7 @@ from gateway.pipeline.hedge import HedgeLayer
 from gateway.pipeline.retry import RetryLayer
 from gateway.pipeline.retry_policy import RetryPolicy
 from gateway.pipeline.rollout import RolloutRoute
-from gateway.pipeline.route import Router, SingleRoute
+from gateway.pipeline.route import Counted, Router, SingleRoute
 from gateway.pipeline.vote import VoteRoute
 from gateway.policies.budget import RetryBudget
 from gateway.policies.byte_budget import InflightBytes
@@ -92,7 +100,7 @@ from gateway.rollout.controller import Rollouts
 from gateway.telemetry.metrics import Metrics
 from gateway.telemetry.tracing import Tracer
 from gateway.upstream.registry import Registry
-from gateway.upstream.transport import Transport
+from gateway.upstream.transport.base import Transport
 
 
 def build_edge(
@@ -154,7 +162,10 @@ def build_pipeline(
     adjust: Adjuster | None = None,
     tenants: Mapping[str, TenantConfig] | None = None,
     rollouts: Rollouts | None = None,
+    models: Mapping[str, ModelConfig] | None = None,
 ) -> Pipeline:
+    """The pipeline; with ``models``, each model's path below admission is assembled for what
+    that model uses (`assemble`), and a model not named there takes the path of every route."""
     metrics = metrics or Metrics(process=False)
     adjust = adjust or no_adjustment
     retry = RetryPolicy(budget, adjust, metrics, clock, rng)
@@ -170,6 +181,81 @@ def build_pipeline(
         routes["rollout"] = rollout  # models that declare a rollout (not voted ones)
     route = Router(routes, retry.count_request)
     fallback = FallbackLayer(fallbacks or {}, clock, metrics, adjust, route)
-    deadline = DeadlineLayer(clock, fallback)
-    admission = AdmissionLayer(metrics, deadline, tenants)
+    deadline = DeadlineLayer(clock, fallback)  # every route, for a model not assembled
+    paths: dict[str, Handler] = {}
+    for name, model in (models or {}).items():
+        chosen = plan(model)
+        if chosen.route != "rollout" or rollout is not None:
+            paths[name] = assemble(chosen, clock, registry, retry, balance, leg, vote, rollout,
+                                   fallback)  # fmt: skip
+    admission = AdmissionLayer(metrics, deadline, tenants, paths)
     return Pipeline(admission, admission, fallback, vote, hedge, attempt, rollout)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What one model's path holds below admission: its route, and whether it has a fallback
+    layer and a hedge layer (a vote's and a rollout's legs keep theirs: the vote and the
+    rollout route are one object each, the gateway's)."""
+
+    route: str  # "single", "vote" or "rollout"
+    fallback: str | None  # the fallback model, when the model has one
+    hedge: bool
+
+    def stages(self) -> list[str]:
+        """The stages in order, admission to replica."""
+        route = {
+            "single": "route(single)",
+            "vote": "route(vote: k legs, then a vote)",
+            "rollout": "route(rollout: pool or candidate, a copy compared off-path)",
+        }[self.route]
+        names = ["admission", "deadline"]
+        if self.fallback is not None:
+            names.append(f"fallback({self.fallback})")
+        names += [route, "retry", *(["hedge"] if self.hedge else []), "balance", "attempt"]
+        return names
+
+
+def plan(model: ModelConfig) -> Plan:
+    """The path ``model`` uses: no fallback layer without a fallback, no hedge layer on a
+    single route with hedging off, no vote or rollout machinery on a plain route."""
+    route = "rollout" if model.rollout is not None else model.route
+    fallback = model.fallback.model if model.fallback is not None else None
+    return Plan(route, fallback, model.hedge.enabled or route != "single")
+
+
+def assemble(
+    chosen: Plan,
+    clock: Clock,
+    registry: Registry,
+    retry: RetryPolicy,
+    balance: BalanceLayer,
+    hedged_leg: RetryLayer,
+    vote: VoteRoute,
+    rollout: RolloutRoute | None,
+    fallback: FallbackLayer,
+) -> Handler:
+    """The handler of ``chosen`` from the pipeline's own layers (one of each: the vote's
+    suspects, the hedge's counts and the rollout's copies are the gateway's)."""
+    route: Handler
+    if chosen.route == "rollout" and rollout is not None:
+        route = Counted(rollout, retry.count_request)
+    elif chosen.route == "vote":
+        route = Counted(vote, retry.count_request)
+    else:
+        leg = hedged_leg if chosen.hedge else RetryLayer(retry, balance)
+        route = SingleRoute(registry, leg, retry.count_request)
+    if chosen.fallback is not None:
+        route = fallback.over(route)
+    return DeadlineLayer(clock, route)
+
+
+def explain(config: GatewayConfig, name: str) -> list[str]:
+    """The stages a request to model ``name`` goes through in a gateway built from
+    ``config``, door to replica (`gateway check-config --explain MODEL`)."""
+    tenants = config.tenants
+    edge = ["tenant (API key)" if tenants else "tenant: anonymous only (no keys)", "model"]
+    if any(t.max_in_flight or t.rate_per_s for t in tenants.values()):
+        edge.append("tenant limits")
+    edge += ["body", "timeout", "parse", "schema", "call"]
+    return [*edge, *plan(config.models[name]).stages()]

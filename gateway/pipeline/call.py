@@ -28,7 +28,7 @@ from gateway.deadline import Deadline
 from gateway.outcome import Outcome
 from gateway.slo.policy import NORMAL, PolicyAdjustment
 from gateway.telemetry.spans import RequestSpan
-from gateway.upstream.evidence import Dispute
+from gateway.upstream.fault_actions import Dispute
 from gateway.upstream.registry import Pool
 from gateway.upstream.replica import Replica
 from gateway.v2.body import Body

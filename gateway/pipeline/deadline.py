@@ -34,7 +34,7 @@ class DeadlineLayer:
                 raise DeadlineExceeded(self._expired_message(call)) from exc
             raise UpstreamFailed(
                 f"model {call.model_name!r}: no replica answered after {call.attempts} "
-                f"attempt(s); last: {exc.outcome.describe() if exc.outcome else exc.message}"
+                f"attempt(s); last: {_summary(exc)}"
             ) from exc
 
     @staticmethod
@@ -45,3 +45,8 @@ class DeadlineLayer:
 
 def _cut_by_deadline(call: InferCall, error: UpstreamError) -> bool:
     return isinstance(error, UpstreamTimeout) and call.deadline.remaining() < MIN_TRY_S
+
+
+def _summary(error: UpstreamError) -> str:
+    """The last attempt as a client is told of it (`Outcome.summary`: no replica's text)."""
+    return error.outcome.summary() if error.outcome else "no attempt answered"

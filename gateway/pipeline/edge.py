@@ -79,7 +79,8 @@ class Intake:
     received: int = -1  # the body's bytes, once read
     rows: int = -1  # the request's rows, once parsed
     call: InferCall | None = None
-    held: int = 0  # bytes it holds in the in-flight budget, given back at `Edge.done`
+    held: int = 0  # bytes it holds in the in-flight budget, given back at `Edge.done` (a door
+    # that read the body under the budget itself, as gRPC's does, sets it before `Edge.infer`)
 
     @property
     def attempts(self) -> int:
@@ -131,11 +132,13 @@ class Edge:
         headers = intake.headers
         tenant = intake.tenant = self._caller.tenant(headers)
         model = intake.model = self._caller.model(intake.model_name, intake.version, tenant)
-        limiter = self._limits.get(tenant)
-        limiter.enter()  # before the body is read: a refusal costs ≈ nothing
+        # a gateway whose tenants set no limits (or has none) has no limits step
+        limiter = self._limits.get(tenant) if self._limits.limiters else None
+        if limiter is not None:
+            limiter.enter()  # before the body is read: a refusal costs ≈ nothing
         try:
             memory = self._memory
-            if memory is not None:
+            if memory is not None and not intake.held:  # a door may have counted it already
                 size = self._declared(headers.get("content-length"))
                 if memory.fits(size):  # the usual case: no await
                     memory.add(size)
@@ -165,7 +168,8 @@ class Edge:
             self._release(intake)  # no `done` follows a crash or a cancellation
             raise
         finally:
-            limiter.leave()
+            if limiter is not None:
+                limiter.leave()
         if result.status == 200 and result.vote is None and result.degraded is None:
             # the replica's answer in the client's names (a vote's and a fallback's already are)
             result.body, result.header_length = rename_reply(

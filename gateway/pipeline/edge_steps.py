@@ -113,10 +113,11 @@ class Parse:
     """The V2 structure (400): inline when the JSON to parse is at most the parser's
     ``inline_max_bytes``, else off the event loop, so one big body never stalls the other
     clients. A binary tensor request's JSON is its header alone (a few hundred bytes): its
-    tensor bytes are checked in place, by sizes and numpy, and never leave the process. A
-    JSON body up to ``fast_inline_max_bytes`` whose data is flat lists of floats is checked
-    inline by the fast path (`gateway.v2.json_fast`: ≈ 1 ms per MB, where shipping it to a
-    worker costs more than checking it); one the fast path declines goes to the offload."""
+    tensor bytes are checked in place, by sizes and numpy, and never leave the process. A JSON
+    body up to ``fast_inline_max_bytes`` whose data is flat lists of floats is checked inline by
+    the fast path (`gateway.v2.json_fast`, where shipping it to a worker costs more than
+    checking it; loadtests/bench_payloads.py); one the fast path declines goes to the
+    offload."""
 
     __slots__ = ("_fast_max", "_inline_max", "_parser")
 

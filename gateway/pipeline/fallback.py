@@ -72,6 +72,10 @@ class FallbackLayer:
         self._fallbacks = fallbacks
         self._inner = inner
 
+    def over(self, inner: Handler) -> FallbackLayer:
+        """This layer above ``inner`` instead (a model's own path, assembled at load)."""
+        return FallbackLayer(self._fallbacks, self._clock, self._metrics, self._adjust, inner)
+
     async def __call__(self, call: InferCall) -> InferResult:
         policy = call.model.fallback
         if policy is None:

@@ -7,7 +7,7 @@ After a failure the loop asks the policy for the next try (it waits out the back
 for the retry), and
 - a slow try keeps running (`PendingAnswers`): whichever exchange answers well first wins;
 - error answers are disputes the fault judge settles (`gateway.policies.fault`, carried out by
-  `gateway.upstream.evidence`): after each refused retry, when the tries end, and when another
+  `gateway.upstream.fault_actions`): after each refused retry, when the tries end, and when another
   replica answers; a verdict that blames the request ends the tries, charging no one;
 - no replica left to try (`NoReplicaAvailable`) ends the tries with how the last try failed.
 """
@@ -18,7 +18,7 @@ from gateway.errors import NoReplicaAvailable, UpstreamError
 from gateway.pipeline.call import InferResult, Leg, LegHandler
 from gateway.pipeline.pending import PendingAnswers
 from gateway.pipeline.retry_policy import RetryPolicy
-from gateway.upstream import evidence
+from gateway.upstream import fault_actions
 
 
 class RetryLayer:
@@ -32,7 +32,7 @@ class RetryLayer:
         except UpstreamError as first:
             result = await self._retry(leg, first)
         if leg.tries.disputes:
-            evidence.answered(leg.tries.settle(), result.served_by)
+            fault_actions.answered(leg.tries.settle(), result.served_by)
         return result
 
     async def _retry(self, leg: Leg, error: UpstreamError) -> InferResult:
@@ -43,7 +43,7 @@ class RetryLayer:
                 return await pending.race(self._inner(leg))
             except UpstreamError as exc:
                 pending.keep(exc)
-                rejected = evidence.refused(
+                rejected = fault_actions.refused(
                     leg.tries.disputes, leg.call.model_name, leg.call.model.retry.max_attempts
                 )
                 if rejected is not None:  # the request's fault: nobody is charged
@@ -61,7 +61,7 @@ class RetryLayer:
         result = await pending.first_good()
         if result is not None:
             return result
-        rejected, refusals = evidence.tries_ended(leg.tries.settle(), leg.call.model_name)
+        rejected, refusals = fault_actions.tries_ended(leg.tries.settle(), leg.call.model_name)
         for refusal in refusals:
             leg.tries.dispute(refusal)
         if rejected is not None:

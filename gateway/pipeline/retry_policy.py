@@ -121,7 +121,7 @@ class RetryPolicy:
 
     def _backoff(self, leg: Leg) -> float:
         """The model's full-jitter wait after the leg's tries so far: a retry only, never a
-        first try (1.4 µs; the `Retrying` and its wait are made once per backoff setting)."""
+        first try (the `Retrying` and its wait are made once per backoff setting)."""
         policy = leg.call.model.retry
         key = (policy.backoff_base_ms, policy.backoff_max_ms)
         retrying = self._backoffs.get(key)

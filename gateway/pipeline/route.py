@@ -22,11 +22,18 @@ from gateway.v2.request import HEADER_LENGTH
 
 
 class SingleRoute:
-    def __init__(self, registry: Registry, leg: LegHandler) -> None:
+    def __init__(
+        self, registry: Registry, leg: LegHandler, count: Callable[[], None] | None = None
+    ) -> None:
+        """``count``: counts the request towards the retry budget's allowance, where this
+        route is a model's own (`gateway.pipeline.build.assemble`), not the `Router`'s."""
         self._registry = registry
         self._leg = leg
+        self._count = count
 
     async def __call__(self, call: InferCall) -> InferResult:
+        if self._count is not None:
+            self._count()
         pool = self._registry.pools[call.model.pools[0]]
         return await self._leg(Leg(speak(call, pool), Tries(call.ledger, pool)))
 
@@ -40,6 +47,21 @@ class Router:
         self._count()
         route = "rollout" if call.model.rollout is not None else call.model.route
         return await self._routes[route](call)
+
+
+class Counted:
+    """A route that is a model's own (a vote, a rollout): the request counted once, as the
+    `Router` counts it."""
+
+    __slots__ = ("_count", "_route")
+
+    def __init__(self, route: Handler, count: Callable[[], None]) -> None:
+        self._route = route
+        self._count = count
+
+    async def __call__(self, call: InferCall) -> InferResult:
+        self._count()
+        return await self._route(call)
 
 
 def speak(call: InferCall, pool: Pool) -> InferCall:

@@ -31,7 +31,7 @@ from gateway.policies.suspects import SuspectTracker
 from gateway.policies.voting import VoteResult, VoteRule, other_outputs, vote
 from gateway.telemetry.metrics import Metrics
 from gateway.telemetry.throttle import LogThrottle
-from gateway.upstream import evidence
+from gateway.upstream import fault_actions
 from gateway.upstream.registry import Registry
 from gateway.v2.codec import decode_outputs
 from gateway.v2.outputs import asking_for
@@ -107,11 +107,11 @@ class VoteRoute:
         refusals = [d for leg in legs.values() for d in leg.tries.settle()]
         if result is None or not result.agreed:
             self._metrics.vote(call.model_name, "no_quorum")
-            rejected = evidence.no_quorum(refusals, call.model_name)
+            rejected = fault_actions.no_quorum(refusals, call.model_name)
             if rejected is not None:  # legs of two versions refused it alike: the request's fault
                 raise rejected
             raise NoQuorum(_no_quorum_message(call.model_name, config, answers, result))
-        evidence.answered(refusals, "the vote's quorum")
+        fault_actions.answered(refusals, "the vote's quorum")
         self._judge(call.model_name, config, result, served, replaced)
         dissenters = [served[leg] for leg, rows in result.dissenters.items() if rows]
         self._metrics.vote(call.model_name, result.tally, dissenters)

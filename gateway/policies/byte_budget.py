@@ -1,19 +1,21 @@
 """The gateway-wide budget of in-flight request and reply bytes: a memory bound across requests.
 
 Each request and answer body the gateway holds is in memory until its answer is written; caps
-per request (``server.max_body_bytes``, ``max_reply_body_bytes``) do not bound their sum, so 32
-clients sending 6 MB each held 192 MB of bodies (and the copies made of them) at once. Here a
-request declares its body (Content-Length) before the body is read; it is admitted while the
-bytes held, plus its own, stay within ``server.inflight_bytes``; otherwise it waits, first come
-first served, up to ``server.inflight_wait_s``, then gets 503 with Retry-After. A body that the
+per request (``server.max_body_bytes``, ``upstream.max_reply_body_bytes``) do not bound their
+sum, so 32 clients sending 6 MB each held 192 MB of bodies (and the copies made of them) at
+once. Here a request declares its body (Content-Length) before the body is read; it is
+admitted while the bytes held, plus its own, stay within ``server.inflight_bytes``; otherwise it
+waits, first come first served, up to ``server.inflight_wait_s``, then gets 503 with
+Retry-After. A body that the
 client did not declare (chunked), and each answer body, are counted once received, never waited
 for (they are already in memory): they hold new requests back until their answer is written.
 
 One request alone is always admitted when nothing else is held, so a body under the cap is
 never refused for being larger than the budget. Waiters are woken in order as bytes come back;
 no timer runs while nothing waits. When the budget drains after a burst of at least
-``burst_bytes``, ``drained`` is called (the gateway gives the heap's free pages back then:
-`gateway.policies.heap_trim`).
+``burst_bytes``, or half the limit where that is less (a 16 MiB budget full of 6 MB bodies
+never holds more than 12 MB), ``drained`` is called (the gateway gives the heap's free pages
+back then: `gateway.policies.heap_trim`).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ class InflightBytes:
         self.held = 0
         self.peak = 0  # the most held at once (for /metrics and the benchmarks)
         self._drained = drained
-        self._burst_bytes = burst_bytes
+        self._burst_bytes = min(burst_bytes, limit // 2)
         self._burst = 0  # the most held since the budget last drained
         self.refused = 0
         self._waiters: deque[tuple[int, asyncio.Future[None]]] = deque()

@@ -14,6 +14,7 @@ from gateway.errors import (
     UpstreamTimeout,
 )
 from gateway.outcome import Outcome, OutcomeKind
+from gateway.redact import printable
 
 
 def classify_status(replica: str, status: int, latency_s: float, detail: str = "") -> Outcome:
@@ -35,4 +36,4 @@ def classify_error(replica: str, error: UpstreamError, latency_s: float) -> Outc
         kind = OutcomeKind.PROTOCOL_ERROR
     else:
         kind = OutcomeKind.SERVER_ERROR
-    return Outcome(kind, replica, latency_s, None, error.message)
+    return Outcome(kind, replica, latency_s, None, printable(error.message))

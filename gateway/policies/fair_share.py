@@ -9,19 +9,26 @@ borrow (``nominalConcurrencyShares``, ``lendablePercent``), the bound is split h
 - a tenant's *quota*: its weighted share of the bound, ``bound × weight / Σ weights``, rounded
   down, at least 1;
 - while a tenant holds fewer requests than its quota, the others keep room free for it: its
-  *reserve*, ``ceil(tenant_reserve × share)`` slots, or what it still lacks of its quota if
-  less;
-- a request is admitted iff the room left after it covers the other tenants' reserves.
+  *claim*, ``ceil(tenant_reserve × share)`` slots (its *reserve*), or what it still lacks of
+  its quota if less;
+- a claim is kept only in free slots: a tenant that takes a slot kept for it while its claim
+  stays (it still lacks a whole reserve) *owes* that slot until one frees, and the freed slot
+  pays it back (the leaving tenant's debt first) before anyone may borrow it;
+- a request is admitted iff the room left after it covers the free slots kept for the others.
 
-So a tenant below its quota is refused only while some other holds more than its own (it
-borrowed); a tenant at its quota borrows whatever nobody keeps (work-conserving), and as the
-borrowed requests end, a tenant below its quota gets the freed room, not the borrower. Refusals:
-429 with ``Retry-After`` to a tenant at or over its quota (its own excess), 503 `Overloaded` to
-one below it (the model is full). A tenant alone (no tenants configured) has the whole bound:
-first come, 503 when full, as before tenants. Where the bound is smaller than the number of
-tenants no slot can be kept for each, and the same first-come rule holds.
+So free room never falls short of what is kept, and a tenant under its quota always finds the
+slots kept for it: one that sends one request at a time is never refused, however many others
+flood. A tenant below its quota is refused only while some other holds more than its own (it
+borrowed) and the free slots are all kept for others; a tenant at its quota borrows whatever
+nobody keeps (work-conserving), and as the borrowed requests end, a tenant below its quota gets
+the freed room, not the borrower. Refusals: 429 with ``Retry-After`` to a tenant at or over its
+quota (its own excess), 503 `Overloaded` to one below it (the model is full). A tenant alone
+(no tenants configured) has the whole bound: first come, 503 when full, as before tenants.
+Where the bound is smaller than the number of tenants no slot can be kept for each, and the
+same first-come rule holds.
 
-The hot path is O(1): the sum of the reserves is kept as requests enter and leave.
+The hot path is O(1): the sums of the kept and owed slots are updated as requests enter and
+leave (a debt paid back looks for its tenant among the model's few seats).
 """
 
 from __future__ import annotations
@@ -39,33 +46,39 @@ _EPSILON = 1e-9  # 3 × (4/3) is 4 to a person: float shares are rounded as one 
 class Seat:
     """One tenant's place in one model's admission: its quota, reserve and counts."""
 
-    __slots__ = ("admitted", "held", "name", "over_share", "quota", "reserve", "shed")
+    __slots__ = ("admitted", "held", "name", "over_share", "owed", "quota", "reserve", "shed")
 
     def __init__(self, name: str, quota: int, reserve: int) -> None:
         self.name = name
         self.quota = quota
         self.reserve = reserve
         self.held = 0
+        self.owed = 0  # slots of its claim that are not free now: it took them itself
         self.admitted = 0
         self.over_share = 0  # refused with 429
         self.shed = 0  # refused with 503
 
-    def kept(self, held: int) -> int:
+    def claim(self, held: int) -> int:
         """The room the other tenants keep free for this one while it holds ``held``."""
         lacking = self.quota - held
         return self.reserve if lacking >= self.reserve else max(lacking, 0)
 
+    def kept(self) -> int:
+        """The free slots kept for it now: its claim less what it owes."""
+        return self.claim(self.held) - self.owed
+
     def to_json(self) -> dict[str, int]:
         return {
             "in_flight": self.held, "quota": self.quota, "reserve": self.reserve,
-            "admitted": self.admitted, "over_share": self.over_share, "shed": self.shed,
+            "owed": self.owed, "admitted": self.admitted, "over_share": self.over_share,
+            "shed": self.shed,
         }  # fmt: skip
 
 
 class FairShare:
     """The admission decision of one model: `enter` admits or refuses, `leave` frees."""
 
-    __slots__ = ("bound", "held", "kept", "model", "retry_after_s", "seats")
+    __slots__ = ("bound", "held", "kept", "model", "owed", "retry_after_s", "seats")
 
     def __init__(self, model: str, config: AdmissionConfig, weights: Mapping[str, float]) -> None:
         self.model = model
@@ -76,7 +89,8 @@ class FairShare:
             for name, (quota, reserve) in shares(self.bound, weights, config.tenant_reserve).items()
         }
         self.held = 0  # requests in flight, all tenants
-        self.kept = sum(seat.kept(0) for seat in self.seats.values())  # all reserves, now
+        self.kept = sum(seat.kept() for seat in self.seats.values())  # free slots kept, all
+        self.owed = 0  # claims not covered by free room, all tenants
 
     def enter(self, tenant: str) -> Seat:
         """Admits one request of ``tenant`` (pass its seat to `leave`) or raises its refusal:
@@ -86,20 +100,34 @@ class FairShare:
             seat = self._stranger(tenant)
         held = seat.held
         lacking = seat.quota - held
-        own = seat.reserve if lacking >= seat.reserve else (lacking if lacking > 0 else 0)
-        if self.bound - self.held <= self.kept - own:  # the room left would not cover the rest
+        claim = seat.reserve if lacking >= seat.reserve else (lacking if lacking > 0 else 0)
+        owed = seat.owed
+        if self.bound - self.held <= self.kept - claim + owed:  # only others' kept room free
             raise self._refusal(seat)
         seat.held = held + 1
         seat.admitted += 1
         self.held += 1
-        if 0 < lacking <= seat.reserve:  # its reserve shrinks by the slot it now holds
+        if 0 < lacking <= seat.reserve:  # its claim shrinks by the slot it now holds
+            if owed == claim:  # none of it was free: it took unkept room and owes one less
+                seat.owed = owed - 1
+                self.owed -= 1
+            else:
+                self.kept -= 1
+        elif self.kept > self.bound - self.held:  # it took a slot kept for it, claim unchanged
+            seat.owed = owed + 1
+            self.owed += 1
             self.kept -= 1
         return seat
 
     def leave(self, seat: Seat) -> None:
         seat.held -= 1
         self.held -= 1
-        if 0 < seat.quota - seat.held <= seat.reserve:
+        if 0 < seat.quota - seat.held <= seat.reserve:  # its claim grows by the freed slot
+            self.kept += 1
+        elif self.owed:  # the freed slot pays back what a tenant owes, its own first
+            owing = seat if seat.owed else next(s for s in self.seats.values() if s.owed)
+            owing.owed -= 1
+            self.owed -= 1
             self.kept += 1
 
     def __iter__(self) -> Iterator[Seat]:

@@ -5,12 +5,12 @@ input that crashes every runtime), or the replica may be (a rollout with a chang
 that still reports ready, two replicas starting to fail together on a bad node). So such an
 answer is *disputed*: nobody is charged until evidence decides, and the evidence is other
 answers to the same request (or, where a pool has one replica, to the same input). The rules
-are the rows of `RULES`, in the order they are tried, and the README's "Who is at fault"
+are the rows of `RULES`, in the order they are tried, and docs/faults.md's "Who is at fault"
 table lists the same rows; `judge` reads them and nothing else decides. The retry and vote
-layers and the golden prober only carry its verdicts out (`gateway.upstream.evidence`).
+layers and the golden prober only carry its verdicts out (`gateway.upstream.fault_actions`).
 
 `judge` is pure: what a pool has recently seen (its error streak, earlier refusals of an
-input) comes in as a `PoolView` the caller takes from the pool's `FaultRecord`, so a table of
+input) comes in as a `PoolFaultView` the caller takes from the pool's `FaultRecord`, so a table of
 cases tests every row without a pipeline.
 """
 
@@ -146,7 +146,7 @@ def input_is_evidence(pool_size: int, status: int) -> bool:
     )
 
 
-class Evidence(Protocol):
+class FaultEvidence(Protocol):
     """One refusal: which replica of which pool answered what to which input."""
 
     @property
@@ -162,12 +162,12 @@ class Evidence(Protocol):
     def input(self) -> str: ...
 
 
-E = TypeVar("E", bound=Evidence)
+E = TypeVar("E", bound=FaultEvidence)
 
 
 @dataclass(frozen=True, slots=True)
 class Refusal:
-    """A plain `Evidence` value (golden probes, tests)."""
+    """A plain `FaultEvidence` value (golden probes, tests)."""
 
     replica_id: str
     pool_name: str
@@ -176,7 +176,7 @@ class Refusal:
 
 
 @dataclass(frozen=True, slots=True)
-class PoolView:
+class PoolFaultView:
     """What a pool has recently seen, as the judge needs it (from its `FaultRecord`)."""
 
     size: int  # replicas in the pool
@@ -195,7 +195,7 @@ class PoolView:
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict(Generic[E]):
+class FaultVerdict(Generic[E]):
     """What the evidence decides; `fault` sums it up, the parts say what to carry out."""
 
     request: tuple[E, ...] = ()  # witnesses: the client gets a 4xx naming them
@@ -213,9 +213,9 @@ class Verdict(Generic[E]):
 def judge(
     stage: Stage,
     refusals: Sequence[E],
-    pools: Mapping[str, PoolView] | None = None,
+    pools: Mapping[str, PoolFaultView] | None = None,
     max_attempts: int | None = None,
-) -> Verdict[E]:
+) -> FaultVerdict[E]:
     """The verdict on ``refusals`` (in the order they came) at ``stage``.
 
     Rows that need witnesses are tried first: of those that blame the request, the one whose
@@ -235,7 +235,7 @@ def judge(
                 blamed = (found[0], rule, found[1])
     if blamed is not None:
         _, rule, witnesses = blamed
-        return Verdict(tuple(witnesses), (), tuple(witnesses) if rule.keep_open else (), rule)
+        return FaultVerdict(tuple(witnesses), (), tuple(witnesses) if rule.keep_open else (), rule)
     charged: list[tuple[E, Rule]] = []
     still_open: list[E] = []
     answer: tuple[E, ...] = ()
@@ -250,11 +250,11 @@ def judge(
             answer, answered_by = (refusal,), row
             if row.keep_open:
                 still_open.append(refusal)
-    return Verdict(answer, tuple(charged), tuple(still_open), answered_by)
+    return FaultVerdict(answer, tuple(charged), tuple(still_open), answered_by)
 
 
 def _witnesses(
-    rule: Rule, refusals: Sequence[E], views: Mapping[str, PoolView], max_attempts: int | None
+    rule: Rule, refusals: Sequence[E], views: Mapping[str, PoolFaultView], max_attempts: int | None
 ) -> tuple[int, list[E]] | None:
     """Where in ``refusals`` the row's witnesses were complete, and who they are (None: never)."""
     alike: dict[int, list[E]] = {}
@@ -279,14 +279,14 @@ def _witnesses(
     return None
 
 
-def _view(views: Mapping[str, PoolView], refusal: Evidence) -> PoolView:
+def _view(views: Mapping[str, PoolFaultView], refusal: FaultEvidence) -> PoolFaultView:
     view = views.get(refusal.pool_name)
     if view is None:
         raise KeyError(f"no record of pool {refusal.pool_name!r} for the fault judge")
     return view
 
 
-def _needed(rule: Rule, view: PoolView | None, max_attempts: int | None) -> int:
+def _needed(rule: Rule, view: PoolFaultView | None, max_attempts: int | None) -> int:
     """Witnesses a row needs: as written, or for ``REPLICAS_THE_POOL_HAS`` as many as the pool
     has and the attempts allow (never fewer than two: one replica's word is never enough)."""
     if rule.counted is not Witnesses.REPLICAS_THE_POOL_HAS or view is None:

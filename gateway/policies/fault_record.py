@@ -1,7 +1,7 @@
 """A pool's recent record for the fault judge: its error streak and the inputs it refused.
 
 The judge (`gateway.policies.fault`) is pure; what it needs to know about the pool beyond one
-request lives here, written by the attempt layer as answers arrive and read as a `PoolView`
+request lives here, written by the attempt layer as answers arrive and read as a `PoolFaultView`
 when a verdict is due. Concurrent requests share it: that is the point (a pool that fails
 everyone's requests is broken; an input that one replica refused on several requests is
 poison), so every update is a plain step with no await in between.
@@ -13,13 +13,16 @@ from collections import OrderedDict, deque
 from collections.abc import Iterable
 
 from gateway.clock import Clock
-from gateway.policies.fault import PoolView
+from gateway.policies.fault import PoolFaultView
 
 MAX_INPUTS = 1024  # refused inputs remembered per pool (least recently refused forgotten first)
 KEPT_TIMES = 8  # refusal times kept per input and status
 
 
 class FaultRecord:
+    """Bounded by count: at most ``max_inputs`` refused (input, status) pairs, the least
+    recently refused forgotten first, each with its last `KEPT_TIMES` refusal times."""
+
     def __init__(self, clock: Clock, max_inputs: int = MAX_INPUTS) -> None:
         self._clock = clock
         self._max_inputs = max_inputs
@@ -50,7 +53,7 @@ class FaultRecord:
             self._refused.move_to_end(key)
         times.append(self._clock.now())
 
-    def view(self, size: int, inputs: Iterable[tuple[str, int]] = ()) -> PoolView:
+    def view(self, size: int, inputs: Iterable[tuple[str, int]] = ()) -> PoolFaultView:
         """The record as the judge reads it, with the refusal times of ``inputs`` only."""
         refused_at = {key: tuple(self._refused.get(key, ())) for key in inputs}
-        return PoolView(size, self.error_streak, self._clock.now(), refused_at)
+        return PoolFaultView(size, self.error_streak, self._clock.now(), refused_at)

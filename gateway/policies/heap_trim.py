@@ -6,7 +6,7 @@ reads of ~64 KiB, parser pieces, the body itself) come from the heap; freed amon
 objects, they leave free pages glibc keeps. 32 clients sending 6 MB bodies left the gateway 46
 % above its baseline RSS for good; one ``malloc_trim(0)`` (which also releases free pages
 inside the heap, not only at its top) took it back below the baseline. So when the in-flight
-byte budget drains after holding at least ``min_burst_bytes``, a trim runs shortly after, in a
+byte budget drains after a burst (`gateway.policies.byte_budget`), a trim runs shortly after, in a
 worker thread (it walks the heap: not on the event loop), at most one at a time, and once more
 a while later: buffers the budget no longer counts may still be alive at the drain (a request
 past its deadline whose body a socket's write queue still holds, until it drains). Not glibc:
@@ -33,13 +33,11 @@ def return_large_buffers_to_the_os() -> None:
     """Allocations from 32 MiB up are mmapped, and so given back to the OS when freed.
 
     glibc raises its mmap threshold to the size of each large block freed, so without a fixed
-    one a 60 MB body's buffers came from the heap and stayed (297 MB kept after a 113 MB
-    baseline). The threshold was 256 KiB at first, which made every large temporary a fresh
-    mmap whose pages fault in one by one: checking a 1.2 MB JSON image took 2.6 ms instead of
-    0.26 ms, and the gateway spent 5.3 ms per such request instead of 2.8 ms. Blocks under 32
-    MiB (every body under the default cap) now come from the heap and are reused; what a burst
-    leaves there goes back with the trim below (32 clients × 6 MB: RSS back to -4 % of its
-    baseline either way).
+    one a large body's buffers come from the heap and stay. A low threshold makes every large
+    temporary a fresh mmap whose pages fault in one by one, which slows the checks of large
+    JSON bodies several times over. Blocks under 32 MiB (every body under the default cap)
+    come from the heap and are reused; what a burst leaves there goes back with the trim below
+    (loadtests/bench_pressure.py measures the RSS, loadtests/bench_payloads.py the CPU).
     """
     with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to tune
         ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, LARGE_BUFFER_BYTES)

@@ -1,7 +1,8 @@
 """A pool's recent latency distribution, for hedging after the observed p95.
 
 A fixed ring of the last ``size`` successful attempt latencies; the quantile is recomputed every
-``refresh_every`` samples, so the request path pays an append, not a sort.
+``refresh_every`` samples, so the request path pays an append, not a sort. Bounded by count:
+``size`` floats, and a sorted copy of at most as many, however many latencies were recorded.
 """
 
 from __future__ import annotations

@@ -1,5 +1,9 @@
 """Replica selection: power-of-two-choices on least outstanding, tie-broken by EWMA latency.
 
+Load is ``(outstanding + 1) / weight``: at weight 1 (every replica, unless the hardware rules
+lowered it for a throttled GPU) the order is plain least outstanding; at 0.25 an idle
+replica counts as one with 3 requests in flight.
+
 P2C gets close to least-loaded without scanning or a global lock, and avoids herding every
 request onto the one replica that looked best a moment ago (Mitzenmacher; Envoy's LEAST_REQUEST).
 """
@@ -20,6 +24,9 @@ class Loaded(Protocol):
     @property
     def ewma_latency_s(self) -> float: ...
 
+    @property
+    def weight(self) -> float: ...
+
 
 R = TypeVar("R", bound=Loaded)
 
@@ -37,5 +44,5 @@ class PowerOfTwoChoices:
         return min(first, second, key=_load)
 
 
-def _load(replica: Loaded) -> tuple[int, float]:
-    return (replica.outstanding, replica.ewma_latency_s)
+def _load(replica: Loaded) -> tuple[float, float]:
+    return ((replica.outstanding + 1) / replica.weight, replica.ewma_latency_s)

@@ -1,8 +1,9 @@
 """The per-try timeout: learned from the pool's latency while a retry is still possible.
 
 A fixed per-try timeout is either too long (every request that meets a hung replica waits it
-out: nginx and HAProxy's 300 ms) or too short (healthy slow answers are thrown away). The
-pool's own recent p99 says what "too long" means right now; the last try gets all that's left.
+out, as with nginx's and HAProxy's fixed timeouts) or too short (healthy slow answers are thrown
+away). The pool's own recent p99 says what "too long" means right now; the last try gets all
+that's left.
 """
 
 from __future__ import annotations

@@ -29,18 +29,18 @@ from gateway.config.rollout import RolloutConfig
 from gateway.errors import Conflict
 from gateway.policies.voting import VoteRule
 from gateway.rollout.compare import rule_of
-from gateway.rollout.evidence import Evidence
+from gateway.rollout.evidence import RolloutEvidence
 from gateway.rollout.pooled import COUNTS, DISAGREE, EvidencePool, step_key
 from gateway.rollout.progress import COMPARING_PHASES, Progress, fingerprint, rollout_key
 from gateway.rollout.shadow import ShadowGate
 from gateway.rollout.split import SmoothSplit
-from gateway.rollout.steps import judge
+from gateway.rollout.steps import judge_canary
+from gateway.rollout.transitions import legal, target
 from gateway.state.decisions import Decision
 from gateway.state.lease import Lease, fenced_version, token_of
 from gateway.telemetry.audit import AuditEvent
 
-RUNNING = frozenset({"shadow", "canary"})
-STARTABLE = frozenset({"waiting", "paused", "rolled_back", "aborted"})
+OPERATOR_ACTIONS = frozenset({"start", "pause", "promote", "abort"})
 
 
 class Decide(Protocol):
@@ -67,10 +67,11 @@ class Run:
     split: SmoothSplit  # which requests the candidate serves (a canary's share)
     began: float  # monotonic: when the current step began here
     progress: Progress | None = None  # None: not known yet (the store not read)
-    step: Evidence = field(default_factory=Evidence)
-    total: Evidence = field(default_factory=Evidence)
+    step: RolloutEvidence = field(default_factory=RolloutEvidence)
+    total: RolloutEvidence = field(default_factory=RolloutEvidence)
+    refused: bool = False  # the store held progress refused (`Rollouts.vet`): write ours again
 
-    def both(self) -> tuple[Evidence, Evidence]:
+    def both(self) -> tuple[RolloutEvidence, RolloutEvidence]:
         return self.step, self.total
 
     def to_json(self, now: float) -> dict[str, Any]:
@@ -216,6 +217,10 @@ class Rollouts:
 
     def tick(self) -> None:
         for run in self.runs.values():
+            if run.refused and self.active and run.progress is not None and self._leading(run):
+                run.refused = False  # the leader's progress replaces the refused one in the store
+                self._take(run, run.progress.phase, run.progress.step, "rule:store", "lead",
+                           "the progress stored by someone else was refused")  # fmt: skip
             self._adopt(run)
             if run.progress is None and self.active and self._synced() and self._leading(run):
                 phase = run.config.mode if run.config.auto_start else "waiting"
@@ -243,14 +248,14 @@ class Rollouts:
             return
         if run.progress is not None and decision.version <= run.progress.version:
             return
-        progress = Progress.from_decision(decision)
+        progress = Progress.from_decision(decision, run.config)
         if progress is None or progress.declared != run.declared:
             return
         if run.progress is None or (progress.phase, progress.step) != (
             run.progress.phase,
             run.progress.step,
         ):
-            run.step, run.began = Evidence(), self._clock.now()
+            run.step, run.began = RolloutEvidence(), self._clock.now()
         run.progress = progress
 
     def _judge(self, run: Run) -> None:
@@ -260,7 +265,9 @@ class Rollouts:
         held_s = self._clock.now() - run.began
         step = self._step_key(run)
         evidence = self.pool.pooled(step, run.step) if step is not None else run.step
-        verdict = judge(run.config, progress.step, evidence, held_s, self._burning(run.model))
+        verdict = judge_canary(
+            run.config, progress.step, evidence, held_s, self._burning(run.model)
+        )
         if verdict.action != "rollback" and not self._leading(run):
             return  # the lease holder moves it on; any gateway rolls back on what it sees
         if verdict.action == "advance":
@@ -270,6 +277,33 @@ class Rollouts:
         elif verdict.action == "rollback":
             self._take(run, "rolled_back", progress.step, f"rule:{verdict.rule}", "rollback",
                        verdict.why)  # fmt: skip
+
+    def vet(self, decision: Decision) -> str | None:
+        """Why progress read back from the store must not be obeyed, or None (the decision
+        book asks, `DecisionBook.vet`): a step outside the plan; or, once progress is known
+        here, a fencing token below the current lease's, or a move the plan has no action for
+        (`gateway.rollout.transitions`). Progress of another declaration is not for this
+        gateway to judge_canary (it is not resumed either)."""
+        kind, _, model = decision.key.partition(":")
+        run = self.runs.get(model)
+        if kind != "rollout" or run is None:
+            return None
+        loose = Progress.from_decision(decision)
+        if loose is not None and loose.declared != run.declared:
+            return None
+        progress = Progress.from_decision(decision, run.config)
+        if progress is None:
+            run.refused = True
+            return f"not a progress of the plan of {len(run.config.steps)} steps"
+        if run.progress is None:
+            return None  # the first read after a start: whatever the plan allows
+        lease = self._leases.get(model)
+        if lease is not None and token_of(decision.version) < lease.token:
+            why: str | None = f"fencing token {token_of(decision.version)} below {lease.token}"
+        else:
+            why = legal(run.progress, progress, run.config)
+        run.refused = run.refused or why is not None
+        return why
 
     # --- the fleet's lease ------------------------------------------------------------------
 
@@ -306,18 +340,11 @@ class Rollouts:
         if run.progress is None:
             raise Conflict(f"rollout of {model!r}: its progress is not known yet (state store)")
         phase, step = run.progress.phase, run.progress.step
-        if action == "start" and phase in STARTABLE:
-            target: tuple[str, int] = (run.config.mode, step if phase == "paused" else 0)
-        elif action == "pause" and phase in RUNNING:
-            target = ("paused", step)
-        elif action == "promote" and phase in COMPARING_PHASES:
-            target = ("promoted", len(run.config.steps) - 1)
-        elif action == "abort" and phase != "aborted":
-            target = ("aborted", step)
-        else:
+        goes = target(action, (phase, step), run.config) if action in OPERATOR_ACTIONS else None
+        if goes is None:
             raise Conflict(f"rollout of {model!r} is {phase}: cannot {action} it")
         why = reason or f"{action} asked"
-        self._take(run, target[0], target[1], who, action, why)
+        self._take(run, goes[0], goes[1], who, action, why)
         return run.to_json(self._clock.now())
 
     def _take(self, run: Run, phase: str, step: int, who: str, action: str, why: str) -> None:
@@ -336,7 +363,7 @@ class Rollouts:
                                 floor=self._floor(run.model))  # fmt: skip
         run.progress = replace(progress, version=decision.version)
         if (phase, step) != (before.phase, before.step):
-            run.step, run.began = Evidence(), self._clock.now()
+            run.step, run.began = RolloutEvidence(), self._clock.now()
         self.unpublished = True
         self._audit(AuditEvent(wall, who, f"rollout {action}", rollout_key(run.model),
                                f"{why}; share {share_before:g} % -> "

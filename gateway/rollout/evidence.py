@@ -1,6 +1,6 @@
 """What a rollout has seen: comparisons of answers, the candidate's errors, both latencies.
 
-`Evidence` is a mutable tally kept per step (a step is judged on its own evidence) and in
+`RolloutEvidence` is a mutable tally kept per step (a step is judged on its own evidence) and in
 total (for people); `Wilson` gives the agreement rate's confidence interval, which is what
 decides: a rate of 0.8 over 5 comparisons says little, over 500 it says no. Comparisons count
 answers (a request, whatever its rows): rows of one answer are not independent draws.
@@ -36,7 +36,7 @@ def quantile(samples: list[float], q: float) -> float | None:
 
 
 @dataclass(slots=True)
-class Evidence:
+class RolloutEvidence:
     """Counts since the step began (or the rollout, for the total)."""
 
     compared: int = 0

@@ -13,7 +13,7 @@ from gateway.clock import Clock
 from gateway.periodic import BackgroundTask
 
 INTERVAL_S = 0.02
-DECAY = 0.9  # per sample: a 50 ms spike reads under 5 ms half a second later
+DECAY = 0.9  # per sample: a spike reads a tenth of itself half a second later
 
 
 class LoopLag(BackgroundTask):

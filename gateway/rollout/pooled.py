@@ -13,7 +13,7 @@ import dataclasses
 from collections import Counter
 from collections.abc import Callable, Mapping
 
-from gateway.rollout.evidence import Evidence
+from gateway.rollout.evidence import RolloutEvidence
 from gateway.state.base import CounterDelta
 
 PREFIX = "ro:"
@@ -48,7 +48,7 @@ class EvidencePool:
             self._remote = {}
         self._remote.update({k: v for k, v in counters.items() if k.startswith(PREFIX)})
 
-    def pooled(self, step: str, own: Evidence) -> Evidence:
+    def pooled(self, step: str, own: RolloutEvidence) -> RolloutEvidence:
         """``own`` plus what the other instances counted for the same step."""
         prefix = f"{step}|"
         theirs = {k[len(prefix) :]: v for k, v in self._remote.items() if k.startswith(prefix)}

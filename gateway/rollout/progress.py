@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Annotated, Any
 
+import msgspec
 import orjson
+from msgspec import Meta
 
 from gateway.config.rollout import RolloutConfig
 from gateway.state.decisions import Decision
+from gateway.state.limits import PROGRESS_CHARS, Wall
 
 MAX_TRAIL = 100
 # phases: waiting (declared, not started) | shadow | canary | paused | rolled_back | promoted
@@ -36,6 +39,15 @@ def fingerprint(pool: str, config: RolloutConfig) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+class _Stored(msgspec.Struct, frozen=True):
+    """A progress as its decision's reason holds it (`Progress.reason`), with its bounds."""
+
+    declared: Annotated[str, Meta(max_length=64)]
+    step: Annotated[int, Meta(ge=0, le=1_000)]
+    since: Wall
+    trail: Annotated[list[dict[str, Any]], Meta(max_length=MAX_TRAIL)]
+
+
 @dataclass(frozen=True, slots=True)
 class Progress:
     phase: str
@@ -50,7 +62,7 @@ class Progress:
         if self.phase == "promoted":
             return 100.0
         if self.phase in SERVING_PHASES and config.mode == "canary":
-            return config.steps[min(self.step, len(config.steps) - 1)]
+            return config.steps[max(0, min(self.step, len(config.steps) - 1))]
         return 0.0
 
     def then(self, phase: str, step: int, at: float, entry: dict[str, Any]) -> Progress:
@@ -60,19 +72,32 @@ class Progress:
         return replace(self, phase=phase, step=step, since=since, trail=trail)
 
     def reason(self) -> str:
-        doc = {"declared": self.declared, "step": self.step, "since": self.since,
-               "trail": list(self.trail)}  # fmt: skip
-        return orjson.dumps(doc).decode()
+        """The decision's reason: within `PROGRESS_CHARS` (the oldest trail entries go)."""
+        trail = list(self.trail)
+        while True:
+            doc = {"declared": self.declared, "step": self.step, "since": self.since,
+                   "trail": trail}  # fmt: skip
+            text = orjson.dumps(doc).decode()
+            if len(text) <= PROGRESS_CHARS or not trail:
+                return text
+            trail = trail[max(1, len(trail) // 4) :]
 
     @classmethod
-    def from_decision(cls, decision: Decision) -> Progress | None:
-        """The progress a decision holds; None when it holds none (malformed)."""
+    def from_decision(
+        cls, decision: Decision, config: RolloutConfig | None = None
+    ) -> Progress | None:
+        """The progress a decision holds; None when it holds none (malformed, out of bounds,
+        or, given the declaration ``config``, a step outside its plan)."""
         try:
-            doc = orjson.loads(decision.reason)
-            return cls(decision.action, int(doc["step"]), str(doc["declared"]),
-                       float(doc["since"]), tuple(doc["trail"]), decision.version)  # fmt: skip
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            doc = msgspec.json.decode(decision.reason, type=_Stored)
+        except (msgspec.DecodeError, TypeError, ValueError):
             return None
+        if config is not None:
+            last = len(config.steps) - 1
+            if not 0 <= doc.step <= last or (decision.action == "promoted" and doc.step != last):
+                return None
+        return cls(decision.action, doc.step, doc.declared, doc.since, tuple(doc.trail),
+                   decision.version)  # fmt: skip
 
     def to_json(self, config: RolloutConfig) -> dict[str, Any]:
         return {

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gateway.config.rollout import RolloutConfig
-from gateway.rollout.evidence import Evidence, wilson
+from gateway.rollout.evidence import RolloutEvidence, wilson
 
 MIN_TO_REJECT = 10  # comparisons (or candidate requests) before the evidence may say no
 
@@ -21,15 +21,15 @@ Action = Literal["hold", "advance", "promote", "rollback"]
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class CanaryVerdict:
     action: Action
     rule: str  # which rule decided: agreement | errors | latency | slo_burn | evidence | hold
     why: str
 
 
-def judge(
-    config: RolloutConfig, step: int, evidence: Evidence, held_s: float, burning: bool
-) -> Verdict:
+def judge_canary(
+    config: RolloutConfig, step: int, evidence: RolloutEvidence, held_s: float, burning: bool
+) -> CanaryVerdict:
     """What the evidence of step ``step`` (an index into ``config.steps``) says now."""
     z = config.confidence_z
     low, high = evidence.interval(z)
@@ -37,38 +37,42 @@ def judge(
     if evidence.compared >= MIN_TO_REJECT and high < target:
         why = (f"agreement {evidence.agreed}/{evidence.compared}, interval "
                f"[{low:.3f}, {high:.3f}] below {target}")  # fmt: skip
-        return Verdict("rollback", "agreement", why)
+        return CanaryVerdict("rollback", "agreement", why)
     requests, errors = evidence.candidate_requests, evidence.candidate_errors
     if requests >= config.min_requests_for_errors:
         error_low, _ = wilson(errors, requests, z)
         if error_low > config.max_error_rate:
-            return Verdict("rollback", "errors", f"candidate errors {errors}/{requests}, "
+            return CanaryVerdict("rollback", "errors", f"candidate errors {errors}/{requests}, "
                            f"at least {error_low:.3f} > {config.max_error_rate}")  # fmt: skip
     slow = _too_slow(config, evidence)
     if slow is not None:
-        return Verdict("rollback", "latency", slow)
+        return CanaryVerdict("rollback", "latency", slow)
     if burning:
-        return Verdict("rollback", "slo_burn", "the model's SLOs burn fast (page alert firing)")
+        return CanaryVerdict(
+            "rollback", "slo_burn", "the model's SLOs burn fast (page alert firing)"
+        )
     held = held_s >= config.hold_s or requests >= config.hold_requests
     if not held:
-        return Verdict("hold", "hold", f"held {held_s:.1f}/{config.hold_s} s, "
+        return CanaryVerdict("hold", "hold", f"held {held_s:.1f}/{config.hold_s} s, "
                        f"{requests}/{config.hold_requests} requests")  # fmt: skip
     agreement = evidence.agreement
     if evidence.compared < config.min_comparisons or agreement is None:
-        return Verdict("hold", "evidence", f"{evidence.compared}/{config.min_comparisons} "
+        return CanaryVerdict("hold", "evidence", f"{evidence.compared}/{config.min_comparisons} "
                        "comparisons")  # fmt: skip
     if agreement < target:
-        return Verdict("hold", "agreement", f"agreement {agreement:.4f} below {target}")
+        return CanaryVerdict("hold", "agreement", f"agreement {agreement:.4f} below {target}")
     rate = evidence.error_rate or 0.0
     if rate > config.max_error_rate:
-        return Verdict("hold", "errors", f"error rate {rate:.4f} above {config.max_error_rate}")
+        return CanaryVerdict(
+            "hold", "errors", f"error rate {rate:.4f} above {config.max_error_rate}"
+        )
     last = step >= len(config.steps) - 1
     why = (f"agreement {evidence.agreed}/{evidence.compared} ({low:.3f}..{high:.3f}), "
            f"errors {errors}/{requests}")  # fmt: skip
-    return Verdict("promote" if last else "advance", "evidence", why)
+    return CanaryVerdict("promote" if last else "advance", "evidence", why)
 
 
-def _too_slow(config: RolloutConfig, evidence: Evidence) -> str | None:
+def _too_slow(config: RolloutConfig, evidence: RolloutEvidence) -> str | None:
     """The candidate's p99 over its bound (a ratio of the pool's, plus slack), once both
     sides have enough samples for a p99 that is not just their slowest one."""
     enough = config.min_requests_for_latency

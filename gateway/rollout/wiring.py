@@ -61,6 +61,7 @@ def rollouts_for(
         burning=burning, synced=fleet.synced, origin=fleet.origin, leased=shared,
     )  # fmt: skip
     if rollouts.runs:
+        fleet.decisions.vet = rollouts.vet  # progress read back is checked against the plan
         if shared:
             fleet.share_counters(rollouts.pool.export_deltas, rollouts.pool.apply_remote)
         metrics.on_scrape(lambda: metrics.set_rollouts(rollouts.snapshot()))

@@ -9,19 +9,17 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from gateway.frozen import Frozen
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"  # also safe inside shared-state keys
 # An availability SLO's floor on client deadlines when none is configured: shorter deadlines
-# ask for more than the digits path promises (its p99 is 7-31 ms on a busy 2-core machine).
+# ask for more than the digits path promises (its p99 on a busy machine, docs/measured.md).
 DEFAULT_MIN_DEADLINE_MS = 100.0
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class SloConfig(_Frozen):
+class SloConfig(Frozen):
     """One SLO of one model (and optionally one tenant).
 
     ``availability``: good = answered without a 5xx (degraded answers are good, and counted
@@ -34,8 +32,10 @@ class SloConfig(_Frozen):
     in the SLO's events, so it cannot burn the error budget or engage the burn policy.
     """
 
-    name: str = Field(pattern=NAME_PATTERN)
-    kind: Literal["availability", "latency"]
+    name: str = Field(pattern=NAME_PATTERN, description="unique within the model")
+    kind: Literal["availability", "latency"] = Field(
+        description="availability: answered without a 5xx; latency: that, within threshold_ms"
+    )
     objective: float = Field(gt=0, lt=1, description="share of good events, e.g. 0.999")
     window_days: float = Field(30.0, gt=0, le=366, description="compliance window")
     threshold_ms: float | None = Field(None, gt=0, description="latency SLOs only")
@@ -66,7 +66,7 @@ class SloConfig(_Frozen):
         return 1.0 - self.objective
 
 
-class BurnPolicyConfig(_Frozen):
+class BurnPolicyConfig(Frozen):
     """How a model's request policy tightens while a fast-burn (page) alert fires.
 
     Off by default. While engaged: the retry budget's ratio is multiplied by
@@ -74,10 +74,14 @@ class BurnPolicyConfig(_Frozen):
     the gateway prefers the fallback is multiplied by ``fallback_margin_factor``.
     """
 
-    enabled: bool = False
-    retry_budget_factor: float = Field(0.5, ge=0, le=1)
-    disable_hedging: bool = True
-    fallback_margin_factor: float = Field(2.0, ge=1)
+    enabled: bool = Field(False, description="tighten the policy while a page alert fires")
+    retry_budget_factor: float = Field(
+        0.5, ge=0, le=1, description="the retry budget's ratio is multiplied by this"
+    )
+    disable_hedging: bool = Field(True, description="no hedges while engaged")
+    fallback_margin_factor: float = Field(
+        2.0, ge=1, description="the fallback's reserved time is multiplied by this"
+    )
 
 
 def unique_names(slos: tuple[SloConfig, ...]) -> tuple[SloConfig, ...]:

@@ -16,7 +16,7 @@ from typing import Any
 from gateway.clock import Clock
 from gateway.slo.alerts import ALERT_RULES, BURN_WINDOWS, AlertState
 from gateway.slo.config import BurnPolicyConfig, SloConfig
-from gateway.slo.policy import BurnPolicy, PolicyAdjustment
+from gateway.slo.policy import NORMAL, BurnPolicy, PolicyAdjustment
 from gateway.slo.window import Field, SloWindow
 from gateway.state.base import CounterDelta
 
@@ -208,6 +208,12 @@ class SloBook:
         self.evaluate(force=False)
         policy = self.policies.get(model)
         return policy.current if policy is not None else PolicyAdjustment()
+
+    def current(self, model: str) -> PolicyAdjustment:
+        """The adjustment as of the last evaluation, evaluating nothing: the request path's
+        read (the background roller evaluates; `adjustment` is for readers off the path)."""
+        policy = self.policies.get(model)
+        return policy.current if policy is not None else NORMAL
 
     def to_json(self) -> dict[str, Any]:
         """The ``/slo`` document: per model, its SLOs, budgets, burn rates, alerts, policy."""

@@ -43,11 +43,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
-import orjson
+import msgspec
 
 from gateway.state.decisions import Decision
 from gateway.state.fleet import Heartbeat
 from gateway.state.lease import Lease
+from gateway.state.limits import Name, Version, Wall
 
 BREAKER_STATES = frozenset({"closed", "open", "half-open"})
 
@@ -69,16 +70,22 @@ def make_origin() -> str:
     return f"{host}-{os.getpid()}-{secrets.token_hex(3)}"
 
 
-@dataclass(frozen=True, slots=True)
-class ReplicaSignal:
-    """One replica's breaker state and ejection as decided by the instance ``origin``."""
+class ReplicaSignal(msgspec.Struct, frozen=True, array_like=True):
+    """One replica's breaker state and ejection as decided by the instance ``origin``.
 
-    replica_id: str
+    Encoded as a JSON array in field order (the store scripts read it by position); decoding
+    checks the bounds of every field (`gateway.state.limits`)."""
+
+    replica_id: Name
     breaker: str  # "closed" | "open" | "half-open"
-    ejected_until_wall: float  # Unix seconds; 0 when not ejected
-    epoch: int
-    origin: str
-    stamp: float  # the origin's wall time of the transition
+    ejected_until_wall: Wall  # Unix seconds; 0 when not ejected
+    epoch: Version
+    origin: Name
+    stamp: Wall  # the origin's wall time of the transition
+
+    def __post_init__(self) -> None:
+        if self.breaker not in BREAKER_STATES:
+            raise ValueError(f"breaker: no state {self.breaker[:20]!r}")
 
     def expires_at(self, ttl_s: float = SIGNAL_TTL_S) -> float:
         """Unix seconds after which the signal tells nothing worth sharing any more."""
@@ -92,15 +99,12 @@ class ReplicaSignal:
         return other is None or self.order() > other.order()
 
     def encode(self) -> str:
-        return orjson.dumps(
-            [self.replica_id, self.breaker, self.ejected_until_wall, self.epoch, self.origin,
-             self.stamp]
-        ).decode()  # fmt: skip
+        return msgspec.json.encode(self).decode()
 
     @classmethod
     def decode(cls, text: str | bytes) -> ReplicaSignal:
-        rid, breaker, until, epoch, origin, stamp = orjson.loads(text)
-        return cls(str(rid), str(breaker), float(until), int(epoch), str(origin), float(stamp))
+        """The signal ``text`` holds; `ValueError` when malformed or out of bounds."""
+        return msgspec.json.decode(text, type=cls)
 
 
 class CounterDelta(NamedTuple):
@@ -177,6 +181,7 @@ class SharedView:
     full: bool
     decisions: dict[str, Decision] = field(default_factory=dict)
     heartbeats: dict[str, Heartbeat] = field(default_factory=dict)
+    lost: bool = False  # the store lost its data since the last pull (a new generation)
 
 
 class StateStore(Protocol):

@@ -15,13 +15,17 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from gateway.state.decisions import Decision
+from gateway.state.rejects import Rejects
 
 log = logging.getLogger(__name__)
 
 
-def read_decisions(path: str) -> dict[str, Decision]:
+def read_decisions(path: str, rejects: Rejects | None = None) -> dict[str, Decision]:
     """The decisions in ``path``; none if it does not exist yet. A file that cannot be read
-    or parsed is logged and taken as empty (the gateway starts; the error says what was lost)."""
+    is logged and taken as empty (the gateway starts; the error says what was lost); a line
+    that is not a decision within its bounds (`gateway.state.limits`) is dropped (counted in
+    ``rejects``, logged) and the rest is read."""
+    rejects = rejects or Rejects()
     try:
         lines = Path(path).read_bytes().splitlines()
     except FileNotFoundError:
@@ -36,8 +40,8 @@ def read_decisions(path: str) -> dict[str, Decision]:
             continue
         try:
             decision = Decision.decode(line)
-        except (ValueError, TypeError):
-            log.error("decisions file %s: line %d is not a decision; skipped", path, number)
+        except (ValueError, TypeError) as exc:
+            rejects.drop("decisions_file", "decision", f"{path}:{number}", str(exc))
             continue
         if decision.supersedes(decisions.get(decision.key)):
             decisions[decision.key] = decision

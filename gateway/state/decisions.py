@@ -15,16 +15,36 @@ again: a store that lost its data gets back what the fleet still obeys).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+import math
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-import orjson
+import msgspec
+
+from gateway.state.limits import (
+    FUTURE_SKEW_S,
+    MAX_EJECT_S,
+    MAX_INT64,
+    OPERATOR_REASON_CHARS,
+    Key,
+    Name,
+    Reason,
+    Version,
+    Wall,
+)
+from gateway.state.rejects import Rejects
 
 Action = Literal["drain", "eject", "restore", "pause", "resume"]
 REPLICA_ACTIONS: frozenset[str] = frozenset({"drain", "eject", "restore"})
 POOL_ACTIONS: frozenset[str] = frozenset({"pause", "resume"})
 HOLDING: frozenset[str] = frozenset({"drain", "eject", "pause"})  # what takes a target out
+# a rollout's progress rides as a decision whose action is its phase (`gateway.rollout.progress`)
+ROLLOUT_PHASES: frozenset[str] = frozenset(
+    {"waiting", "shadow", "canary", "paused", "rolled_back", "promoted", "aborted"}
+)
+ACTIONS_BY_KIND: dict[str, frozenset[str]] = {
+    "replica": REPLICA_ACTIONS, "pool": POOL_ACTIONS, "rollout": ROLLOUT_PHASES,
+}  # fmt: skip
 
 
 def replica_key(replica_id: str) -> str:
@@ -35,18 +55,30 @@ def pool_key(pool: str) -> str:
     return f"pool:{pool}"
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """What an operator (``by``) decided for ``key`` at wall time ``at``, and why."""
+class Decision(msgspec.Struct, frozen=True, array_like=True):
+    """What an operator (``by``) decided for ``key`` at wall time ``at``, and why.
 
-    key: str  # replica:<id> | pool:<name>
-    action: str  # one of Action
-    until: float  # wall seconds an eject ends; 0: until another decision
-    by: str  # the operator's name (never a key)
-    reason: str
-    at: float  # wall seconds
-    version: int
-    origin: str  # the gateway instance that took it
+    Encoded as a JSON array in field order (the layout the store scripts read); decoding
+    checks every bound (`gateway.state.limits`) and that the action fits the target's kind.
+    """
+
+    key: Key  # replica:<id> | pool:<name> | rollout:<model>
+    action: str  # one of Action (or a rollout phase)
+    until: Wall  # wall seconds an eject ends; 0: until another decision
+    by: Name  # the operator's name (never a key)
+    reason: Reason
+    at: Wall  # wall seconds
+    version: Version
+    origin: Name  # the gateway instance that took it
+
+    def __post_init__(self) -> None:
+        kind, _, target = self.key.partition(":")
+        if self.action not in ACTIONS_BY_KIND.get(kind, ()) or not target:
+            raise ValueError(f"no action {self.action!r} on a target {self.key[:40]!r}")
+        if kind != "rollout" and len(self.reason) > OPERATOR_REASON_CHARS:
+            raise ValueError(f"reason: over {OPERATOR_REASON_CHARS} characters")
+        if self.until > self.at + MAX_EJECT_S + 1.0:
+            raise ValueError(f"until: more than {MAX_EJECT_S:.0f} s after it was decided")
 
     @property
     def kind(self) -> str:
@@ -69,16 +101,12 @@ class Decision:
         return other is None or self.order() > other.order()
 
     def encode(self) -> str:
-        return orjson.dumps(
-            [self.key, self.action, self.until, self.by, self.reason, self.at, self.version,
-             self.origin]
-        ).decode()  # fmt: skip
+        return msgspec.json.encode(self).decode()
 
     @classmethod
     def decode(cls, text: str | bytes) -> Decision:
-        key, action, until, by, reason, at, version, origin = orjson.loads(text)
-        return cls(str(key), str(action), float(until), str(by), str(reason), float(at),
-                   int(version), str(origin))  # fmt: skip
+        """The decision ``text`` holds; `ValueError` when it is malformed or out of bounds."""
+        return msgspec.json.decode(text, type=cls)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -93,13 +121,26 @@ class Decision:
         }
 
 
-class DecisionBook:
-    """The winning decision per target as known here; the queue of those to offer the store."""
+Vet = Callable[[Decision], str | None]  # why a stored decision must not be obeyed, or None
 
-    def __init__(self, origin: str) -> None:
+
+class DecisionBook:
+    """The winning decision per target as known here; the queue of those to offer the store.
+
+    A stored decision is obeyed only if it passes ``vet`` (set by whoever owns its kind of
+    target: the rollouts vet their progress) and is not stamped in the future; one refused is
+    counted in ``rejects``, never known here, so never offered back, and this book's next
+    decision on its target outranks it (so the store takes it in its place).
+    """
+
+    def __init__(self, origin: str, rejects: Rejects | None = None) -> None:
         self.origin = origin
+        self.rejects = rejects or Rejects()
+        self.vet: Vet | None = None
         self._known: dict[str, Decision] = {}
         self._unsent: dict[str, Decision] = {}
+        self._floors: dict[str, int] = {}  # target -> version of a stored decision refused
+        self.forgotten = 0  # decisions from elsewhere forgotten once deleted from the store
 
     def decide(
         self,
@@ -112,9 +153,11 @@ class DecisionBook:
         floor: int = 0,
     ) -> Decision:
         """A decision taken here: the next version for its target (at least ``floor``: a
-        lease's fence, `gateway.state.lease`), known and queued at once."""
+        lease's fence, `gateway.state.lease`), known and queued at once. Versions stop at
+        int64's end; past it the later ``at`` orders."""
         known = self._known.get(key)
-        version = max((known.version if known is not None else 0) + 1, floor)
+        last = max(known.version if known is not None else 0, self._floors.pop(key, 0))
+        version = min(max(last + 1, floor), MAX_INT64)
         decision = Decision(key, action, until, by, reason, at, version, self.origin)
         self._known[key] = self._unsent[key] = decision
         return decision
@@ -123,21 +166,43 @@ class DecisionBook:
         unsent, self._unsent = list(self._unsent.values()), {}
         return unsent
 
-    def observe(self, stored: Mapping[str, Decision]) -> list[Decision]:
-        """The stored decisions newer than what is known here (to obey); what the store lacks
-        or holds older is queued to be offered again."""
+    def observe(
+        self, stored: Mapping[str, Decision], wall: float = math.inf, lost: bool = True
+    ) -> list[Decision]:
+        """The stored decisions newer than what is known here (to obey). What the store lacks
+        or holds older is queued to be offered again if it was decided here, or if the store
+        ``lost`` its data (a new generation); one from elsewhere that the store no longer
+        holds, with no data lost, was deleted there on purpose: it is forgotten here too (no
+        longer obeyed, never pushed back)."""
         fresh = []
+        refused = set()
         for key, decision in stored.items():
             if decision.supersedes(self._known.get(key)):
+                why = self._refusal(decision, wall)
+                if why is not None:
+                    refused.add(key)
+                    self._floors[key] = max(self._floors.get(key, 0), decision.version)
+                    self.rejects.drop("store", _kind(decision), f"{key}@{decision.version}", why)
+                    continue
                 self._known[key] = decision
                 fresh.append(decision)
                 pending = self._unsent.get(key)
                 if pending is not None and decision.supersedes(pending):
                     del self._unsent[key]
-        for key, decision in self._known.items():
-            if decision.supersedes(stored.get(key)):
+        for key, decision in list(self._known.items()):
+            if key in refused or not decision.supersedes(stored.get(key)):
+                continue
+            if lost or decision.origin == self.origin:
                 self._unsent.setdefault(key, decision)
+            elif key not in stored:
+                del self._known[key]
+                self.forgotten += 1
         return fresh
+
+    def _refusal(self, decision: Decision, wall: float) -> str | None:
+        if decision.at > wall + FUTURE_SKEW_S:
+            return f"decided {decision.at - wall:.0f} s in the future"
+        return self.vet(decision) if self.vet is not None else None
 
     def adopt(self, decisions: Mapping[str, Decision]) -> None:
         """Takes over another book's decisions (a reload's new gateway); unsent ones stay so."""
@@ -156,3 +221,7 @@ class DecisionBook:
     @property
     def known(self) -> Mapping[str, Decision]:
         return self._known
+
+
+def _kind(decision: Decision) -> str:
+    return "progress" if decision.kind == "rollout" else "decision"

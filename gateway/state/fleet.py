@@ -15,28 +15,44 @@ stale threshold is many heartbeats long, well above the skew NTP leaves.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
-import orjson
+import msgspec
+from msgspec import Meta
+
+from gateway.state.limits import FUTURE_SKEW_S, MAX_VERDICTS, Name, Rate, Share, Wall, Word
 
 HEARTBEAT_EVERY_S = 2.0  # how often an instance publishes its heartbeat
 STALE_AFTER_S = 10.0  # a heartbeat older than this: the instance is shown stale
 HEARTBEAT_TTL_S = 300.0  # a stale instance stays listed this long, then the store drops it
+MAX_LISTED = 256  # instances ``/admin/fleet`` lists (this one first, then the freshest)
 THIS_INSTANCE_ONLY = "this instance only (no shared state configured)"
 
 
-@dataclass(frozen=True, slots=True)
-class Heartbeat:
-    """One instance as it described itself at wall time ``seen``."""
+# the words `gateway.fleet.verdict` says about a replica, most serious first
+VERDICTS = frozenset({"drained", "ejected", "quarantined", "unhealthy", "not probed",
+                      "breaker open", "half-open", "serving"})  # fmt: skip
+Verdicts = Annotated[dict[Name, Word], Meta(max_length=MAX_VERDICTS)]
 
-    instance: str
-    version: str
-    started: float  # wall seconds the instance started
-    seen: float  # wall seconds it published this heartbeat
-    rate: float  # answers per second over the last `RATE_WINDOW_S` (gateway.fleet)
-    error_rate: float  # share of those answers that were 5xx, 0..1
-    verdicts: Mapping[str, str] = field(default_factory=dict)  # replica id -> verdict word
+
+class Heartbeat(msgspec.Struct, frozen=True, array_like=True):
+    """One instance as it described itself at wall time ``seen``.
+
+    Encoded as a JSON array in field order (the store scripts read ``seen`` by position);
+    decoding checks every bound (`gateway.state.limits`) and every verdict word."""
+
+    instance: Name
+    version: Word
+    started: Wall  # wall seconds the instance started
+    seen: Wall  # wall seconds it published this heartbeat
+    rate: Rate  # answers per second over the last `RATE_WINDOW_S` (gateway.fleet)
+    error_rate: Share  # share of those answers that were 5xx, 0..1
+    verdicts: Verdicts = msgspec.field(default_factory=dict)  # replica id -> verdict word
+
+    def __post_init__(self) -> None:
+        unknown = next((v for v in self.verdicts.values() if v not in VERDICTS), None)
+        if unknown is not None:
+            raise ValueError(f"verdicts: no verdict {unknown[:20]!r}")
 
     def expires_at(self, ttl_s: float = HEARTBEAT_TTL_S) -> float:
         return self.seen + ttl_s
@@ -45,18 +61,18 @@ class Heartbeat:
         return other is None or self.seen > other.seen
 
     def encode(self) -> str:
-        return orjson.dumps(
-            [self.instance, self.version, self.started, self.seen, self.rate, self.error_rate,
-             dict(self.verdicts)]
-        ).decode()  # fmt: skip
+        return msgspec.json.encode(self).decode()
 
     @classmethod
     def decode(cls, text: str | bytes) -> Heartbeat:
-        instance, version, started, seen, rate, errors, verdicts = orjson.loads(text)
-        if not isinstance(verdicts, dict):
-            raise ValueError("verdicts: not a mapping")
-        return cls(str(instance), str(version), float(started), float(seen), float(rate),
-                   float(errors), {str(k): str(v) for k, v in verdicts.items()})  # fmt: skip
+        """The heartbeat ``text`` holds; `ValueError` when malformed or out of bounds."""
+        return msgspec.json.decode(text, type=cls)
+
+
+def believable(beat: Heartbeat, wall: float) -> bool:
+    """Not published later than the reader's clock allows (a forged one keeps a dead instance
+    alive), nor started after it was published."""
+    return beat.seen <= wall + FUTURE_SKEW_S and beat.started <= beat.seen + FUTURE_SKEW_S
 
 
 def fleet_document(
@@ -68,18 +84,23 @@ def fleet_document(
     store: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``/admin/fleet``: every instance (this one first, then by id) and every replica's
-    verdict per instance. ``scope``: what the list covers (the namespace), or None when no
+    verdict per instance, within bounds (`MAX_LISTED` instances, `MAX_VERDICTS` replicas, none
+    published in the future). ``scope``: what the list covers (the namespace), or None when no
     shared state is configured and the list is this instance alone."""
-    beats = {own.instance: own}
-    for name, beat in others.items():
-        if name != own.instance and beat.expires_at() > wall:
-            beats[name] = beat
+    live = [b for n, b in others.items() if n != own.instance and b.expires_at() > wall
+            and believable(b, wall)]  # fmt: skip
+    live.sort(key=lambda b: b.seen, reverse=True)  # the freshest, if more than can be listed
+    beats = {own.instance: own, **{b.instance: b for b in live[: MAX_LISTED - 1]}}
     order = [own.instance, *sorted(n for n in beats if n != own.instance)]
     instances = [_instance(beats[name], wall, name == own.instance) for name in order]
-    replicas: dict[str, dict[str, str]] = {}
+    replicas: dict[str, dict[str, str]] = {r: {} for r in own.verdicts}  # this one's first
     for name in order:
         for replica, verdict in beats[name].verdicts.items():
-            replicas.setdefault(replica, {})[name] = verdict
+            row = replicas.get(replica)
+            if row is None and len(replicas) < MAX_VERDICTS:
+                row = replicas[replica] = {}
+            if row is not None:
+                row[name] = verdict
     return {
         "as_of": wall,
         "shared": scope is not None,
@@ -88,6 +109,7 @@ def fleet_document(
         "stale_after_s": STALE_AFTER_S,
         "alive": sum(1 for i in instances if i["alive"]),
         "instances": instances,
+        "not_listed": max(0, len(live) - (MAX_LISTED - 1)),
         "replicas": {r: replicas[r] for r in sorted(replicas)},
     }
 

@@ -71,7 +71,7 @@ return {1, token, holder}
 # the check the push script makes for each decision (KEYS[12]: the lease hash)
 FENCE_CHECK = f"""
   if write and string.sub(key, 1, {len(FENCED_PREFIX)}) == '{FENCED_PREFIX}' then
-    local fence = tonumber(redis.call('HGET', KEYS[12], key .. ':token') or '0')
+    local fence = tonumber(redis.call('HGET', KEYS[12], key .. ':token') or '0') or 0
     if math.floor(version / {2**FENCE_BITS}) < fence then
       write = false  -- a stale lease holder's decision: refused
     end

@@ -32,6 +32,10 @@ nor extend an entry's expiry when they overwrite it, so such a signal may be pru
 the expiry recorded for the one it replaced: early, never reordered (every gateway keeps what it
 applied). Old gateways keep pulling whatever is still stored, as before.
 
+Whatever is stored is data, not trusted: each script first runs the guards of `redis_guards`
+(keys of the wrong type, a corrupt sequence, oversized values, non-integer counters) and names
+what they dropped as the last element of its reply.
+
 The trade-off: one namespace lives on one cluster node (the price of atomic scripts); a
 cluster spreads several namespaces (fleets), not one.
 """
@@ -39,10 +43,16 @@ cluster spreads several namespaces (fleets), not one.
 from __future__ import annotations
 
 from gateway.state.lease import FENCE_CHECK
+from gateway.state.limits import MAX_INT64
+from gateway.state.redis_guards import DECISION_LIMIT, GUARDS, HEARTBEAT_LIMIT, SIGNAL_LIMIT
 
 PRUNE = 1000  # expired counters, and expired signals, deleted per script call, at most
 
-_COMMON = f"""
+_COMMON = (
+    GUARDS
+    + f"""
+local SIGNAL_LIMIT, DECISION_LIMIT = {SIGNAL_LIMIT}, {DECISION_LIMIT}
+local HEARTBEAT_LIMIT, MAX_VERSION = {HEARTBEAT_LIMIT}, {MAX_INT64}
 local function now_ms()
   local now = redis.call('TIME')
   return tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
@@ -62,6 +72,9 @@ local function prune(now, chg, exp, cnt, sexp, sig)
 end
 -- a stored signal [id, breaker, ejected_until, epoch, origin, stamp], or nil if malformed
 local function decode(blob)
+  if #blob > SIGNAL_LIMIT then
+    return nil
+  end
   local ok, s = pcall(cjson.decode, blob)
   if ok and type(s) == 'table' and tonumber(s[3]) and tonumber(s[4]) and tonumber(s[6])
       and type(s[5]) == 'string' then
@@ -81,6 +94,7 @@ local function expiry(s, ttl_ms)
   return math.floor(math.max(tonumber(s[3]), tonumber(s[6])) * 1000) + ttl_ms
 end
 """
+)
 # KEYS: gen, seq, chg, exp, sig, cnt, sexp, batch mark, dec, hb, hbexp, lease
 # ARGV: gen token, batch number, mark ttl s, n counters, n signals, signal ttl ms, n decisions,
 #       n heartbeats (0 or 1), then per counter: key, amount, expire at ms;
@@ -104,15 +118,16 @@ local function greater(e1, t1, o1, e2, t2, o2)
   return bytes_greater(o1, o2)
 end
 local now = now_ms()
-local gen = redis.call('GET', KEYS[1])
-if not gen then
-  gen = ARGV[1]
-  redis.call('SET', KEYS[1], gen)
-end
+local dropped = {}
+check_types({KEYS[1], 'string', KEYS[2], 'string', KEYS[3], 'zset', KEYS[4], 'zset',
+             KEYS[5], 'hash', KEYS[6], 'hash', KEYS[7], 'zset', KEYS[8], 'string',
+             KEYS[9], 'hash', KEYS[10], 'hash', KEYS[11], 'zset', KEYS[12], 'hash'}, dropped)
+check_seq(KEYS[2], KEYS[3], dropped)
+local gen = generation(KEYS[1], ARGV[1], dropped)
 local number = tonumber(ARGV[2])
-local last = tonumber(redis.call('GET', KEYS[8]) or '-1')
+local last = tonumber(redis.call('GET', KEYS[8]) or '-1') or -1
 if number <= last then
-  return {gen, 0, {}}
+  return {gen, 0, {}, dropped}
 end
 redis.call('SET', KEYS[8], ARGV[2], 'EX', ARGV[3])
 local seq = redis.call('INCR', KEYS[2])
@@ -123,7 +138,7 @@ local n_beats = tonumber(ARGV[8])
 local i = 9
 for _ = 1, n_counters do
   local key, amount, expire_ms = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  redis.call('HINCRBY', KEYS[6], key, amount)
+  add_counter(KEYS[6], key, amount, dropped)
   redis.call('ZADD', KEYS[3], seq, key)
   redis.call('ZADD', KEYS[4], expire_ms, key)
   i = i + 3
@@ -171,10 +186,12 @@ for _ = 1, n_decisions do
   local version, at = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
   local write = true
   local stored = redis.call('HGET', KEYS[9], key)
-  if stored then
-    -- [key, action, until, by, reason, at, version, origin]; a malformed one loses
+  if stored and fits(KEYS[9], key, DECISION_LIMIT) then
+    -- [key, action, until, by, reason, at, version, origin]; a malformed one loses, as does
+    -- one whose version is not an integer within int64
     local ok, d = pcall(cjson.decode, stored)
-    if ok and type(d) == 'table' and tonumber(d[7]) and tonumber(d[6])
+    local v = ok and type(d) == 'table' and tonumber(d[7])
+    if v and v >= 0 and v <= MAX_VERSION and v == math.floor(v) and tonumber(d[6])
         and type(d[8]) == 'string' then
       write = greater(version, at, origin, tonumber(d[7]), tonumber(d[6]), d[8])
     end
@@ -192,7 +209,8 @@ for _ = 1, n_beats do
   if expire_ms > now then
     local write = true
     local stored = redis.call('HGET', KEYS[10], instance)
-    if stored then  -- [instance, version, started, seen, ...]; the newest one stays
+    -- [instance, version, started, seen, ...]; the newest one stays (an oversized one loses)
+    if stored and fits(KEYS[10], instance, HEARTBEAT_LIMIT) then
       local ok, b = pcall(cjson.decode, stored)
       if ok and type(b) == 'table' and tonumber(b[4]) then
         write = seen > tonumber(b[4])
@@ -207,7 +225,7 @@ for _ = 1, n_beats do
 end
 prune(now, KEYS[3], KEYS[4], KEYS[6], KEYS[7], KEYS[5])
 prune_beats(now, KEYS[10], KEYS[11])
-return {gen, 1, stale}
+return {gen, 1, stale, dropped}
 """
 )
 
@@ -217,11 +235,12 @@ PULL = (
     _COMMON
     + """
 local now = now_ms()
-local gen = redis.call('GET', KEYS[1])
-if not gen then
-  gen = ARGV[1]
-  redis.call('SET', KEYS[1], gen)
-end
+local dropped = {}
+check_types({KEYS[1], 'string', KEYS[2], 'string', KEYS[3], 'zset', KEYS[4], 'zset',
+             KEYS[5], 'hash', KEYS[6], 'hash', KEYS[7], 'zset', KEYS[8], 'hash',
+             KEYS[9], 'hash', KEYS[10], 'zset'}, dropped)
+check_seq(KEYS[2], KEYS[3], dropped)
+local gen = generation(KEYS[1], ARGV[1], dropped)
 if redis.call('HLEN', KEYS[5]) > redis.call('ZCARD', KEYS[7]) then
   -- signals without an expiry (written by the previous scripts) get their own
   local ttl_ms = tonumber(ARGV[4])
@@ -257,7 +276,8 @@ for first = 1, #keys, 1000 do
     end
   end
 end
-return {gen, seq, full, found, values, redis.call('HGETALL', KEYS[5]),
-        redis.call('HGETALL', KEYS[8]), redis.call('HGETALL', KEYS[9])}
+return {gen, seq, full, found, values, bounded_hash(KEYS[5], SIGNAL_LIMIT, dropped),
+        bounded_hash(KEYS[8], DECISION_LIMIT, dropped),
+        bounded_hash(KEYS[9], HEARTBEAT_LIMIT, dropped), dropped}
 """
 )

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import secrets
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
@@ -38,9 +40,12 @@ from gateway.state.base import (
 )
 from gateway.state.decisions import Decision
 from gateway.state.fleet import Heartbeat
+from gateway.state.limits import MAX_INT64
+from gateway.state.rejects import Rejects
 from gateway.state.sentinel_auth import SentinelAuth
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 OP_TIMEOUT_S = 0.2
 BULK_TIMEOUT_S = 2.0
@@ -60,7 +65,9 @@ class RedisStore:
         sentinel_auth: SentinelAuth | None = None,
         op_timeout_s: float = OP_TIMEOUT_S,
         bulk_timeout_s: float = BULK_TIMEOUT_S,
+        rejects: Rejects | None = None,
     ) -> None:
+        self.rejects = rejects or Rejects()  # values read back that failed their bounds
         self.url = mask_url(url)  # the only form kept for display; the client holds the secret
         extra = (sentinel_auth.password,) if sentinel_auth is not None else ()
         self._secrets = tuple(sorted({*url_secrets(url), *extra}, key=len, reverse=True))
@@ -114,7 +121,8 @@ class RedisStore:
             args += (beat.instance, repr(beat.seen), int(beat.expires_at() * 1000), beat.encode())
         bulk = len(batch.counters) > BULK_COUNTERS
         reply = await self._call(self._push(keys, args), bulk)
-        generation, applied, stale = reply
+        generation, applied, stale, dropped = reply
+        self._dropped(dropped)
         return PushResult(str(generation), bool(applied), tuple(str(s) for s in stale))
 
     async def lease(
@@ -129,44 +137,39 @@ class RedisStore:
         keys = self._keys("gen", "seq", "chg", "exp", "sig", "cnt", "sexp", "dec", "hb", "hbexp")
         args: list[str | int] = [_new_generation(), since.generation, since.seq, _SIGNAL_TTL_MS]
         reply = await self._call(self._pull(keys, args), bulk=since.seq == 0)
-        generation, seq, full, names, values, flat_signals, flat_decisions, flat_beats = reply
-        signals = {}
-        for i in range(0, len(flat_signals), 2):
-            try:
-                signal = ReplicaSignal.decode(flat_signals[i + 1])
-            except (ValueError, TypeError):
-                log.warning(
-                    "redis %s: ignoring a malformed signal for %s", self._tag, flat_signals[i]
-                )
-                continue
-            signals[signal.replica_id] = signal
-        counters = {str(k): int(v) for k, v in zip(names, values, strict=True)}
-        decisions = self._decisions(flat_decisions)
+        generation, seq, full, names, values, flat_signals, flat_decisions, flat_beats, dropped = (
+            reply
+        )
+        self._dropped(dropped)
+        signals = {
+            s.replica_id: s for s in self._decoded("signal", ReplicaSignal.decode, flat_signals)
+        }
+        counters = {}
+        for name, value in zip(names, values, strict=True):
+            total = _counter(value)
+            if total is None:
+                self.rejects.drop("redis", "counter", str(name), f"not an int64: {value[:40]!r}")
+            else:
+                counters[str(name)] = total
+        decisions = {d.key: d for d in self._decoded("decision", Decision.decode, flat_decisions)}
         cursor = Cursor(str(generation), int(seq))
-        beats = self._heartbeats(flat_beats)
+        beats = {b.instance: b for b in self._decoded("heartbeat", Heartbeat.decode, flat_beats)}
         return SharedSnapshot(cursor, bool(full), signals, counters, decisions, beats)
 
-    def _decisions(self, flat: list[str]) -> dict[str, Decision]:
-        decisions = {}
+    def _decoded(self, kind: str, decode: Callable[[str], T], flat: list[str]) -> Iterator[T]:
+        """Each value of a flat field/value list that decodes within its bounds; the others
+        are dropped (counted, logged once per field)."""
         for i in range(0, len(flat), 2):
             try:
-                decision = Decision.decode(flat[i + 1])
-            except (ValueError, TypeError):
-                log.warning("redis %s: ignoring a malformed decision for %s", self._tag, flat[i])
-                continue
-            decisions[decision.key] = decision
-        return decisions
+                yield decode(flat[i + 1])
+            except (ValueError, TypeError) as exc:
+                self.rejects.drop("redis", kind, flat[i], str(exc))
 
-    def _heartbeats(self, flat: list[str]) -> dict[str, Heartbeat]:
-        beats = {}
-        for i in range(0, len(flat), 2):
-            try:
-                beat = Heartbeat.decode(flat[i + 1])
-            except (ValueError, TypeError):
-                log.warning("redis %s: ignoring a malformed heartbeat of %s", self._tag, flat[i])
-                continue
-            beats[beat.instance] = beat
-        return beats
+    def _dropped(self, dropped: list[str]) -> None:
+        """What a script's guards dropped (`redis_guards`): ``kind:name`` each."""
+        for entry in dropped:
+            kind, _, name = str(entry).partition(":")
+            self.rejects.drop("redis", kind, name, _GUARDED.get(kind, "dropped by the script"))
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -180,7 +183,7 @@ class RedisStore:
         }
 
     async def close(self) -> None:
-        await self._redis.aclose()
+        await redis_target.close(self._redis)
 
     def _keys(self, *names: str) -> list[str]:
         return [self._tag + name for name in names]
@@ -197,6 +200,23 @@ class RedisStore:
             raise StoreUnavailable(f"redis {self.url}: {self.last_error}") from exc
         self._healthy = True
         return reply
+
+
+_GUARDED = {
+    "key": "a key of the wrong type, deleted",
+    "seq": "not a change sequence; set back to the change log's",
+    "oversized": "over its size; not read",
+    "counter": "not an integer counter; replaced by the delta",
+}
+_INT64 = re.compile(r"-?[0-9]{1,19}")
+
+
+def _counter(value: str) -> int | None:
+    """A counter total read back, or None when it is not an integer within int64."""
+    if not isinstance(value, str) or _INT64.fullmatch(value) is None:
+        return None
+    total = int(value)
+    return total if -(2**63) <= total <= MAX_INT64 else None
 
 
 def _new_generation() -> str:

@@ -10,7 +10,8 @@ One URL says it all, so the one secret it may carry is masked by the one rule in
   which name the current primary; after a failover new connections go to the new one.
 
 `parse` checks a URL without connecting (the config validates with it); `connect` builds the
-asyncio client (redis-py's ``Redis``, ``RedisCluster`` or ``Sentinel.master_for``). The URL's
+asyncio client (redis-py's ``Redis``, ``RedisCluster`` or ``Sentinel.master_for``) and `close`
+closes it, the sentinels' own connections included. The URL's
 credentials are those of the data nodes. Sentinels have their own (``requirepass`` in
 sentinel.conf, often another password): they are never in the URL but a `SentinelAuth` read
 from the variable or file the config names (`gateway.state.sentinel_auth`); without one the
@@ -130,6 +131,17 @@ def connect(
         target.master_name, db=target.db, **auth, **options
     )
     return primary
+
+
+async def close(client: aioredis.Redis | RedisCluster) -> None:
+    """Closes ``client``; for a sentinel target, the sentinels' clients too. redis-py's
+    primary client closes only its own pool, and each sentinel it asked keeps a connection
+    open: one socket per sentinel left behind by every reload and every store closed."""
+    await client.aclose()
+    pool = getattr(client, "connection_pool", None)  # a RedisCluster has one per node
+    manager = getattr(pool, "sentinel_manager", None)
+    if isinstance(manager, Sentinel):
+        await manager.aclose()
 
 
 def error_text(exc: BaseException) -> str:

@@ -10,7 +10,8 @@ contribution again, so totals reconcile. It never raises into its caller.
 
 Operators' decisions (``decisions``: a callback giving the ones to offer) travel in the same
 batches and come back, all of them, with every pull; the caller's `DecisionBook` offers again
-whatever a store lacks, so they need no bookkeeping here.
+whatever a store lacks, so they need no bookkeeping here (``SharedView.lost`` tells it whether
+the store lost its data since, or a decision was deleted there on purpose).
 
 This instance's heartbeat (``heartbeat``: a callback building it, `gateway.state.fleet`) goes
 in a batch every ``heartbeat_every_s``; each pull brings every instance's, for the fleet view.
@@ -93,6 +94,7 @@ class StateSync:
         self._pruned_at = float("-inf")
         self._task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()  # one tick at a time (the loop, a test, the final flush)
+        self._lost = False  # the store lost its data since the last apply
         self.degraded = False
         self.last_error: str | None = None
         self.since: float | None = None  # wall time degraded began (or last recovered)
@@ -220,8 +222,9 @@ class StateSync:
             mine = self._own.get(key)
             others[key] = max(0, total - (mine.amount if mine is not None else 0))
         try:
+            lost, self._lost = self._lost, False
             self._apply(SharedView(snapshot.signals, others, snapshot.full, snapshot.decisions,
-                                   snapshot.heartbeats))  # fmt: skip
+                                   snapshot.heartbeats, lost))  # fmt: skip
         except Exception:
             log.exception("state sync: apply failed; the next pull fetches everything again")
             self._cursor = Cursor(self._cursor.generation, 0)
@@ -235,6 +238,7 @@ class StateSync:
                 self._cursor = Cursor(generation, 0)
             return False
         self.resyncs += 1
+        self._lost = True
         log.warning(
             "state store %s lost its data (generation %s -> %s): pushing %d counters and %d "
             "signals of this instance again",

@@ -4,8 +4,8 @@ One `AuditEvent` per action (a drain, an eject, a pause, ...), and per decision 
 another gateway took, is written as one JSON log line on the ``gateway.audit`` logger (fields
 ``who``, ``action``, ``target``, ``reason``, ``outcome``, ``at``, ``gateway``) and recorded in
 the dashboard's event timeline (``/admin/history``). ``who`` is an operator's name
-(``server.admin.operators``), never a key. A later issue's rollouts record their decisions here
-too, with a rule's name as ``who``.
+(``server.admin.operators``), never a key. Rollouts record their decisions here too, with a
+rule's name as ``who``.
 """
 
 from __future__ import annotations

@@ -13,11 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from gateway import __version__
-from gateway.telemetry.rollout_metrics import RolloutMetrics
 from gateway.telemetry.series import CounterFamily, Family, GaugeFamily, HistogramFamily
-from gateway.telemetry.slo_metrics import SloMetrics
 
-# Local inference answers in ≈ 0.3-5 ms; deadlines reach seconds.
+# Local inference answers in well under a second; deadlines reach seconds.
 LATENCY_BUCKETS = (
     0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 )  # fmt: skip
@@ -31,6 +29,9 @@ BYTES_BUCKETS = tuple(float(256 * 4**i) for i in range(10))  # 256 B ... 64 MiB
 ROWS_BUCKETS = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 4096.0)
 BREAKER_STATES = ("closed", "open", "half_open")  # the state set of gateway_breaker_state
 REPLICA = ("model", "pool", "replica")  # the labels of every replica series
+SLO = ("model", "slo", "tenant")  # the labels naming one SLO
+ROLLOUT = ("model", "candidate")  # the labels naming one rollout
+ROLLOUT_PHASES = ("waiting", "shadow", "canary", "paused", "rolled_back", "promoted", "aborted")
 
 
 class Catalog:
@@ -165,12 +166,94 @@ class Catalog:
             "gateway_state_store_degraded",
             "1 while the shared state store is unreachable (serving on local state).",
         )
+        self.store_rejected = CounterFamily(
+            "gateway_state_rejected_total",
+            "Values read back from the state store or the decisions file that failed their "
+            "bounds and were dropped, by source (redis, decisions_file, store: refused once "
+            "decoded) and kind (signal, counter, decision, heartbeat, key, seq, oversized, "
+            "progress, capped).",
+            ("source", "kind"),
+        )
         self.info = GaugeFamily("gateway_build_info", "Gateway version; always 1.", ("version",))
         self.info.labels(__version__).set(1)
-        self.slo = SloMetrics()
-        self.rollout = RolloutMetrics()  # gateway_rollout_*: comparisons, share, phase
+        self.slo = SloFamilies()  # gateway_slo_*: objective, budget, burn, alerts, events
+        self.rollout = RolloutFamilies()  # gateway_rollout_*: comparisons, share, phase
 
     @property
     def families(self) -> list[Family]:
         families = [f for f in vars(self).values() if isinstance(f, Family)]
         return families + list(self.slo.families) + list(self.rollout.families)
+
+
+class SloFamilies:
+    """The SLO series, set at scrape time from the /slo document (`slo_metrics.set_slos`)."""
+
+    def __init__(self) -> None:
+        self.objective = GaugeFamily(
+            "gateway_slo_objective", "Target fraction of good events.", SLO
+        )
+        self.budget = GaugeFamily(
+            "gateway_slo_error_budget_remaining",
+            "Fraction of the error budget left in the SLO period (negative when overspent).",
+            SLO,
+        )
+        self.burn = GaugeFamily(
+            "gateway_slo_burn_rate",
+            "Error budget burn rate over a window (1 spends the budget exactly in the period).",
+            (*SLO, "window"),
+        )
+        self.alert = GaugeFamily(
+            "gateway_slo_alert_firing", "1 while a burn-rate alert fires.", (*SLO, "severity")
+        )
+        # The SLI as counters (this instance's events since start): what Prometheus rules sum
+        # over every gateway instance. The request series cannot give it: a latency SLO's
+        # threshold needs not be a histogram bucket, and short-deadline requests are excluded.
+        self.events = CounterFamily(
+            "gateway_slo_events_total",
+            "Events an SLO counted on this instance (requests under its min deadline excluded).",
+            SLO,
+        )
+        self.bad_events = CounterFamily(
+            "gateway_slo_bad_events_total",
+            "Bad events of an SLO on this instance: a 5xx, or for latency SLOs a late answer.",
+            SLO,
+        )
+        self.families = (
+            self.objective, self.budget, self.burn, self.alert, self.events, self.bad_events
+        )  # fmt: skip
+
+
+class RolloutFamilies:
+    """The rollout series, set at scrape time from `/admin/rollouts` (`rollout_metrics`)."""
+
+    def __init__(self) -> None:
+        self.comparisons = CounterFamily(
+            "gateway_rollout_comparisons_total",
+            "Shadow comparisons of the candidate's and the pool's answers, by result.",
+            (*ROLLOUT, "result"),
+        )
+        self.disagreements = CounterFamily(
+            "gateway_rollout_disagreements_total",
+            "Compared answers whose output differed (beyond the vote's tolerance), by output.",
+            (*ROLLOUT, "output"),
+        )
+        self.copies = CounterFamily(
+            "gateway_rollout_copies_total",
+            "Shadow copies not compared, by why: failed (no comparable answer) or shed.",
+            (*ROLLOUT, "outcome"),
+        )
+        self.candidate = CounterFamily(
+            "gateway_rollout_candidate_requests_total",
+            "Requests the candidate took (canary: served; shadow: copies), by result.",
+            (*ROLLOUT, "result"),
+        )
+        self.share = GaugeFamily(
+            "gateway_rollout_share_percent",
+            "Percent of the model's requests the candidate serves now.",
+            ROLLOUT,
+        )
+        self.phase = GaugeFamily(
+            "gateway_rollout_phase", "1 for the rollout's phase now.", (*ROLLOUT, "phase")
+        )
+        self.families = (self.comparisons, self.disagreements, self.copies, self.candidate,
+                         self.share, self.phase)  # fmt: skip

@@ -2,7 +2,7 @@
 
 Operators grep and ship logs by field, and jump from a log line to its trace; so each line
 carries ``request_id`` and ``trace_id`` of the request being served, read from a context
-variable that the request path sets once (≈ 0.1 µs) and the formatter reads only when a line
+variable that the request path sets once (cheaply) and the formatter reads only when a line
 is actually written. Fields given with ``extra=`` become top-level keys.
 """
 

@@ -1,11 +1,12 @@
 """The gateway's Prometheus metrics: one `Metrics` object the pipeline calls, and ``render()``.
 
-The per-request calls (`request`, `queued`, `attempt`) cost ≈ 0.3-0.6 µs each: their series
-are cached by the raw values the pipeline already holds, so the hot path does one dict lookup
-and no string formatting. Labels that the config bounds (a model's version, a replica's pool
-and model) come from a `Topology`. Free-text labels (reasons, tallies) are bounded so that a
-bug or a hostile input cannot grow the series without end; so is the tenant label:
-configured tenants and "anonymous" only (`ANONYMOUS`, which the tenant config uses too).
+The per-request calls (`request`, `queued`, `attempt`) are on the hot path
+(loadtests/bench_telemetry.py measures them): their series are cached by the raw values the
+pipeline already holds, so the hot path does one dict lookup and no string formatting. Labels
+that the config bounds (a model's version, a replica's pool and model) come from a `Topology`.
+Free-text labels (reasons, tallies) are bounded so that a bug or a hostile input cannot grow the
+series without end; so is the tenant label: configured tenants and "anonymous" only
+(`ANONYMOUS`, which the tenant config uses too).
 Names live in `catalog`. Record from the loop thread only.
 """
 
@@ -20,7 +21,9 @@ from prometheus_client.exposition import choose_encoder
 
 from gateway.outcome import Outcome, OutcomeKind
 from gateway.telemetry.catalog import BREAKER_STATES, LATENCY_BUCKETS, Catalog
+from gateway.telemetry.rollout_metrics import set_rollouts
 from gateway.telemetry.series import Buckets, FamilyCollector, Value
+from gateway.telemetry.slo_metrics import set_slos
 from gateway.telemetry.topology import Topology
 
 UNKNOWN_MODEL = "_unknown"  # pass this for requests naming a model that is not configured
@@ -32,7 +35,10 @@ RequestKey = tuple[str, str, int, str, str]  # model, route, status, served_by, 
 
 
 class BoundedLabel:
-    """Maps free text to a label value: short, well-formed and at most ``limit`` distinct."""
+    """Maps free text to a label value: short, well-formed and at most ``limit`` distinct.
+
+    Bounded by count: it remembers at most ``limit`` values; every other becomes ``other``.
+    """
 
     def __init__(self, limit: int = MAX_LABEL_VALUES) -> None:
         self._seen: set[str] = set()
@@ -241,13 +247,18 @@ class Metrics:
     def state_store(self, degraded: bool) -> None:
         self._m.store.labels().set(1.0 if degraded else 0.0)
 
+    def state_rejected(self, counts: Mapping[tuple[str, str], int]) -> None:
+        """Copies the shared state's counts of values dropped on reading back (`Rejects`)."""
+        for (source, kind), count in counts.items():
+            self._m.store_rejected.labels(source, kind).set(count)
+
     def set_slo(self, doc: Mapping[str, Any]) -> None:
-        """Replaces the SLO gauges with the /slo document (shape in `SloMetrics.update`)."""
-        self._m.slo.update(doc)
+        """Replaces the SLO gauges with the /slo document (shape in `set_slos`)."""
+        set_slos(self._m.slo, doc)
 
     def set_rollouts(self, doc: Mapping[str, Any]) -> None:
-        """Sets the rollout series from ``Rollouts.snapshot()`` (`RolloutMetrics.update`)."""
-        self._m.rollout.update(doc)
+        """Sets the rollout series from ``Rollouts.snapshot()`` (`set_rollouts`)."""
+        set_rollouts(self._m.rollout, doc)
 
     # --- scrape-time state -------------------------------------------------------------------
 

@@ -1,8 +1,8 @@
 """Lock-free metric families (counter, gauge, histogram) collected into a Prometheus registry.
 
-prometheus_client takes a lock on every ``inc``/``observe`` (a cached counter child costs
-≈ 0.35 µs, a histogram ≈ 0.75 µs here); the gateway records from one event-loop thread, so
-these cells are plain attributes (≈ 0.06 and 0.15 µs) and prometheus_client only formats them
+prometheus_client takes a lock on every ``inc``/``observe``; the gateway records from one
+event-loop thread, so these cells are plain attributes, several times cheaper
+(loadtests/bench_telemetry.py), and prometheus_client only formats them
 at scrape time. Trade-off, stated plainly: record from the loop thread only; a scrape from
 another thread may see a histogram's sum and buckets one observation apart.
 """
@@ -126,7 +126,7 @@ class HistogramFamily(_Family[Buckets]):
             raise ValueError("histogram bounds must be finite and non-empty (+Inf is implied)")
         self._le = [repr(b) for b in self.bounds] + ["+Inf"]  # as prometheus_client writes le
         # Whole-number bounds (bytes, rows) compare as ints: an int observed against float
-        # bounds costs bisect a conversion per comparison (≈ 0.04 µs an observation).
+        # bounds costs bisect a conversion per comparison.
         bounds_: tuple[float, ...] = self.bounds
         if all(b.is_integer() for b in bounds_):
             bounds_ = tuple(int(b) for b in bounds_)

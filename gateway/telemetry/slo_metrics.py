@@ -2,7 +2,8 @@
 
 The SLO recorder already computes everything for ``GET /slo``; exporting that same document
 keeps /metrics and /slo from ever disagreeing, and costs nothing per request: call
-``Metrics.set_slo(recorder.document())`` from a scrape hook (``Metrics.on_scrape``).
+``Metrics.set_slo(recorder.document())`` from a scrape hook (``Metrics.on_scrape``). The
+families themselves are declared with every other metric, in `gateway.telemetry.catalog`.
 Every series names the SLO by ``model`` and ``slo`` (its name within the model) and
 ``tenant`` ("" for an SLO over every tenant's requests, which Prometheus reads as no label).
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from gateway.telemetry.series import CounterFamily, GaugeFamily
+from gateway.telemetry.catalog import SloFamilies
 
 
 def _number(value: object) -> float | None:
@@ -21,107 +22,71 @@ def _number(value: object) -> float | None:
     return float(value)
 
 
-SLO = ("model", "slo", "tenant")  # the labels naming one SLO
+def set_slos(families: SloFamilies, doc: Mapping[str, Any] | Iterable[Mapping[str, Any]]) -> None:
+    """Replaces every SLO series with those in ``doc``.
 
+    Expected shape (unknown keys ignored, missing ones skipped)::
 
-class SloMetrics:
-    def __init__(self) -> None:
-        self.objective = GaugeFamily(
-            "gateway_slo_objective", "Target fraction of good events.", SLO
+        {"slos": [{"name": "availability",
+                   "model": "digits",
+                   "tenant": "acme",
+                   "objective": 0.999,
+                   "budget_remaining": 0.83,
+                   "burn_rates": {"5m": 14.2, "1h": 2.1, "6h": 0.9},
+                   "alerts": {"page": true, "ticket": false},
+                   "events_total": 1200, "bad_events_total": 3}]}
+
+    ``model`` and ``tenant`` may be missing or null (""). ``slos`` may also be a mapping
+    from name to entry, and ``doc`` the bare list;
+    ``burn_rates`` may be a list of ``{"window": "5m", "burn_rate": 14.2}``, and ``alerts``
+    a list of ``{"severity": "page", "firing": true}``.
+    """
+    for family in families.families:
+        family.clear()
+    for name, entry in _entries(doc):
+        set_slo(
+            families,
+            name,
+            model=str(entry.get("model") or ""),
+            tenant=str(entry.get("tenant") or ""),
+            objective=_number(entry.get("objective")),
+            budget_remaining=_number(
+                entry.get("budget_remaining", entry.get("error_budget_remaining"))
+            ),
+            burn_rates=_pairs(entry.get("burn_rates"), "window", ("burn_rate", "rate")),
+            alerts=_pairs(entry.get("alerts"), "severity", ("firing",), combine=max),
+            events=_number(entry.get("events_total")),
+            bad_events=_number(entry.get("bad_events_total")),
         )
-        self.budget = GaugeFamily(
-            "gateway_slo_error_budget_remaining",
-            "Fraction of the error budget left in the SLO period (negative when overspent).",
-            SLO,
-        )
-        self.burn = GaugeFamily(
-            "gateway_slo_burn_rate",
-            "Error budget burn rate over a window (1 spends the budget exactly in the period).",
-            (*SLO, "window"),
-        )
-        self.alert = GaugeFamily(
-            "gateway_slo_alert_firing", "1 while a burn-rate alert fires.", (*SLO, "severity")
-        )
-        # The SLI as counters (this instance's events since start): what Prometheus rules sum
-        # over every gateway instance. The request series cannot give it: a latency SLO's
-        # threshold needs not be a histogram bucket, and short-deadline requests are excluded.
-        self.events = CounterFamily(
-            "gateway_slo_events_total",
-            "Events an SLO counted on this instance (requests under its min deadline excluded).",
-            SLO,
-        )
-        self.bad_events = CounterFamily(
-            "gateway_slo_bad_events_total",
-            "Bad events of an SLO on this instance: a 5xx, or for latency SLOs a late answer.",
-            SLO,
-        )
-        self.families = (
-            self.objective, self.budget, self.burn, self.alert, self.events, self.bad_events
-        )  # fmt: skip
 
-    def update(self, doc: Mapping[str, Any] | Iterable[Mapping[str, Any]]) -> None:
-        """Replaces every SLO series with those in ``doc``.
 
-        Expected shape (unknown keys ignored, missing ones skipped)::
-
-            {"slos": [{"name": "availability",
-                       "model": "digits",
-                       "tenant": "acme",
-                       "objective": 0.999,
-                       "budget_remaining": 0.83,
-                       "burn_rates": {"5m": 14.2, "1h": 2.1, "6h": 0.9},
-                       "alerts": {"page": true, "ticket": false},
-                       "events_total": 1200, "bad_events_total": 3}]}
-
-        ``model`` and ``tenant`` may be missing or null (""). ``slos`` may also be a mapping
-        from name to entry, and ``doc`` the bare list;
-        ``burn_rates`` may be a list of ``{"window": "5m", "burn_rate": 14.2}``, and ``alerts``
-        a list of ``{"severity": "page", "firing": true}``.
-        """
-        for family in self.families:
-            family.clear()
-        for name, entry in _entries(doc):
-            self.slo(
-                name,
-                model=str(entry.get("model") or ""),
-                tenant=str(entry.get("tenant") or ""),
-                objective=_number(entry.get("objective")),
-                budget_remaining=_number(
-                    entry.get("budget_remaining", entry.get("error_budget_remaining"))
-                ),
-                burn_rates=_pairs(entry.get("burn_rates"), "window", ("burn_rate", "rate")),
-                alerts=_pairs(entry.get("alerts"), "severity", ("firing",), combine=max),
-                events=_number(entry.get("events_total")),
-                bad_events=_number(entry.get("bad_events_total")),
-            )
-
-    def slo(
-        self,
-        name: str,
-        *,
-        model: str = "",
-        tenant: str = "",
-        objective: float | None = None,
-        budget_remaining: float | None = None,
-        burn_rates: Mapping[str, float] | None = None,
-        alerts: Mapping[str, float] | None = None,
-        events: float | None = None,
-        bad_events: float | None = None,
-    ) -> None:
-        """Sets one SLO's gauges (the simple-arguments form of `update`)."""
-        labels = (model, name, tenant)
-        if objective is not None:
-            self.objective.labels(*labels).set(objective)
-        if budget_remaining is not None:
-            self.budget.labels(*labels).set(budget_remaining)
-        for window, rate in (burn_rates or {}).items():
-            self.burn.labels(*labels, window).set(rate)
-        for severity, firing in (alerts or {}).items():
-            self.alert.labels(*labels, severity).set(1.0 if firing else 0.0)
-        if events is not None:
-            self.events.labels(*labels).set(events)
-        if bad_events is not None:
-            self.bad_events.labels(*labels).set(bad_events)
+def set_slo(
+    families: SloFamilies,
+    name: str,
+    *,
+    model: str = "",
+    tenant: str = "",
+    objective: float | None = None,
+    budget_remaining: float | None = None,
+    burn_rates: Mapping[str, float] | None = None,
+    alerts: Mapping[str, float] | None = None,
+    events: float | None = None,
+    bad_events: float | None = None,
+) -> None:
+    """Sets one SLO's gauges (the simple-arguments form of `set_slos`)."""
+    labels = (model, name, tenant)
+    if objective is not None:
+        families.objective.labels(*labels).set(objective)
+    if budget_remaining is not None:
+        families.budget.labels(*labels).set(budget_remaining)
+    for window, rate in (burn_rates or {}).items():
+        families.burn.labels(*labels, window).set(rate)
+    for severity, firing in (alerts or {}).items():
+        families.alert.labels(*labels, severity).set(1.0 if firing else 0.0)
+    if events is not None:
+        families.events.labels(*labels).set(events)
+    if bad_events is not None:
+        families.bad_events.labels(*labels).set(bad_events)
 
 
 def _entries(doc: Mapping[str, Any] | Iterable[Mapping[str, Any]]) -> list[tuple[str, Any]]:
@@ -164,7 +129,7 @@ def _pairs(
 
 
 def slo_gauges(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """The /slo document reshaped for `SloMetrics.update`: one entry per model and SLO."""
+    """The /slo document reshaped for `set_slos`: one entry per model and SLO."""
     entries = []
     for model, entry in doc.get("models", {}).items():
         for slo in entry.get("slos", []):

@@ -1,11 +1,11 @@
 """Request and attempt spans: W3C context always, recorded into the OpenTelemetry SDK if sampled.
 
-The SDK's ``Tracer.start_span`` costs ≈ 12-19 µs a span here (attribute validation, context
-lookups, locks): a request with one attempt would spend ≈ 35 µs, a third of the gateway's
-whole CPU budget. So spans are held as a few slots and, when recorded, handed to the SDK's
-span processor and exporters as finished spans (`gateway.telemetry.recorder`). Trade-off: the
-processors see ``on_end`` only, never ``on_start``; the batch and simple processors, the only
-ones the gateway configures, need nothing else.
+The SDK's ``Tracer.start_span`` is costly per span (attribute validation, context lookups,
+locks): a request with one attempt would spend a large share of the gateway's CPU budget on it
+(loadtests/bench_telemetry.py). So spans are held as a few slots and, when recorded, handed to
+the SDK's span processor and exporters as finished spans (`gateway.telemetry.recorder`).
+Trade-off: the processors see ``on_end`` only, never ``on_start``; the batch and simple
+processors, the only ones the gateway configures, need nothing else.
 """
 
 from __future__ import annotations
@@ -116,10 +116,15 @@ class TracedRequest:
 
 
 class TracedAttempt:
-    """A client span around one upstream exchange, child of its request's span."""
+    """A client span around one upstream exchange, child of its request's span.
 
-    __slots__ = ("_ended", "_recorder", "_request", "_start_ns", "attempt_no",
-                 "breaker_state", "replica_id", "span_id", "traceparent")  # fmt: skip
+    It keeps its request's ids, not the request: the request keeps its latest attempt, and a
+    cycle between the two would leave every request's spans to the cyclic collector instead
+    of freeing them when the request ends.
+    """
+
+    __slots__ = ("_ended", "_parent_id", "_recorder", "_start_ns", "_trace_id", "_tracestate",
+                 "attempt_no", "breaker_state", "replica_id", "span_id", "traceparent")  # fmt: skip
 
     def __init__(
         self,
@@ -129,7 +134,9 @@ class TracedAttempt:
         attempt_no: int,
         breaker_state: str,
     ) -> None:
-        self._request = request
+        self._trace_id = request.trace_id
+        self._parent_id = request.span_id
+        self._tracestate = request.tracestate
         self._recorder = recorder
         self.replica_id = replica_id
         self.attempt_no = attempt_no
@@ -140,7 +147,7 @@ class TracedAttempt:
         self._ended = False
 
     def inject(self, carrier: dict[str, str] | None = None) -> dict[str, str]:
-        return _inject(carrier, self.traceparent, self._request.tracestate)
+        return _inject(carrier, self.traceparent, self._tracestate)
 
     def end(self, outcome: Outcome) -> None:
         if self._ended:
@@ -160,7 +167,7 @@ class TracedAttempt:
         if outcome.kind not in _NOT_FAILED:
             attributes["error.type"] = outcome.kind.value
             status = Status(StatusCode.ERROR, outcome.describe())
-        ids = (self._request.trace_id, self.span_id, self._request.span_id, False)
+        ids = (self._trace_id, self.span_id, self._parent_id, False)
         times = (self._start_ns, time.time_ns())
         self._recorder.record("attempt", SpanKind.CLIENT, ids, times, attributes, status)
 

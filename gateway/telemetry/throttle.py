@@ -15,6 +15,9 @@ MAX_KEYS = 1024  # keys are bounded upstream (replicas × models); this only gua
 
 
 class LogThrottle:
+    """Bounded by count: at most `MAX_KEYS` keys are remembered; past that, all are forgotten
+    at once (each writes its next line at once), so a stream of new keys cannot grow it."""
+
     def __init__(self, clock: Clock, interval_s: float = 10.0) -> None:
         self._clock = clock
         self._interval_s = interval_s

@@ -1,9 +1,9 @@
 """Tracing setup: config, the OTLP exporter when one is named, and the `Tracer` the path calls.
 
 With no exporter (the default) every request still gets valid W3C ids, propagated to the
-replicas and echoed to the client, for ≈ 2-3 µs; spans are built and exported only when an
-exporter is configured and the trace is sampled (≈ 8 µs a request on this side, plus ≈ 50 µs
-of protobuf encoding in the OTLP exporter's thread: under heavy load, lower ``sample_ratio``).
+replicas and echoed to the client, cheaply; spans are built and exported only when an
+exporter is configured and the trace is sampled (the OTLP exporter's protobuf encoding, in its
+own thread, costs the most: under heavy load, lower ``sample_ratio``; loadtests/bench_telemetry.py).
 Tests pass the SDK's in-memory exporter.
 """
 
@@ -16,9 +16,10 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from gateway import __version__
+from gateway.frozen import Frozen
 from gateway.telemetry.recorder import Attributes, SpanRecorder
 from gateway.telemetry.spans import RequestSpan, TracedRequest, UntracedRequest
 from gateway.telemetry.tracecontext import (
@@ -31,17 +32,22 @@ from gateway.telemetry.tracecontext import (
 )
 
 OTLP_TRACES_PATH = "/v1/traces"
+# Finished spans waiting for the exporter's thread, at most: past it new spans are dropped (the
+# SDK's own default, stated here because it is the gateway's memory bound when a collector is
+# slow or down). Exports go in batches of up to EXPORT_BATCH.
+MAX_QUEUED_SPANS = 2048
+EXPORT_BATCH = 512
 
 
-class TracingConfig(BaseModel):
+class TracingConfig(Frozen):
     """``otlp_endpoint``: an OTLP/HTTP collector (``http://host:4318``); None exports nothing."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    enabled: bool = True
-    otlp_endpoint: str | None = None
-    service_name: str = Field("v2-gateway", min_length=1)
-    sample_ratio: float = Field(1.0, ge=0.0, le=1.0)
+    enabled: bool = Field(True, description="false: no trace ids, no spans")
+    otlp_endpoint: str | None = Field(
+        None, description="an OTLP/HTTP collector (http://host:4318); none: spans are not exported"
+    )
+    service_name: str = Field("v2-gateway", min_length=1, description="service.name of the spans")
+    sample_ratio: float = Field(1.0, ge=0.0, le=1.0, description="share of new traces exported")
 
     @field_validator("otlp_endpoint")
     @classmethod
@@ -81,7 +87,11 @@ class Tracer:
             batch = True if batch is None else batch
         if exporter is not None and self.config.enabled:
             processor: SpanProcessor = (
-                BatchSpanProcessor(exporter) if batch else SimpleSpanProcessor(exporter)
+                BatchSpanProcessor(
+                    exporter, max_queue_size=MAX_QUEUED_SPANS, max_export_batch_size=EXPORT_BATCH
+                )
+                if batch
+                else SimpleSpanProcessor(exporter)
             )
             resource = Resource.create({"service.name": self.config.service_name})
             scope = InstrumentationScope("gateway", __version__)

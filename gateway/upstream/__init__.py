@@ -1,1 +1,2 @@
-"""Everything that talks to replicas: the transport, replica state, pools, probes."""
+"""Everything that talks to replicas: replica state and pools, with transport/, probes/ and
+discovery/ as subpackages."""

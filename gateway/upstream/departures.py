@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from gateway.telemetry.metrics import Metrics
 from gateway.upstream.registry import Pool, Registry
 from gateway.upstream.replica import Replica
-from gateway.upstream.transport import Transport
+from gateway.upstream.transport.base import Transport
 
 
 class Departures:

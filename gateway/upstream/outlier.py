@@ -21,6 +21,12 @@ from gateway.upstream.replica import Replica
 log = logging.getLogger(__name__)
 
 
+def within_cap(out: int, size: int, percent: float) -> bool:
+    """Whether a pool of ``size`` with ``out`` replicas out may take one more out: at most
+    ``percent`` of it, though one may always be (as in Envoy)."""
+    return out == 0 or out + 1 <= percent * size / 100
+
+
 class OutlierDetector:
     def __init__(
         self,
@@ -58,11 +64,7 @@ class OutlierDetector:
     def eject(self, replica: Replica, reason: str) -> bool:
         """Ejects unless already ejected or the pool's ejection cap is reached."""
         now = self._clock.now()
-        if replica.ejected(now):
-            return False
-        ejected = self.ejected_count()
-        cap = self._config.max_ejection_percent * len(self._replicas) / 100
-        if ejected >= 1 and ejected + 1 > cap:
+        if replica.ejected(now) or not self.admits():
             return False
         duration = min(
             self._config.base_ejection_s * (replica.ejections + 1), self._config.max_ejection_s
@@ -70,6 +72,11 @@ class OutlierDetector:
         replica.eject(now, duration, reason)
         log.warning("replica %s ejected for %.1f s: %s", replica.id, duration, reason)
         return True
+
+    def admits(self) -> bool:
+        """Whether one more ejection stays within the pool's cap (another gateway's too)."""
+        ejected = self.ejected_count()
+        return within_cap(ejected, len(self._replicas), self._config.max_ejection_percent)
 
     def reinstate(self, replica: Replica) -> bool:
         """Ends an ejection early (active health checks saw the replica recover)."""

@@ -50,6 +50,7 @@ class Replica:
     quarantine_reason: str | None = None
     golden_failures: int = 0
     golden_last: str | None = None
+    weight: float = 1.0  # the balancer's share: lowered while its accelerator is throttled
     breaker: ReplicaBreaker | None = field(default=None, repr=False)
 
     @classmethod
@@ -147,6 +148,10 @@ class Replica:
         """Active or hot spare, as the pool's discovery now says (an SRV priority changed)."""
         self.standby = standby
 
+    def set_weight(self, weight: float) -> None:
+        """The balancer's share, as the hardware rules now say (1: full)."""
+        self.weight = weight
+
     def golden_passed(self, reason: str) -> None:
         self.golden_last = reason
         self.golden_failures = 0
@@ -182,6 +187,7 @@ class Replica:
             "quarantine_reason": self.quarantine_reason,
             "golden_last": self.golden_last,
             "outstanding": self.outstanding,
+            "weight": self.weight,
             "ewma_latency_ms": round(self.ewma_latency_s * 1000, 3),
             "requests": self.requests,
             "failures": self.failures,

@@ -8,7 +8,7 @@ into the client's names and shapes (`gateway.config.tensors.TensorMapping`), so 
 vote, golden probes and the fallback all speak the model's one vocabulary.
 
 Whether a pool takes binary tensors is learned from its servers' metadata (the
-``binary_tensor_data`` extension, `gateway.upstream.extensions`) unless its config says
+``binary_tensor_data`` extension, `gateway.upstream.probes.extensions`) unless its config says
 (``binary_tensors``); until it is learned the pool is sent JSON, which every V2 server takes.
 
 A pool that speaks the client's dialect (no mapping, binary accepted) costs nothing: its

@@ -5,7 +5,7 @@ member is cut out: the JSON header (each tensor's name, datatype, shape, paramet
 and the outputs asked for) and the binary tensor bytes after it. Every request has an id of
 its own (the client's, or the one the gateway splices in), so without the cut no two requests
 would ever match. Raw bytes are hashed, never parsed, so the cost is a hash of the body
-(≈ 1.3 ms per MB with SHA-1 here), paid only for an error answer the judge can use it for.
+(SHA-1), paid only for an error answer the judge can use it for.
 """
 
 from __future__ import annotations

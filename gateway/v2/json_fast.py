@@ -1,12 +1,12 @@
 """A large JSON request checked at C speed: its structure decoded, its ``data`` never as numbers.
 
-A 1×3×224×224 image as JSON is 1.2 MB of text and 150,528 numbers. Decoding it with orjson
-makes a Python float of each (≈ 4 ms here) and checking them against the datatype walks them
-again (≈ 9 ms); neither is needed to accept it. Here msgspec decodes the message's structure
-(names, shapes, datatypes, parameters, id, outputs) and hands each input's ``data`` over as
-`msgspec.Raw`, the bytes of that JSON value, checked as valid JSON but not decoded (≈ 0.9 ms
-for the whole body). Its bytes, seen by numpy without a copy, then settle what the gateway
-checks in a few vector passes (≈ 0.27 ms for 1.2 MB; bytes methods took 1.9 ms):
+A 1×3×224×224 image as JSON is 1.2 MB of text and 150,528 numbers. Decoding it with orjson makes
+a Python float of each and checking them against the datatype walks them again; neither is
+needed to accept it. Here msgspec decodes the message's structure (names, shapes, datatypes,
+parameters, id, outputs) and hands each input's ``data`` over as `msgspec.Raw`, the bytes of
+that JSON value, checked as valid JSON but not decoded. Its bytes, seen by numpy without a copy,
+then settle what the gateway checks in a few vector passes (loadtests/bench_payloads.py measures
+the whole):
 
 - no byte above ``9`` but the outer brackets, and no quote: every element is a JSON number (no
   string, boolean, null, nested list or exponent), which FP16/FP32/FP64/BF16 take; data with

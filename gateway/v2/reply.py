@@ -13,6 +13,7 @@ from typing import Any, Protocol
 import orjson
 
 from gateway.errors import BadRequest
+from gateway.redact import printable
 from gateway.v2.codec import EncodedBody, encode_outputs
 from gateway.v2.request import InferRequestInfo
 from v2proto.errors import ProtocolError
@@ -65,7 +66,8 @@ def encode_reply(
 def error_text(body: bytes, limit: int = 200) -> str:
     """A replica's error message: the V2 ``{"error": ...}``, FastAPI's ``{"detail": ...}``
     (MLServer's and KServe's validation errors: a string, or a list of ``{"loc", "msg"}``),
-    or else the body's start; the gateway answers it as its own ``{"error": ...}``."""
+    or else the body's start; escaped (`printable`), so that the logs and admin views quoting
+    it show one line. Clients are told a fixed summary instead (`Outcome.summary`)."""
     try:
         parsed = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -74,8 +76,8 @@ def error_text(body: bytes, limit: int = 200) -> str:
         for key in ("error", "detail", "message"):
             text = _message(parsed.get(key))
             if text:
-                return text[:limit]
-    return body[:limit].decode("utf-8", "replace").strip()
+                return printable(text[:limit])
+    return printable(body[:limit].decode("utf-8", "replace").strip())
 
 
 def _message(value: Any) -> str | None:

@@ -1,10 +1,11 @@
 """Structural checks of a V2 infer request at the gateway, before any replica sees it.
 
 The gateway checks what it can without the model's signature (valid JSON, the shape of the
-message, parameters, binary-extension sizes, the row limit, every JSON element against the
-declared datatype and shape (`gateway.v2.elements`), finite floating-point values) so
-a malformed request gets a precise 400 here instead of costing a replica attempt (or a 200
-with ``null`` outputs); the replica checks the rest against its model.
+message, parameters, binary-extension sizes, the row limit and at least one row, each input and
+each requested output named once, every JSON element against the declared datatype and shape
+(`gateway.v2.elements`), finite floating-point values) so a malformed request gets a precise
+400 here instead of costing a replica attempt (or a 200 with ``null`` outputs, or a server's
+internal error); the replica checks the rest against its model.
 """
 
 from __future__ import annotations
@@ -129,7 +130,7 @@ def _split(body: Body, header_length: str | None) -> tuple[bytes, int]:
     return body.head(length), len(body) - length
 
 
-def _check_inputs(
+def _check_inputs(  # noqa: C901
     inputs: Any, body: Body, start: int, max_rows: int | None, detached_ok: bool = False
 ) -> None:
     """Every input's structure; binary ones' sizes against the ``body`` bytes after ``start``.
@@ -151,11 +152,15 @@ def _check_inputs(
         shape = tensor.get("shape")
         if not isinstance(shape, list) or not _dims(shape):
             raise BadRequest(f"input {name!r}: 'shape' must be a list of non-negative integers")
-        if max_rows is not None and shape and shape[0] > max_rows:
-            raise BadRequest(
-                f"input {name!r}: {shape[0]} rows; this model takes at most {max_rows} rows a "
-                "request"
-            )
+        if shape:
+            rows = shape[0]
+            if rows == 0:
+                raise BadRequest(f"input {name!r}: shape {shape} has no rows; send at least one")
+            if max_rows is not None and rows > max_rows:
+                raise BadRequest(
+                    f"input {name!r}: {rows} rows; this model takes at most {max_rows} rows a "
+                    "request"
+                )
         parameters = tensor.get("parameters")
         binary_size = None if parameters is None else _binary_size(parameters, name)
         if binary_size is None and detached_ok and "data" not in tensor:
@@ -175,6 +180,8 @@ def _check_inputs(
         raise BadRequest(
             f"binary tensor data is {len(body) - start} bytes but inputs declare {offset}"
         )
+    if len(inputs) > 1:
+        _check_unique(inputs, "input")
 
 
 def _dims(shape: list[Any]) -> bool:
@@ -217,3 +224,19 @@ def _check_outputs(outputs: Any) -> None:
         if not isinstance(output, dict) or not isinstance(output.get("name"), str):
             raise BadRequest(f"outputs[{index}].name must be a string")
         _check_parameters(output.get("parameters"), f"outputs[{index}].parameters", "binary_data")
+    if len(outputs) > 1:
+        _check_unique(outputs, "output")
+
+
+def _check_unique(tensors: list[dict[str, Any]], kind: str) -> None:
+    """Every tensor of ``kind`` (input or output, each already checked to have a string name)
+    named once: a server refuses a name twice, or answers it as an internal error."""
+    names = {tensor["name"] for tensor in tensors}
+    if len(names) == len(tensors):
+        return
+    seen: set[str] = set()
+    for index, tensor in enumerate(tensors):
+        name = tensor["name"]
+        if name in seen:
+            raise BadRequest(f"{kind}s[{index}].name: {kind} {name!r} is named more than once")
+        seen.add(name)

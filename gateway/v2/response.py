@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
+from typing import Annotated, Any
 
+import msgspec
 import orjson
 
 from v2proto.codec import HEADER_LENGTH
@@ -52,10 +53,68 @@ def rename_reply(
     return b"".join((new_header, memoryview(body)[split:])), str(len(new_header))
 
 
+_NO_DATA = msgspec.Raw(b"-")  # an output without data (a decoded value never starts so)
+_LIST = ord("[")
+
+
+class _Sizes(msgspec.Struct):
+    binary_data_size: Annotated[int, msgspec.Meta(ge=0)] | None = None
+
+
+class _Output(msgspec.Struct):
+    name: str
+    data: msgspec.Raw = _NO_DATA  # skipped over, not decoded: only its first byte is read
+    parameters: _Sizes | None = None
+
+
+class _Reply(msgspec.Struct):
+    outputs: list[_Output]
+    id: str | None = None
+
+
+_DECODE_REPLY = msgspec.json.Decoder(_Reply).decode
+
+
 def check_reply(
     body: bytes, header_length: str | None, expected_id: str | None, *, echoes_id: bool = True
 ) -> str | None:
     """Why a replica's 200 is not a V2 infer reply to *this* request, or None if it is one.
+
+    The declared structure is decoded once, typed (msgspec: an object with an ``outputs`` list
+    of named tensors, string ids, non-negative integer sizes; tensor data skipped over, not
+    decoded); a reply that is well-formed and this request's costs that and a loop over its
+    outputs. Anything else is judged again by `why_not_reply`, which says what is wrong.
+    """
+    size = len(body)
+    split = size
+    if header_length is not None:
+        if not header_length.isdigit() or not 0 < int(header_length) <= size:
+            return why_not_reply(body, header_length, expected_id, echoes_id=echoes_id)
+        split = int(header_length)
+    try:
+        reply = _DECODE_REPLY(body if split == size else memoryview(body)[:split])
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return why_not_reply(body, header_length, expected_id, echoes_id=echoes_id)
+    reply_id = reply.id
+    if expected_id is not None and reply_id != expected_id and (reply_id is not None or echoes_id):
+        return why_not_reply(body, header_length, expected_id, echoes_id=echoes_id)
+    binary = 0
+    for output in reply.outputs:
+        sizes = output.parameters
+        declared = None if sizes is None else sizes.binary_data_size
+        if declared is not None:
+            binary += declared
+        elif memoryview(output.data)[0] != _LIST:
+            return why_not_reply(body, header_length, expected_id, echoes_id=echoes_id)
+    if binary != size - split:
+        return why_not_reply(body, header_length, expected_id, echoes_id=echoes_id)
+    return None
+
+
+def why_not_reply(  # noqa: C901
+    body: bytes, header_length: str | None, expected_id: str | None, *, echoes_id: bool = True
+) -> str | None:
+    """What `check_reply` finds wrong, in words (None: nothing), checked field by field.
 
     The last line of defence against a desynchronised or truncated stream: the JSON header must
     parse as an object with an ``outputs`` list of named tensors, each with data or a binary

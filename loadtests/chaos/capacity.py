@@ -38,8 +38,8 @@ class Step:
 
     @property
     def sustainable(self) -> bool:
-        return self.totals.sent > 0 and self.totals.failed == 0 and (
-            self.totals.p99_ms < P99_LIMIT_MS
+        return (
+            self.totals.sent > 0 and self.totals.failed == 0 and (self.totals.p99_ms < P99_LIMIT_MS)
         )
 
 
@@ -73,7 +73,7 @@ def measure(
     for (u, start, end), (before, after) in zip(windows, cpu, strict=True):
         totals = run.between(start + SKIP_S, end)
         per_req = tuple((k, (after[k] - before[k]) * 1e6 / max(1, totals.sent)) for k in after)
-        rates = tuple(s.rate for s in seconds[math.ceil(start + SKIP_S):math.floor(end)])
+        rates = tuple(s.rate for s in seconds[math.ceil(start + SKIP_S) : math.floor(end)])
         steps.append(Step(u, totals, rates, per_req))
     return steps
 
@@ -93,17 +93,28 @@ def render(results: dict[str, list[Step]]) -> str:
         for steps in results.values():
             t = steps[i].totals
             mark = "" if steps[i].sustainable else " ✗"
-            spread = f" ({min(steps[i].rates):.0f}-{max(steps[i].rates):.0f})" if (
-                steps[i].rates) else ""
+            spread = (
+                f" ({min(steps[i].rates):.0f}-{max(steps[i].rates):.0f})"
+                if (steps[i].rates)
+                else ""
+            )
             cells.append(f"{t.rate:.0f}{spread}{mark} | {t.p50_ms:.1f} | {t.p99_ms:.1f} "
                          f"| {t.failed}")  # fmt: skip
         lines.append(f"| {step.users} | " + " | ".join(cells) + " |")
-    lines += ["", "req/s: the step's mean (slowest-fastest whole second in brackets). "
-              "✗: not sustainable (a failed request, or p99 ≥ 100 ms).", ""]
-    lines += ["CPU µs per request, by process (from /proc; 2 cores = 2,000,000 µs/s):", "",
-              "| users | " + " | ".join(f"{t}: {k}" for t, steps in results.items()
-                                       for k, _ in steps[0].cpu_us) + " |",
-              "|---:|" + "---:|" * sum(len(steps[0].cpu_us) for steps in results.values())]
+    lines += [
+        "",
+        "req/s: the step's mean (slowest-fastest whole second in brackets). "
+        "✗: not sustainable (a failed request, or p99 ≥ 100 ms).",
+        "",
+    ]
+    lines += [
+        "CPU µs per request, by process (from /proc; 2 cores = 2,000,000 µs/s):",
+        "",
+        "| users | "
+        + " | ".join(f"{t}: {k}" for t, steps in results.items() for k, _ in steps[0].cpu_us)
+        + " |",
+        "|---:|" + "---:|" * sum(len(steps[0].cpu_us) for steps in results.values()),
+    ]
     for i, step in enumerate(next(iter(results.values()))):
         cells = [f"{us:.0f}" for steps in results.values() for _, us in steps[i].cpu_us]
         lines.append(f"| {step.users} | " + " | ".join(cells) + " |")

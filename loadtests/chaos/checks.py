@@ -21,7 +21,7 @@ N_CLASSES = 10
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class ObjectiveVerdict:
     """``error`` is empty for a valid 200 answer, else a kind; ``detail`` says what was seen."""
 
     error: str = ""
@@ -85,15 +85,15 @@ def check_answer(
     model: str,
     rows: Sequence[int],
     reference: Reference | None,
-) -> Verdict:
+) -> ObjectiveVerdict:
     """Judge one answer; ``header`` looks a response header up by lower-case name."""
     if status == 0:
-        return Verdict("transport", "no HTTP answer")
+        return ObjectiveVerdict("transport", "no HTTP answer")
     if status != 200:
-        return Verdict("status", _error_detail(status, body))
+        return ObjectiveVerdict("status", _error_detail(status, body))
     labels = parse_labels(body, model, len(rows))
     if isinstance(labels, str):
-        return Verdict("schema", labels)
+        return ObjectiveVerdict("schema", labels)
     reason, vote = header(DEGRADED_HEADER) or "", header(VOTE_HEADER) or ""
     served_by = header(SERVED_BY_HEADER)
     wrong, detail = False, ""
@@ -102,4 +102,4 @@ def check_answer(
         wrong = any(e != UNKNOWN and e != got for e, got in zip(expected, labels, strict=True))
         detail = f"labels {labels}, expected {expected}" if wrong else ""
     keep = served_by or "" if (reason or wrong) else ""
-    return Verdict("", detail, bool(reason), wrong, reason, vote, keep)
+    return ObjectiveVerdict("", detail, bool(reason), wrong, reason, vote, keep)

@@ -30,6 +30,7 @@ class Topology:
 
     pools: tuple[tuple[str, int], ...]
     redis: bool = False
+    accelerator: dict[str, Any] | None = None  # every pool's `accelerator:` section
 
 
 def replica_id(pool: str, index: int) -> str:
@@ -55,7 +56,7 @@ class Cluster:
 
     def config(self) -> dict[str, Any]:
         """The gateway config for the current ports (the server port is set by the stack)."""
-        pools = {
+        pools: dict[str, dict[str, Any]] = {
             pool: {
                 "model": pool,
                 "replicas": [
@@ -65,6 +66,9 @@ class Cluster:
             }
             for pool, ports in self.ports.items()
         }
+        if self.topology.accelerator is not None:
+            for section in pools.values():
+                section["accelerator"] = dict(self.topology.accelerator)
         config: dict[str, Any] = {"pools": pools, "models": self.models}
         if self.redis_port is not None:
             config["state"] = {

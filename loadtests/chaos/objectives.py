@@ -71,7 +71,7 @@ class Check:
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class ObjectiveVerdict:
     checks: tuple[Check, ...]
 
     @property
@@ -87,7 +87,7 @@ def _rate(count: int, share: float) -> str:
     return f"{count} ({share * 100:.3g} %)"
 
 
-def evaluate(objective: Objective, run: Run, windows: Sequence[Window]) -> Verdict:
+def evaluate(objective: Objective, run: Run, windows: Sequence[Window]) -> ObjectiveVerdict:
     whole = run.overall()
     during = run.phases(windows)["during"]
     end = run.duration_s
@@ -133,4 +133,4 @@ def evaluate(objective: Objective, run: Run, windows: Sequence[Window]) -> Verdi
                   _rate(tail.degraded, tail.degraded_rate),
                   tail.degraded_rate <= objective.max_degraded_end)
         )  # fmt: skip
-    return Verdict(tuple(checks))
+    return ObjectiveVerdict(tuple(checks))

@@ -100,9 +100,7 @@ def majority(votes: Sequence[Labels]) -> Labels:
 class Reference:
     """Expected labels per test row for each model name and each fallback, computed once."""
 
-    def __init__(
-        self, models_dir: Path = MODELS_DIR, fallback_dir: Path = FALLBACK_DIR
-    ) -> None:
+    def __init__(self, models_dir: Path = MODELS_DIR, fallback_dir: Path = FALLBACK_DIR) -> None:
         _, self.x, _, self.y_true = load_split()
         self._models_dir, self._fallback_dir = models_dir, fallback_dir
         self._cache: dict[str, Labels] = {}

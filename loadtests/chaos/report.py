@@ -18,6 +18,7 @@ from loadtests.chaos.objectives import pct
 from loadtests.chaos.runner import NOT_RUN, Result
 from loadtests.chaos.scenarios import SCENARIOS
 from loadtests.chaos.stats import Run, Totals, tally
+from loadtests.results_file import machine
 
 RERUN = ".venv/bin/python -m loadtests.chaos --scenario {name}"
 HEADER = """# Chaos suite results
@@ -58,6 +59,7 @@ def summary(result: Result) -> dict[str, Any]:
         "status": result.status, "note": result.note, "smoke": result.smoke,
         "objective": result.objective.describe(), "when": time.strftime("%Y-%m-%d %H:%M"),
         "failures": [c.name for c in result.verdict.failures] if result.verdict else [],
+        "machine": machine(),
     }  # fmt: skip
     if result.run is not None:
         whole, phases = result.run.overall(), result.run.phases(result.windows)

@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from loadtests.chaos import gwstate
+from loadtests.chaos import hardware as hw
 from loadtests.chaos.cluster import Cluster
 from loadtests.chaos.events import read_events
-from loadtests.chaos.objectives import Objective, Verdict, evaluate
+from loadtests.chaos.objectives import Objective, ObjectiveVerdict, evaluate
 from loadtests.chaos.scenarios import DEADLINE_MS, Fault, Scenario, Timing
 from loadtests.chaos.stats import Run, Window
 from loadtests.chaos.swarm import Load, Swarm
@@ -39,7 +40,7 @@ class Result:
     windows: list[Window] = field(default_factory=list)
     log: list[tuple[float, str]] = field(default_factory=list)  # (s since time zero, action)
     states: list[tuple[str, list[str]]] = field(default_factory=list)  # gateway's own view
-    verdict: Verdict | None = None
+    verdict: ObjectiveVerdict | None = None
     logs: dict[str, Path] = field(default_factory=dict)  # kept process logs (failed runs)
 
 
@@ -85,6 +86,8 @@ def run_scenario(scenario: Scenario, timing: Timing, logs_dir: Path, smoke: bool
             result.note += f" (check-config: {problem})"
             return result
         gateway = cluster.start()
+        retries_before = hw.retries(gateway.url) if scenario.checks else 0.0
+        failed_before = hw.failed_attempts(gateway.url) if scenario.checks else {}
         result.users = max(2, scenario.user_count // 2) if smoke else scenario.user_count
         load = Load(scenario.users, result.users, scenario.rate, timing.total, DEADLINE_MS)
         swarm = Swarm.start(load, gateway.url, cluster.stack.workdir)
@@ -94,6 +97,12 @@ def run_scenario(scenario: Scenario, timing: Timing, logs_dir: Path, smoke: bool
         result.states.append(("end of the run", gwstate.snapshot(gateway.url)))
         result.run = Run.of(read_events(swarm.events), DEADLINE_MS, t0)
         result.verdict = evaluate(objective, result.run, result.windows)
+        if scenario.checks is not None:
+            failed = hw.delta(hw.failed_attempts(gateway.url), failed_before)
+            seen = hw.Seen(t0, result.log, hw.drains(gateway.url, t0),
+                           hw.retries(gateway.url) - retries_before, failed)  # fmt: skip
+            checks = result.verdict.checks + tuple(scenario.checks(seen))
+            result.verdict = ObjectiveVerdict(checks)
         result.status = PASS if result.verdict.passed else FAIL
     except Exception as exc:
         result.status, result.note = ERROR, f"{type(exc).__name__}: {exc}"

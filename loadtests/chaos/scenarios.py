@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loadtests.chaos import actions as act
+from loadtests.chaos import hardware as hw
 from loadtests.chaos.actions import Action
 from loadtests.chaos.cluster import Topology
 from loadtests.chaos.objectives import Objective
@@ -63,6 +64,7 @@ class Scenario:
     user_count: int = 16
     rate: float = 20.0  # requests/s per user
     expect: str = ""  # what a correct gateway does, in a line, for the report
+    checks: hw.HardwareCheck | None = None  # checks read from the gateway after the run
 
 
 def window(label: str, begin: Sequence[Action], end: Sequence[Action]) -> Timeline:
@@ -83,7 +85,38 @@ def _plain(**extra: Any) -> dict[str, Any]:
 
 
 THREE = Topology(pools=((MLP, 3),))
+# The hardware scenarios: mlp-0's GPU is injected (`replicas.accelerator_inject`): slowdown at
+# 90 °C, shutdown at 95 °C. The ramp climbs 70 -> 100 °C over the fault phase; the kill comes
+# when it reaches shutdown, and the dead replica stays dead (no restart: a new process's
+# start-up would load the machine the comparison runs on).
+SAMPLE_S = 0.25
+SENSED = Topology(
+    pools=((MLP, 3),),
+    accelerator={"interval_s": SAMPLE_S, "lead_s": 3.0, "fit_s": 2.0, "healthy_for_s": 2.0},
+)
+RAMP_FROM, RAMP_TO, SHUTDOWN_C = 70.0, 100.0, 95.0
+
+
+def overheat(t: Timing) -> list[Fault]:
+    kill_at = t.before + t.fault * (SHUTDOWN_C - RAMP_FROM) / (RAMP_TO - RAMP_FROM)
+    ramp = {"temperature_ramp": {"from": RAMP_FROM, "to": RAMP_TO, "over_s": t.fault}}
+    return [
+        Fault("ramp mlp-0 to 100 °C", t.before, (act.set_faults(MLP, [0], accelerator=ramp),)),
+        Fault("SIGKILL mlp-0 at shutdown", kill_at, (act.kill(MLP, [0]),)),
+    ]
+
+
+def ecc(t: Timing) -> list[Fault]:
+    """The error at the start of the fault phase; a good device again at its end (the GPU
+    reset), so the restore after ``healthy_for_s`` shows in the run."""
+    dbe = act.set_faults(MLP, [0], accelerator={"ecc_dbe_total": 1})
+    reset = act.set_faults(MLP, [0], accelerator={"ecc_dbe_total": 0, "temperature_c": 50})
+    return [Fault("DBE on mlp-0", t.before, (dbe,), t.before + t.fault, (reset,))]
+
+
 STRICT = Objective(max_failed_rate=0.0, max_late_rate=0.0, max_wrong_rate=0.001)
+# The signals-off comparisons show what the crash costs (retries, late answers): loose bounds.
+COMPARISON = Objective(max_failed_rate=0.01, max_late_rate=0.02, max_wrong_rate=0.001)
 DIGITS = ("DigitsUser",)
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -161,6 +194,29 @@ SCENARIOS: tuple[Scenario, ...] = (
         window("redis down", [act.kill_redis()], [act.start_redis()]), STRICT,
         needs="Redis state (state.backend: redis)",
         expect="Redis is off the request path: serving goes on on local state",
+    ),
+    Scenario(
+        "gpu-overheat", "GPU overheating: mlp-0's temperature ramps to shutdown, then SIGKILL",
+        SENSED, _plain(), DIGITS, overheat, STRICT, user_count=8,
+        checks=hw.drained_before("SIGKILL", 1.0, "mlp-0"),
+        expect="the temperature's trend drains mlp-0 seconds before the kill: nothing lost, "
+        "no retry",
+    ),
+    Scenario(
+        "gpu-overheat-off", "GPU overheating with the accelerator signals off (the same run)",
+        THREE, _plain(), DIGITS, overheat, COMPARISON, user_count=8,
+        checks=hw.no_drain_and_retries("mlp-0"),
+        expect="nothing sees it coming: the crash costs retries and an ejection",
+    ),
+    Scenario(
+        "gpu-ecc", "Uncorrectable ECC error on mlp-0's GPU under load", SENSED, _plain(),
+        DIGITS, ecc, STRICT, user_count=8, checks=hw.drained_within("accelerator=", 2 * SAMPLE_S),
+        expect="mlp-0 drained within two sample intervals; its requests in flight finish",
+    ),
+    Scenario(
+        "gpu-ecc-off", "Uncorrectable ECC error with the accelerator signals off", THREE,
+        _plain(), DIGITS, ecc, COMPARISON, user_count=8, checks=hw.no_drain(),
+        expect="mlp-0 keeps serving on a GPU that has lost data",
     ),
 )  # fmt: skip
 

@@ -1,6 +1,6 @@
 """The upstream transports that `bench_transport.py` compares, by name, and their limits.
 
-Why: the gateway always proxies with `FastTransport`; aiohttp, httpx and httpx over aiohttp
+Why: the gateway always proxies with `Http1Transport`; aiohttp, httpx and httpx over aiohttp
 are kept here, beside the benchmark, as the measured alternatives and as the reference
 implementations that the transport contract tests (``tests/gateway/upstream``) hold it to.
 """
@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gateway.upstream.fast_connection import (
+from gateway.upstream.transport.base import Transport
+from gateway.upstream.transport.http1 import Http1Transport
+from gateway.upstream.transport.http1_connection import (
     MAX_REPLY_BODY_BYTES,
     MAX_REPLY_HEADER_BYTES,
     MAX_REPLY_HEADER_COUNT,
 )
-from gateway.upstream.fast_transport import FastTransport
-from gateway.upstream.transport import Transport
 from loadtests.transports.aiohttp_transport import AiohttpTransport
 from loadtests.transports.httpx_aiohttp import AiohttpBackend
 from loadtests.transports.httpx_transport import HttpxTransport
@@ -51,7 +51,7 @@ class TransportLimits:
 
 
 def _fast(limits: TransportLimits) -> Transport:
-    return FastTransport(
+    return Http1Transport(
         max_connections_per_endpoint=limits.max_connections_per_endpoint,
         max_idle_per_endpoint=limits.max_idle_per_endpoint,
         connect_timeout_s=limits.connect_timeout_s,

@@ -1,7 +1,7 @@
 """`AiohttpTransport`: the upstream transport on one shared ``aiohttp.ClientSession``.
 
 Why: aiohttp is the mature asyncio HTTP client and the benchmark's reference point; as a
-transport under the same contract it lets tests check `FastTransport` against a well-known
+transport under the same contract it lets tests check `Http1Transport` against a well-known
 implementation.
 """
 
@@ -19,7 +19,7 @@ from gateway.errors import (
     UpstreamProtocolError,
     UpstreamTimeout,
 )
-from gateway.upstream.transport import UpstreamResponse
+from gateway.upstream.transport.base import UpstreamResponse
 from gateway.v2.body import Body, as_bytes
 
 # aiohttp adds these unless told not to. A proxy hop needs none of them, and without an

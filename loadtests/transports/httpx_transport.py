@@ -20,7 +20,7 @@ from gateway.errors import (
     UpstreamProtocolError,
     UpstreamTimeout,
 )
-from gateway.upstream.transport import UpstreamResponse
+from gateway.upstream.transport.base import UpstreamResponse
 from gateway.v2.body import Body, as_bytes
 
 # httpcore's message when the connection closed before any byte of the reply

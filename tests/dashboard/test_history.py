@@ -11,7 +11,7 @@ from gateway.carry_over import carry_over
 from gateway.config import parse_config
 from gateway.config.models import ReplicaConfig
 from gateway.runtime import Gateway
-from gateway.telemetry.history import Event, EventLog, LatencySketch, SampleRing
+from gateway.telemetry.history_buffers import Event, EventLog, LatencySketch, SampleRing
 from gateway.upstream.replica import Replica
 from tests.support.clock import FakeClock
 

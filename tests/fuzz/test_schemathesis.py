@@ -39,7 +39,8 @@ from schemathesis.core.failures import FailureGroup
 from tests.support.gateway import GatewayProcess, pool_config, start_gateway
 from tests.support.processes import start_replica
 
-pytestmark = pytest.mark.integration
+# no_cover: the gateway under test is a subprocess, so tracing this one only slows generation
+pytestmark = [pytest.mark.integration, pytest.mark.no_cover]
 
 MIN_CASES = 1_000
 WALL_CAP_S = 120.0  # generation stops here even if fewer cases ran (the count is then asserted)

@@ -12,7 +12,7 @@ import orjson
 from gateway.clock import Clock
 from gateway.config.endpoint import Endpoint
 from gateway.errors import UpstreamTimeout
-from gateway.upstream.transport import UpstreamResponse
+from gateway.upstream.transport.base import UpstreamResponse
 from gateway.v2.body import Body, as_bytes
 
 Behaviour = Callable[[str, str, bytes], Awaitable[UpstreamResponse]]

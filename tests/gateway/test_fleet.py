@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gateway.fleet import FleetBeacon
 from gateway.state.decisions import DecisionBook
-from gateway.telemetry.history import SampleRing
+from gateway.telemetry.history_buffers import SampleRing
 from gateway.upstream.registry import Registry
 from tests.gateway.conftest import make_config
 from tests.support.clock import FakeClock

@@ -19,6 +19,8 @@ import httpx
 import pytest
 from dnslib import RR
 
+from gateway.upstream.discovery.dns import Target
+from gateway.upstream.discovery.watch import replica_id
 from tests.integration.conftest import StartGateway, StartReplicas
 from tests.support.dns_server import ChangingResolver, dns_server
 from tests.support.faults import inject_faults
@@ -89,14 +91,19 @@ class Load:
         self._stop.set()
 
 
+def discovered_id(replica: ReplicaProcess) -> str:
+    """The id discovery gives ``replica`` in pool ``primary`` (no address in it)."""
+    host, port = replica.url.removeprefix("http://").split(":")
+    return replica_id("primary", Target(host, int(port)))
+
+
 async def test_replicas_follow_dns_under_load_without_a_failed_request(
     start_replicas: StartReplicas, start_gw: StartGateway
 ) -> None:
     a, b = start_replicas(2)
     for proc in (a, b):
         inject_faults(proc.url, latency_ms=100)
-    id_a = f"primary-{a.url.removeprefix('http://').replace(':', '-')}"
-    id_b = f"primary-{b.url.removeprefix('http://').replace(':', '-')}"
+    id_a, id_b = discovered_id(a), discovered_id(b)
     with dns_server() as (records, dns_port):
         answer(records, {"a": a})
         config = discovered_config(a, dns_port)
@@ -187,7 +194,7 @@ async def test_a_hostile_answer_makes_only_usable_members_up_to_the_cap(
     the log says it once, and /metrics names no replica beyond the cap."""
     (a,) = start_replicas(1)
     host, port = a.url.removeprefix("http://").split(":")
-    id_a = f"primary-{host}-{port}"
+    id_a = discovered_id(a)
     with dns_server() as (records, dns_port):
         srv = [f"{NAME}. 1 IN SRV 0 0 {port} a.digits.test."]
         records.set("a.digits.test", "A", [f"a.digits.test. 1 IN A {host}"])

@@ -120,6 +120,7 @@ async def test_sigkill_one_of_three_under_16_in_flight_fails_no_request(
     print(f"grpc crash: max client latency {traffic.max_latency_s * 1000:.0f} ms")
 
 
+@pytest.mark.solo  # a client-side latency bound: tests beside it slow the client's own loop
 @pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
 @pytest.mark.parametrize("pool", ["grpc", "rest"])
 async def test_sigstop_one_of_three_under_16_in_flight_fails_no_request(

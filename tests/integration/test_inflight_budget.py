@@ -23,7 +23,7 @@ import orjson
 import pytest
 
 from gateway.config.endpoint import Endpoint
-from gateway.upstream.fast_transport import FastTransport
+from gateway.upstream.transport.http1 import Http1Transport
 from replicas.image_model import write_image_model
 from tests.support.faults import clear_faults, inject_faults
 from tests.support.gateway import GatewayProcess, start_gateway
@@ -71,7 +71,7 @@ def _batch() -> tuple[bytes, dict[str, str]]:
 
 
 async def _load(url: str, body: bytes, headers: dict[str, str]) -> tuple[Counter[int], set[str]]:
-    transport = FastTransport()
+    transport = Http1Transport()
     endpoint = Endpoint.parse(url)
     statuses: Counter[int] = Counter()
     retry_after: set[str] = set()

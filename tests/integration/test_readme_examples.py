@@ -15,18 +15,16 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
-from tests.support.gateway import GatewayProcess, start_gateway
-from tests.support.processes import REPO_ROOT, ReplicaProcess, start_replica
+from tests.support.gateway import GatewayProcess
+from tests.support.local_stack import local_stack
+from tests.support.processes import REPO_ROOT
 
 pytestmark = pytest.mark.integration
 
 README = REPO_ROOT / "README.md"
-LOCAL = REPO_ROOT / "config" / "local.yaml"
 MAKE_RUN_PORT = "8000"
 RUN_TIMEOUT_S = 120
 
@@ -61,29 +59,9 @@ def on_port(block: str, port: int) -> str:
 
 @pytest.fixture(scope="module")
 def make_run_stack(models_dir: Path) -> Iterator[GatewayProcess]:
-    """config/local.yaml's pools and models, each listed replica a real process (as
-    `gateway up` starts them, on free ports), and a real gateway in front."""
-    config: dict[str, Any] = yaml.safe_load(LOCAL.read_text())
-    replicas: list[ReplicaProcess] = []
-    try:
-        for pool in config["pools"].values():
-            local = pool.pop("local")
-            model = models_dir / Path(local["model_path"]).name
-            if "golden" in pool:
-                pool["golden"]["file"] = str((LOCAL.parent / pool["golden"]["file"]).resolve())
-            for listed in pool["replicas"]:
-                replica = start_replica(model, name=pool["model"], version=pool["version"])
-                replicas.append(replica)
-                listed["url"] = replica.url
-        config["server"].pop("port", None)
-        gateway = start_gateway(config, ready_timeout=60)
-        try:
-            yield gateway
-        finally:
-            gateway.cleanup()
-    finally:
-        for replica in replicas:
-            replica.cleanup()
+    """config/local.yaml's pools and models behind a real gateway (tests.support.local_stack)."""
+    with local_stack(models_dir) as gateway:
+        yield gateway
 
 
 def test_the_curl_example_answers_its_digit(make_run_stack: GatewayProcess) -> None:

@@ -5,6 +5,9 @@ keyed tenants then got 503. Now anonymous counts as one tenant among three of eq
 it holds its share and what nobody keeps (2), its excess gets 429 with ``Retry-After``, and
 each keyed tenant finds the slot kept for it. The replica hangs, so every admitted request
 stays in flight until the test lets them all finish with 200.
+
+Two floods (acme and anonymous) and a third tenant sending one request at a time: the third is
+answered every time (issue 27).
 """
 
 from __future__ import annotations
@@ -100,3 +103,57 @@ async def test_anonymous_traffic_leaves_each_keyed_tenant_its_share(
         assert [a.status_code for a in answers] == [200, 200, 200, 200]
         metrics = (await http.get("/metrics")).text
         assert 'gateway_shed_requests_total{model="digits",reason="tenant_share"} 4.0' in metrics
+
+
+async def test_two_floods_never_refuse_a_third_tenant_under_its_share(
+    start_replicas: StartReplicas,
+) -> None:
+    """acme and anonymous flood a model bounded at 8 (a quota of 2 each, 1 slot kept) for a few
+    seconds, globex sends one request at a time: every globex request is answered, while the
+    floods' excess gets 429. A flood that took the slot kept for it used to leave that slot
+    counted as kept, and globex was refused 503 with room free."""
+    replicas = start_replicas(1)
+    config = pool_config(replicas, admission={"max_in_flight": 8}, timeout_ms=30_000)
+    config["tenants"] = {name: {"key_env": f"GW_TEST_{name.upper()}_KEY"} for name in KEYS}
+    env = {f"GW_TEST_{name.upper()}_KEY": key for name, key in KEYS.items()}
+    gateway = start_gateway(config, env=env)
+    try:
+        await inject_faults_async(replicas[0].url, latency_ms=30)  # the floods overlap
+        assert {n: (s["quota"], s["reserve"]) for n, s in seats(gateway).items()} == {
+            "acme": (2, 1), "globex": (2, 1), "anonymous": (2, 1),
+        }  # fmt: skip
+        floods: dict[int, int] = {}
+        third: list[tuple[int, str]] = []
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+
+        def going() -> bool:  # 6 s and 40 of globex's requests, 30 s at most
+            elapsed = loop.time() - started
+            return elapsed < 30 and (elapsed < 6 or len(third) < 40)
+
+        limits = httpx.Limits(max_connections=32)
+        async with httpx.AsyncClient(base_url=gateway.url, trust_env=False, timeout=30,
+                                     limits=limits) as http:  # fmt: skip
+
+            async def flood(key: str | None) -> None:
+                headers = {"authorization": f"Bearer {key}"} if key else {}
+                while going():
+                    answer = await http.post(INFER, content=BODY, headers=headers)
+                    floods[answer.status_code] = floods.get(answer.status_code, 0) + 1
+
+            async def globex() -> None:
+                headers = {"authorization": f"Bearer {KEYS['globex']}"}
+                while going():
+                    answer = await http.post(INFER, content=BODY, headers=headers)
+                    third.append((answer.status_code, answer.text[:200]))
+
+            senders = [flood(KEYS["acme"]) for _ in range(8)] + [flood(None) for _ in range(8)]
+            await asyncio.wait_for(asyncio.gather(globex(), *senders), 60)
+        refused = [answer for answer in third if answer[0] != 200]
+        print(f"globex: {len(third) - len(refused)}/{len(third)} answered; floods: {floods}")
+        assert len(third) >= 5 and not refused, refused[:3]
+        assert floods.get(429, 0) > 0 and floods.get(200, 0) > 0, floods  # they were contending
+        counts = seats(gateway)
+        assert counts["globex"]["shed"] == counts["globex"]["over_share"] == 0, counts
+    finally:
+        gateway.cleanup()

@@ -74,6 +74,7 @@ def test_faults_without_a_key_are_refused(model_path: Path) -> None:
         ("Bearer ", "need 'Authorization: Bearer <fault key>'"),
         (f"Bearer {FAULT_KEY}x", "wrong fault key"),
     ],
+    ids=["none", "wrong-key", "basic", "empty-bearer", "key-plus-one"],  # keys are random
 )
 async def test_missing_or_wrong_key_is_401(
     guarded: Client, method: str, authorization: str | None, error: str

@@ -19,7 +19,7 @@ from gateway.config.endpoint import Endpoint
 from gateway.config.headers import NO_HEADERS
 from gateway.config.tls import TlsConfig
 from gateway.errors import UpstreamConnectError
-from gateway.upstream.grpc_transport import GrpcTransport
+from gateway.upstream.transport.grpc_client import GrpcTransport
 from replicas.dataset import Split
 from replicas.fault_auth import FaultKey
 from replicas.faults import FaultInjector

@@ -303,6 +303,7 @@ async def test_admin_get_post_delete(faulty: tuple[ReplicaApp, Client, list[int]
         "ready": True,
         "poison_value": None,
         "wrong_id": False,
+        "accelerator": None,  # no accelerator readings injected
     }
     faults = (await client.get("/metrics")).text
     assert 'replica_faults_active{fault="latency_ms",model="digits",version="1"} 1.0' in faults

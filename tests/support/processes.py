@@ -8,7 +8,9 @@ Integration tests must never leak a process or hang: every process is started th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -25,10 +27,31 @@ from typing import Protocol, TypeVar
 from tests.support.faults import FAULT_KEY, fault_env
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# A process at the end of its test: past this, SIGKILL (one serving a hung request, or a
+# replica told to hang, otherwise holds the suite for the whole of `stop`'s default wait).
+CLEANUP_GRACE_S = 3.0
+
+
+# Under pytest-xdist each worker picks its ports from its own range below the kernel's
+# ephemeral ports (32768 up), so two workers never pick one port between a pick and its bind.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+_PORTS_PER_WORKER = 2_000
+_FIRST_PORT = 12_000
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free a moment ago (bind port 0, read it, release it)."""
+    """A TCP port that was free a moment ago (bound, read, released): the kernel's pick, or
+    under pytest-xdist a free one from this worker's own range."""
+    if _WORKER.startswith("gw") and _WORKER[2:].isdigit():
+        first = _FIRST_PORT + int(_WORKER[2:]) % 10 * _PORTS_PER_WORKER
+        for _ in range(50):
+            port = random.randrange(first, first + _PORTS_PER_WORKER)
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                try:
+                    sock.bind((host, port))
+                except OSError:
+                    continue
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
@@ -158,8 +181,12 @@ class ManagedProcess:
             self._log.close()
 
     def cleanup(self) -> None:
-        """Stop the process and delete its log."""
-        self.stop()
+        """Stop the process (a stopped one is continued first; SIGKILL after `CLEANUP_GRACE_S`:
+        a test that checks a graceful exit calls `stop` itself) and delete its log."""
+        if self.alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGCONT)
+        self.stop(CLEANUP_GRACE_S)
         self.log_path.unlink(missing_ok=True)
 
     def __enter__(self) -> ManagedProcess:

@@ -5,6 +5,8 @@ in the pool, and answers infer requests in one of several wrong ways (``--mode``
 
 - ``refuse``: 400 ``{"error": ...}`` to every infer (a rollout with a changed signature that
   still reports ready: the black hole that P2C loves because it is fast);
+- ``hostile`` / ``hostile-500``: 400 / 500 whose error text (`HOSTILE_ERROR`) holds markup, a
+  line that forges a log line, a terminal escape and an address, none of which a client may see;
 - ``stale``: a well-formed 200 carrying another request's ``id`` (a desynchronised stream);
 - ``truncated``: a 200 without Content-Length, cut short by closing the connection;
 - ``empty``: a 200 with an empty body;
@@ -42,6 +44,10 @@ import orjson
 READY = b'{"ready": true}'
 LATE_S = 0.3
 LATE_MODES = ("late-idless", "late-stale", "idless")
+HOSTILE_ERROR = (
+    "<script>alert('owned')</script> input rejected\n2026-12-01 00:00:00,000 ERROR "
+    "gateway.audit: FORGED drain by admin \x1b[2K from 10.9.8.7"
+)
 _stale_ids = itertools.count()
 
 
@@ -73,6 +79,9 @@ def _infer_reply(mode: str, body: bytes) -> tuple[bytes, bool]:
         pass
     if mode == "refuse":
         return _response(400, "Bad Request", b'{"error": "unknown input \'input\'"}'), False
+    if mode in ("hostile", "hostile-500"):
+        status, reason = (400, "Bad Request") if mode == "hostile" else (500, "Server Error")
+        return _response(status, reason, orjson.dumps({"error": HOSTILE_ERROR})), False
     if mode == "empty":
         return _response(200, "OK", b""), False
     if mode == "redirect":

@@ -20,6 +20,7 @@ from typing import Any, Generic, TypeVar
 
 import grpc
 import grpc.aio
+from google.protobuf.message import DecodeError
 
 from v2proto.grpc import grpc_service_pb2 as pb
 
@@ -75,6 +76,21 @@ def _deserializer(cls: type[Resp]) -> Callable[[bytes], Resp]:
     return parse
 
 
+def _reply_deserializer(cls: type[Resp]) -> Callable[[bytes], Resp]:
+    """A reply's parser: None for bytes that are not the message, as gRPC's own wrapper makes
+    of any failure, but without the traceback it logs for each (a replica sending garbage is
+    the caller's to judge, `gateway.upstream.transport.grpc_client`)."""
+    parse = _deserializer(cls)
+
+    def quiet(data: bytes) -> Resp:
+        try:
+            return parse(data)
+        except DecodeError:
+            return None  # type: ignore[return-value]  # gRPC's own "no message"
+
+    return quiet
+
+
 def unary(
     channel: grpc.aio.Channel, method: Method[Req, Resp]
 ) -> grpc.aio.UnaryUnaryMultiCallable[Req, Resp]:
@@ -82,7 +98,7 @@ def unary(
     return channel.unary_unary(
         method.path,
         request_serializer=_serialize,
-        response_deserializer=_deserializer(method.response),
+        response_deserializer=_reply_deserializer(method.response),
     )
 
 

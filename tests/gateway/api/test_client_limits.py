@@ -22,7 +22,7 @@ import pytest
 from gateway.api.app import GatewayApp
 from gateway.config import GatewayConfig, parse_config
 from gateway.runtime import Gateway
-from gateway.upstream.transport import UpstreamResponse
+from gateway.upstream.transport.base import UpstreamResponse
 from tests.gateway.fakes import FakeTransport, with_echoed_id
 from tests.support.processes import wait_until
 
@@ -168,7 +168,9 @@ async def test_large_bodies_are_parsed_in_a_worker_process_which_may_die() -> No
                 await client.post("/v2/models/digits/infer", json=request(1))
             ).status_code == 200
             assert gateway_app.parser.worker_pids() == []  # small: parsed inline, no worker yet
-            ok = await client.post("/v2/models/digits/infer", json=request(8))
+            # the first large body starts the worker process: seconds on a busy machine
+            slow_start = {"x-request-timeout-ms": "30000"}
+            ok = await client.post("/v2/models/digits/infer", json=request(8), headers=slow_start)
             assert ok.status_code == 200, ok.text
             (pid,) = gateway_app.parser.worker_pids()
             bad = request(8)
@@ -191,9 +193,13 @@ async def test_large_bodies_are_parsed_in_a_worker_process_which_may_die() -> No
 
             os.kill(pid, signal.SIGKILL)
             wait_until(lambda: not _alive(pid), 10.0, message=f"worker {pid} to die")
-            again = await client.post("/v2/models/digits/infer", json=request(8))
+            again = await client.post(
+                "/v2/models/digits/infer", json=request(8), headers=slow_start
+            )
             assert again.status_code == 200, again.text  # inline, or by a fresh worker
-            after = await client.post("/v2/models/digits/infer", json=request(8))
+            after = await client.post(
+                "/v2/models/digits/infer", json=request(8), headers=slow_start
+            )
             assert after.status_code == 200
             (new_pid,) = gateway_app.parser.worker_pids()
             assert new_pid != pid
@@ -207,5 +213,5 @@ def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as stat:
             return stat.read().split()[2] != "Z"
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone, or reaped while read
         return False

@@ -93,7 +93,9 @@ async def test_a_paused_pool_answers_503_saying_so(client: httpx.AsyncClient) ->
     assert paused.status_code == 200
     answer = await client.post("/v2/models/digits/infer", content=orjson.dumps(REQUEST))
     assert answer.status_code == 503
-    assert "pool 'p' is paused by alice: upgrade" in answer.json()["error"]
+    assert answer.json()["error"] == "model 'digits': pool 'p' is paused"  # not who, nor why
+    state = (await client.get("/admin/state", headers=AS_ALICE)).json()
+    assert state["pools"][0]["paused"] == "paused by alice: upgrade"  # the keyed view says
     assert (await client.post("/admin/pools/p/resume", json={}, headers=AS_ALICE)).is_success
     assert await served_by(client, 5)
 

@@ -44,6 +44,10 @@ async def client() -> AsyncIterator[httpx.AsyncClient]:
         ("/admin/reload", Door.ADMIN),
         ("/status", Door.ADMIN),
         ("/dashboard", Door.PAGE),
+        ("/dashboard/dashboard.js", Door.PAGE),  # the page's files: no data in them either
+        ("/dashboard/dashboard.css", Door.PAGE),
+        ("/dashboard/secrets.js", Door.ADMIN),  # not one of its files: default deny
+        ("/dashboard/", Door.ADMIN),
         ("/slo", Door.ADMIN),
         ("/docs", Door.ADMIN),
         ("/openapi.json", Door.ADMIN),

@@ -114,8 +114,12 @@ async def test_metrics_and_slo_document(client: httpx.AsyncClient) -> None:
 
 
 async def test_status_page_for_people(client: httpx.AsyncClient) -> None:
-    """The dashboard (tests/dashboard): a page that draws /admin/state, /admin/history, /slo."""
+    """The dashboard (tests/dashboard, tests/gateway/api/dashboard): a page whose scripts draw
+    /admin/state, /admin/history, /slo."""
     page = await client.get("/status")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
-    for text in ("v2-gateway", "/admin/state", "/admin/history", "/slo"):
-        assert text in page.text
+    assert "v2-gateway" in page.text
+    script = await client.get("/dashboard/dashboard.js")
+    assert script.status_code == 200 and f'src="{script.url.path}"' in page.text
+    for text in ("/admin/state", "/admin/history", "/slo"):
+        assert text in script.text

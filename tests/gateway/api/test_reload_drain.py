@@ -126,3 +126,36 @@ async def test_draining_readiness_is_503_and_requests_are_still_served(app: Gate
         assert served.status_code == 200, served.text
         with pytest.raises(Conflict, match="draining"):
             await app.reload()
+
+
+async def test_every_reload_is_audited_with_who_asked_and_how_it_went(
+    app: GatewayApp, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Applied or refused, a reload is an audited action: the operator's name (from the admin
+    door; "anonymous" without operators), the reason given, the outcome, in the log and in the
+    timeline of the gateway serving afterwards."""
+    caplog.set_level("WARNING", logger="gateway.audit")
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+        applied = await http.post("/admin/reload", json={"reason": "new pool"})
+        assert applied.status_code == 200
+        rewrite(app, config(fallback={"model": "digits-nope"}))
+        refused = await http.post("/admin/reload", json={})
+        assert refused.status_code == 400
+        too_long = await http.post("/admin/reload", json={"reason": "x" * 501})
+        assert too_long.status_code == 400  # refused before anything: not an action
+    with pytest.raises(BadRequest, match="digits-nope"):
+        await app.reload("SIGHUP", "gateway.yaml changed")
+    audits = [r for r in caplog.records if r.name == "gateway.audit"]
+    assert [(r.who, r.action, r.target, r.reason, r.outcome[:8]) for r in audits] == [  # type: ignore[attr-defined]
+        ("anonymous", "reload", "config", "new pool", "applied"),
+        ("anonymous", "reload", "config", "", "refused:"),
+        ("SIGHUP", "reload", "config", "gateway.yaml changed", "refused:"),
+    ]
+    assert "digits-nope" in audits[1].outcome  # type: ignore[attr-defined]
+    timeline = [e for e in app.gateway.history.events.newest_first() if e.kind == "manual"]
+    assert [e.detail.split(" (")[0] for e in timeline][:3] == [
+        "reload by SIGHUP: gateway.yaml changed",
+        "reload by anonymous",
+        "reload by anonymous: new pool",
+    ]

@@ -19,7 +19,7 @@ from gateway.api.app import GatewayApp
 from gateway.config import parse_config
 from gateway.runtime import Gateway
 from gateway.slo.rules import SliSeries, rule_groups
-from gateway.telemetry.slo_metrics import SLO, SloMetrics
+from gateway.telemetry.catalog import SLO, SloFamilies
 from tests.gateway.fakes import FakeTransport, reply
 
 REQUEST = orjson.dumps(
@@ -105,7 +105,7 @@ async def test_each_slo_exports_its_events_and_bad_events_as_counters(
 
 
 def test_the_rules_select_the_exported_counters_by_their_names_and_labels() -> None:
-    names = SloMetrics()
+    names = SloFamilies()
     sli = SliSeries(names.events.name, names.bad_events.name, SLO)
     config = parse_config(CONFIG)
     (group, *_) = rule_groups({"digits": config.models["digits"].slos}, sli)

@@ -6,6 +6,7 @@ import pytest
 import yaml
 
 from gateway.config import ConfigError, load_config, parse_config
+from gateway.upstream.transport.limits import DEFAULT_LIMITS
 
 GOOD = {
     "pools": {"p": {"model": "m", "replicas": [{"id": "a", "url": "http://127.0.0.1:1"}]}},
@@ -95,3 +96,38 @@ def test_timeout_over_cap_rejected() -> None:
         parse_config(
             {**GOOD, "models": {"d": {"pool": "p", "timeout_ms": 10, "max_timeout_ms": 5}}}
         )
+
+
+def test_the_upstream_limits_once_under_server_are_read_there_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    assert parse_config(GOOD).upstream.max_reply_header_count == 100
+    with caplog.at_level("WARNING", logger="gateway.config.upstream"):
+        old = parse_config({**GOOD, "server": {"max_reply_headers": 7, "port": 8080,
+                                               "max_connections_per_replica": 9,
+                                               "max_reply_body_bytes": 1024}})  # fmt: skip
+    assert old.upstream.max_reply_header_count == 7
+    assert old.upstream.max_connections_per_replica == 9
+    assert old.upstream.max_reply_body_bytes == 1024 and old.server.port == 8080
+    assert "server.max_reply_headers is deprecated: it is upstream.max_reply_header_count" in (
+        caplog.text
+    )
+    assert "server.max_reply_body_bytes is deprecated" in caplog.text
+    new = parse_config({**GOOD, "upstream": {"max_reply_header_bytes": 4096}})
+    assert new.upstream.max_reply_header_bytes == 4096
+    both_names = {**GOOD, "server": {"max_reply_headers": 7, "max_reply_header_count": 9}}
+    with pytest.raises(ConfigError, match=r"server\.max_reply_header_count and server\.max_r"):
+        parse_config(both_names)
+    both_places = {**GOOD, "server": {"max_reply_body_bytes": 7},
+                   "upstream": {"max_reply_body_bytes": 9}}  # fmt: skip
+    with pytest.raises(ConfigError, match=r"keep upstream\.max_reply_body_bytes"):
+        parse_config(both_places)
+    with pytest.raises(ConfigError, match="max_reply_headers"):  # the new section: new names
+        parse_config({**GOOD, "upstream": {"max_reply_headers": 7}})
+
+
+def test_a_transport_built_alone_caps_replies_as_the_config_does() -> None:
+    upstream = parse_config(GOOD).upstream
+    assert DEFAULT_LIMITS.max_reply_body_bytes == upstream.max_reply_body_bytes
+    assert DEFAULT_LIMITS.max_reply_header_bytes == upstream.max_reply_header_bytes
+    assert DEFAULT_LIMITS.max_reply_header_count == upstream.max_reply_header_count

@@ -14,7 +14,7 @@ from gateway.config.endpoint import Endpoint
 from gateway.config.headers import NO_HEADERS, ExtraHeaders
 from gateway.config.models import PoolConfig
 from gateway.config.tls import TlsConfig
-from gateway.upstream.fast_transport import encode_request
+from gateway.upstream.transport.http1 import encode_request
 
 
 def _pool(url: str = "https://127.0.0.1:8443", **fields: Any) -> PoolConfig:

@@ -16,7 +16,7 @@ import orjson
 from gateway.api.app import GatewayApp
 from gateway.config import parse_config
 from gateway.runtime import Gateway
-from gateway.upstream.transport import UpstreamResponse
+from gateway.upstream.transport.base import UpstreamResponse
 from tests.gateway.fakes import FakeTransport
 
 KSERVE = {

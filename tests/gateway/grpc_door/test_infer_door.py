@@ -16,7 +16,9 @@ import pytest
 
 from gateway.errors import TooManyRequests
 from gateway.grpc_door.infer import InferDoor
+from gateway.grpc_door.receive import MessageReader
 from gateway.pipeline.call import InferResult
+from gateway.policies.byte_budget import InflightBytes
 from v2proto.grpc import grpc_service_pb2 as pb
 
 Reader = Callable[[], Awaitable[tuple[bytes | memoryview, bool]]]
@@ -32,6 +34,10 @@ class FakeContext:
     remaining: float | None = None
     trailing: tuple[tuple[str, str], ...] = ()
     aborted: tuple[grpc.StatusCode, str] | None = None
+    messages: list[bytes] = field(default_factory=list)  # what the client sends, in order
+
+    async def read(self) -> Any:
+        return self.messages.pop(0) if self.messages else grpc.aio.EOF
 
     def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
         return self.metadata
@@ -88,14 +94,22 @@ def reply(vote: str | None = None) -> InferResult:
                        str(len(head)), "r0", 1, None, vote)  # fmt: skip
 
 
-def door(edge: FakeEdge) -> InferDoor:
-    return InferDoor(SimpleNamespace(edge=edge))  # type: ignore[arg-type]
+def door(edge: FakeEdge) -> Callable[[bytes, FakeContext], Awaitable[Any]]:
+    """The door's ModelInfer, called by a client that sends ``data`` as its one message."""
+    reader = MessageReader(InflightBytes(64 << 20, 0.0), 16 << 20, 5.0)
+    infer = InferDoor(SimpleNamespace(edge=edge), reader)  # type: ignore[arg-type]
+
+    async def call(data: bytes, context: FakeContext) -> Any:
+        context.messages.append(data)
+        return await infer(None, context)  # type: ignore[arg-type]
+
+    return call
 
 
 async def test_the_edge_gets_the_metadata_the_deadline_and_the_tensors_as_pieces() -> None:
     edge = FakeEdge(lambda headers, pieces: reply("3/3"))
     context = FakeContext((("x-api-key", "k"), ("user-agent", "x")), remaining=0.25)
-    response = await door(edge)(raw_request().SerializeToString(), context)  # type: ignore[arg-type]
+    response = await door(edge)(raw_request().SerializeToString(), context)
     assert edge.headers["x-api-key"] == "k" and "user-agent" not in edge.headers
     assert edge.headers["x-request-timeout-ms"] == "250.000"
     head, tensor = edge.pieces
@@ -116,7 +130,7 @@ async def test_a_large_messages_tensor_reaches_the_edge_as_a_view_of_it() -> Non
     request.raw_input_contents.append(b"\0" * (400 * 64 * 4))  # 100 KB
     data = request.SerializeToString()
     edge = FakeEdge(lambda headers, pieces: reply())
-    await door(edge)(data, FakeContext())  # type: ignore[arg-type]
+    await door(edge)(data, FakeContext())
     tensor = edge.pieces[1]
     assert isinstance(tensor, memoryview) and tensor.obj is data and len(tensor) == 102_400
 
@@ -128,7 +142,7 @@ async def test_a_refusal_is_its_code_with_retry_after_and_reported_once() -> Non
     edge = FakeEdge(refuse)
     context = FakeContext()
     with pytest.raises(Aborted):
-        await door(edge)(raw_request().SerializeToString(), context)  # type: ignore[arg-type]
+        await door(edge)(raw_request().SerializeToString(), context)
     assert context.aborted == (grpc.StatusCode.RESOURCE_EXHAUSTED, "tenant globex over its rate")
     trailing = dict(context.trailing)
     assert trailing["retry-after"] == "2" and trailing["x-http-status"] == "429"
@@ -142,7 +156,7 @@ async def test_a_bad_message_is_invalid_argument_naming_the_field() -> None:
     request.raw_input_contents[0] = b"\0\0"
     context = FakeContext()
     with pytest.raises(Aborted):
-        await door(edge)(request.SerializeToString(), context)  # type: ignore[arg-type]
+        await door(edge)(request.SerializeToString(), context)
     assert context.aborted is not None and context.aborted[0] == grpc.StatusCode.INVALID_ARGUMENT
     assert "input 'input'" in context.aborted[1]
     assert edge.done_calls == [(400, "", None, -1)]
@@ -152,7 +166,7 @@ async def test_bytes_that_are_not_a_message_are_invalid_argument_before_the_edge
     edge = FakeEdge(lambda headers, pieces: reply())
     context = FakeContext()
     with pytest.raises(Aborted):
-        await door(edge)(b"\x0a\xff\xff", context)  # type: ignore[arg-type]
+        await door(edge)(b"\x0a\xff\xff", context)
     assert context.aborted is not None and context.aborted[0] == grpc.StatusCode.INVALID_ARGUMENT
     assert edge.done_calls == []
 
@@ -164,7 +178,7 @@ async def test_a_bug_is_internal_without_its_text() -> None:
     edge = FakeEdge(bug)
     context = FakeContext()
     with pytest.raises(Aborted):
-        await door(edge)(raw_request().SerializeToString(), context)  # type: ignore[arg-type]
+        await door(edge)(raw_request().SerializeToString(), context)
     assert context.aborted == (grpc.StatusCode.INTERNAL, "internal gateway error (logged)")
     assert edge.done_calls == [(500, "", None, -1)]
 
@@ -180,7 +194,7 @@ async def test_a_cancelled_call_is_reported_as_its_deadline_or_the_client(
 
     edge = FakeEdge(cancelled)
     with pytest.raises(asyncio.CancelledError):
-        await door(edge)(raw_request().SerializeToString(), FakeContext(remaining=remaining))  # type: ignore[arg-type]
+        await door(edge)(raw_request().SerializeToString(), FakeContext(remaining=remaining))
     assert edge.done_calls == [(status, "", None, -1)]
 
 
@@ -188,6 +202,6 @@ async def test_a_non_2xx_result_is_internal() -> None:
     edge = FakeEdge(lambda headers, pieces: InferResult(502, b"", None, None, "r0", 1))
     context = FakeContext()
     with pytest.raises(Aborted):
-        await door(edge)(raw_request().SerializeToString(), context)  # type: ignore[arg-type]
+        await door(edge)(raw_request().SerializeToString(), context)
     assert context.aborted is not None and context.aborted[0] == grpc.StatusCode.INTERNAL
     assert edge.done_calls == [(500, "", None, -1)]

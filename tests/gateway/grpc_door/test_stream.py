@@ -11,7 +11,9 @@ import grpc
 import pytest
 
 from gateway.grpc_door.infer import Answer
+from gateway.grpc_door.receive import MessageReader
 from gateway.grpc_door.stream import StreamDoor
+from gateway.policies.byte_budget import InflightBytes
 from v2proto.grpc import grpc_service_pb2 as pb
 
 
@@ -19,11 +21,13 @@ class Door:
     """Answers ``b"<id>:<seconds>"`` after that long; ``b"<id>:bad"`` is refused."""
 
     def __init__(self) -> None:
+        self.reader = MessageReader(InflightBytes(64 << 20, 0.0), 1 << 20, 5.0)
         self.in_flight = 0
         self.most = 0
         self.cancelled = 0
 
-    async def answer(self, data: bytes, metadata: Any, time_remaining: Any) -> Answer:
+    async def answer(self, data: bytes, metadata: Any, time_remaining: Any, held: int) -> Answer:
+        self.reader.release(held)  # as the edge does once the answer is made
         request_id, _, what = data.decode().partition(":")
         if what == "bad":
             return Answer(None, grpc.StatusCode.NOT_FOUND, "unknown model 'x'", (), request_id)
@@ -41,6 +45,17 @@ class Door:
 
 
 class Context:
+    """The stream's context: its messages read one at a time from ``requests``."""
+
+    def __init__(self, requests: AsyncIterator[bytes]) -> None:
+        self._requests = requests
+
+    async def read(self) -> Any:
+        try:
+            return await anext(self._requests)
+        except StopAsyncIteration:
+            return grpc.aio.EOF
+
     def invocation_metadata(self) -> tuple[()]:
         return ()
 
@@ -57,7 +72,7 @@ async def messages(*items: bytes, then: asyncio.Event | None = None) -> AsyncIte
 
 async def collect(door: StreamDoor, requests: AsyncIterator[bytes]) -> list[tuple[str, str]]:
     out = []
-    async for response in door(requests, Context()):  # type: ignore[arg-type]
+    async for response in door(requests, Context(requests)):  # type: ignore[arg-type]
         out.append((response.infer_response.id, response.error_message))
     return out
 
@@ -65,7 +80,8 @@ async def collect(door: StreamDoor, requests: AsyncIterator[bytes]) -> list[tupl
 async def test_answers_come_as_they_complete_and_a_refusal_does_not_end_the_stream() -> None:
     door = StreamDoor(Door())  # type: ignore[arg-type]
     got = await collect(door, messages(b"slow:0.2", b"fast:0", b"gone:bad", b"mid:0.05"))
-    assert got == [("gone", "unknown model 'x'"), ("fast", ""), ("mid", ""), ("slow", "")]
+    assert sorted(got[:2]) == [("fast", ""), ("gone", "unknown model 'x'")]
+    assert got[2:] == [("mid", ""), ("slow", "")]
 
 
 async def test_at_most_in_flight_requests_are_served_at_once() -> None:
@@ -82,8 +98,8 @@ async def test_a_cancelled_stream_cancels_the_requests_it_was_serving() -> None:
     first: list[tuple[str, str]] = []
 
     async def consume() -> None:
-        async for response in door(messages(b"a:0", b"b:30", b"c:30", then=open_side),
-                                   Context()):  # type: ignore[arg-type]  # fmt: skip
+        requests = messages(b"a:0", b"b:30", b"c:30", then=open_side)
+        async for response in door(requests, Context(requests)):  # type: ignore[arg-type]
             first.append((response.infer_response.id, response.error_message))
 
     task = asyncio.create_task(consume())
@@ -95,3 +111,26 @@ async def test_a_cancelled_stream_cancels_the_requests_it_was_serving() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert first == [("a", "")] and fake.cancelled == 2 and fake.in_flight == 0
+
+
+async def test_a_client_that_stops_reading_answers_stops_its_own_requests() -> None:
+    """Answers handed out but not yet taken hold their slots: the door reads no request past
+    ``in_flight`` while they wait."""
+    fake = Door()
+    door = StreamDoor(fake, in_flight=3)  # type: ignore[arg-type]
+    read = 0
+
+    async def requests() -> AsyncIterator[bytes]:
+        nonlocal read
+        for i in range(50):
+            read += 1
+            yield b"r%d:0" % i
+
+    source = requests()
+    answers = door(source, Context(source))  # type: ignore[arg-type]
+    await anext(answers)  # one answer taken, then the client reads no more
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert read <= 3 + 1, read  # the slots' requests, and the taken answer's successor
+    rest = [response async for response in answers]
+    assert len(rest) == 49 and read == 50

@@ -21,7 +21,7 @@ from gateway.telemetry.metrics import Metrics
 from gateway.upstream.breaker import OPEN
 from gateway.upstream.registry import Registry
 from gateway.upstream.replica import Replica
-from gateway.upstream.transport import UpstreamResponse
+from gateway.upstream.transport.base import UpstreamResponse
 from gateway.v2.body import Body
 from gateway.v2.request import InferRequestInfo
 from tests.gateway.fakes import Behaviour, FakeTransport, reply
@@ -70,7 +70,7 @@ class Rig:
         self.metrics = Metrics(process=False)
         self.pipeline: Pipeline = build_pipeline(
             self.registry, self.transport, self.budget, self.clock, random.Random(seed),
-            fallbacks, self.metrics, adjust,
+            fallbacks, self.metrics, adjust, models=config.models,  # each model's own path
         )  # fmt: skip
 
     def call(

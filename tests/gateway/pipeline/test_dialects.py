@@ -10,7 +10,7 @@ import orjson
 from gateway.config import parse_config
 from gateway.config.tensors import TensorMapping
 from gateway.outcome import OutcomeKind
-from gateway.upstream.transport import UpstreamResponse
+from gateway.upstream.transport.base import UpstreamResponse
 from gateway.v2.codec import decode_outputs
 from gateway.v2.request import parse_infer_request
 from tests.gateway.fakes import Behaviour, reply

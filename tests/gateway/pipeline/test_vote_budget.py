@@ -9,7 +9,7 @@ import pytest
 
 from gateway.config import GatewayConfig, parse_config
 from gateway.errors import NoQuorum
-from gateway.upstream.transport import UpstreamResponse
+from gateway.upstream.transport.base import UpstreamResponse
 from tests.gateway.fakes import Behaviour, reply
 from tests.gateway.pipeline.rig import Rig, slow
 from tests.gateway.pipeline.votes import MANIFEST, MODEL, answer, vote_call

@@ -9,7 +9,7 @@ import numpy as np
 import orjson
 
 from gateway.config import parse_config
-from gateway.upstream.transport import UpstreamResponse
+from gateway.upstream.transport.base import UpstreamResponse
 from gateway.v2.codec import decode_outputs
 from gateway.v2.request import parse_infer_request
 from tests.gateway.fakes import Behaviour

@@ -114,3 +114,17 @@ async def test_a_drain_schedules_one_trim_soon_and_one_later() -> None:
     late.cancel()
     trim._start(False)
     assert trim._due is None
+
+
+async def test_a_budget_that_never_holds_the_burst_size_drains_at_half_its_limit() -> None:
+    drains: list[int] = []
+    budget = InflightBytes(16, wait_s=0.0, drained=lambda: drains.append(budget.held),
+                           burst_bytes=1000)  # fmt: skip
+    await budget.take(7)
+    budget.give(7)
+    assert drains == []  # under half the limit
+    await budget.take(6)
+    await budget.take(6)  # 12 of 16: a third would not fit, so 1000 is never reached
+    budget.give(6)
+    budget.give(6)
+    assert drains == [0]

@@ -1,4 +1,4 @@
-"""The fault judge as a table: every row of `RULES` (and of the README's "Who is at fault"
+"""The fault judge as a table: every row of `RULES` (and of docs/faults.md, "Who is at fault"
 table, which must list the same rows) has cases, including the chaos-suite cases that shaped
 the rules: two replicas starting to fail together, and a poison input."""
 
@@ -17,7 +17,7 @@ from gateway.policies.fault import (
     RULES,
     SIGHTINGS_WINDOW_S,
     Fault,
-    PoolView,
+    PoolFaultView,
     Refusal,
     Stage,
     disputed,
@@ -32,8 +32,8 @@ X, Y = "input-x", "input-y"  # two inputs' digests
 Refused = dict[tuple[str, int], tuple[float, ...]]  # (input, status) -> refusal times
 
 
-def pool(size: int, streak: int = 1, refused: Refused | None = None) -> PoolView:
-    return PoolView(size, streak, NOW, refused or {})
+def pool(size: int, streak: int = 1, refused: Refused | None = None) -> PoolFaultView:
+    return PoolFaultView(size, streak, NOW, refused or {})
 
 
 def seen(*ages_s: float) -> tuple[float, ...]:
@@ -51,7 +51,7 @@ class Case:
     about: str
     stage: Stage
     refusals: tuple[Refusal, ...]
-    pools: dict[str, PoolView]
+    pools: dict[str, PoolFaultView]
     fault: Fault
     decides: str | None  # the row that decides (None: undecided)
     request: tuple[str, ...] = ()  # replicas named in the client's 4xx
@@ -188,13 +188,11 @@ def test_failures_without_a_status_are_the_replicas_at_once() -> None:
     assert not disputed(classify_error("r", UpstreamConnectError("refused"), 0.01))
 
 
-README = Path(__file__).parents[3] / "README.md"
+FAULTS_PAGE = Path(__file__).parents[3] / "docs" / "faults.md"
 
 
 def _readme_rows() -> list[list[str]]:
-    text = README.read_text()
-    section = text[text.index("### Who is at fault") :]
-    section = section[: section.index("\n#", 1)]
+    section = FAULTS_PAGE.read_text()
     lines = [line for line in section.splitlines() if line.startswith("| ")]
     return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[1:]]
 
@@ -217,6 +215,6 @@ def test_the_readme_lists_the_same_rows_in_the_same_order() -> None:
 
 
 def test_the_readme_states_the_judges_numbers() -> None:
-    section = README.read_text().split("### Who is at fault")[1]
+    section = FAULTS_PAGE.read_text()
     assert f"{BROKEN_STREAK} error answers in a row" in section
     assert f"{SIGHTINGS_WINDOW_S:.0f} s" in section

@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 
 from gateway.config.rollout import RolloutConfig
-from gateway.rollout.evidence import Evidence, wilson
-from gateway.rollout.steps import MIN_TO_REJECT, judge
+from gateway.rollout.evidence import RolloutEvidence, wilson
+from gateway.rollout.steps import MIN_TO_REJECT, judge_canary
 
 CONFIG = RolloutConfig(candidate="next", mode="canary", steps=(5, 50, 100), hold_s=60,
                        hold_requests=100, min_comparisons=50, agreement_target=0.95)  # fmt: skip
 
 
-def evidence(agreed: int, compared: int, requests: int = 0, errors: int = 0) -> Evidence:
-    found = Evidence(compared=compared, agreed=agreed)
+def evidence(agreed: int, compared: int, requests: int = 0, errors: int = 0) -> RolloutEvidence:
+    found = RolloutEvidence(compared=compared, agreed=agreed)
     found.candidate_requests, found.candidate_errors = requests, errors
     return found
 
@@ -26,39 +26,44 @@ def test_wilson_matches_the_textbook_interval() -> None:
 
 
 def test_a_candidate_that_agrees_80_percent_is_rolled_back_on_its_agreement() -> None:
-    verdict = judge(CONFIG, 0, evidence(24, 30), held_s=1, burning=False)
+    verdict = judge_canary(CONFIG, 0, evidence(24, 30), held_s=1, burning=False)
     assert (verdict.action, verdict.rule) == ("rollback", "agreement")
 
 
 def test_too_few_comparisons_never_roll_back() -> None:
     few = MIN_TO_REJECT - 1
-    assert judge(CONFIG, 0, evidence(0, few), held_s=1, burning=False).action == "hold"
+    assert judge_canary(CONFIG, 0, evidence(0, few), held_s=1, burning=False).action == "hold"
 
 
 def test_a_good_step_is_held_until_its_time_or_requests_then_advances() -> None:
     good = evidence(60, 60, requests=60)
-    assert judge(CONFIG, 0, good, held_s=10, burning=False).action == "hold"
-    assert judge(CONFIG, 0, good, held_s=60, burning=False).action == "advance"
+    assert judge_canary(CONFIG, 0, good, held_s=10, burning=False).action == "hold"
+    assert judge_canary(CONFIG, 0, good, held_s=60, burning=False).action == "advance"
     many = evidence(60, 60, requests=100)
-    assert judge(CONFIG, 0, many, held_s=1, burning=False).action == "advance"
+    assert judge_canary(CONFIG, 0, many, held_s=1, burning=False).action == "advance"
 
 
 def test_a_held_step_without_enough_comparisons_waits_for_evidence() -> None:
-    verdict = judge(CONFIG, 0, evidence(10, 10, requests=100), held_s=100, burning=False)
+    verdict = judge_canary(CONFIG, 0, evidence(10, 10, requests=100), held_s=100, burning=False)
     assert (verdict.action, verdict.rule) == ("hold", "evidence")
 
 
 def test_the_last_step_promotes() -> None:
-    assert judge(CONFIG, 2, evidence(60, 60, 100), held_s=100, burning=False).action == "promote"
+    assert (
+        judge_canary(CONFIG, 2, evidence(60, 60, 100), held_s=100, burning=False).action
+        == "promote"
+    )
 
 
 def test_an_error_burst_rolls_back() -> None:
-    verdict = judge(CONFIG, 0, evidence(30, 30, requests=40, errors=10), held_s=1, burning=False)
+    verdict = judge_canary(
+        CONFIG, 0, evidence(30, 30, requests=40, errors=10), held_s=1, burning=False
+    )
     assert (verdict.action, verdict.rule) == ("rollback", "errors")
 
 
 def test_a_fast_slo_burn_rolls_back() -> None:
-    verdict = judge(CONFIG, 1, evidence(60, 60, 100), held_s=100, burning=True)
+    verdict = judge_canary(CONFIG, 1, evidence(60, 60, 100), held_s=100, burning=True)
     assert (verdict.action, verdict.rule) == ("rollback", "slo_burn")
 
 
@@ -66,7 +71,7 @@ def test_a_slow_candidate_rolls_back() -> None:
     slow = evidence(30, 30, requests=200)
     slow.candidate_latency.extend([0.050] * 200)
     slow.current_latency.extend([0.005] * 200)
-    verdict = judge(CONFIG, 0, slow, held_s=1, burning=False)
+    verdict = judge_canary(CONFIG, 0, slow, held_s=1, burning=False)
     assert (verdict.action, verdict.rule) == ("rollback", "latency")
 
 
@@ -76,10 +81,10 @@ def test_one_cold_request_does_not_roll_a_clean_candidate_back() -> None:
     cold = evidence(17, 17, requests=20)
     cold.candidate_latency.extend([0.044] + [0.002] * 19)
     cold.current_latency.extend([0.002] * 40)
-    assert judge(CONFIG, 0, cold, held_s=1, burning=False).rule != "latency"
+    assert judge_canary(CONFIG, 0, cold, held_s=1, burning=False).rule != "latency"
     cold.candidate_latency.extend([0.002] * 180)  # 200 samples: the p99 is not the cold one
     cold.current_latency.extend([0.002] * 160)
-    assert judge(CONFIG, 0, cold, held_s=1, burning=False).rule != "latency"
+    assert judge_canary(CONFIG, 0, cold, held_s=1, burning=False).rule != "latency"
 
 
 def test_steps_must_increase_and_end_at_100() -> None:

@@ -23,7 +23,7 @@ from gateway.config import load_config
 from gateway.slo.alerts import ALERT_RULES, BURN_WINDOWS, AlertRule
 from gateway.slo.config import SloConfig
 from gateway.slo.rules import ALERT_NAME, SliSeries, duration, error_ratio, rule_groups
-from gateway.telemetry.slo_metrics import SLO, SloMetrics
+from gateway.telemetry.catalog import SLO, SloFamilies
 
 ROOT = Path(__file__).resolve().parents[3]
 PROMTOOL = shutil.which("promtool")
@@ -32,7 +32,7 @@ needs_promtool = pytest.mark.skipif(
 )
 EXAMPLES = sorted(p for p in (ROOT / "config").glob("*.yaml") if any(
     m.slos for m in load_config(p).models.values()))  # fmt: skip
-NAMES = SloMetrics()
+NAMES = SloFamilies()
 SLI = SliSeries(NAMES.events.name, NAMES.bad_events.name, SLO)
 EVENTS_PER_MIN = 1000
 MINUTES = 3 * 24 * 60 + 60  # past the longest window (3d), so every window is full

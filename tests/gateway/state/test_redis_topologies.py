@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import cast
 
 import pytest
+import redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 
 from gateway.config.state import StateConfig
@@ -203,3 +204,33 @@ async def test_without_the_sentinels_password_the_store_is_degraded_with_a_maske
         assert secret not in shown
     print(f"\nsentinels without their password ({given and 'a wrong one'}): {error}")
     await a.sync.stop()
+
+
+def _sentinel_clients(servers: SentinelServers) -> list[int]:
+    """How many clients each sentinel has connected, this question's own included."""
+    counts = []
+    for node in servers.sentinels:
+        client = redis.Redis(port=node.port, password=servers.sentinel_password)
+        try:
+            counts.append(int(client.info("clients")["connected_clients"]))
+        finally:
+            client.close()
+    return counts
+
+
+async def test_a_closed_store_leaves_no_connection_open_on_any_sentinel(
+    guarded_sentinel: SentinelServers,
+) -> None:
+    before = await asyncio.to_thread(_sentinel_clients, guarded_sentinel)
+    auth = SentinelAuth(guarded_sentinel.sentinel_password or "")
+    for _ in range(3):  # a reload builds a new store and closes the old one
+        store = RedisStore(
+            guarded_sentinel.url, namespace=new_namespace(), sentinel_auth=auth,
+            op_timeout_s=TEST_TIMEOUT_S,
+        )  # fmt: skip
+        await store.pull()  # asks a sentinel for the primary, then reads from the primary
+        await store.close()
+    deadline = time.monotonic() + 5.0  # a sentinel counts a closed socket once it reads the EOF
+    while (after := await asyncio.to_thread(_sentinel_clients, guarded_sentinel)) != before:
+        assert time.monotonic() < deadline, f"sentinel clients {before} before, {after} after"
+        await asyncio.sleep(0.05)

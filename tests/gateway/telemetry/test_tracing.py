@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import threading
+
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
@@ -10,7 +12,7 @@ from pydantic import ValidationError
 from gateway.outcome import Outcome, OutcomeKind
 from gateway.policies.classify import classify_status
 from gateway.telemetry.tracecontext import parse_traceparent
-from gateway.telemetry.tracing import Tracer, TracingConfig, otlp_traces_url
+from gateway.telemetry.tracing import MAX_QUEUED_SPANS, Tracer, TracingConfig, otlp_traces_url
 
 INCOMING = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
@@ -179,6 +181,25 @@ def test_the_batch_processor_exports_on_flush_and_shutdown(exporter: InMemorySpa
     assert len(exporter.get_finished_spans()) == 1
     tracer.shutdown()
     assert not tracer.recording
+
+
+def test_spans_for_a_collector_that_hangs_wait_in_a_bounded_queue() -> None:
+    release = threading.Event()
+
+    class Hung(SpanExporter):
+        def export(self, spans: object) -> SpanExportResult:
+            release.wait(10.0)  # the exporter's thread stuck on a collector that never answers
+            return SpanExportResult.SUCCESS
+
+    tracer = Tracer(exporter=Hung(), batch=True)
+    for _ in range(3 * MAX_QUEUED_SPANS):
+        tracer.start_request({}, "digits").end(200)
+    queue = tracer._recorder.processor._batch_processor._queue  # type: ignore[union-attr]
+    try:
+        assert len(queue) <= MAX_QUEUED_SPANS
+    finally:
+        release.set()
+        tracer.shutdown()
 
 
 def test_a_failing_exporter_never_fails_the_request() -> None:

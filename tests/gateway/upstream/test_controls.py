@@ -104,7 +104,7 @@ def test_discovery_listing_a_held_replica_again_does_not_bring_it_back() -> None
 def test_a_replica_held_before_the_probes_start_is_probed_all_the_same() -> None:
     import random
 
-    from gateway.upstream.health import HealthProber
+    from gateway.upstream.probes.health import HealthProber
     from tests.gateway.fakes import FakeTransport
 
     registry, controls, book, clock = setup()
@@ -117,3 +117,22 @@ def test_a_replica_held_before_the_probes_start_is_probed_all_the_same() -> None
     finally:
         for _, loop in loops:
             loop.close()  # never started
+
+
+def test_drains_from_another_gateway_hold_within_the_pools_ejected_share_cap() -> None:
+    clock = FakeClock()
+    registry = Registry(make_config(), clock)  # pool p: r0, r1, r2; 50 % may be out
+    controls = ManualControls(registry, clock, "gw-b")
+    forger = DecisionBook("gw-x")  # a forged "drain every replica", as read from the store
+    for rid in ("r0", "r1", "r2"):
+        forger.decide(f"replica:{rid}", "drain", "alice", "", clock.wall())
+    controls.apply(forger.known)
+    assert len(ids(registry, clock)) == 2  # one drained: what an outlier ejection could do
+    assert set(controls.refused) == {"r1", "r2"}
+    view = controls.snapshot(forger.known)
+    assert [v["holds"] for v in view.values()] == [True, False, False]
+    local = DecisionBook("gw-b")  # this gateway's own operator drains are obeyed in full
+    for rid in ("r0", "r1", "r2"):
+        local.decide(f"replica:{rid}", "drain", "bob", "", clock.wall())
+    controls.apply(local.known)
+    assert ids(registry, clock) == [] and controls.refused == {}

@@ -1,8 +1,8 @@
 """A replica whose keep-alive stream falls out of step (it sends an answer late, ahead of the
-next reply on the connection), against `FastTransport` over real loopback sockets.
+next reply on the connection), against `Http1Transport` over real loopback sockets.
 
 No framing check can see such bytes: they are a well-framed reply. Two rules of the transport
-contract (`gateway.upstream.transport`) keep them from being read as another exchange's reply:
+contract (`gateway.upstream.transport.base`) keep them from being read as another exchange's reply:
 a reply refused as a protocol error is discarded, which closes its connection; and control
 requests (GET: health, metadata) never ride a connection that carried an infer request.
 """
@@ -23,9 +23,9 @@ from gateway.errors import ServiceUnavailable
 from gateway.pipeline.build import build_pipeline
 from gateway.pipeline.call import InferCall
 from gateway.policies.budget import RetryBudget
-from gateway.upstream.fast_transport import FastTransport
-from gateway.upstream.health import HealthProber
+from gateway.upstream.probes.health import HealthProber
 from gateway.upstream.registry import Registry
+from gateway.upstream.transport.http1 import Http1Transport
 from gateway.v2.body import Body
 from gateway.v2.request import parse_infer_request
 from tests.gateway.upstream.scripted_server import ScriptedServer, wait_until
@@ -34,15 +34,15 @@ LATE_COPY = "/late-copy"  # the scripted server's out-of-step replica (see `_lat
 
 
 @pytest.fixture
-async def transport() -> AsyncIterator[FastTransport]:
-    built = FastTransport()
+async def transport() -> AsyncIterator[Http1Transport]:
+    built = Http1Transport()
     try:
         yield built
     finally:
         await built.aclose()
 
 
-async def _post(transport: FastTransport, endpoint: Endpoint, body: bytes) -> bytes:
+async def _post(transport: Http1Transport, endpoint: Endpoint, body: bytes) -> bytes:
     reply = await transport.request(endpoint, "POST", LATE_COPY, body=body, timeout=5.0)
     assert reply.status == 200
     if reply.body != body:  # what the attempt layer does with another request's answer
@@ -51,7 +51,7 @@ async def _post(transport: FastTransport, endpoint: Endpoint, body: bytes) -> by
 
 
 async def test_a_kept_reply_lets_the_late_answer_through(
-    transport: FastTransport, server: ScriptedServer, endpoint: Endpoint
+    transport: Http1Transport, server: ScriptedServer, endpoint: Endpoint
 ) -> None:
     """The hazard, shown: a refused reply's connection left pooled hands the refused
     request's real answer, sent late, to the next exchange."""
@@ -64,7 +64,7 @@ async def test_a_kept_reply_lets_the_late_answer_through(
 
 
 async def test_a_discarded_reply_closes_its_connection(
-    transport: FastTransport, server: ScriptedServer, endpoint: Endpoint
+    transport: Http1Transport, server: ScriptedServer, endpoint: Endpoint
 ) -> None:
     assert await _post(transport, endpoint, b"one") == b"one"
     assert await _post(transport, endpoint, b"two") == b"one"  # the late copy: discarded
@@ -77,7 +77,7 @@ async def test_a_discarded_reply_closes_its_connection(
 
 
 async def test_discard_on_a_reply_of_a_connection_already_closed_is_harmless(
-    transport: FastTransport, server: ScriptedServer, endpoint: Endpoint
+    transport: Http1Transport, server: ScriptedServer, endpoint: Endpoint
 ) -> None:
     reply = await transport.request(endpoint, "POST", "/close", body=b"x", timeout=5.0)
     reply.discard()
@@ -87,7 +87,7 @@ async def test_discard_on_a_reply_of_a_connection_already_closed_is_harmless(
 
 
 async def test_a_get_never_reads_a_late_infer_answer(
-    transport: FastTransport, server: ScriptedServer, endpoint: Endpoint
+    transport: Http1Transport, server: ScriptedServer, endpoint: Endpoint
 ) -> None:
     assert await _post(transport, endpoint, b"one") == b"one"  # its copy is owed
     reply = await transport.request(endpoint, "GET", LATE_COPY, timeout=5.0)
@@ -99,7 +99,7 @@ async def test_a_get_never_reads_a_late_infer_answer(
 
 
 async def test_forget_closes_both_lanes(
-    transport: FastTransport, server: ScriptedServer, endpoint: Endpoint
+    transport: Http1Transport, server: ScriptedServer, endpoint: Endpoint
 ) -> None:
     await transport.request(endpoint, "POST", "/echo", body=b"x", timeout=5.0)
     await transport.request(endpoint, "GET", "/echo", timeout=5.0)
@@ -119,7 +119,7 @@ def _config(port: int) -> dict[str, object]:
 
 
 async def test_a_health_probe_does_not_pass_on_a_late_infer_answer(
-    transport: FastTransport, server: ScriptedServer
+    transport: Http1Transport, server: ScriptedServer
 ) -> None:
     """The replica is not ready (its ready endpoint says 503); a late 200 to an infer request,
     read in its place, would make the probe pass."""
@@ -142,7 +142,7 @@ def _request(request_id: str) -> bytes:
 
 
 async def test_the_attempt_layer_discards_a_refused_reply(
-    transport: FastTransport, server: ScriptedServer
+    transport: Http1Transport, server: ScriptedServer
 ) -> None:
     """Through the pipeline, one replica, no retry: the late copy of c1's answer is refused
     for c2 (the replica's failure); c2's own answer, sent late, must not reach c3."""

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import UpstreamError
-from gateway.upstream.fast_connection import DEFAULT_LIMITS, Connection, ReplyLimits
-from gateway.upstream.transport import UpstreamResponse
+from gateway.upstream.transport.base import UpstreamResponse
+from gateway.upstream.transport.http1_connection import DEFAULT_LIMITS, Connection, ReplyLimits
 
 
 class FakeTransport(asyncio.Transport):

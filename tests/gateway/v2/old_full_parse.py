@@ -2,7 +2,8 @@
 header-only, chunked parse (`gateway.v2.request`) is fuzzed against (same verdict on every
 request). It parses the whole body as one buffer and checks binary tensors over one view.
 
-Kept verbatim but for the finite check, inlined below as it was.
+Kept verbatim but for the finite check, inlined below as it was, and the two rules added
+since (a batch of no rows, a tensor named twice: `_check_unique`), as the edge has them.
 
 The gateway checks what it can without the model's signature (valid JSON, the shape of the
 message, parameters, binary-extension sizes, the row limit, every JSON element against the
@@ -77,6 +78,8 @@ def _check_inputs(inputs: Any, binary: memoryview, max_rows: int | None) -> None
         shape = tensor.get("shape")
         if not isinstance(shape, list) or not _dims(shape):
             raise BadRequest(f"input {name!r}: 'shape' must be a list of non-negative integers")
+        if shape and shape[0] == 0:  # issue 27's rule, as the edge has it
+            raise BadRequest(f"input {name!r}: shape {shape} has no rows; send at least one")
         if max_rows is not None and shape and shape[0] > max_rows:
             raise BadRequest(
                 f"input {name!r}: {shape[0]} rows; this model takes at most {max_rows} rows a "
@@ -96,6 +99,18 @@ def _check_inputs(inputs: Any, binary: memoryview, max_rows: int | None) -> None
             offset += binary_size
     if offset != len(binary):
         raise BadRequest(f"binary tensor data is {len(binary)} bytes but inputs declare {offset}")
+    _check_unique(inputs, "input")
+
+
+def _check_unique(tensors: list[dict[str, Any]], kind: str) -> None:
+    """Issue 27's rule, as the edge has it: each input and output named once."""
+    seen: set[str] = set()
+    for index, tensor in enumerate(tensors):
+        if tensor["name"] in seen:
+            raise BadRequest(
+                f"{kind}s[{index}].name: {kind} {tensor['name']!r} is named more than once"
+            )
+        seen.add(tensor["name"])
 
 
 def _dims(shape: list[Any]) -> bool:
@@ -138,6 +153,7 @@ def _check_outputs(outputs: Any) -> None:
         if not isinstance(output, dict) or not isinstance(output.get("name"), str):
             raise BadRequest(f"outputs[{index}].name must be a string")
         _check_parameters(output.get("parameters"), f"outputs[{index}].parameters", "binary_data")
+    _check_unique(outputs, "output")
 
 
 def check_binary_finite(raw: memoryview, datatype: str, name: str) -> None:

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from gateway.config.endpoint import Endpoint
 from gateway.errors import BadRequest
-from gateway.upstream.fast_transport import VECTORED_MIN_BYTES, encode_request
+from gateway.upstream.transport.http1 import VECTORED_MIN_BYTES, encode_request
 from gateway.v2.body import Body
 from gateway.v2.identity import with_request_id
 from gateway.v2.request import InferRequestInfo, parse_infer_request

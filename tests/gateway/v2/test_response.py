@@ -3,7 +3,13 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from gateway.v2.response import check_reply, overflowed_output, rename_reply, with_reply_id
+from gateway.v2.response import (
+    check_reply,
+    overflowed_output,
+    rename_reply,
+    why_not_reply,
+    with_reply_id,
+)
 
 
 def test_json_reply_is_renamed() -> None:
@@ -78,6 +84,34 @@ _BAD_SIZE = b'{"id":"a","outputs":[{"name":"y","parameters":{"binary_data_size":
 def test_check_reply(body: bytes, header_length: str | None, problem: str | None) -> None:
     found = check_reply(body, header_length, "a")
     assert (found is None) if problem is None else (found is not None and problem in found)
+
+
+_SHAPES = [
+    b'{"id":"a","outputs":[{"name":"y","data":[1],"parameters":{"binary_data_size":null}}]}',
+    b'{"id":"a","outputs":[{"name":"y","data":null}]}',
+    b'{"id":"a","outputs":[{"name":"y","data":{"x":1}}]}',
+    b'{"id":"a","outputs":[{"name":"y","parameters":[]}]}',
+    b'{"id":"a","outputs":[{"name":"y","parameters":{"binary_data_size":true}}]}',
+    b'{"id":"a","outputs":[{"name":"y","parameters":{"binary_data_size":1.5}}]}',
+    b'{"id":"a","outputs":[{"name":7,"data":[1]}]}',
+    b'{"id":"a","outputs":[[]]}',
+    b'{"id":"a","outputs":{}}',
+    b'  {"id" : "a", "outputs" : [ {"name":"y", "data" : [[1, 2], [3, 4]]} ] }  ',
+    b'{"id":"a","outputs":[{"name":"y","data":[1]}],"id":"b"}',
+    b'{"id":"a","outputs":[{"name":"y","data":[NaN]}]}',
+    _BINARY_4 + b"12345",
+]
+
+
+@pytest.mark.parametrize("body", _SHAPES)
+@pytest.mark.parametrize("echoes_id", [True, False])
+def test_the_typed_decode_judges_as_the_field_by_field_check(body: bytes, echoes_id: bool) -> None:
+    """`check_reply`'s one typed decode accepts exactly what `why_not_reply` accepts, and
+    what it refuses is explained in `why_not_reply`'s words."""
+    length = str(len(_BINARY_4)) if body.startswith(_BINARY_4) else None
+    for expected in ("a", "b", None):
+        fast = check_reply(body, length, expected, echoes_id=echoes_id)
+        assert fast == why_not_reply(body, length, expected, echoes_id=echoes_id)
 
 
 def test_only_a_pool_that_does_not_echo_ids_may_answer_without_one() -> None:

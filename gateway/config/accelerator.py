@@ -1,0 +1,104 @@
+"""A pool's ``accelerator:`` section: sample its replicas' GPU health and drain before failure.
+
+Absent (the default), nothing is sampled and nothing runs for the pool. Present, the gateway
+reads each replica's accelerator every ``interval_s``, from the replica's own ``/metrics``
+or, for a replica named in ``exporters``, from a dcgm-exporter (per node) with the UUID of
+the replica's GPU, and judges the readings by the hardware rules
+(`gateway.policies.hardware`), with the thresholds below where the device does not report
+its own.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator, model_validator
+
+from gateway.config.endpoint import Endpoint
+from gateway.frozen import Frozen
+
+DEFAULT_METRICS_PATH = "/metrics"
+
+
+class ExporterTarget(Frozen):
+    """Where one replica's GPU is read instead of its own /metrics: a dcgm-exporter."""
+
+    url: str = Field(description="the exporter's base URL, e.g. http://node-1:9400")
+    uuid: str = Field(
+        pattern=r"^GPU-", description="the UUID label of the replica's GPU in the exporter"
+    )
+    path: str = Field(DEFAULT_METRICS_PATH, description="the exporter's metrics path")
+
+    @field_validator("url")
+    @classmethod
+    def _http(cls, value: str) -> str:
+        if Endpoint.parse(value).is_grpc:
+            raise ValueError("an exporter is read over http:// or https://")
+        return value.rstrip("/")
+
+
+class HardwareLimits(Frozen):
+    """Thresholds of the hardware rules (the device's own slowdown/shutdown win when known)."""
+
+    slowdown_c: float | None = Field(
+        None, gt=0, description="slowdown temperature when the device reports none (°C)"
+    )
+    shutdown_c: float | None = Field(
+        None, gt=0, description="shutdown temperature when the device reports none (°C)"
+    )
+    sbe_per_minute: float = Field(
+        60.0, gt=0, description="correctable (single-bit) ECC errors per minute that drain early"
+    )
+    throttled_weight: float = Field(
+        0.25,
+        gt=0,
+        le=1,
+        description="balancer weight of a replica whose GPU is thermally or power throttled",
+    )
+
+
+class AcceleratorConfig(Frozen):
+    """Sampling of the pool's accelerators and when the hardware rules act."""
+
+    interval_s: float = Field(
+        0.5, ge=0.1, le=1.0, description="seconds between samples of each replica (1-10 Hz)"
+    )
+    timeout_s: float | None = Field(
+        None, gt=0, description="one sample's time limit; default: the interval"
+    )
+    jitter: float = Field(
+        0.1, ge=0, le=0.5, description="each pause varies by up to this share, at random"
+    )
+    max_concurrent: int = Field(
+        16, ge=1, le=1024, description="samples of this pool in flight at once, at most"
+    )
+    lead_s: float = Field(
+        10.0,
+        ge=0,
+        description="drain early when the temperature is predicted to reach slowdown this soon",
+    )
+    fit_s: float = Field(
+        3.0, gt=0, description="seconds of recent samples the temperature trend is fitted to"
+    )
+    healthy_for_s: float = Field(
+        30.0, ge=0, description="good samples for this long before a drained replica returns"
+    )
+    exporters: dict[str, ExporterTarget] = Field(
+        default_factory=dict,
+        description="replica id -> the dcgm-exporter and GPU UUID to read it from; replicas "
+        "not named here are read from their own /metrics",
+    )
+    limits: HardwareLimits = Field(default_factory=HardwareLimits, description="thresholds")
+
+    @model_validator(mode="after")
+    def _timeout(self) -> AcceleratorConfig:
+        if self.timeout_s is not None and self.timeout_s > self.interval_s * 3:
+            raise ValueError("timeout_s: at most 3 intervals (a reading is stale after that)")
+        return self
+
+    @property
+    def sample_timeout_s(self) -> float:
+        return self.timeout_s if self.timeout_s is not None else self.interval_s
+
+    @property
+    def stale_after_s(self) -> float:
+        """A reading older than this is unknown, never healthy (3 intervals)."""
+        return 3 * self.interval_s

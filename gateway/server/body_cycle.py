@@ -1,0 +1,119 @@
+"""A request's body handed to the app as the chunks it arrived in, not grown and copied twice.
+
+uvicorn's response cycle appends every body chunk to a bytearray (one copy, plus the copies of
+its growth) and hands it over as ``bytes(body)`` (another copy), and pauses reading each time
+64 KiB wait: a 602 KB image was copied twice more than the socket read did and took about ten
+pause/resume round trips. Here the parser's chunks are kept as they are (`PiecesCycle`, which
+the protocol swaps in for uvicorn's cycle) and ``receive`` hands them over one at a time, with
+``more_body`` true while any are left or more are coming; the app (the edge keeps a body as
+pieces: `gateway.v2.body`) never sees a join. Reading pauses while `HIGH_WATER_BYTES` wait
+unread and resumes once the app has taken them, so a client that sends faster than the app
+reads holds at most that much of this connection's memory besides what the app holds.
+
+The gateway's own answers skip uvicorn's ``send`` (`PiecesCycle.answer`, offered to the app in
+the scope under `gateway.api.responses.ANSWER_KEY`): their header lines were built by the gateway
+from values it made or checked, so uvicorn's per-header regex validation and lower-casing would
+only re-check what cannot be wrong; the status line, the server's default headers (``date``),
+``content-length`` and ``connection: close`` are added as uvicorn adds them, and the cycle ends as
+uvicorn's does. Anything else the app sends goes through uvicorn's ``send``, validated.
+
+Once the last chunk has been handed over, ``receive`` waits for the disconnect (or the
+response's end), as uvicorn's does: an app listening for a disconnect does not spin.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from uvicorn._types import ASGIReceiveEvent
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, RequestResponseCycle
+
+HIGH_WATER_BYTES = 256 * 1024  # one socket read's worth (uvloop reads up to 256 KiB)
+_DISCONNECT: ASGIReceiveEvent = {"type": "http.disconnect"}
+_CLOSE = b"connection: close\r\n"
+
+
+class _DefaultLines:
+    """The server's default headers (``date``, refreshed each second by uvicorn, which then
+    hands every cycle a new list) as header lines, encoded once per list."""
+
+    source: object = None
+    lines: bytes = b""
+
+    @classmethod
+    def of(cls, headers: list[tuple[bytes, bytes]]) -> bytes:
+        if headers is not cls.source:
+            cls.lines = b"".join(b"%s: %s\r\n" % (name.lower(), value) for name, value in headers)
+            cls.source = headers
+        return cls.lines
+
+
+class PiecesCycle(RequestResponseCycle):
+    """uvicorn's cycle with the body as a queue of chunks; set as a cycle's class when the
+    request's head is complete (`adopt`), before its app runs or any body chunk arrives."""
+
+    pieces: deque[bytes]
+    waiting: int  # bytes in ``pieces``
+    ended: bool  # the last chunk was handed over
+
+    @classmethod
+    def adopt(cls, cycle: RequestResponseCycle) -> PiecesCycle:
+        cycle.__class__ = cls
+        assert isinstance(cycle, PiecesCycle)  # for the type checker: the line above made it so
+        cycle.pieces = deque()
+        cycle.waiting = 0
+        cycle.ended = False
+        return cycle
+
+    def add(self, chunk: bytes) -> None:
+        """The parser read ``chunk`` of the body (the protocol's ``on_body``)."""
+        self.pieces.append(chunk)
+        self.waiting += len(chunk)
+        if self.waiting > HIGH_WATER_BYTES:
+            self.flow.pause_reading()
+        self.message_event.set()
+
+    def answer(self, status: int, lines: bytes, body: bytes) -> bool:
+        """Writes a whole answer: ``lines`` are header lines the gateway built (``name: value``
+        and CRLF each; no content-length). False, writing nothing, where uvicorn's ``send``
+        must do it (writing is paused, an access log is kept, the answer has begun)."""
+        if self.response_started or self.flow.write_paused or self.access_log:
+            return False
+        self.response_started = True
+        self.waiting_for_100_continue = False
+        if self.disconnected:
+            return True  # as uvicorn's send: nothing to write to
+        close = b"" if self.keep_alive else _CLOSE
+        head = b"%s%s%scontent-length: %d\r\n%s\r\n" % (
+            STATUS_LINE[status], _DefaultLines.of(self.default_headers), lines, len(body), close
+        )  # fmt: skip
+        transport = self.transport
+        transport.write(head)
+        transport.write(body)
+        self.response_complete = True
+        self.message_event.set()
+        if not self.keep_alive:
+            transport.close()
+        self.on_response()
+        return True
+
+    async def receive(self) -> ASGIReceiveEvent:
+        if self.waiting_for_100_continue and not self.transport.is_closing():
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            self.waiting_for_100_continue = False
+        if not self.disconnected and not self.response_complete:
+            if not self.pieces and (self.more_body or self.ended):
+                self.flow.resume_reading()
+                await self.message_event.wait()
+            self.message_event.clear()
+        if self.disconnected or self.response_complete:
+            return _DISCONNECT
+        body = b""
+        if self.pieces:
+            body = self.pieces.popleft()
+            self.waiting -= len(body)
+            if self.waiting <= HIGH_WATER_BYTES:
+                self.flow.resume_reading()
+        more = bool(self.pieces) or self.more_body
+        self.ended = not more
+        return {"type": "http.request", "body": body, "more_body": more}

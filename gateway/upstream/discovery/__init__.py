@@ -1,0 +1,1 @@
+"""Which replicas a pool has, when DNS names them: look-ups and the loop that follows them."""

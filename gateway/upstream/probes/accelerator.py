@@ -1,0 +1,270 @@
+"""The accelerator sampler: each replica's GPU health read off the request path, and the
+hardware rules' verdicts carried out as the operators' own drain.
+
+Only pools with ``accelerator:`` get loops (one per replica, as health probes have), so a
+gateway without it runs nothing of this. A loop reads the replica's ``/metrics`` (its DCGM
+series only, ``?name[]=``) or the dcgm-exporter named for it, over the transport's control
+lane (GET), at most ``max_concurrent`` of a pool at once, each within ``timeout_s``, with
+jittered pauses; reads it (`ReadingParser`), and feeds `ReplicaHardware`, whose hysteresis
+says when to drain or restore. A drain is a `Decision` by ``hardware`` (`Decider.decide`):
+obeyed at once here, shared like an operator's drain, audited, in the timeline, and its reason
+is the evidence ("temperature 93 °C, slowdown at 90 °C"). It never undoes an operator's
+decision, and it holds two limits: no more of a pool out than its outlier
+``max_ejection_percent`` (at least one may go), and never the last replica of a pool unless
+every model it serves has a fallback that can answer. A stale reading drains nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol
+
+from gateway.clock import Clock
+from gateway.config.accelerator import AcceleratorConfig
+from gateway.config.endpoint import Endpoint
+from gateway.errors import UpstreamError
+from gateway.policies.hardware import Evidence
+from gateway.policies.hardware_state import Judgement, ReplicaHardware, Want
+from gateway.state.decisions import Decision, DecisionBook, replica_key
+from gateway.telemetry.audit import AuditEvent
+from gateway.upstream.controls import HARDWARE
+from gateway.upstream.probes.accelerator_readings import ReadingParser
+from gateway.upstream.probes.prober import Prober
+from gateway.upstream.registry import Pool, Registry
+from gateway.upstream.replica import Replica
+from gateway.upstream.transport.base import Transport
+from v2proto.dcgm import NAMES
+
+log = logging.getLogger(__name__)
+BY = HARDWARE  # the decisions' author
+REPLICA_QUERY = "/metrics?" + "&".join(f"name[]={name}" for name in NAMES)
+MayEmpty = Callable[[str], bool]  # may this pool lose its last replica (a fallback serves)?
+
+
+class Decider(Protocol):
+    """Where decisions are taken, shared and audited (`gateway.shared_state.SharedState`)."""
+
+    origin: str
+    decisions: DecisionBook
+
+    def decide(
+        self, key: str, action: str, by: str, reason: str, until: float = 0.0, floor: int = 0
+    ) -> Decision: ...
+
+    async def publish(self) -> str | None: ...
+
+    def audit(self, event: AuditEvent) -> None: ...
+
+
+class Source:
+    """Where one replica's accelerator is read, and the parser that remembers its pages."""
+
+    def __init__(self, pool: Pool, replica: Replica, config: AcceleratorConfig) -> None:
+        target = config.exporters.get(replica.id)
+        if target is not None:
+            self.endpoint, self.path = Endpoint.parse(target.url), target.path
+            self.parser = ReadingParser(target.uuid)
+        else:
+            self.endpoint, self.path = replica.endpoint, REPLICA_QUERY
+            self.parser = ReadingParser(None)
+        self.unreadable = (
+            "a grpc:// replica's /metrics is not on its gRPC port: name an exporter for it"
+            if self.endpoint.is_grpc
+            else None
+        )
+
+
+class AcceleratorSampler(Prober):
+    def __init__(
+        self,
+        registry: Registry,
+        transport: Transport,
+        clock: Clock,
+        rng: random.Random,
+        shared: Decider,
+        may_empty: MayEmpty,
+    ) -> None:
+        super().__init__(registry, transport, clock, rng)
+        self._shared = shared
+        self._may_empty = may_empty
+        self.pools = {n: p for n, p in registry.pools.items() if p.config.accelerator}
+        self._limits = {n: asyncio.Semaphore(self._config(p).max_concurrent)
+                        for n, p in self.pools.items()}  # fmt: skip
+        self.states: dict[str, ReplicaHardware] = {}
+        self._sources: dict[str, Source] = {}
+        self.drains: dict[tuple[str, str, str], int] = {}  # (pool, replica, signal) -> count
+        self.held_back: dict[str, str] = {}  # replica id -> why a drain it asked for waits
+        self.samples: dict[tuple[str, bool], int] = {}  # (pool, read ok) -> count
+
+    @staticmethod
+    def _config(pool: Pool) -> AcceleratorConfig:
+        config = pool.config.accelerator
+        if config is None:  # pools are chosen by having one
+            raise ValueError(f"pool {pool.name} has no accelerator section")
+        return config
+
+    def loops(self) -> list[tuple[str, Coroutine[Any, Any, None]]]:
+        for pool in self.pools.values():
+            unknown = set(self._config(pool).exporters) - {
+                r.id for r in (*pool.replicas, *pool.draining)
+            }
+            if unknown and pool.config.discovery is None:
+                log.warning("pool %s: accelerator.exporters names no replica of it: %s",
+                            pool.name, ", ".join(sorted(unknown)))  # fmt: skip
+        return [
+            (f"accelerator:{replica.id}", self._loop(pool, replica))
+            for pool in self.pools.values()
+            for replica in (*pool.replicas, *pool.draining)
+        ]
+
+    def start(self) -> None:
+        super().start()
+        self._registry.watch(self)
+
+    async def stop(self) -> None:
+        self._registry.unwatch(self)
+        await super().stop()
+
+    def joined(self, pool: Pool, replica: Replica) -> None:
+        if pool.name in self.pools:
+            self.start_loop(f"accelerator:{replica.id}", self._loop(pool, replica))
+
+    def left(self, pool: Pool, replica: Replica) -> None:
+        self.stop_loop(f"accelerator:{replica.id}")
+        self.states.pop(replica.id, None)
+        self._sources.pop(replica.id, None)
+
+    async def _loop(self, pool: Pool, replica: Replica) -> None:
+        config = self._config(pool)
+        self.states[replica.id] = ReplicaHardware(config)
+        self._sources[replica.id] = Source(pool, replica, config)
+        await self._clock.sleep(config.interval_s * self._rng.random())  # spread the loops
+        while True:
+            await self.sample(pool, replica)
+            jitter = 1.0 + config.jitter * (2 * self._rng.random() - 1)
+            await self._clock.sleep(config.interval_s * jitter)
+
+    async def sample(self, pool: Pool, replica: Replica) -> None:
+        """One sample of ``replica``'s accelerator, judged and acted on."""
+        config = self._config(pool)
+        state = self.states.setdefault(replica.id, ReplicaHardware(config))
+        source = self._sources.setdefault(replica.id, Source(pool, replica, config))
+        async with self._limits[pool.name]:
+            page, error = await self._fetch(source, config)
+        now = self._clock.now()
+        if page is None:
+            judgement = state.failed(now, error or "no answer")
+        else:
+            reading = source.parser.read(page)
+            judgement = state.observe(now, reading, source.parser.changed)
+        key = (pool.name, page is not None)
+        self.samples[key] = self.samples.get(key, 0) + 1
+        await self._act(pool, replica, state, judgement)
+
+    async def _fetch(
+        self, source: Source, config: AcceleratorConfig
+    ) -> tuple[bytes | None, str | None]:
+        if source.unreadable is not None:
+            return None, source.unreadable
+        try:
+            response = await self._transport.request(
+                source.endpoint, "GET", source.path, timeout=config.sample_timeout_s
+            )
+        except UpstreamError as exc:
+            return None, exc.message
+        if response.status != 200:
+            return None, f"metrics answered {response.status}"
+        return response.body, None
+
+    async def _act(
+        self, pool: Pool, replica: Replica, state: ReplicaHardware, judgement: Judgement
+    ) -> None:
+        if replica.weight != judgement.weight:
+            replica.set_weight(judgement.weight)
+            cause = state.weight_evidence.text if state.weight_evidence else "no throttling"
+            log.warning("replica %s: balancer weight %.2f (%s)", replica.id, judgement.weight,
+                        cause)  # fmt: skip
+        key = replica_key(replica.id)
+        decision = self._shared.decisions.get(key)
+        wall = self._clock.wall()
+        held = decision is not None and decision.holds(wall)
+        ours = held and decision is not None and decision.by == BY
+        if ours and state.drained is None and decision is not None:
+            # another gateway's hardware drain, or one from before a reload or restart
+            state.drained = judgement.drain or Evidence(
+                "earlier", "drain now", 0.0, 0.0, decision.reason
+            )
+        if judgement.want is Want.DRAIN and judgement.drain is not None:
+            if held:
+                return
+            why = self._refusal(pool, replica)
+            if why is not None:
+                if self.held_back.get(replica.id) != why:
+                    log.warning("replica %s: hardware drain held back (%s): %s",
+                                replica.id, why, judgement.drain.text)  # fmt: skip
+                self.held_back[replica.id] = why
+                return
+            self.held_back.pop(replica.id, None)
+            await self._decide(pool, replica, state, "drain", judgement.drain)
+        elif judgement.want is Want.RESTORE:
+            if ours:
+                await self._decide(pool, replica, state, "restore", None)
+            state.drained = None
+
+    def _refusal(self, pool: Pool, replica: Replica) -> str | None:
+        """Why draining ``replica`` now would break the pool's limits; None: it may go."""
+        out = sum(1 for s in (self.states.get(r.id) for r in pool.draining) if s and s.drained)
+        out += pool.outlier.ejected_count()  # the share out counts the outlier's ejections
+        serving = [r for r in pool.replicas if r is not replica and r.healthy is not False]
+        if not serving and not self._may_empty(pool.name):
+            return "the last healthy replica of its pool, and no fallback can serve its model"
+        total = len(pool.replicas) + len(pool.draining)
+        cap = pool.config.outlier.max_ejection_percent * total / 100
+        if out >= 1 and out + 1 > cap:
+            return f"ejected-share cap: {out} of {total} already out"
+        return None
+
+    async def _decide(
+        self,
+        pool: Pool,
+        replica: Replica,
+        state: ReplicaHardware,
+        action: str,
+        evidence: Evidence | None,
+    ) -> None:
+        key = replica_key(replica.id)
+        if evidence is not None:
+            reason = evidence.text
+            state.drained = evidence
+            count = (pool.name, replica.id, evidence.signal)
+            self.drains[count] = self.drains.get(count, 0) + 1
+        else:
+            reason = f"accelerator healthy for {self._config(pool).healthy_for_s:g} s"
+        shared = self._shared
+        shared.decide(key, action, BY, reason)
+        not_shared = await shared.publish()
+        outcome = "applied" if not_shared is None else f"applied here, not shared yet: {not_shared}"
+        shared.audit(AuditEvent(self._clock.wall(), BY, action, key, reason, outcome,
+                                shared.origin))  # fmt: skip
+
+    def now(self) -> float:
+        return self._clock.now()
+
+    def snapshot(self) -> dict[str, Any]:
+        """For ``/admin/state``: every sampled replica's accelerator, by pool."""
+        now = self._clock.now()
+        doc: dict[str, Any] = {}
+        for name, pool in self.pools.items():
+            config = self._config(pool)
+            replicas = {}
+            for replica in (*pool.replicas, *pool.draining):
+                state = self.states.get(replica.id)
+                if state is not None:
+                    held_back = self.held_back.get(replica.id)
+                    replicas[replica.id] = {**state.snapshot(now), "held_back": held_back}
+            doc[name] = {"interval_s": config.interval_s, "lead_s": config.lead_s,
+                         "healthy_for_s": config.healthy_for_s, "replicas": replicas}  # fmt: skip
+        return doc

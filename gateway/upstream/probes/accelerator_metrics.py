@@ -1,0 +1,76 @@
+"""The accelerator sampler's Prometheus series, built at scrape time from its state.
+
+Readings, staleness, weight, hardware drains in force and counted, and samples read or not;
+labelled by the configured pools and replicas only (bounded). A collector reads the sampler's
+dictionaries when Prometheus scrapes, so sampling itself records nothing per sample.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from gateway.upstream.probes.accelerator import AcceleratorSampler
+from v2proto.dcgm import FIELDS
+
+
+class AcceleratorCollector(Collector):
+    def __init__(self, sampler: AcceleratorSampler) -> None:
+        self._sampler = sampler
+
+    def collect(self) -> Iterator[Metric]:
+        sampler = self._sampler
+        now = sampler.now()
+        reading = GaugeMetricFamily(
+            "gateway_accelerator_reading",
+            "A replica's accelerator reading, by DCGM field name (fresh readings only).",
+            labels=["pool", "replica", "field"],
+        )
+        stale = GaugeMetricFamily(
+            "gateway_accelerator_stale",
+            "1 when a replica's accelerator reading is older than 3 intervals or missing.",
+            labels=["pool", "replica"],
+        )
+        weight = GaugeMetricFamily(
+            "gateway_accelerator_weight",
+            "A replica's balancer weight (below 1 while its GPU is throttled).",
+            labels=["pool", "replica"],
+        )
+        drained = GaugeMetricFamily(
+            "gateway_hardware_drained",
+            "1 while the hardware rules hold a replica drained, by the signal that drained it.",
+            labels=["pool", "replica", "signal"],
+        )
+        for name, pool in sampler.pools.items():
+            for replica in (*pool.replicas, *pool.draining):
+                state = sampler.states.get(replica.id)
+                if state is None:
+                    continue
+                is_stale = state.stale(now)
+                stale.add_metric([name, replica.id], 1.0 if is_stale else 0.0)
+                weight.add_metric([name, replica.id], replica.weight)
+                last = state.reading
+                if last is not None and not is_stale:
+                    for field in FIELDS:
+                        value = last.value(field)
+                        if value is not None:
+                            reading.add_metric([name, replica.id, field.name], value)
+                if state.drained is not None:
+                    drained.add_metric([name, replica.id, state.drained.signal], 1.0)
+        drains = CounterMetricFamily(
+            "gateway_hardware_drains",
+            "Drains the hardware rules decided, by replica and signal.",
+            labels=["pool", "replica", "signal"],
+        )
+        for (pool_name, replica_id, signal), count in sorted(sampler.drains.items()):
+            drains.add_metric([pool_name, replica_id, signal], count)
+        samples = CounterMetricFamily(
+            "gateway_accelerator_samples",
+            "Accelerator samples taken, by pool and whether the source answered.",
+            labels=["pool", "result"],
+        )
+        for (pool_name, ok), count in sorted(sampler.samples.items()):
+            samples.add_metric([pool_name, "ok" if ok else "error"], count)
+        yield from (reading, stale, weight, drained, drains, samples)

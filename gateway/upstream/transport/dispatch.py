@@ -1,0 +1,46 @@
+"""`ProtocolTransport`: each replica reached in the protocol its URL names.
+
+A pool may mix replicas that speak V2 REST (``http://``, ``https://``) and V2 gRPC
+(``grpc://``, ``grpcs://``); every caller (the attempt layer, probes, metadata) holds one
+`Transport` and sends REST-shaped exchanges, and this one hands each to the transport of the
+endpoint's protocol (`Http1Transport`, `GrpcTransport`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+
+from gateway.config.endpoint import Endpoint
+from gateway.upstream.transport.base import Transport, UpstreamResponse
+from gateway.v2.body import Body
+
+
+class ProtocolTransport:
+    def __init__(self, http: Transport, grpc: Transport) -> None:
+        self.http, self.grpc = http, grpc
+        self.name = f"{http.name}+{grpc.name}"
+
+    def _of(self, endpoint: Endpoint) -> Transport:
+        return self.grpc if endpoint.is_grpc else self.http
+
+    async def request(
+        self,
+        endpoint: Endpoint,
+        method: str,
+        path: str,
+        *,
+        body: bytes | Body = b"",
+        headers: Mapping[str, str] | None = None,
+        timeout: float,
+    ) -> UpstreamResponse:
+        transport = self.grpc if endpoint.is_grpc else self.http
+        return await transport.request(
+            endpoint, method, path, body=body, headers=headers, timeout=timeout
+        )
+
+    def forget(self, endpoint: Endpoint) -> None:
+        self._of(endpoint).forget(endpoint)
+
+    async def aclose(self) -> None:
+        await asyncio.gather(self.http.aclose(), self.grpc.aclose())

@@ -1,0 +1,289 @@
+"""`Http1Transport`: the lean HTTP/1.1 keep-alive client that proxies requests to replicas.
+
+Why: the upstream client is most of the gateway's CPU per request. On this machine (2 cores,
+loopback) this client costs about a third of aiohttp's CPU and a tiny fraction of httpx's (see
+``loadtests/bench_transport.py``), because it does only what the hop needs: a pool of idle
+connections per endpoint, one ``write`` per request, httptools to parse the reply. An
+``https`` endpoint gets TLS from asyncio (one ``SSLContext`` per TLS settings, built on first
+use); the connections are kept per endpoint, so TLS and plaintext ones never mix.
+
+Each endpoint has two lanes of connections (the contract in `gateway.upstream.transport.base`):
+control requests (GET, HEAD: health probes, metadata) never ride a connection that carried an
+infer request, whose late answer they could read as theirs (they carry no id to catch it). The
+control lane costs one more connection per replica, kept open while probes come more often
+than the server's idle timeout (loadtests/bench_control_lane.py; docs/any-v2-server.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import ssl
+from collections.abc import Mapping
+
+from gateway.config.endpoint import Endpoint
+from gateway.config.tls import TlsConfig
+from gateway.errors import UpstreamConnectError, UpstreamTimeout
+from gateway.upstream.transport.base import UpstreamResponse
+from gateway.upstream.transport.http1_connection import (
+    MAX_REPLY_BODY_BYTES,
+    MAX_REPLY_HEADER_BYTES,
+    MAX_REPLY_HEADER_COUNT,
+    Connection,
+    ReplyLimits,
+)
+from gateway.upstream.transport.tls import client_context, handshake_error
+from gateway.v2.body import SMALL_BODY_BYTES, Body, Piece
+
+# Framing is ours: extra headers with these names are dropped rather than sent twice.
+_OWN_HEADERS = frozenset({"host", "content-length", "transfer-encoding"})
+_BODILESS = frozenset({"GET", "HEAD"})
+_CONTROL = _BODILESS  # the methods of the control lane
+MAX_IDLE_CONTROL = 2  # a probe and a metadata fetch at once; more are rare
+# From this size a body's pieces are written as they are (writev) rather than copied behind
+# the head into one buffer: below it, the copy costs less than the vector.
+VECTORED_MIN_BYTES = SMALL_BODY_BYTES
+
+
+class _Lane:
+    """One kind of traffic's connections: idle ones and exchange slots, per endpoint."""
+
+    __slots__ = ("idle", "max_idle", "slots")
+
+    def __init__(self, max_idle: int) -> None:
+        self.idle: dict[Endpoint, list[Connection]] = {}
+        self.slots: dict[Endpoint, asyncio.Semaphore] = {}
+        self.max_idle = max_idle
+
+
+def encode_request(
+    endpoint: Endpoint,
+    method: str,
+    path: str,
+    body: bytes | Body,
+    headers: Mapping[str, str] | None,
+) -> bytes | list[Piece]:
+    """The request head and body as the bytes of a single write: one buffer, or for a large
+    `Body` the head then the body's own pieces, written as one vectored write (no copy).
+
+    Host and the pool's extra headers come from the endpoint (`Endpoint.fixed_head`)."""
+    lines = [f"{method} {endpoint.prefix}{path} HTTP/1.1\r\n{endpoint.fixed_head}"]
+    if body or method not in _BODILESS:
+        lines.append(f"content-length: {len(body)}\r\n")
+    if headers:
+        lines.extend(f"{k}: {v}\r\n" for k, v in headers.items() if k not in _OWN_HEADERS)
+    lines.append("\r\n")
+    head = "".join(lines)
+    # Every line ends in exactly one CRLF: a CR or LF inside a name or value would smuggle a
+    # header or a second request, so refuse it (a caller bug, hence ValueError).
+    crlfs = len(lines) + endpoint.fixed_lines  # the first item holds the fixed lines too
+    if head.count("\n") != crlfs or head.count("\r") != crlfs:
+        raise ValueError("CR or LF in request line or header")
+    if isinstance(body, Body):
+        if body.size >= VECTORED_MIN_BYTES:
+            return [head.encode("latin-1"), *body.pieces]
+        body = body.joined()
+    return head.encode("latin-1") + body
+
+
+class Http1Transport:
+    """HTTP/1.1 keep-alive client over asyncio Protocols and httptools.
+
+    Per endpoint and lane (infer; control: GET and HEAD): at most
+    ``max_connections_per_endpoint`` exchanges in flight (more wait for a free slot within their
+    timeout), and at most ``max_idle_per_endpoint`` idle connections kept (control:
+    `MAX_IDLE_CONTROL`), most recently used first (hot connections stay hot, cold ones close at
+    the server's idle timeout). An idle connection is reused only if nothing arrived on it while
+    idle, never after its reply was discarded, and never for an endpoint that is not
+    ``keep_alive`` (one exchange per connection). Each reply is capped by the ``max_reply_*``
+    limits (see `ReplyLimits`).
+    """
+
+    name = "fast"
+
+    def __init__(
+        self,
+        *,
+        max_connections_per_endpoint: int = 256,
+        max_idle_per_endpoint: int = 64,
+        connect_timeout_s: float = 1.0,
+        max_reply_header_count: int = MAX_REPLY_HEADER_COUNT,
+        max_reply_header_bytes: int = MAX_REPLY_HEADER_BYTES,
+        max_reply_body_bytes: int = MAX_REPLY_BODY_BYTES,
+    ) -> None:
+        self._limits = ReplyLimits(
+            max_reply_header_count, max_reply_header_bytes, max_reply_body_bytes
+        )
+        self._max_connections = max_connections_per_endpoint
+        self._connect_timeout = connect_timeout_s
+        self._infer = _Lane(max_idle_per_endpoint)
+        self._control = _Lane(min(MAX_IDLE_CONTROL, max_idle_per_endpoint))
+        self._open: set[Connection] = set()
+        self._contexts: dict[TlsConfig, ssl.SSLContext] = {}
+        self._closed = False
+
+    async def request(
+        self,
+        endpoint: Endpoint,
+        method: str,
+        path: str,
+        *,
+        body: bytes | Body = b"",
+        headers: Mapping[str, str] | None = None,
+        timeout: float,
+    ) -> UpstreamResponse:
+        raw = encode_request(endpoint, method, path, body, headers)
+        head = method == "HEAD"
+        deadline = asyncio.get_running_loop().time() + timeout
+        lane = self._control if method in _CONTROL else self._infer
+        slots = lane.slots.get(endpoint)
+        if slots is None:
+            slots = lane.slots[endpoint] = asyncio.Semaphore(self._max_connections)
+        await self._acquire(slots, endpoint, deadline)
+        try:
+            conn = _pop_idle(lane, endpoint) if endpoint.keep_alive else None
+            if conn is not None:
+                try:
+                    return await self._exchange(lane, endpoint, conn, raw, deadline, head)
+                except UpstreamConnectError:
+                    # The server may close a keep-alive connection while it sits idle in our pool
+                    # (its idle timeout, a restart); we then see EOF or a reset before any reply
+                    # byte. As browsers, Go's net/http and urllib3 do, retry such a failure once
+                    # on a fresh connection. Never when any reply byte arrived, never on a fresh
+                    # connection, never on a timeout: those go to the retry policy above us.
+                    if conn.got_bytes:
+                        raise
+            conn = await self._connect(endpoint, deadline)
+            return await self._exchange(lane, endpoint, conn, raw, deadline, head)
+        finally:
+            slots.release()
+
+    def forget(self, endpoint: Endpoint) -> None:
+        """The endpoint's replica left: close its idle connections and drop what was kept for it.
+
+        Without this, every replica that ever left (DNS discovery, pod churn) would keep up to
+        ``max_idle_per_endpoint`` sockets and its slot counter for the life of the process. An
+        exchange still in flight to it finishes normally; its connection is then closed, not
+        pooled. A later request to the same endpoint (the replica came back) starts afresh.
+        """
+        for lane in (self._infer, self._control):
+            lane.slots.pop(endpoint, None)
+            for conn in lane.idle.pop(endpoint, ()):
+                conn.close()
+
+    def pooled(self, endpoint: Endpoint, *, control: bool = False) -> int:
+        """Idle connections kept for ``endpoint``'s infer (or ``control``) lane that may carry
+        another exchange (for `/admin/state` and tests)."""
+        lane = self._control if control else self._infer
+        return sum(conn.reusable for conn in lane.idle.get(endpoint, ()))
+
+    async def aclose(self) -> None:
+        """Close every connection, idle or busy; a busy exchange fails with a connect error."""
+        self._closed = True
+        for conn in list(self._open):
+            conn.abort()
+        self._infer.idle.clear()
+        self._control.idle.clear()
+        await asyncio.sleep(0)  # let the loop run the connection_lost callbacks
+
+    # --- internals ------------------------------------------------------------------------------
+
+    async def _acquire(self, slots: asyncio.Semaphore, endpoint: Endpoint, deadline: float) -> None:
+        if not slots.locked():
+            await slots.acquire()  # returns without suspending
+            return
+        try:
+            async with asyncio.timeout_at(deadline):
+                await slots.acquire()
+        except TimeoutError as exc:
+            raise UpstreamTimeout("no free connection in time (all busy)") from exc
+
+    async def _exchange(
+        self,
+        lane: _Lane,
+        endpoint: Endpoint,
+        conn: Connection,
+        raw: bytes | list[Piece],
+        deadline: float,
+        head: bool,
+    ) -> UpstreamResponse:
+        try:
+            response = await conn.exchange(raw, deadline, head=head)
+        except BaseException:  # an error, a timeout or our cancellation: never reuse it
+            conn.abort()
+            raise
+        if conn.reusable and endpoint.keep_alive and endpoint in lane.slots:  # not forgotten
+            idle = lane.idle.setdefault(endpoint, [])
+            if len(idle) < lane.max_idle:
+                idle.append(conn)
+                return response
+        conn.close()
+        return response
+
+    def _new_connection(self, loop: asyncio.AbstractEventLoop) -> Connection:
+        conn = Connection(loop, self._open.discard, self._limits)
+        self._open.add(conn)
+        return conn
+
+    def _context(self, tls: TlsConfig) -> ssl.SSLContext:
+        context = self._contexts.get(tls)
+        if context is None:  # reads the CA bundle and the client certificate once
+            context = self._contexts[tls] = client_context(tls)
+        return context
+
+    async def _connect(self, endpoint: Endpoint, deadline: float) -> Connection:
+        if self._closed:
+            raise UpstreamConnectError("transport is closed")
+        loop = asyncio.get_running_loop()
+        limit = min(deadline, loop.time() + self._connect_timeout)  # the handshake included
+        made: list[Connection] = []
+
+        def factory() -> Connection:
+            made.append(self._new_connection(loop))
+            return made[-1]
+
+        tls = endpoint.tls
+        try:
+            async with asyncio.timeout_at(limit):
+                if tls is None:
+                    _, conn = await loop.create_connection(factory, endpoint.host, endpoint.port)
+                else:
+                    _, conn = await loop.create_connection(
+                        factory,
+                        endpoint.host,
+                        endpoint.port,
+                        ssl=self._context(tls),
+                        server_hostname=endpoint.server_name,
+                    )
+        except BaseException as exc:
+            for failed in made:  # a failed handshake never reports the connection lost
+                self._open.discard(failed)
+            if isinstance(exc, TimeoutError):
+                what = "connect" if tls is None else "connect and TLS handshake"
+                raise UpstreamConnectError(f"{what} timed out") from exc
+            if isinstance(exc, ssl.SSLError):
+                raise handshake_error(exc) from exc
+            if isinstance(exc, OSError):
+                raise UpstreamConnectError(f"cannot connect: {_reason(exc)}") from exc
+            raise
+        return conn
+
+
+def _pop_idle(lane: _Lane, endpoint: Endpoint) -> Connection | None:
+    idle = lane.idle.get(endpoint)
+    while idle:
+        conn = idle.pop()
+        if conn.reusable and not conn.has_unread_input():
+            return conn
+        # Closed or discarded, or bytes arrived while it sat idle that the loop has not delivered
+        # yet (a late or unsolicited reply, or the server's close): read as our reply otherwise.
+        conn.abort()
+    return None
+
+
+def _reason(exc: OSError) -> str:
+    """Why a connect failed, without the address (the socket layer's text names it): a client
+    may read the message, and the replica's id says where it was; its url is in /admin/state."""
+    if exc.errno:
+        return os.strerror(exc.errno)
+    return type(exc).__name__  # asyncio's "Multiple exceptions: ..." names every address

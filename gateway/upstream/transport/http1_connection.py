@@ -1,0 +1,427 @@
+"""One keep-alive HTTP/1.1 client connection: an asyncio Protocol driving httptools' parser.
+
+Why: callbacks on a Protocol cost a fraction of a stream-based client (no StreamReader, no
+coroutine per read): a request is one ``write``, a reply is parsed as bytes arrive and completes
+one future. Works on the default loop and on uvloop alike. A replica is an untrusted peer, so the
+framing follows RFC 9112 strictly (checked against h11 in tests/gateway/upstream) and every
+reply is capped in header fields, head bytes and body bytes. A large body is read straight
+into one buffer (`gateway.upstream.transport.limits` says why).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import select
+from collections.abc import Callable, Sequence
+from typing import NoReturn, cast
+
+import httptools
+
+from gateway.errors import UpstreamConnectError, UpstreamProtocolError, UpstreamTimeout
+from gateway.upstream.transport.base import UpstreamResponse
+from gateway.upstream.transport.limits import *  # noqa: F403 (the caps, imported from here too)
+from gateway.upstream.transport.limits import DEFAULT_LIMITS, ReplyLimits
+
+_READ_BYTES = 64 * 1024  # the buffer heads (and small bodies) are read into
+_BODYLESS_STATUSES = (204, 304)
+
+
+class _NoCallbacks:
+    """The protocol of the parser a lost connection keeps: no callbacks, no reference back."""
+
+
+_INERT_PARSER = httptools.HttpResponseParser(_NoCallbacks())
+_NO_BUFFER = memoryview(b"")
+
+
+class _Rejected(Exception):
+    """Raised in a parser callback to stop httptools; the waiter already holds the real error."""
+
+
+class Connection(asyncio.BufferedProtocol):
+    """A client connection that runs one exchange at a time and says whether it can be reused.
+
+    States: idle (no waiter) -> busy (`exchange` returned a future) -> idle again when the reply
+    completes with keep-alive, or closed. ``got_bytes`` says whether any byte of the current
+    reply arrived; the pool uses it to decide whether a failed exchange may be retried.
+    """
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        on_lost: Callable[[Connection], None],
+        limits: ReplyLimits = DEFAULT_LIMITS,
+    ):
+        self._loop = loop
+        self._on_lost = on_lost
+        self._limits = limits
+        self._max_fields = limits.max_reply_header_count  # the hot path reads the caps directly
+        self._max_field_bytes = limits.max_reply_header_bytes
+        self._max_body = limits.max_reply_body_bytes
+        self._direct_min = limits.direct_body_min_bytes
+        self._read_buffer = memoryview(bytearray(_READ_BYTES))
+        self._direct: bytearray | None = None  # the body being read straight in, if any
+        self._filled = 0  # bytes of ``_direct`` read so far
+        self._direct_size = 0  # the Content-Length of a body to read straight in, once known
+        self._keep_alive_after = False  # the head's verdict, for a body read straight in
+        self._transport: asyncio.Transport | None = None
+        self._poll: select.poll | None = None
+        self._parser = httptools.HttpResponseParser(self)
+        self._waiter: asyncio.Future[UpstreamResponse] | None = None
+        self._timer: asyncio.TimerHandle | None = None  # armed for ``_armed_at``
+        self._armed_at = 0.0
+        self._deadline = 0.0  # the current exchange's
+        self._headers: dict[str, str] = {}
+        self._repeats: dict[str, list[str]] | None = None  # fields seen twice or more, in order
+        self._body: list[bytes] = []
+        self._head_request = False  # the reply to HEAD has no body, whatever its headers say
+        self._final = False  # the final (non-1xx) head is parsed: later fields are trailers
+        self._until_eof = False  # a non-2xx reply with no framing: its body ends at EOF
+        self._received = 0  # bytes of this reply so far
+        self._body_size = 0
+        self._fields = 0  # header fields of this reply, interim replies and trailers included
+        self._field_bytes = 0
+        self.got_bytes = False
+        self.closed = False
+        self.keep_alive = False
+
+    # --- the exchange, called by the pool --------------------------------------------------
+
+    def exchange(
+        self, request: bytes | Sequence[bytes | memoryview], deadline: float, *, head: bool = False
+    ) -> asyncio.Future[UpstreamResponse]:
+        """Send one request (one buffer, or buffers sent as one vectored write); the future
+        completes with the reply or fails with an upstream error.
+
+        At ``deadline`` (loop time) the future fails with `UpstreamTimeout` and the connection
+        is aborted, so a late reply can never be read by the next exchange. (One loop timer
+        serves many exchanges: creating and cancelling one per exchange costs more on uvloop.
+        It stays armed after a reply; an exchange whose deadline is no earlier keeps it, and
+        when it fires for a deadline that is not this exchange's, it is re-armed for this
+        one's; so no exchange times out late, or early.) ``head`` says the
+        request is a HEAD: httptools cannot be told, so that reply completes at its head and the
+        connection is not reused.
+        """
+        self.got_bytes = self.keep_alive = False
+        self._head_request = head
+        self._final = self._until_eof = False
+        self._received = self._body_size = self._fields = self._field_bytes = 0
+        self._direct_size = 0
+        self._waiter = waiter = self._loop.create_future()
+        transport = cast(asyncio.Transport, self._transport)
+        if self.closed or transport.is_closing():  # lost before we could send: fail, don't hang
+            waiter.set_exception(UpstreamConnectError("upstream closed the connection"))
+            return waiter
+        self._deadline = deadline
+        if self._timer is None or deadline < self._armed_at:
+            self._arm(deadline)
+        if isinstance(request, bytes):
+            transport.write(request)
+        else:
+            transport.writelines(request)  # writev on uvloop: the body's buffers, not a copy
+        return waiter
+
+    @property
+    def reusable(self) -> bool:
+        transport = self._transport
+        return self.keep_alive and not self.closed and not (transport and transport.is_closing())
+
+    def has_unread_input(self) -> bool:
+        """Whether the socket holds bytes (or EOF) that the loop has not delivered yet.
+
+        An idle connection must have none: a byte there is a late or unsolicited reply (or the
+        server's close) that would otherwise be read as the next request's reply. One
+        zero-timeout poll(2), as urllib3's ``is_connection_dropped`` (loadtests/bench_transport.py).
+        """
+        return self._poll is not None and bool(self._poll.poll(0))
+
+    def discard(self) -> None:
+        """Its last reply was refused as a protocol error (`UpstreamResponse.discard`): the
+        stream is out of step, so drop it; the pool skips it from now on (not `reusable`)."""
+        self.abort()
+
+    def abort(self) -> None:
+        """Drop the connection at once (no FIN handshake wait); idempotent."""
+        self.keep_alive = False
+        if self._transport is not None:
+            self._transport.abort()
+
+    def close(self) -> None:
+        self.keep_alive = False
+        if self._transport is not None:
+            self._transport.close()
+
+    # --- asyncio.Protocol -------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            self._poll = select.poll()
+            self._poll.register(sock.fileno(), select.POLLIN)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        direct = self._direct
+        if direct is not None:  # never past the body's end: later bytes stay in the socket
+            return memoryview(direct)[self._filled :]
+        return self._read_buffer
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._direct is not None:
+            self._received += nbytes
+            self._filled += nbytes
+            if self._filled == len(self._direct):
+                self._complete()
+        else:
+            self.data_received(self._read_buffer[:nbytes])
+
+    def data_received(self, data: bytes | memoryview) -> None:
+        if self._direct is not None:  # a transport that gives no buffers (tests)
+            self._copy_in(data)
+            return
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            self.abort()  # bytes nobody asked for: the stream is out of step, never reuse it
+            return
+        self.got_bytes = True
+        self._received += len(data)
+        try:
+            self._parser.feed_data(data)
+        except (httptools.HttpParserError, httptools.HttpParserUpgrade) as exc:
+            self._fail(UpstreamProtocolError(f"invalid HTTP/1.1 reply: {exc}"), exc)
+            return
+        if self._received > self._max_field_bytes and not waiter.done():
+            self._check_framing_size()
+        if self._direct_size and not waiter.done():
+            self._read_direct()
+
+    def eof_received(self) -> bool:
+        return False  # close our side too; connection_lost follows
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._cancel_timer()
+        self._on_lost(self)
+        try:
+            self._settle_waiter(exc)
+        finally:
+            self._release()
+
+    def _settle_waiter(self, exc: Exception | None) -> None:
+        if self._waiter is None or self._waiter.done():
+            return
+        if self._until_eof and exc is None:
+            self._complete()
+        elif self.got_bytes:
+            self._fail(UpstreamProtocolError("upstream closed the connection mid-reply"), exc)
+        else:
+            message = "upstream closed the connection before replying"
+            if self._transport is not None and self._transport.get_extra_info("ssl_object"):
+                # TLS 1.3 clients finish the handshake before the server checks their
+                # certificate; a refusal arrives as this close (as EOF, on both loops).
+                message += " (as a TLS server does when it refuses the client certificate)"
+            self._fail(UpstreamConnectError(message), exc)
+
+    def _release(self) -> None:
+        """A lost connection lets go at once of its read buffer, its parser and its last
+        exchange. The parser holds the connection's callbacks and the last reply holds the
+        connection: cycles that only a full collection of the cyclic garbage collector would
+        free, and the gateway's collector settings make those rare, so every connection closed
+        under load kept its read buffer until then. Broken here, it is freed by its last
+        reference (the pool's, the transport's) going."""
+        self._read_buffer = _NO_BUFFER
+        self._parser = _INERT_PARSER
+        self._waiter = None
+        self._body = []
+        self._direct = None
+
+    # --- httptools callbacks ------------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        if self._waiter is None or self._waiter.done():
+            self._reject("a second reply to one request")  # out of step: never reuse
+        self._headers = {}
+        self._repeats = None
+        self._body = []
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._fields += 1
+        self._field_bytes += len(name) + len(value)  # checked per read and at the end
+        if self._fields > self._max_fields:
+            self._reject(self._cap_message("reply header fields", "max_reply_header_count"))
+        if self._final:
+            return  # a trailer field: counted, never merged into the head
+        key = name.decode("latin-1").lower()
+        text = value.rstrip(b" \t").decode("latin-1")  # llhttp strips only the leading OWS
+        headers = self._headers
+        if key not in headers:
+            headers[key] = text
+            return
+        # Repeats are collected and joined once at the head's end: joining each time would cost
+        # quadratic time in the number of repeats (10,000 of them stalled the loop for 1 s).
+        repeats = self._repeats
+        if repeats is None:
+            repeats = self._repeats = {}
+        values = repeats.get(key)
+        if values is None:
+            repeats[key] = [headers[key], text]
+        else:
+            values.append(text)
+
+    def on_headers_complete(self) -> None:  # noqa: C901
+        parser = self._parser
+        status = parser.get_status_code()
+        if status < 200:
+            # An interim reply (100 Continue, 103 Early Hints): drop it, wait for the final one.
+            if status == 101 or status < 100:
+                self._reject(f"unexpected status {status}")
+            if not parser.should_keep_alive():
+                self._reject("an interim reply that closes the connection")
+            if "content-length" in self._headers or "transfer-encoding" in self._headers:
+                # RFC 9110 forbids them here, and llhttp would read a body after some 1xx.
+                self._reject(f"an interim reply ({status}) with body framing headers")
+            return
+        self._final = True
+        headers = self._headers
+        if self._repeats:
+            for key, values in self._repeats.items():
+                headers[key] = ", ".join(values)
+        bodyless = self._head_request or status in _BODYLESS_STATUSES
+        coding = headers.get("transfer-encoding")
+        length = headers.get("content-length")  # llhttp refused repeats and TE alongside it
+        if coding is not None:
+            if coding.lower() != "chunked":
+                self._reject(f"unsupported Transfer-Encoding {coding!r}")
+        elif length is not None:
+            if not bodyless and int(length) > self._max_body:
+                self._reject(self._cap_message("reply body", "max_reply_body_bytes"))
+            if not bodyless and int(length) >= self._direct_min and 200 <= status < 300:
+                self._direct_size = int(length)  # read straight in once this read is parsed
+        elif bodyless:
+            pass
+        elif 200 <= status < 300:
+            # Framed by the close alone, a cut-short reply cannot be told from a whole one.
+            self._reject("a 2xx reply with neither Content-Length nor chunked encoding")
+        else:
+            self._until_eof = True
+        if self._head_request:
+            self._complete()
+
+    def on_body(self, body: bytes) -> None:
+        self._body_size += len(body)
+        if self._body_size > self._max_body:
+            self._reject(self._cap_message("reply body", "max_reply_body_bytes"))
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        if self._final:  # else an interim reply ended
+            self._complete()
+
+    # --- a body read straight in ---------------------------------------------------------
+
+    def _read_direct(self) -> None:
+        """The head is parsed, the body is large: the rest goes into one buffer. The parser,
+        left mid-body (this read's body bytes are copied in), is replaced at the body's end."""
+        self._keep_alive_after = self._parser.should_keep_alive()
+        direct = self._direct = bytearray(self._direct_size)
+        filled = 0
+        for chunk in self._body:
+            direct[filled : filled + len(chunk)] = chunk
+            filled += len(chunk)
+        self._body = []
+        self._filled = filled
+
+    def _copy_in(self, data: bytes | memoryview) -> None:
+        direct = cast(bytearray, self._direct)
+        take = min(len(data), len(direct) - self._filled)
+        direct[self._filled : self._filled + take] = data[:take]
+        self._filled += take
+        self._received += take
+        if self._filled == len(direct):
+            self._complete()
+            if len(data) > take:
+                self.data_received(data[take:])  # past the reply's end: out of step, dropped
+
+    # --- completion -----------------------------------------------------------------------------
+
+    def _complete(self) -> None:
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            return
+        if self._field_bytes > self._max_field_bytes:
+            self._fail(self._field_bytes_error(), None)
+            return
+        parser = self._parser
+        status = parser.get_status_code()
+        direct = self._direct
+        if direct is not None:
+            self._direct, self._direct_size = None, 0
+            self._parser = httptools.HttpResponseParser(self)  # the old one is mid-body
+            self.keep_alive = self._keep_alive_after
+            body = bytes(direct)  # the one copy: a reply body is immutable bytes downstream
+        else:
+            self.keep_alive = (
+                not self._until_eof and not self._head_request and parser.should_keep_alive()
+            )
+            body = b"".join(self._body)
+        self._body = []
+        if not self.keep_alive:
+            self._cancel_timer()  # else it stays armed for the next exchange (see `exchange`)
+        waiter.set_result(UpstreamResponse(status, self._headers, body, self))
+
+    def _fail(self, error: Exception, cause: BaseException | None) -> None:
+        self._cancel_timer()
+        self._direct = None  # the connection is dropped: so is a body half read straight in
+        self.abort()
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            error.__cause__ = cause
+            waiter.set_exception(error)
+
+    def _check_framing_size(self) -> None:
+        """Fail the exchange if its header fields, or the bytes that are not body, are too many.
+
+        Run after each read once the reply outgrows the header cap, so no field grows past the
+        cap by more than one read in httptools' buffers. Bytes that are not body (heads, chunk
+        framing, trailers) may exceed the body's own size by the header cap.
+        """
+        if self._field_bytes > self._max_field_bytes:
+            self._fail(self._field_bytes_error(), None)
+        elif self._received - self._body_size > self._max_field_bytes + self._body_size:
+            where = "chunk framing and trailers" if self._final else "head"
+            message = self._cap_message(f"reply {where}", "max_reply_header_bytes")
+            self._fail(UpstreamProtocolError(message), None)
+
+    def _field_bytes_error(self) -> UpstreamProtocolError:
+        return UpstreamProtocolError(
+            self._cap_message("reply header fields", "max_reply_header_bytes")
+        )
+
+    def _reject(self, reason: str) -> NoReturn:
+        """Fail the exchange with a protocol error; the raise stops the parser mid-read."""
+        self._fail(UpstreamProtocolError(reason), None)
+        raise _Rejected(reason)
+
+    def _cap_message(self, what: str, cap: str) -> str:
+        return f"{what} over {cap}={getattr(self._limits, cap)}"
+
+    def _arm(self, when: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._armed_at = when
+        self._timer = self._loop.call_at(when, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            return  # idle: the next exchange arms a timer of its own
+        if self._deadline > self._armed_at:
+            self._arm(self._deadline)  # armed for an earlier exchange's deadline
+            return
+        self._fail(UpstreamTimeout("no complete reply from upstream within the timeout"), None)
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None

@@ -1,0 +1,85 @@
+"""Reading a gRPC call's message under the in-flight budget and the body timeout
+(`gateway.grpc_door.receive`), on a fake context: what is held when, what a refusal says."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import grpc
+import pytest
+
+from gateway.grpc_door.receive import MessageReader, Refused
+from gateway.policies.byte_budget import InflightBytes
+
+MIB = 1 << 20
+
+
+class Context:
+    """A call whose message arrives when ``arrive`` is set (``None``: the side ends)."""
+
+    def __init__(self, message: bytes | None) -> None:
+        self.message = message
+        self.arrive = asyncio.Event()
+        self.reads = 0
+
+    async def read(self) -> Any:
+        self.reads += 1
+        await self.arrive.wait()
+        return grpc.aio.EOF if self.message is None else self.message
+
+
+async def test_a_message_is_read_only_under_twice_the_most_it_may_be_then_holds_its_size() -> None:
+    memory = InflightBytes(64 * MIB, 0.0)
+    reader = MessageReader(memory, 16 * MIB, 5.0)
+    context = Context(b"x" * 1000)
+    task = asyncio.create_task(reader.read(context))
+    await asyncio.sleep(0)
+    assert memory.held == 32 * MIB and context.reads == 1  # before grpc takes any of it in
+    context.arrive.set()
+    received = await task
+    assert received is not None and received.held == 1000 == memory.held
+    reader.release(received.held)
+    assert memory.held == 0
+
+
+async def test_a_message_that_does_not_fit_is_refused_unread_with_resource_exhausted() -> None:
+    memory = InflightBytes(64 * MIB, 0.0)
+    reader = MessageReader(memory, 16 * MIB, 5.0)
+    memory.add(40 * MIB)  # others' bytes in flight
+    context = Context(b"x")
+    with pytest.raises(Refused) as refused:
+        await reader.read(context)
+    assert refused.value.code is grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "inflight_bytes" in refused.value.message
+    assert dict(refused.value.metadata) == {"x-http-status": "503", "retry-after": "1"}
+    assert context.reads == 0 and memory.held == 40 * MIB
+
+
+async def test_a_message_not_complete_in_time_is_refused_and_its_bytes_given_back() -> None:
+    memory = InflightBytes(64 * MIB, 0.0)
+    reader = MessageReader(memory, 16 * MIB, 0.05)
+    with pytest.raises(Refused) as refused:
+        await reader.read(Context(b"never"))
+    assert refused.value.code is grpc.StatusCode.DEADLINE_EXCEEDED
+    assert "body_timeout_s" in refused.value.message
+    assert dict(refused.value.metadata) == {"x-http-status": "408"}
+    assert memory.held == 0
+
+
+async def test_a_side_that_ends_between_messages_reads_none_and_holds_nothing() -> None:
+    memory = InflightBytes(64 * MIB, 0.0)
+    context = Context(None)
+    context.arrive.set()
+    assert await MessageReader(memory, 16 * MIB, 5.0).read(context) is None
+    assert memory.held == 0
+
+
+async def test_a_cancelled_read_gives_its_bytes_back() -> None:
+    memory = InflightBytes(64 * MIB, 0.0)
+    task = asyncio.create_task(MessageReader(memory, 16 * MIB, 5.0).read(Context(b"x")))
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert memory.held == 0

@@ -1,0 +1,59 @@
+"""Reading Prometheus text into one device's `Reading`: a replica's page, a dcgm-exporter
+node page by UUID, and parsing again only what changed."""
+
+from __future__ import annotations
+
+from gateway.upstream.probes.accelerator_readings import ReadingParser
+
+UUID_A = "GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e52"
+UUID_B = "GPU-11111111-2222-3333-4444-555555555555"
+
+
+def exporter_page(temp_a: float, temp_b: float) -> bytes:
+    """As dcgm-exporter writes it: HELP and TYPE lines, more labels, two GPUs, other fields."""
+    lines = []
+    for name, kind, a, b in (
+        ("DCGM_FI_DEV_SM_CLOCK", "gauge", 1980, 1980),
+        ("DCGM_FI_DEV_GPU_TEMP", "gauge", temp_a, temp_b),
+        ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", 0, 3),
+        ("DCGM_FI_DEV_FB_USED", "gauge", 1024, 2048),
+    ):
+        lines += [f"# HELP {name} help.", f"# TYPE {name} {kind}"]
+        for gpu, uuid, value in (("0", UUID_A, a), ("1", UUID_B, b)):
+            lines.append(f'{name}{{gpu="{gpu}",UUID="{uuid}",device="nvidia{gpu}",'
+                         f'modelName="NVIDIA H200",Hostname="node-1"}} {value}')  # fmt: skip
+    return ("\n".join(lines) + "\n").encode()
+
+
+def test_a_node_page_is_read_for_the_replicas_gpu_only() -> None:
+    reading = ReadingParser(UUID_B).read(exporter_page(50, 61))
+    assert reading is not None
+    assert (reading.gpu, reading.uuid, reading.temperature_c) == ("1", UUID_B, 61.0)
+    assert (reading.ecc_dbe_total, reading.fb_used_mib) == (3.0, 2048.0)
+    assert reading.power_w is None  # not on the page: not made up
+
+
+def test_without_a_uuid_the_first_device_is_taken() -> None:
+    reading = ReadingParser().read(exporter_page(50, 61))
+    assert reading is not None and reading.uuid == UUID_A and reading.temperature_c == 50.0
+
+
+def test_a_page_without_the_device_reads_as_none() -> None:
+    assert ReadingParser("GPU-absent").read(exporter_page(50, 61)) is None
+    assert ReadingParser().read(b'replica_accelerator_present{source="none"} 0.0\n') is None
+
+
+def test_only_lines_that_changed_are_parsed_again() -> None:
+    parser = ReadingParser(UUID_A)
+    parser.read(exporter_page(50, 61))
+    first = parser.parsed
+    assert parser.read(exporter_page(50, 61)) is not None and parser.parsed == first  # same page
+    reading = parser.read(exporter_page(51, 61))
+    assert parser.parsed == first + 1  # the one line that moved
+    assert reading is not None and reading.temperature_c == 51.0 and reading.ecc_dbe_total == 0
+
+
+def test_a_malformed_line_is_skipped() -> None:
+    page = exporter_page(50, 61) + b'DCGM_FI_DEV_POWER_USAGE{gpu="0",UUID="' + UUID_A.encode()
+    reading = ReadingParser(UUID_A).read(page + b'"} not-a-number\n')
+    assert reading is not None and reading.power_w is None and reading.temperature_c == 50.0
