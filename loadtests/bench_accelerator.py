@@ -12,7 +12,9 @@ loopback a send also runs the receiving side's TCP stack); beside it, a control 
 one small POST every 20 ms to a stand-in and records its latency with the sampler off and on,
 and the loop's lateness. ``--bare`` runs, instead of the sampler, loops that only GET the same
 pages at the same rate: the floor any sampler over HTTP pays, to tell the transport's share
-from the sampler's own.
+from the sampler's own. ``--gpus-per-node N`` serves the replicas' GPUs from dcgm-exporter
+stand-ins instead, N GPUs a page (the gateway names each replica's exporter and UUID), as a
+cluster with one exporter per node looks: one GET a node for all of its GPUs' replicas.
 
     .venv/bin/python loadtests/bench_accelerator.py [--replicas 32] [--seconds 10]
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import random
@@ -50,21 +53,27 @@ INFER = b'{"id":"1","model_name":"m","outputs":[{"name":"label","datatype":"INT6
 PROBE_S = 0.02
 
 
-def page(now: float, change_s: float) -> bytes:
-    """A replica's DCGM page (HELP, TYPE, one sample a field); temperature (60-61 °C, never
-    near slowdown) and power move."""
+def uuid_of(gpu: int) -> str:
+    return f"{UUID[:-4]}{gpu:04d}"
+
+
+def page(now: float, change_s: float, gpus: int = 1) -> bytes:
+    """A DCGM page (HELP, TYPE, one sample a field and GPU): a replica's own (one GPU) or a
+    node exporter's; temperature (60-61 °C, never near slowdown) and power move."""
     step = int(now / change_s)
     values = {"temperature_c": 60 + step % 2, "power_w": 300 + step % 97, "slowdown_c": 90,
               "shutdown_c": 95}  # fmt: skip
     lines = []
     for f in FIELDS:
-        lines += [f"# HELP {f.name} {f.help}", f"# TYPE {f.name} gauge",
-                  f'{f.name}{{gpu="0",UUID="{UUID}"}} {float(values.get(f.attr, 0))}']  # fmt: skip
+        lines += [f"# HELP {f.name} {f.help}", f"# TYPE {f.name} gauge"]
+        lines += [f'{f.name}{{gpu="{g}",UUID="{uuid_of(g) if gpus > 1 else UUID}"}} '
+                  f"{float(values.get(f.attr, 0))}" for g in range(gpus)]  # fmt: skip
     return ("\n".join(lines) + "\n").encode()
 
 
 class StandIn(asyncio.Protocol):
     change_s = 0.1
+    gpus = 1
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport
@@ -82,8 +91,9 @@ class StandIn(asyncio.Protocol):
             if len(rest) < length:
                 return
             self.buffer = rest[length:]
-            body = INFER if head.startswith(b"POST") else page(time.time(), self.change_s)
-            kind = b"application/json" if head.startswith(b"POST") else b"text/plain"
+            post = head.startswith(b"POST")
+            body = INFER if post else page(time.time(), self.change_s, self.gpus)
+            kind = b"application/json" if post else b"text/plain"
             self.transport.write(  # type: ignore[attr-defined]
                 b"HTTP/1.1 200 OK\r\ncontent-type: "
                 + kind
@@ -94,8 +104,8 @@ class StandIn(asyncio.Protocol):
             )
 
 
-async def serve(count: int, change_s: float) -> None:
-    StandIn.change_s = change_s
+async def serve(count: int, change_s: float, gpus: int = 1) -> None:
+    StandIn.change_s, StandIn.gpus = change_s, gpus
     loop = asyncio.get_running_loop()
     servers = [await loop.create_server(StandIn, "127.0.0.1", 0) for _ in range(count + 1)]
     ports = [s.sockets[0].getsockname()[1] for s in servers]
@@ -103,9 +113,17 @@ async def serve(count: int, change_s: float) -> None:
     await asyncio.Event().wait()
 
 
-def config(ports: list[int], interval_s: float) -> Gateway:
+def config(ports: list[int], interval_s: float, replicas: int, gpus: int = 1) -> Gateway:
+    """``replicas`` replicas; with ``gpus`` > 1, ``ports`` are node exporters, ``gpus`` each."""
+    accelerator: dict[str, object] = {"interval_s": interval_s}
+    if gpus > 1:
+        accelerator["exporters"] = {
+            f"r{i}": {"url": f"http://127.0.0.1:{ports[i // gpus]}", "uuid": uuid_of(i % gpus)}
+            for i in range(replicas)
+        }
+        ports = [ports[0]] * replicas  # the replicas' own ports are not read
     doc = {
-        "pools": {"p": {"model": "m", "accelerator": {"interval_s": interval_s},
+        "pools": {"p": {"model": "m", "accelerator": accelerator,
                         "replicas": [{"id": f"r{i}", "url": f"http://127.0.0.1:{port}"}
                                      for i, port in enumerate(ports)]}},
         "models": {"m": {"pool": "p"}},
@@ -154,23 +172,38 @@ async def fetch_only(
         await asyncio.sleep(interval_s * (1 + 0.1 * (2 * rng.random() - 1)))
 
 
+async def sleep_only(interval_s: float, counts: list[int], seed: int) -> None:
+    """A loop that wakes as often as a sampler's and does nothing: the event loop's floor."""
+    rng = random.Random(seed)
+    while True:
+        await asyncio.sleep(interval_s * (1 + 0.1 * (2 * rng.random() - 1)))
+        counts[0] += 1
+
+
 async def measure(
-    ports: list[int], seconds: float, interval_s: float, bare: bool = False
+    ports: list[int],
+    seconds: float,
+    interval_s: float,
+    mode: str = "sampler",
+    replicas: int = 32,
+    gpus: int = 1,
 ) -> dict[str, float]:
-    replicas, probe_port = ports[:-1], ports[-1]
+    """``mode``: "sampler", "bare" (the GETs alone) or "sleep" (the wake-ups alone)."""
+    sources, probe_port = ports[:-1], ports[-1]
     user0, sys0 = cpu()
     off = await control(probe_port, seconds)
     user1, sys1 = cpu()
     idle_user, idle_sys = user1 - user0, sys1 - sys0
-    gateway = config(replicas, interval_s)
+    gateway = config(sources, interval_s, replicas, gpus)
     transport = Http1Transport()
     sampler = AcceleratorSampler(gateway.registry, transport, gateway.clock, random.Random(1),
                                  gateway.shared, lambda pool: False)  # fmt: skip
     counts = [0]
-    if bare:
-        loops = [
-            asyncio.create_task(fetch_only(transport, p, interval_s, counts)) for p in replicas
-        ]
+    bare = mode != "sampler"
+    if mode == "bare":
+        loops = [asyncio.create_task(fetch_only(transport, p, interval_s, counts)) for p in sources]
+    elif mode == "sleep":
+        loops = [asyncio.create_task(sleep_only(interval_s, counts, i)) for i in sources]
     else:
         sampler.start()
     await asyncio.sleep(2 * interval_s)  # connections open, first pages parsed
@@ -207,16 +240,28 @@ def main() -> int:
     parser.add_argument("--interval", type=float, default=0.1, help="sampling interval (s)")
     parser.add_argument("--change-s", type=float, default=0.1, help="how often pages change")
     parser.add_argument("--bare", action="store_true", help="only the GETs, no sampler")
+    parser.add_argument(
+        "--sleep-only", action="store_true", help="only the wake-ups, as the sampler's loops"
+    )
+    parser.add_argument(
+        "--gpus-per-node", type=int, default=1, help="read node exporters, this many GPUs each"
+    )
     parser.add_argument("--profile", action="store_true", help="print a cProfile of the run")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    gpus = max(1, args.gpus_per_node)
     if args.serve:
-        asyncio.run(serve(args.replicas, args.change_s))
+        asyncio.run(serve(args.replicas, args.change_s, gpus))
         return 0
+    sources = -(-args.replicas // gpus)  # a port per replica, or per node exporter
     helper = subprocess.Popen(
-        [sys.executable, __file__, "--serve", "--replicas", str(args.replicas),
-         "--change-s", str(args.change_s)], stdout=subprocess.PIPE, text=True,
+        [sys.executable, __file__, "--serve", "--replicas", str(sources),
+         "--change-s", str(args.change_s), "--gpus-per-node", str(gpus)],
+        stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
+    mode = "sleep" if args.sleep_only else "bare" if args.bare else "sampler"
+    run = functools.partial(measure, seconds=args.seconds, interval_s=args.interval, mode=mode,
+                            replicas=args.replicas, gpus=gpus)  # fmt: skip
     try:
         assert helper.stdout is not None
         ports = json.loads(helper.stdout.readline())
@@ -225,19 +270,21 @@ def main() -> int:
             import pstats
 
             profiler = cProfile.Profile()
-            result = profiler.runcall(
-                uvloop.run, measure(ports, args.seconds, args.interval, args.bare)
-            )
+            result = profiler.runcall(uvloop.run, run(ports))
             pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
         else:
             # on the gateway's own loop (uvloop): stdlib asyncio's selector loop costs more a GET
-            result = uvloop.run(measure(ports, args.seconds, args.interval, args.bare))
+            result = uvloop.run(run(ports))
     finally:
         helper.terminate()
         helper.wait(timeout=10)
-    what = "GETs only (--bare)" if args.bare else "the sampler"
-    print(f"{what}: {args.replicas} replicas every {args.interval:g} s, pages changing every "
-          f"{args.change_s:g} s, {args.seconds:g} s; load {os.getloadavg()[0]:.1f}")  # fmt: skip
+    what = {"bare": "GETs only (--bare)", "sleep": "wake-ups only (--sleep-only)"}.get(
+        mode, "the sampler"
+    )
+    where = f"{sources} node exporters, {gpus} GPUs each" if gpus > 1 else "their own pages"
+    print(f"{what}: {args.replicas} replicas ({where}) every {args.interval:g} s, pages "
+          f"changing every {args.change_s:g} s, {args.seconds:g} s; "
+          f"load {os.getloadavg()[0]:.1f}")  # fmt: skip
     for key, value in result.items():
         print(f"  {key:24} {value:10.3f}")
     return 0

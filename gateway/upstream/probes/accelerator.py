@@ -1,15 +1,22 @@
 """The accelerator sampler: each replica's GPU health read off the request path, and the
 hardware rules' verdicts carried out as the operators' own drain.
 
-Only pools with ``accelerator:`` get loops (one per replica, as health probes have), so a
-gateway without it runs nothing of this. A loop reads the replica's ``/metrics`` (its DCGM
-series only, ``?name[]=``) or the dcgm-exporter named for it, over the transport's control
-lane (GET), at most ``max_concurrent`` of a pool at once, each within ``timeout_s``, with
-jittered pauses; reads it (`ReadingParser`), and feeds `ReplicaHardware`, whose hysteresis
-says when to drain or restore. A drain is a `Decision` by ``hardware`` (`Decider.decide`):
-obeyed at once here, shared like an operator's drain, audited, in the timeline, and its reason
-is the evidence ("temperature 93 °C, slowdown at 90 °C"). It never undoes an operator's
-decision, and it holds two limits: no more of a pool out than its outlier
+Only pools with ``accelerator:`` get loops, so a gateway without it runs nothing of this.
+There is one loop per source: a replica's ``/metrics`` (its DCGM series only,
+``?name[]=``), or a dcgm-exporter page named for one or more replicas, which is read once a
+sample for all the replicas whose GPUs it reports (a node's exporter serves each of its GPUs'
+replicas from one GET, not one GET each). A loop reads its source over the transport's
+control lane (GET), at most ``max_concurrent`` of a pool at once, each within ``timeout_s``,
+with jittered pauses, so the reads of a pool spread over the interval: one tick per pool
+reading every source together costs a GET less than half as much, but the burst of answers
+it brings held the event loop for milliseconds (a control prober's p99 1.4-1.9 ms -> 6-7
+ms in loadtests/bench_accelerator.py), and a request must not wait for a sample. Each page is
+read (`ReadingParser`) into `ReplicaHardware`, whose hysteresis says when to drain or
+restore.
+A drain is a `Decision` by ``hardware`` (`Decider.decide`): obeyed at once here, shared
+like an operator's drain, audited, in the timeline, and its reason is the evidence
+("temperature 93 °C, slowdown at 90 °C"). It never undoes an operator's decision, and it
+holds two limits: no more of a pool out than its outlier
 ``max_ejection_percent`` (at least one may go), and never the last replica of a pool unless
 every model it serves has a fallback that can answer. A stale reading drains nothing.
 """
@@ -42,6 +49,7 @@ log = logging.getLogger(__name__)
 BY = HARDWARE  # the decisions' author
 REPLICA_QUERY = "/metrics?" + "&".join(f"name[]={name}" for name in NAMES)
 MayEmpty = Callable[[str], bool]  # may this pool lose its last replica (a fallback serves)?
+SourceKey = tuple[str, Endpoint]  # (path, where): one page, read once a sample
 
 
 class Decider(Protocol):
@@ -59,8 +67,14 @@ class Decider(Protocol):
     def audit(self, event: AuditEvent) -> None: ...
 
 
+def _loop_name(pool: Pool, key: SourceKey) -> str:
+    path, endpoint = key
+    return f"accelerator:{pool.name}:{endpoint.authority}{path}"
+
+
 class Source:
-    """Where one replica's accelerator is read, and the parser that remembers its pages."""
+    """Where one replica's accelerator is read, and the parser that remembers its pages.
+    ``key`` names the page: replicas whose GPUs one exporter reports share it."""
 
     def __init__(self, pool: Pool, replica: Replica, config: AcceleratorConfig) -> None:
         target = config.exporters.get(replica.id)
@@ -70,6 +84,7 @@ class Source:
         else:
             self.endpoint, self.path = replica.endpoint, REPLICA_QUERY
             self.parser = ReadingParser(None)
+        self.key: SourceKey = (self.path, self.endpoint)
         self.unreadable = (
             "a grpc:// replica's /metrics is not on its gRPC port: name an exporter for it"
             if self.endpoint.is_grpc
@@ -98,6 +113,7 @@ class AcceleratorSampler(Prober):
         self.drains: dict[tuple[str, str, str], int] = {}  # (pool, replica, signal) -> count
         self.held_back: dict[str, str] = {}  # replica id -> why a drain it asked for waits
         self.samples: dict[tuple[str, bool], int] = {}  # (pool, read ok) -> count
+        self._members: dict[SourceKey, list[Replica]] = {}  # the replicas each source reports
 
     @staticmethod
     def _config(pool: Pool) -> AcceleratorConfig:
@@ -107,18 +123,20 @@ class AcceleratorSampler(Prober):
         return config
 
     def loops(self) -> list[tuple[str, Coroutine[Any, Any, None]]]:
+        loops = []
         for pool in self.pools.values():
-            unknown = set(self._config(pool).exporters) - {
-                r.id for r in (*pool.replicas, *pool.draining)
-            }
+            members = (*pool.replicas, *pool.draining)
+            unknown = set(self._config(pool).exporters) - {r.id for r in members}
             if unknown and pool.config.discovery is None:
                 log.warning("pool %s: accelerator.exporters names no replica of it: %s",
                             pool.name, ", ".join(sorted(unknown)))  # fmt: skip
-        return [
-            (f"accelerator:{replica.id}", self._loop(pool, replica))
-            for pool in self.pools.values()
-            for replica in (*pool.replicas, *pool.draining)
-        ]
+            for replica in members:
+                key = self._source(pool, replica).key
+                readers = self._members.setdefault(key, [])
+                if not readers:
+                    loops.append((_loop_name(pool, key), self._loop(pool, key)))
+                readers.append(replica)
+        return loops
 
     def start(self) -> None:
         super().start()
@@ -127,42 +145,69 @@ class AcceleratorSampler(Prober):
     async def stop(self) -> None:
         self._registry.unwatch(self)
         await super().stop()
+        self._members.clear()
 
     def joined(self, pool: Pool, replica: Replica) -> None:
-        if pool.name in self.pools:
-            self.start_loop(f"accelerator:{replica.id}", self._loop(pool, replica))
+        if pool.name not in self.pools:
+            return
+        key = self._source(pool, replica).key
+        readers = self._members.setdefault(key, [])
+        if not readers:
+            self.start_loop(_loop_name(pool, key), self._loop(pool, key))
+        if replica not in readers:
+            readers.append(replica)
 
     def left(self, pool: Pool, replica: Replica) -> None:
-        self.stop_loop(f"accelerator:{replica.id}")
+        source = self._sources.pop(replica.id, None)
         self.states.pop(replica.id, None)
-        self._sources.pop(replica.id, None)
+        if source is None:
+            return
+        readers = self._members.get(source.key, [])
+        if replica in readers:
+            readers.remove(replica)
+        if not readers:
+            self._members.pop(source.key, None)
+            self.stop_loop(_loop_name(pool, source.key))
 
-    async def _loop(self, pool: Pool, replica: Replica) -> None:
+    async def _loop(self, pool: Pool, key: SourceKey) -> None:
         config = self._config(pool)
-        self.states[replica.id] = ReplicaHardware(config)
-        self._sources[replica.id] = Source(pool, replica, config)
         await self._clock.sleep(config.interval_s * self._rng.random())  # spread the loops
         while True:
-            await self.sample(pool, replica)
+            readers = self._members.get(key)
+            if readers:
+                await self._sample_source(pool, list(readers))
             jitter = 1.0 + config.jitter * (2 * self._rng.random() - 1)
             await self._clock.sleep(config.interval_s * jitter)
 
+    def _source(self, pool: Pool, replica: Replica) -> Source:
+        source = self._sources.get(replica.id)
+        if source is None:
+            source = self._sources[replica.id] = Source(pool, replica, self._config(pool))
+        return source
+
     async def sample(self, pool: Pool, replica: Replica) -> None:
         """One sample of ``replica``'s accelerator, judged and acted on."""
+        await self._sample_source(pool, [replica])
+
+    async def _sample_source(self, pool: Pool, replicas: list[Replica]) -> None:
+        """One read of the source ``replicas`` share, each of them judged and acted on."""
         config = self._config(pool)
-        state = self.states.setdefault(replica.id, ReplicaHardware(config))
-        source = self._sources.setdefault(replica.id, Source(pool, replica, config))
+        source = self._source(pool, replicas[0])
         async with self._limits[pool.name]:
             page, error = await self._fetch(source, config)
         now = self._clock.now()
-        if page is None:
-            judgement = state.failed(now, error or "no answer")
-        else:
-            reading = source.parser.read(page)
-            judgement = state.observe(now, reading, source.parser.changed)
         key = (pool.name, page is not None)
-        self.samples[key] = self.samples.get(key, 0) + 1
-        await self._act(pool, replica, state, judgement)
+        for replica in replicas:
+            state = self.states.get(replica.id)
+            if state is None:
+                state = self.states[replica.id] = ReplicaHardware(config)
+            if page is None:
+                judgement = state.failed(now, error or "no answer")
+            else:
+                parser = self._source(pool, replica).parser
+                judgement = state.observe(now, parser.read(page), parser.changed)
+            self.samples[key] = self.samples.get(key, 0) + 1
+            await self._act(pool, replica, state, judgement)
 
     async def _fetch(
         self, source: Source, config: AcceleratorConfig

@@ -9,7 +9,7 @@ from typing import Any
 from gateway.config import parse_config
 from gateway.errors import UpstreamConnectError
 from gateway.runtime import Gateway
-from gateway.upstream.probes.accelerator import AcceleratorSampler
+from gateway.upstream.probes.accelerator import REPLICA_QUERY, AcceleratorSampler
 from gateway.upstream.transport.base import UpstreamResponse
 from tests.gateway.fakes import FakeTransport, fail
 from tests.support.clock import FakeClock
@@ -121,3 +121,75 @@ async def test_a_source_that_stops_answering_drains_nothing() -> None:
     snapshot = sampler.snapshot()["p"]["replicas"]
     assert {r["state"] for r in snapshot.values()} == {"unknown"}
     assert snapshot["r0"]["reading"] is None and snapshot["r0"]["error"] == "refused"
+
+
+def node_page(temperatures: dict[str, float]) -> Any:
+    """A dcgm-exporter page of one node: a temperature series per GPU (by UUID)."""
+
+    async def behave(method: str, path: str, payload: bytes) -> UpstreamResponse:
+        text = "".join(
+            f'DCGM_FI_DEV_GPU_TEMP{{gpu="{i}",UUID="{uuid}"}} {t}\n'
+            f'DCGM_FI_DEV_SLOWDOWN_TEMP{{gpu="{i}",UUID="{uuid}"}} 90\n'
+            for i, (uuid, t) in enumerate(temperatures.items())
+        )
+        return UpstreamResponse(200, {}, text.encode())
+
+    return behave
+
+
+async def test_replicas_on_one_exporter_share_one_read_per_sample() -> None:
+    clock = FakeClock()
+    uuids = [f"GPU-{i}{UUID[5:]}" for i in range(3)]
+    exporters = {f"r{i}": {"url": "http://127.0.0.1:9400", "uuid": uuids[i]} for i in range(3)}
+    doc = {
+        "pools": {"p": {"model": "m",
+                        "accelerator": {"interval_s": INTERVAL_S, "exporters": exporters},
+                        "replicas": [{"id": f"r{i}", "url": f"http://127.0.0.1:{9000 + i}"}
+                                     for i in range(4)]}},
+        "models": {"m": {"pool": "p"}},
+    }  # fmt: skip
+    gateway = Gateway(parse_config(doc), clock=clock)
+    temperatures = {uuids[0]: 61.0, uuids[1]: 62.0, uuids[2]: 63.0}
+    transport = FakeTransport({"127.0.0.1:9400": node_page(temperatures),
+                               "127.0.0.1:9003": Pages().behaviour(9003)})  # fmt: skip
+    sampler = AcceleratorSampler(gateway.registry, transport, clock, random.Random(0),
+                                 gateway.shared, lambda pool: False)  # fmt: skip
+    loops = sampler.loops()
+    for _, loop in loops:
+        loop.close()  # only their names and members are looked at here
+    assert sorted(name for name, _ in loops) == [
+        "accelerator:p:127.0.0.1:9003" + REPLICA_QUERY,
+        "accelerator:p:127.0.0.1:9400/metrics",
+    ]
+    pool = gateway.registry.pools["p"]
+    key = next(iter(sampler._members))
+    await sampler._sample_source(pool, sampler._members[key])
+    assert transport.calls["127.0.0.1:9400"] == ["GET /metrics"]  # one read for three
+    snapshot = sampler.snapshot()["p"]["replicas"]
+    assert {r: snapshot[r]["reading"]["temperature_c"] for r in ("r0", "r1", "r2")} == {
+        "r0": 61.0,
+        "r1": 62.0,
+        "r2": 63.0,
+    }
+    assert {r: snapshot[r]["reading"]["uuid"] for r in ("r0", "r1", "r2")} == {
+        f"r{i}": uuids[i] for i in range(3)
+    }
+
+
+async def test_a_loop_per_source_follows_replicas_that_join_and_leave() -> None:
+    gateway, sampler, _, _ = setup(2)
+    pool = gateway.registry.pools["p"]
+    sampler.start()
+    try:
+        assert set(sampler._tasks) == {
+            f"accelerator:p:127.0.0.1:{9000 + i}{REPLICA_QUERY}" for i in range(2)
+        }
+        first = pool.replicas[0]
+        sampler.left(pool, first)
+        assert set(sampler._tasks) == {f"accelerator:p:127.0.0.1:9001{REPLICA_QUERY}"}
+        assert "r0" not in sampler.states
+        sampler.joined(pool, first)
+        assert len(sampler._tasks) == 2
+    finally:
+        await sampler.stop()
+    assert sampler._tasks == {} and sampler._members == {}
