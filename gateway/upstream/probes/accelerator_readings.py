@@ -2,12 +2,15 @@
 
 The text is parsed by prometheus_client's own parser, never by hand; what is done here is
 only to avoid parsing again what was parsed before, because sampling runs up to 10 times a
-second per replica and the parser costs hundreds of microseconds a page. A page equal to the
-previous one (the replica's sampler, or the exporter's collection, has not moved on) gives
-the previous reading; otherwise only the lines that carry a DCGM field of the wanted device
-are looked at, and those not seen on the previous page are parsed, together in one call (a
-sample line is a complete exposition by itself). So a page where temperature and power moved
-costs one parse of two lines.
+second per replica and the parser costs tens of microseconds a line, most of it reading the
+labels character by character. A page equal to the previous one (the replica's sampler, or
+the exporter's collection, has not moved on) gives the previous reading; otherwise only the
+lines that carry a DCGM field of the wanted device are looked at, and those not seen on the
+previous page are parsed, together in one call (a sample line is a complete exposition by
+itself). A line whose series (its name and labels: everything up to the labels' closing
+brace) was parsed before has only its value and timestamp parsed again, by the same parser,
+as the sample of a one-word placeholder name: so a page where temperature and power moved
+costs one parse of two short lines (measured: 140 -> ~50 µs a sample, docs/hardware.md).
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from v2proto.dcgm import BY_NAME, GPU_LABEL, NAMES, UUID_LABEL, Reading
 
 ParsedLine = tuple[str, dict[str, str], float] | None  # (name, labels, value); None: not ours
+Series = tuple[str, dict[str, str]]  # a sample line's name and labels, as the parser read them
 EMPTY = Reading("", "")
+MAX_SERIES = 4096  # series heads remembered per source (a page has a few dozen)
 
 
 def parse_line(line: str) -> ParsedLine:
@@ -42,7 +47,9 @@ class ReadingParser:
         self._page = b""
         self._reading: Reading | None = None
         self._lines: dict[str, ParsedLine] = {}
+        self._series: dict[str, Series] = {}  # a line's head (up to its '}') -> what it names
         self.parsed = 0  # lines given to the parser (for the benchmark)
+        self.values_parsed = 0  # of those, lines whose series was known: values only
         self.changed = False  # whether the last page differed from the one before
 
     def read(self, page: bytes) -> Reading | None:
@@ -81,17 +88,64 @@ class ReadingParser:
         return self._reading
 
     def _parse(self, lines: list[str]) -> dict[str, ParsedLine]:
-        """The new lines through the parser in one call (one sample each, in order); if any
-        is malformed, each alone, so the others still count."""
+        """The new lines through the parser: those of a known series as values only, the
+        others whole, each group in one call; if any is malformed, each alone, so the others
+        still count."""
         if not lines:
             return {}
         self.parsed += len(lines)
+        known, whole, heads = self._series, [], []
+        for line in lines:
+            end = line.rfind("}") + 1  # a valid line has no '}' after its labels
+            head = line[:end]
+            if end and head in known:
+                heads.append((line, head, line[end:]))
+            else:
+                whole.append(line)
+        parsed = self._whole(whole)
+        if heads:
+            self.values_parsed += len(heads)
+            parsed.update(self._values(heads))
+        return parsed
+
+    def _whole(self, lines: list[str]) -> dict[str, ParsedLine]:
+        if not lines:
+            return {}
         try:
             samples = [(s.name, dict(s.labels), float(s.value))
                        for family in text_string_to_metric_families("\n".join(lines) + "\n")
                        for s in family.samples]  # fmt: skip
         except ValueError:
             samples = []
-        if len(samples) == len(lines):
-            return dict(zip(lines, samples, strict=True))
-        return {line: parse_line(line) for line in lines}
+        parsed: dict[str, ParsedLine] = (
+            dict(zip(lines, samples, strict=True))
+            if len(samples) == len(lines)
+            else {line: parse_line(line) for line in lines}
+        )
+        if len(self._series) < MAX_SERIES:
+            for line, sample in parsed.items():
+                end = line.rfind("}") + 1
+                if sample is not None and end:
+                    self._series[line[:end]] = (sample[0], sample[1])
+        return parsed
+
+    def _values(self, heads: list[tuple[str, str, str]]) -> dict[str, ParsedLine]:
+        """Lines of known series: each one's value (and timestamp) parsed as the sample of
+        the placeholder ``v<i>``; a malformed one is parsed whole, alone."""
+        text = "".join(f"v{i}{rest}\n" for i, (_, _, rest) in enumerate(heads))
+        values: dict[str, float] = {}
+        try:
+            for family in text_string_to_metric_families(text):
+                for sample in family.samples:
+                    values[sample.name] = float(sample.value)
+        except ValueError:
+            values = {}
+        parsed: dict[str, ParsedLine] = {}
+        for i, (line, head, _) in enumerate(heads):
+            value = values.get(f"v{i}")
+            if value is None:
+                parsed[line] = parse_line(line)
+            else:
+                name, labels = self._series[head]
+                parsed[line] = (name, labels, value)
+        return parsed

@@ -3,6 +3,9 @@ node page by UUID, and parsing again only what changed."""
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from gateway.upstream.probes.accelerator_readings import ReadingParser
 
 UUID_A = "GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e52"
@@ -57,3 +60,44 @@ def test_a_malformed_line_is_skipped() -> None:
     page = exporter_page(50, 61) + b'DCGM_FI_DEV_POWER_USAGE{gpu="0",UUID="' + UUID_A.encode()
     reading = ReadingParser(UUID_A).read(page + b'"} not-a-number\n')
     assert reading is not None and reading.power_w is None and reading.temperature_c == 50.0
+
+
+def test_a_known_series_has_its_value_parsed_again_and_nothing_else() -> None:
+    parser = ReadingParser(UUID_A)
+    parser.read(exporter_page(50, 61))
+    assert parser.values_parsed == 0  # the first page: every line parsed whole
+    reading = parser.read(exporter_page(52.5, 61))
+    assert parser.values_parsed == 1 and reading is not None and reading.temperature_c == 52.5
+    assert (reading.gpu, reading.uuid) == ("0", UUID_A)
+
+
+def test_a_known_series_with_a_bad_value_is_skipped_and_the_rest_counts() -> None:
+    parser = ReadingParser(UUID_A)
+    parser.read(exporter_page(50, 61))
+    page = exporter_page(50, 61).replace(b'Hostname="node-1"} 50', b'Hostname="node-1"} fifty')
+    reading = parser.read(page)
+    assert reading is not None and reading.temperature_c is None and reading.ecc_dbe_total == 0
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    pages=st.lists(
+        st.tuples(
+            st.one_of(st.integers(-300, 300), st.floats(-1e6, 1e6, allow_nan=False)),
+            st.sampled_from(["", " 1700000000000", "\t1700000000123"]),  # timestamps
+            st.sampled_from(["node-1", "no}de", 'a\\"}b', "x,y=\\n"]),  # label values
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_reading_again_agrees_with_reading_afresh(pages: list[tuple[float, str, str]]) -> None:
+    """Differential: a parser that has seen earlier pages reads each page as a new parser
+    (every line parsed whole) does."""
+    seen = ReadingParser(UUID_A)
+    for value, stamp, host in pages:
+        text = "".join(
+            f'{name}{{gpu="0",UUID="{UUID_A}",Hostname="{host}"}} {v!r}{stamp}\n'
+            for name, v in (("DCGM_FI_DEV_GPU_TEMP", value), ("DCGM_FI_DEV_POWER_USAGE", 300))
+        ).encode()
+        assert seen.read(text) == ReadingParser(UUID_A).read(text)
