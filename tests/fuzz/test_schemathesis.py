@@ -7,8 +7,10 @@ not explain, a status, content type, header or body the document does not promis
 body without ``"error"``, or no answer within ``CALL_TIMEOUT_S``. The failures are collected
 (not shrunk) so one run reports all of them with the request that found each.
 
-The run is bounded: ``MAX_EXAMPLES`` per operation and variant (≥ 1,000 cases in all) and a
-wall-clock cap, ``WALL_CAP_S``. ``FUZZ_SEED=<n>`` replays a run (its seed is printed).
+The run is bounded: ``MAX_EXAMPLES`` per operation and variant (about 1,100 cases in all, 60 s
+on a quiet machine) and a wall-clock cap, ``WALL_CAP_S``, that a loaded machine reaches first;
+at least ``MIN_CASES`` must have run by then. Each run draws a new seed, so the cases add up
+over runs; ``FUZZ_SEED=<n>`` replays a run (its seed is printed).
 """
 
 from __future__ import annotations
@@ -42,13 +44,15 @@ from tests.support.processes import start_replica
 # no_cover: the gateway under test is a subprocess, so tracing this one only slows generation
 pytestmark = [pytest.mark.integration, pytest.mark.no_cover]
 
-MIN_CASES = 1_000
-WALL_CAP_S = 120.0  # generation stops here even if fewer cases ran (the count is then asserted)
+# The suite's longest test: 1,447 cases took 79 s quiet and hit a 120 s cap under make test's
+# load (142 s with its setup), so the cap and the counts are set to keep make test in 12 min.
+MIN_CASES = 600
+WALL_CAP_S = 90.0  # generation stops here even if fewer cases ran (the count is then asserted)
 CALL_TIMEOUT_S = 10.0  # a request not answered in this long is a hang
 # POSTs that change nothing; every other POST (/admin/reload, ...) may change state: left out
 READ_ONLY_POSTS = {"/v2/models/{name}/infer", "/v2/models/{name}/versions/{version}/infer",
                    "/v2/repository/index"}  # fmt: skip
-MAX_EXAMPLES = {"infer": 120, "other": 25}  # per operation and variant
+MAX_EXAMPLES = {"infer": 90, "other": 20}  # per operation and variant
 CHECKS = [  # schemathesis' not_a_server_error is `_gateway_rules`, which allows explained 504s
     status_code_conformance,
     content_type_conformance,
