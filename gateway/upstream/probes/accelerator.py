@@ -8,17 +8,17 @@ sample for all the replicas whose GPUs it reports (a node's exporter serves each
 replicas from one GET, not one GET each). A loop reads its source over the transport's
 control lane (GET), at most ``max_concurrent`` of a pool at once, each within ``timeout_s``,
 with jittered pauses, so the reads of a pool spread over the interval: one tick per pool
-reading every source together costs a GET less than half as much, but the burst of answers
-it brings held the event loop for milliseconds (a control prober's p99 1.4-1.9 ms -> 6-7
-ms in loadtests/bench_accelerator.py), and a request must not wait for a sample. Each page is
-read (`ReadingParser`) into `ReplicaHardware`, whose hysteresis says when to drain or
-restore.
+reading every source together costs a GET less, but the burst of answers it brings holds the
+event loop, and a request must not wait for a sample (docs/hardware.md has the figures).
+Each page is read (`ReadingParser`) into `ReplicaHardware`, whose hysteresis says when to
+drain or restore.
+
 A drain is a `Decision` by ``hardware`` (`Decider.decide`): obeyed at once here, shared
 like an operator's drain, audited, in the timeline, and its reason is the evidence
 ("temperature 93 °C, slowdown at 90 °C"). It never undoes an operator's decision, and it
-holds two limits: no more of a pool out than its outlier
-``max_ejection_percent`` (at least one may go), and never the last replica of a pool unless
-every model it serves has a fallback that can answer. A stale reading drains nothing.
+holds two limits: no more of a pool out than its outlier ``max_ejection_percent`` (at least
+one may go), and never the last replica of a pool unless every model it serves has a
+fallback that can answer. A stale reading drains nothing.
 """
 
 from __future__ import annotations

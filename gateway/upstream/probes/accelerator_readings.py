@@ -2,15 +2,15 @@
 
 The text is parsed by prometheus_client's own parser, never by hand; what is done here is
 only to avoid parsing again what was parsed before, because sampling runs up to 10 times a
-second per replica and the parser costs tens of microseconds a line, most of it reading the
-labels character by character. A page equal to the previous one (the replica's sampler, or
+second per replica and the parser spends most of a line on reading its labels, character by
+character. A page equal to the previous one (the replica's sampler, or
 the exporter's collection, has not moved on) gives the previous reading; otherwise only the
 lines that carry a DCGM field of the wanted device are looked at, and those not seen on the
 previous page are parsed, together in one call (a sample line is a complete exposition by
 itself). A line whose series (its name and labels: everything up to the labels' closing
 brace) was parsed before has only its value and timestamp parsed again, by the same parser,
 as the sample of a one-word placeholder name: so a page where temperature and power moved
-costs one parse of two short lines (measured: 140 -> ~50 µs a sample, docs/hardware.md).
+costs one parse of two short lines (docs/hardware.md has the figures).
 """
 
 from __future__ import annotations
