@@ -25,8 +25,10 @@ from __future__ import annotations
 
 from collections import deque
 
-from uvicorn._types import ASGIReceiveEvent
+from uvicorn._types import ASGIReceiveEvent, ASGISendEvent
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, RequestResponseCycle
+
+from gateway.api.responses import ANSWER_KEY
 
 HIGH_WATER_BYTES = 256 * 1024  # one socket read's worth (uvloop reads up to 256 KiB)
 _DISCONNECT: ASGIReceiveEvent = {"type": "http.disconnect"}
@@ -81,6 +83,7 @@ class PiecesCycle(RequestResponseCycle):
             return False
         self.response_started = True
         self.waiting_for_100_continue = False
+        self.scope.pop(ANSWER_KEY, None)  # type: ignore[misc]  # as `forget` does
         if self.disconnected:
             return True  # as uvicorn's send: nothing to write to
         close = b"" if self.keep_alive else _CLOSE
@@ -96,6 +99,19 @@ class PiecesCycle(RequestResponseCycle):
             transport.close()
         self.on_response()
         return True
+
+    async def send(self, message: ASGISendEvent) -> None:
+        """uvicorn's; at the response's end the scope lets go of `answer` (see `forget`)."""
+        await super().send(message)
+        if self.response_complete:
+            self.forget()
+
+    def forget(self) -> None:
+        """The scope's ``answer`` refers to this cycle, and this cycle to its scope: a
+        reference cycle that only the cyclic collector frees, which the gateway's collector
+        settings make rare, so every finished request kept its body until then (a 6 MB image
+        each). Called once the answer is written or the connection is lost."""
+        self.scope.pop(ANSWER_KEY, None)  # type: ignore[misc]
 
     async def receive(self) -> ASGIReceiveEvent:
         if self.waiting_for_100_continue and not self.transport.is_closing():

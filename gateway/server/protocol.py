@@ -130,6 +130,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._arm()  # a connection that never sends a request is closed too
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if isinstance(self.cycle, PiecesCycle):
+            self.cycle.forget()  # an answer it never wrote
         self._disarm()
         if self._keep_alive_timer is not None:
             self._keep_alive_timer.cancel()

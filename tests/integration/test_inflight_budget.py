@@ -122,4 +122,5 @@ def test_large_bodies_wait_or_get_503_and_memory_stays_bound(
     assert statuses[503] > 0 and retry_after == {"1"}  # 16 x 6 MB never fit in 16 MiB
     assert peak <= baseline + 8 * BUDGET, (baseline, peak)
     wait_until(lambda: _rss(gateway.pid) <= baseline * 1.25, timeout=10.0,
-               message="RSS back near its baseline")  # fmt: skip
+               message=lambda: f"RSS back near its baseline {baseline} (peak {peak}): "
+                               f"{_rss(gateway.pid)}")  # fmt: skip

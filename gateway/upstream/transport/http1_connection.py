@@ -368,6 +368,10 @@ class Connection(asyncio.BufferedProtocol):
         if not self.keep_alive:
             self._cancel_timer()  # else it stays armed for the next exchange (see `exchange`)
         waiter.set_result(UpstreamResponse(status, self._headers, body, self))
+        # Settled: from here on no exchange is in progress (every check reads None as done).
+        # Kept, the future would hold the reply, its body included, for as long as the
+        # connection idles in the pool: an image model's 6 MB answers, one per idle connection.
+        self._waiter = None
 
     def _fail(self, error: Exception, cause: BaseException | None) -> None:
         self._cancel_timer()
