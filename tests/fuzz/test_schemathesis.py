@@ -9,8 +9,9 @@ body without ``"error"``, or no answer within ``CALL_TIMEOUT_S``. The failures a
 
 The run is bounded: ``MAX_EXAMPLES`` per operation and variant (about 1,100 cases in all, 60 s
 on a quiet machine) and a wall-clock cap, ``WALL_CAP_S``, that a loaded machine reaches first;
-at least ``MIN_CASES`` must have run by then. Each run draws a new seed, so the cases add up
-over runs; ``FUZZ_SEED=<n>`` replays a run (its seed is printed).
+at least ``MIN_CASES`` must have run by then (a sanity check, not a throughput bound). Each run
+draws a new seed, so the cases add up over runs; ``FUZZ_SEED=<n>`` replays a run (its seed is
+printed).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.no_cover]
 
 # The suite's longest test: 1,447 cases took 79 s quiet and hit a 120 s cap under make test's
 # load (142 s with its setup), so the cap and the counts are set to keep make test in 12 min.
-MIN_CASES = 600
+MIN_CASES = 400  # a loaded machine (four busy loops beside it) ran 744
 WALL_CAP_S = 90.0  # generation stops here even if fewer cases ran (the count is then asserted)
 CALL_TIMEOUT_S = 10.0  # a request not answered in this long is a hang
 # POSTs that change nothing; every other POST (/admin/reload, ...) may change state: left out
@@ -169,6 +170,9 @@ def _explore(
     examples: int,
     fuzz_seed: int,
 ) -> None:
+    if time.monotonic() > run.deadline:
+        return  # past the cap: generating cases only to skip them cost a loaded run 70 s
+
     @seed(fuzz_seed)
     @settings(
         max_examples=examples,
