@@ -146,7 +146,7 @@ class Edge:
                     await memory.take(size)
                 intake.held = size
             body = await self._body(headers.get("content-length"), read)
-            intake.received = len(body)
+            intake.received = body.size
             if memory is not None and not intake.held:  # undeclared (chunked): count it now
                 memory.add(intake.received)
                 intake.held = intake.received

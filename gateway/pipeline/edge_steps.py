@@ -129,7 +129,7 @@ class Parse:
     async def __call__(
         self, body: Body, header_length: str | None, max_rows: int | None
     ) -> InferRequestInfo:
-        size = len(body)
+        size = body.size
         if header_length is not None and header_length.isdigit():
             size = min(size, int(header_length))
         if size <= self._inline_max:

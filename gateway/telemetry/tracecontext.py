@@ -62,11 +62,11 @@ def clean_tracestate(value: str | None) -> str | None:
 
 
 def new_trace_id() -> str:
-    return (random.getrandbits(128) or 1).to_bytes(16, "big").hex()
+    return f"{random.getrandbits(128) or 1:032x}"
 
 
 def new_span_id() -> str:
-    return (random.getrandbits(64) or 1).to_bytes(8, "big").hex()
+    return f"{random.getrandbits(64) or 1:016x}"
 
 
 class RootSampler:

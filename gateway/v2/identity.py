@@ -54,7 +54,7 @@ def with_request_id(
     in place of the client's if it has one: a small buffer between views of the received
     bytes, so the tensor data is neither copied nor moved."""
     encoded = orjson.dumps(request_id)
-    end = len(body) if header_length is None else int(header_length)
+    end = body.size if header_length is None else int(header_length)
     if "id" not in info.header:
         start = _opening(body)  # a validated request is a JSON object with inputs
         new = _spliced(body, start, b'"id":' + encoded + b",", 0)
@@ -66,7 +66,7 @@ def with_request_id(
             full = parse_infer_request(body, header_length) if detached(info.header) else info
             head = orjson.dumps({**full.header, "id": request_id})
             new = Body([head, *body.views(end)])
-    length = None if header_length is None else str(end + len(new) - len(body))
+    length = None if header_length is None else str(end + new.size - body.size)
     header = {**info.header, "id": request_id}
     return new, length, InferRequestInfo(request_id, header, info.binary_length)
 
@@ -123,7 +123,7 @@ def _id_value(body: Body, end: int, value: str) -> tuple[int, int] | None:
 def _spliced(body: Body, at: int, insert: bytes, cut: int) -> Body:
     """`Body.spliced`, or for a small body one new buffer (a copy of a few hundred bytes
     costs less than views, and the transport writes it whole anyway)."""
-    if len(body) >= SMALL_BODY_BYTES:
+    if body.size >= SMALL_BODY_BYTES:
         return body.spliced(at, insert, cut)
     data = body.joined()
     return Body.of(data[:at] + insert + data[at + cut :])

@@ -59,7 +59,8 @@ def check_infer_request(
     """What the edge checks a request with: `parse_infer_request`'s verdict, but a JSON body of
     `FAST_JSON_MIN_BYTES` or more whose data the fast path vouches for (`gateway.v2.json_fast`)
     comes back `detached` (its numbers never decoded)."""
-    if header_length is None and len(body) >= FAST_JSON_MIN_BYTES:
+    size = body.size if type(body) is Body else len(body)
+    if header_length is None and size >= FAST_JSON_MIN_BYTES:
         info = fast_json_request(body, max_rows)
         if info is not None:
             return info
@@ -125,9 +126,9 @@ def _split(body: Body, header_length: str | None) -> tuple[bytes, int]:
         length = int(header_length)
     except ValueError as exc:
         raise BadRequest(f"header {HEADER_LENGTH} must be an integer") from exc
-    if not 0 < length <= len(body):
-        raise BadRequest(f"header {HEADER_LENGTH}={length} does not fit a {len(body)}-byte body")
-    return body.head(length), len(body) - length
+    if not 0 < length <= body.size:
+        raise BadRequest(f"header {HEADER_LENGTH}={length} does not fit a {body.size}-byte body")
+    return body.head(length), body.size - length
 
 
 def _check_inputs(  # noqa: C901
@@ -176,9 +177,9 @@ def _check_inputs(  # noqa: C901
             at = start + offset
             check_binary_finite(body.views(at, at + binary_size), datatype, name)
             offset += binary_size
-    if offset != len(body) - start:
+    if offset != body.size - start:
         raise BadRequest(
-            f"binary tensor data is {len(body) - start} bytes but inputs declare {offset}"
+            f"binary tensor data is {body.size - start} bytes but inputs declare {offset}"
         )
     if len(inputs) > 1:
         _check_unique(inputs, "input")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import os
 import ssl
+from collections import deque
 from collections.abc import Mapping
 
 from gateway.config.endpoint import Endpoint
@@ -45,14 +46,41 @@ MAX_IDLE_CONTROL = 2  # a probe and a metadata fetch at once; more are rare
 VECTORED_MIN_BYTES = SMALL_BODY_BYTES
 
 
-class _Lane:
-    """One kind of traffic's connections: idle ones and exchange slots, per endpoint."""
+class _Route:
+    """One endpoint's connections in one lane: the idle ones and the exchange slots.
 
-    __slots__ = ("idle", "max_idle", "slots")
+    The slots are a counter and a queue of waiters rather than an `asyncio.Semaphore`: the
+    usual exchange finds a free slot, and taking and giving it back are then two additions,
+    where the semaphore's acquire and release cost a dozen calls (loadtests/bench_calls.py).
+    A slot given back goes to the oldest waiter still waiting, so waiters are served in order.
+    """
+
+    __slots__ = ("forgotten", "free", "idle", "waiters")
+
+    def __init__(self, slots: int) -> None:
+        self.idle: list[Connection] = []
+        self.free = slots
+        self.waiters: deque[asyncio.Future[None]] = deque()
+        self.forgotten = False  # its replica left (`Http1Transport.forget`): pool nothing more
+
+    def give_back(self) -> None:
+        """An exchange's slot is free: to the oldest waiter still waiting, else counted."""
+        waiters = self.waiters
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self.free += 1
+
+
+class _Lane:
+    """One kind of traffic's connections, per endpoint."""
+
+    __slots__ = ("max_idle", "routes")
 
     def __init__(self, max_idle: int) -> None:
-        self.idle: dict[Endpoint, list[Connection]] = {}
-        self.slots: dict[Endpoint, asyncio.Semaphore] = {}
+        self.routes: dict[Endpoint, _Route] = {}
         self.max_idle = max_idle
 
 
@@ -66,24 +94,38 @@ def encode_request(
     """The request head and body as the bytes of a single write: one buffer, or for a large
     `Body` the head then the body's own pieces, written as one vectored write (no copy).
 
-    Host and the pool's extra headers come from the endpoint (`Endpoint.fixed_head`)."""
-    lines = [f"{method} {endpoint.prefix}{path} HTTP/1.1\r\n{endpoint.fixed_head}"]
-    if body or method not in _BODILESS:
-        lines.append(f"content-length: {len(body)}\r\n")
+    Host and the pool's extra headers come from the endpoint (`Endpoint.fixed_head`). The head
+    is built by concatenation, not a list of lines: this runs on every attempt, and a small
+    request's head is a handful of lines (loadtests/bench_calls.py counts its calls)."""
+    pieces: tuple[Piece, ...] | None = None
+    data = b""
+    if isinstance(body, Body):
+        size = body.size
+        if size >= VECTORED_MIN_BYTES:
+            pieces = body.pieces
+        else:
+            data = body.joined()
+    else:
+        data = body
+        size = len(data)
+    head = f"{method} {endpoint.prefix}{path} HTTP/1.1\r\n{endpoint.fixed_head}"
+    crlfs = 2 + endpoint.fixed_lines  # the request line and the blank line, besides the fixed
+    if size or method not in _BODILESS:
+        head += f"content-length: {size}\r\n"
+        crlfs += 1
     if headers:
-        lines.extend(f"{k}: {v}\r\n" for k, v in headers.items() if k not in _OWN_HEADERS)
-    lines.append("\r\n")
-    head = "".join(lines)
+        for name, value in headers.items():
+            if name not in _OWN_HEADERS:
+                head += f"{name}: {value}\r\n"
+                crlfs += 1
+    head += "\r\n"
     # Every line ends in exactly one CRLF: a CR or LF inside a name or value would smuggle a
     # header or a second request, so refuse it (a caller bug, hence ValueError).
-    crlfs = len(lines) + endpoint.fixed_lines  # the first item holds the fixed lines too
     if head.count("\n") != crlfs or head.count("\r") != crlfs:
         raise ValueError("CR or LF in request line or header")
-    if isinstance(body, Body):
-        if body.size >= VECTORED_MIN_BYTES:
-            return [head.encode("latin-1"), *body.pieces]
-        body = body.joined()
-    return head.encode("latin-1") + body
+    if pieces is not None:
+        return [head.encode("latin-1"), *pieces]
+    return head.encode("latin-1") + data
 
 
 class Http1Transport:
@@ -136,15 +178,18 @@ class Http1Transport:
         head = method == "HEAD"
         deadline = asyncio.get_running_loop().time() + timeout
         lane = self._control if method in _CONTROL else self._infer
-        slots = lane.slots.get(endpoint)
-        if slots is None:
-            slots = lane.slots[endpoint] = asyncio.Semaphore(self._max_connections)
-        await self._acquire(slots, endpoint, deadline)
+        route = lane.routes.get(endpoint)
+        if route is None:
+            route = lane.routes[endpoint] = _Route(self._max_connections)
+        if route.free and not route.waiters:
+            route.free -= 1  # the usual case: a slot is free, no await
+        else:
+            await _wait_for_slot(route, deadline)
         try:
-            conn = _pop_idle(lane, endpoint) if endpoint.keep_alive else None
+            conn = _pop_idle(route) if endpoint.keep_alive else None
             if conn is not None:
                 try:
-                    return await self._exchange(lane, endpoint, conn, raw, deadline, head)
+                    return await self._exchange(lane, route, endpoint, conn, raw, deadline, head)
                 except UpstreamConnectError:
                     # The server may close a keep-alive connection while it sits idle in our pool
                     # (its idle timeout, a restart); we then see EOF or a reset before any reply
@@ -154,9 +199,12 @@ class Http1Transport:
                     if conn.got_bytes:
                         raise
             conn = await self._connect(endpoint, deadline)
-            return await self._exchange(lane, endpoint, conn, raw, deadline, head)
+            return await self._exchange(lane, route, endpoint, conn, raw, deadline, head)
         finally:
-            slots.release()
+            if route.waiters:
+                route.give_back()
+            else:
+                route.free += 1
 
     def forget(self, endpoint: Endpoint) -> None:
         """The endpoint's replica left: close its idle connections and drop what was kept for it.
@@ -167,40 +215,35 @@ class Http1Transport:
         pooled. A later request to the same endpoint (the replica came back) starts afresh.
         """
         for lane in (self._infer, self._control):
-            lane.slots.pop(endpoint, None)
-            for conn in lane.idle.pop(endpoint, ()):
-                conn.close()
+            route = lane.routes.pop(endpoint, None)
+            if route is not None:
+                route.forgotten = True
+                for conn in route.idle:
+                    conn.close()
+                route.idle.clear()
 
     def pooled(self, endpoint: Endpoint, *, control: bool = False) -> int:
         """Idle connections kept for ``endpoint``'s infer (or ``control``) lane that may carry
         another exchange (for `/admin/state` and tests)."""
-        lane = self._control if control else self._infer
-        return sum(conn.reusable for conn in lane.idle.get(endpoint, ()))
+        route = (self._control if control else self._infer).routes.get(endpoint)
+        return 0 if route is None else sum(conn.reusable for conn in route.idle)
 
     async def aclose(self) -> None:
         """Close every connection, idle or busy; a busy exchange fails with a connect error."""
         self._closed = True
         for conn in list(self._open):
             conn.abort()
-        self._infer.idle.clear()
-        self._control.idle.clear()
+        for lane in (self._infer, self._control):
+            for route in lane.routes.values():
+                route.idle.clear()
         await asyncio.sleep(0)  # let the loop run the connection_lost callbacks
 
     # --- internals ------------------------------------------------------------------------------
 
-    async def _acquire(self, slots: asyncio.Semaphore, endpoint: Endpoint, deadline: float) -> None:
-        if not slots.locked():
-            await slots.acquire()  # returns without suspending
-            return
-        try:
-            async with asyncio.timeout_at(deadline):
-                await slots.acquire()
-        except TimeoutError as exc:
-            raise UpstreamTimeout("no free connection in time (all busy)") from exc
-
     async def _exchange(
         self,
         lane: _Lane,
+        route: _Route,
         endpoint: Endpoint,
         conn: Connection,
         raw: bytes | list[Piece],
@@ -212,8 +255,8 @@ class Http1Transport:
         except BaseException:  # an error, a timeout or our cancellation: never reuse it
             conn.abort()
             raise
-        if conn.reusable and endpoint.keep_alive and endpoint in lane.slots:  # not forgotten
-            idle = lane.idle.setdefault(endpoint, [])
+        if conn.reusable and endpoint.keep_alive and not route.forgotten:
+            idle = route.idle
             if len(idle) < lane.max_idle:
                 idle.append(conn)
                 return response
@@ -269,8 +312,25 @@ class Http1Transport:
         return conn
 
 
-def _pop_idle(lane: _Lane, endpoint: Endpoint) -> Connection | None:
-    idle = lane.idle.get(endpoint)
+async def _wait_for_slot(route: _Route, deadline: float) -> None:
+    """Wait in line for one of ``route``'s slots, until ``deadline`` (loop time)."""
+    waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    route.waiters.append(waiter)
+    try:
+        async with asyncio.timeout_at(deadline):
+            await waiter
+    except BaseException as exc:
+        if waiter.done() and not waiter.cancelled():
+            route.give_back()  # handed a slot as the timeout or a cancellation struck: pass it on
+        else:
+            waiter.cancel()  # `give_back` skips it
+        if isinstance(exc, TimeoutError):
+            raise UpstreamTimeout("no free connection in time (all busy)") from exc
+        raise
+
+
+def _pop_idle(route: _Route) -> Connection | None:
+    idle = route.idle
     while idle:
         conn = idle.pop()
         if conn.reusable and not conn.has_unread_input():

@@ -31,6 +31,14 @@ class _NoCallbacks:
 
 
 _INERT_PARSER = httptools.HttpResponseParser(_NoCallbacks())
+# The field names replicas send on every reply, as they spell them: looked up instead of decoded
+# and lower-cased on each (a small reply's head is mostly these).
+_KNOWN_NAMES: dict[bytes, tuple[str, int]] = {
+    spelling: (name, len(name))
+    for name in ("content-type", "content-length", "date", "server", "connection", "keep-alive",
+                 "transfer-encoding", "inference-header-content-length", "x-request-id")
+    for spelling in (name.encode(), name.title().encode(), name.upper().encode())
+}  # fmt: skip
 _NO_BUFFER = memoryview(b"")
 
 
@@ -108,8 +116,9 @@ class Connection(asyncio.BufferedProtocol):
         self._received = self._body_size = self._fields = self._field_bytes = 0
         self._direct_size = 0
         self._waiter = waiter = self._loop.create_future()
-        transport = cast(asyncio.Transport, self._transport)
-        if self.closed or transport.is_closing():  # lost before we could send: fail, don't hang
+        transport = self._transport
+        if self.closed or transport is None or transport.is_closing():
+            # lost before we could send: fail, don't hang
             waiter.set_exception(UpstreamConnectError("upstream closed the connection"))
             return waiter
         self._deadline = deadline
@@ -246,13 +255,20 @@ class Connection(asyncio.BufferedProtocol):
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self._fields += 1
-        self._field_bytes += len(name) + len(value)  # checked per read and at the end
+        known = _KNOWN_NAMES.get(name)
+        if known is None:
+            key = name.decode("latin-1").lower()
+            self._field_bytes += len(name) + len(value)  # checked per read and at the end
+        else:
+            key, size = known
+            self._field_bytes += size + len(value)
         if self._fields > self._max_fields:
             self._reject(self._cap_message("reply header fields", "max_reply_header_count"))
         if self._final:
             return  # a trailer field: counted, never merged into the head
-        key = name.decode("latin-1").lower()
-        text = value.rstrip(b" \t").decode("latin-1")  # llhttp strips only the leading OWS
+        if value[-1:] in b" \t":  # llhttp strips only the leading OWS (and b"" is in it)
+            value = value.rstrip(b" \t")
+        text = value.decode("latin-1")
         headers = self._headers
         if key not in headers:
             headers[key] = text
