@@ -41,7 +41,7 @@ class Outcome:
     def is_failure(self) -> bool:
         """Counts against the replica (breaker, outlier detection), at once or, for a disputed
         answer, once the fault judge charges it."""
-        return self.kind in _REPLICA_FAILURES
+        return self.kind in REPLICA_FAILURES
 
     @property
     def retryable(self) -> bool:
@@ -103,7 +103,7 @@ _KIND_PHRASES = {
     OutcomeKind.REFUTED: "refuted",
 }
 
-_REPLICA_FAILURES = frozenset(
+REPLICA_FAILURES = frozenset(
     {
         OutcomeKind.SERVER_ERROR,
         OutcomeKind.CONNECT_ERROR,

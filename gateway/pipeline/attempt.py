@@ -34,7 +34,7 @@ from gateway.errors import (
     UpstreamStatusError,
     UpstreamTimeout,
 )
-from gateway.outcome import Outcome, OutcomeKind
+from gateway.outcome import REPLICA_FAILURES, Outcome, OutcomeKind
 from gateway.pipeline.call import InferCall, InferResult, Try
 from gateway.pipeline.retry_policy import RetryPolicy
 from gateway.policies.classify import classify_error, classify_status
@@ -56,6 +56,7 @@ MIN_TRY_TIMEOUT_S = 0.001
 # What a client is told of a reply not finite for its input (the output's name is the
 # replica's to write: it stays in the detail)
 NONFINITE_NOTE = "an output is not finite for this input: inputs this large overflow the model"
+_SUCCESS = OutcomeKind.SUCCESS
 
 
 class AttemptLayer:
@@ -118,7 +119,7 @@ class AttemptLayer:
         call, pool = leg.call, leg.pool
         started = self._clock.now()
         replica.started()
-        outcome = Outcome(OutcomeKind.CANCELLED, replica.id, 0.0)
+        outcome: Outcome | None = None  # None at the end: cancelled (or crashed) before a verdict
         span = call.span.attempt(replica.id, call.attempts, breaker_state) if call.span else None
         headers = span.inject(dict(call.upstream_headers)) if span else call.upstream_headers
         try:
@@ -138,12 +139,14 @@ class AttemptLayer:
                 call, replica.id, response, self._clock.now() - started, pool.config.echoes_id
             )
             translated: EncodedBody | None = None
-            if outcome.ok and not pool.dialect.speaks_as_is(call.request):
+            kind = outcome.kind
+            if kind is _SUCCESS and not pool.dialect.speaks_as_is(call.request):
                 translated, outcome = _in_client_dialect(call, pool.dialect, response, outcome)
-            if outcome.kind is OutcomeKind.PROTOCOL_ERROR:
+                kind = outcome.kind
+            if kind is OutcomeKind.PROTOCOL_ERROR:
                 response.discard()  # out of step: its real answer may follow on the connection
                 raise UpstreamProtocolError(outcome.describe(), outcome=outcome)
-            if not outcome.ok:
+            if kind is not _SUCCESS:
                 error = UpstreamStatusError(
                     outcome.describe(), response.status, response.body, outcome=outcome
                 )
@@ -182,9 +185,11 @@ class AttemptLayer:
             outcome = Outcome(OutcomeKind.CANCELLED, replica.id, self._clock.now() - started)
             raise
         finally:
+            if outcome is None:
+                outcome = Outcome(OutcomeKind.CANCELLED, replica.id, 0.0)
             call.ledger.record(outcome)
             judged = not disputed(outcome)  # a disputed answer is judged by evidence, later
-            error_text_ = outcome.describe() if outcome.is_failure else None
+            error_text_ = outcome.describe() if outcome.kind in REPLICA_FAILURES else None
             replica.finished(outcome.latency_s, error_text_, judged=judged)
             if replica.breaker is not None:
                 replica.breaker.release(breaker_state)
@@ -192,7 +197,7 @@ class AttemptLayer:
                     replica.breaker.judge(outcome)
             if judged:
                 pool.outlier.observe(replica, outcome)
-            if outcome.ok:
+            if outcome.kind is _SUCCESS:
                 pool.latency.record(outcome.latency_s)
                 pool.record.answered()
             self._metrics.attempt(call.model_name, pool.name, outcome)

@@ -60,13 +60,31 @@ def in_panic(pool: PoolView, now: float) -> bool:
 
 
 def eligible(pool: PoolView, tried: set[str], now: float) -> list[Replica]:
-    """The replicas not yet tried that may take this attempt; writes nothing."""
+    """The replicas not yet tried that may take this attempt (a new list: the caller may take
+    from it); writes nothing.
+
+    One pass over the members for the usual case (every attempt runs it): the usable ones, the
+    usable actives and the count of actives together, the same rules as `_usable`."""
     if pool.paused is not None:
         return []
-    usable = _usable(pool, now)
+    replicas = pool.replicas
+    usable: list[Replica] = []
+    actives: list[Replica] = []
+    active_total = 0
+    for r in replicas:
+        standby = r.standby
+        if not standby:
+            active_total += 1
+        if r.healthy is False or r.ejected_until > now or r.quarantined_until > now:
+            continue
+        breaker = r.breaker
+        if breaker is None or breaker.closed or breaker.admits():  # `_admitted`
+            usable.append(r)
+            if not standby:
+                actives.append(r)
     if _panics(pool, usable):
-        return [r for r in pool.replicas if r.id not in tried and _admitted(r, now)]
-    actives = [r for r in usable if not r.standby]
-    active_total = sum(1 for r in pool.replicas if not r.standby)
+        return [r for r in replicas if r.id not in tried and _admitted(r, now)]
     chosen = actives if len(actives) == active_total else usable
+    if not tried:
+        return chosen
     return [r for r in chosen if r.id not in tried]

@@ -47,6 +47,7 @@ _TAKES = {bool: "true or false", str: "strings", int: "integers", float: "number
 _KINDS = {bool: "a boolean", str: "a string", int: "an integer", float: "a decimal number",
           list: "a list", dict: "an object", type(None): "null"}  # fmt: skip
 DATATYPE_NAMES = tuple(_ALLOWED)
+ALLOWED_DATATYPES: frozenset[str] = frozenset(_ALLOWED)  # what `check_datatype` passes
 
 
 def check_datatype(datatype: str, name: str) -> None:

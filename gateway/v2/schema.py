@@ -56,7 +56,6 @@ class ModelSchema:
         """`BadRequest` naming the first way the request does not fit (``header`` is a
         structurally valid V2 request: `gateway.v2.request.parse_infer_request`)."""
         given = header["inputs"]
-        names = [t["name"] for t in given]
         for tensor in given:
             spec = self.inputs.get(tensor["name"])
             if spec is None:
@@ -64,7 +63,9 @@ class ModelSchema:
                     f"unknown input {tensor['name']!r}; the model's inputs: {_list(self.inputs)}"
                 )
             _check_tensor(tensor, spec)
-        missing = [name for name in self.inputs if name not in names]
+        # every given input is the model's and named once (structurally valid), so one is
+        # missing exactly when fewer are given
+        missing = [] if len(given) >= len(self.inputs) else _missing(self.inputs, given)
         if missing:
             raise BadRequest(
                 f"missing input {missing[0]!r}; the model's inputs: {_list(self.inputs)}"
@@ -83,12 +84,16 @@ def _check_tensor(tensor: Mapping[str, Any], spec: InputSpec) -> None:
     datatype, shape = tensor["datatype"], tensor["shape"]
     if spec.datatype is not None and datatype != spec.datatype:
         raise BadRequest(f"{where}: datatype {datatype}, the model takes {spec.datatype}")
-    if spec.shape is not None:
-        fits = len(shape) == len(spec.shape) and all(
-            want in (-1, got) for got, want in zip(shape, spec.shape, strict=True)
-        )
+    wanted = spec.shape
+    if wanted is not None:
+        fits = len(shape) == len(wanted)
+        if fits:
+            for got, want in zip(shape, wanted, strict=True):  # a loop: no generator per request
+                if want != -1 and want != got:
+                    fits = False
+                    break
         if not fits:
-            raise BadRequest(f"{where}: shape {shape}, the model takes {list(spec.shape)}")
+            raise BadRequest(f"{where}: shape {shape}, the model takes {list(wanted)}")
     count = math.prod(shape)
     parameters = tensor.get("parameters") or {}
     size = parameters.get("binary_data_size")
@@ -104,6 +109,11 @@ def _check_tensor(tensor: Mapping[str, Any], spec: InputSpec) -> None:
     elements = None if data is None else _count(data)
     if elements is not None and elements != count:
         raise BadRequest(f"{where}: 'data' has {elements} elements, shape {shape} needs {count}")
+
+
+def _missing(inputs: Mapping[str, InputSpec], given: list[dict[str, Any]]) -> list[str]:
+    names = {t["name"] for t in given}
+    return [name for name in inputs if name not in names]
 
 
 def _count(data: list[Any]) -> int | None:
