@@ -8,6 +8,7 @@ its raw bytes. Every malformed tensor raises `ProtocolError` naming the tensor a
 
 from __future__ import annotations
 
+import functools
 import math
 import struct
 from collections.abc import Mapping
@@ -178,10 +179,17 @@ def _from_json(data: object, datatype: str, shape: list[int], count: int, where:
         )
     target = DATATYPES[datatype]
     if count and allowed == _INTEGER_KINDS:
-        info = np.iinfo(target)
-        if arr.min() < info.min or arr.max() > info.max:
+        low, high = _int_range(target)
+        if arr.min() < low or arr.max() > high:
             raise ProtocolError(f"{where}: 'data' has values out of range for {datatype}")
     return arr.astype(target.newbyteorder("="), copy=False).reshape(shape)
+
+
+@functools.cache
+def _int_range(dtype: np.dtype[Any]) -> tuple[int, int]:
+    """An integer dtype's bounds, read once (`np.iinfo` is built anew on every call)."""
+    info = np.iinfo(dtype)
+    return int(info.min), int(info.max)
 
 
 def _flatten(data: list[Any]) -> list[Any]:

@@ -322,15 +322,13 @@ def conform(answers: dict[str, Outputs]) -> dict[str, Outputs]:
     names = {name for outputs in answers.values() for name in outputs}
     conformed = {leg: dict(outputs) for leg, outputs in answers.items()}
     for name in names:
-        shapes = [np.shape(o[name]) for o in answers.values() if name in o]
+        shapes = [o[name].shape for o in answers.values() if name in o]
         common = max(shapes, key=shapes.count)
         for outputs in conformed.values():
             array = outputs.get(name)
-            if array is None or np.shape(array) == common:
+            if array is None or array.shape == common:
                 continue
-            if _squeezed(np.shape(array)) == _squeezed(common) and np.size(array) == np.prod(
-                common
-            ):
+            if _squeezed(array.shape) == _squeezed(common) and array.size == np.prod(common):
                 outputs[name] = np.reshape(array, common)
     return conformed
 

@@ -31,7 +31,7 @@ class Reference:
     def fits(self, answer: Mapping[str, Array]) -> bool:
         """True if ``answer`` has every output with the reference shape."""
         return all(
-            name in answer and np.shape(answer[name]) == self.shapes[name] for name in self.names
+            name in answer and answer[name].shape == self.shapes[name] for name in self.names
         )
 
     def is_numeric(self, name: str) -> bool:
@@ -62,7 +62,7 @@ def reference(answers: Mapping[str, Mapping[str, Array]], quorum: int) -> Refere
     dtypes: dict[tuple[str, tuple[int, ...]], np.dtype[Any]] = {}
     for answer in answers.values():
         for name, array in answer.items():
-            shape = np.shape(array)
+            shape = array.shape
             shapes.setdefault(name, Counter())[shape] += 1
             dtypes.setdefault((name, shape), np.asarray(array).dtype)
     names = tuple(n for n, seen in shapes.items() if seen.total() >= needed)
@@ -81,10 +81,10 @@ def _same_everywhere(answers: Mapping[str, Mapping[str, Array]]) -> Reference | 
     """The common case, cheaply: every leg has the first leg's outputs and shapes."""
     legs = iter(answers.values())
     head = next(legs)
-    shapes = {name: np.shape(array) for name, array in head.items()}
+    shapes = {name: array.shape for name, array in head.items()}
     for answer in legs:
         if len(answer) != len(shapes) or any(
-            name not in answer or np.shape(answer[name]) != shape for name, shape in shapes.items()
+            name not in answer or answer[name].shape != shape for name, shape in shapes.items()
         ):
             return None
     batch = {shape[0] if shape else -1 for shape in shapes.values()}
