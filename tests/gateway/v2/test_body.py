@@ -32,3 +32,33 @@ def test_a_nan_split_between_two_chunks_is_found() -> None:
     with pytest.raises(BadRequest, match=r"NaN or infinity \(1 values\)"):
         check_binary_finite(body.views(0), "FP32", "x")
     check_binary_finite(Body([raw[:9], raw[9:]]).views(0, 8), "FP32", "x")  # before the NaN
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_non_finite_values_are_counted_however_the_body_was_cut(seed: int) -> None:
+    """Small reads are checked joined, large ones in place, values split across either."""
+    rng = np.random.default_rng(seed)
+    values = rng.uniform(-1, 1, 90_000).astype(np.float32)  # 360 KB: several groups
+    bad = rng.choice(values.size, size=int(rng.integers(1, 9)), replace=False)
+    values[bad] = rng.choice(np.array([np.nan, np.inf, -np.inf], dtype=np.float32), bad.size)
+    raw = values.tobytes()
+    cuts = np.sort(
+        rng.choice(np.arange(1, len(raw)), size=int(rng.integers(5, 300)), replace=False)
+    )
+    sizes = np.diff(np.concatenate([[0], cuts, [len(raw)]]))
+    if seed % 2:  # a mix of large reads (checked in place) and runs of small ones
+        sizes = np.concatenate([[200_000], sizes[sizes < 4096]])
+        sizes = np.append(sizes, len(raw) - sizes.sum()) if sizes.sum() < len(raw) else sizes
+    pieces, at = [], 0
+    for size in sizes:
+        if at >= len(raw):
+            break
+        pieces.append(raw[at : at + int(size)])
+        at += int(size)
+    if at < len(raw):
+        pieces.append(raw[at:])
+    assert b"".join(pieces) == raw
+    with pytest.raises(BadRequest, match=rf"NaN or infinity \({bad.size} values\)"):
+        check_binary_finite(Body(pieces).views(0), "FP32", "x")
+    clean = np.nan_to_num(values, nan=0.0, posinf=0.0, neginf=0.0).tobytes()
+    check_binary_finite(Body([clean[:100], clean[100:5000], clean[5000:]]).views(0), "FP32", "x")
