@@ -3,8 +3,9 @@
 Why: callbacks on a Protocol cost a fraction of a stream-based client (no StreamReader, no
 coroutine per read): a request is one ``write``, a reply is parsed as bytes arrive and completes
 one future. Works on the default loop and on uvloop alike. A replica is an untrusted peer, so the
-framing follows RFC 9112 strictly (checked against h11 in tests/gateway/upstream) and every
-reply is capped in header fields, head bytes and body bytes. A large body is read straight
+framing follows RFC 9112 strictly (the head's rules are `gateway.upstream.transport.reply_head`;
+checked against h11 in tests/gateway/upstream) and every reply is capped in header fields, head
+bytes and body bytes. A large body is read straight
 into one buffer (`gateway.upstream.transport.limits` says why).
 """
 
@@ -21,9 +22,16 @@ from gateway.errors import UpstreamConnectError, UpstreamProtocolError, Upstream
 from gateway.upstream.transport.base import UpstreamResponse
 from gateway.upstream.transport.limits import *  # noqa: F403 (the caps, imported from here too)
 from gateway.upstream.transport.limits import DEFAULT_LIMITS, ReplyLimits
+from gateway.upstream.transport.reply_head import (
+    FRAMED,
+    INTERIM,
+    KNOWN_NAMES,
+    HeadRefused,
+    cap_message,
+    framing,
+)
 
 _READ_BYTES = 64 * 1024  # the buffer heads (and small bodies) are read into
-_BODYLESS_STATUSES = (204, 304)
 
 
 class _NoCallbacks:
@@ -31,14 +39,6 @@ class _NoCallbacks:
 
 
 _INERT_PARSER = httptools.HttpResponseParser(_NoCallbacks())
-# The field names replicas send on every reply, as they spell them: looked up instead of decoded
-# and lower-cased on each (a small reply's head is mostly these).
-_KNOWN_NAMES: dict[bytes, tuple[str, int]] = {
-    spelling: (name, len(name))
-    for name in ("content-type", "content-length", "date", "server", "connection", "keep-alive",
-                 "transfer-encoding", "inference-header-content-length", "x-request-id")
-    for spelling in (name.encode(), name.title().encode(), name.upper().encode())
-}  # fmt: skip
 _NO_BUFFER = memoryview(b"")
 
 
@@ -66,7 +66,6 @@ class Connection(asyncio.BufferedProtocol):
         self._max_fields = limits.max_reply_header_count  # the hot path reads the caps directly
         self._max_field_bytes = limits.max_reply_header_bytes
         self._max_body = limits.max_reply_body_bytes
-        self._direct_min = limits.direct_body_min_bytes
         self._read_buffer = memoryview(bytearray(_READ_BYTES))
         self._direct: bytearray | None = None  # the body being read straight in, if any
         self._filled = 0  # bytes of ``_direct`` read so far
@@ -255,7 +254,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self._fields += 1
-        known = _KNOWN_NAMES.get(name)
+        known = KNOWN_NAMES.get(name)
         if known is None:
             key = name.decode("latin-1").lower()
             self._field_bytes += len(name) + len(value)  # checked per read and at the end
@@ -284,42 +283,29 @@ class Connection(asyncio.BufferedProtocol):
         else:
             values.append(text)
 
-    def on_headers_complete(self) -> None:  # noqa: C901
+    def on_headers_complete(self) -> None:
         parser = self._parser
-        status = parser.get_status_code()
-        if status < 200:
-            # An interim reply (100 Continue, 103 Early Hints): drop it, wait for the final one.
-            if status == 101 or status < 100:
-                self._reject(f"unexpected status {status}")
-            if not parser.should_keep_alive():
-                self._reject("an interim reply that closes the connection")
-            if "content-length" in self._headers or "transfer-encoding" in self._headers:
-                # RFC 9110 forbids them here, and llhttp would read a body after some 1xx.
-                self._reject(f"an interim reply ({status}) with body framing headers")
-            return
-        self._final = True
-        headers = self._headers
-        if self._repeats:
+        if self._repeats:  # joined before the rules read them (a repeated Transfer-Encoding)
+            headers = self._headers
             for key, values in self._repeats.items():
                 headers[key] = ", ".join(values)
-        bodyless = self._head_request or status in _BODYLESS_STATUSES
-        coding = headers.get("transfer-encoding")
-        length = headers.get("content-length")  # llhttp refused repeats and TE alongside it
-        if coding is not None:
-            if coding.lower() != "chunked":
-                self._reject(f"unsupported Transfer-Encoding {coding!r}")
-        elif length is not None:
-            if not bodyless and int(length) > self._max_body:
-                self._reject(self._cap_message("reply body", "max_reply_body_bytes"))
-            if not bodyless and int(length) >= self._direct_min and 200 <= status < 300:
-                self._direct_size = int(length)  # read straight in once this read is parsed
-        elif bodyless:
-            pass
-        elif 200 <= status < 300:
-            # Framed by the close alone, a cut-short reply cannot be told from a whole one.
-            self._reject("a 2xx reply with neither Content-Length nor chunked encoding")
-        else:
-            self._until_eof = True
+        status = parser.get_status_code()
+        try:
+            verdict = framing(
+                status,
+                self._headers,
+                self._limits,
+                keep_alive=status >= 200 or parser.should_keep_alive(),  # read for 1xx only
+                head_request=self._head_request,
+            )
+        except HeadRefused as refused:
+            self._reject(str(refused))
+        if verdict is INTERIM:
+            return  # 100 Continue, 103 Early Hints: dropped, the final head follows
+        self._final = True
+        if verdict is not FRAMED:
+            self._until_eof = verdict.until_eof
+            self._direct_size = verdict.direct_size
         if self._head_request:
             self._complete()
 
@@ -423,7 +409,7 @@ class Connection(asyncio.BufferedProtocol):
         raise _Rejected(reason)
 
     def _cap_message(self, what: str, cap: str) -> str:
-        return f"{what} over {cap}={getattr(self._limits, cap)}"
+        return cap_message(self._limits, what, cap)
 
     def _arm(self, when: float) -> None:
         if self._timer is not None:
