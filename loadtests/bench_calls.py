@@ -8,6 +8,9 @@ window, and an idle window's rate (the background tasks: probes, rollers, sample
 off in proportion to the window's length. The shapes:
 
 - ``plain``: one digits row, JSON, a single route (no tenants configured);
+- ``plain-3``: the same on a pool of three replicas, as `make run` serves ``digits``: a retry
+  is possible, so the attempt races its adaptive per-try timeout (three entries for one
+  replica process: the gateway's own cost is counted, not three model servers);
 - ``api-key``: the same with a tenant's API key, on a gateway that has tenants;
 - ``vote-3``: the same row voted over three pools;
 - ``canary``: a model in a canary rollout (10 % to the candidate; no comparison copies, which
@@ -135,11 +138,14 @@ def _config(replica: Proc, image: Proc, grpc_port: int | None) -> dict[str, Any]
         "server": {"max_body_bytes": 16 * 1024 * 1024},
         "pools": {
             "mlp": pool("mlp-0", replica), "next": pool("next-0", replica),
+            "mlp-3": {"model": DIGITS, "replicas": [
+                {"id": f"mlp3-{i}", "url": replica.url} for i in range(3)]},
             "vote-a": pool("a-0", replica), "vote-b": pool("b-0", replica),
             "vote-c": pool("c-0", replica), "image": pool("image-0", image, IMAGE),
         },
         "models": {
             "digits": {"pool": "mlp"},
+            "digits-3": {"pool": "mlp-3"},
             "digits-vote": {"vote": {"pools": ["vote-a", "vote-b", "vote-c"], "quorum": 2}},
             "digits-canary": {"pool": "mlp", "rollout": canary},
             IMAGE: {"pool": "image", "timeout_ms": 10_000},
@@ -206,6 +212,7 @@ def _count_all(
 
         plan: dict[str, tuple[Counted, Callable[[], None]]] = {
             "plain": (plain, rest(plain, "digits", small, json_headers)),
+            "plain-3": (plain, rest(plain, "digits-3", small, json_headers)),
             "api-key": (keyed, rest(keyed, "digits", small, key_headers)),
             "vote-3": (plain, rest(plain, "digits-vote", small, json_headers)),
             "canary": (plain, rest(plain, "digits-canary", small, json_headers)),

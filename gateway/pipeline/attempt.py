@@ -88,7 +88,7 @@ class AttemptLayer:
         exchange = self._exchange(attempt, remaining)
         if patience >= remaining:
             return await exchange
-        task = asyncio.ensure_future(exchange)
+        task = asyncio.get_running_loop().create_task(exchange)  # not ensure_future's checks
         try:
             await wait_first(self._clock, (task,), self._clock.now() + patience)
         except asyncio.CancelledError:

@@ -40,7 +40,12 @@ class PowerOfTwoChoices:
             return None
         if len(candidates) == 1:
             return candidates[0]
-        first, second = self._rng.sample(candidates, 2)
+        # Two distinct candidates, uniformly (as ``Random.sample(candidates, 2)``, for a tenth
+        # of its calls: this runs on every attempt): the first of all, the second of the rest.
+        count = len(candidates)
+        i = int(self._rng.random() * count)
+        j = int(self._rng.random() * (count - 1))
+        first, second = candidates[i], candidates[j + 1 if j >= i else j]
         return min(first, second, key=_load)
 
 

@@ -2,9 +2,13 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from typing import cast
+
+import pytest
 
 from gateway.config.endpoint import Endpoint
-from gateway.policies.selection import PowerOfTwoChoices
+from gateway.policies import selection
+from gateway.policies.selection import Loaded, PowerOfTwoChoices
 from gateway.upstream.replica import Replica
 
 
@@ -42,3 +46,24 @@ def test_tie_broken_by_latency() -> None:
     replicas[0].ewma_latency_s = 0.5
     replicas[1].ewma_latency_s = 0.01
     assert p2c.pick(replicas) is replicas[1]
+
+
+def test_every_pair_is_drawn_about_equally_often(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The two candidates compared are distinct, and every pair is as likely as any other."""
+    compared: list[str] = []
+
+    def load_of(replica: Loaded) -> tuple[float, float]:
+        compared.append(cast(Replica, replica).id)
+        return (0.0, 0.0)
+
+    monkeypatch.setattr(selection, "_load", load_of)
+    p2c = PowerOfTwoChoices(random.Random(11))
+    replicas = _replicas([0, 0, 0, 0])
+    pairs: Counter[frozenset[str]] = Counter()
+    for _ in range(6000):
+        compared.clear()
+        p2c.pick(replicas)
+        assert len(set(compared)) == 2
+        pairs[frozenset(compared)] += 1
+    assert len(pairs) == 6  # all C(4, 2) pairs
+    assert all(800 < n < 1200 for n in pairs.values()), pairs
