@@ -77,11 +77,11 @@ class AttemptLayer:
                 cancelled = Outcome(OutcomeKind.CANCELLED, replica.id, 0.0)
                 replica.breaker.record(cancelled, breaker_state)
             raise UpstreamTimeout("no time left for another attempt")
-        if leg.call.attempts == 1:  # the request's first send (taken just now, no await since)
+        if leg.call.ledger.attempts == 1:  # the request's first send (taken just now, no await)
             self._metrics.queued(leg.call.model_name, leg.call.deadline.budget - remaining)
         patience = try_timeout(
             leg.call.model.retry.try_timeout,
-            leg.pool.latency,
+            leg.tries.pool.latency,
             remaining,
             self._retry.possible(leg),
         )
@@ -116,18 +116,19 @@ class AttemptLayer:
 
     async def _exchange(self, attempt: Try, timeout: float) -> InferResult:  # noqa: C901
         leg, replica, breaker_state = attempt.leg, attempt.replica, attempt.breaker_state
-        call, pool = leg.call, leg.pool
+        call, pool = leg.call, leg.tries.pool
         started = self._clock.now()
         replica.started()
         outcome: Outcome | None = None  # None at the end: cancelled (or crashed) before a verdict
-        span = call.span.attempt(replica.id, call.attempts, breaker_state) if call.span else None
+        attempt_no = call.ledger.attempts
+        span = call.span.attempt(replica.id, attempt_no, breaker_state) if call.span else None
         headers = span.inject(dict(call.upstream_headers)) if span else call.upstream_headers
         try:
             try:
                 response = await self._transport.request(
                     replica.endpoint,
                     "POST",
-                    pool.model_path("/infer"),
+                    pool.infer_path,
                     body=call.body,
                     headers=headers,
                     timeout=timeout,
@@ -167,7 +168,7 @@ class AttemptLayer:
                     content_type=translated.content_type,
                     header_length=None if length is None else str(length),
                     served_by=replica.id,
-                    attempts=call.attempts,
+                    attempts=call.ledger.attempts,
                 )
             body, header_length = response.body, response.headers.get(HEADER_LENGTH)
             request_id = call.request.id if call.request is not None else None
@@ -179,7 +180,7 @@ class AttemptLayer:
                 content_type=response.headers.get("content-type"),
                 header_length=header_length,
                 served_by=replica.id,
-                attempts=call.attempts,
+                attempts=call.ledger.attempts,
             )
         except asyncio.CancelledError:
             outcome = Outcome(OutcomeKind.CANCELLED, replica.id, self._clock.now() - started)

@@ -40,7 +40,7 @@ import pybreaker
 
 from gateway.clock import Clock
 from gateway.config.policies import BreakerConfig
-from gateway.outcome import Outcome, OutcomeKind
+from gateway.outcome import REPLICA_FAILURES, Outcome, OutcomeKind
 
 log = logging.getLogger(__name__)
 
@@ -196,7 +196,7 @@ class ReplicaBreaker:
         state = storage.state
         if state == OPEN:
             return  # a straggler from before the trip: the verdict is already in
-        if outcome.is_failure:
+        if outcome.kind in REPLICA_FAILURES:  # `Outcome.is_failure`, without the property
             storage.increment_counter()
             with contextlib.suppress(_Failed, pybreaker.CircuitBreakerError):
                 self._cb.state.on_failure(_Failed(outcome.describe()))

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from gateway.clock import Clock
 from gateway.config.policies import OutlierConfig
-from gateway.outcome import Outcome
+from gateway.outcome import REPLICA_FAILURES, Outcome, OutcomeKind
 from gateway.upstream.events import NullEvents, UpstreamEvents
 from gateway.upstream.replica import Replica
 
@@ -52,8 +52,9 @@ class OutlierDetector:
         return sum(1 for r in self._replicas if r.ejected(now))
 
     def observe(self, replica: Replica, outcome: Outcome) -> None:
-        if not outcome.is_failure:
-            if outcome.ok and replica.ejections and self._forgiven(replica):
+        kind = outcome.kind
+        if kind not in REPLICA_FAILURES:  # `Outcome.is_failure`, read once
+            if kind is OutcomeKind.SUCCESS and replica.ejections and self._forgiven(replica):
                 replica.forget_ejections()
             return
         if replica.consecutive_failures >= self._config.consecutive_failures:

@@ -47,6 +47,10 @@ class Pool:
     discovery: dict[str, Any] | None = None  # DNS discovery's last answer: what it left out
     paused: str | None = None  # an operator's pause: why no replica of it is eligible
     held: frozenset[str] = frozenset()  # ids an operator drained or ejected: no rejoining
+    infer_path: str = field(init=False)  # ``model_path("/infer")``, which every attempt sends to
+
+    def __post_init__(self) -> None:
+        self.infer_path = self.model_path("/infer")
 
     @classmethod
     def from_config(
