@@ -55,8 +55,8 @@ COUNT_ENV = "GATEWAY_CALL_COUNT"
 KEY_ENV = "CALL_GUARD_TENANT_KEY"
 TENANT_KEY = "call-guard-tenant-key-0123"
 DIGITS = "digits-mlp"
-REQUESTS = 200  # per shape and window
-WARM = 30  # requests before the window: connections, schema, caches
+REQUESTS = 120  # per shape and window
+WARM = 20  # requests before the window: connections, schema, caches
 WAIT_S = 30.0
 
 
