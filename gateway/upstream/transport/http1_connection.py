@@ -3,10 +3,8 @@
 Why: callbacks on a Protocol cost a fraction of a stream-based client (no StreamReader, no
 coroutine per read): a request is one ``write``, a reply is parsed as bytes arrive and completes
 one future. Works on the default loop and on uvloop alike. A replica is an untrusted peer, so the
-framing follows RFC 9112 strictly (the head's rules are `gateway.upstream.transport.reply_head`;
-checked against h11 in tests/gateway/upstream) and every reply is capped in header fields, head
-bytes and body bytes. A large body is read straight
-into one buffer (`gateway.upstream.transport.limits` says why).
+framing follows RFC 9112 strictly (the head's rules and caps: `reply_head`; checked against h11
+in tests/gateway/upstream). A large body is read straight into one buffer (`limits` says why).
 """
 
 from __future__ import annotations
@@ -20,6 +18,7 @@ import httptools
 
 from gateway.errors import UpstreamConnectError, UpstreamProtocolError, UpstreamTimeout
 from gateway.upstream.transport.base import UpstreamResponse
+from gateway.upstream.transport.deadline_timer import DeadlineTimer
 from gateway.upstream.transport.limits import *  # noqa: F403 (the caps, imported from here too)
 from gateway.upstream.transport.limits import DEFAULT_LIMITS, ReplyLimits
 from gateway.upstream.transport.reply_head import (
@@ -29,6 +28,7 @@ from gateway.upstream.transport.reply_head import (
     HeadRefused,
     cap_message,
     framing,
+    size_refusal,
 )
 
 _READ_BYTES = 64 * 1024  # the buffer heads (and small bodies) are read into
@@ -46,7 +46,7 @@ class _Rejected(Exception):
     """Raised in a parser callback to stop httptools; the waiter already holds the real error."""
 
 
-class Connection(asyncio.BufferedProtocol):
+class Connection(DeadlineTimer, asyncio.BufferedProtocol):
     """A client connection that runs one exchange at a time and says whether it can be reused.
 
     States: idle (no waiter) -> busy (`exchange` returned a future) -> idle again when the reply
@@ -75,7 +75,7 @@ class Connection(asyncio.BufferedProtocol):
         self._poll: select.poll | None = None
         self._parser = httptools.HttpResponseParser(self)
         self._waiter: asyncio.Future[UpstreamResponse] | None = None
-        self._timer: asyncio.TimerHandle | None = None  # armed for ``_armed_at``
+        self._timer = None  # `DeadlineTimer`'s: armed for ``_armed_at``
         self._armed_at = 0.0
         self._deadline = 0.0  # the current exchange's
         self._headers: dict[str, str] = {}
@@ -101,13 +101,9 @@ class Connection(asyncio.BufferedProtocol):
         completes with the reply or fails with an upstream error.
 
         At ``deadline`` (loop time) the future fails with `UpstreamTimeout` and the connection
-        is aborted, so a late reply can never be read by the next exchange. (One loop timer
-        serves many exchanges: creating and cancelling one per exchange costs more on uvloop.
-        It stays armed after a reply; an exchange whose deadline is no earlier keeps it, and
-        when it fires for a deadline that is not this exchange's, it is re-armed for this
-        one's; so no exchange times out late, or early.) ``head`` says the
-        request is a HEAD: httptools cannot be told, so that reply completes at its head and the
-        connection is not reused.
+        is aborted, so a late reply can never be read by the next exchange (one loop timer
+        serves many exchanges: `DeadlineTimer`). ``head`` says the request is a HEAD: httptools
+        cannot be told, so that reply completes at its head and the connection is not reused.
         """
         self.got_bytes = self.keep_alive = False
         self._head_request = head
@@ -262,7 +258,7 @@ class Connection(asyncio.BufferedProtocol):
             key, size = known
             self._field_bytes += size + len(value)
         if self._fields > self._max_fields:
-            self._reject(self._cap_message("reply header fields", "max_reply_header_count"))
+            self._reject(cap_message(self._limits, "reply header fields", "max_reply_header_count"))
         if self._final:
             return  # a trailer field: counted, never merged into the head
         if value[-1:] in b" \t":  # llhttp strips only the leading OWS (and b"" is in it)
@@ -312,7 +308,7 @@ class Connection(asyncio.BufferedProtocol):
     def on_body(self, body: bytes) -> None:
         self._body_size += len(body)
         if self._body_size > self._max_body:
-            self._reject(self._cap_message("reply body", "max_reply_body_bytes"))
+            self._reject(cap_message(self._limits, "reply body", "max_reply_body_bytes"))
         self._body.append(body)
 
     def on_message_complete(self) -> None:
@@ -351,7 +347,7 @@ class Connection(asyncio.BufferedProtocol):
         if waiter is None or waiter.done():
             return
         if self._field_bytes > self._max_field_bytes:
-            self._fail(self._field_bytes_error(), None)
+            self._check_framing_size()
             return
         parser = self._parser
         status = parser.get_status_code()
@@ -385,49 +381,20 @@ class Connection(asyncio.BufferedProtocol):
             waiter.set_exception(error)
 
     def _check_framing_size(self) -> None:
-        """Fail the exchange if its header fields, or the bytes that are not body, are too many.
-
-        Run after each read once the reply outgrows the header cap, so no field grows past the
-        cap by more than one read in httptools' buffers. Bytes that are not body (heads, chunk
-        framing, trailers) may exceed the body's own size by the header cap.
-        """
-        if self._field_bytes > self._max_field_bytes:
-            self._fail(self._field_bytes_error(), None)
-        elif self._received - self._body_size > self._max_field_bytes + self._body_size:
-            where = "chunk framing and trailers" if self._final else "head"
-            message = self._cap_message(f"reply {where}", "max_reply_header_bytes")
-            self._fail(UpstreamProtocolError(message), None)
-
-    def _field_bytes_error(self) -> UpstreamProtocolError:
-        return UpstreamProtocolError(
-            self._cap_message("reply header fields", "max_reply_header_bytes")
+        """Run after each read once the reply outgrows the header cap (`size_refusal`)."""
+        refusal = size_refusal(
+            self._limits, self._field_bytes, self._received, self._body_size, self._final
         )
+        if refusal is not None:
+            self._fail(UpstreamProtocolError(refusal), None)
 
     def _reject(self, reason: str) -> NoReturn:
         """Fail the exchange with a protocol error; the raise stops the parser mid-read."""
         self._fail(UpstreamProtocolError(reason), None)
         raise _Rejected(reason)
 
-    def _cap_message(self, what: str, cap: str) -> str:
-        return cap_message(self._limits, what, cap)
+    def _busy(self) -> bool:
+        return self._waiter is not None and not self._waiter.done()
 
-    def _arm(self, when: float) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        self._armed_at = when
-        self._timer = self._loop.call_at(when, self._on_timer)
-
-    def _on_timer(self) -> None:
-        self._timer = None
-        waiter = self._waiter
-        if waiter is None or waiter.done():
-            return  # idle: the next exchange arms a timer of its own
-        if self._deadline > self._armed_at:
-            self._arm(self._deadline)  # armed for an earlier exchange's deadline
-            return
+    def _time_out(self) -> None:
         self._fail(UpstreamTimeout("no complete reply from upstream within the timeout"), None)
-
-    def _cancel_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None

@@ -97,6 +97,25 @@ def _check_interim(status: int, headers: Mapping[str, str], keep_alive: bool) ->
         raise HeadRefused(f"an interim reply ({status}) with body framing headers")
 
 
+def size_refusal(
+    limits: ReplyLimits, field_bytes: int, received: int, body_size: int, final: bool
+) -> str | None:
+    """Why a reply's header fields, or its bytes that are not body, are too many (None: not).
+
+    Checked after each read once the reply outgrows the header cap, so no field grows past the
+    cap by more than one read in httptools' buffers. Bytes that are not body (heads, chunk
+    framing, trailers: ``received`` less ``body_size``) may exceed the body's own size by the
+    header cap; ``final``: the final head is parsed, so what follows it is not head.
+    """
+    cap = limits.max_reply_header_bytes
+    if field_bytes > cap:
+        return cap_message(limits, "reply header fields", "max_reply_header_bytes")
+    if received - body_size > cap + body_size:
+        where = "chunk framing and trailers" if final else "head"
+        return cap_message(limits, f"reply {where}", "max_reply_header_bytes")
+    return None
+
+
 def cap_message(limits: ReplyLimits, what: str, cap: str) -> str:
     """A cap's refusal in words, naming the setting and its value."""
     return f"{what} over {cap}={getattr(limits, cap)}"
