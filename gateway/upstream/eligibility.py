@@ -42,12 +42,25 @@ def _admitted(replica: Replica, now: float) -> bool:
     return breaker is None or breaker.closed or breaker.admits()
 
 
-def _usable(pool: PoolView, now: float) -> list[Replica]:
-    return [
-        r
-        for r in pool.replicas
-        if r.healthy is not False and not r.ejected(now) and _admitted(r, now)
-    ]
+def _usable(pool: PoolView, now: float) -> tuple[list[Replica], list[Replica], int]:
+    """The usable replicas, the usable actives, and how many actives there are, in one pass
+    over the members (every attempt runs it): usable is not known unhealthy, not ejected and
+    `_admitted`."""
+    usable: list[Replica] = []
+    actives: list[Replica] = []
+    active_total = 0
+    for r in pool.replicas:
+        standby = r.standby
+        if not standby:
+            active_total += 1
+        if r.healthy is False or r.ejected_until > now or r.quarantined_until > now:
+            continue
+        breaker = r.breaker
+        if breaker is None or breaker.closed or breaker.admits():  # `_admitted`, inlined
+            usable.append(r)
+            if not standby:
+                actives.append(r)
+    return usable, actives, active_total
 
 
 def _panics(pool: PoolView, usable: list[Replica]) -> bool:
@@ -56,34 +69,17 @@ def _panics(pool: PoolView, usable: list[Replica]) -> bool:
 
 def in_panic(pool: PoolView, now: float) -> bool:
     """Whether too few replicas are usable now, so `eligible` spreads over all of them."""
-    return _panics(pool, _usable(pool, now))
+    return _panics(pool, _usable(pool, now)[0])
 
 
 def eligible(pool: PoolView, tried: set[str], now: float) -> list[Replica]:
     """The replicas not yet tried that may take this attempt (a new list: the caller may take
-    from it); writes nothing.
-
-    One pass over the members for the usual case (every attempt runs it): the usable ones, the
-    usable actives and the count of actives together, the same rules as `_usable`."""
+    from it); writes nothing."""
     if pool.paused is not None:
         return []
-    replicas = pool.replicas
-    usable: list[Replica] = []
-    actives: list[Replica] = []
-    active_total = 0
-    for r in replicas:
-        standby = r.standby
-        if not standby:
-            active_total += 1
-        if r.healthy is False or r.ejected_until > now or r.quarantined_until > now:
-            continue
-        breaker = r.breaker
-        if breaker is None or breaker.closed or breaker.admits():  # `_admitted`
-            usable.append(r)
-            if not standby:
-                actives.append(r)
+    usable, actives, active_total = _usable(pool, now)
     if _panics(pool, usable):
-        return [r for r in replicas if r.id not in tried and _admitted(r, now)]
+        return [r for r in pool.replicas if r.id not in tried and _admitted(r, now)]
     chosen = actives if len(actives) == active_total else usable
     if not tried:
         return chosen
