@@ -53,14 +53,17 @@ async def test_history_document_after_traffic(client: httpx.AsyncClient, gateway
     gateway.history.sample()
     gateway.history.record_event("reload", "config", "by hand", "info")
     doc = (await client.get("/admin/history")).json()
+    # The gateway's own once-a-second sampler may add a row beside the one taken here (a slow
+    # machine), so the rows are counted as at least one and the traffic is in one of them.
+    rows = len(doc["t"])
     assert doc["interval_s"] == 1.0 and doc["capacity_s"] == 600.0
-    assert len(doc["t"]) == 1 and doc["models"]["digits"]["rate"][0] > 0
-    assert doc["models"]["digits"]["error_share"] == [0.0]
+    assert rows >= 1 and max(doc["models"]["digits"]["rate"]) > 0
+    assert doc["models"]["digits"]["error_share"] == [0.0] * rows
     assert set(doc["models"]["digits"]["slo"]) == {"availability"}
-    assert doc["pools"]["p"]["healthy"] == [1]
+    assert doc["pools"]["p"]["healthy"] == [1] * rows
     assert doc["events"][0]["kind"] == "reload" and doc["event_counts"] == {"reload": 1}
     assert set(doc["replicas"]) == {"r0"}
     limited = (await client.get("/admin/history", params={"seconds": 60, "events": 0})).json()
-    assert limited["events"] == [] and len(limited["t"]) == 1
+    assert limited["events"] == [] and len(limited["t"]) >= rows
     refused = await client.get("/admin/history", params={"seconds": 0})
     assert refused.status_code == 400 and "seconds" in refused.json()["error"]

@@ -48,6 +48,10 @@ class FakeClock:
     def wall(self) -> float:
         return self._now + self._wall_offset
 
+    def set_wall(self, wall: float) -> None:
+        """Makes ``wall()`` read ``wall`` now, without moving monotonic time or firing timers."""
+        self._wall_offset = wall - self._now
+
     def advance(self, seconds: float) -> None:
         self.advance_to(self._now + seconds)
 

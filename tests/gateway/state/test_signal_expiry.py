@@ -79,7 +79,11 @@ async def test_an_expired_signal_leaves_the_pull_and_a_fresh_one_stays(
     old = _signal("r-old", 3, _ago(clock, SOON_S))
     fresh = _signal("r-fresh", 1, clock.wall())
     await store.push(PushBatch("a", 1, signals=(old, fresh)))
-    assert set((await store.pull()).signals) == {"r-old", "r-fresh"}
+    first = set((await store.pull()).signals)
+    if isinstance(store, MemoryStore) or time.time() < old.expires_at():
+        assert first == {"r-old", "r-fresh"}  # pulled before it expired (by Redis's clock)
+    else:
+        assert first >= {"r-fresh"}  # a starved machine took past its expiry to get here
     later = await _pull_until(store, clock, lambda s: "r-old" not in s.signals)
     assert later.signals == {"r-fresh": fresh}
 
