@@ -114,7 +114,10 @@ def _grouped(segments: list[memoryview]) -> Iterator[memoryview]:
     group: list[memoryview] = []
     size = 0
     for segment in segments:
-        if not group and len(segment) >= GROUP_BYTES:
+        if len(segment) >= GROUP_BYTES:  # checked in place, after the group before it
+            if group:
+                yield group[0] if len(group) == 1 else memoryview(b"".join(group))
+                group, size = [], 0
             yield segment
             continue
         group.append(segment)

@@ -7,7 +7,7 @@ import pytest
 
 from gateway.errors import BadRequest
 from gateway.v2.body import Body, as_bytes
-from gateway.v2.finite import check_binary_finite
+from gateway.v2.finite import GROUP_BYTES, _grouped, check_binary_finite
 
 
 def test_pieces_are_viewed_and_spliced_not_copied() -> None:
@@ -32,6 +32,15 @@ def test_a_nan_split_between_two_chunks_is_found() -> None:
     with pytest.raises(BadRequest, match=r"NaN or infinity \(1 values\)"):
         check_binary_finite(body.views(0), "FP32", "x")
     check_binary_finite(Body([raw[:9], raw[9:]]).views(0, 8), "FP32", "x")  # before the NaN
+
+
+def test_a_large_read_is_checked_in_place_after_the_small_ones_before_it() -> None:
+    small = [memoryview(b"a" * 10), memoryview(b"b" * 20)]
+    large = memoryview(b"c" * GROUP_BYTES)
+    tail = memoryview(b"d" * 30)
+    groups = list(_grouped([*small, large, tail]))
+    assert [bytes(g) for g in groups] == [b"a" * 10 + b"b" * 20, bytes(large), bytes(tail)]
+    assert groups[1] is large and groups[2] is tail  # neither copied into a group
 
 
 @pytest.mark.parametrize("seed", range(6))
