@@ -46,6 +46,9 @@ class Endpoint:
     keep_alive: bool = True
     fixed_head: str = field(init=False, compare=False, repr=False)
     fixed_lines: int = field(init=False, compare=False, repr=False)
+    # Reached over V2 gRPC (grpc://, grpcs://) rather than REST: read on every exchange, so an
+    # attribute set once, not a property
+    is_grpc: bool = field(init=False, compare=False, repr=False)
     _hash: int = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -58,6 +61,7 @@ class Endpoint:
         head = f"host: {host}\r\n{close}{self.headers.lines}"
         object.__setattr__(self, "fixed_head", head)
         object.__setattr__(self, "fixed_lines", 1 + (not self.keep_alive) + self.headers.count)
+        object.__setattr__(self, "is_grpc", self.scheme in GRPC_SCHEMES)
         key = (self.host, self.port, self.prefix, self.scheme, self.tls, self.keep_alive)
         object.__setattr__(self, "_hash", hash(key))
 
@@ -95,11 +99,6 @@ class Endpoint:
         whether its connections are kept alive."""
         tls = (tls or self.tls) if self.scheme in TLS_SCHEMES else None
         return Endpoint(self.host, self.port, self.prefix, self.scheme, tls, headers, keep_alive)
-
-    @property
-    def is_grpc(self) -> bool:
-        """Reached over V2 gRPC (``grpc://``, ``grpcs://``) rather than REST."""
-        return self.scheme in GRPC_SCHEMES
 
     @property
     def authority(self) -> str:

@@ -141,8 +141,9 @@ class AttemptLayer:
             )
             translated: EncodedBody | None = None
             kind = outcome.kind
-            if kind is _SUCCESS and not pool.dialect.speaks_as_is(call.request):
-                translated, outcome = _in_client_dialect(call, pool.dialect, response, outcome)
+            dialect = pool.dialect
+            if kind is _SUCCESS and not dialect.native and not dialect.speaks_as_is(call.request):
+                translated, outcome = _in_client_dialect(call, dialect, response, outcome)
                 kind = outcome.kind
             if kind is OutcomeKind.PROTOCOL_ERROR:
                 response.discard()  # out of step: its real answer may follow on the connection

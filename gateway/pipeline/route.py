@@ -68,7 +68,7 @@ def speak(call: InferCall, pool: Pool) -> InferCall:
     """The call as ``pool`` understands it (`gateway.v2.dialect`); the attempt layer turns the
     reply back into the client's names and form."""
     dialect = pool.dialect
-    if call.request is None or dialect.speaks_as_is(call.request):
+    if dialect.native or call.request is None or dialect.speaks_as_is(call.request):
         return call
     header_length = call.upstream_headers.get(HEADER_LENGTH)
     encoded = dialect.request(call.body.joined(), header_length, call.request)
