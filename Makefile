@@ -54,8 +54,9 @@ docs-check: setup
 	rm -rf $$out; exit $$status
 
 bench: setup
-	@WITH_NGINX=1 bash .ci/system-deps.sh
+	@WITH_NGINX=1 WITH_VALGRIND=1 bash .ci/system-deps.sh
 	-$(PY) loadtests/bench_calls.py
+	$(PY) loadtests/bench_instructions.py
 	$(PY) loadtests/bench_overhead.py --variants
 	$(PY) loadtests/bench_grpc.py
 	$(PY) loadtests/bench_grpc_upstream.py

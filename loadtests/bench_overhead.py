@@ -14,6 +14,7 @@ import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import orjson
 import uvloop
@@ -92,12 +93,12 @@ def variants(stack: Stack, replica: Proc) -> list[tuple[str, Proc | None, str, s
     ]
 
 
-def floor(stack: Stack, upstream: Proc) -> Proc:
-    """The minimal Python proxy in front of ``upstream``."""
+def floor(stack: Stack, upstream: Proc, **start: Any) -> Proc:
+    """The minimal Python proxy in front of ``upstream`` (``start``: `Stack.start`'s options)."""
     port = free_port()
     argv = [sys.executable, str(ROOT / "loadtests" / "minimal_proxy.py"), "--port", str(port),
             "--upstream", upstream.url]  # fmt: skip
-    return stack.start("floor", argv, f"http://127.0.0.1:{port}", "/v2/health/ready")
+    return stack.start("floor", argv, f"http://127.0.0.1:{port}", "/v2/health/ready", **start)
 
 
 def main(argv: list[str] | None = None) -> int:

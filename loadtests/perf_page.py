@@ -22,6 +22,10 @@ SOAK_PLOT = ROOT / "docs" / "img" / "soak-rss.png"
 
 BENCHES = {  # name: (title, the command that writes it)
     "overhead": ("Gateway overhead vs direct vs nginx", "loadtests/bench_overhead.py --variants"),
+    "instructions": (
+        "Instructions per request (callgrind: user space, deterministic)",
+        "loadtests/bench_instructions.py",
+    ),
     "payloads": ("Payload sweep vs nginx", "loadtests/bench_payloads.py"),
     "faults": ("Faults under load", "loadtests/bench_faults.py"),
     "faults-grpc": ("Faults under load, gRPC replicas", "loadtests/bench_faults.py --grpc"),

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,8 +66,12 @@ class Stack:
         ready_path: str,
         fault_key: str | None = None,
         env: dict[str, str] | None = None,
+        wrap: Sequence[str] = (),
+        ready_timeout_s: float = 60.0,
     ) -> Proc:
-        """``env``: variables added to this process's environment."""
+        """``env``: variables added to this process's environment; ``wrap``: a command the
+        process runs under (valgrind, say: its pid stays the process's)."""
+        argv = [*wrap, *argv]
         log = self.workdir / f"{name}.log"
         extra = {**(env or {}), **({FAULT_KEY_ENV: fault_key} if fault_key else {})}
         env = {**os.environ, **extra} if extra else None
@@ -76,7 +81,7 @@ class Stack:
             )
         proc = Proc(name, process, url, log, fault_key)
         self.procs.append(proc)
-        wait_http(proc, ready_path)
+        wait_http(proc, ready_path, ready_timeout_s)
         return proc
 
     def replica(self, name: str, model: str, port: int | None = None, faults: bool = True) -> Proc:
@@ -99,8 +104,13 @@ class Stack:
         return self.start(name, argv, url, "/v2/health/ready", self.fault_key if faults else None)
 
     def gateway(
-        self, config: dict[str, Any], name: str = "gateway", env: dict[str, str] | None = None
+        self,
+        config: dict[str, Any],
+        name: str = "gateway",
+        env: dict[str, str] | None = None,
+        **start: Any,
     ) -> Proc:
+        """``start``: `start`'s ``wrap`` and ``ready_timeout_s``."""
         port = free_port()
         server = config.setdefault("server", {})
         server["port"] = port
@@ -108,9 +118,13 @@ class Stack:
         path = self.workdir / f"{name}.yaml"
         path.write_text(yaml.safe_dump(config))
         argv = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(path)]
-        return self.start(name, argv, f"http://127.0.0.1:{port}", "/v2/health/ready", env=env)
+        return self.start(
+            name, argv, f"http://127.0.0.1:{port}", "/v2/health/ready", env=env, **start
+        )
 
-    def nginx(self, upstreams: list[str]) -> Proc | None:
+    def nginx(self, upstreams: list[str], **start: Any) -> Proc | None:
+        """``start``: `start`'s ``wrap`` and ``ready_timeout_s``; wrapped, nginx runs as one
+        process (no master), so the wrapper sees the worker."""
         binary = shutil.which("nginx") or next(
             (p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if os.path.exists(p)), None
         )
@@ -120,8 +134,9 @@ class Stack:
         servers = "\n".join(f"    server {u.removeprefix('http://')};" for u in upstreams)
         conf = self.workdir / "nginx.conf"
         conf.write_text(NGINX_CONF.format(servers=servers, port=port, dir=self.workdir))
-        argv = [binary, "-c", str(conf), "-p", str(self.workdir), "-g", "daemon off;"]
-        return self.start("nginx", argv, f"http://127.0.0.1:{port}", "/v2/health/ready")
+        single = " master_process off;" if start.get("wrap") else ""
+        argv = [binary, "-c", str(conf), "-p", str(self.workdir), "-g", f"daemon off;{single}"]
+        return self.start("nginx", argv, f"http://127.0.0.1:{port}", "/v2/health/ready", **start)
 
     def close(self) -> None:
         for proc in reversed(self.procs):
