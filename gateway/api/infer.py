@@ -52,13 +52,13 @@ class InferEndpoint:
         try:
             result = await edge.infer(intake, read)
         except GatewayError as error:
-            extra = [
-                (b"x-attempts", b"%d" % intake.attempts),
-                (b"x-request-id", intake.request_id.encode()),
-            ]
+            lines = b"x-attempts: %d\r\nx-request-id: %s\r\n" % (
+                intake.attempts,
+                intake.request_id.encode(),
+            )
             if span.traceparent:
-                extra.append((b"traceparent", span.traceparent.encode()))
-            await send_error(send, error, extra)
+                lines += b"traceparent: %s\r\n" % span.traceparent.encode()
+            await send_error(send, scope, error, lines)
             edge.done(intake, error.status)
             return
         ctype = result.content_type

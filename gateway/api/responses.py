@@ -26,6 +26,7 @@ Receive = Callable[[], Awaitable[Message]]
 Scope = MutableMapping[str, Any]
 
 JSON = b"application/json"
+_JSON_LINE = b"content-type: application/json\r\n"
 ANSWER_KEY = "gateway.answer"
 Answer = Callable[[int, bytes, bytes], bool]  # status, header lines, body -> written?
 # What uvicorn refuses in a header value (its HEADER_VALUE_RE): control bytes but tab.
@@ -65,8 +66,13 @@ async def send_json(
     await send_bytes(send, status, orjson.dumps(payload), all_headers)
 
 
-async def send_error(
-    send: Send, error: GatewayError, headers: list[tuple[bytes, bytes]] | None = None
-) -> None:
-    extra = [(k.encode(), v.encode()) for k, v in error.headers().items()]
-    await send_json(send, error.status, {"error": error.message}, [*extra, *(headers or [])])
+async def send_error(send: Send, scope: Scope, error: GatewayError, lines: bytes) -> None:
+    """``error`` as ``{"error": ...}`` with its status, its own headers (`checked`) and the
+    header ``lines`` the gateway built (as `send_lines`: one write where the protocol offers
+    it, past uvicorn's per-header validation)."""
+    own = b"".join(
+        b"%s: %s\r\n" % (name.encode(), checked(value.encode()))
+        for name, value in error.headers().items()
+    )
+    body = orjson.dumps({"error": error.message})
+    await send_lines(send, scope, error.status, _JSON_LINE + own + lines, body)
