@@ -7,8 +7,10 @@ for the same inputs. Each target (the gateway on one replica and on a pool of th
 the minimal Python proxy, nginx) runs under ``valgrind --tool=callgrind`` with counting off
 while it starts; counting is switched on, ``WARM`` requests warm it, then the counters are
 zeroed, ``REQUESTS`` requests are sent at ``CONCURRENCY`` to the one real replica, and the
-total is dumped. An idle window as long as the busy one is counted next and taken off in
-proportion (background tasks: probes, samplers), as in ``loadtests/bench_calls.py``.
+total is dumped. The background's rate (probes, samplers), counted in a window without
+requests before, is taken off for the requests' window's length (`count`); the share taken
+off is printed. Under callgrind a loaded machine stretches the window, and with it that share,
+the one part of the figure that is estimated rather than counted.
 
 Instructions are not time (a cache miss costs no instruction), so this is the ratio of work,
 not of seconds; both are printed in ``make bench``'s runs beside each other. Under callgrind a
@@ -24,9 +26,11 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -39,6 +43,9 @@ from loadtests.stack import Proc, Stack, pool_config
 REQUESTS = 400  # per target, counted
 WARM = 100  # per target, before the count: connections, caches, the schema
 CONCURRENCY = 16
+PROBE_INTERVAL_S = 5.0  # the gateways' health probes (0.5 s by default): requests are counted
+IDLE_S = 5.0  # the background's window
+SETTLE_S = 2.0  # before the background's window, and after the requests' (counted in it)
 WINDOW_CAP_S = 300.0  # a window stops here even if fewer requests were sent (then said)
 READY_S = 600.0  # a Python process under callgrind takes a minute or more to start
 _TOTALS = re.compile(rb"^(?:totals|summary):\s*(\d+)", re.MULTILINE)
@@ -70,32 +77,69 @@ def _dumped(out_dir: Path, pid: int, before: set[Path]) -> int:
     raise RuntimeError(f"no callgrind dump of {pid} in {out_dir}")
 
 
-def count(proc: Proc, out_dir: Path, url: str, path: str, payload: bytes) -> dict[str, Any]:
-    """Instructions per request of ``proc`` (under callgrind), the idle rate taken off."""
+def count(
+    proc: Proc, out_dir: Path, url: str, path: str, payload: bytes, *, gateway: bool = False
+) -> dict[str, Any]:
+    """Instructions per request of ``proc`` (under callgrind), its background rate taken off.
+
+    The background rate (probes, samplers) is counted first, in a window without requests;
+    then the warm-up; the requests' window runs on for ``SETTLE_S`` after the last answer, so
+    work a request leaves for later (a sampler folding it) counts as its own.
+    """
     pid = proc.process.pid
     _control("-i", "on", str(pid))
+    time.sleep(SETTLE_S)
+    idle, idle_wall = _window(out_dir, pid, lambda: time.sleep(IDLE_S))
+    # Right before the count: a replica closes connections idle for its keep-alive timeout
+    # (uvicorn's 5 s), and the minimal proxy has no answer to that but a client's timeout.
     _load(url, path, payload, WARM)
+    result: list[LoadResult] = []
+
+    def busy() -> None:
+        result.append(_load(url, path, payload, REQUESTS))
+        time.sleep(SETTLE_S)
+
+    tries = _tries(url) if gateway else (0.0, 0.0)
+    total, wall = _window(out_dir, pid, busy)
+    load = result[0]
+    if gateway:  # the per-try race's timing decides how many attempts a request makes
+        after = _tries(url)
+        attempts, slow = (after[0] - tries[0], after[1] - tries[1])
+    if load.statuses.get(200, 0) != load.requests or load.errors:
+        print(f"warning: {proc.name}: {dict(load.statuses)} {dict(load.errors)}")
+    background = idle / idle_wall * wall
+    return {
+        "requests": load.requests,
+        "wall_s": round(wall, 1),
+        "idle_per_s": round(idle / idle_wall),
+        "per_request": round((total - background) / max(1, load.requests)),
+        "idle_share": round(background / total, 3),  # what was taken off
+        **(
+            {"attempts_per_request": round(attempts / max(1, load.requests), 3),
+             "per_try_timeouts": int(slow)}
+            if gateway else {}
+        ),
+    }  # fmt: skip
+
+
+def _tries(url: str) -> tuple[float, float]:
+    """The gateway's upstream attempts and per-try timeouts so far (its /metrics)."""
+    text = httpx.get(f"{url}/metrics", timeout=60.0, trust_env=False).text
+    sums = []
+    for name in ("gateway_upstream_attempts_total", "gateway_upstream_per_try_timeouts_total"):
+        sums.append(sum(float(v) for v in re.findall(rf"^{name}{{[^}}]*}} (\S+)$", text, re.M)))
+    return sums[0], sums[1]
+
+
+def _window(out_dir: Path, pid: int, work: Callable[[], None]) -> tuple[int, float]:
+    """Instructions ``pid`` ran while ``work`` ran, and how long that took."""
     _control("-z", str(pid))
     before = set(out_dir.glob(f"cg.{pid}*"))
     started = time.monotonic()
-    result = _load(url, path, payload, REQUESTS)
+    work()
     wall = time.monotonic() - started
     _control("-d", str(pid))
-    busy = _dumped(out_dir, pid, before)
-    _control("-z", str(pid))
-    before = set(out_dir.glob(f"cg.{pid}*"))
-    time.sleep(wall)
-    _control("-d", str(pid))
-    idle = _dumped(out_dir, pid, before)
-    ok = result.statuses.get(200, 0)
-    if ok != result.requests or result.errors:
-        print(f"warning: {proc.name}: {dict(result.statuses)} {dict(result.errors)}")
-    return {
-        "requests": result.requests,
-        "wall_s": round(wall, 1),
-        "idle_per_s": round(idle / wall),
-        "per_request": round((busy - idle) / max(1, result.requests)),
-    }
+    return _dumped(out_dir, pid, before), wall
 
 
 def _load(url: str, path: str, payload: bytes, n: int) -> LoadResult:
@@ -127,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
         one = pool_config([replica], MODEL)
         three = pool_config([replica], MODEL)
         three["pools"]["pool"]["replicas"] = [{"id": f"r{i}", "url": replica.url} for i in range(3)]
+        for config in (one, three):  # fewer probes: less background to estimate and take off
+            config["pools"]["pool"]["health"] = {"interval_s": PROBE_INTERVAL_S}
         gateway_path, direct_path = "/v2/models/digits/infer", f"/v2/models/{MODEL}/infer"
         targets = {
             "gateway": lambda: (stack.gateway(one, **under), gateway_path),
@@ -144,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
             if proc is None:
                 print(f"{name}: not installed, skipped")
                 continue
-            rows[name] = count(proc, out_dir, proc.url, path, payload)
+            rows[name] = count(proc, out_dir, proc.url, path, payload, gateway=path == gateway_path)
             print(f"{name}: {rows[name]}", flush=True)
         if args.keep is not None:
             shutil.copytree(out_dir, args.keep, dirs_exist_ok=True)
@@ -159,12 +205,16 @@ def main(argv: list[str] | None = None) -> int:
 def _table(rows: dict[str, dict[str, Any]]) -> str:
     nginx = rows.get("nginx", {}).get("per_request")
     least = rows.get("floor", {}).get("per_request")
-    lines = ["| target | instructions/request | × nginx | × floor |", "|---|---:|---:|---:|"]
+    lines = [
+        "| target | instructions/request | × nginx | × floor | idle taken off |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for name, row in rows.items():
         n = row["per_request"]
         vs_nginx = f"{n / nginx:.2f}" if nginx else "-"
         vs_floor = f"{n / least:.2f}" if least else "-"
-        lines.append(f"| {name} | {n:,} | {vs_nginx} | {vs_floor} |")
+        idle = f"{row['idle_share']:.1%}"
+        lines.append(f"| {name} | {n:,} | {vs_nginx} | {vs_floor} | {idle} |")
     return "\n".join(lines)
 
 

@@ -46,7 +46,11 @@ class Proxy:
         self.idle: list[Upstream] = []
 
     async def exchange(self, method: bytes, url: bytes, body: bytes) -> tuple[int, bytes]:
-        conn = self.idle.pop() if self.idle else None
+        conn = None
+        while self.idle and conn is None:  # skip those the upstream closed while they idled
+            conn = self.idle.pop()
+            if conn.transport is None or conn.transport.is_closing():
+                conn = None
         if conn is None:
             loop = asyncio.get_running_loop()
             _, conn = await loop.create_connection(Upstream, self.host, self.port)
