@@ -30,12 +30,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
 import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from loadtests.bench_overhead import MODEL, body, floor
+from loadtests.gateway_counters import scrape
 from loadtests.loadgen import LoadResult, closed_loop
 from loadtests.results_file import save
 from loadtests.stack import Proc, Stack, pool_config
@@ -124,11 +124,13 @@ def count(
 
 def _tries(url: str) -> tuple[float, float]:
     """The gateway's upstream attempts and per-try timeouts so far (its /metrics)."""
-    text = httpx.get(f"{url}/metrics", timeout=60.0, trust_env=False).text
-    sums = []
-    for name in ("gateway_upstream_attempts_total", "gateway_upstream_per_try_timeouts_total"):
-        sums.append(sum(float(v) for v in re.findall(rf"^{name}{{[^}}]*}} (\S+)$", text, re.M)))
-    return sums[0], sums[1]
+    counters = scrape(url)
+
+    def total(name: str) -> float:
+        return sum(n for (series, _), n in counters.items() if series == name)
+
+    attempts = total("gateway_upstream_attempts_total")
+    return attempts, total("gateway_upstream_per_try_timeouts_total")
 
 
 def _window(out_dir: Path, pid: int, work: Callable[[], None]) -> tuple[int, float]:

@@ -25,6 +25,7 @@ WANTED = (
     "gateway_retries_refused_total",
     "gateway_hedges_total",
     "gateway_upstream_attempts_total",
+    "gateway_upstream_per_try_timeouts_total",
 )
 
 

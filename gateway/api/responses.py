@@ -26,7 +26,7 @@ Receive = Callable[[], Awaitable[Message]]
 Scope = MutableMapping[str, Any]
 
 JSON = b"application/json"
-_JSON_LINE = b"content-type: application/json\r\n"
+_JSON_LINE = b"content-type: " + JSON + b"\r\n"
 ANSWER_KEY = "gateway.answer"
 Answer = Callable[[int, bytes, bytes], bool]  # status, header lines, body -> written?
 # What uvicorn refuses in a header value (its HEADER_VALUE_RE): control bytes but tab.

@@ -13,7 +13,6 @@ Names live in `catalog`. Record from the loop thread only.
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -126,21 +125,13 @@ class Metrics:
             cells = self._request_cells[key] = self._new_request_cells(key)
         count, duration, per_model = cells
         count.value += 1
-        # `Buckets.observe`, written out: four Python calls a request saved (the call guard)
-        duration.counts[bisect_left(duration.bounds, latency_s)] += 1
-        duration.sum += latency_s
+        duration.observe(latency_s)
         if request_bytes >= 0:
-            sizes = per_model.request_size
-            sizes.counts[bisect_left(sizes.bounds, request_bytes)] += 1
-            sizes.sum += request_bytes
+            per_model.request_size.observe(request_bytes)
         if response_bytes >= 0:
-            sizes = per_model.response_size
-            sizes.counts[bisect_left(sizes.bounds, response_bytes)] += 1
-            sizes.sum += response_bytes
+            per_model.response_size.observe(response_bytes)
         if rows >= 0:
-            sizes = per_model.rows
-            sizes.counts[bisect_left(sizes.bounds, rows)] += 1
-            sizes.sum += rows
+            per_model.rows.observe(rows)
         if degraded_reason is not None:
             self._m.degraded.labels(model, self._reason(degraded_reason)).value += 1
 
@@ -149,9 +140,7 @@ class Metrics:
         cells = self._model_cells.get(model)
         if cells is None:
             cells = self._cells_of(model)
-        queue = cells.queue  # `Buckets.observe`, written out (as in `request`)
-        queue.counts[bisect_left(queue.bounds, seconds)] += 1
-        queue.sum += seconds
+        cells.queue.observe(seconds)
 
     def attempt(self, model: str, pool: str, outcome: Outcome) -> None:
         """One classified upstream attempt (the same `Outcome` the breaker reads)."""
@@ -161,11 +150,8 @@ class Metrics:
             labels = (model, pool, outcome.replica, outcome.kind.value)
             cells = (self._m.attempts.labels(*labels), self._m.attempt_duration.labels(*labels))
             self._attempt_cells[key] = cells
-        count, duration = cells
-        count.value += 1
-        latency_s = outcome.latency_s  # `Buckets.observe`, written out (as in `request`)
-        duration.counts[bisect_left(duration.bounds, latency_s)] += 1
-        duration.sum += latency_s
+        cells[0].value += 1
+        cells[1].observe(outcome.latency_s)
 
     def in_flight(self, model: str, delta: int) -> None:
         self._m.in_flight.labels(model).value += delta

@@ -116,7 +116,7 @@ def _grouped(segments: list[memoryview]) -> Iterator[memoryview]:
     for segment in segments:
         if len(segment) >= GROUP_BYTES:  # checked in place, after the group before it
             if group:
-                yield group[0] if len(group) == 1 else memoryview(b"".join(group))
+                yield _joined(group)
                 group, size = [], 0
             yield segment
             continue
@@ -125,10 +125,13 @@ def _grouped(segments: list[memoryview]) -> Iterator[memoryview]:
         if size >= GROUP_BYTES:
             yield memoryview(b"".join(group))
             group, size = [], 0
-    if len(group) == 1:
-        yield group[0]
-    elif group:
-        yield memoryview(b"".join(group))
+    if group:
+        yield _joined(group)
+
+
+def _joined(group: list[memoryview]) -> memoryview:
+    """One segment as it is, several copied into one buffer."""
+    return group[0] if len(group) == 1 else memoryview(b"".join(group))
 
 
 def _nonfinite(raw: memoryview, dtype: np.dtype[np.floating[Any]]) -> int:
