@@ -22,6 +22,7 @@ import os
 import pstats
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -34,8 +35,12 @@ TOP = 250
 class CallCounter:
     """One window at a time: `begin` (SIGUSR1), `end` (SIGUSR2) writes the totals."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, settle: Callable[[], None] = lambda: None) -> None:
+        """``settle``: the work requests leave for later (folding their answers into the
+        telemetry), done before a window opens and again before it closes, so a window
+        counts exactly its own requests' share of it."""
         self._path = path
+        self._settle = settle
         self._profile: cProfile.Profile | None = None
         self._began = 0.0
         self._windows = 0
@@ -43,6 +48,7 @@ class CallCounter:
     def begin(self) -> None:
         if self._profile is not None:
             self._profile.disable()
+        self._settle()  # what requests before the window left for later is not counted
         self._write({"counting": True})  # the driver waits for this before it sends
         self._profile = cProfile.Profile()
         self._began = time.perf_counter()
@@ -52,6 +58,7 @@ class CallCounter:
         profile = self._profile
         if profile is None:
             return
+        self._settle()  # and what the window's requests left for later is
         profile.disable()
         seconds = time.perf_counter() - self._began
         self._profile = None
@@ -76,12 +83,14 @@ class CallCounter:
         partial.replace(self._path)
 
 
-def install(loop: asyncio.AbstractEventLoop) -> CallCounter | None:
+def install(
+    loop: asyncio.AbstractEventLoop, settle: Callable[[], None] = lambda: None
+) -> CallCounter | None:
     """The counter's signal handlers, when ``$GATEWAY_CALL_COUNT`` names a file; else None."""
     target = os.environ.get(ENV)
     if not target:
         return None
-    counter = CallCounter(Path(target))
+    counter = CallCounter(Path(target), settle)
     loop.add_signal_handler(signal.SIGUSR1, counter.begin)
     loop.add_signal_handler(signal.SIGUSR2, counter.end)
     return counter

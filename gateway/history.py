@@ -20,7 +20,7 @@ All times shown are wall-clock (``clock.wall()``); durations use ``clock.now()``
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,6 +80,9 @@ class HistoryRecorder:
         self.samples = SampleRing(keep_samples)
         self.events = EventLog(keep_events)
         self._second = {m: SecondCounts() for m in models}
+        # runs before a sample reads the second's counts: the gateway folds the answers
+        # recorded since (`gateway.telemetry.answers`) into them
+        self.before_read: Callable[[], None] = _nothing
         self._sampled_at = clock.now()
         self._seen: dict[str, _Seen] = {r.id: _Seen() for r in registry.replicas()}
         self._verified: dict[str, tuple[bool, str]] = {}
@@ -93,12 +96,18 @@ class HistoryRecorder:
     # --- inputs -------------------------------------------------------------------------
 
     def observe(
-        self, model: str, status: int, latency_s: float, degraded: str | None, served_by: str
+        self,
+        model: str,
+        status: int,
+        latencies_s: Sequence[float],
+        degraded: str | None,
+        served_by: str,
     ) -> None:
-        """One answer as its client saw it (configured models only; others are ignored)."""
+        """Answers as their clients saw them, alike in all but their latency (configured
+        models only; others are ignored)."""
         second = self._second.get(model)
         if second is not None:
-            second.add(status, latency_s, degraded, served_by.startswith("fallback/"))
+            second.add_all(status, latencies_s, degraded, served_by.startswith("fallback/"))
 
     def record_event(self, kind: str, subject: str, detail: str, level: str = "info") -> None:
         """An event with no hook of its own (a reload), stamped now."""
@@ -150,6 +159,7 @@ class HistoryRecorder:
     # --- the 1 s sample -----------------------------------------------------------------
 
     def sample(self) -> None:
+        self.before_read()
         now, wall = self._clock.now(), self._clock.wall()
         elapsed, self._sampled_at = now - self._sampled_at, now
         models: dict[str, Row] = {}
@@ -342,3 +352,7 @@ def _model_columns(model: str, rows: list[Row]) -> dict[str, Any]:
         for n in names
     }
     return doc
+
+
+def _nothing() -> None:
+    pass

@@ -216,6 +216,10 @@ class GatewayApp:
                 return
         await self._admin(scope, receive, send)
 
+    def _settle(self) -> None:
+        """Folds the answers recorded so far into the running gateway's telemetry."""
+        self.gateway.answers.fold()
+
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
             message = await receive()
@@ -229,7 +233,7 @@ class GatewayApp:
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})
                     return
                 _settle_garbage_collector()
-                install_call_count(asyncio.get_running_loop())  # only with $GATEWAY_CALL_COUNT
+                install_call_count(asyncio.get_running_loop(), self._settle)  # $GATEWAY_CALL_COUNT
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 await asyncio.gather(*self._retiring, return_exceptions=True)

@@ -53,12 +53,13 @@ Timeout = Callable[[str | None, ModelConfig], float]  # header value, model -> s
 
 
 class Observer(Protocol):
-    """Records one answer as the client saw it (`gateway.runtime.Gateway.observe`)."""
+    """Records one answer as the client saw it (`gateway.runtime.Gateway.observe`); ``at``:
+    when (`Clock.now`)."""
 
     def __call__(
         self, model: str, status: int, served_by: str, latency_s: float, degraded: str | None,
         deadline_s: float | None, tenant: str, request_bytes: int, response_bytes: int,
-        rows: int, /,
+        rows: int, at: float, /,
     ) -> None: ...  # fmt: skip
 
 
@@ -195,9 +196,10 @@ class Edge:
     ) -> None:
         """The door has sent the answer (``sent``: its body's bytes; -1 for an error's):
         metrics, SLOs and history record it, the span ends, the log tags go."""
+        now = self._clock.now()
         self._observe(
-            intake.model_name, status, served_by, self._clock.now() - intake.arrived, degraded,
-            intake.client_timeout_s, intake.tenant, intake.received, sent, intake.rows,
+            intake.model_name, status, served_by, now - intake.arrived, degraded,
+            intake.client_timeout_s, intake.tenant, intake.received, sent, intake.rows, now,
         )  # fmt: skip
         intake.span.end(status, served_by or None, degraded)
         unbind_request(intake.log_token)

@@ -9,7 +9,7 @@ of every model with each model's `BurnPolicy`, renders ``/slo`` and shares count
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -45,11 +45,17 @@ class SloTracker:
         self.counted_bad = 0
 
     def record(
-        self, status: int, latency_s: float, degraded: bool = False, deadline_s: float | None = None
+        self,
+        status: int,
+        latency_s: float,
+        degraded: bool = False,
+        deadline_s: float | None = None,
+        wall: float | None = None,
     ) -> None:
         """One request as the client saw it; 4xx answers count as good, 5xx as bad.
 
         A request whose deadline was shorter than the SLO's floor only counts as excluded.
+        ``wall``: when it was answered (None: now).
         """
         if deadline_s is not None and deadline_s < self._min_deadline_s:
             self.excluded += 1
@@ -57,7 +63,7 @@ class SloTracker:
         good = status < 500
         if good and self.config.kind == "latency":
             good = latency_s <= self._threshold_s
-        self.window.add(good, degraded)
+        self.window.add(good, degraded, wall)
         self.counted_total += 1
         self.counted_bad += not good
 
@@ -160,6 +166,9 @@ class SloBook:
         self.trackers = {m: tuple(SloTracker(m, c, clock) for c in cs) for m, cs in slos.items()}
         self._by_key = {t.key: t for ts in self.trackers.values() for t in ts}
         policies = policies or {}
+        # runs before the windows are read: the gateway folds the answers recorded since
+        # (`gateway.telemetry.answers`) into them
+        self.before_read: Callable[[], None] = _nothing
         self.policies = {
             m: BurnPolicy(m, policies.get(m, BurnPolicyConfig()), clock) for m in self.trackers
         }
@@ -172,14 +181,16 @@ class SloBook:
         degraded: bool = False,
         tenant: str | None = None,
         deadline_s: float | None = None,
+        wall: float | None = None,
     ) -> None:
         """One request to ``model`` as the client saw it; SLOs of other tenants ignore it.
 
-        ``deadline_s``: the time the client allowed, for SLOs that exclude short deadlines.
+        ``deadline_s``: the time the client allowed, for SLOs that exclude short deadlines;
+        ``wall``: when it was answered (None: now).
         """
         for tracker in self.trackers.get(model, ()):
             if tracker.config.tenant is None or tracker.config.tenant == tenant:
-                tracker.record(status, latency_s, degraded, deadline_s)
+                tracker.record(status, latency_s, degraded, deadline_s, wall)
 
     def evaluate(self, force: bool = True) -> None:
         """Recomputes burn rates and alerts, then engages or releases each burn policy."""
@@ -190,6 +201,7 @@ class SloBook:
             and now - self._evaluated_at < self._interval
         ):
             return
+        self.before_read()
         self._evaluated_at = now
         wall = self._clock.wall()
         for model, trackers in self.trackers.items():
@@ -237,6 +249,7 @@ class SloBook:
         A model's burn policy keeps its state while its config is unchanged; either way the
         next evaluation engages it if the carried alerts burn.
         """
+        old.before_read()
         carried = []
         for model, trackers in self.trackers.items():
             before = {t.config.name: t for t in old.trackers.get(model, ())}
@@ -254,6 +267,7 @@ class SloBook:
 
     def export_deltas(self) -> dict[str, CounterDelta]:
         """Local events since the last export, as counter deltas for `StateStore.push`."""
+        self.before_read()
         out: dict[str, CounterDelta] = {}
         for key, tracker in self._by_key.items():
             for d in tracker.window.take_deltas():
@@ -279,3 +293,7 @@ class SloBook:
             if target is None or field not in _FIELDS or not parts[2].lstrip("-").isdigit():
                 continue
             target.window.set_remote(parts[1], int(parts[2]), field, value)
+
+
+def _nothing() -> None:
+    pass

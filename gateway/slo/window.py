@@ -190,8 +190,10 @@ class SloWindow:
         self.retention_s = retention_s
         self._coarse.horizon_s = retention_s + COARSE_S
 
-    def add(self, good: bool, degraded: bool = False) -> None:
-        wall = self._clock.wall()
+    def add(self, good: bool, degraded: bool = False, wall: float | None = None) -> None:
+        """One event, in the buckets of ``wall`` (None: now)."""
+        if wall is None:
+            wall = self._clock.wall()
         self._fine.add(wall, good, degraded)
         self._coarse.add(wall, good, degraded)
 

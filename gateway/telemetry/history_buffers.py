@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,13 +39,16 @@ class LatencySketch:
         self.count = 0
 
     def add(self, latency_s: float) -> None:
-        index = 0
-        if latency_s > SKETCH_FLOOR_S:
-            index = (
-                int(math.log(min(latency_s, SKETCH_CEILING_S) / SKETCH_FLOOR_S) / _LOG_GROWTH) + 1
-            )
-        self._buckets[index] = self._buckets.get(index, 0) + 1
-        self.count += 1
+        self.add_all((latency_s,))
+
+    def add_all(self, latencies_s: Iterable[float]) -> None:
+        buckets, log, floor, ceiling = self._buckets, math.log, SKETCH_FLOOR_S, SKETCH_CEILING_S
+        for latency_s in latencies_s:
+            index = 0
+            if latency_s > floor:
+                index = int(log(min(latency_s, ceiling) / floor) / _LOG_GROWTH) + 1
+            buckets[index] = buckets.get(index, 0) + 1
+            self.count += 1
 
     def quantile(self, q: float) -> float | None:
         """The ``q`` quantile in seconds (the geometric middle of its bucket); None if empty."""
@@ -71,14 +74,21 @@ class SecondCounts:
     latency: LatencySketch = field(default_factory=LatencySketch)
 
     def add(self, status: int, latency_s: float, degraded: str | None, fallback: bool) -> None:
-        self.answers += 1
+        self.add_all(status, (latency_s,), degraded, fallback)
+
+    def add_all(
+        self, status: int, latencies_s: Sequence[float], degraded: str | None, fallback: bool
+    ) -> None:
+        """Answers alike in all but their latency (one `add` each)."""
+        n = len(latencies_s)
+        self.answers += n
         if status >= 500:
-            self.errors += 1
+            self.errors += n
         elif degraded is not None:
-            self.degraded += 1
+            self.degraded += n
             if fallback:
-                self.fallback[degraded] += 1
-        self.latency.add(latency_s)
+                self.fallback[degraded] += n
+        self.latency.add_all(latencies_s)
 
     def row(self, elapsed_s: float) -> dict[str, float | None]:
         """Rate per second over ``elapsed_s``, shares of all answers, p50/p99 in ms."""

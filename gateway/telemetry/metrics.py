@@ -13,7 +13,7 @@ Names live in `catalog`. Record from the loop thread only.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
@@ -117,6 +117,23 @@ class Metrics:
         Sizes and ``rows`` are observed where known (-1: not known, as for a body never read,
         a request refused before parsing, or an error answer).
         """
+        self.requests(model, route, status, served_by, degraded_reason, tenant,
+                      (latency_s,), (request_bytes,), (response_bytes,), (rows,))  # fmt: skip
+
+    def requests(
+        self,
+        model: str,
+        route: str,
+        status: int,
+        served_by: str,
+        degraded_reason: str | None,
+        tenant: str,
+        latencies_s: Sequence[float],
+        request_bytes: Sequence[int],
+        response_bytes: Sequence[int],
+        rows: Sequence[int],
+    ) -> None:
+        """Answers alike in all but their latency, sizes and rows (one `request` each)."""
         if tenant not in self._tenants:
             tenant = ANONYMOUS
         key = (model, route, status, served_by, tenant)
@@ -124,16 +141,18 @@ class Metrics:
         if cells is None:
             cells = self._request_cells[key] = self._new_request_cells(key)
         count, duration, per_model = cells
-        count.value += 1
-        duration.observe(latency_s)
-        if request_bytes >= 0:
-            per_model.request_size.observe(request_bytes)
-        if response_bytes >= 0:
-            per_model.response_size.observe(response_bytes)
-        if rows >= 0:
-            per_model.rows.observe(rows)
+        count.value += len(latencies_s)
+        duration.observe_all(latencies_s)
+        for values, buckets in (
+            (request_bytes, per_model.request_size),
+            (response_bytes, per_model.response_size),
+            (rows, per_model.rows),
+        ):
+            known = [v for v in values if v >= 0]
+            if known:
+                buckets.observe_all(known)
         if degraded_reason is not None:
-            self._m.degraded.labels(model, self._reason(degraded_reason)).value += 1
+            self._m.degraded.labels(model, self._reason(degraded_reason)).value += len(latencies_s)
 
     def queued(self, model: str, seconds: float) -> None:
         """Arrival to the first attempt's send, once per request (Triton's queue duration)."""

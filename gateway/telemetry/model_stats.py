@@ -10,6 +10,7 @@ four inferences), ``execution_count`` the successful requests (the gateway does 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,18 +33,29 @@ class ModelStats:
 
     def record(self, model: str, ok: bool, latency_s: float, wall_s: float, rows: int = -1) -> None:
         """One answer; ``rows``: the request's batch size (-1: not known, counted as one)."""
+        self.record_all(model, ok, (latency_s,), wall_s, (rows,))
+
+    def record_all(
+        self,
+        model: str,
+        ok: bool,
+        latencies_s: Sequence[float],
+        last_wall_s: float,
+        rows: Sequence[int],
+    ) -> None:
+        """Answers alike in outcome (one `record` each); ``last_wall_s``: the latest's time."""
         counts = self._models.get(model)
         if counts is None:
             counts = self._models[model] = _Counts()
-        ns = max(0, round(latency_s * NS))
+        ns = sum([max(0, round(latency_s * NS)) for latency_s in latencies_s])
         if ok:
-            counts.success += 1
+            counts.success += len(latencies_s)
             counts.success_ns += ns
-            counts.rows += max(rows, 1)
+            counts.rows += sum([max(r, 1) for r in rows])
         else:
-            counts.fail += 1
+            counts.fail += len(latencies_s)
             counts.fail_ns += ns
-        counts.last_ms = round(wall_s * 1000)
+        counts.last_ms = round(last_wall_s * 1000)
 
     def triton(self, models: dict[str, str]) -> dict[str, Any]:
         """``models``: name -> version, in the order to list them."""

@@ -155,7 +155,8 @@ async def test_a_request_becomes_the_frozen_call_and_its_answer_is_recorded() ->
     assert orjson.loads(result.body)["model_name"] == "digits"  # in the client's names
     (observed,) = setup.observed
     sent = len(result.body)
-    assert observed == ("digits", 200, "r0", 0.25, None, 0.5, "acme", len(BODY), sent, 2)
+    answered = intake.arrived + 0.25  # when it was answered, for the telemetry's stamps
+    assert observed == ("digits", 200, "r0", 0.25, None, 0.5, "acme", len(BODY), sent, 2, answered)
 
 
 async def test_the_models_own_timeout_is_not_the_clients() -> None:

@@ -29,5 +29,5 @@ def test_the_gateway_counts_each_answers_rows() -> None:
     gateway = Gateway(config)
     for _ in range(2):
         gateway.observe("digits", 200, "r0", 0.01, None, rows=4)
-    [entry] = gateway.stats.triton({"digits": "1"})["model_stats"]
+    [entry] = gateway.statistics("digits")["model_stats"]  # folds the recorded answers in
     assert (entry["inference_count"], entry["execution_count"]) == (8, 2)  # Triton: 8 and 2
