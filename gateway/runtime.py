@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -260,8 +260,9 @@ class Gateway:
             doc["fallbacks_refused"] = refused
         return doc
 
-    async def infer(self, call: InferCall) -> InferResult:
-        return await self.pipeline.handler(call)
+    def infer(self, call: InferCall) -> Awaitable[InferResult]:
+        """The pipeline's answer to ``call`` (its awaitable itself: a frame fewer per request)."""
+        return self.pipeline.handler(call)
 
     def observe(
         self,

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Awaitable, Coroutine
+from typing import Any
 
 from gateway.clock import Clock, wait_first
 from gateway.errors import (
@@ -69,7 +71,9 @@ class AttemptLayer:
         self._metrics = metrics
         self.background: set[asyncio.Future[InferResult]] = set()
 
-    async def __call__(self, attempt: Try) -> InferResult:
+    def __call__(self, attempt: Try) -> Awaitable[InferResult]:
+        """The exchange itself where it may take all the time left (no coroutine around it),
+        else the exchange raced against the per-try timeout (`_raced`)."""
         leg, replica, breaker_state = attempt.leg, attempt.replica, attempt.breaker_state
         remaining = leg.call.deadline.remaining()
         if remaining < MIN_TRY_TIMEOUT_S:
@@ -87,7 +91,13 @@ class AttemptLayer:
         )
         exchange = self._exchange(attempt, remaining)
         if patience >= remaining:
-            return await exchange
+            return exchange
+        return self._raced(attempt, exchange, patience)
+
+    async def _raced(
+        self, attempt: Try, exchange: Coroutine[Any, Any, InferResult], patience: float
+    ) -> InferResult:
+        leg, replica = attempt.leg, attempt.replica
         task = asyncio.get_running_loop().create_task(exchange)  # not ensure_future's checks
         try:
             await wait_first(self._clock, (task,), self._clock.now() + patience)

@@ -11,6 +11,8 @@ replica is taken on the leg's `Tries` (tried, counted, its zone taken) and hande
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from gateway.clock import Clock
 from gateway.errors import NoReplicaAvailable
 from gateway.pipeline.call import InferResult, Leg, Try, TryHandler
@@ -24,7 +26,9 @@ class BalanceLayer:
         self._clock = clock
         self._inner = inner
 
-    async def __call__(self, leg: Leg) -> InferResult:
+    def __call__(self, leg: Leg) -> Awaitable[InferResult]:
+        """The chosen replica's attempt, handed on as it is (no coroutine of its own); with no
+        replica to try, `NoReplicaAvailable` is raised at once."""
         tries = leg.tries
         candidates = eligible(tries.pool, tries.tried, self._clock.now())
         taken = tries.zones
@@ -36,11 +40,11 @@ class BalanceLayer:
             breaker = replica.breaker
             if breaker is None or breaker.closed:  # the hot path: no permit to take
                 tries.take(replica)
-                return await self._inner(Try(leg, replica, "closed"))
+                return self._inner(Try(leg, replica, "closed"))
             state = breaker.state()
             if breaker.acquire():
                 tries.take(replica)
-                return await self._inner(Try(leg, replica, state))
+                return self._inner(Try(leg, replica, state))
             candidates.remove(replica)
         if tries.pool.paused is not None:  # an operator's pause: say so, not "down"; who paused
             # it and why stay in the keyed /admin/state (a reason may name a node or a person)

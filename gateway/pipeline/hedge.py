@@ -58,7 +58,7 @@ class HedgeLayer:
             if primary.done() or not self._retry.pay_hedge(leg):
                 return await primary
             self.hedges_sent += 1
-            hedge = asyncio.ensure_future(self._inner(leg))
+            hedge = asyncio.ensure_future(self._second(leg))
             tasks.add(hedge)
             won_before = self.hedges_won
             result = await self._first_good(primary, hedge)
@@ -68,6 +68,11 @@ class HedgeLayer:
             for task in tasks:
                 if not task.done():
                     task.cancel()
+
+    async def _second(self, leg: Leg) -> InferResult:
+        """The hedge's copy: a refusal to start one (no other replica) is the copy's failure,
+        as the primary's answer may still be good."""
+        return await self._inner(leg)
 
     async def _first_good(
         self, primary: asyncio.Future[InferResult], hedge: asyncio.Future[InferResult]

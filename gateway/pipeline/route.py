@@ -8,12 +8,16 @@ per-pool leg: retry, hedge, balance, attempt. A leg's request is in its pool's d
 The router counts each request once towards the retry budget's allowance (``count``): a vote's
 k legs are one request, not k; every send beyond a leg's first is paid from that budget below
 (retries, hedges, a vote's tie-breaks).
+
+A route has nothing to do once its leg is under way, so its ``__call__`` is a plain function
+that returns the leg's awaitable: no coroutine of its own in every request's await chain (each
+frame in that chain is created, resumed at every wake-up, and torn down).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from gateway.pipeline.call import Handler, InferCall, InferResult, Leg, LegHandler, Tries
 from gateway.upstream.registry import Pool, Registry
@@ -31,11 +35,11 @@ class SingleRoute:
         self._leg = leg
         self._count = count
 
-    async def __call__(self, call: InferCall) -> InferResult:
+    def __call__(self, call: InferCall) -> Awaitable[InferResult]:
         if self._count is not None:
             self._count()
         pool = self._registry.pools[call.model.pools[0]]
-        return await self._leg(Leg(speak(call, pool), Tries(call.ledger, pool)))
+        return self._leg(Leg(speak(call, pool), Tries(call.ledger, pool)))
 
 
 class Router:
@@ -43,10 +47,10 @@ class Router:
         self._routes = dict(routes)
         self._count = count
 
-    async def __call__(self, call: InferCall) -> InferResult:
+    def __call__(self, call: InferCall) -> Awaitable[InferResult]:
         self._count()
         route = "rollout" if call.model.rollout is not None else call.model.route
-        return await self._routes[route](call)
+        return self._routes[route](call)
 
 
 class Counted:
@@ -59,9 +63,9 @@ class Counted:
         self._route = route
         self._count = count
 
-    async def __call__(self, call: InferCall) -> InferResult:
+    def __call__(self, call: InferCall) -> Awaitable[InferResult]:
         self._count()
-        return await self._route(call)
+        return self._route(call)
 
 
 def speak(call: InferCall, pool: Pool) -> InferCall:

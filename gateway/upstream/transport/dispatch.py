@@ -9,7 +9,8 @@ endpoint's protocol (`Http1Transport`, `GrpcTransport`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
+from typing import Any
 
 from gateway.config.endpoint import Endpoint
 from gateway.upstream.transport.base import Transport, UpstreamResponse
@@ -24,7 +25,7 @@ class ProtocolTransport:
     def _of(self, endpoint: Endpoint) -> Transport:
         return self.grpc if endpoint.is_grpc else self.http
 
-    async def request(
+    def request(
         self,
         endpoint: Endpoint,
         method: str,
@@ -33,9 +34,10 @@ class ProtocolTransport:
         body: bytes | Body = b"",
         headers: Mapping[str, str] | None = None,
         timeout: float,
-    ) -> UpstreamResponse:
+    ) -> Coroutine[Any, Any, UpstreamResponse]:
+        """The endpoint's transport's exchange, handed on as it is (no coroutine of its own)."""
         transport = self.grpc if endpoint.is_grpc else self.http
-        return await transport.request(
+        return transport.request(
             endpoint, method, path, body=body, headers=headers, timeout=timeout
         )
 

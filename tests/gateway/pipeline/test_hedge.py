@@ -61,3 +61,15 @@ async def test_a_hedge_is_paid_at_the_burn_policys_scale() -> None:
         rig.replica(1).outstanding = 100
         await rig.run()
         assert rig.pipeline.hedge.hedges_sent == hedges
+
+
+async def test_a_hedge_with_no_replica_left_leaves_the_first_copy_to_answer() -> None:
+    # a pool of one: the copy finds no replica it has not tried; that is the copy's failure,
+    # and the first copy's answer, when it comes, is the request's
+    rig = Rig(make_config(replicas=1, hedge={"enabled": True, "min_samples": 5, "min_delay_ms": 1}))
+    rig.transport.behaviours[A] = slow(rig.clock, 0.05)
+    rig.prime(0.005, samples=10)
+    started = rig.clock.now()
+    result = await rig.run()
+    assert result.served_by == "r0" and rig.pipeline.hedge.hedges_sent == 1
+    assert rig.clock.now() - started == pytest.approx(0.05)
