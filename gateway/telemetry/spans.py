@@ -57,7 +57,8 @@ class TracedRequest:
     """The gateway's server span; records only when sampled and an exporter is configured."""
 
     __slots__ = ("_attempts", "_attributes", "_current", "_ended", "_parent", "_recorder",
-                 "_start_ns", "span_id", "trace_id", "traceparent", "tracestate")  # fmt: skip
+                 "_start_ns", "_unrecorded", "span_id", "trace_id", "traceparent",
+                 "tracestate")  # fmt: skip
 
     def __init__(
         self,
@@ -77,11 +78,18 @@ class TracedRequest:
         self._attributes = attributes if self._recorder is not None else None
         self._start_ns = time.time_ns() if self._recorder is not None else 0
         self._current: TracedAttempt | None = None
+        self._unrecorded: UnrecordedAttempt | None = None
         self._attempts = 0
         self._ended = False
 
-    def attempt(self, replica_id: str, attempt_no: int, breaker_state: str) -> TracedAttempt:
+    def attempt(self, replica_id: str, attempt_no: int, breaker_state: str) -> AttemptSpan:
+        """A client span for one attempt, when this request is recorded; else none: the
+        replica continues this request's context (no span id drawn, nothing formatted)."""
         self._attempts += 1
+        if self._recorder is None:
+            if self._unrecorded is None:
+                self._unrecorded = UnrecordedAttempt(self.traceparent, self.tracestate)
+            return self._unrecorded
         self._current = TracedAttempt(self, self._recorder, replica_id, attempt_no, breaker_state)
         return self._current
 
@@ -170,6 +178,22 @@ class TracedAttempt:
         ids = (self._trace_id, self.span_id, self._parent_id, False)
         times = (self._start_ns, time.time_ns())
         self._recorder.record("attempt", SpanKind.CLIENT, ids, times, attributes, status)
+
+
+class UnrecordedAttempt:
+    """An attempt of a request that is not recorded: it carries the request's context on."""
+
+    __slots__ = ("traceparent", "tracestate")
+
+    def __init__(self, traceparent: str, tracestate: str | None) -> None:
+        self.traceparent = traceparent
+        self.tracestate = tracestate
+
+    def inject(self, carrier: dict[str, str] | None = None) -> dict[str, str]:
+        return _inject(carrier, self.traceparent, self.tracestate)
+
+    def end(self, outcome: Outcome) -> None:
+        return None
 
 
 class UntracedRequest:
