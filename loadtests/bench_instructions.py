@@ -4,18 +4,19 @@ CPU seconds per request on a shared virtual machine vary by 15 % and more from r
 which hides any change smaller than that (``loadtests/bench_overhead.py``). The instructions a
 process executes do not depend on what else the machine runs: callgrind counts them, the same
 for the same inputs. Each target (the gateway on one replica and on a pool of three entries,
-the minimal Python proxy, nginx) runs under ``valgrind --tool=callgrind`` with counting off
-while it starts; counting is switched on, ``WARM`` requests warm it, then the counters are
-zeroed, ``REQUESTS`` requests are sent at ``CONCURRENCY`` to the one real replica, and the
-total is dumped. The background's rate (probes, samplers), counted in a window without
-requests before, is taken off for the requests' window's length (`count`); the share taken
-off is printed. Under callgrind a loaded machine stretches the window, and with it that share,
-the one part of the figure that is estimated rather than counted.
+the minimal Python proxy, nginx, and uvicorn answering a fixed reply with no upstream: the
+server's own floor, `loadtests/uvicorn_floor.py`) runs under ``valgrind --tool=callgrind`` with
+counting off while it starts; counting is switched on, ``WARM`` requests warm it, then the
+counters are zeroed, ``REQUESTS`` requests are sent at ``CONCURRENCY`` to the one real replica,
+and the total is dumped. The background's rate (probes, samplers), counted in a window without
+requests before, is taken off for the requests' window's length (`count`); the share taken off
+is printed. Under callgrind a loaded machine stretches the window, and with it that share, the
+one part of the figure that is estimated rather than counted.
 
 Instructions are not time (a cache miss costs no instruction), so this is the ratio of work,
 not of seconds; both are printed in ``make bench``'s runs beside each other. Under callgrind a
-process runs some fifty times slower, so the counts are of few requests and the run takes a
-few minutes. Run: ``.venv/bin/python loadtests/bench_instructions.py``.
+process runs some fifty times slower, so the counts are of few requests and the run takes a few
+minutes. Run: ``.venv/bin/python loadtests/bench_instructions.py``.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from loadtests.bench_overhead import MODEL, body, floor
 from loadtests.gateway_counters import scrape
 from loadtests.loadgen import LoadResult, closed_loop
 from loadtests.results_file import save
-from loadtests.stack import Proc, Stack, pool_config
+from loadtests.stack import ROOT, Proc, Stack, free_port, pool_config
 
 REQUESTS = 400  # per target, counted
 WARM = 100  # per target, before the count: connections, caches, the schema
@@ -153,6 +154,14 @@ def _load(url: str, path: str, payload: bytes, n: int) -> LoadResult:
     )  # fmt: skip
 
 
+def server_floor(stack: Stack, **start: Any) -> Proc:
+    """uvicorn as the gateway runs it, answering a fixed reply (`loadtests/uvicorn_floor.py`):
+    what a uvicorn-based gateway pays per request before any work of its own."""
+    port = free_port()
+    argv = [sys.executable, str(ROOT / "loadtests" / "uvicorn_floor.py"), "--port", str(port)]
+    return stack.start("uvicorn-floor", argv, f"http://127.0.0.1:{port}", "/ready", **start)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", help="only this target (repeatable)")
@@ -184,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
             ),
             "floor": lambda: (floor(stack, replica, **under), direct_path),
             "nginx": lambda: (stack.nginx([replica.url], **under), direct_path),
+            "uvicorn, no upstream": lambda: (server_floor(stack, **under), direct_path),
         }
         for name, start in targets.items():
             if args.only and name not in args.only:
