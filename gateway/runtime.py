@@ -103,7 +103,7 @@ class Gateway:
         )
         events.add(self.history)
         self.rollouts = rollouts_for(  # candidates beside models' pools (shared progress)
-            config.models, self.clock, self.rng, self.shared, self.slo.fast_burn, self.metrics
+            config.models, self.clock, self.rng, self.shared, self.slo.burning, self.metrics
         )
         self.metadata = MetadataCache()
         self._transport = transport

@@ -215,6 +215,12 @@ class SloBook:
         self.evaluate(force=False)
         return any(t.fast_burn for t in self.trackers.get(model, ()))
 
+    def burning(self, model: str) -> bool:
+        """Whether a page alert of ``model`` fired at the last evaluation, evaluating nothing:
+        the request path's read (a rollout judged as its requests are answered); the
+        background roller evaluates."""
+        return any(t.fast_burn for t in self.trackers.get(model, ()))
+
     def adjustment(self, model: str) -> PolicyAdjustment:
         """The policy adjustment in force for ``model`` (`NORMAL` unless its policy engaged)."""
         self.evaluate(force=False)

@@ -132,6 +132,20 @@ def test_fast_burn_verdict_is_cached_between_evaluations() -> None:
     assert book.fast_burn("digits")
 
 
+def test_the_request_paths_read_of_a_burn_evaluates_nothing() -> None:
+    book, clock = _book()
+    folds: list[float] = []
+    book.before_read = lambda: folds.append(clock.now())
+    traffic(book, clock, 600)
+    book.evaluate()
+    for _ in range(100):
+        book.record("digits", 503, 0.01)
+    clock.advance(5.0)  # long past the interval: still the last evaluation's verdict
+    assert not book.burning("digits") and len(folds) == 1
+    book.evaluate()  # the background roller's
+    assert book.burning("digits") and len(folds) == 2
+
+
 def test_slo_document_is_json_with_everything() -> None:
     book, clock = _book(
         AVAILABILITY, SloConfig(name="p99", kind="latency", objective=0.99, threshold_ms=250)
