@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from gateway import __version__
+from gateway.answered import answer_tape
 from gateway.clock import Clock, MonotonicClock
 from gateway.config.models import GatewayConfig, ModelConfig
 from gateway.errors import NoReplicaAvailable, NotFound, UpstreamError
@@ -34,8 +35,7 @@ from gateway.readiness import FallbackFit, Readiness, gateway_readiness, model_r
 from gateway.rollout.wiring import rollout_ticker, rollouts_for
 from gateway.shared_state import SharedState
 from gateway.slo.engine import SloBook
-from gateway.telemetry.answers import AT, Answer, AnswerTape
-from gateway.telemetry.metrics import ANONYMOUS, UNKNOWN_MODEL, Metrics
+from gateway.telemetry.metrics import ANONYMOUS, Metrics
 from gateway.telemetry.model_stats import ModelStats
 from gateway.telemetry.slo_metrics import slo_gauges
 from gateway.telemetry.topology import Topology
@@ -111,10 +111,8 @@ class Gateway:
         self._services: list[Any] = []
         self.accelerators: AcceleratorSampler | None = None  # pools with `accelerator:` only
         self.draining: str | None = None  # why readiness says no while requests are served
-        # answers recorded by the request path, folded into the telemetry before each read
-        self.answers = AnswerTape(self._fold, self.clock)
-        self.slo.before_read = self.history.before_read = self.answers.fold
-        self.metrics.on_scrape(self.answers.fold)  # first: the other hooks read what it folds
+        self.answers = answer_tape(config.models, self.metrics, self.slo, self.stats,
+                                   self.history, self.clock)  # fmt: skip
         self._install_scrape_hooks()
 
     @property
@@ -283,48 +281,11 @@ class Gateway:
         ``deadline_s``: the time the client allowed; SLOs exclude deadlines under their floor.
         ``tenant``: who asked (a configured tenant or ANONYMOUS); a tenant's SLOs count only
         its requests. Bodies' sizes and the request's rows: -1 where not known. ``at``: when
-        it was answered (`Clock.now`; None: now). Recorded on `answers`, folded in by `_fold`
-        before anything reads them.
+        (`Clock.now`; None: now). Recorded on `answers` (`gateway.answered`).
         """
-        self.answers.answers.append((
-            model, status, served_by, degraded, tenant, latency_s, deadline_s, request_bytes,
-            response_bytes, rows, self.clock.now() if at is None else at,
-        ))  # fmt: skip
-
-    def _fold(self, answers: list[Answer], now: float, wall: float) -> None:
-        """Recorded answers into the metrics, SLOs, statistics and history, those alike
-        together; ``now`` and ``wall``: one instant on both clocks, to date each answer."""
-        alike: dict[tuple[str, int, str, str | None, str], list[Answer]] = {}
-        for answer in answers:
-            key = answer[:5]
-            group = alike.get(key)
-            if group is None:
-                alike[key] = [answer]
-            else:
-                group.append(answer)
-        # in the order of their last answers: the statistics' last stamp is the latest answer's
-        for (model, status, served_by, degraded, tenant), group in sorted(
-            alike.items(), key=_last_answered
-        ):
-            latencies = [a[5] for a in group]
-            config = self.config.models.get(model)
-            if config is None:
-                self.metrics.requests(UNKNOWN_MODEL, "none", status, served_by, None, tenant,
-                                      latencies, (), (), ())  # fmt: skip
-                continue
-            route = "fallback" if served_by.startswith("fallback/") else config.route
-            rows = [a[9] for a in group]
-            self.metrics.requests(
-                model, route, status, served_by if route == "single" else route, degraded,
-                tenant, latencies, [a[7] for a in group], [a[8] for a in group], rows,
-            )  # fmt: skip
-            if self.slo.trackers.get(model):  # only where SLOs are set: per answer, dated
-                bad = degraded is not None
-                for a in group:
-                    self.slo.record(model, status, a[5], bad, tenant, a[6], wall - (now - a[AT]))
-            last_wall = wall - (now - group[-1][AT])
-            self.stats.record_all(model, status == 200, latencies, last_wall, rows)
-            self.history.observe(model, status, latencies, degraded, served_by)
+        answer = (model, status, served_by, degraded, tenant, latency_s, deadline_s, request_bytes,
+                  response_bytes, rows, self.clock.now() if at is None else at)  # fmt: skip
+        self.answers.answers.append(answer)
 
     # --- Triton/KServe parity: repository index, model config, statistics ----------------
 
@@ -426,10 +387,6 @@ class Gateway:
             self.metrics.set_slo(slo_gauges(self.slo.to_json()))
 
         self.metrics.on_scrape(refresh)
-
-
-def _last_answered(item: tuple[object, list[Answer]]) -> float:
-    return item[1][-1][AT]
 
 
 def _topology(config: GatewayConfig, locate: Callable[[str], str | None]) -> Topology:

@@ -3,7 +3,7 @@
 A request used to update the metrics series, the Triton statistics and the dashboard's
 counts itself as it was answered: a few dozen calls each time, paid on every request. Now
 the edge appends one `Answer` to an `AnswerTape` and returns; `AnswerTape.fold` hands every
-answer since the previous fold to the telemetry (`gateway.runtime.Gateway`'s ``_fold``), in
+answer since the previous fold to the telemetry (`gateway.answered.AnswerFold`), in
 the order they were answered, before anything reads it (a scrape, the statistics endpoint,
 the dashboard's sample, an SLO evaluation) and once a second besides, which bounds the
 tape's length. Every reader folds first, so what it reports is what it reported when each

@@ -73,13 +73,10 @@ class SecondCounts:
     fallback: Counter[str] = field(default_factory=Counter)  # fallback answers by reason
     latency: LatencySketch = field(default_factory=LatencySketch)
 
-    def add(self, status: int, latency_s: float, degraded: str | None, fallback: bool) -> None:
-        self.add_all(status, (latency_s,), degraded, fallback)
-
     def add_all(
         self, status: int, latencies_s: Sequence[float], degraded: str | None, fallback: bool
     ) -> None:
-        """Answers alike in all but their latency (one `add` each)."""
+        """Answers alike in all but their latency."""
         n = len(latencies_s)
         self.answers += n
         if status >= 500:
