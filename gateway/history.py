@@ -82,7 +82,7 @@ class HistoryRecorder:
         self._second = {m: SecondCounts() for m in models}
         # runs before a sample reads the second's counts: the gateway folds the answers
         # recorded since (`gateway.telemetry.answers`) into them
-        self.before_read: Callable[[], None] = _nothing
+        self.before_read: Callable[[], None] = lambda: None
         self._sampled_at = clock.now()
         self._seen: dict[str, _Seen] = {r.id: _Seen() for r in registry.replicas()}
         self._verified: dict[str, tuple[bool, str]] = {}
@@ -352,7 +352,3 @@ def _model_columns(model: str, rows: list[Row]) -> dict[str, Any]:
         for n in names
     }
     return doc
-
-
-def _nothing() -> None:
-    pass

@@ -168,7 +168,7 @@ class SloBook:
         policies = policies or {}
         # runs before the windows are read: the gateway folds the answers recorded since
         # (`gateway.telemetry.answers`) into them
-        self.before_read: Callable[[], None] = _nothing
+        self.before_read: Callable[[], None] = lambda: None
         self.policies = {
             m: BurnPolicy(m, policies.get(m, BurnPolicyConfig()), clock) for m in self.trackers
         }
@@ -213,7 +213,7 @@ class SloBook:
 
     def fast_burn(self, model: str) -> bool:
         self.evaluate(force=False)
-        return any(t.fast_burn for t in self.trackers.get(model, ()))
+        return self.burning(model)
 
     def burning(self, model: str) -> bool:
         """Whether a page alert of ``model`` fired at the last evaluation, evaluating nothing:
@@ -299,7 +299,3 @@ class SloBook:
             if target is None or field not in _FIELDS or not parts[2].lstrip("-").isdigit():
                 continue
             target.window.set_remote(parts[1], int(parts[2]), field, value)
-
-
-def _nothing() -> None:
-    pass
