@@ -1,13 +1,13 @@
 """Answers as the request path records them: one tuple appended each, folded in off the path.
 
-A request used to update the metrics series, the Triton statistics and the dashboard's
-counts itself as it was answered: a few dozen calls each time, paid on every request. Now
-the edge appends one `Answer` to an `AnswerTape` and returns; `AnswerTape.fold` hands every
+Updating the metrics series, the Triton statistics and the dashboard's counts as each request
+is answered takes a few dozen calls, paid on every request. Instead the edge appends one
+`Answer` to an `AnswerTape` and returns; `AnswerTape.fold` hands every
 answer since the previous fold to the telemetry (`gateway.answered.AnswerFold`), in
 the order they were answered, before anything reads it (a scrape, the statistics endpoint,
 the dashboard's sample, an SLO evaluation) and once a second besides, which bounds the
-tape's length. Every reader folds first, so what it reports is what it reported when each
-request updated it directly; only its cost moved.
+tape's length. Every reader folds first, so what it reports is what per-request updates
+would have made it; only the cost moves off the path.
 
 The fold takes answers alike (same model, status, replica, degradation, tenant) together:
 one lookup of their series and one update of each counter, and histograms that sort a batch
