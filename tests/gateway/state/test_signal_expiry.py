@@ -22,6 +22,7 @@ from tests.support.redis_server import TEST_TIMEOUT_S, RedisServer, new_namespac
 
 WAIT_BOUND_S = 10.0  # for what must happen within a second or two, on a busy CI machine
 SOON_S = 1.0  # a signal that is to expire during a test does so this long after it starts
+LATER_S = 3.0  # the same, where more than one call must land before it does
 
 
 def _signal(
@@ -89,16 +90,17 @@ async def test_an_expired_signal_leaves_the_pull_and_a_fresh_one_stays(
 
 
 async def test_expiry_never_lets_an_older_signal_win(store: StateStore, clock: FakeClock) -> None:
+    soon = LATER_S  # two pushes must land before the newer expires: a starved Cluster is slow
     t0 = clock.wall()
-    newer = _signal("r1", 2, _ago(clock, SOON_S), origin="b")
+    newer = _signal("r1", 2, _ago(clock, soon), origin="b")
     # older by epoch, but it lives longer: its ejection ended later than the newer's stamp
-    older = _signal("r1", 1, _ago(clock, 0.5), origin="a", until=_ago(clock, 2 * SOON_S))
+    older = _signal("r1", 1, _ago(clock, 0.5), origin="a", until=_ago(clock, 2 * soon))
     await store.push(PushBatch("b", 1, signals=(newer,)))
     assert (await store.push(PushBatch("a", 1, signals=(older,)))).stale == ("r1",)
-    await _wait_past(store, clock, t0 + SOON_S)  # the newer has expired, the older has not
+    await _wait_past(store, clock, t0 + soon)  # the newer has expired, the older has not
     assert (await store.push(PushBatch("a", 2, signals=(older,)))).stale == ("r1",)
     assert (await store.pull()).signals["r1"] == newer  # kept for its order, not applied
-    await _wait_past(store, clock, t0 + 2 * SOON_S)  # now both have: the entry goes
+    await _wait_past(store, clock, t0 + 2 * soon)  # now both have: the entry goes
     assert (await store.push(PushBatch("a", 3, signals=(older,)))).stale == ()
     assert "r1" not in (await store.pull()).signals  # the older one did not come back
 
