@@ -23,6 +23,8 @@ from gateway.telemetry.tracecontext import (
     TRACEPARENT,
     TRACESTATE,
     TraceParent,
+    clean_traceparent,
+    clean_tracestate,
     format_traceparent,
     new_span_id,
 )
@@ -197,14 +199,22 @@ class UnrecordedAttempt:
 
 
 class UntracedRequest:
-    """Tracing disabled: originate and echo nothing, forward the caller's headers unchanged."""
+    """Tracing disabled: originate and echo nothing, forward the caller's context as it came
+    when it is valid (a ``tracestate`` only beside a valid ``traceparent``, as W3C says), and
+    nothing of it otherwise (`gateway.telemetry.tracecontext`)."""
 
     __slots__ = ("_forward",)
     trace_id = None
     traceparent = None
 
     def __init__(self, headers: Mapping[str, str]) -> None:
-        self._forward = {k: headers[k] for k in (TRACEPARENT, TRACESTATE) if k in headers}
+        self._forward: dict[str, str] = {}
+        traceparent = clean_traceparent(headers.get(TRACEPARENT))
+        if traceparent is not None:
+            self._forward[TRACEPARENT] = traceparent
+            tracestate = clean_tracestate(headers.get(TRACESTATE))
+            if tracestate is not None:
+                self._forward[TRACESTATE] = tracestate
 
     def attempt(self, replica_id: str, attempt_no: int, breaker_state: str) -> UntracedRequest:
         return self

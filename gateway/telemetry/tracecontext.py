@@ -4,6 +4,12 @@ The gateway propagates and echoes trace context on every request, recorded or no
 with strings costs about a microsecond; going through the SDK's propagator and spans costs
 tens (see ``loadtests/bench_telemetry.py``). Ids stay lowercase hex strings, the wire format,
 and become integers only when a span is exported.
+
+Both headers come from anyone and go on to the replicas, so nothing of them is forwarded
+unless it has the W3C syntax (`parse_traceparent`, `clean_tracestate`): a CR, LF, NUL or any
+byte outside printable ASCII never reaches a replica's request line, headers or gRPC metadata.
+The SDK's own ``TraceState.from_header`` is not used for ``tracestate``: it logs a warning
+quoting each bad member, a log line any client could make the gateway write per request.
 """
 
 from __future__ import annotations
@@ -16,12 +22,24 @@ from typing import Final
 TRACEPARENT: Final = "traceparent"
 TRACESTATE: Final = "tracestate"
 MAX_TRACESTATE = 512  # W3C: a vendor may drop a longer tracestate
-_TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?")
+MAX_TRACESTATE_MEMBERS = 32  # W3C: a list holds at most 32 list-members
+# A future version's fields after the flags are opaque, but printable ASCII like the rest.
+_TRACEPARENT = re.compile(
+    r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-[\x20-\x7e]*)?"
+)
 _VERSION_00 = re.compile(r"00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 _SAMPLED_DIGITS = frozenset("13579bdf")  # the flags byte's low bit is "sampled"
 _INVALID_TRACE = "0" * 32
 _INVALID_SPAN = "0" * 16
 _ID_LIMIT = 2**64  # TraceIdRatioBased compares the low 64 bits of the trace id
+# A tracestate list-member, as W3C Trace Context (Level 2) writes it: a key of lower-case
+# letters, digits and ``_-*/@`` starting with a letter or digit (at most 256), "=", a value of
+# printable ASCII but "," and "=", ending in a non-space (at most 256). Level 1's keys are
+# among these.
+_KEY = r"[a-z0-9][a-z0-9_\-*/@]{0,255}"
+_VALUE = r"[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e]"
+_MEMBER = re.compile(f"({_KEY})={_VALUE}")
+_OWS = " \t"  # optional whitespace around a list-member
 
 
 @dataclass(slots=True)
@@ -38,7 +56,7 @@ def parse_traceparent(value: str | None) -> TraceParent | None:
     if not value:
         return None
     if len(value) != 55 or _VERSION_00.fullmatch(value) is None:  # fast path: version 00
-        match = _TRACEPARENT.fullmatch(value.strip(" \t"))
+        match = _TRACEPARENT.fullmatch(value.strip(_OWS))
         if match is None or match.group(1) == "ff":
             return None
         if match.group(1) == "00" and match.group(5) is not None:
@@ -54,11 +72,39 @@ def format_traceparent(trace_id: str, span_id: str, sampled: bool) -> str:
     return f"00-{trace_id}-{span_id}-{'01' if sampled else '00'}"
 
 
+def clean_traceparent(value: str | None) -> str | None:
+    """The header to forward as it came (less surrounding whitespace) when valid, else None."""
+    if parse_traceparent(value) is None:
+        return None
+    assert value is not None  # a parsed header was given
+    return value.strip(_OWS)
+
+
 def clean_tracestate(value: str | None) -> str | None:
-    """Forwarded unchanged when present and not over the W3C limit; the gateway adds nothing."""
+    """The ``tracestate`` to forward: its list-members in order, joined by commas, when the
+    whole header has the W3C syntax (at most `MAX_TRACESTATE` characters and
+    `MAX_TRACESTATE_MEMBERS` members, each key once); else None, and nothing is forwarded.
+
+    Empty members and the whitespace around members, which W3C allows, are left out: the
+    list is the same, and a tab (legal in HTTP, not in gRPC metadata) never goes on. The
+    gateway adds no member of its own.
+    """
     if not value or len(value) > MAX_TRACESTATE:
         return None
-    return value
+    members = []
+    keys = set()
+    for part in value.split(","):
+        member = part.strip(_OWS)
+        if not member:
+            continue
+        match = _MEMBER.fullmatch(member)
+        if match is None or match.group(1) in keys:
+            return None
+        keys.add(match.group(1))
+        members.append(member)
+    if not members or len(members) > MAX_TRACESTATE_MEMBERS:
+        return None
+    return ",".join(members)
 
 
 def new_trace_id() -> str:

@@ -5,6 +5,7 @@ import pytest
 from gateway.telemetry.tracecontext import (
     RootSampler,
     TraceParent,
+    clean_traceparent,
     clean_tracestate,
     format_traceparent,
     new_span_id,
@@ -58,10 +59,71 @@ def test_ids_are_lowercase_hex_of_the_right_length_and_written_back_as_w3c() -> 
     assert len({new_span_id() for _ in range(1000)}) == 1000
 
 
-def test_tracestate_is_forwarded_unless_over_the_limit() -> None:
-    assert clean_tracestate("congo=t61rcWkgMzE") == "congo=t61rcWkgMzE"
-    assert clean_tracestate("x" * 600) is None
-    assert clean_tracestate(None) is None
+def test_a_future_versions_extra_fields_must_be_printable() -> None:
+    assert parse_traceparent(f"01-{TRACE}-{SPAN}-01-a b~") == TraceParent(TRACE, SPAN, True)
+    for bad in ("\x00", "\x7f", "\x0b", "\r\nx-evil: 1", "é"):
+        assert parse_traceparent(f"01-{TRACE}-{SPAN}-01-{bad}") is None, repr(bad)
+
+
+def test_a_valid_traceparent_is_forwarded_as_it_came_and_an_invalid_one_not_at_all() -> None:
+    header = f"00-{TRACE}-{SPAN}-01"
+    assert clean_traceparent(header) == header
+    assert clean_traceparent(f" {header}\t") == header
+    assert clean_traceparent(f"{header}\r\nx-evil: 1") is None
+    assert clean_traceparent(f"{header}\x00") is None
+    assert clean_traceparent(None) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "forwarded"),
+    [
+        ("congo=t61rcWkgMzE", "congo=t61rcWkgMzE"),
+        ("rojo=00f067aa0ba902b7,congo=t61rcWkgMzE", "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE"),
+        ("rojo=1 ,\t congo=2", "rojo=1,congo=2"),  # whitespace around members is not kept
+        ("rojo=1,,  ,congo=2,", "rojo=1,congo=2"),  # nor empty members
+        ("tenant@vendor=1,a_b-c*d/e=2,0k=3", "tenant@vendor=1,a_b-c*d/e=2,0k=3"),
+        ("k= leading spaces stay", "k= leading spaces stay"),
+        ("k=!~\"#$%&'()*+-./:;<>?@[]^_`{|}", "k=!~\"#$%&'()*+-./:;<>?@[]^_`{|}"),
+        ("k=" + "v" * 256, "k=" + "v" * 256),
+        (",".join(f"k{i}=v" for i in range(32)), ",".join(f"k{i}=v" for i in range(32))),
+    ],
+)
+def test_a_valid_tracestate_is_forwarded(value: str, forwarded: str) -> None:
+    assert clean_tracestate(value) == forwarded
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        "",
+        " , ,",
+        "a=b\r\nx-evil: 1",  # CR/LF: header injection (and an HTTP/1.1 client's refusal)
+        "a=b\nc",
+        "a=b\x00c",  # NUL, VT, DEL, other controls
+        "a=b\x0bc",
+        "a=b\x7fc",
+        "a=b\tc",  # a tab is whitespace between members only
+        "a=\xe9",  # not ASCII
+        "a=é",
+        "x" * 600,  # over 512 characters
+        "k=" + "v" * 257,  # a value over 256 characters
+        "k" * 257 + "=v",  # a key over 256
+        ",".join(f"k{i}=v" for i in range(33)),  # 33 members
+        "a=1,a=2",  # a key twice
+        "novalue",
+        "k=",
+        "k=   ",  # a value ends in a non-space
+        "k=a=b",
+        "K=v",  # keys are lower-case
+        "_k=v",
+        "-k=v",
+        "k v=1",
+        "a=1,bad",  # one bad member drops the whole header
+    ],
+)
+def test_a_tracestate_that_is_not_w3c_is_dropped_whole(value: str | None) -> None:
+    assert clean_tracestate(value) is None
 
 
 def test_the_sampler_follows_the_parent_else_keeps_a_ratio_of_traces() -> None:

@@ -174,6 +174,29 @@ def test_disabled_tracing_forwards_the_callers_headers_and_echoes_nothing(
     assert exporter.get_finished_spans() == ()
 
 
+@pytest.mark.parametrize("enabled", [True, False])
+@pytest.mark.parametrize("sampled", [True, False])
+def test_a_tracestate_that_is_not_w3c_never_reaches_a_replica(
+    exporter: InMemorySpanExporter, enabled: bool, sampled: bool
+) -> None:
+    tracer = Tracer(TracingConfig(enabled=enabled), exporter=exporter)
+    parent = INCOMING if sampled else INCOMING[:-2] + "00"
+    for bad in ("a=b\r\nx-evil: 1", "a=b\x00c", "a=b\x0bc", "a=b\x7fc", "a=é"):
+        span = tracer.start_request({"traceparent": parent, "tracestate": bad}, "digits")
+        sent = span.attempt("r1", 1, "closed").inject()
+        assert "tracestate" not in sent and "tracestate" not in span.inject(), (bad, sent)
+        assert parse_traceparent(sent["traceparent"]) is not None
+    span = tracer.start_request({"traceparent": parent, "tracestate": " k=v ,\tj=w,"}, "digits")
+    assert span.attempt("r1", 1, "closed").inject()["tracestate"] == "k=v,j=w"
+
+
+def test_disabled_tracing_forwards_no_invalid_traceparent() -> None:
+    tracer = Tracer(TracingConfig(enabled=False))
+    for bad in (INCOMING + "\r\nx-evil: 1", INCOMING[:-1] + "\x00", "garbage"):
+        span = tracer.start_request({"traceparent": bad, "tracestate": "k=v"}, "digits")
+        assert span.attempt("r1", 1, "closed").inject() == {}, repr(bad)
+
+
 def test_the_batch_processor_exports_on_flush_and_shutdown(exporter: InMemorySpanExporter) -> None:
     tracer = Tracer(exporter=exporter, batch=True)
     span = tracer.start_request({}, "digits")
