@@ -24,6 +24,7 @@ import logging
 import grpc
 
 from gateway.api.app import GatewayApp
+from gateway.grpc_door.metadata_log import quiet_non_utf8_metadata
 from gateway.grpc_door.receive import MessageReader
 from gateway.grpc_door.service import V2Service
 from v2proto.grpc.service import generic_handler
@@ -43,6 +44,7 @@ class GrpcDoor:
     def bind(self) -> int:
         """Creates the server and binds its port (not serving yet); `OSError` if it cannot."""
         limits = self._app.gateway.config.server
+        quiet_non_utf8_metadata(self._app.gateway.clock)
         server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", limits.max_body_bytes),
