@@ -11,7 +11,8 @@ them with a 400 naming the input before any replica sees them, by these rules (T
 - BYTES takes strings only.
 - ``data`` is flat (``[1, 2, 3, 4]``) or nested row-major (``[[1, 2], [3, 4]]``): every list at
   one depth has the same length, nesting follows the shape's leading dimensions, and its
-  innermost lists hold the rest of a row; the element count is the shape's.
+  innermost lists hold the rest of a row; the element count is the shape's. The request nests
+  at most `MAX_JSON_DEPTH` levels, its data with it (`gateway.v2.nesting`).
 - a datatype the protocol does not name is refused (``"FLOAT32"``).
 
 Cost: the element types are collected in one C pass (``set(map(type, flat))``) and ranges
@@ -30,6 +31,7 @@ from typing import Any
 
 from gateway.errors import BadRequest
 from gateway.v2.finite import check_json_finite
+from gateway.v2.nesting import DATA_LEVEL, MAX_JSON_DEPTH, too_deep
 
 _NUMBERS = frozenset({int, float})
 _ALLOWED: dict[str, frozenset[type]] = {
@@ -98,6 +100,8 @@ def _flatten(
     while True:
         if types != {list}:
             raise BadRequest(f"input {name!r}: 'data' mixes lists and values at depth {depth + 1}")
+        if DATA_LEVEL + depth >= MAX_JSON_DEPTH:  # the lists in ``level`` are one deeper
+            raise too_deep(f"input {name!r}: 'data'")
         if depth >= len(shape) or len(level) != math.prod(shape[: depth + 1]):
             raise BadRequest(
                 f"input {name!r}: 'data' nested as {_nesting(data)} does not follow shape "

@@ -15,7 +15,8 @@ the whole):
 - no run of 39 digits: every number is below 1e38 in magnitude, so finite in FP32 (and FP64).
 
 This path only accepts. Anything else (integer or boolean datatypes, nested data, a number the
-rules above cannot vouch for, a structure msgspec refuses, an unknown member) returns None and
+rules above cannot vouch for, a structure msgspec refuses, an unknown member, a nesting deeper
+than msgspec recurses: `RecursionError`, `gateway.v2.nesting`) returns None and
 the request is parsed the full way (`gateway.v2.request.parse_infer_request`), which gives the
 precise 400 or accepts it: the verdict is always the full parse's (fuzzed in
 tests/gateway/v2/test_json_fast.py). The header comes back without the inputs' ``data``
@@ -62,7 +63,7 @@ def decode_checked(body: bytes) -> dict[str, Any] | None:
     of numbers that fits its floating-point datatype and shape; else None (parse it whole)."""
     try:
         request = _DECODER.decode(body)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return None
     inputs = []
     for tensor in request.inputs:

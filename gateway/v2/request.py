@@ -3,7 +3,8 @@
 The gateway checks what it can without the model's signature (valid JSON, the shape of the
 message, parameters, binary-extension sizes, the row limit and at least one row, each input and
 each requested output named once, every JSON element against the declared datatype and shape
-(`gateway.v2.elements`), finite floating-point values) so a malformed request gets a precise
+(`gateway.v2.elements`), finite floating-point values, nesting at most `MAX_JSON_DEPTH` levels
+(`gateway.v2.nesting`)) so a malformed request gets a precise
 400 here instead of costing a replica attempt (or a 200 with ``null`` outputs, or a server's
 internal error); the replica checks the rest against its model.
 """
@@ -20,6 +21,14 @@ from gateway.v2.body import Body
 from gateway.v2.elements import ALLOWED_DATATYPES, check_datatype, check_json_data
 from gateway.v2.finite import check_binary_finite
 from gateway.v2.json_fast import decode_checked
+from gateway.v2.nesting import (
+    OUTPUT_MEMBERS,
+    REQUEST_MEMBERS,
+    TENSOR_MEMBERS,
+    check_members,
+    check_values,
+    too_deep,
+)
 from v2proto.codec import HEADER_LENGTH as HEADER_LENGTH
 
 # From this size a JSON body is checked without decoding its numbers, where it can be: below
@@ -95,6 +104,8 @@ def parse_infer_request(
     try:
         header = orjson.loads(json_part)
     except orjson.JSONDecodeError as exc:
+        if str(exc).startswith("depth limit exceeded"):  # orjson's own bound, past ours
+            raise too_deep("request body") from exc
         raise BadRequest(f"request body is not valid JSON: {exc}") from exc
     if not isinstance(header, dict):
         raise BadRequest("request body must be a JSON object")
@@ -116,10 +127,12 @@ def _checked(
     if request_id is not None and type(request_id) is not str:
         raise BadRequest("'id' must be a string")
     if "parameters" in header:
-        _check_parameters(header["parameters"], "'parameters'", "binary_data_output")
+        _check_parameters(header["parameters"], 2, "'parameters'", "binary_data_output")
     _check_inputs(header.get("inputs"), body, start, max_rows, detached_ok)
     if "outputs" in header:
         _check_outputs(header["outputs"])
+    if not header.keys() <= REQUEST_MEMBERS:
+        check_members(header, REQUEST_MEMBERS, 1, "the request")
     return InferRequestInfo(request_id, header, binary_length)
 
 
@@ -167,6 +180,8 @@ def _check_inputs(  # noqa: C901
                     f"input {name!r}: {rows} rows; this model takes at most {max_rows} rows a "
                     "request"
                 )
+        if not tensor.keys() <= TENSOR_MEMBERS:
+            check_members(tensor, TENSOR_MEMBERS, 3, f"input {name!r}")
         parameters = tensor.get("parameters")
         binary_size = None if parameters is None else _binary_size(parameters, name)
         if binary_size is None and detached_ok and "data" not in tensor:
@@ -200,20 +215,24 @@ def _dims(shape: list[Any]) -> bool:
     return True
 
 
-def _check_parameters(parameters: Any, where: str, flag: str | None = None) -> dict[str, Any]:
-    """``parameters`` must be an object; its binary-data ``flag``, if there, a boolean."""
+def _check_parameters(
+    parameters: Any, level: int, where: str, flag: str | None = None
+) -> dict[str, Any]:
+    """``parameters`` (at ``level`` of the request) must be an object, its values nested
+    within the bound; its binary-data ``flag``, if there, a boolean."""
     if parameters is None:
         return {}
     if not isinstance(parameters, dict):
         raise BadRequest(f"{where} must be an object, not {type(parameters).__name__}")
     if flag in parameters and not isinstance(parameters[flag], bool):
         raise BadRequest(f"{where}.{flag} must be true or false")
+    check_values(parameters, level, where)
     return parameters
 
 
 def _binary_size(parameters: Any, name: str) -> int | None:
     where = f"input {name!r}"
-    size = _check_parameters(parameters, f"{where}: 'parameters'").get("binary_data_size")
+    size = _check_parameters(parameters, 4, f"{where}: 'parameters'").get("binary_data_size")
     if size is None:
         return None
     if not isinstance(size, int) or isinstance(size, bool) or size < 0:
@@ -229,7 +248,10 @@ def _check_outputs(outputs: Any) -> None:
     for index, output in enumerate(outputs):
         if not isinstance(output, dict) or not isinstance(output.get("name"), str):
             raise BadRequest(f"outputs[{index}].name must be a string")
-        _check_parameters(output.get("parameters"), f"outputs[{index}].parameters", "binary_data")
+        where = f"outputs[{index}]"
+        _check_parameters(output.get("parameters"), 4, f"{where}.parameters", "binary_data")
+        if not output.keys() <= OUTPUT_MEMBERS:
+            check_members(output, OUTPUT_MEMBERS, 3, where)
     if len(outputs) > 1:
         _check_unique(outputs, "output")
 
