@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import h2.config
@@ -31,6 +32,7 @@ class Ended:
     reset: bool = False
     at: float = 0.0  # time.monotonic() when it ended
     answers: int = 0  # DATA frames received on it (answers of a stream)
+    metadata: dict[str, str] = field(default_factory=dict)  # the headers that carried the status
 
 
 @dataclass
@@ -81,17 +83,25 @@ class H2Client:
                 await self._writer.wait_closed()
 
     def call(
-        self, path: str, data: bytes = b"", *, end: bool = True, timeout: str | None = None
+        self,
+        path: str,
+        data: bytes = b"",
+        *,
+        end: bool = True,
+        timeout: str | None = None,
+        metadata: Sequence[tuple[bytes, bytes]] = (),
     ) -> int:
         """Opens a stream for ``path`` and sends ``data`` (as flow control allows), then ends
-        its side if ``end``; returns the stream id. Nothing sent and ``end``: no message."""
+        its side if ``end``; returns the stream id. Nothing sent and ``end``: no message.
+        ``metadata``: headers sent as they are, unchecked (CR, LF, NUL: what no library sends)."""
         sid = self.conn.get_next_available_stream_id()
         headers = [(":method", "POST"), (":scheme", "http"), (":path", path),
                    (":authority", f"{self.host}:{self.port}"), ("te", "trailers"),
                    ("content-type", "application/grpc")]  # fmt: skip
         if timeout is not None:
             headers.append(("grpc-timeout", timeout))
-        self.conn.send_headers(sid, headers, end_stream=end and not data)
+        raw = [(k.encode(), v.encode()) for k, v in headers] + list(metadata)
+        self.conn.send_headers(sid, raw, end_stream=end and not data)
         self.streams[sid] = _Stream(memoryview(data), end and bool(data))
         self._send_pending()
         self._flush()
@@ -167,7 +177,8 @@ class H2Client:
             headers = {_text(k): _text(v) for k, v in event.headers or ()}
             if "grpc-status" in headers:
                 self._end(event.stream_id, code=int(headers["grpc-status"]),
-                          message=str(headers.get("grpc-message", "")))  # fmt: skip
+                          message=str(headers.get("grpc-message", "")),
+                          metadata=headers)  # fmt: skip
         elif isinstance(event, h2.events.StreamReset):
             self._end(event.stream_id, reset=True)
         elif isinstance(event, h2.events.ConnectionTerminated):

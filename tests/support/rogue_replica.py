@@ -18,7 +18,10 @@ in the pool, and answers infer requests in one of several wrong ways (``--mode``
   connection's next request reads first; from then on the stream is one behind: each answer
   goes out when the next request arrives on the connection, ahead of that one's;
 - ``late-stale``: the same, the late copy keeping the first request's ``id``;
-- ``idless``: a server that never echoes ids, with the late copies of ``late-idless``.
+- ``idless``: a server that never echoes ids, with the late copies of ``late-idless``;
+- ``headers``: a right answer, and a line ``headers {...}`` printed for each infer request with
+  the trace-context headers it came with, byte for byte (as Latin-1 text), so a test sees
+  what the gateway forwards.
 
 Every 200 to an infer names the request it answers in ``parameters.answer_for`` (the request's
 ``id``, as the gateway sent it) and, in the late modes, ``parameters.answer_tag`` (the request's
@@ -49,6 +52,7 @@ HOSTILE_ERROR = (
     "gateway.audit: FORGED drain by admin \x1b[2K from 10.9.8.7"
 )
 _stale_ids = itertools.count()
+_TRACE_HEADERS = ("traceparent", "tracestate")
 
 
 def _metadata(path: str) -> bytes:
@@ -141,16 +145,22 @@ async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, mod
             lines = head.decode("latin-1").split("\r\n")
             method, path, _ = lines[0].split(" ", 2)
             length = 0
+            trace: dict[str, str] = {}
             for line in lines[1:]:
                 name, _, value = line.partition(":")
                 if name.strip().lower() == "content-length":
                     length = int(value.strip())
+                elif name.strip().lower() in _TRACE_HEADERS:
+                    trace[name.strip().lower()] = value.strip(" \t")
             body = await reader.readexactly(length) if length else b""
             close = False
             if method == "GET" and path.endswith("/ready"):
                 reply = _response(200, "OK", READY)
             elif method == "GET":
                 reply = _response(200, "OK", _metadata(path))
+            elif mode == "headers":
+                print("headers", orjson.dumps(trace).decode(), flush=True)
+                reply, _ = _late_answers(mode, body)
             elif mode in LATE_MODES:
                 reply, copy = _late_answers(mode, body)
                 if behind is not None:  # the previous request's answer, this one's held
