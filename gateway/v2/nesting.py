@@ -55,10 +55,3 @@ def check_members(message: dict[str, Any], known: frozenset[str], level: int, wh
     for key, value in message.items():
         if key not in known and (type(value) is dict or type(value) is list):
             check_nesting(value, level + 1, f"{where}: member {key[:40]!r}")
-
-
-def check_values(values: dict[str, Any], level: int, where: str) -> None:
-    """The nesting of the values of ``values`` (parameters: an object at ``level``)."""
-    for value in values.values():
-        if type(value) is dict or type(value) is list:
-            check_nesting(value, level + 1, where)

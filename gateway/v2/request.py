@@ -26,7 +26,7 @@ from gateway.v2.nesting import (
     REQUEST_MEMBERS,
     TENSOR_MEMBERS,
     check_members,
-    check_values,
+    check_nesting,
     too_deep,
 )
 from v2proto.codec import HEADER_LENGTH as HEADER_LENGTH
@@ -226,7 +226,9 @@ def _check_parameters(
         raise BadRequest(f"{where} must be an object, not {type(parameters).__name__}")
     if flag in parameters and not isinstance(parameters[flag], bool):
         raise BadRequest(f"{where}.{flag} must be true or false")
-    check_values(parameters, level, where)
+    for value in parameters.values():
+        if type(value) is dict or type(value) is list:
+            check_nesting(value, level + 1, where)
     return parameters
 
 

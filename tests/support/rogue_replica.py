@@ -136,6 +136,20 @@ async def _send_later(writer: asyncio.StreamWriter, data: bytes) -> bool:
     return True
 
 
+def _framing_and_trace(lines: list[str]) -> tuple[int, dict[str, str]]:
+    """A request's Content-Length (0 if none) and its trace-context headers."""
+    length = 0
+    trace: dict[str, str] = {}
+    for line in lines:
+        name, _, value = line.partition(":")
+        name = name.strip().lower()
+        if name == "content-length":
+            length = int(value.strip())
+        elif name in _TRACE_HEADERS:
+            trace[name] = value.strip(" \t")
+    return length, trace
+
+
 async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, mode: str) -> None:
     late: asyncio.Task[bool] | None = None  # this connection's late copy
     behind: bytes | None = None  # the answer held for the next request (one behind)
@@ -144,14 +158,7 @@ async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, mod
             head = await reader.readuntil(b"\r\n\r\n")
             lines = head.decode("latin-1").split("\r\n")
             method, path, _ = lines[0].split(" ", 2)
-            length = 0
-            trace: dict[str, str] = {}
-            for line in lines[1:]:
-                name, _, value = line.partition(":")
-                if name.strip().lower() == "content-length":
-                    length = int(value.strip())
-                elif name.strip().lower() in _TRACE_HEADERS:
-                    trace[name.strip().lower()] = value.strip(" \t")
+            length, trace = _framing_and_trace(lines[1:])
             body = await reader.readexactly(length) if length else b""
             close = False
             if method == "GET" and path.endswith("/ready"):
