@@ -43,7 +43,8 @@ RESTART_FIELDS = (
     "host", "port", "grpc_port", "max_header_bytes", "header_timeout_s", "body_timeout_s",
     "parse_inline_max_bytes", "parse_fast_inline_max_bytes", "parse_offload", "parse_workers",
     "watch_config",
-    "inflight_bytes", "inflight_wait_s", "grpc",
+    "inflight_bytes", "inflight_wait_s", "inflight_small_bytes", "inflight_small_reserve",
+    "inflight_peer_share", "grpc",
 )  # fmt: skip
 DRAIN_SLACK_S = 1.0
 INFER_PATH = re.compile(r"^/v2/models/([^/]+)(?:/versions/([^/]+))?/infer$")
@@ -66,7 +67,13 @@ class GatewayApp:
             server.parse_fast_inline_max_bytes,
         )
         self.memory = InflightBytes(  # bytes in flight, across reloads: one per server
-            server.inflight_bytes or machine_default(), server.inflight_wait_s, HeapTrim().soon
+            server.inflight_bytes or machine_default(),
+            server.inflight_wait_s,
+            HeapTrim().soon,
+            small_bytes=server.inflight_small_bytes,
+            small_reserve=server.inflight_small_reserve,
+            peer_share=server.inflight_peer_share,
+            peer_floor=2 * server.max_body_bytes,  # one large request's body and answer
         )
         self._install(gateway, self._access(gateway.config))
 

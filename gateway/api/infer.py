@@ -38,7 +38,9 @@ class InferEndpoint:
         self, scope: Scope, receive: Receive, send: Send, model_name: str, version: str | None
     ) -> None:
         edge = self.edge
-        intake = edge.arrive(model_name, version, _wanted_headers(scope["headers"]))
+        client = scope.get("client")  # (host, port); None where the server knows none
+        peer = client[0] if client else ""
+        intake = edge.arrive(model_name, version, _wanted_headers(scope["headers"]), peer)
 
         async def read() -> tuple[bytes, bool]:
             message = await receive()

@@ -109,12 +109,34 @@ class ServerConfig(Frozen):
     inflight_bytes: int | None = Field(
         None,
         gt=0,
-        description="request and answer bytes held at once, gateway-wide; a request whose "
-        "declared body does not fit waits up to inflight_wait_s, then gets 503 + Retry-After; "
-        "default: 1/16 of the machine's (or container's) memory, from 64 MiB to 1 GiB",
+        description="request and answer bytes held at once, gateway-wide; a body holds what "
+        "has arrived plus one read (256 KiB), never what it declared, and a hold that does not "
+        "fit waits up to inflight_wait_s, then gets 503 + Retry-After; default: 1/16 of the "
+        "machine's (or container's) memory, from 64 MiB to 1 GiB",
     )
     inflight_wait_s: float = Field(
         0.5, ge=0, description="how long a body that does not fit inflight_bytes waits, then 503"
+    )
+    inflight_small_bytes: int = Field(
+        64 * 1024,
+        ge=0,
+        description="a request holding at most this much (body and answer) is small: it may "
+        "use the part of inflight_bytes kept for small requests",
+    )
+    inflight_small_reserve: float = Field(
+        0.125,
+        ge=0,
+        lt=1,
+        description="the share of inflight_bytes that larger requests never hold, so that "
+        "small ones find room however many large ones are in flight",
+    )
+    inflight_peer_share: float = Field(
+        0.25,
+        gt=0,
+        le=1,
+        description="the most of inflight_bytes one client address holds in large requests "
+        "while another address waits (at least two max_body_bytes); gRPC reads lent room "
+        "past it are taken back for the one waiting",
     )
     admin: AdminAccessConfig = Field(
         AdminAccessConfig(), description="the control plane's keys (admin, operators, /metrics)"

@@ -28,6 +28,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import grpc
@@ -40,6 +41,7 @@ from gateway.grpc_door.receive import MessageReader, Refused, missing_request
 from gateway.grpc_door.status import code_of, error_metadata
 from gateway.grpc_door.typed import typed_to_raw
 from gateway.pipeline.edge import Intake
+from gateway.policies.byte_budget import Hold
 from gateway.v2.request import HEADER_LENGTH
 from v2proto.errors import ProtocolError
 from v2proto.grpc.contents import Raw
@@ -66,6 +68,9 @@ class Answer:
     message: str
     metadata: tuple[tuple[str, str], ...]
     request_id: str  # the client's own id for the request ("" if it sent none, or none read)
+    # For a response: gives its bytes back in the in-flight budget, once grpc has taken it
+    # (`Edge.written`); the door calls it then, or when the call ends unsent.
+    written: Callable[[], None] | None = None
 
 
 class InferDoor:
@@ -82,6 +87,13 @@ class InferDoor:
         if answer.metadata:
             context.set_trailing_metadata(answer.metadata)
         if answer.response is not None:
+            written = answer.written
+            if written is not None:
+                # Run once the call has ended: its response and status taken by grpc's
+                # transport (or the call cancelled). What the door cannot know is when those
+                # bytes reach the socket; the client's HTTP/2 window bounds what grpc keeps.
+                # (grpc's stubs type the callback as a class of theirs, not a protocol)
+                context.add_done_callback(lambda _context: written())  # type: ignore[arg-type]
             return answer.response
         # The message is no local of this frame: grpc keeps the abort's exception, and so
         # this frame, in a reference cycle until a full collection (its bytes with them).
@@ -95,7 +107,7 @@ class InferDoor:
         except Refused as refused:
             return Answer(None, refused.code, refused.message, refused.metadata, "")
         return await self.answer(
-            received.data, context.invocation_metadata(), context.time_remaining, received.held
+            received.data, context.invocation_metadata(), context.time_remaining, received.hold
         )
 
     async def answer(  # noqa: C901
@@ -103,24 +115,26 @@ class InferDoor:
         data: bytes,
         metadata: Any,
         time_remaining: Callable[[], float | None],
-        held: int = 0,
+        hold: Hold,
     ) -> Answer:
         """The edge's answer to one ModelInfer message, under the call's ``metadata`` and
         deadline (``time_remaining``); recorded (`Edge.done`) before it returns. A cancelled
-        call is recorded as 499, or 504 past its deadline, and re-raised. ``held``: the
-        message's bytes in the in-flight budget, handed to the edge (given back at `done`)."""
+        call is recorded as 499, or 504 past its deadline, and re-raised. ``hold``: the
+        message's bytes in the in-flight budget, handed to the edge; a response's are given
+        back when the door calls its ``written``, the rest at `done`."""
         try:
             request, views = read_infer_request(data)
         except ProtocolError as exc:  # not a ModelInferRequest: gRPC's own refusal, named
-            self.reader.release(held)
+            self.reader.release(hold)
             return Answer(None, grpc.StatusCode.INVALID_ARGUMENT, exc.message, (), "")
         except BaseException:
-            self.reader.release(held)
+            self.reader.release(hold)
             raise
         edge = self._app.edge
         headers = edge_headers(metadata, time_remaining())
-        intake = edge.arrive(request.model_name, request.model_version or None, headers)
-        intake.held = held  # the edge counts it from here, and gives it back
+        intake = edge.arrive(request.model_name, request.model_version or None, headers, hold.peer)
+        # the edge counts the message's bytes from here, and gives them back
+        intake.held, intake.account, intake.counted = hold.held, hold.account, True
 
         tensors: list[Raw] = []  # the binary tensors still to read, last first
 
@@ -141,6 +155,7 @@ class InferDoor:
             return head, bool(raws)
 
         status, served_by, degraded, sent = CLIENT_CLOSED, "", None, -1
+        written = True  # a response's bytes stay held until grpc has taken it
         try:
             try:
                 result = await edge.infer(intake, read)
@@ -158,7 +173,9 @@ class InferDoor:
             status, served_by, degraded = 200, result.served_by, result.degraded
             sent = len(result.body)
             metadata_out = (*served, *_call_metadata(intake))
-            return Answer(response, grpc.StatusCode.OK, "", metadata_out, request.id)
+            written = False
+            release = partial(edge.written, intake)
+            return Answer(response, grpc.StatusCode.OK, "", metadata_out, request.id, release)
         except GatewayError as error:
             status = error.status
             trailing = (*error_metadata(error), ("x-attempts", str(intake.attempts)))
@@ -175,7 +192,7 @@ class InferDoor:
             internal = "internal gateway error (logged)"
             return Answer(None, grpc.StatusCode.INTERNAL, internal, (), request.id)
         finally:
-            edge.done(intake, status, served_by, degraded, sent)
+            edge.done(intake, status, served_by, degraded, sent, written)
 
 
 def edge_headers(metadata: Any, remaining_s: float | None) -> dict[str, str]:

@@ -46,7 +46,7 @@ class StreamDoor:
         self, requests: AsyncIterator[bytes], context: Context
     ) -> AsyncIterator[pb.ModelStreamInferResponse]:
         metadata = context.invocation_metadata()
-        answers: asyncio.Queue[pb.ModelStreamInferResponse | None] = asyncio.Queue()
+        answers: asyncio.Queue[Answer | None] = asyncio.Queue()
         slots = asyncio.Semaphore(self._in_flight)  # served, or answered and not yet written
         serving: set[asyncio.Task[None]] = set()
         refused: list[Refused] = []
@@ -54,9 +54,9 @@ class StreamDoor:
 
         async def serve(received: Received) -> None:
             answer = await self._door.answer(
-                received.data, metadata, context.time_remaining, received.held
+                received.data, metadata, context.time_remaining, received.hold
             )
-            answers.put_nowait(stream_response(answer))
+            answers.put_nowait(answer)
 
         async def read() -> None:
             try:
@@ -77,20 +77,39 @@ class StreamDoor:
                 answers.put_nowait(None)  # the end, however reading ended
 
         reader = asyncio.create_task(read())
+        answer: Answer | None = None
         try:
-            while (response := await answers.get()) is not None:
-                yield response  # back here once gRPC has written it
+            while (answer := await answers.get()) is not None:
+                yield stream_response(answer)  # back here once gRPC has written it
+                _written(answer)
                 slots.release()
             await reader  # a failure to read the stream ends the call with it
             if refused:
                 context.set_trailing_metadata(refused[0].metadata)
                 await context.abort(refused[0].code, refused[0].message)
         finally:
+            if answer is not None:  # ended while gRPC wrote it, or before
+                _written(answer)
             reader.cancel()
             for task in list(serving):
                 task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.gather(reader, *serving, return_exceptions=True)
+            _unsent(answers)
+
+
+def _written(answer: Answer) -> None:
+    """Gives an answer's bytes back in the in-flight budget (a second call does nothing)."""
+    if answer.written is not None:
+        answer.written()
+
+
+def _unsent(answers: asyncio.Queue[Answer | None]) -> None:
+    """The answers of a stream that ended before they were written: their bytes go back."""
+    while not answers.empty():
+        answer = answers.get_nowait()
+        if answer is not None:
+            _written(answer)
 
 
 def stream_response(answer: Answer) -> pb.ModelStreamInferResponse:

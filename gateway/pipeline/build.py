@@ -123,7 +123,7 @@ def build_edge(
         tracer,
         Caller(tenant_of, model_of),  # tenant (401), model (404; 401 if it needs a key)
         tenants,  # the tenant's limits (429), held until the answer
-        BoundedBody(max_body_bytes),  # the body (413)
+        BoundedBody(max_body_bytes, memory),  # the body (413), held as it arrives
         timeout_of,  # x-request-timeout-ms, capped (400)
         Parse(parser),  # the V2 structure (400): inline, or in a worker when large
         SchemaCheck(schema_of),  # the model's signature (400)

@@ -37,6 +37,7 @@ from gateway.pipeline.edge_steps import (
     rows,
 )
 from gateway.policies.byte_budget import InflightBytes
+from gateway.policies.peer_share import PeerAccount
 from gateway.policies.tenant_limits import TenantLimits
 from gateway.telemetry.logging import bind_request, unbind_request
 from gateway.telemetry.spans import RequestSpan
@@ -80,8 +81,15 @@ class Intake:
     received: int = -1  # the body's bytes, once read
     rows: int = -1  # the request's rows, once parsed
     call: InferCall | None = None
-    held: int = 0  # bytes it holds in the in-flight budget, given back at `Edge.done` (a door
-    # that read the body under the budget itself, as gRPC's does, sets it before `Edge.infer`)
+    peer: str = ""  # the client's address, as its door knows it
+    # The in-flight budget (`gateway.policies.byte_budget.Holder`): the bytes it holds, given
+    # back at `Edge.done` (its answer's at `Edge.written` where the door writes it later), and
+    # its address's account while it holds as a large request. A door that read the body under
+    # the budget itself (gRPC's) hands them over before `Edge.infer`, and sets ``counted``.
+    held: int = 0
+    account: PeerAccount | None = None
+    counted: bool = False
+    answer_held: int = 0  # of ``held``, its answer's bytes
 
     @property
     def attempts(self) -> int:
@@ -118,15 +126,18 @@ class Edge:
         self._pipeline = pipeline
         self._observe = observe
 
-    def arrive(self, model_name: str, version: str | None, headers: Mapping[str, str]) -> Intake:
+    def arrive(
+        self, model_name: str, version: str | None, headers: Mapping[str, str], peer: str = ""
+    ) -> Intake:
         """The request arrived: its clock starts, it gets its id and span, its log lines their
-        tags. Every `arrive` is followed by one `done`."""
+        tags. ``peer``: the client's address (REST: ASGI's client host; gRPC: ``context.peer()``,
+        either form), to which its bytes in flight count. Every `arrive` is followed by one
+        `done`."""
         arrived = self._clock.now()
         request_id = request_id_of(headers.get("x-request-id"))
         span = self._tracer.start_request(headers, model_name, request_id)
-        return Intake(
-            model_name, version, headers, arrived, request_id, span, bind_request(request_id, span)
-        )
+        log_token = bind_request(request_id, span)
+        return Intake(model_name, version, headers, arrived, request_id, span, log_token, peer=peer)
 
     async def infer(self, intake: Intake, read: BodyReader) -> InferResult:
         """The steps in order, then the pipeline; raises the `GatewayError` of the first refusal."""
@@ -139,18 +150,17 @@ class Edge:
             limiter.enter()  # before the body is read: a refusal costs ≈ nothing
         try:
             memory = self._memory
-            if memory is not None and not intake.held:  # a door may have counted it already
-                size = self._declared(headers.get("content-length"))
-                if memory.fits(size):  # the usual case: no await
+            holder = None
+            if memory is not None and not intake.counted:  # gRPC's door counted its message
+                size = self._body.first_hold(headers.get("content-length"))
+                if memory.fits(size):  # a small body (the usual case): no await
                     memory.add(size)
-                else:
-                    await memory.take(size)
-                intake.held = size
-            body = await self._body(headers.get("content-length"), read)
+                    intake.held = size
+                elif not memory.hold(intake, size):
+                    await memory.wait(intake, size)
+                holder = intake  # the body step grows its hold as the body arrives
+            body = await self._body(headers.get("content-length"), read, holder)
             intake.received = body.size
-            if memory is not None and not intake.held:  # undeclared (chunked): count it now
-                memory.add(intake.received)
-                intake.held = intake.received
             timeout_s = self._timeout(headers.get(TIMEOUT_HEADER), model)
             if TIMEOUT_HEADER in headers:
                 intake.client_timeout_s = timeout_s
@@ -182,8 +192,8 @@ class Edge:
                 result.body, result.header_length, call.request.id or "", call.client_id
             )
         if self._memory is not None:  # the answer is in memory until the door has written it
-            self._memory.add(len(result.body))
-            intake.held += len(result.body)
+            answer = intake.answer_held = len(result.body)
+            self._memory.settle(intake, intake.held + answer)
         return result
 
     def done(
@@ -193,9 +203,12 @@ class Edge:
         served_by: str = "",
         degraded: str | None = None,
         sent: int = -1,
+        written: bool = True,
     ) -> None:
         """The door has sent the answer (``sent``: its body's bytes; -1 for an error's):
-        metrics, SLOs and history record it, the span ends, the log tags go."""
+        metrics, SLOs and history record it, the span ends, the log tags go. ``written``:
+        the answer has left the door (its bytes are given back now); False: its transport
+        still holds them, and the door calls `written` once it has flushed them."""
         now = self._clock.now()
         self._observe(
             intake.model_name, status, served_by, now - intake.arrived, degraded,
@@ -203,18 +216,16 @@ class Edge:
         )  # fmt: skip
         intake.span.end(status, served_by or None, degraded)
         unbind_request(intake.log_token)
-        self._release(intake)  # the answer is written: its bytes are free
+        if written:
+            self._release(intake)
+        elif self._memory is not None:  # the request's bytes go; its answer's stay held
+            self._memory.release(intake, intake.answer_held)
+
+    def written(self, intake: Intake) -> None:
+        """The door's transport has flushed the answer of a request `done` with ``written``
+        False: its bytes are given back (once; a second call does nothing)."""
+        self._release(intake)
 
     def _release(self, intake: Intake) -> None:
-        if intake.held and self._memory is not None:
-            self._memory.give(intake.held)
-            intake.held = 0
-
-    def _declared(self, declared: str | None) -> int:
-        """The bytes to hold before the body is read (0: none declared); a length over the
-        body cap holds none, for the body step's 413."""
-        if declared is not None and declared.isdigit():
-            size = int(declared)
-            if size <= self._body.max_bytes:
-                return size
-        return 0
+        if self._memory is not None and (intake.held or intake.account is not None):
+            self._memory.release(intake)

@@ -17,6 +17,7 @@ from gateway.config.tenants import ANONYMOUS
 from gateway.deadline import Deadline, timeout_from_header
 from gateway.errors import PayloadTooLarge, Unauthorized
 from gateway.pipeline.call import InferCall
+from gateway.policies.byte_budget import READ_BYTES, Holder, InflightBytes
 from gateway.telemetry.spans import RequestSpan
 from gateway.v2.body import Body, Piece
 from gateway.v2.identity import upstream_id, with_request_id
@@ -75,27 +76,68 @@ class Caller:
 class BoundedBody:
     """The whole body, up to ``max_bytes`` (413): a declared length over it is refused before
     a byte is read, and reading stops at the first chunk that crosses it. The body is kept as
-    the chunks it arrived in (`Body`): nothing joins them unless it needs one buffer."""
+    the chunks it arrived in (`Body`): nothing joins them unless it needs one buffer.
 
-    __slots__ = ("max_bytes",)
+    Under the in-flight budget (``memory``), a body holds what has arrived plus ``ahead`` (one
+    read's worth, `READ_BYTES`), never more than it declared: the edge holds `first_hold`
+    before the first read, and each further read waits for room for the next (`InflightBytes.
+    hold`, else `wait`: 503 when none comes). Once read whole it holds its size. A body that
+    arrives in one chunk, as a small one does, costs a comparison."""
 
-    def __init__(self, max_bytes: int) -> None:
+    __slots__ = ("_ahead", "_memory", "max_bytes")
+
+    def __init__(
+        self, max_bytes: int, memory: InflightBytes | None = None, ahead: int = READ_BYTES
+    ) -> None:
         self.max_bytes = max_bytes
+        self._memory = memory
+        self._ahead = ahead
 
-    async def __call__(self, declared: str | None, read: BodyReader) -> Body:
+    def first_hold(self, declared: str | None) -> int:
+        """The bytes to hold before the body is read: a declared body up to one read's worth,
+        else one read's worth; a length over the body cap holds none, for the 413."""
+        ahead = min(self._ahead, self.max_bytes)
+        if declared is not None and declared.isdigit():
+            size = int(declared)
+            if size <= ahead:
+                return size
+            if size > self.max_bytes:
+                return 0
+        return ahead
+
+    async def __call__(
+        self, declared: str | None, read: BodyReader, holder: Holder | None = None
+    ) -> Body:
+        """``holder``: whose hold grows as the body arrives (None: the body is not counted
+        here)."""
         limit = self.max_bytes
-        if declared is not None and declared.isdigit() and int(declared) > limit:
-            raise PayloadTooLarge(f"request body over {limit} bytes")
+        end = limit  # the most the body may hold
+        if declared is not None and declared.isdigit():
+            end = int(declared)
+            if end > limit:
+                raise PayloadTooLarge(f"request body over {limit} bytes")
+        memory = self._memory
         chunk, more = await read()
         if not more:  # the usual case: one chunk
-            if len(chunk) > limit:
+            size = len(chunk)
+            if size > limit:
                 raise PayloadTooLarge(f"request body over {limit} bytes")
-            return Body((chunk,), len(chunk))
+            if holder is not None and size != holder.held and memory is not None:
+                memory.settle(holder, size)  # not the small body it declared: its size
+            return Body((chunk,), size)
         chunks = [chunk]
         size = len(chunk)
         while True:
             if size > limit:
                 raise PayloadTooLarge(f"request body over {limit} bytes")
+            if holder is not None and memory is not None:
+                if not more:
+                    memory.settle(holder, size)
+                else:
+                    want = min(size + self._ahead, end)
+                    # room for the next read, or a wait for it
+                    if want > holder.held and not memory.hold(holder, want):
+                        await memory.wait(holder, want)
             if not more:
                 return Body([c for c in chunks if c], size)
             chunk, more = await read()

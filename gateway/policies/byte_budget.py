@@ -1,21 +1,38 @@
-"""The gateway-wide budget of in-flight request and reply bytes: a memory bound across requests.
+"""The gateway-wide budget of in-flight request and answer bytes, charged for what arrives.
 
 Each request and answer body the gateway holds is in memory until its answer is written; caps
 per request (``server.max_body_bytes``, ``upstream.max_reply_body_bytes``) do not bound their
-sum, so 32 clients sending 6 MB each held 192 MB of bodies (and the copies made of them) at
-once. Here a request declares its body (Content-Length) before the body is read; it is
-admitted while the bytes held, plus its own, stay within ``server.inflight_bytes``; otherwise it
-waits, first come first served, up to ``server.inflight_wait_s``, then gets 503 with
-Retry-After. A body that the
-client did not declare (chunked), and each answer body, are counted once received, never waited
-for (they are already in memory): they hold new requests back until their answer is written.
+sum. So every request holds bytes in this budget (``server.inflight_bytes``) from its head to
+its written answer, and what it holds is what it has sent, never what it says it will send: a
+body holds what has arrived plus one read's worth (`READ_BYTES`, what its door may read before
+the edge asks for more), and grows its hold as its chunks arrive (`hold`, else `wait`). A hold
+that does not fit waits, first come first served, up to ``server.inflight_wait_s``, then gets
+503 with Retry-After; bytes already in memory (an answer, a body read whole, a gRPC message) are
+counted, never waited for (`settle`), and hold new requests back until they are given back
+(`release`; an answer once its door says it is written). A client that declares 16 MiB and
+sends nothing holds one read's worth, not 16 MiB.
 
-One request alone is always admitted when nothing else is held, so a body under the cap is
-never refused for being larger than the budget. Waiters are woken in order as bytes come back;
-no timer runs while nothing waits. When the budget drains after a burst of at least
-``burst_bytes``, or half the limit where that is less (a 16 MiB budget full of 6 MB bodies
-never holds more than 12 MB), ``drained`` is called (the gateway gives the heap's free pages
-back then: `gateway.policies.heap_trim`).
+Small and large: a request that holds at most ``small_bytes`` is small, and costs one
+comparison and an add (`fits`, `add`). Larger ones hold at most ``limit - kept`` between them:
+the kept part (``server.inflight_small_reserve``) is for small requests, which may also use the
+rest, so a small request finds room unless small requests themselves fill the budget.
+
+Peers: a large request's bytes count to its client's address too (`gateway.policies.peer_share`,
+a bounded table). One address may hold more than ``peer_bytes`` (``server.inflight_peer_share``
+of the limit, or ``peer_floor`` where that is more: one large request's worth) only while no
+other address waits: its requests that would grow past it wait behind the others'. What an
+address was lent ahead of bytes it had not sent (a gRPC read's room, `gateway.grpc_door.receive`,
+which grpc fills without telling) is taken back when another address has to wait: the oldest
+lent hold of the address most over its share is reclaimed (its read is refused with 503), so
+calls that send only their headers cannot keep the budget from everyone else. Small requests
+are not counted per address: each holds at most ``small_bytes``, and how many one address has
+open is bounded by the connections a server lets it have.
+
+One request alone is always admitted, so a body under the cap is never refused for being larger
+than the budget. Waiters are woken in order as bytes come back; no timer runs while nothing
+waits. When the budget drains after a burst of at least ``burst_bytes``, or half the limit where
+that is less (a 16 MiB budget full of 6 MB bodies never holds more than 12 MB), ``drained`` is
+called (the gateway gives the heap's free pages back then: `gateway.policies.heap_trim`).
 """
 
 from __future__ import annotations
@@ -25,15 +42,53 @@ import contextlib
 import os
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from gateway.errors import Overloaded
+from gateway.policies.peer_share import PeerAccount, PeerShares, peer_host
 
 BURST_BYTES = 16 * 1024 * 1024  # a drain after holding this much calls ``drained``
+# What a door may have read past the bytes the edge has taken: one socket read (uvloop reads
+# up to 256 KiB, and the HTTP protocol pauses reading past as much unread).
+READ_BYTES = 256 * 1024
+SMALL_BYTES = 64 * 1024  # a request holding at most this much is small
+Reclaim = Callable[[], None]  # takes a lent hold back (its read is refused, then released)
+
+
+class Holder(Protocol):
+    """One request's bytes in the budget (`gateway.pipeline.edge.Intake`, or a door's `Hold`)."""
+
+    held: int  # bytes it holds
+    peer: str  # its client's address, as its door gave it (`peer_host` reads either form)
+    account: PeerAccount | None  # its address's account while it holds as a large request
+
+
+class Hold:
+    """A holder of its own, for bytes held before the edge's intake exists (a gRPC read)."""
+
+    __slots__ = ("account", "held", "peer")
+
+    def __init__(self, peer: str) -> None:
+        self.peer = peer
+        self.held = 0
+        self.account: PeerAccount | None = None
+
+
+@dataclass(slots=True, eq=False)
+class _Waiter:
+    holder: Holder
+    total: int  # what it asked to hold
+    future: asyncio.Future[None]
+    key: str  # its address
+    reclaim: Reclaim | None
 
 
 class InflightBytes:
-    """Bytes held by requests being served, against ``limit``; ``wait_s``: the longest wait."""
+    """Bytes held by requests being served, against ``limit``; ``wait_s``: the longest wait.
+    ``small_reserve`` and ``peer_share``: shares of the limit (kept for small requests; what
+    one address holds while others wait, at least ``peer_floor``)."""
 
     def __init__(
         self,
@@ -41,48 +96,38 @@ class InflightBytes:
         wait_s: float,
         drained: Callable[[], None] | None = None,
         burst_bytes: int = BURST_BYTES,
+        *,
+        small_bytes: int = SMALL_BYTES,
+        small_reserve: float = 0.0,
+        peer_share: float = 1.0,
+        peer_floor: int = 0,
     ) -> None:
         self.limit = limit
         self.wait_s = wait_s
+        self.small_bytes = small_bytes
+        self.kept = int(limit * small_reserve)  # never held by large requests
+        self.peer_bytes = max(int(limit * peer_share), peer_floor)
         self.held = 0
+        self.large = 0  # of which large requests hold
         self.peak = 0  # the most held at once (for /metrics and the benchmarks)
+        self.refused = 0
+        self.reclaimed = 0  # lent holds taken back
+        self.peers = PeerShares()
         self._drained = drained
         self._burst_bytes = min(burst_bytes, limit // 2)
         self._burst = 0  # the most held since the budget last drained
-        self.refused = 0
-        self._waiters: deque[tuple[int, asyncio.Future[None]]] = deque()
+        self._small: deque[_Waiter] = deque()
+        self._large: deque[_Waiter] = deque()
+        self._waiting: dict[str, int] = {}  # address -> its waiters
+
+    # --- small requests: the usual path ---------------------------------------------------
 
     def fits(self, size: int) -> bool:
-        return not self._waiters and (self.held == 0 or self.held + size <= self.limit)
-
-    async def take(self, size: int) -> None:
-        """Holds ``size`` bytes for a request about to be read: at once if they fit, else after
-        a wait of at most ``wait_s``; `Overloaded` (503, Retry-After) if they never fit."""
-        if self.fits(size):
-            self.add(size)
-            return
-        if self.wait_s <= 0:
-            self._refuse(size)
-        waiter = asyncio.get_running_loop().create_future()
-        entry = (size, waiter)
-        self._waiters.append(entry)
-        try:
-            await asyncio.wait_for(asyncio.shield(waiter), self.wait_s)
-        except TimeoutError:
-            if waiter.done():  # granted as the wait ran out: keep it
-                return
-            self._waiters.remove(entry)
-            self._wake()  # a smaller waiter behind this one may fit now
-            self._refuse(size)
-        except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled():
-                self.give(size)  # granted, but its request is gone
-            elif entry in self._waiters:
-                self._waiters.remove(entry)
-            raise
+        """A small request's ``size`` bytes fit now (then `add` them); else `hold`/`wait`."""
+        return size <= self.small_bytes and not self._small and self.held + size <= self.limit
 
     def add(self, size: int) -> None:
-        """Counts bytes already in memory (an undeclared body, an answer): never waits."""
+        """Counts bytes (a small request's; its holder's ``held`` is the caller's to set)."""
         held = self.held = self.held + size
         if held > self._burst:
             self._burst = held
@@ -90,32 +135,204 @@ class InflightBytes:
                 self.peak = held
 
     def give(self, size: int) -> None:
-        """The bytes are no longer held (the answer was written, or the request refused)."""
+        """The bytes are no longer held."""
         self.held -= size
-        if self._waiters:
+        if self._small or self._large:
             self._wake()
         if not self.held and self._burst >= self._burst_bytes and self._drained is not None:
             self._burst = 0
             self._drained()
 
-    def _wake(self) -> None:
-        waiters = self._waiters
-        while waiters:
-            size, waiter = waiters[0]
-            if waiter.done():  # its wait ended: it is being removed
-                waiters.popleft()
-                continue
-            if self.held and self.held + size > self.limit:
-                return
-            waiters.popleft()
-            self.add(size)
-            waiter.set_result(None)
+    # --- any holder -------------------------------------------------------------------------
 
-    def _refuse(self, size: int) -> None:
+    def hold(self, holder: Holder, total: int, reclaim: Reclaim | None = None) -> bool:
+        """Makes ``holder`` hold ``total`` bytes if they fit now (True); else changes nothing
+        it holds (False: `wait`). ``reclaim``: the hold is lent ahead of bytes not sent, and
+        taken back with it when another address waits (`settle` ends the loan)."""
+        size = total - holder.held
+        if size <= 0:
+            return True
+        if holder.account is None and total <= self.small_bytes:
+            if self._small or not self._room(size, holder.held):
+                return False
+            self.add(size)
+            holder.held = total
+            return True
+        account = holder.account or self._enlarge(holder)
+        if self._large or not self._fits_large(holder, account, size):
+            return False
+        self._grant(holder, account, size, reclaim)
+        return True
+
+    async def wait(self, holder: Holder, total: int, reclaim: Reclaim | None = None) -> None:
+        """`hold`, waiting up to ``wait_s`` for room; `Overloaded` (503, Retry-After) if it
+        never comes (the holder keeps what it held before). Granted, the holder's owner gives
+        the bytes back (`release`), cancelled or not."""
+        if self.hold(holder, total, reclaim):
+            return
+        if self.wait_s <= 0:
+            self._refuse(holder, total)
+        account = holder.account
+        key = account.key if account is not None else peer_host(holder.peer)
+        waiter = _Waiter(holder, total, asyncio.get_running_loop().create_future(), key, reclaim)
+        (self._small if account is None else self._large).append(waiter)
+        self._waiting[key] = self._waiting.get(key, 0) + 1
+        self._reclaim(key)
+        self._wake()  # those ahead of it may be held back by their share
+        granted = waiter.future
+        if granted.done():
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(granted), self.wait_s)
+        except TimeoutError:
+            if granted.done():  # granted as the wait ran out: keep it
+                return
+            self._dequeue(waiter)
+            self._wake()  # a smaller waiter behind this one may fit now
+            self._refuse(holder, total)
+        except asyncio.CancelledError:
+            if not granted.done():
+                self._dequeue(waiter)
+                self._wake()
+            raise
+
+    def settle(self, holder: Holder, total: int) -> None:
+        """The holder's bytes are in memory and known: it holds ``total`` from now, counted
+        without waiting (an answer, a body read whole, a gRPC message), lent none."""
+        account = holder.account
+        size = total - holder.held
+        if account is None:
+            if total > self.small_bytes:
+                account = self._enlarge(holder)
+            else:
+                holder.held = total
+                if size > 0:
+                    self.add(size)
+                elif size < 0:
+                    self.give(-size)
+                return
+        elif account.lent:
+            account.lent.pop(holder, None)
+        holder.held = total
+        account.held += size
+        self.large += size
+        if size > 0:
+            self.add(size)
+        elif size < 0:
+            self.give(-size)
+
+    def release(self, holder: Holder, keep: int = 0) -> None:
+        """Gives back what ``holder`` holds past ``keep`` bytes (an answer not yet written)."""
+        size = holder.held - keep
+        account = holder.account
+        if account is not None:
+            if account.lent:
+                account.lent.pop(holder, None)
+            if size > 0:
+                account.held -= size
+                self.large -= size
+            if not keep:
+                holder.account = None
+                self.peers.leave(account)
+        if size > 0:
+            holder.held = keep
+            self.give(size)
+
+    # --- the rules ----------------------------------------------------------------------------
+
+    def _room(self, size: int, own: int) -> bool:
+        held = self.held
+        return held == own or held + size <= self.limit  # alone, or within the limit
+
+    def _fits_large(self, holder: Holder, account: PeerAccount, size: int) -> bool:
+        held = self.held
+        if held != holder.held and (
+            held + size > self.limit or self.large + size > self.limit - self.kept
+        ):
+            return False
+        return account.held + size <= self.peer_bytes or not self._others_wait(account.key)
+
+    def _others_wait(self, key: str) -> bool:
+        return len(self._small) + len(self._large) > self._waiting.get(key, 0)
+
+    def _enlarge(self, holder: Holder) -> PeerAccount:
+        """The holder is a large request from now: its bytes count to its address too."""
+        account = holder.account = self.peers.enter(holder.peer)
+        account.held += holder.held
+        self.large += holder.held
+        return account
+
+    def _grant(
+        self, holder: Holder, account: PeerAccount, size: int, reclaim: Reclaim | None
+    ) -> None:
+        self.add(size)
+        self.large += size
+        account.held += size
+        holder.held += size
+        if reclaim is not None:
+            account.lent[holder] = reclaim
+
+    def _wake(self) -> None:
+        small = self._small
+        while small:
+            waiter = small[0]
+            holder = waiter.holder
+            size = waiter.total - holder.held
+            if size > 0 and not self._room(size, holder.held):
+                break
+            self._dequeue(waiter)
+            if size > 0:
+                self.add(size)
+                holder.held = waiter.total
+            waiter.future.set_result(None)
+        for waiter in list(self._large):
+            holder = waiter.holder
+            account = holder.account
+            assert account is not None  # large waiters are enlarged before they wait
+            size = waiter.total - holder.held
+            held = self.held
+            if held != holder.held and (
+                held + size > self.limit or self.large + size > self.limit - self.kept
+            ):
+                return  # room goes first come, first served
+            if account.held + size > self.peer_bytes and self._others_wait(account.key):
+                continue  # over its share while another address waits: the others first
+            self._dequeue(waiter)
+            if size > 0:
+                self._grant(holder, account, size, waiter.reclaim)
+            waiter.future.set_result(None)
+
+    def _dequeue(self, waiter: _Waiter) -> None:
+        queue = self._small if waiter in self._small else self._large
+        with contextlib.suppress(ValueError):
+            queue.remove(waiter)
+            left = self._waiting[waiter.key] - 1
+            if left:
+                self._waiting[waiter.key] = left
+            else:
+                del self._waiting[waiter.key]
+
+    def _reclaim(self, key: str) -> None:
+        """Takes back the oldest lent hold of the address most over its share (not ``key``)."""
+        most: PeerAccount | None = None
+        over = 0
+        for account in self.peers:
+            excess = account.held - self.peer_bytes
+            if account.lent and excess > over and account.key != key:
+                most, over = account, excess
+        if most is not None:
+            holder = next(iter(most.lent))
+            reclaim = most.lent.pop(holder)
+            self.reclaimed += 1
+            reclaim()
+
+    def _refuse(self, holder: Holder, total: int) -> None:
         self.refused += 1
+        if not holder.held and holder.account is not None:  # nothing to keep: no account
+            self.release(holder)
         raise Overloaded(
             f"the gateway holds {self.held} bytes of requests and answers in flight "
-            f"(server.inflight_bytes={self.limit}); this {size}-byte request did not fit "
+            f"(server.inflight_bytes={self.limit}); this request's {total} bytes did not fit "
             f"within {self.wait_s:g} s",
             retry_after_s=1.0,
         )

@@ -35,12 +35,19 @@ class FakeContext:
     trailing: tuple[tuple[str, str], ...] = ()
     aborted: tuple[grpc.StatusCode, str] | None = None
     messages: list[bytes] = field(default_factory=list)  # what the client sends, in order
+    done_callbacks: list[Callable[[Any], None]] = field(default_factory=list)
 
     async def read(self) -> Any:
         return self.messages.pop(0) if self.messages else grpc.aio.EOF
 
     def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
         return self.metadata
+
+    def peer(self) -> str:
+        return "ipv4:127.0.0.1:50000"
+
+    def add_done_callback(self, callback: Callable[[Any], None]) -> None:
+        self.done_callbacks.append(callback)
 
     def time_remaining(self) -> float | None:
         return self.remaining
@@ -61,8 +68,9 @@ class FakeEdge:
     done_calls: list[tuple[Any, ...]] = field(default_factory=list)
     headers: dict[str, str] = field(default_factory=dict)
     pieces: list[bytes | memoryview] = field(default_factory=list)
+    unwritten: bool = False  # done with its answer not yet written
 
-    def arrive(self, model: str, version: str | None, headers: dict[str, str]) -> Any:
+    def arrive(self, model: str, version: str | None, headers: dict[str, str], peer: str) -> Any:
         self.headers = headers
         span = SimpleNamespace(traceparent="00-" + "a" * 32 + "-" + "b" * 16 + "-01")
         return SimpleNamespace(request_id="req-1", span=span, attempts=2)
@@ -75,8 +83,12 @@ class FakeEdge:
                 return self.answer(self.headers, self.pieces)
 
     def done(self, intake: Any, status: int, served_by: str = "", degraded: str | None = None,
-             sent: int = -1) -> None:  # fmt: skip
+             sent: int = -1, written: bool = True) -> None:  # fmt: skip
         self.done_calls.append((status, served_by, degraded, sent))
+        self.unwritten = not written
+
+    def written(self, intake: Any) -> None:
+        self.unwritten = False
 
 
 def raw_request() -> pb.ModelInferRequest:
@@ -122,6 +134,10 @@ async def test_the_edge_gets_the_metadata_the_deadline_and_the_tensors_as_pieces
     assert trailing["x-vote"] == "3/3" and trailing["x-served-by"] == "r0"
     assert trailing["x-request-id"] == "req-1" and trailing["traceparent"].startswith("00-")
     assert edge.done_calls == [(200, "r0", None, len(reply().body))]
+    assert edge.unwritten  # the answer's bytes stay held until grpc has taken the response
+    (written,) = context.done_callbacks
+    written(context)
+    assert not edge.unwritten
 
 
 async def test_a_large_messages_tensor_reaches_the_edge_as_a_view_of_it() -> None:

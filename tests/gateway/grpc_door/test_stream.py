@@ -13,7 +13,7 @@ import pytest
 from gateway.grpc_door.infer import Answer
 from gateway.grpc_door.receive import MessageReader
 from gateway.grpc_door.stream import StreamDoor
-from gateway.policies.byte_budget import InflightBytes
+from gateway.policies.byte_budget import Hold, InflightBytes
 from v2proto.grpc import grpc_service_pb2 as pb
 
 
@@ -26,8 +26,8 @@ class Door:
         self.most = 0
         self.cancelled = 0
 
-    async def answer(self, data: bytes, metadata: Any, time_remaining: Any, held: int) -> Answer:
-        self.reader.release(held)  # as the edge does once the answer is made
+    async def answer(self, data: bytes, metadata: Any, time_remaining: Any, hold: Hold) -> Answer:
+        self.reader.release(hold)  # as the edge does once the answer is made
         request_id, _, what = data.decode().partition(":")
         if what == "bad":
             return Answer(None, grpc.StatusCode.NOT_FOUND, "unknown model 'x'", (), request_id)
@@ -58,6 +58,9 @@ class Context:
 
     def invocation_metadata(self) -> tuple[()]:
         return ()
+
+    def peer(self) -> str:
+        return "ipv4:127.0.0.1:50000"
 
     def time_remaining(self) -> float | None:
         return None

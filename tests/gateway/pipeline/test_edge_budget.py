@@ -1,25 +1,45 @@
-"""The edge holds a request's bytes in the gateway-wide budget from its head to its answer."""
+"""The edge holds a request's bytes in the gateway-wide budget from its head to its written
+answer: what the body has sent plus one read, never what it declared."""
 
 from __future__ import annotations
+
+import asyncio
 
 import pytest
 
 from gateway.errors import Overloaded
 from gateway.pipeline.build import build_edge
-from gateway.policies.byte_budget import InflightBytes
+from gateway.policies.byte_budget import READ_BYTES, InflightBytes
 from gateway.telemetry.tracing import Tracer
 from tests.gateway.pipeline.test_edge import BODY, REPLY, Door, Setup
 
+MIB = 1 << 20
 
-def budgeted(limit: int) -> tuple[Setup, InflightBytes]:
-    setup, memory = Setup(), InflightBytes(limit, wait_s=0.0)
+
+def budgeted(limit: int, max_body: int = 4096, wait_s: float = 0.0) -> tuple[Setup, InflightBytes]:
+    setup, memory = Setup(), InflightBytes(limit, wait_s=wait_s)
     setup.edge = build_edge(
         setup.pipeline, setup.clock, Tracer(), setup.observe,
         tenant_of=setup.tenant_of, model_of=setup.model_of, tenants=setup.limits,
-        max_body_bytes=4096, parser=setup.parser, schema_of=lambda name: setup.schema,
+        max_body_bytes=max_body, parser=setup.parser, schema_of=lambda name: setup.schema,
         memory=memory,
     )  # fmt: skip
     return setup, memory
+
+
+class SlowDoor:
+    """A client that declares ``declared`` bytes and sends the chunks put in ``chunks``."""
+
+    def __init__(self, declared: int) -> None:
+        self.headers = {"content-length": str(declared)}
+        self.chunks: asyncio.Queue[bytes] = asyncio.Queue()
+        self.declared = declared
+        self.sent = 0
+
+    async def read(self) -> tuple[bytes, bool]:
+        chunk = await self.chunks.get()
+        self.sent += len(chunk)
+        return chunk, self.sent < self.declared
 
 
 async def test_a_request_holds_its_body_and_answer_until_done_then_gives_them_back() -> None:
@@ -64,3 +84,63 @@ async def test_a_crash_in_the_pipeline_gives_the_bytes_back_though_no_done_follo
     with pytest.raises(RuntimeError):
         await setup.edge.infer(intake, door.read)
     assert memory.held == 0 and intake.held == 0
+
+
+async def test_a_body_that_declares_much_and_sends_nothing_holds_one_read() -> None:
+    setup, memory = budgeted(64 * MIB, max_body=16 * MIB)
+    door = SlowDoor(16 * MIB)
+    intake = setup.edge.arrive("digits", None, door.headers, "127.0.0.2")
+    task = asyncio.create_task(setup.edge.infer(intake, door.read))
+    await asyncio.sleep(0)
+    assert memory.held == intake.held == READ_BYTES  # not the 16 MiB it declared
+    assert intake.account is not None and intake.account.key == "127.0.0.2"
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert memory.held == 0 and not len(memory.peers)
+
+
+async def test_a_body_holds_what_arrived_plus_one_read_as_it_arrives() -> None:
+    setup, memory = budgeted(64 * MIB, max_body=16 * MIB)
+    door = SlowDoor(MIB)
+    intake = setup.edge.arrive("digits", None, door.headers, "127.0.0.2")
+    task = asyncio.create_task(setup.edge.infer(intake, door.read))
+    for sent in (100_000, 200_000, 300_000):
+        door.chunks.put_nowait(b" " * 100_000)
+        await asyncio.sleep(0)
+        assert intake.held == sent + READ_BYTES == memory.held
+    door.chunks.put_nowait(b" " * (MIB - 300_000 - 100))
+    await asyncio.sleep(0)
+    assert intake.held == MIB  # never more than it declared
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert memory.held == 0
+
+
+async def test_a_body_whose_next_read_finds_no_room_is_refused_with_503() -> None:
+    setup, memory = budgeted(READ_BYTES + 150_000, max_body=16 * MIB)
+    door = SlowDoor(MIB)
+    intake = setup.edge.arrive("digits", None, door.headers, "127.0.0.2")
+    task = asyncio.create_task(setup.edge.infer(intake, door.read))
+    await asyncio.sleep(0)
+    memory.add(100_000)  # another request's bytes, meanwhile
+    door.chunks.put_nowait(b" " * 100_000)
+    with pytest.raises(Overloaded):
+        await task
+    assert door.chunks.empty() and door.sent == 100_000  # no read after the refusal
+    setup.edge.done(intake, 503)
+    assert memory.held == 100_000
+
+
+async def test_an_answer_not_yet_written_holds_its_bytes_until_the_door_says_so() -> None:
+    setup, memory = budgeted(1 << 20)
+    door = Door(content_length=str(len(BODY)))
+    intake = setup.arrive(door)
+    result = await setup.edge.infer(intake, door.read)
+    setup.edge.done(intake, 200, "r0", None, len(result.body), written=False)
+    assert memory.held == intake.held == len(result.body)  # the body's bytes went back
+    setup.edge.written(intake)
+    assert memory.held == intake.held == 0
+    setup.edge.written(intake)  # once only
+    assert memory.held == 0

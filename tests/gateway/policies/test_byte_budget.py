@@ -1,4 +1,5 @@
-"""The in-flight byte budget: admits what fits, queues in order, refuses after its wait."""
+"""The in-flight byte budget: admits what fits, queues in order, refuses after its wait; keeps
+a part for small requests and holds one address to its share while others wait."""
 
 from __future__ import annotations
 
@@ -7,53 +8,65 @@ import asyncio
 import pytest
 
 from gateway.errors import Overloaded
-from gateway.policies.byte_budget import InflightBytes, machine_default
+from gateway.policies.byte_budget import Hold, InflightBytes, machine_default
 from gateway.policies.heap_trim import HeapTrim
+from gateway.policies.peer_share import OTHERS, PeerShares, peer_host
+
+
+async def take(budget: InflightBytes, size: int, peer: str = "10.0.0.1") -> Hold:
+    """A new holder of ``size`` bytes from ``peer`` (waiting as a body does)."""
+    hold = Hold(peer)
+    await budget.wait(hold, size)
+    return hold
 
 
 async def test_bytes_that_fit_are_held_at_once_and_given_back() -> None:
     budget = InflightBytes(100, wait_s=1.0)
-    await budget.take(60)
-    await budget.take(40)
-    assert budget.held == 100 and budget.peak == 100
-    budget.give(100)
-    assert budget.held == 0
+    assert budget.fits(60)
+    budget.add(60)
+    hold = await take(budget, 40)
+    assert budget.held == 100 and budget.peak == 100 and hold.held == 40
+    budget.give(60)
+    budget.release(hold)
+    assert budget.held == 0 and hold.held == 0
 
 
 async def test_one_request_alone_is_admitted_even_over_the_budget() -> None:
-    budget = InflightBytes(100, wait_s=0.0)
-    await budget.take(500)  # under the body cap, so never refused for the budget alone
-    assert budget.held == 500
+    budget = InflightBytes(100, wait_s=0.0, small_bytes=10)
+    hold = await take(budget, 500)  # under the body cap, so never refused for the budget alone
+    assert budget.held == 500 and budget.large == 500
+    assert budget.hold(hold, 900)  # alone, it may grow too
 
 
 async def test_a_waiter_is_admitted_in_order_when_bytes_come_back() -> None:
     budget = InflightBytes(100, wait_s=60.0)
-    await budget.take(80)
-    first = asyncio.ensure_future(budget.take(50))
-    second = asyncio.ensure_future(budget.take(10))  # fits, but may not pass the first
+    first_hold = await take(budget, 80)
+    first = asyncio.ensure_future(take(budget, 50))
+    second = asyncio.ensure_future(take(budget, 10))  # fits, but may not pass the first
     await asyncio.sleep(0)
     assert not first.done() and not second.done()
-    budget.give(80)
+    budget.release(first_hold)
     await asyncio.gather(first, second)
     assert budget.held == 60
 
 
 async def test_a_request_that_never_fits_in_its_wait_gets_503_with_retry_after() -> None:
     budget = InflightBytes(100, wait_s=0.0)
-    await budget.take(80)
+    await take(budget, 80)
+    hold = Hold("10.0.0.1")
     with pytest.raises(Overloaded) as info:
-        await budget.take(50)
+        await budget.wait(hold, 50)
     assert info.value.status == 503 and info.value.headers()["retry-after"] == "1"
     assert "server.inflight_bytes=100" in str(info.value) and budget.refused == 1
-    assert budget.held == 80
+    assert budget.held == 80 and hold.held == 0
 
 
 async def test_a_waiter_whose_client_left_leaves_the_queue_and_lets_the_next_one_in() -> None:
     budget = InflightBytes(100, wait_s=60.0)
-    await budget.take(90)
-    big = asyncio.ensure_future(budget.take(100))
+    await take(budget, 90)
+    big = asyncio.ensure_future(take(budget, 100))
     await asyncio.sleep(0)
-    small = asyncio.ensure_future(budget.take(5))
+    small = asyncio.ensure_future(take(budget, 5))
     await asyncio.sleep(0)
     big.cancel()  # its client went away while it waited
     with pytest.raises(asyncio.CancelledError):
@@ -65,10 +78,99 @@ async def test_a_waiter_whose_client_left_leaves_the_queue_and_lets_the_next_one
 
 async def test_answers_are_counted_without_waiting_and_hold_new_requests_back() -> None:
     budget = InflightBytes(100, wait_s=0.0)
-    await budget.take(10)
-    budget.add(95)  # an answer in memory
+    hold = await take(budget, 10)
+    budget.settle(hold, 105)  # its answer, in memory
+    assert budget.held == 105 and hold.held == 105
     with pytest.raises(Overloaded):
-        await budget.take(10)
+        await take(budget, 10)
+    budget.release(hold, keep=95)  # its body goes; its answer is not written yet
+    assert budget.held == 95 and hold.held == 95
+    budget.release(hold)
+    assert budget.held == 0
+
+
+async def test_a_body_holds_what_arrived_and_grows_as_more_does() -> None:
+    budget = InflightBytes(1000, wait_s=0.0, small_bytes=10)
+    hold = await take(budget, 100)  # one read's worth of a body that declared far more
+    assert budget.hold(hold, 300)  # 200 arrived: room for the next read
+    assert hold.held == 300 and budget.large == 300
+    budget.settle(hold, 250)  # read whole: its size
+    assert budget.held == budget.large == 250
+    budget.release(hold)
+    assert budget.held == budget.large == 0 and not len(budget.peers)
+
+
+async def test_large_requests_never_hold_the_part_kept_for_small_ones() -> None:
+    budget = InflightBytes(1000, wait_s=0.0, small_bytes=10, small_reserve=0.2)
+    big = await take(budget, 700, "10.0.0.9")
+    with pytest.raises(Overloaded):
+        await take(budget, 150, "10.0.0.1")  # 850 would reach into the kept 200
+    assert budget.large == 700
+    for _ in range(30):  # small requests find the kept part, and the rest
+        assert budget.fits(10)
+        budget.add(10)
+    assert budget.held == 1000 and not budget.fits(10)
+    budget.release(big)
+    assert budget.fits(10)
+
+
+async def test_an_address_over_its_share_waits_behind_another_address() -> None:
+    budget = InflightBytes(1000, wait_s=60.0, small_bytes=10, peer_share=0.3)
+    greedy = [await take(budget, 200, "10.0.0.9") for _ in range(4)]  # alone: 800, over 300
+    other = asyncio.ensure_future(take(budget, 300, "10.0.0.1"))
+    await asyncio.sleep(0)
+    more = asyncio.ensure_future(take(budget, 200, "10.0.0.9"))  # fits, but others wait
+    await asyncio.sleep(0)
+    assert not other.done() and not more.done()
+    budget.release(greedy[0])
+    await other  # room for one of them: the other address's
+    assert not more.done() and budget.held == 900
+    budget.release(greedy[1])
+    await more  # nobody else waits now
+    assert budget.held == 900
+
+
+def test_the_share_is_at_least_the_floor() -> None:
+    assert InflightBytes(1000, 0.0, peer_share=0.1, peer_floor=400).peer_bytes == 400
+    assert InflightBytes(1000, 0.0, peer_share=0.5, peer_floor=400).peer_bytes == 500
+
+
+async def test_a_small_request_that_grows_large_counts_to_its_address() -> None:
+    budget = InflightBytes(1000, wait_s=0.0, small_bytes=10)
+    hold = await take(budget, 5, "ipv4:10.0.0.3:4000")
+    assert hold.account is None and budget.large == 0
+    budget.settle(hold, 50)  # a large answer
+    assert hold.account is not None and hold.account.key == "10.0.0.3"
+    assert hold.account.held == budget.large == 50
+    budget.release(hold)
+    assert hold.account is None and not len(budget.peers)
+
+
+def test_the_table_of_addresses_is_bounded_and_forgets_those_that_hold_nothing() -> None:
+    peers = PeerShares(most=2)
+    a, b = peers.enter("10.0.0.1"), peers.enter("10.0.0.2")
+    c, d = peers.enter("10.0.0.3"), peers.enter("10.0.0.4")
+    assert c is d and c.key == OTHERS and len(peers) == 2
+    assert peers.enter("10.0.0.1") is a and a.holders == 2
+    peers.leave(a)
+    peers.leave(a)
+    peers.leave(b)
+    assert len(peers) == 0 and list(peers) == [c]
+
+
+@pytest.mark.parametrize(
+    ("peer", "host"),
+    [
+        ("10.0.0.1", "10.0.0.1"),
+        ("::1", "::1"),
+        ("ipv4:10.0.0.1:5000", "10.0.0.1"),
+        ("ipv6:[::1]:5000", "::1"),
+        ("unix:/tmp/socket", "unix:/tmp/socket"),
+        ("", ""),
+    ],
+)
+def test_the_address_is_read_from_either_doors_form(peer: str, host: str) -> None:
+    assert peer_host(peer) == host
 
 
 def test_the_default_is_sized_to_the_machine() -> None:
@@ -79,17 +181,17 @@ async def test_a_drain_after_a_large_burst_calls_drained_once() -> None:
     drains: list[int] = []
     budget = InflightBytes(100, wait_s=0.0, drained=lambda: drains.append(budget.held),
                            burst_bytes=50)  # fmt: skip
-    await budget.take(30)
-    budget.give(30)
+    hold = await take(budget, 30)
+    budget.release(hold)
     assert drains == []  # a small burst: nothing to give back
-    await budget.take(40)
-    budget.add(20)  # its answer
-    budget.give(40)
+    hold = await take(budget, 40)
+    budget.settle(hold, 60)  # its answer
+    budget.release(hold, keep=20)
     assert drains == []  # not drained yet
-    budget.give(20)
+    budget.release(hold)
     assert drains == [0]
-    await budget.take(10)
-    budget.give(10)
+    hold = await take(budget, 10)
+    budget.release(hold)
     assert drains == [0]  # the burst was counted once
 
 
@@ -120,11 +222,10 @@ async def test_a_budget_that_never_holds_the_burst_size_drains_at_half_its_limit
     drains: list[int] = []
     budget = InflightBytes(16, wait_s=0.0, drained=lambda: drains.append(budget.held),
                            burst_bytes=1000)  # fmt: skip
-    await budget.take(7)
-    budget.give(7)
+    hold = await take(budget, 7)
+    budget.release(hold)
     assert drains == []  # under half the limit
-    await budget.take(6)
-    await budget.take(6)  # 12 of 16: a third would not fit, so 1000 is never reached
-    budget.give(6)
-    budget.give(6)
+    first, second = await take(budget, 6), await take(budget, 6)  # 12 of 16: no third
+    budget.release(first)
+    budget.release(second)
     assert drains == [0]
