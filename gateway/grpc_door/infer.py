@@ -28,7 +28,6 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 import grpc
@@ -68,9 +67,10 @@ class Answer:
     message: str
     metadata: tuple[tuple[str, str], ...]
     request_id: str  # the client's own id for the request ("" if it sent none, or none read)
-    # For a response: gives its bytes back in the in-flight budget, once grpc has taken it
-    # (`Edge.written`); the door calls it then, or when the call ends unsent.
-    written: Callable[[], None] | None = None
+    # For a response: gives its bytes back in the in-flight budget once grpc has taken it
+    # (`Edge.written`); the door calls it then (with the call's context, as grpc's done
+    # callback is), or when the call ends unsent. A second call does nothing.
+    written: Callable[[object], None] | None = None
 
 
 class InferDoor:
@@ -87,13 +87,12 @@ class InferDoor:
         if answer.metadata:
             context.set_trailing_metadata(answer.metadata)
         if answer.response is not None:
-            written = answer.written
-            if written is not None:
+            if answer.written is not None:
                 # Run once the call has ended: its response and status taken by grpc's
                 # transport (or the call cancelled). What the door cannot know is when those
                 # bytes reach the socket; the client's HTTP/2 window bounds what grpc keeps.
                 # (grpc's stubs type the callback as a class of theirs, not a protocol)
-                context.add_done_callback(lambda _context: written())  # type: ignore[arg-type]
+                context.add_done_callback(answer.written)  # type: ignore[arg-type]
             return answer.response
         # The message is no local of this frame: grpc keeps the abort's exception, and so
         # this frame, in a reference cycle until a full collection (its bytes with them).
@@ -174,8 +173,14 @@ class InferDoor:
             sent = len(result.body)
             metadata_out = (*served, *_call_metadata(intake))
             written = False
-            release = partial(edge.written, intake)
-            return Answer(response, grpc.StatusCode.OK, "", metadata_out, request.id, release)
+            return Answer(
+                response,
+                grpc.StatusCode.OK,
+                "",
+                metadata_out,
+                request.id,
+                lambda _context: edge.written(intake),
+            )
         except GatewayError as error:
             status = error.status
             trailing = (*error_metadata(error), ("x-attempts", str(intake.attempts)))

@@ -73,7 +73,9 @@ class _Read(Hold):
     __slots__ = ("reclaimed", "timeout")
 
     def __init__(self, peer: str) -> None:
-        super().__init__(peer)
+        self.peer = peer  # as `Hold`'s, without the call
+        self.held = 0
+        self.account = None
         self.timeout: asyncio.Timeout | None = None  # set as the read begins
         self.reclaimed = False
 

@@ -81,7 +81,7 @@ class StreamDoor:
         try:
             while (answer := await answers.get()) is not None:
                 yield stream_response(answer)  # back here once gRPC has written it
-                _written(answer)
+                _written(answer, context)
                 slots.release()
             await reader  # a failure to read the stream ends the call with it
             if refused:
@@ -89,27 +89,27 @@ class StreamDoor:
                 await context.abort(refused[0].code, refused[0].message)
         finally:
             if answer is not None:  # ended while gRPC wrote it, or before
-                _written(answer)
+                _written(answer, context)
             reader.cancel()
             for task in list(serving):
                 task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.gather(reader, *serving, return_exceptions=True)
-            _unsent(answers)
+            _unsent(answers, context)
 
 
-def _written(answer: Answer) -> None:
+def _written(answer: Answer, context: Context) -> None:
     """Gives an answer's bytes back in the in-flight budget (a second call does nothing)."""
     if answer.written is not None:
-        answer.written()
+        answer.written(context)
 
 
-def _unsent(answers: asyncio.Queue[Answer | None]) -> None:
+def _unsent(answers: asyncio.Queue[Answer | None], context: Context) -> None:
     """The answers of a stream that ended before they were written: their bytes go back."""
     while not answers.empty():
         answer = answers.get_nowait()
         if answer is not None:
-            _written(answer)
+            _written(answer, context)
 
 
 def stream_response(answer: Answer) -> pb.ModelStreamInferResponse:

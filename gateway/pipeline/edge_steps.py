@@ -84,7 +84,7 @@ class BoundedBody:
     hold`, else `wait`: 503 when none comes). Once read whole it holds its size. A body that
     arrives in one chunk, as a small one does, costs a comparison."""
 
-    __slots__ = ("_ahead", "_memory", "max_bytes")
+    __slots__ = ("_ahead", "_first", "_memory", "max_bytes")
 
     def __init__(
         self, max_bytes: int, memory: InflightBytes | None = None, ahead: int = READ_BYTES
@@ -92,11 +92,12 @@ class BoundedBody:
         self.max_bytes = max_bytes
         self._memory = memory
         self._ahead = ahead
+        self._first = min(ahead, max_bytes)  # what an undeclared body holds before it is read
 
     def first_hold(self, declared: str | None) -> int:
         """The bytes to hold before the body is read: a declared body up to one read's worth,
         else one read's worth; a length over the body cap holds none, for the 413."""
-        ahead = min(self._ahead, self.max_bytes)
+        ahead = self._first
         if declared is not None and declared.isdigit():
             size = int(declared)
             if size <= ahead:
@@ -132,7 +133,8 @@ class BoundedBody:
                 raise PayloadTooLarge(f"request body over {limit} bytes")
             if holder is not None and memory is not None:
                 if not more:
-                    memory.settle(holder, size)
+                    if size != holder.held:  # read whole: its size (a chunked one's)
+                        memory.settle(holder, size)
                 else:
                     want = min(size + self._ahead, end)
                     # room for the next read, or a wait for it

@@ -2,10 +2,12 @@
 
 `gateway.policies.byte_budget.InflightBytes` keeps one account per client address (the peer,
 as its door saw it) for the requests that hold more than a small one, so that it can hold a
-peer to its share while others wait and take back what a peer was lent but never sent. Only
-addresses holding such requests are in the table (an account goes when its last request
-does), and at most ``most`` of them: past that, new addresses share one account, so a flood
-of addresses costs the table nothing more and, together, the share of one.
+peer to its share while others wait and take back what a peer was lent but never sent. An
+account stays in the table while it holds requests; one that holds none stays until the table
+is full, when all such are dropped at once (so a client's next large request finds its account
+without a new one each time). At most ``most`` addresses have one: past that, new addresses
+share one account, so a flood of addresses costs the table nothing more and, together, the
+share of one.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ OTHERS = "(others)"  # the account shared by addresses past ``PEERS``
 
 
 class PeerAccount:
-    """One address's large requests: the bytes they hold, how many there are, and the holds
-    it was lent ahead of bytes it has not sent (each with how to take it back)."""
+    """One address's large requests: the bytes they hold, how many there are (the budget
+    counts them in and out), and the holds it was lent ahead of bytes it has not sent (each
+    with how to take it back)."""
 
     __slots__ = ("held", "holders", "key", "lent")
 
@@ -40,36 +43,45 @@ class PeerShares:
         self._others = PeerAccount(OTHERS)
 
     def enter(self, peer: str) -> PeerAccount:
-        """The account of ``peer`` (its door's form, `peer_host`) for one more request."""
+        """The account of ``peer`` (its door's form, `peer_host`) for one more request (which
+        counts itself out of ``holders`` when it holds nothing any more)."""
         key = peer_host(peer)
         account = self._accounts.get(key)
         if account is None:
-            if len(self._accounts) >= self._most:
-                account = self._others
-            else:
-                account = self._accounts[key] = PeerAccount(key)
+            account = self._open(key)
         account.holders += 1
         return account
 
-    def leave(self, account: PeerAccount) -> None:
-        """One of its requests holds nothing any more; the account goes with its last."""
-        account.holders -= 1
-        if not account.holders and account is not self._others:
-            self._accounts.pop(account.key, None)
+    def _open(self, key: str) -> PeerAccount:
+        accounts = self._accounts
+        if len(accounts) >= self._most:  # full: the accounts holding nothing go
+            for idle in [a for a in accounts.values() if not a.holders]:
+                del accounts[idle.key]
+            if len(accounts) >= self._most:
+                return self._others
+        account = accounts[key] = PeerAccount(key)
+        return account
 
     def __iter__(self) -> Iterator[PeerAccount]:
-        yield from self._accounts.values()
+        """The accounts that hold requests."""
+        for account in self._accounts.values():
+            if account.holders:
+                yield account
         if self._others.holders:
             yield self._others
 
     def __len__(self) -> int:
-        return len(self._accounts)
+        """Addresses that hold requests now."""
+        return sum(1 for _ in self)
+
+
+_GRPC_FORMS = frozenset(("ipv4:", "ipv6:"))
 
 
 def peer_host(peer: str) -> str:
     """The address alone, from an ASGI client's host (``10.0.0.1``, ``::1``) or grpc's peer
     string (``ipv4:10.0.0.1:5000``, ``ipv6:[::1]:5000``); anything else as it is."""
-    if peer.startswith(("ipv4:", "ipv6:")):
-        host = peer[5:].rpartition(":")[0]
-        return host[1:-1] if host.startswith("[") else host
+    if peer[:5] in _GRPC_FORMS:
+        host = peer[5 : peer.rindex(":")]
+        return host[1:-1] if host[:1] == "[" else host
     return peer

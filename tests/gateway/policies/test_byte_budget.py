@@ -150,12 +150,13 @@ def test_the_table_of_addresses_is_bounded_and_forgets_those_that_hold_nothing()
     peers = PeerShares(most=2)
     a, b = peers.enter("10.0.0.1"), peers.enter("10.0.0.2")
     c, d = peers.enter("10.0.0.3"), peers.enter("10.0.0.4")
-    assert c is d and c.key == OTHERS and len(peers) == 2
+    assert c is d and c.key == OTHERS and c.holders == 2 and len(peers) == 3
     assert peers.enter("10.0.0.1") is a and a.holders == 2
-    peers.leave(a)
-    peers.leave(a)
-    peers.leave(b)
-    assert len(peers) == 0 and list(peers) == [c]
+    a.holders = 0  # its requests counted themselves out
+    assert list(peers) == [b, c] and peers.enter("10.0.0.1") is a  # kept while there is room
+    a.holders = 0
+    e = peers.enter("10.0.0.5")  # full: the idle account goes, the new address takes its place
+    assert e.key == "10.0.0.5" and list(peers) == [b, e, c]
 
 
 @pytest.mark.parametrize(
