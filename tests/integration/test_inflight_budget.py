@@ -27,6 +27,7 @@ from gateway.upstream.transport.http1 import Http1Transport
 from replicas.image_model import write_image_model
 from tests.support.faults import clear_faults, inject_faults
 from tests.support.gateway import GatewayProcess, start_gateway
+from tests.support.h2_grpc import INFER, Ended, H2Client
 from tests.support.processes import ReplicaProcess, start_replica, wait_until
 
 pytestmark = pytest.mark.integration
@@ -124,3 +125,102 @@ def test_large_bodies_wait_or_get_503_and_memory_stays_bound(
     wait_until(lambda: _rss(gateway.pid) <= baseline * 1.25, timeout=10.0,
                message=lambda: f"RSS back near its baseline {baseline} (peak {peak}): "
                                f"{_rss(gateway.pid)}")  # fmt: skip
+
+
+# --- clients that declare much and send nothing (a flood from another address) -------------
+
+MIB = 1 << 20
+ATTACKER = "127.0.0.2"  # another loopback address: another client
+FLOOD_BUDGET = 32 * MIB  # server.inflight_bytes
+FLOOD_MAX_BODY = MIB  # server.max_body_bytes: each silent body declares this much
+SILENT_BODIES, HEADER_ONLY_CALLS = 48, 16
+RESOURCE_EXHAUSTED = 8
+
+
+@pytest.fixture(scope="module")
+def digits(models_dir: Path) -> Iterator[ReplicaProcess]:
+    proc = start_replica(models_dir / "digits-mlp.onnx", name="digits-mlp")
+    yield proc
+    proc.cleanup()
+
+
+@pytest.fixture(scope="module")
+def flooded(digits: ReplicaProcess) -> Iterator[GatewayProcess]:
+    config = {
+        "server": {"inflight_bytes": FLOOD_BUDGET, "max_body_bytes": FLOOD_MAX_BODY,
+                   "inflight_wait_s": 0.5},
+        "pools": {"p": {"model": "digits-mlp", "version": "1",
+                        "replicas": [{"id": "r0", "url": digits.url}]}},
+        "models": {"digits": {"pool": "p"}},
+    }  # fmt: skip
+    proc = start_gateway(config, grpc=True)
+    yield proc
+    proc.cleanup()
+
+
+def _rows(rows: int) -> tuple[bytes, dict[str, str]]:
+    """A digits request of ``rows`` rows: JSON for one row, binary tensors for more."""
+    data = np.random.default_rng(rows).random((rows, 64), dtype=np.float32)
+    spec: dict[str, object] = {"name": "input", "shape": [rows, 64], "datatype": "FP32"}
+    if rows == 1:
+        return orjson.dumps({"inputs": [{**spec, "data": data.ravel().tolist()}]}), {}
+    spec["parameters"] = {"binary_data_size": data.nbytes}
+    header = orjson.dumps({"inputs": [spec]})
+    return header + data.tobytes(), {"inference-header-content-length": str(len(header))}
+
+
+async def _silent_bodies(port: int) -> list[asyncio.StreamWriter]:
+    """Connections from the attacker's address, each a request head declaring a body of
+    ``FLOOD_MAX_BODY`` bytes, and not one byte of it."""
+    head = b"POST /v2/models/digits/infer HTTP/1.1\r\nhost: gateway\r\n" + (
+        b"content-type: application/json\r\ncontent-length: %d\r\n\r\n" % FLOOD_MAX_BODY
+    )
+    writers = []
+    for _ in range(SILENT_BODIES):
+        _, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(ATTACKER, 0))
+        writer.write(head)
+        writers.append(writer)
+    return writers
+
+
+async def _flood_and_infer(gateway: GatewayProcess) -> tuple[Counter[int], list[Ended | None]]:
+    assert gateway.grpc_port is not None
+    silent = await _silent_bodies(gateway.port)
+    h2 = H2Client("127.0.0.1", gateway.grpc_port, source=ATTACKER)
+    await h2.__aenter__()
+    calls = [h2.call(INFER, end=False) for _ in range(HEADER_ONLY_CALLS)]  # headers only
+    await asyncio.sleep(1.0)  # the flood in place: what fits holds, the rest was refused
+    transport = Http1Transport()
+    endpoint = Endpoint.parse(gateway.url)
+    statuses: Counter[int] = Counter()
+    small, large = _rows(1), _rows(512)  # ~1 KB JSON; 128 KiB binary, over the small size
+    try:
+        stop = time.monotonic() + 3.0
+        while time.monotonic() < stop:
+            for body, headers in (small, small, small, large):
+                reply = await transport.request(
+                    endpoint, "POST", "/v2/models/digits/infer", body=body, headers=headers,
+                    timeout=10.0,
+                )  # fmt: skip
+                statuses[reply.status] += 1
+        ends = [await h2.wait(sid, 0.1) for sid in calls]
+    finally:
+        await transport.aclose()
+        await h2.__aexit__()
+        for writer in silent:
+            writer.close()
+    return statuses, ends
+
+
+def test_clients_that_declare_much_and_send_nothing_leave_room_for_the_others(
+    flooded: GatewayProcess,
+) -> None:
+    """48 connections declaring 1 MiB bodies and 16 gRPC calls sending only their headers, all
+    from 127.0.0.2, against a 32 MiB budget (once: 32 such bodies took all of it, and every
+    other request waited, then got 503): a client at 127.0.0.1 is answered every time, small
+    requests from the part kept for them, larger ones with room taken back from the calls
+    that never sent a message."""
+    statuses, ends = asyncio.run(_flood_and_infer(flooded))
+    assert set(statuses) == {200} and statuses[200] >= 8, statuses
+    reclaimed = [e for e in ends if e is not None and "another client" in e.message]
+    assert reclaimed and all(e.code == RESOURCE_EXHAUSTED for e in reclaimed)

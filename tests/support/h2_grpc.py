@@ -51,11 +51,15 @@ def frame(message: bytes, declared: int | None = None) -> bytes:
 
 class H2Client:
     """One HTTP/2 connection to a gRPC server at ``host:port``; ``read_answers``: False, and
-    the client never opens its receive windows (a client that stops reading)."""
+    the client never opens its receive windows (a client that stops reading); ``source``:
+    the local address to connect from (another loopback address is another client)."""
 
-    def __init__(self, host: str, port: int, *, read_answers: bool = True) -> None:
+    def __init__(
+        self, host: str, port: int, *, read_answers: bool = True, source: str | None = None
+    ) -> None:
         self.host, self.port = host, port
         self.read_answers = read_answers
+        self.source = source
         self.conn = h2.connection.H2Connection(
             h2.config.H2Configuration(client_side=True, header_encoding="utf-8")
         )
@@ -66,7 +70,10 @@ class H2Client:
         self._pump: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> H2Client:
-        self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
+        local = None if self.source is None else (self.source, 0)
+        self._reader, self._writer = await asyncio.open_connection(
+            self.host, self.port, local_addr=local
+        )
         self.conn.initiate_connection()
         self._flush()
         self._pump = asyncio.create_task(self._read())
