@@ -69,9 +69,10 @@ class FakeEdge:
     headers: dict[str, str] = field(default_factory=dict)
     pieces: list[bytes | memoryview] = field(default_factory=list)
     unwritten: bool = False  # done with its answer not yet written
+    peer: str = ""  # the address the last request arrived from
 
     def arrive(self, model: str, version: str | None, headers: dict[str, str], peer: str) -> Any:
-        self.headers = headers
+        self.headers, self.peer = headers, peer
         span = SimpleNamespace(traceparent="00-" + "a" * 32 + "-" + "b" * 16 + "-01")
         return SimpleNamespace(request_id="req-1", span=span, attempts=2)
 
@@ -123,6 +124,7 @@ async def test_the_edge_gets_the_metadata_the_deadline_and_the_tensors_as_pieces
     context = FakeContext((("x-api-key", "k"), ("user-agent", "x")), remaining=0.25)
     response = await door(edge)(raw_request().SerializeToString(), context)
     assert edge.headers["x-api-key"] == "k" and "user-agent" not in edge.headers
+    assert edge.peer == "ipv4:127.0.0.1:50000"  # the call's address, for the byte budget
     assert edge.headers["x-request-timeout-ms"] == "250.000"
     head, tensor = edge.pieces
     assert tensor == b"\0\0\x80?\0\0\0@" and edge.headers["inference-header-content-length"] == (
