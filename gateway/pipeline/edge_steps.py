@@ -117,34 +117,40 @@ class BoundedBody:
             end = int(declared)
             if end > limit:
                 raise PayloadTooLarge(f"request body over {limit} bytes")
-        memory = self._memory
         chunk, more = await read()
-        if not more:  # the usual case: one chunk
-            size = len(chunk)
-            if size > limit:
-                raise PayloadTooLarge(f"request body over {limit} bytes")
-            if holder is not None and size != holder.held and memory is not None:
-                memory.settle(holder, size)  # not the small body it declared: its size
-            return Body((chunk,), size)
+        if more:
+            return await self._chunks(chunk, read, end, holder)
+        size = len(chunk)  # the usual case: one chunk
+        if size > limit:
+            raise PayloadTooLarge(f"request body over {limit} bytes")
+        if holder is not None and size != holder.held and self._memory is not None:
+            self._memory.settle(holder, size)  # not the small body it declared: its size
+        return Body((chunk,), size)
+
+    async def _chunks(
+        self, chunk: Piece, read: BodyReader, end: int, holder: Holder | None
+    ) -> Body:
+        """A body of more than one chunk; ``end``: the most it may hold."""
+        limit, memory = self.max_bytes, self._memory
         chunks = [chunk]
         size = len(chunk)
-        while True:
+        more = True
+        while more:
             if size > limit:
                 raise PayloadTooLarge(f"request body over {limit} bytes")
             if holder is not None and memory is not None:
-                if not more:
-                    if size != holder.held:  # read whole: its size (a chunked one's)
-                        memory.settle(holder, size)
-                else:
-                    want = min(size + self._ahead, end)
-                    # room for the next read, or a wait for it
-                    if want > holder.held and not memory.hold(holder, want):
-                        await memory.wait(holder, want)
-            if not more:
-                return Body([c for c in chunks if c], size)
+                want = min(size + self._ahead, end)
+                # room for the next read, or a wait for it
+                if want > holder.held and not memory.hold(holder, want):
+                    await memory.wait(holder, want)
             chunk, more = await read()
             size += len(chunk)
             chunks.append(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"request body over {limit} bytes")
+        if holder is not None and size != holder.held and memory is not None:
+            memory.settle(holder, size)  # read whole: its size (a chunked one's)
+        return Body([c for c in chunks if c], size)
 
 
 def timeout_of(raw: str | None, model: ModelConfig) -> float:

@@ -17,9 +17,12 @@ import pytest
 from gateway.errors import TooManyRequests
 from gateway.grpc_door.infer import InferDoor
 from gateway.grpc_door.receive import MessageReader
+from gateway.grpc_door.service import V2Service
 from gateway.pipeline.call import InferResult
 from gateway.policies.byte_budget import InflightBytes
+from tests.support.processes import wait_until_async
 from v2proto.grpc import grpc_service_pb2 as pb
+from v2proto.grpc.service import SERVICE, Stub
 
 Reader = Callable[[], Awaitable[tuple[bytes | memoryview, bool]]]
 
@@ -223,3 +226,31 @@ async def test_a_non_2xx_result_is_internal() -> None:
         await door(edge)(raw_request().SerializeToString(), context)
     assert context.aborted is not None and context.aborted[0] == grpc.StatusCode.INTERNAL
     assert edge.done_calls == [(500, "", None, -1)]
+
+
+async def test_grpc_calls_back_once_it_has_taken_the_response_and_the_bytes_go_back() -> None:
+    """A real grpc server: the answer's bytes stay held after `done` until grpc's done
+    callback says the call has ended, for the unary call and for each answer of a stream."""
+    edge = FakeEdge(lambda headers, pieces: reply())
+    reader = MessageReader(InflightBytes(64 << 20, 0.0), 16 << 20, 5.0)
+    service = V2Service(SimpleNamespace(edge=edge), reader, 4)  # type: ignore[arg-type]
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers((service.infer_handler(),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            await Stub(channel).model_infer(raw_request(), timeout=10)
+            await wait_until_async(lambda: not edge.unwritten, 5.0, message="the unary's written")
+            stream = channel.stream_stream(
+                f"/{SERVICE}/ModelStreamInfer",
+                request_serializer=pb.ModelInferRequest.SerializeToString,
+                response_deserializer=pb.ModelStreamInferResponse.FromString,
+            )
+            call = stream(iter([raw_request()]), timeout=10)
+            async for answer in call:
+                assert not answer.error_message
+            await wait_until_async(lambda: not edge.unwritten, 5.0, message="the stream's written")
+        assert len(edge.done_calls) == 2
+    finally:
+        await server.stop(None)
