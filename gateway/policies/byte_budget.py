@@ -297,13 +297,13 @@ class InflightBytes:
             account = holder.account
             assert account is not None  # large waiters are enlarged before they wait
             size = waiter.total - holder.held
+            if account.held + size > self.peer_bytes and self._others_wait(account.key):
+                continue  # over its share while another address waits: the others first
             held = self.held
             if held != holder.held and (
                 held + size > self.limit or self.large + size > self.limit - self.kept
             ):
                 return  # room goes first come, first served
-            if account.held + size > self.peer_bytes and self._others_wait(account.key):
-                continue  # over its share while another address waits: the others first
             self._dequeue(waiter)
             if size > 0:
                 self._grant(holder, account, size, waiter.reclaim)

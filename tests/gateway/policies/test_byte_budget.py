@@ -130,6 +130,20 @@ async def test_an_address_over_its_share_waits_behind_another_address() -> None:
     assert budget.held == 900
 
 
+async def test_a_waiter_over_its_share_keeps_no_one_behind_it_from_room_that_frees() -> None:
+    budget = InflightBytes(1000, wait_s=60.0, small_bytes=10, peer_share=0.3)
+    greedy = [await take(budget, 250, "10.0.0.9") for _ in range(4)]  # alone: all of it
+    big = asyncio.ensure_future(take(budget, 400, "10.0.0.9"))  # first in line
+    await asyncio.sleep(0)
+    other = asyncio.ensure_future(take(budget, 200, "10.0.0.1"))
+    await asyncio.sleep(0)
+    budget.release(greedy[0])  # room for the other, not for the one ahead of it
+    await other
+    assert not big.done() and budget.held == 950
+    big.cancel()
+    await asyncio.gather(big, return_exceptions=True)
+
+
 def test_the_share_is_at_least_the_floor() -> None:
     assert InflightBytes(1000, 0.0, peer_share=0.1, peer_floor=400).peer_bytes == 400
     assert InflightBytes(1000, 0.0, peer_share=0.5, peer_floor=400).peer_bytes == 500
