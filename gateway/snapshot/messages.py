@@ -1,0 +1,169 @@
+"""The messages between the control process and a worker, as msgspec Structs sent as msgpack.
+
+Control → worker: `Welcome` (once, answering `Hello`), `Snapshot` (the whole view of the fleet
+a worker routes by, sent on change and at least once a second), `Reload`, `Drain`, `Stop`, and
+`Refused` (the link is refused: another protocol version). Worker → control: `Hello` (first on
+every connection), then `Batch` every ≤ 100 ms.
+
+Each message is tagged with its class name (``"type"``), so one typed decoder per direction
+reads a union and refuses what is not of that direction. Unknown fields are ignored, so a peer
+a version newer may add fields at the end of a struct; what changes meaning bumps `PROTOCOL`,
+which both ends check in `Hello` and `Welcome`. A snapshot is immutable (tuples); a batch hands
+over the lists its shipper just swapped out, without copying them.
+
+Times called ``*_until`` and ``sent_at`` are ``CLOCK_MONOTONIC`` seconds: one clock for every
+process on the host.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+from gateway.telemetry.answers import Answer
+
+PROTOCOL = 1  # bumped when a message changes meaning; both ends refuse another
+
+
+class Hello(msgspec.Struct, frozen=True, tag=True):
+    """A worker's first message on every connection."""
+
+    protocol: int
+    worker: int  # its index among the control's workers
+    pid: int
+    config_version: int  # of the config it runs (0: none yet)
+
+
+class Welcome(msgspec.Struct, frozen=True, tag=True):
+    """Control's answer to `Hello`: the config to run, exactly as control validated it."""
+
+    protocol: int
+    worker: int
+    config_text: str
+    config_version: int
+    run_dir: str  # the control's private run directory (its admin socket is there)
+
+
+class Refused(msgspec.Struct, frozen=True, tag=True):
+    """The link is refused (for now only another protocol version); says why."""
+
+    reason: str
+
+
+class ReplicaView(msgspec.Struct, frozen=True):
+    id: str
+    url: str
+    zone: str | None
+    standby: bool
+    healthy: bool | None  # None until the first probe verdict
+    ejected_until: float
+    ejection_reason: str | None
+    quarantined_until: float
+    quarantine_reason: str | None
+    weight: float
+
+
+class PoolView(msgspec.Struct, frozen=True):
+    name: str
+    paused: str | None  # an operator's pause: why no replica of it is eligible
+    held: tuple[str, ...]  # replica ids an operator drained or ejected
+    binary_tensors: bool | None  # as sent now: learned or configured
+    members: tuple[ReplicaView, ...]
+
+
+class AdjustmentView(msgspec.Struct, frozen=True):
+    """A model's burn-policy adjustment (`gateway.slo.policy.PolicyAdjustment`)."""
+
+    retry_budget_factor: float = 1.0
+    hedging_enabled: bool = True
+    fallback_margin_factor: float = 1.0
+    reason: str | None = None
+
+
+class RolloutView(msgspec.Struct, frozen=True):
+    phase: str
+    step: int
+    share: float  # of the model's requests the candidate serves
+
+
+class ModelView(msgspec.Struct, frozen=True):
+    adjustment: AdjustmentView
+    fallback_refusal: str | None  # None: its fallback can answer
+    metadata: bytes | None  # the model's V2 metadata document (JSON), once fetched
+    rollout: RolloutView | None
+
+
+class BreakerSignal(msgspec.Struct, frozen=True):
+    """A worker's breaker transition, re-broadcast so every worker's breaker follows it."""
+
+    replica: str
+    state: Literal["closed", "open", "half-open"]
+    seq: int
+    origin_worker: int
+
+
+class Snapshot(msgspec.Struct, frozen=True, tag=True):
+    """Everything a worker routes by, whole: a newer one replaces the older entirely."""
+
+    version: int  # bumped by control on every change
+    sent_at: float
+    draining: bool
+    pools: tuple[PoolView, ...]
+    models: dict[str, ModelView]
+    breakers: tuple[BreakerSignal, ...]
+
+
+class Reload(msgspec.Struct, frozen=True, tag=True):
+    config_text: str
+    config_version: int
+
+
+class Drain(msgspec.Struct, frozen=True, tag=True):
+    reason: str
+
+
+class Stop(msgspec.Struct, frozen=True, tag=True):
+    """Stop accepting, finish what is in flight within ``grace_s``, exit."""
+
+    grace_s: float
+
+
+class Call(msgspec.Struct, frozen=True, array_like=True):
+    """What a control-owned object would have been told in-process: ``target.method(*args)``.
+
+    Control applies it through its own whitelist of targets and methods; ``args`` are msgpack
+    values (strings, numbers, booleans, None, lists of them)."""
+
+    target: str
+    method: str
+    args: tuple[Any, ...]
+
+
+class Gauges(msgspec.Struct, frozen=True):
+    """A worker's levels as of its batch."""
+
+    outstanding: dict[str, int]  # per replica
+    in_flight: dict[str, int]  # per model
+    budget_balance: float  # the retry budget's tokens
+    rss_bytes: int
+    cpu_s: float  # process CPU time so far
+
+
+class Batch(msgspec.Struct, frozen=True, tag=True):
+    """A worker's outcomes since its previous batch.
+
+    ``seq`` counts a worker's batches from 1 without a gap: a gap seen by control is batches
+    dropped while it did not read. ``stale``: the worker's snapshot was stale when it shipped.
+    """
+
+    worker: int
+    seq: int
+    answers: list[Answer]
+    calls: list[Call]
+    gauges: Gauges | None
+    stale: bool = False
+
+
+ControlMessage = Welcome | Snapshot | Reload | Drain | Stop | Refused
+WorkerMessage = Hello | Batch

@@ -1,0 +1,92 @@
+"""A worker's outcomes on their way to control: collected by the request path, shipped in batches.
+
+The request path pays one list append per record, nothing more: ``shipper.answers.append``
+(the answer tape's tuples) and ``shipper.calls.append`` (what control-owned objects would have
+been told). A batch goes every ``interval_s``, whether anything was recorded or not (its gauges
+and staleness are news too, and control sees a worker alive), and sooner once ``max_items``
+were recorded: while records come in (since the last batch, or in it), the lists' lengths
+are looked at every ``check_s``, so a burst waits at most that long and a batch stays near
+``max_items``; an idle worker only wakes to ship. Shipping swaps the lists
+out (the request path appends to fresh ones) and hands the batch to ``send``
+(`LinkClient.send_batch`, which holds batches while control is away, bounded).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Final
+
+from gateway.clock import Clock
+from gateway.periodic import BackgroundTask
+from gateway.snapshot.messages import Batch, Call, Gauges
+from gateway.telemetry.answers import Answer
+
+log = logging.getLogger(__name__)
+
+INTERVAL_S: Final = 0.1
+CHECK_S: Final = 0.02
+MAX_ITEMS: Final = 4096  # a batch of about half a megabyte of answers
+
+
+def no_gauges() -> Gauges | None:
+    return None
+
+
+class BatchShipper(BackgroundTask):
+    """``start()`` ships from then on; ``await stop()`` ships what is left, once more."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        send: Callable[[Batch], None],
+        *,
+        worker: int,
+        gauges: Callable[[], Gauges | None] = no_gauges,
+        stale: Callable[[], bool] = lambda: False,
+        interval_s: float = INTERVAL_S,
+        check_s: float = CHECK_S,
+        max_items: int = MAX_ITEMS,
+    ) -> None:
+        super().__init__("batch-shipper")
+        self._clock = clock
+        self._send = send
+        self._gauges = gauges
+        self._stale = stale
+        self.worker = worker
+        self.interval_s = interval_s
+        self.check_s = check_s
+        self.max_items = max_items
+        self.answers: list[Answer] = []  # appended to by the request path
+        self.calls: list[Call] = []  # appended to by the request path
+        self.seq = 0  # of the last batch shipped
+
+    def ship(self) -> Batch:
+        """Ships everything recorded so far, now."""
+        answers, calls = self.answers, self.calls
+        self.answers, self.calls = [], []
+        self.seq += 1
+        batch = Batch(self.worker, self.seq, answers, calls, self._gauges(), self._stale())
+        self._send(batch)
+        return batch
+
+    async def stop(self) -> None:
+        await super().stop()
+        self.ship()
+
+    async def _run(self) -> None:
+        clock = self._clock
+        due = clock.now() + self.interval_s
+        busy = False  # records came in since the last batch, or the last batch had some
+        while True:
+            left = due - clock.now()
+            busy = busy or bool(self.answers or self.calls)
+            await clock.sleep(max(0.0, min(left, self.check_s) if busy else left))
+            if clock.now() < due and len(self.answers) + len(self.calls) < self.max_items:
+                continue
+            due = clock.now() + self.interval_s
+            busy = bool(self.answers or self.calls)
+            try:
+                self.ship()
+            except Exception:  # a bug in one batch must not end the shipping
+                log.exception("shipping batch %d failed", self.seq)
