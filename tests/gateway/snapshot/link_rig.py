@@ -7,8 +7,8 @@ import os
 import random
 import shutil
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from gateway.clock import Clock, MonotonicClock
@@ -98,3 +98,17 @@ class Worker:
 
 async def until(predicate: Any, message: str) -> None:
     await wait_until_async(predicate, WAIT_S, message=message)
+
+
+@asynccontextmanager
+async def linked(control: Control, *workers: Worker) -> AsyncIterator[None]:
+    """Control listening and ``workers`` connecting; both ends stopped after, however it went."""
+    await control.server.start()
+    for worker in workers:
+        worker.client.start()
+    try:
+        yield
+    finally:
+        for worker in workers:
+            await worker.client.stop()
+        await control.server.close()

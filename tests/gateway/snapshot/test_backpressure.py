@@ -13,7 +13,7 @@ from gateway.snapshot.messages import Batch, Drain, Snapshot
 from gateway.snapshot.outbox import WRITE_HIGH_WATER
 from gateway.snapshot.shipper import BatchShipper
 from gateway.telemetry.answers import Answer
-from tests.gateway.snapshot.link_rig import Control, Worker, snapshot, socket_dir, until
+from tests.gateway.snapshot.link_rig import Control, Worker, linked, snapshot, socket_dir, until
 
 ANSWER: Answer = ("digits", 200, "mlp-1", None, "anonymous", 0.003, None, 600, 400, 1, 0.0)
 
@@ -22,10 +22,8 @@ async def test_a_control_that_stops_reading_never_holds_up_the_request_path() ->
     with socket_dir() as folder:
         path = os.path.join(folder, "control.sock")
         control = Control(path)
-        await control.server.start()
         worker = Worker(path, max_held_batches=5)
         client = worker.client
-        client.start()
         largest = 0  # the largest frame a batch made
 
         def send(batch: Batch) -> None:
@@ -37,49 +35,47 @@ async def test_a_control_that_stops_reading_never_holds_up_the_request_path() ->
         appended = 0
         longest = 0  # the longest the request path's list ever got
 
-        async def request_path() -> None:
+        async def request_path() -> None:  # 50 answers a millisecond at most
             nonlocal appended, longest
             while True:
                 for _ in range(50):
                     shipper.answers.append(ANSWER)
                 appended += 50
                 longest = max(longest, len(shipper.answers))
-                await asyncio.sleep(0.0005)
+                await asyncio.sleep(0.001)
 
-        await until(lambda: client.connected, "the welcome")
-        connection = control.server.connections[0]
-        connection._transport.pause_reading()  # type: ignore[union-attr]  # control hangs
-        shipper.start()
-        traffic = asyncio.create_task(request_path())
-        try:
-            await until(lambda: client.dropped_batches >= 20, "batches dropped while held")
-            transport = client._connection.transport  # type: ignore[union-attr]
-            assert client.held_batches <= 5
-            assert transport.get_write_buffer_size() <= WRITE_HIGH_WATER + largest
-            assert longest <= shipper.max_items + 50  # swapped out every batch
-            before = appended
-            await until(lambda: appended > before, "the request path still appending")
-        finally:
-            traffic.cancel()
-            await shipper.stop()
-        connection._transport.resume_reading()  # type: ignore[union-attr]
-        await client.stop()
-        await until(lambda: control.lost, "the worker's goodbye")
+        async with linked(control, worker):
+            await until(lambda: client.connected, "the welcome")
+            connection = control.server.connections[0]
+            connection._transport.pause_reading()  # type: ignore[union-attr]  # control hangs
+            shipper.start()
+            traffic = asyncio.create_task(request_path())
+            try:
+                await until(lambda: client.dropped_batches >= 20, "batches dropped while held")
+                transport = client._connection.transport  # type: ignore[union-attr]
+                assert client.held_batches <= 5
+                assert transport.get_write_buffer_size() <= WRITE_HIGH_WATER + largest
+                assert longest <= shipper.max_items  # swapped out every batch
+                before = appended
+                await until(lambda: appended > before, "the request path still appending")
+            finally:
+                traffic.cancel()
+                await shipper.stop()
+            connection._transport.resume_reading()  # type: ignore[union-attr]
+            await client.stop()  # what is written gets to control before it hangs up
+            await until(lambda: control.lost, "the worker's goodbye")
         seqs = [b.seq for b in control.batches]
         assert seqs == sorted(seqs) and seqs[-1] == shipper.seq
         assert len(seqs) + client.dropped_batches == shipper.seq  # every gap counted
         assert sum(len(b.answers) for b in control.batches) < appended  # dropped: not sent
-        await control.server.close()
 
 
 async def test_a_worker_that_stops_reading_gets_the_newest_snapshot_only() -> None:
     with socket_dir() as folder:
         path = os.path.join(folder, "control.sock")
         control = Control(path)
-        await control.server.start()
         worker = Worker(path)
-        worker.client.start()
-        try:
+        async with linked(control, worker):
             await until(lambda: worker.client.connected, "the welcome")
             worker.client._connection.transport.pause_reading()  # type: ignore[union-attr]
             connection = control.server.connections[0]
@@ -89,22 +85,18 @@ async def test_a_worker_that_stops_reading_gets_the_newest_snapshot_only() -> No
             assert connection.held_bytes <= size
             assert connection.dropped_snapshots > 150
             worker.client._connection.transport.resume_reading()  # type: ignore[union-attr]
-            await until(lambda: worker.of(Snapshot)[-1:] == [snapshot(200, metadata=50_000)], "")
+            newest = snapshot(200, metadata=50_000)
+            await until(lambda: worker.of(Snapshot)[-1:] == [newest], "the newest snapshot")
             versions = [s.version for s in worker.of(Snapshot)]
             assert versions == sorted(versions) and len(versions) < 50
-        finally:
-            await worker.client.stop()
-            await control.server.close()
 
 
 async def test_a_worker_that_stops_reading_is_cut_off_past_the_hard_bound() -> None:
     with socket_dir() as folder:
         path = os.path.join(folder, "control.sock")
         control = Control(path, max_held_frames=8, max_held_bytes=1_000_000)
-        await control.server.start()
         worker = Worker(path)
-        worker.client.start()
-        try:
+        async with linked(control, worker):
             await until(lambda: worker.client.connected, "the welcome")
             worker.client._connection.transport.pause_reading()  # type: ignore[union-attr]
             connection = control.server.connections[0]
@@ -116,6 +108,3 @@ async def test_a_worker_that_stops_reading_is_cut_off_past_the_hard_bound() -> N
             worker.client._connection.transport.resume_reading()  # type: ignore[union-attr]
             await until(lambda: worker.client.connects == 2, "the worker back")
             await until(lambda: len(control.server.connections) == 1, "welcomed again")
-        finally:
-            await worker.client.stop()
-            await control.server.close()

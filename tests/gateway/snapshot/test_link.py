@@ -19,7 +19,7 @@ from gateway.snapshot.messages import (
     Snapshot,
     Welcome,
 )
-from tests.gateway.snapshot.link_rig import Control, Worker, snapshot, socket_dir, until
+from tests.gateway.snapshot.link_rig import Control, Worker, linked, snapshot, socket_dir, until
 from tests.support.clock import FakeClock
 
 
@@ -58,28 +58,25 @@ async def test_a_worker_is_welcomed_gets_snapshots_and_ships_batches() -> None:
 async def test_a_worker_reconnects_after_control_restarts_and_keeps_what_it_could() -> None:
     with socket_dir() as folder:
         path = os.path.join(folder, "control.sock")
-        control = Control(path)
-        await control.server.start()
+        control, again = Control(path), Control(path)
         worker = Worker(path, max_held_batches=3)
-        worker.client.start()
-        try:
+        async with linked(control, worker):
             await until(lambda: worker.client.connected, "the first connection")
             await control.server.close()
             await until(lambda: not worker.client.connected, "the loss seen by the worker")
             for seq in range(1, 6):  # control is gone: held, the oldest dropped
                 worker.client.send_batch(batch(seq))
             assert (worker.client.held_batches, worker.client.dropped_batches) == (3, 2)
-
-            again = Control(path)
-            await again.server.start()
-            await until(lambda: worker.client.connected, "the reconnection")
-            await until(lambda: len(again.batches) == 3, "the held batches")
+            try:
+                await again.server.start()
+                await until(lambda: worker.client.connected, "the reconnection")
+                await until(lambda: len(again.batches) == 3, "the held batches")
+            finally:
+                await worker.client.stop()
+                await again.server.close()
             assert [b.seq for b in again.batches] == [3, 4, 5]  # a gap: 2 dropped
-            assert worker.client.connects == 2 and len(again.hellos) == 1
+            assert len(control.hellos) == len(again.hellos) == 1
             assert len(worker.of(Welcome)) == 2
-        finally:
-            await worker.client.stop()
-            await again.server.close()
 
 
 async def test_a_worker_retries_with_capped_jittered_backoff_while_control_is_gone() -> None:
@@ -110,12 +107,10 @@ async def test_a_snapshot_goes_stale_without_messages_and_fresh_with_the_next() 
     with socket_dir() as folder:
         path = os.path.join(folder, "control.sock")
         control = Control(path)
-        await control.server.start()
         clock = FakeClock()
         worker = Worker(path, clock=clock)
         assert worker.client.stale  # nothing heard yet
-        worker.client.start()
-        try:
+        async with linked(control, worker):
             await until(lambda: worker.client.connected, "the welcome")
             assert not worker.client.stale
             clock.advance(3.0)
@@ -124,28 +119,20 @@ async def test_a_snapshot_goes_stale_without_messages_and_fresh_with_the_next() 
             assert worker.client.stale and worker.client.connected  # hung, not gone
             control.server.broadcast(snapshot(version=2))
             await until(lambda: not worker.client.stale, "fresh again")
-        finally:
-            await worker.client.stop()
-            await control.server.close()
 
 
 async def test_a_worker_of_another_protocol_is_refused_and_stops_trying() -> None:
     with socket_dir() as folder:
         path = os.path.join(folder, "control.sock")
         control = Control(path)
-        await control.server.start()
         worker = Worker(path, protocol=PROTOCOL + 1)
-        worker.client.start()
-        try:
+        async with linked(control, worker):
             await until(lambda: worker.client.refused is not None, "the refusal")
             assert "protocol" in (worker.client.refused or "")
             assert worker.of(Refused) and not worker.of(Welcome)
             assert control.hellos == []
             await asyncio.sleep(0.2)  # backoff cap 0.05: a retry would have come by now
             assert worker.client.connects == 1
-        finally:
-            await worker.client.stop()
-            await control.server.close()
 
 
 async def test_a_control_of_another_protocol_is_refused_by_the_worker() -> None:
@@ -174,10 +161,8 @@ async def test_garbage_closes_only_its_own_connection_and_is_counted() -> None:
     with socket_dir() as folder:
         path = os.path.join(folder, "control.sock")
         control = Control(path)
-        await control.server.start()
         worker = Worker(path)
-        worker.client.start()
-        try:
+        async with linked(control, worker):
             await until(lambda: worker.client.connected, "the good worker")
             for junk in (
                 HEADER.pack(3) + b"\xc1\xc1\xc1",  # not msgpack
@@ -193,6 +178,3 @@ async def test_garbage_closes_only_its_own_connection_and_is_counted() -> None:
             control.server.broadcast(Drain("still here"))
             await until(lambda: worker.of(Drain) == [Drain("still here")], "the good worker")
             assert len(control.server.connections) == 1
-        finally:
-            await worker.client.stop()
-            await control.server.close()
