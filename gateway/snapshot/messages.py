@@ -3,7 +3,7 @@
 Control → worker: `Welcome` (once, answering `Hello`), `Snapshot` (the whole view of the fleet
 a worker routes by, sent on change and at least once a second), `Reload`, `Drain`, `Stop`, and
 `Refused` (the link is refused: another protocol version). Worker → control: `Hello` (first on
-every connection), then `Batch` every ≤ 100 ms.
+every connection), then a `Batch` at its shipper's pace.
 
 Each message is tagged with its class name (``"type"``), so one typed decoder per direction
 reads a union and refuses what is not of that direction. Unknown fields are ignored, so a peer
@@ -129,11 +129,13 @@ class Stop(msgspec.Struct, frozen=True, tag=True):
     grace_s: float
 
 
-class Call(msgspec.Struct, frozen=True, array_like=True):
+class Call(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """What a control-owned object would have been told in-process: ``target.method(*args)``.
 
     Control applies it through its own whitelist of targets and methods; ``args`` are msgpack
-    values (strings, numbers, booleans, None, lists of them)."""
+    values (strings, numbers, booleans, None, lists of them). A batch holds thousands, so they
+    are not tracked by the garbage collector (msgspec's ``gc=False``; values like these never
+    make a reference cycle): decoding a batch then sets off no collections."""
 
     target: str
     method: str
