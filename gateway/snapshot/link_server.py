@@ -84,11 +84,17 @@ class WorkerConnection(asyncio.Protocol):
             self.close(f"it stopped reading ({self._outbox.held_bytes} bytes held)")
 
     def close(self, reason: str, *, flush: bool = False) -> None:
-        """Ends the connection (``flush``: after what is written so far is sent)."""
+        """Ends the connection, logging why (``flush``: after what is written so far is
+        sent)."""
+        if self.closed_reason is None:
+            log.warning("link to worker %s closed: %s", self.worker, reason)
+        self.end(reason, flush=flush)
+
+    def end(self, reason: str, *, flush: bool = False) -> None:
+        """Ends the connection, as `close` does, without a word in the log."""
         if self.closed_reason is not None:
             return
         self.closed_reason = reason
-        log.warning("link to worker %s closed: %s", self.worker, reason)
         if self._transport is not None:
             if flush:
                 self._transport.close()
@@ -184,7 +190,7 @@ class LinkServer:
             return
         server.close()
         for connection in list(self._open):
-            connection.close("control closing")
+            connection.end("control closing")
         await server.wait_closed()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)

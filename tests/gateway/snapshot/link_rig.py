@@ -86,11 +86,14 @@ class Worker:
         self.client = LinkClient(
             path,
             lambda: Hello(protocol, 1, os.getpid(), 0),
-            self.received.append,
+            self.on_message,
             clock=clock or MonotonicClock(),
             rng=random.Random(7),
             **options,
         )
+
+    def on_message(self, message: ControlMessage) -> None:
+        self.received.append(message)
 
     def of(self, kind: type[Any]) -> list[Any]:
         return [m for m in self.received if isinstance(m, kind)]

@@ -10,9 +10,11 @@ import stat
 
 from gateway.snapshot.codec import HEADER, encode_frame
 from gateway.snapshot.link_client import LinkClient
+from gateway.snapshot.link_server import WorkerConnection
 from gateway.snapshot.messages import (
     PROTOCOL,
     Batch,
+    ControlMessage,
     Drain,
     Hello,
     Refused,
@@ -178,3 +180,32 @@ async def test_garbage_closes_only_its_own_connection_and_is_counted() -> None:
             control.server.broadcast(Drain("still here"))
             await until(lambda: worker.of(Drain) == [Drain("still here")], "the good worker")
             assert len(control.server.connections) == 1
+
+
+class BuggyControl(Control):
+    def batches_of(self, connection: WorkerConnection, batch: Batch) -> None:
+        if batch.seq == 1:
+            raise RuntimeError("a bug applying a batch")
+        super().batches_of(connection, batch)
+
+
+class BuggyWorker(Worker):
+    def on_message(self, message: ControlMessage) -> None:
+        if isinstance(message, Drain):
+            raise RuntimeError("a bug applying a drain")
+        super().on_message(message)
+
+
+async def test_a_bug_in_either_ends_callback_costs_that_message_only() -> None:
+    with socket_dir() as folder:
+        path = os.path.join(folder, "control.sock")
+        control, worker = BuggyControl(path), BuggyWorker(path)
+        async with linked(control, worker):
+            await until(lambda: worker.client.connected, "the welcome")
+            worker.client.send_batch(batch(1))
+            worker.client.send_batch(batch(2))
+            control.server.broadcast(Drain("x"))
+            control.server.broadcast(snapshot(version=3))
+            await until(lambda: control.batches == [batch(2)], "the batch after the bug")
+            await until(lambda: worker.of(Snapshot) == [snapshot(version=3)], "the snapshot")
+            assert worker.client.connects == 1 and control.lost == []
