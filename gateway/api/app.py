@@ -44,7 +44,7 @@ RESTART_FIELDS = (
     "parse_inline_max_bytes", "parse_fast_inline_max_bytes", "parse_offload", "parse_workers",
     "watch_config",
     "inflight_bytes", "inflight_wait_s", "inflight_small_bytes", "inflight_small_reserve",
-    "inflight_peer_share", "grpc",
+    "inflight_peer_share", "grpc", "workers",
 )  # fmt: skip
 DRAIN_SLACK_S = 1.0
 INFER_PATH = re.compile(r"^/v2/models/([^/]+)(?:/versions/([^/]+))?/infer$")

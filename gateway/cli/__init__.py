@@ -13,6 +13,8 @@ from gateway.cli import slo_rules
 from gateway.cli.check import check
 from gateway.cli.run import DEFAULT_CONFIG, serve, up
 from gateway.config import ConfigError
+from gateway.config.workers import Workers
+from gateway.control.worker_count import parse_workers
 from gateway.launcher import LaunchError
 from gateway.telemetry.logging import configure_logging
 
@@ -62,6 +64,13 @@ def parser() -> argparse.ArgumentParser:
             + ("8001 for up" if name == "up" else "no gRPC for serve")
             + ")",
         )
+        cmd.add_argument(
+            "--workers",
+            type=_workers,
+            metavar="N|auto",
+            help="data-plane worker processes; auto: the CPUs this process may use, its "
+            "cgroup's CPU quota included (default: the config's server.workers)",
+        )
         cmd.set_defaults(func=func)
     checking = sub.add_parser("check-config", help=COMMAND_HELP["check-config"])
     checking.add_argument("config", help="the YAML config file to check")
@@ -86,6 +95,13 @@ def parser() -> argparse.ArgumentParser:
     checking.set_defaults(func=check)
     slo_rules.add_parser(sub)
     return top
+
+
+def _workers(text: str) -> Workers:
+    try:
+        return parse_workers(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def main(argv: list[str] | None = None) -> int:

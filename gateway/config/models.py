@@ -38,6 +38,7 @@ from gateway.config.tenants import ANONYMOUS, ModelAuthConfig, TenantConfig, che
 from gateway.config.tensors import TensorMapping
 from gateway.config.tls import TlsConfig
 from gateway.config.upstream import UpstreamConfig, moved_to_upstream
+from gateway.config.workers import Workers, check_workers
 from gateway.frozen import Frozen
 from gateway.slo.config import BurnPolicyConfig, SloConfig, unique_names
 from gateway.telemetry.tracing import TracingConfig
@@ -80,6 +81,12 @@ class ServerConfig(Frozen):
         description="the gRPC door's HTTP/2 limits (streams, windows, keepalive, idle "
         "connections); its messages count against inflight_bytes and body_timeout_s as "
         "REST bodies do",
+    )
+    workers: Workers = Field(
+        1,
+        description="data-plane worker processes beside the control process, each serving the "
+        "REST and gRPC ports; auto: the CPUs this process may use (its CPU affinity, capped by "
+        "its cgroup's CPU quota); `--workers` overrides it; a change needs a restart",
     )
     max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, gt=0, description="over it: 413")
     max_header_bytes: int = Field(32 * 1024, ge=1024, description="request line + headers: 431")
@@ -160,6 +167,11 @@ class ServerConfig(Frozen):
     @classmethod
     def _hosts(cls, hosts: tuple[str, ...] | None) -> tuple[str, ...] | None:
         return None if hosts is None else normalise_hosts(hosts)
+
+    @field_validator("workers", mode="before")
+    @classmethod
+    def _workers(cls, workers: object) -> object:
+        return check_workers(workers)
 
 
 class PoolConfig(Frozen):

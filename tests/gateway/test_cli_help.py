@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gateway import __version__
-from gateway.cli import main
+from gateway.cli import main, parser
 
 
 def _help(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
@@ -40,3 +40,17 @@ def test_top_level_help_lists_each_command_once(capsys: pytest.CaptureFixture[st
     for command in ("up", "serve", "check-config", "slo-rules"):
         listed = [line for line in text.splitlines() if line.split()[:1] == [command]]
         assert len(listed) == 1, f"{command} listed {len(listed)} times:\n{text}"
+
+
+@pytest.mark.parametrize("command", ["serve", "up"])
+def test_workers_is_a_count_or_auto_and_defaults_to_the_config(command: str) -> None:
+    assert parser().parse_args([command]).workers is None
+    assert parser().parse_args([command, "--workers", "3"]).workers == 3
+    assert parser().parse_args([command, "--workers", "auto"]).workers == "auto"
+
+
+def test_a_bad_workers_value_is_refused_by_name(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["serve", "--workers", "0"])
+    assert exit_.value.code == 2
+    assert "argument --workers: a count from 1 to 1024, or 'auto'; not 0" in capsys.readouterr().err

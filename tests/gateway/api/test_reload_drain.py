@@ -110,6 +110,16 @@ async def test_a_good_reload_still_swaps(app: GatewayApp) -> None:
     assert result["models"] == ["digits", "digits-too"]
 
 
+async def test_a_reload_that_changes_the_workers_says_it_needs_a_restart(
+    app: GatewayApp,
+) -> None:
+    data = config(fallback={"model": "digits-logreg"})
+    data["server"] = {"workers": "auto"}
+    rewrite(app, data)
+    result = await app.reload()
+    assert result["needs_restart_for"] == ["server.workers"]
+
+
 async def test_draining_readiness_is_503_and_requests_are_still_served(app: GatewayApp) -> None:
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:

@@ -1,0 +1,5 @@
+"""The control process: the one users start, beside the data-plane workers it supervises.
+
+It binds the listening sockets once and hands them to its workers (`sockets`), resolves how many
+workers to run (`worker_count`), starts them (`spawn`) and keeps them running (`supervisor`).
+"""
