@@ -1,10 +1,14 @@
 """A toy data-plane worker: accepts on an inherited listening socket and answers every
 request with its own PID, after a little work (so a busy worker leaves the next connection to
-another). Usage: ``toy_worker.py FD MARKERS [--ignore-term] [--exit CODE]``.
+another). Usage: ``toy_worker.py FD MARKERS [--ignore-term] [--exit CODE] [--start-s S]
+[--index-fd FD]``.
 
-It writes ``MARKERS/ready-PID`` once its SIGTERM handler is in place, and ``MARKERS/term-PID``
-when SIGTERM comes; it then exits 0, or carries on with ``--ignore-term``. ``--exit CODE``:
-exits at once with CODE (a worker that crash-loops).
+It writes ``MARKERS/ready-PID`` (holding its index, if it was told one) once its SIGTERM
+handler is in place and it serves, and ``MARKERS/term-PID`` when SIGTERM comes; it then exits
+0, or carries on with ``--ignore-term``. ``--exit CODE``: exits at once with CODE (a worker
+that crash-loops). ``--start-s S``: takes S seconds to start (a real worker's imports), then
+writes ``MARKERS/warm-PID``. ``--index-fd FD``: a standby (`gateway.control.standby`): reads
+its index from FD to EOF before serving, and exits 0 on EOF with no index.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ WORK_S = 0.02
 
 def main(fd: int, markers: Path, flags: list[str]) -> None:
     if "--exit" in flags:
-        sys.exit(int(flags[flags.index("--exit") + 1]))
+        sys.exit(int(option(flags, "--exit", "")))
     ignore_term = "--ignore-term" in flags
 
     def on_term(signum: int, frame: FrameType | None) -> None:
@@ -32,8 +36,16 @@ def main(fd: int, markers: Path, flags: list[str]) -> None:
             sys.exit(0)
 
     signal.signal(signal.SIGTERM, on_term)
+    time.sleep(float(option(flags, "--start-s", "0")))
+    (markers / f"warm-{os.getpid()}").touch()
+    index = ""
+    if "--index-fd" in flags:
+        with open(int(option(flags, "--index-fd", "")), "rb") as pipe:
+            index = pipe.read().decode().strip()
+        if not index:
+            sys.exit(0)
     listener = socket.socket(fileno=fd)
-    (markers / f"ready-{os.getpid()}").touch()
+    (markers / f"ready-{os.getpid()}").write_text(index)
     while True:
         readable, _, _ = select.select([listener], [], [], 1.0)
         if not readable:
@@ -44,6 +56,10 @@ def main(fd: int, markers: Path, flags: list[str]) -> None:
             continue
         with conn:
             answer(conn)
+
+
+def option(flags: list[str], name: str, default: str) -> str:
+    return flags[flags.index(name) + 1] if name in flags else default
 
 
 def answer(conn: socket.socket) -> None:
