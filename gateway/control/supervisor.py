@@ -144,7 +144,7 @@ class Supervisor:
                 "restarts": w.restarts,
                 "exits_in_a_row": w.exits_in_a_row,
                 "last_exit": None if w.last_exit is None else describe_exit(w.last_exit),
-                "restart_in_s": None if w.restart_at is None else max(0.0, w.restart_at - now),
+                "restart_in_s": _seconds_until(w.restart_at, now),
             }
             for w in self._workers
         ]
@@ -216,16 +216,16 @@ class Supervisor:
             )
             return
         up_s = self._clock.now() - worker.started_at
-        self._failed(worker, f"(pid {process.pid}) {describe_exit(returncode)}", process.pid, up_s)
+        what = f"(pid {process.pid}) {describe_exit(returncode)} after {up_s:.1f} s up"
+        self._failed(worker, what, process.pid, stable=up_s >= self._backoff.stable_s)
 
-    def _failed(self, worker: _Worker, what: str, pid: int, up_s: float) -> None:
+    def _failed(self, worker: _Worker, what: str, pid: int, *, stable: bool) -> None:
         """A worker exited (or could not be started): its replacement, after the backoff."""
-        stable = up_s >= self._backoff.stable_s
         worker.exits_in_a_row = 1 if stable else worker.exits_in_a_row + 1
         delay = self._backoff.delay(worker.exits_in_a_row)
         looping = delay > self._backoff.looping_s
         detail = (
-            f"{what} after {up_s:.1f} s up; {worker.exits_in_a_row} in a row, "
+            f"{what}; {worker.exits_in_a_row} in a row, "
             f"{'crash-looping: ' if looping else ''}replaced in {delay:.1f} s"
         )
         log.log(logging.ERROR if looping else logging.WARNING, "worker %d %s", worker.index, detail)
@@ -247,7 +247,8 @@ class Supervisor:
             process = await self._spawn(worker.index)
         except Exception as exc:
             log.error("worker %d could not be started", worker.index, exc_info=True)
-            self._failed(worker, f"could not be started ({exc})", 0, 0.0)
+            if not self._stopping:
+                self._failed(worker, f"could not be started ({exc})", 0, stable=False)
             return
         self._started(worker, process, "replaced")
 
@@ -262,3 +263,7 @@ def _state(worker: _Worker, stopping: bool) -> str:
     if worker.process is not None:
         return "stopping" if stopping else "running"
     return "stopped" if stopping else "restarting"
+
+
+def _seconds_until(when: float | None, now: float) -> float | None:
+    return None if when is None else round(max(0.0, when - now), 3)
