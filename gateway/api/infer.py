@@ -41,6 +41,7 @@ _WANTED = frozenset(name.encode() for name in (*EDGE_HEADERS, *TENANT_HEADERS))
 _JSON_NAME = "application/json"
 _JSON_TYPE = _JSON_NAME.encode()
 _HEADER_LENGTH = HEADER_LENGTH.encode()
+_ANSWER_HEAD = b"content-type: %s\r\nx-served-by: %s\r\nx-attempts: %d\r\nx-request-id: %s\r\n"
 
 
 class InferEndpoint:
@@ -102,10 +103,9 @@ class InferEndpoint:
 def _answer_lines(intake: Intake, result: InferResult) -> bytes:
     """The answer's header lines, from values the gateway made or `checked`."""
     ctype = result.content_type
-    lines = b"content-type: %s\r\nx-served-by: %s\r\nx-attempts: %d\r\nx-request-id: %s\r\n" % (
-        _JSON_TYPE if ctype is None or ctype == _JSON_NAME else checked(ctype.encode()),
-        result.served_by.encode(), result.attempts, intake.request_id.encode(),
-    )  # fmt: skip
+    content_type = _JSON_TYPE if ctype is None or ctype == _JSON_NAME else checked(ctype.encode())
+    served, request_id = result.served_by.encode(), intake.request_id.encode()
+    lines = _ANSWER_HEAD % (content_type, served, result.attempts, request_id)
     if result.header_length is not None:  # the replica's, or counted here: checked
         lines += b"%s: %s\r\n" % (_HEADER_LENGTH, checked(result.header_length.encode()))
     if result.degraded:
