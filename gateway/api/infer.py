@@ -76,6 +76,9 @@ class InferEndpoint:
             if not self._left(scope, intake):
                 await self._refuse(send, scope, intake, error)
             return
+        except BaseException:  # a bug: uvicorn answers 500; the hook goes (it holds the task)
+            scope.pop(CLIENT_LEFT_KEY, None)
+            raise
         if self._left(scope, intake):  # as the answer came
             return
         await send_lines(send, scope, result.status, _answer_lines(intake, result), result.body)

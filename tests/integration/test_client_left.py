@@ -45,7 +45,8 @@ SLOS = [
     {"name": "latency", "kind": "latency", "objective": 0.99, "threshold_ms": 100},
 ]
 ROW = [0.5] * 64
-BODY = orjson.dumps({"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32", "data": ROW}]})
+TENSOR = {"name": "input", "shape": [1, 64], "datatype": "FP32", "data": ROW}
+BODY = orjson.dumps({"inputs": [TENSOR]})
 
 
 def in_flight(replica: ReplicaProcess, client: httpx.Client | None = None) -> int:
@@ -106,7 +107,7 @@ async def test_a_rest_client_that_leaves_leaves_no_try_open_at_the_replicas(
     gateway = start_gw(pool_config(replicas, slos=SLOS))
     await warm_up_and_slow_down(gateway.url, replicas)
     before = recorded(gateway.url)
-    reader, writer = await asyncio.open_connection("127.0.0.1", gateway.port)
+    _, writer = await asyncio.open_connection("127.0.0.1", gateway.port)
     head = (
         b"POST /v2/models/digits/infer HTTP/1.1\r\nhost: gw\r\ncontent-type: application/json\r\n"
         b"x-request-timeout-ms: %d\r\ncontent-length: %d\r\n\r\n" % (DEADLINE_MS, len(BODY))
@@ -125,18 +126,17 @@ async def test_a_rest_client_that_leaves_leaves_no_try_open_at_the_replicas(
     took = await stopped(closed)
     print(f"\nREST: the replicas' connections of the 3 tries closed {took} after")
     await wait_until_async(lambda: recorded(gateway.url)[0] == before[0] + 1, 5)
-    left, failed, events = recorded(gateway.url)
+    _, failed, events = recorded(gateway.url)
     assert failed == before[1] + 1  # Triton's statistics: a failure
     assert events == before[2]  # neither good nor bad: no event at all
 
 
 @pytest.fixture
 def grpc_replicas(models_dir: Path) -> Iterator[list[ReplicaProcess]]:
+    model = models_dir / "digits-mlp.onnx"
     started = [
-        start_replica(models_dir / "digits-mlp.onnx", name="digits-mlp", enable_faults=True,
-                      grpc=True)
-        for _ in range(3)
-    ]  # fmt: skip
+        start_replica(model, name="digits-mlp", enable_faults=True, grpc=True) for _ in range(3)
+    ]
     yield started
     for proc in started:
         proc.cleanup()
@@ -162,12 +162,10 @@ async def test_a_grpc_client_that_cancels_leaves_no_call_open_at_the_replicas(
             assert [in_flight(r) for r in grpc_replicas] == [1, 1, 1]
             with httpx.Client(trust_env=False) as client:
                 call.cancel()  # the client cancels its call
-                took = await stopped(
-                    lambda: not any(in_flight(r, client) for r in grpc_replicas)
-                )
+                took = await stopped(lambda: not any(in_flight(r, client) for r in grpc_replicas))
         print(f"\ngRPC: the replicas' 3 calls cancelled {took} after")
         await wait_until_async(lambda: recorded(gateway.url)[0] == before[0] + 1, 5)
-        left, failed, events = recorded(gateway.url)
+        _, failed, events = recorded(gateway.url)
         assert failed == before[1] + 1
         assert events == before[2]
     finally:
