@@ -39,8 +39,15 @@ teaches the pool's latency, and a hung replica still times out and is ejected.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterable
 from typing import Any
+
+from gateway.clock import Clock
+from gateway.errors import CLIENT_CLOSED
+from gateway.telemetry.throttle import LogThrottle
+
+log = logging.getLogger(__name__)
 
 
 async def cancel_all(tasks: Iterable[asyncio.Future[Any]]) -> None:
@@ -51,3 +58,31 @@ async def cancel_all(tasks: Iterable[asyncio.Future[Any]]) -> None:
         task.cancel()
     if running:
         await asyncio.wait(running)
+
+
+class LeftLines:
+    """The log line of a request whose client left: at most one per model per `LogThrottle`
+    interval, saying how many more left meanwhile (clients leaving in a crowd write no flood).
+    Written while the request's log tags are bound, so it carries its request and trace ids."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._throttle = LogThrottle(clock)
+
+    def __call__(self, model: str, attempts: int, latency_s: float) -> None:
+        held = self._throttle.allow(model)
+        if held is None:
+            return
+        more = f" ({held} more since the last line)" if held else ""
+        fields = {
+            "status": CLIENT_CLOSED,
+            "model": model,
+            "attempts": attempts,
+            "latency_ms": round(latency_s * 1000, 1),
+        }
+        log.info(
+            "client left before its answer after %.0f ms: cancelled, recorded as %d%s",
+            latency_s * 1000,
+            CLIENT_CLOSED,
+            more,
+            extra=fields,
+        )

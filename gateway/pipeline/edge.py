@@ -15,13 +15,11 @@ answered one.
 
 A client that leaves before its answer: its door cancels the task running `infer` (everything
 the request started stops, `gateway.pipeline.cancel`), then calls `done` with `CLIENT_CLOSED`
-(499) and writes nothing; `done` records it as any answer, plus one log line (at most one per
-model per `LogThrottle` interval, saying how many more left meanwhile).
+(499) and writes nothing; `done` records it as any answer, plus a log line (`LeftLines`).
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping
 from contextvars import Token
 from dataclasses import dataclass
@@ -33,6 +31,7 @@ from gateway.config.tenants import ANONYMOUS
 from gateway.deadline import TIMEOUT_HEADER
 from gateway.errors import CLIENT_CLOSED, GatewayError
 from gateway.pipeline.call import Handler, InferCall, InferResult
+from gateway.pipeline.cancel import LeftLines
 from gateway.pipeline.edge_steps import (
     BodyReader,
     BoundedBody,
@@ -46,13 +45,10 @@ from gateway.policies.byte_budget import InflightBytes
 from gateway.policies.tenant_limits import TenantLimits
 from gateway.telemetry.logging import bind_request, unbind_request
 from gateway.telemetry.spans import RequestSpan
-from gateway.telemetry.throttle import LogThrottle
 from gateway.telemetry.tracing import Tracer
 from gateway.v2.identity import request_id_of, with_client_id
 from gateway.v2.request import HEADER_LENGTH
 from gateway.v2.response import rename_reply
-
-log = logging.getLogger(__name__)
 
 # The request headers the edge reads (the tenant's key headers come with the tenant lookup).
 HEADERS = (
@@ -126,7 +122,7 @@ class Edge:
         self._build_call = build_call
         self._pipeline = pipeline
         self._observe = observe
-        self._left_lines = LogThrottle(clock)
+        self._left_lines = LeftLines(clock)
 
     def arrive(self, model_name: str, version: str | None, headers: Mapping[str, str]) -> Intake:
         """The request arrived: its clock starts, it gets its id and span, its log lines their
@@ -204,38 +200,18 @@ class Edge:
         degraded: str | None = None,
         sent: int = -1,
     ) -> None:
-        """The door has sent the answer (``sent``: its body's bytes; -1 for an error's), or
-        its client left (``status`` `CLIENT_CLOSED`): metrics, SLOs and history record it,
-        the span ends, the log tags go."""
+        """The door has sent the answer (``sent``: its body's bytes; -1 for an error's):
+        metrics, SLOs and history record it, the span ends, the log tags go."""
         now = self._clock.now()
         self._observe(
             intake.model_name, status, served_by, now - intake.arrived, degraded,
             intake.client_timeout_s, intake.tenant, intake.received, sent, intake.rows, now,
         )  # fmt: skip
-        if status == CLIENT_CLOSED:
-            self._client_left(intake, now - intake.arrived)
+        if status == CLIENT_CLOSED:  # its client left: no answer (tagged: still bound)
+            self._left_lines(intake.model_name, intake.attempts, now - intake.arrived)
         intake.span.end(status, served_by or None, degraded)
         unbind_request(intake.log_token)
         self._release(intake)  # the answer is written: its bytes are free
-
-    def _client_left(self, intake: Intake, latency_s: float) -> None:
-        """The log line of a request whose client left (tagged with its ids: still bound)."""
-        held = self._left_lines.allow(intake.model_name)
-        if held is not None:
-            more = f" ({held} more since the last line)" if held else ""
-            fields = {
-                "status": CLIENT_CLOSED,
-                "model": intake.model_name,
-                "attempts": intake.attempts,
-                "latency_ms": round(latency_s * 1000, 1),
-            }
-            log.info(
-                "client left before its answer after %.0f ms: cancelled, recorded as %d%s",
-                latency_s * 1000,
-                CLIENT_CLOSED,
-                more,
-                extra=fields,
-            )
 
     def _release(self, intake: Intake) -> None:
         if intake.held and self._memory is not None:

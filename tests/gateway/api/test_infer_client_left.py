@@ -86,7 +86,7 @@ async def test_a_client_that_leaves_cancels_its_request_recorded_once_as_499(
 ) -> None:
     setup = Waiting()
     task, scope, sent = await served(setup)
-    with caplog.at_level(logging.INFO, logger="gateway.pipeline.edge"):
+    with caplog.at_level(logging.INFO, logger="gateway.pipeline.cancel"):
         scope.pop(CLIENT_LEFT_KEY)()  # what the protocol does when the connection is lost
         await task  # returns: nothing for uvicorn to log, nobody to answer
     assert setup.cancelled == 1 and sent == []
