@@ -23,8 +23,8 @@ When the request's task ends, then:
   so a request cancelled spends no more of it;
 - the door records it once (`gateway.pipeline.edge.Edge.done`) as `CLIENT_CLOSED` (499, nginx's
   "client closed request"): in the request metrics and Triton's statistics as a failure the
-  client caused, in its trace span and one (rate-limited) log line, outside the SLOs: neither a
-  good nor a bad event, since nobody was there to see the answer.
+  client caused, in its trace span and in one rate-limited log line (`LeftLines`), outside the
+  SLOs: neither a good nor a bad event, since nobody was there to see the answer.
 
 What is not the client's goes on: a rollout's shadow copy (sent after the client's answer, on a
 ledger of its own, evidence for the rollout), probes, and a fallback model's inference already
