@@ -26,6 +26,10 @@ so the edge renders every failure the same way: ``{"error": "..."}`` with a prec
         ├── UpstreamTimeout           no reply within the per-try timeout
         ├── UpstreamProtocolError     the reply was not valid HTTP/1.1, or not a valid V2 reply
         └── UpstreamStatusError       the replica answered 4xx or 5xx
+
+A request whose client left before its answer gets no answer at all: it is recorded with
+`CLIENT_CLOSED` (499, nginx's "client closed request"), a failure the client caused, outside
+the SLOs (`gateway.pipeline.cancel`).
 """
 
 from __future__ import annotations
@@ -36,6 +40,9 @@ if TYPE_CHECKING:
     import asyncio
 
     from gateway.outcome import Outcome
+
+
+CLIENT_CLOSED = 499  # recorded, never sent: the client left before its answer
 
 
 class GatewayError(Exception):

@@ -9,25 +9,39 @@ the gateway made or `checked`, and written past uvicorn's validation: `send_line
 ASGI handler because framework routing and pydantic models cost more CPU per request than the
 whole upstream exchange (docs/measured.md, "Gateway overhead"); everything else goes through
 FastAPI.
+
+A client that leaves while the edge has its request (`gateway.pipeline.cancel`): the handler
+offers the server protocol a hook in the request's scope (`CLIENT_LEFT_KEY`: the handler task's
+``cancel``) for as long as the edge has the request; the protocol takes it and calls it when
+the connection is lost (`gateway.server.body_cycle.PiecesCycle.lost`). The request stops, is
+recorded as `CLIENT_CLOSED` (499), and the handler returns without writing: nobody is there.
 """
 
 from __future__ import annotations
 
+import asyncio
+
 from gateway.api.responses import Receive, Scope, Send, checked, send_error, send_lines
 from gateway.api.tenants import HEADERS as TENANT_HEADERS
-from gateway.errors import BadRequest, GatewayError, RequestTimeout
+from gateway.errors import CLIENT_CLOSED, BadRequest, GatewayError, RequestTimeout
+from gateway.pipeline.call import InferResult
 from gateway.pipeline.edge import HEADERS as EDGE_HEADERS
-from gateway.pipeline.edge import Edge
+from gateway.pipeline.edge import Edge, Intake
 from gateway.v2.request import HEADER_LENGTH
 
 # Set in a request's scope by the server protocol when its body timed out, so the app
 # records the 408 the protocol already answered.
 BODY_TIMEOUT_KEY = "gateway.body_timeout"
+# Set in a request's scope by the infer handler while the edge has its request: a call that
+# cancels the request (its task). The server protocol takes it and calls it when the connection
+# is lost before the answer; taken, it tells the handler that its client left.
+CLIENT_LEFT_KEY = "gateway.client_left"
 
 _WANTED = frozenset(name.encode() for name in (*EDGE_HEADERS, *TENANT_HEADERS))
 _JSON_NAME = "application/json"
 _JSON_TYPE = _JSON_NAME.encode()
 _HEADER_LENGTH = HEADER_LENGTH.encode()
+_ANSWER_HEAD = b"content-type: %s\r\nx-served-by: %s\r\nx-attempts: %d\r\nx-request-id: %s\r\n"
 
 
 class InferEndpoint:
@@ -50,34 +64,62 @@ class InferEndpoint:
                 raise BadRequest("client disconnected before sending the whole body")
             return message.get("body", b""), message.get("more_body", False)
 
-        span = intake.span
+        task = asyncio.current_task()
+        assert task is not None, "an ASGI handler runs in a task"
+        scope[CLIENT_LEFT_KEY] = task.cancel
         try:
             result = await edge.infer(intake, read)
+        except asyncio.CancelledError:
+            if not self._left(scope, intake):  # cancelled by the server (its shutdown)
+                edge.done(intake, CLIENT_CLOSED)
+                raise
+            return  # nobody to answer, and nothing for uvicorn to log
         except GatewayError as error:
-            lines = b"x-attempts: %d\r\nx-request-id: %s\r\n" % (
-                intake.attempts,
-                intake.request_id.encode(),
-            )
-            if span.traceparent:
-                lines += b"traceparent: %s\r\n" % span.traceparent.encode()
-            await send_error(send, scope, error, lines)
-            edge.done(intake, error.status)
+            if not self._left(scope, intake):
+                await self._refuse(send, scope, intake, error)
             return
-        ctype = result.content_type
-        lines = b"content-type: %s\r\nx-served-by: %s\r\nx-attempts: %d\r\nx-request-id: %s\r\n" % (
-            _JSON_TYPE if ctype is None or ctype == _JSON_NAME else checked(ctype.encode()),
-            result.served_by.encode(), result.attempts, intake.request_id.encode(),
-        )  # fmt: skip
-        if result.header_length is not None:  # the replica's, or counted here: checked
-            lines += b"%s: %s\r\n" % (_HEADER_LENGTH, checked(result.header_length.encode()))
-        if result.degraded:
-            lines += b"x-degraded: %s\r\n" % result.degraded.encode()
-        if result.vote:
-            lines += b"x-vote: %s\r\n" % result.vote.encode()
-        if span.traceparent:
-            lines += b"traceparent: %s\r\n" % span.traceparent.encode()
-        await send_lines(send, scope, result.status, lines, result.body)
+        except BaseException:  # a bug: uvicorn answers 500; the hook goes (it holds the task)
+            scope.pop(CLIENT_LEFT_KEY, None)
+            raise
+        if self._left(scope, intake):  # as the answer came
+            return
+        await send_lines(send, scope, result.status, _answer_lines(intake, result), result.body)
         edge.done(intake, result.status, result.served_by, result.degraded, len(result.body))
+
+    async def _refuse(self, send: Send, scope: Scope, intake: Intake, error: GatewayError) -> None:
+        lines = b"x-attempts: %d\r\nx-request-id: %s\r\n" % (
+            intake.attempts,
+            intake.request_id.encode(),
+        )
+        if intake.span.traceparent:
+            lines += b"traceparent: %s\r\n" % intake.span.traceparent.encode()
+        await send_error(send, scope, error, lines)
+        self.edge.done(intake, error.status)
+
+    def _left(self, scope: Scope, intake: Intake) -> bool:
+        """Takes the hook back; True when the protocol had taken it (the client left): the
+        request is then recorded as `CLIENT_CLOSED` and nothing is written."""
+        if scope.pop(CLIENT_LEFT_KEY, None) is not None:
+            return False
+        self.edge.done(intake, CLIENT_CLOSED)
+        return True
+
+
+def _answer_lines(intake: Intake, result: InferResult) -> bytes:
+    """The answer's header lines, from values the gateway made or `checked`."""
+    ctype = result.content_type
+    content_type = _JSON_TYPE if ctype is None or ctype == _JSON_NAME else checked(ctype.encode())
+    served, request_id = result.served_by.encode(), intake.request_id.encode()
+    lines = _ANSWER_HEAD % (content_type, served, result.attempts, request_id)
+    if result.header_length is not None:  # the replica's, or counted here: checked
+        lines += b"%s: %s\r\n" % (_HEADER_LENGTH, checked(result.header_length.encode()))
+    if result.degraded:
+        lines += b"x-degraded: %s\r\n" % result.degraded.encode()
+    if result.vote:
+        lines += b"x-vote: %s\r\n" % result.vote.encode()
+    if intake.span.traceparent:
+        lines += b"traceparent: %s\r\n" % intake.span.traceparent.encode()
+    return lines
 
 
 def _wanted_headers(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:

@@ -19,8 +19,10 @@ The answer's trailing metadata says what REST's headers say: ``x-served-by``, ``
 (the response's V2 ``parameters`` carry ``degraded`` / ``vote`` too). Trailing, as an error's
 must be, so that a client reads every answer's in one place, and because initial metadata sent
 apart from the message costs the call one more write. An error is answered with its code
-(`gateway.grpc_door.status`), its message, and the same metadata. A call the client cancels, or
-whose deadline gRPC ends first, is recorded as 499 or 504."""
+(`gateway.grpc_door.status`), its message, and the same metadata. A call the client cancels (or
+whose connection drops), or whose deadline gRPC ends first, is recorded as 499
+(`CLIENT_CLOSED`) or 504; grpc.aio cancels the call's task, so everything the request started
+stops with it (`gateway.pipeline.cancel`)."""
 
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ import grpc
 from gateway.api.app import GatewayApp
 from gateway.api.tenants import HEADERS as TENANT_HEADERS
 from gateway.deadline import TIMEOUT_HEADER
-from gateway.errors import BadRequest, GatewayError
+from gateway.errors import CLIENT_CLOSED, BadRequest, GatewayError
 from gateway.grpc_door.receive import MessageReader, Refused, missing_request
 from gateway.grpc_door.status import code_of, error_metadata
 from gateway.grpc_door.typed import typed_to_raw
@@ -51,7 +53,6 @@ log = logging.getLogger(__name__)
 Context = grpc.aio.ServicerContext[Any, Any]
 # What the edge reads from metadata (a client's ``x-request-timeout-ms`` too, under a deadline).
 _WANTED = frozenset(("x-request-id", "traceparent", "tracestate", TIMEOUT_HEADER, *TENANT_HEADERS))
-CLIENT_CLOSED = 499  # recorded for a call the client cancelled before its answer
 # A client cancels at its own deadline, which this side's lies just after (it counts from the
 # call's arrival): a cancellation this close to the deadline is the deadline's (504), not 499.
 DEADLINE_SKEW_S = 0.05

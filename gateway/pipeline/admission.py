@@ -4,14 +4,15 @@ Shedding early with ``Retry-After`` keeps latency bounded for the admitted reque
 without bound would turn overload into timeouts for everyone. Each model's bound is split
 among the tenants by weight (`gateway.policies.fair_share`): the tenant over its share gets
 429, and 503 means the model itself is full. The count is taken before the deadline starts
-to matter and released however the request ends.
+to matter and released however the request ends: for a request cancelled (its client left),
+once the tries it left running in the background have stopped too (`gateway.pipeline.cancel`).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from gateway.config.models import ModelConfig
 from gateway.config.tenants import TenantConfig
@@ -30,10 +31,13 @@ class AdmissionLayer:
         inner: Handler,
         tenants: Mapping[str, TenantConfig] | None = None,
         paths: Mapping[str, Handler] | None = None,
+        stop: Callable[[InferCall], Awaitable[None]] | None = None,
     ) -> None:
         """``tenants``: the configured tenants, whose weights split each model's bound.
         ``paths``: each model's own path below (`gateway.pipeline.build.assemble`); a model
-        without one goes to ``inner``."""
+        without one goes to ``inner``. ``stop``: stops what a cancelled request left running
+        (`gateway.pipeline.attempt.AttemptLayer.stop`)."""
+        self._stop = stop
         self._metrics = metrics
         self._inner = inner
         self._paths = dict(paths or {})
@@ -74,6 +78,10 @@ class AdmissionLayer:
             self.idle.clear()
         try:
             return await self._paths.get(name, self._inner)(call)
+        except asyncio.CancelledError:
+            if self._stop is not None:
+                await self._stop(call)
+            raise
         finally:
             share.leave(seat)
             self._total -= 1

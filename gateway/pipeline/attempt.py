@@ -18,7 +18,8 @@ it finishes in the background within the request's deadline and is classified by
 ended. A late answer makes the replica slow (its EWMA and outstanding count steer traffic away)
 but not failed; a replica that never answers times out at the deadline and is ejected. So a
 hang costs each client one short try, and a slow but healthy replica is kept, which a fixed
-proxy read timeout cannot do both of.
+proxy read timeout cannot do both of. Those background exchanges are the request's all the same:
+when its client leaves, the admission layer stops them (`stop`; `gateway.pipeline.cancel`).
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ from gateway.errors import (
     UpstreamTimeout,
 )
 from gateway.outcome import REPLICA_FAILURES, Outcome, OutcomeKind
-from gateway.pipeline.call import InferCall, InferResult, Try
+from gateway.pipeline.call import InferCall, InferResult, Ledger, Try
+from gateway.pipeline.cancel import cancel_all
 from gateway.pipeline.retry_policy import RetryPolicy
 from gateway.policies.classify import classify_error, classify_status
 from gateway.policies.fault import NONFINITE_STATUS, disputed, input_is_evidence
@@ -59,6 +61,7 @@ MIN_TRY_TIMEOUT_S = 0.001
 # replica's to write: it stays in the detail)
 NONFINITE_NOTE = "an output is not finite for this input: inputs this large overflow the model"
 _SUCCESS = OutcomeKind.SUCCESS
+_CANCELLED = OutcomeKind.CANCELLED
 
 
 class AttemptLayer:
@@ -69,7 +72,8 @@ class AttemptLayer:
         self._retry = retry
         self._clock = clock
         self._metrics = metrics
-        self.background: set[asyncio.Future[InferResult]] = set()
+        # exchanges handed to the background (slow tries), each with its request's ledger
+        self.background: dict[asyncio.Future[InferResult], Ledger] = {}
 
     def __call__(self, attempt: Try) -> Awaitable[InferResult]:
         """The exchange itself where it may take all the time left (no coroutine around it),
@@ -102,11 +106,11 @@ class AttemptLayer:
         try:
             await wait_first(self._clock, (task,), self._clock.now() + patience)
         except asyncio.CancelledError:
-            task.cancel()
+            await cancel_all((task,))
             raise
         if task.done():
             return task.result()
-        self.background.add(task)
+        self.background[task] = leg.call.ledger
         task.add_done_callback(self._finished_in_background)
         slow = Outcome(OutcomeKind.SLOW, replica.id, patience, detail="answer still pending")
         leg.call.ledger.record(slow)
@@ -115,9 +119,16 @@ class AttemptLayer:
         raise UpstreamTimeout(message, outcome=slow, pending=task)
 
     def _finished_in_background(self, task: asyncio.Future[InferResult]) -> None:
-        self.background.discard(task)
+        self.background.pop(task, None)
         if not task.cancelled():
             task.exception()  # retrieved: its outcome was recorded by _exchange
+
+    async def stop(self, call: InferCall) -> None:
+        """The client of ``call`` left: its exchanges still running in the background are
+        cancelled, and this returns once they have ended."""
+        if self.background:
+            ledger = call.ledger
+            await cancel_all([task for task, of in self.background.items() if of is ledger])
 
     async def aclose(self) -> None:
         for task in list(self.background):
@@ -202,7 +213,9 @@ class AttemptLayer:
             call.ledger.record(outcome)
             judged = not disputed(outcome)  # a disputed answer is judged by evidence, later
             error_text_ = outcome.describe() if outcome.kind in REPLICA_FAILURES else None
-            replica.finished(outcome.latency_s, error_text_, judged=judged)
+            # a cancelled try says nothing of its replica: not even a success clearing a streak
+            ended = judged and outcome.kind is not _CANCELLED
+            replica.finished(outcome.latency_s, error_text_, judged=ended)
             if replica.breaker is not None:
                 replica.breaker.release(breaker_state)
                 if judged:

@@ -38,6 +38,8 @@ The pipeline (`build_pipeline`):
 - balance: eligibility (health, ejection, quarantine, breaker, spares, panic), then P2C;
 - attempt: one classified exchange; its `Outcome` feeds the replica's breaker, the outlier
   detector and the latency window.
+A request whose client leaves is cancelled by its door; every try, hedge, vote leg and slow
+try it started then stops before admission gives its seat back (`gateway.pipeline.cancel`).
 
 What flows down (`gateway.pipeline.call`): above the route, the frozen `InferCall` (its
 `Ledger` counts the attempts); from the route down, a `Leg` (the call on one pool with its
@@ -188,7 +190,7 @@ def build_pipeline(
         if chosen.route != "rollout" or rollout is not None:
             paths[name] = assemble(chosen, clock, registry, retry, balance, leg, vote, rollout,
                                    fallback)  # fmt: skip
-    admission = AdmissionLayer(metrics, deadline, tenants, paths)
+    admission = AdmissionLayer(metrics, deadline, tenants, paths, attempt.stop)
     return Pipeline(admission, admission, fallback, vote, hedge, attempt, rollout)
 
 

@@ -12,6 +12,10 @@ are plain calls, since the small request's CPU is what the gateway is measured b
 `Intake` is the request's record at the edge, filled as the steps learn things (tenant, model,
 bytes received, rows, the call), so that `done` can report a refused request as precisely as an
 answered one.
+
+A client that leaves before its answer: its door cancels the task running `infer` (everything
+the request started stops, `gateway.pipeline.cancel`), then calls `done` with `CLIENT_CLOSED`
+(499) and writes nothing; `done` records it as any answer, plus a log line (`LeftLines`).
 """
 
 from __future__ import annotations
@@ -25,8 +29,9 @@ from gateway.clock import Clock
 from gateway.config.models import ModelConfig
 from gateway.config.tenants import ANONYMOUS
 from gateway.deadline import TIMEOUT_HEADER
-from gateway.errors import GatewayError
+from gateway.errors import CLIENT_CLOSED, GatewayError
 from gateway.pipeline.call import Handler, InferCall, InferResult
+from gateway.pipeline.cancel import LeftLines
 from gateway.pipeline.edge_steps import (
     BodyReader,
     BoundedBody,
@@ -125,6 +130,7 @@ class Edge:
         self._build_call = build_call
         self._pipeline = pipeline
         self._observe = observe
+        self._left_lines = LeftLines(clock)
 
     def arrive(
         self, model_name: str, version: str | None, headers: Mapping[str, str], peer: str = ""
@@ -214,6 +220,8 @@ class Edge:
             intake.model_name, status, served_by, now - intake.arrived, degraded,
             intake.client_timeout_s, intake.tenant, intake.received, sent, intake.rows, now,
         )  # fmt: skip
+        if status == CLIENT_CLOSED:  # its client left: no answer (tagged: still bound)
+            self._left_lines(intake.model_name, intake.attempts, now - intake.arrived)
         intake.span.end(status, served_by or None, degraded)
         unbind_request(intake.log_token)
         if written:

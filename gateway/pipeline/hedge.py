@@ -2,7 +2,8 @@
 
 "The Tail at Scale": a request still unanswered when most requests would have finished is
 probably stuck behind a slow replica; a second copy elsewhere cuts the tail for a few percent
-more load. The first good answer wins and the other copy is cancelled. Hedges are paid through
+more load. The first good answer wins and the other copy is cancelled (both are, and waited
+for, when the request itself is cancelled: `gateway.pipeline.cancel`). Hedges are paid through
 the `RetryPolicy` (the retry budget at the burn policy's scale), so a slow pool cannot double
 its own load. Off unless the model enables it.
 """
@@ -13,6 +14,7 @@ import asyncio
 
 from gateway.clock import Clock, wait_first
 from gateway.pipeline.call import Adjuster, InferResult, Leg, LegHandler
+from gateway.pipeline.cancel import cancel_all
 from gateway.pipeline.retry_policy import RetryPolicy
 from gateway.telemetry.metrics import Metrics
 
@@ -64,6 +66,9 @@ class HedgeLayer:
             result = await self._first_good(primary, hedge)
             self._metrics.hedge(leg.call.model_name, won=self.hedges_won > won_before)
             return result
+        except asyncio.CancelledError:
+            await cancel_all(tasks)
+            raise
         finally:
             for task in tasks:
                 if not task.done():

@@ -3,6 +3,8 @@
 When a try is slow, the retry goes to another replica but the slow exchange keeps running (see
 `AttemptLayer`); whichever answers first wins. This is hedging driven by the learned per-try
 timeout, and it means giving up early never throws away an answer that was about to arrive.
+A race cancelled stops its own try; the pending exchanges are left to whoever cancelled it
+(the admission layer stops them when the client leaves: `gateway.pipeline.cancel`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Awaitable
 
 from gateway.errors import UpstreamError
 from gateway.pipeline.call import InferResult
+from gateway.pipeline.cancel import cancel_all
 
 
 class PendingAnswers:
@@ -42,7 +45,7 @@ class PendingAnswers:
                     main.cancel()
                     return won
         except asyncio.CancelledError:
-            main.cancel()
+            await cancel_all((main,))
             raise
 
     async def first_good(self) -> InferResult | None:

@@ -4,7 +4,8 @@ Each leg is a full single route (retry, hedge, balance, attempt) on its own pool
 the outputs the vote compares, in JSON: those the client names, else the vote's ``outputs``
 (its label outputs by default), so that every leg is asked the same question whatever a server
 returns by default; a leg that answers other outputs is a missing answer. Answers are compared
-as they arrive; once a quorum agrees, stragglers get a short grace and are then cancelled.
+as they arrive; once a quorum agrees, stragglers get a short grace and are then cancelled (all
+legs are, and waited for, when the request itself is cancelled: `gateway.pipeline.cancel`).
 Legs that answered against the quorum count against the replica that served them; a replica
 whose dissent share crosses the suspect threshold is quarantined. A leg that fails (an error,
 a refusal) is a missing answer: the rest decide, and a refusal the quorum refutes is charged
@@ -26,6 +27,7 @@ from gateway.clock import Clock, wait_first
 from gateway.config.policies import VoteConfig
 from gateway.errors import BadRequest, GatewayError, NoQuorum
 from gateway.pipeline.call import InferCall, InferResult, Leg, LegHandler, Tries
+from gateway.pipeline.cancel import cancel_all
 from gateway.pipeline.route import speak
 from gateway.policies.suspects import SuspectTracker
 from gateway.policies.voting import VoteResult, VoteRule, other_outputs, vote
@@ -155,6 +157,9 @@ class VoteRoute:
                     and vote(answers, rule).agreed
                 ):
                     grace_until = self._clock.now() + grace
+        except asyncio.CancelledError:
+            await cancel_all(pending)
+            raise
         finally:
             for task in pending:
                 task.cancel()

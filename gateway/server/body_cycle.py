@@ -19,6 +19,11 @@ uvicorn's does. Anything else the app sends goes through uvicorn's ``send``, val
 
 Once the last chunk has been handed over, ``receive`` waits for the disconnect (or the
 response's end), as uvicorn's does: an app listening for a disconnect does not spin.
+
+When the connection is lost before the answer, the cycle calls the hook the app left in its
+scope (`gateway.api.infer.CLIENT_LEFT_KEY`: the infer handler's, which cancels the request),
+taking it: `lost`. uvicorn itself only marks the cycle disconnected, which an app that no longer
+reads its body never sees.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from collections import deque
 from uvicorn._types import ASGIReceiveEvent, ASGISendEvent
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, RequestResponseCycle
 
+from gateway.api.infer import CLIENT_LEFT_KEY
 from gateway.api.responses import ANSWER_KEY
 
 HIGH_WATER_BYTES = 256 * 1024  # one socket read's worth (uvloop reads up to 256 KiB)
@@ -112,6 +118,15 @@ class PiecesCycle(RequestResponseCycle):
         settings make rare, so every finished request kept its body until then (a 6 MB image
         each). Called once the answer is written or the connection is lost."""
         self.scope.pop(ANSWER_KEY, None)  # type: ignore[misc]
+
+    def lost(self) -> None:
+        """The connection is lost: the scope lets go of `answer` (`forget`), and before the
+        answer is complete, the app's hook for a client that left is taken and called."""
+        self.forget()
+        if not self.response_complete:
+            left = self.scope.pop(CLIENT_LEFT_KEY, None)  # type: ignore[misc]
+            if left is not None:
+                left()
 
     async def receive(self) -> ASGIReceiveEvent:
         if self.waiting_for_100_continue and not self.transport.is_closing():

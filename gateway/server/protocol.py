@@ -8,6 +8,11 @@ complete ``header_timeout_s`` after the connection or the request's first byte, 
 ``body_timeout_s`` after its head. A timer is armed only when a read is left incomplete, so
 a request that arrives whole costs the hot path a comparison, not a timer.
 
+A connection lost before its answer tells the request's app (`PiecesCycle.lost`): the infer
+handler then cancels the request, so a client that leaves stops its tries
+(`gateway.pipeline.cancel`). The cycle told is the one whose app runs, which under pipelining
+is not the last one parsed (uvicorn's ``cycle``).
+
 A head with two ``Host`` fields is a 400 (RFC 9112 3.2: the Host guard and any proxy in
 front could each read a different one), and so is an HTTP/1.1 head with none (RFC 9112 3.2:
 a server MUST answer 400; HTTP/1.0 requests may omit it).
@@ -28,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import orjson
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 from gateway.api.infer import BODY_TIMEOUT_KEY
 from gateway.api.responses import ANSWER_KEY
@@ -124,12 +129,16 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._idle_since: float | None = None  # loop time the last answer completed, if idle
         self._keep_alive_timer: asyncio.TimerHandle | None = None  # armed for _keep_alive_at
         self._keep_alive_at = 0.0
+        self._running: RequestResponseCycle | None = None  # whose app runs, until it answers
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)  # type: ignore[arg-type]
         self._arm()  # a connection that never sends a request is closed too
 
     def connection_lost(self, exc: Exception | None) -> None:
+        running = self._running
+        if isinstance(running, PiecesCycle):
+            running.lost()  # its client left: the app is told before its answer
         if isinstance(self.cycle, PiecesCycle):
             self.cycle.forget()  # an answer it never wrote
         self._disarm()
@@ -209,8 +218,14 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     # --- keep-alive: uvicorn's timeout, with one timer per connection -----------------------
 
+    def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
+        """uvicorn's, noting the cycle whose app runs (a pipelined one starts only here)."""
+        self._running = cycle
+        super()._start_asgi_task(cycle, app)
+
     def on_response_complete(self) -> None:
         """uvicorn's, except that an idle connection marks itself instead of arming a timer."""
+        self._running = None  # its answer is written: nothing to tell, nothing to keep
         self.server_state.total_requests += 1
         if self.transport.is_closing():
             return

@@ -14,6 +14,7 @@ from dataclasses import asdict
 from typing import Any
 
 from gateway.clock import Clock
+from gateway.errors import CLIENT_CLOSED
 from gateway.slo.alerts import ALERT_RULES, BURN_WINDOWS, AlertState
 from gateway.slo.config import BurnPolicyConfig, SloConfig
 from gateway.slo.policy import NORMAL, BurnPolicy, PolicyAdjustment
@@ -54,9 +55,12 @@ class SloTracker:
     ) -> None:
         """One request as the client saw it; 4xx answers count as good, 5xx as bad.
 
-        A request whose deadline was shorter than the SLO's floor only counts as excluded.
-        ``wall``: when it was answered (None: now).
+        A request whose deadline was shorter than the SLO's floor only counts as excluded; one
+        whose client left before its answer (`CLIENT_CLOSED`) is no event at all: nobody saw
+        how it would have ended. ``wall``: when it was answered (None: now).
         """
+        if status == CLIENT_CLOSED:
+            return
         if deadline_s is not None and deadline_s < self._min_deadline_s:
             self.excluded += 1
             return

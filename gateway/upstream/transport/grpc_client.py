@@ -193,19 +193,23 @@ class _Call:
         self.learned: bool | None = None
 
     async def __call__(self, method: Any, message: Any) -> Any:
-        """The RPC's reply; a caller that stops waiting (a vote leg past its quorum, a hedge
-        that lost, a try past its patience) leaves the RPC to end by its own deadline.
+        """The RPC's reply; a caller that stops waiting (its client left, a vote leg past its
+        quorum, a hedge that lost) cancels the RPC in gRPC's core (`cancel_in_core`): the
+        replica sees the cancellation at once and stops.
 
-        Why not cancel it: grpc.aio frees a batch's native operations only when the task
-        awaiting the batch sees its result, so every cancelled call leaked them (grpc/grpc
-        issue 43360), a few hundred bytes for each vote's slowest gRPC leg. Such a call is
-        held in ``_UNFINISHED`` until it ends, within the try's timeout.
+        Not with ``call.cancel()``, which also cancels the task awaiting the call's batch:
+        grpc.aio frees a batch's native operations only when that task sees the batch's
+        result, so every call cancelled so leaked them (grpc/grpc issue 43360). Cancelled in
+        the core, the batch ends at once with the status CANCELLED and its task sees it; the
+        call is held in ``_UNFINISHED`` until then.
         """
-        rpc = asyncio.ensure_future(method(message, timeout=self.timeout, metadata=self.metadata))
+        call = method(message, timeout=self.timeout, metadata=self.metadata)
+        rpc = asyncio.ensure_future(call)
         try:
             reply = await asyncio.shield(rpc)
         except asyncio.CancelledError:
             if not rpc.done():
+                cancel_in_core(call)
                 _UNFINISHED.add(rpc)
                 rpc.add_done_callback(_ended)
             raise
@@ -214,7 +218,18 @@ class _Call:
         return reply
 
 
-_UNFINISHED: set[asyncio.Future[Any]] = set()  # bounded: the calls in flight, each by its deadline
+_UNFINISHED: set[asyncio.Future[Any]] = set()  # bounded: calls cancelled, until their batch ends
+CANCELLED_DETAILS = "the gateway no longer waits for this call"
+
+
+def cancel_in_core(call: object) -> None:
+    """Cancels a grpc.aio call in gRPC's core only (``grpc_call_cancel_with_status``), leaving
+    the task that awaits its batch to see it end; ``call.cancel()`` would cancel that task too.
+    grpc.aio offers no public way to do only this, so its call's core object is reached by
+    name; anything without one (a test's stand-in) is left alone."""
+    core = getattr(call, "_cython_call", None)
+    if core is not None and not core.done():
+        core.cancel(CANCELLED_DETAILS)
 
 
 def _ended(rpc: asyncio.Future[Any]) -> None:

@@ -17,7 +17,7 @@ import orjson
 import pytest
 import uvicorn
 
-from gateway.api.infer import BODY_TIMEOUT_KEY
+from gateway.api.infer import BODY_TIMEOUT_KEY, CLIENT_LEFT_KEY
 from gateway.server.protocol import (
     ClientLimits,
     _OneWriteAnswer,
@@ -32,11 +32,16 @@ WAIT_S = 10.0  # the bound on every wait: generous, a busy machine must not fail
 class App:
     """Echoes the body's length; ``/early`` answers 413 without reading the body; ``/digest``
     answers the body's sha256 and how many messages it came in; ``/listen`` reads the body,
-    then waits for the disconnect as Starlette's streaming answers do, counting receives."""
+    then waits for the disconnect as Starlette's streaming answers do, counting receives;
+    ``/hold`` and ``/answered`` offer the protocol a hook for a client that leaves (as the infer
+    handler does) and read the body; ``/hold`` then waits to be told, ``/answered`` answers."""
 
     seen: list[dict[str, Any]] = field(default_factory=list)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["path"] in ("/hold", "/answered"):
+            await self._hold(scope, receive, send)
+            return
         if scope["path"] == "/early":
             await self._send(send, 413, {"error": "too large"})
             return
@@ -71,6 +76,23 @@ class App:
             self.seen.append({"after_body": event["type"], "messages": messages})
             return
         await self._send(send, 200, {"sha256": digest.hexdigest(), "messages": messages})
+
+    async def _hold(self, scope: Any, receive: Any, send: Any) -> None:
+        told = asyncio.Event()
+
+        def left() -> None:
+            self.seen.append({"left": scope["path"]})
+            told.set()
+
+        scope[CLIENT_LEFT_KEY] = left
+        while (await receive()).get("more_body"):
+            pass
+        if scope["path"] == "/answered":
+            await self._send(send, 200, {"answered": True})
+            return
+        self.seen.append({"holding": scope["path"]})
+        async with asyncio.timeout(WAIT_S):
+            await told.wait()
 
     @staticmethod
     async def _send(send: Any, status: int, doc: Any) -> None:
@@ -413,3 +435,34 @@ async def test_after_the_body_receive_waits_for_the_disconnect_instead_of_spinni
     await _until(lambda: any("after_body" in s for s in served.app.seen))
     (after,) = [s for s in served.app.seen if "after_body" in s]
     assert after["after_body"] == "http.disconnect"
+
+
+async def test_a_connection_lost_before_the_answer_calls_the_apps_hook(served: Served) -> None:
+    """The infer handler's hook (it cancels the request) is called when the client leaves."""
+    _, writer = await connect(served.port)
+    writer.write(post("/hold", b"x" * 100))
+    await _until(lambda: {"holding": "/hold"} in served.app.seen)
+    writer.close()
+    await _until(lambda: {"left": "/hold"} in served.app.seen)
+
+
+async def test_a_pipelined_request_does_not_hide_the_running_ones_hook(served: Served) -> None:
+    """Under pipelining the cycle whose app runs is not the last one parsed: it is told."""
+    _, writer = await connect(served.port)
+    writer.write(post("/hold", b"x") + post("/", b"queued"))
+    await _until(lambda: {"holding": "/hold"} in served.app.seen)
+    await asyncio.sleep(0.05)  # the queued request's head is parsed meanwhile
+    writer.close()
+    await _until(lambda: {"left": "/hold"} in served.app.seen)
+    assert not any("size" in s for s in served.app.seen)  # the queued one never ran
+
+
+async def test_a_connection_closed_after_the_answer_calls_no_hook(served: Served) -> None:
+    reader, writer = await connect(served.port)
+    writer.write(post("/answered", b"x"))
+    assert (await answer(reader))[::2] == (200, b'{"answered":true}')
+    writer.write(post("/", b"abc"))  # the next request on the connection is served as ever
+    assert (await answer(reader))[::2] == (200, b'{"size":3}')
+    writer.close()
+    await asyncio.sleep(0.1)  # a hook called on close would be in by now
+    assert not any("left" in s for s in served.app.seen)

@@ -4,7 +4,7 @@ calls, replies converted back, and every gRPC failure mapped once into the trans
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
@@ -16,6 +16,7 @@ import pytest
 from gateway.config.endpoint import Endpoint
 from gateway.config.headers import ExtraHeaders
 from gateway.errors import UpstreamConnectError, UpstreamProtocolError, UpstreamTimeout
+from gateway.upstream.transport import grpc_client
 from gateway.upstream.transport.dispatch import ProtocolTransport
 from gateway.upstream.transport.grpc_client import GrpcTransport, scrubbed
 from gateway.upstream.transport.http1 import Http1Transport
@@ -23,6 +24,8 @@ from tests.support.processes import free_port
 from v2proto.codec import HEADER_LENGTH, decode_infer_response, encode_infer_request
 from v2proto.grpc import grpc_service_pb2 as pb
 from v2proto.grpc.service import generic_handler
+
+WAIT_S = 10.0  # the bound on a wait for what the server saw: generous, for a busy machine
 
 
 class Scripted:
@@ -39,6 +42,7 @@ class Scripted:
         self.metadata: list[dict[str, str]] = []
         self.extensions = ["x"]
         self.garbage = False  # ModelInfer answers bytes that are not a ModelInferResponse
+        self.cancelled = 0  # ModelInfer calls its client cancelled while they hung
 
     def handler(self) -> grpc.GenericRpcHandler:
         return generic_handler(
@@ -71,7 +75,11 @@ class Scripted:
         self.seen.append(request)
         self.metadata.append({k: v for k, v in context.invocation_metadata()})
         if self.hanging:
-            await self.hang.wait()
+            try:
+                await self.hang.wait()
+            except asyncio.CancelledError:
+                self.cancelled += 1
+                raise
         if self.abort is not None:
             await context.abort(*self.abort)
         if self.garbage:
@@ -223,6 +231,34 @@ async def test_the_try_timeout_is_the_calls_deadline(server: Any, transport: Grp
     with pytest.raises(UpstreamTimeout):
         await transport.request(endpoint, "POST", "/v2/models/m/infer",
                                 body=encode_infer_request({"x": X}).body, timeout=0.2)  # fmt: skip
+
+
+async def test_a_caller_that_stops_waiting_cancels_the_call_at_the_replica(
+    server: Any, transport: GrpcTransport
+) -> None:
+    """A request whose client left: the replica's handler is cancelled at once, not left to
+    run to the call's deadline; the call is held only until its batch has ended."""
+    scripted, endpoint = server
+    scripted.hanging = True
+    body = encode_infer_request({"x": X}).body
+    caller = asyncio.ensure_future(
+        transport.request(endpoint, "POST", "/v2/models/m/infer", body=body, timeout=60)
+    )
+    await _until(lambda: bool(scripted.seen))
+    caller.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    # the replica sees it far sooner than the call's 60 s, and the call is let go
+    await _until(lambda: scripted.cancelled == 1 and not grpc_client._UNFINISHED)
+
+
+async def _until(predicate: Callable[[], bool]) -> None:
+    """Polls ``predicate`` every 10 ms; `TimeoutError` after `WAIT_S`."""
+    for _ in range(int(WAIT_S / 0.01)):
+        if predicate():
+            return
+        await asyncio.sleep(0.01)
+    raise TimeoutError("condition not met in time")
 
 
 async def test_a_reply_over_the_cap_is_a_protocol_error(
