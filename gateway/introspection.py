@@ -18,7 +18,7 @@ def state_document(gateway: Gateway) -> dict[str, Any]:
         "state_store": gateway.shared.snapshot(),
         "retry_budget": gateway.budget.snapshot(),
         "fallbacks": {n: m.status.to_json() for n, m in gateway.fallback_models.items()},
-        "suspects": pipeline.vote.suspects_snapshot(),
+        "suspects": pipeline.suspects.to_json(),
         "hedges": {"sent": pipeline.hedge.hedges_sent, "won": pipeline.hedge.hedges_won},
         "models": {
             name: {

@@ -102,6 +102,7 @@ from gateway.rollout.controller import Rollouts
 from gateway.telemetry.metrics import Metrics
 from gateway.telemetry.tracing import Tracer
 from gateway.upstream.registry import Registry
+from gateway.upstream.suspects import DissentSink, Suspects
 from gateway.upstream.transport.base import Transport
 
 
@@ -144,6 +145,7 @@ class Pipeline:
     vote: VoteRoute
     hedge: HedgeLayer
     attempt: AttemptLayer
+    suspects: DissentSink
     rollout: RolloutRoute | None = None
 
     async def aclose(self) -> None:
@@ -165,9 +167,11 @@ def build_pipeline(
     tenants: Mapping[str, TenantConfig] | None = None,
     rollouts: Rollouts | None = None,
     models: Mapping[str, ModelConfig] | None = None,
+    suspects: DissentSink | None = None,
 ) -> Pipeline:
     """The pipeline; with ``models``, each model's path below admission is assembled for what
-    that model uses (`assemble`), and a model not named there takes the path of every route."""
+    that model uses (`assemble`), and a model not named there takes the path of every route.
+    ``suspects``: where votes' dissents go (default: quarantined through ``registry``)."""
     metrics = metrics or Metrics(process=False)
     adjust = adjust or no_adjustment
     retry = RetryPolicy(budget, adjust, metrics, clock, rng)
@@ -175,7 +179,8 @@ def build_pipeline(
     balance = BalanceLayer(PowerOfTwoChoices(rng), clock, attempt)
     hedge = HedgeLayer(retry, clock, metrics, adjust, balance)
     leg = RetryLayer(retry, hedge)
-    vote = VoteRoute(registry, leg, clock, metrics, retry.pay)
+    suspects = suspects or Suspects(registry)
+    vote = VoteRoute(registry, leg, clock, metrics, retry.pay, suspects)
     routes: dict[str, Handler] = {"single": SingleRoute(registry, leg), "vote": vote}
     rollout = None
     if rollouts is not None:
@@ -191,7 +196,7 @@ def build_pipeline(
             paths[name] = assemble(chosen, clock, registry, retry, balance, leg, vote, rollout,
                                    fallback)  # fmt: skip
     admission = AdmissionLayer(metrics, deadline, tenants, paths, attempt.stop)
-    return Pipeline(admission, admission, fallback, vote, hedge, attempt, rollout)
+    return Pipeline(admission, admission, fallback, vote, hedge, attempt, suspects, rollout)
 
 
 @dataclass(frozen=True, slots=True)

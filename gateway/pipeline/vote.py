@@ -29,12 +29,12 @@ from gateway.errors import BadRequest, GatewayError, NoQuorum
 from gateway.pipeline.call import InferCall, InferResult, Leg, LegHandler, Tries
 from gateway.pipeline.cancel import cancel_all
 from gateway.pipeline.route import speak
-from gateway.policies.suspects import SuspectTracker
 from gateway.policies.voting import VoteResult, VoteRule, other_outputs, vote
 from gateway.telemetry.metrics import Metrics
 from gateway.telemetry.throttle import LogThrottle
 from gateway.upstream import fault_actions
 from gateway.upstream.registry import Registry
+from gateway.upstream.suspects import DissentSink
 from gateway.v2.codec import decode_outputs
 from gateway.v2.outputs import asking_for
 from gateway.v2.reply import encode_reply
@@ -53,33 +53,18 @@ class VoteRoute:
         clock: Clock,
         metrics: Metrics,
         pay: Callable[[Leg], bool],
+        suspects: DissentSink,
     ) -> None:
         """``pay``: spends one retry from the budget for a send beyond a leg's first
-        (`RetryPolicy.pay`); False when the budget (or the pool) refuses it."""
+        (`RetryPolicy.pay`); False when the budget (or the pool) refuses it. ``suspects``:
+        where each replica's dissent goes (`gateway.upstream.suspects`)."""
         self._pay = pay
         self._metrics = metrics
         self._registry = registry
         self._leg = leg
         self._clock = clock
-        self.suspects: dict[str, SuspectTracker] = {}
+        self._suspects = suspects
         self._dissent_lines = LogThrottle(clock)
-
-    def suspects_snapshot(self) -> dict[str, dict[str, dict[str, float]]]:
-        return {model: tracker.snapshot() for model, tracker in self.suspects.items()}
-
-    def forget_replica(self, replica_id: str) -> None:
-        """The replica left the gateway: its vote record goes too (DNS churn)."""
-        for tracker in self.suspects.values():
-            tracker.forgive(replica_id)
-
-    def _tracker(self, model: str, config: VoteConfig) -> SuspectTracker:
-        tracker = self.suspects.get(model)
-        if tracker is None:
-            tracker = SuspectTracker(
-                config.suspect_window, config.suspect_min_votes, config.suspect_ratio
-            )
-            self.suspects[model] = tracker
-        return tracker
 
     async def __call__(self, call: InferCall) -> InferResult:
         config = call.model.vote
@@ -228,7 +213,6 @@ class VoteRoute:
         served: dict[str, str],
         replaced: list[tuple[str, Outputs]],
     ) -> None:
-        tracker = self._tracker(model, config)
         rows = _rows(result, config)
         judged = [(rid, result.dissenters.get(leg, 0)) for leg, rid in served.items()]
         judged += [
@@ -241,13 +225,7 @@ class VoteRoute:
                     "vote on %s: %s dissented on %d of %d rows%s", model, replica_id, dissented,
                     rows, f" ({held} more dissents since its last line)" if held else "",
                 )  # fmt: skip
-            if tracker.observe(replica_id, rows, dissented):
-                replica = self._registry.replica(replica_id)
-                reason = f"dissented from the {model} quorum too often"
-                if replica is not None and self._registry.quarantine(
-                    replica, config.quarantine_s, reason, "vote_dissent"
-                ):
-                    tracker.forgive(replica_id)
+            self._suspects.observe(model, config, replica_id, rows, dissented)
 
 
 def _compared(info: InferRequestInfo, config: VoteConfig) -> tuple[str, ...] | None:

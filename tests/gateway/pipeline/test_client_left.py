@@ -195,5 +195,5 @@ async def test_a_vote_stops_every_leg_and_each_legs_slow_try() -> None:
     call = vote_call(rig, timeout_s=5.0)
     left = await leave(rig, call, replicas, tries=6)
     assert_all_stopped(rig, call, replicas, left)
-    assert not rig.pipeline.vote.suspects_snapshot().get(MODEL)  # no vote, no dissent
+    assert not rig.pipeline.suspects.to_json().get(MODEL)  # no vote, no dissent
     await nothing_more_is_sent(rig, replicas)

@@ -114,7 +114,7 @@ async def test_a_vote_across_dialects_agrees_on_the_same_labels() -> None:
     result = await rig.pipeline.handler(vote_call(rig))
     assert result.vote == "3/3"
     assert decode_outputs(result.body, result.header_length)["label"].reshape(-1).tolist() == [7]
-    assert rig.pipeline.vote.suspects_snapshot()[MODEL]["b"]["dissents"] == 0
+    assert rig.pipeline.suspects.to_json()[MODEL]["b"]["dissents"] == 0
 
 
 async def test_a_plain_json_request_to_a_json_only_pool_goes_as_is() -> None:

@@ -34,10 +34,10 @@ async def test_a_dissenting_leg_is_outvoted_and_counted() -> None:
     result = await rig.pipeline.handler(vote_call(rig))
     assert result.vote == "2/3"
     assert decode_outputs(result.body, None)["label"].tolist() == [7]
-    suspects = rig.pipeline.vote.suspects_snapshot()[MODEL]
+    suspects = rig.pipeline.suspects.to_json()[MODEL]
     assert suspects["c"]["dissents"] == 1 and suspects["a"]["dissents"] == 0
-    rig.pipeline.vote.forget_replica("c")  # it left the gateway: its record goes too
-    assert set(rig.pipeline.vote.suspects_snapshot()[MODEL]) == {"a", "b"}
+    rig.pipeline.suspects.forget_replica("c")  # it left the gateway: its record goes too
+    assert set(rig.pipeline.suspects.to_json()[MODEL]) == {"a", "b"}
 
 
 async def test_a_persistent_dissenter_is_quarantined() -> None:

@@ -93,7 +93,7 @@ async def test_no_outputs_named_every_leg_is_asked_the_label_outputs() -> None:
         assert result.vote == "3/3"
         assert decode_outputs(result.body, result.header_length)["label"].tolist() == [LABEL] * 4
     assert seen == {"a": [["label"]] * 5, "b": [["label"]] * 5, "c": [["predict"]] * 5}
-    assert rig.pipeline.vote.suspects_snapshot()[MODEL]["c"]["dissents"] == 0
+    assert rig.pipeline.suspects.to_json()[MODEL]["c"]["dissents"] == 0
 
 
 async def test_the_vote_asks_for_its_outputs_or_the_clients_in_each_pools_names() -> None:
@@ -135,7 +135,7 @@ async def test_a_leg_answering_other_outputs_is_a_missing_answer_not_a_strike() 
         assert result.status == 200 and result.vote == "2/2" and "c" not in result.served_by
         assert decode_outputs(result.body, result.header_length)["label"].tolist() == [LABEL] * 4
     assert len(seen["c"]) == 30  # asked every time: never quarantined
-    assert "c" not in rig.pipeline.vote.suspects_snapshot()[MODEL]
+    assert "c" not in rig.pipeline.suspects.to_json()[MODEL]
     c = next(r for r in rig.registry.replicas() if r.id == "c")
     assert c.failures == 0 and c.quarantined_until == 0.0
 
@@ -180,5 +180,5 @@ async def test_a_tiebreak_on_scores_alone_strikes_the_rows_that_differed() -> No
     rig = Rig(config, behaviours)
     result = await rig.pipeline.handler(_call(rig, outputs=[{"name": "probabilities"}]))
     assert result.vote == "3/3"
-    records = rig.pipeline.vote.suspects_snapshot()[MODEL].values()
+    records = rig.pipeline.suspects.to_json()[MODEL].values()
     assert sorted((r["votes"], r["dissents"]) for r in records) == [(4, 0)] * 3 + [(4, 1)] * 3
