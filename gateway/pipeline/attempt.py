@@ -1,13 +1,14 @@
 """Attempt layer: one upstream exchange with the `Try`'s replica, classified exactly once.
 
-It owns the per-try timeout, the replica's outstanding count and latency EWMA, and feeds every
-`Outcome` to the reactors (breaker, outlier detector, latency window). Failures leave as an
-`UpstreamError` carrying their `Outcome` for the layers above. A 200 counts only if it is a V2
-reply to this very request (`check_reply`: well-formed, the attempt's ``id`` echoed); an error
-answer the fault judge disputes (`gateway.policies.fault.disputed`: 4xx, 500, 501) is a
-`Dispute` whose verdict waits for evidence (`gateway.upstream.fault_actions`), recorded with the
-digest of its input (in a pool of one) in the pool's `FaultRecord`; every other failure counts
-at once. A reply
+It owns the per-try timeout. The exchange (`_exchange`) sends, classifies the reply once
+(`_judge_reply`), translates a pool's dialect, and hands every `Outcome` to the reactions
+(`gateway.pipeline.reactions`: ledger, replica counts, breaker, outlier detector, latency
+window, metrics) however it ended. Failures leave as an `UpstreamError` carrying their
+`Outcome` for the layers above (`_refused`). A 200 counts only if it is a V2 reply to this very
+request (`check_reply`: well-formed, the attempt's ``id`` echoed); an error answer the fault
+judge disputes (`gateway.policies.fault.disputed`: 4xx, 500, 501) is a `Dispute` whose verdict
+waits for evidence (`gateway.upstream.fault_actions`), recorded with the digest of its input
+(in a pool of one) in the pool's `FaultRecord`; every other failure counts at once. A reply
 refused as a protocol error is discarded (`UpstreamResponse.discard`): its connection closes,
 so the refused request's real answer, sent late, is never read as another request's.
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 from collections.abc import Awaitable, Coroutine
 from typing import Any
 
@@ -37,9 +39,10 @@ from gateway.errors import (
     UpstreamStatusError,
     UpstreamTimeout,
 )
-from gateway.outcome import REPLICA_FAILURES, Outcome, OutcomeKind
-from gateway.pipeline.call import InferCall, InferResult, Ledger, Try
+from gateway.outcome import Outcome, OutcomeKind
+from gateway.pipeline.call import InferCall, InferResult, Ledger, Leg, Try
 from gateway.pipeline.cancel import cancel_all
+from gateway.pipeline.reactions import Reactions
 from gateway.pipeline.retry_policy import RetryPolicy
 from gateway.policies.classify import classify_error, classify_status
 from gateway.policies.fault import NONFINITE_STATUS, disputed, input_is_evidence
@@ -47,6 +50,8 @@ from gateway.policies.try_timeout import try_timeout
 from gateway.redact import printable
 from gateway.telemetry.metrics import Metrics
 from gateway.upstream.fault_actions import Dispute
+from gateway.upstream.registry import Pool
+from gateway.upstream.replica import Replica
 from gateway.upstream.transport.base import Transport, UpstreamResponse
 from gateway.v2.codec import EncodedBody, decode_outputs
 from gateway.v2.dialect import Dialect
@@ -61,17 +66,23 @@ MIN_TRY_TIMEOUT_S = 0.001
 # replica's to write: it stays in the detail)
 NONFINITE_NOTE = "an output is not finite for this input: inputs this large overflow the model"
 _SUCCESS = OutcomeKind.SUCCESS
-_CANCELLED = OutcomeKind.CANCELLED
 
 
 class AttemptLayer:
     def __init__(
-        self, transport: Transport, retry: RetryPolicy, clock: Clock, metrics: Metrics
+        self,
+        transport: Transport,
+        retry: RetryPolicy,
+        clock: Clock,
+        metrics: Metrics,
+        reactions: Reactions,
     ) -> None:
+        """``reactions``: what every attempt's outcome feeds (`gateway.pipeline.reactions`)."""
         self._transport = transport
         self._retry = retry
         self._clock = clock
         self._metrics = metrics
+        self._reactions = reactions
         # exchanges handed to the background (slow tries), each with its request's ledger
         self.background: dict[asyncio.Future[InferResult], Ledger] = {}
 
@@ -135,14 +146,17 @@ class AttemptLayer:
             task.cancel()
         await asyncio.gather(*self.background, return_exceptions=True)
 
-    async def _exchange(self, attempt: Try, timeout: float) -> InferResult:  # noqa: C901
-        leg, replica, breaker_state = attempt.leg, attempt.replica, attempt.breaker_state
+    async def _exchange(self, attempt: Try, timeout: float) -> InferResult:
+        """Sends the call to the try's replica and classifies what came back, once; the
+        outcome goes to the reactions however the exchange ends."""
+        leg, replica = attempt.leg, attempt.replica
         call, pool = leg.call, leg.tries.pool
         started = self._clock.now()
         replica.started()
         outcome: Outcome | None = None  # None at the end: cancelled (or crashed) before a verdict
-        attempt_no = call.ledger.attempts
-        span = call.span.attempt(replica.id, attempt_no, breaker_state) if call.span else None
+        span = None
+        if call.span:
+            span = call.span.attempt(replica.id, call.ledger.attempts, attempt.breaker_state)
         headers = span.inject(dict(call.upstream_headers)) if span else call.upstream_headers
         try:
             try:
@@ -161,73 +175,83 @@ class AttemptLayer:
                 call, replica.id, response, self._clock.now() - started, pool.config.echoes_id
             )
             translated: EncodedBody | None = None
-            kind = outcome.kind
             dialect = pool.dialect
-            if kind is _SUCCESS and not dialect.native and not dialect.speaks_as_is(call.request):
+            if (
+                outcome.kind is _SUCCESS
+                and not dialect.native
+                and not dialect.speaks_as_is(call.request)
+            ):
                 translated, outcome = _in_client_dialect(call, dialect, response, outcome)
-                kind = outcome.kind
-            if kind is OutcomeKind.PROTOCOL_ERROR:
-                response.discard()  # out of step: its real answer may follow on the connection
-                raise UpstreamProtocolError(outcome.describe(), outcome=outcome)
-            if kind is not _SUCCESS:
-                error = UpstreamStatusError(
-                    outcome.describe(), response.status, response.body, outcome=outcome
-                )
-                if disputed(outcome):  # its verdict waits for evidence
-                    dispute = Dispute(replica, pool, outcome, outcome.detail)
-                    if input_is_evidence(len(pool.replicas), dispute.status):
-                        dispute = dataclasses.replace(dispute, input=await _input_of(call))
-                    pool.record.refused(dispute.input, dispute.status)
-                    leg.tries.dispute(dispute)
-                else:
-                    pool.record.failed()
-                raise error
-            if translated is not None:  # re-encoded in the client's dialect
-                length = translated.json_length
-                return InferResult(
-                    status=200,
-                    body=translated.body,
-                    content_type=translated.content_type,
-                    header_length=None if length is None else str(length),
-                    served_by=replica.id,
-                    attempts=call.ledger.attempts,
-                )
-            body, header_length = response.body, response.headers.get(HEADER_LENGTH)
-            request_id = call.request.id if call.request is not None else None
-            if not pool.config.echoes_id and request_id is not None:
-                body, header_length = with_reply_id(body, header_length, request_id)
-            return InferResult(
-                status=response.status,
-                body=body,
-                content_type=response.headers.get("content-type"),
-                header_length=header_length,
-                served_by=replica.id,
-                attempts=call.ledger.attempts,
-            )
+            if outcome.kind is not _SUCCESS:
+                await _refused(leg, replica, response, outcome, self._reactions)
+            return _answer(call, pool, replica.id, response, translated)
         except asyncio.CancelledError:
             outcome = Outcome(OutcomeKind.CANCELLED, replica.id, self._clock.now() - started)
             raise
         finally:
             if outcome is None:
                 outcome = Outcome(OutcomeKind.CANCELLED, replica.id, 0.0)
-            call.ledger.record(outcome)
-            judged = not disputed(outcome)  # a disputed answer is judged by evidence, later
-            error_text_ = outcome.describe() if outcome.kind in REPLICA_FAILURES else None
-            # a cancelled try says nothing of its replica: not even a success clearing a streak
-            ended = judged and outcome.kind is not _CANCELLED
-            replica.finished(outcome.latency_s, error_text_, judged=ended)
-            if replica.breaker is not None:
-                replica.breaker.release(breaker_state)
-                if judged:
-                    replica.breaker.judge(outcome)
-            if judged:
-                pool.outlier.observe(replica, outcome)
-            if outcome.kind is _SUCCESS:
-                pool.latency.record(outcome.latency_s)
-                pool.record.answered()
-            self._metrics.attempt(call.model_name, pool.name, outcome)
+            self._reactions.ended(call, pool, replica, attempt.breaker_state, outcome)
             if span is not None:
                 span.end(outcome)
+
+
+async def _refused(
+    leg: Leg, replica: Replica, response: UpstreamResponse, outcome: Outcome, reactions: Reactions
+) -> None:
+    """Raises the error of a reply that is not an answer: a protocol error's connection is
+    dropped (its real answer may follow on it); a disputed refusal is recorded, with its
+    input's digest where that is evidence, for the fault judge to decide later."""
+    pool = leg.tries.pool
+    if outcome.kind is OutcomeKind.PROTOCOL_ERROR:
+        response.discard()  # out of step: its real answer may follow on the connection
+        raise UpstreamProtocolError(outcome.describe(), outcome=outcome)
+    error = UpstreamStatusError(outcome.describe(), response.status, response.body, outcome=outcome)
+    if not disputed(outcome):
+        pool.record.failed()
+        raise error
+    # its verdict waits for evidence
+    charged = functools.partial(reactions.charged, pool, replica)
+    dispute = Dispute(replica, pool, outcome, outcome.detail, charged)
+    if input_is_evidence(len(pool.replicas), dispute.status):
+        dispute = dataclasses.replace(dispute, input=await _input_of(leg.call))
+    pool.record.refused(dispute.input, dispute.status)
+    leg.tries.dispute(dispute)
+    raise error
+
+
+def _answer(
+    call: InferCall,
+    pool: Pool,
+    replica_id: str,
+    response: UpstreamResponse,
+    translated: EncodedBody | None,
+) -> InferResult:
+    """The replica's answer as the pipeline hands it up: re-encoded in the client's dialect
+    where it was translated, else as it came (with the request's id where the pool's server
+    does not echo ids)."""
+    if translated is not None:
+        length = translated.json_length
+        return InferResult(
+            status=200,
+            body=translated.body,
+            content_type=translated.content_type,
+            header_length=None if length is None else str(length),
+            served_by=replica_id,
+            attempts=call.ledger.attempts,
+        )
+    body, header_length = response.body, response.headers.get(HEADER_LENGTH)
+    request_id = call.request.id if call.request is not None else None
+    if not pool.config.echoes_id and request_id is not None:
+        body, header_length = with_reply_id(body, header_length, request_id)
+    return InferResult(
+        status=response.status,
+        body=body,
+        content_type=response.headers.get("content-type"),
+        header_length=header_length,
+        served_by=replica_id,
+        attempts=call.ledger.attempts,
+    )
 
 
 def _judge_reply(

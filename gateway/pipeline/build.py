@@ -89,6 +89,7 @@ from gateway.pipeline.edge_steps import (
 )
 from gateway.pipeline.fallback import FallbackLayer, FallbackRunner
 from gateway.pipeline.hedge import HedgeLayer
+from gateway.pipeline.reactions import Reactions
 from gateway.pipeline.retry import RetryLayer
 from gateway.pipeline.retry_policy import RetryPolicy
 from gateway.pipeline.rollout import RolloutRoute
@@ -168,14 +169,16 @@ def build_pipeline(
     rollouts: Rollouts | None = None,
     models: Mapping[str, ModelConfig] | None = None,
     suspects: DissentSink | None = None,
+    reactions: Reactions | None = None,
 ) -> Pipeline:
     """The pipeline; with ``models``, each model's path below admission is assembled for what
     that model uses (`assemble`), and a model not named there takes the path of every route.
-    ``suspects``: where votes' dissents go (default: quarantined through ``registry``)."""
+    ``suspects``: where votes' dissents go (default: quarantined through ``registry``);
+    ``reactions``: what every attempt's outcome feeds (default: all of it, here)."""
     metrics = metrics or Metrics(process=False)
     adjust = adjust or no_adjustment
     retry = RetryPolicy(budget, adjust, metrics, clock, rng)
-    attempt = AttemptLayer(transport, retry, clock, metrics)
+    attempt = AttemptLayer(transport, retry, clock, metrics, reactions or Reactions(metrics))
     balance = BalanceLayer(PowerOfTwoChoices(rng), clock, attempt)
     hedge = HedgeLayer(retry, clock, metrics, adjust, balance)
     leg = RetryLayer(retry, hedge)

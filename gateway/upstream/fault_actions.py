@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from gateway.errors import RejectedByReplicas
@@ -33,6 +33,8 @@ class Dispute:
     pool: Pool
     outcome: Outcome
     message: str  # the replica's own error text
+    # what counts the refusal against the replica once charged (`Reactions.charged`)
+    charged: Callable[[Outcome], None]
     input: str = ""  # the digest of the request's inputs (`gateway.v2.input_digest`)
 
     @property
@@ -82,10 +84,7 @@ def charge(dispute: Dispute, reason: str) -> None:
     replica = dispute.replica
     said = f"{reason}: {dispute.message}" if dispute.message else reason  # its words, escaped
     refuted = dataclasses.replace(dispute.outcome, kind=OutcomeKind.REFUTED, detail=said)
-    replica.charge(refuted.describe())
-    if replica.breaker is not None:
-        replica.breaker.judge(refuted)
-    dispute.pool.outlier.observe(replica, refuted)
+    dispute.charged(refuted)
     log.info("replica %s charged: %s", replica.id, refuted.describe())
 
 
