@@ -52,6 +52,7 @@ class Gateway(Serving):
     SLOs, shared state, rollouts' progress, history, telemetry). The control process runs one
     (serving no data-plane traffic: its workers do); so do the in-process tests."""
 
+    metrics: Metrics
     rollouts: Rollouts
 
     def __init__(

@@ -27,11 +27,12 @@ from gateway.fallback.model import FallbackModel
 from gateway.pipeline.build import Pipeline, build_pipeline
 from gateway.pipeline.call import Adjuster, InferCall, InferResult
 from gateway.pipeline.fallback import FallbackRunner
+from gateway.pipeline.reactions import Reactions
 from gateway.policies.budget import RetryBudget
 from gateway.policies.tenant_limits import TenantLimits
 from gateway.readiness import FallbackFit, Readiness, gateway_readiness, model_readiness
 from gateway.rollout.controller import Rollouts
-from gateway.telemetry.metrics import Metrics
+from gateway.telemetry.metrics import RequestMetrics
 from gateway.telemetry.tracing import Tracer
 from gateway.upstream.events import UpstreamEvents
 from gateway.upstream.probes.metadata import MetadataCache
@@ -55,7 +56,7 @@ class Serving:
         clock: Clock,
         rng: random.Random,
         tracer: Tracer,
-        metrics: Metrics,
+        metrics: RequestMetrics,
         events: UpstreamEvents,
         adjust: Adjuster,
         transport: Transport | None = None,
@@ -74,6 +75,7 @@ class Serving:
         self.budget = RetryBudget(config.retry_budget, clock)
         self.suspects: DissentSink = Suspects(self.registry)
         self.rollouts: Rollouts | None = None
+        self.reactions: Reactions | None = None  # None: every reaction here (`Reactions`)
         names = sorted({m.fallback.model for m in config.models.values() if m.fallback})
         manifest = configured_manifest(config.fallback_manifest)
         self.fallback_models = {n: FallbackModel(manifest, n, clock) for n in names}
@@ -122,6 +124,7 @@ class Serving:
             self.rollouts,
             self.config.models,
             self.suspects,
+            self.reactions,
         )
         for model in self.fallback_models.values():
             await model.verify()

@@ -19,7 +19,7 @@ from gateway.config.tenants import TenantConfig
 from gateway.errors import Overloaded, TooManyRequests
 from gateway.pipeline.call import Handler, InferCall, InferResult
 from gateway.policies.fair_share import FairShare, model_weights
-from gateway.telemetry.metrics import Metrics
+from gateway.telemetry.metrics import RequestMetrics
 
 OVER_SHARE = "tenant_share"  # the shed metric's reason for a tenant over its share (429)
 
@@ -27,7 +27,7 @@ OVER_SHARE = "tenant_share"  # the shed metric's reason for a tenant over its sh
 class AdmissionLayer:
     def __init__(
         self,
-        metrics: Metrics,
+        metrics: RequestMetrics,
         inner: Handler,
         tenants: Mapping[str, TenantConfig] | None = None,
         paths: Mapping[str, Handler] | None = None,

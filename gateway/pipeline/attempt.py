@@ -48,7 +48,7 @@ from gateway.policies.classify import classify_error, classify_status
 from gateway.policies.fault import NONFINITE_STATUS, disputed, input_is_evidence
 from gateway.policies.try_timeout import try_timeout
 from gateway.redact import printable
-from gateway.telemetry.metrics import Metrics
+from gateway.telemetry.metrics import RequestMetrics
 from gateway.upstream.fault_actions import Dispute
 from gateway.upstream.registry import Pool
 from gateway.upstream.replica import Replica
@@ -74,7 +74,7 @@ class AttemptLayer:
         transport: Transport,
         retry: RetryPolicy,
         clock: Clock,
-        metrics: Metrics,
+        metrics: RequestMetrics,
         reactions: Reactions,
     ) -> None:
         """``reactions``: what every attempt's outcome feeds (`gateway.pipeline.reactions`)."""

@@ -100,7 +100,7 @@ from gateway.policies.byte_budget import InflightBytes
 from gateway.policies.selection import PowerOfTwoChoices
 from gateway.policies.tenant_limits import TenantLimits
 from gateway.rollout.controller import Rollouts
-from gateway.telemetry.metrics import Metrics
+from gateway.telemetry.metrics import Metrics, RequestMetrics
 from gateway.telemetry.tracing import Tracer
 from gateway.upstream.registry import Registry
 from gateway.upstream.suspects import DissentSink, Suspects
@@ -163,7 +163,7 @@ def build_pipeline(
     clock: Clock,
     rng: random.Random,
     fallbacks: Mapping[str, FallbackRunner] | None = None,
-    metrics: Metrics | None = None,
+    metrics: RequestMetrics | None = None,
     adjust: Adjuster | None = None,
     tenants: Mapping[str, TenantConfig] | None = None,
     rollouts: Rollouts | None = None,

@@ -25,7 +25,7 @@ from gateway.errors import (
     UpstreamError,
 )
 from gateway.pipeline.call import Adjuster, Handler, InferCall, InferResult
-from gateway.telemetry.metrics import Metrics
+from gateway.telemetry.metrics import RequestMetrics
 from gateway.v2.codec import decode_inputs
 from gateway.v2.dialect import Dialect
 from gateway.v2.fit import FallbackMisfit
@@ -62,7 +62,7 @@ class FallbackLayer:
         self,
         fallbacks: Mapping[str, FallbackRunner],
         clock: Clock,
-        metrics: Metrics,
+        metrics: RequestMetrics,
         adjust: Adjuster,
         inner: Handler,
     ) -> None:

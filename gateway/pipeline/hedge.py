@@ -16,7 +16,7 @@ from gateway.clock import Clock, wait_first
 from gateway.pipeline.call import Adjuster, InferResult, Leg, LegHandler
 from gateway.pipeline.cancel import cancel_all
 from gateway.pipeline.retry_policy import RetryPolicy
-from gateway.telemetry.metrics import Metrics
+from gateway.telemetry.metrics import RequestMetrics
 
 
 class HedgeLayer:
@@ -24,7 +24,7 @@ class HedgeLayer:
         self,
         retry: RetryPolicy,
         clock: Clock,
-        metrics: Metrics,
+        metrics: RequestMetrics,
         adjust: Adjuster,
         inner: LegHandler,
     ) -> None:

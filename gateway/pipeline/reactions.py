@@ -18,7 +18,7 @@ from __future__ import annotations
 from gateway.outcome import REPLICA_FAILURES, Outcome, OutcomeKind
 from gateway.pipeline.call import InferCall
 from gateway.policies.fault import disputed
-from gateway.telemetry.metrics import Metrics
+from gateway.telemetry.metrics import RequestMetrics
 from gateway.upstream.registry import Pool
 from gateway.upstream.replica import Replica
 
@@ -29,7 +29,7 @@ _CANCELLED = OutcomeKind.CANCELLED
 class Reactions:
     __slots__ = ("_metrics",)
 
-    def __init__(self, metrics: Metrics) -> None:
+    def __init__(self, metrics: RequestMetrics) -> None:
         self._metrics = metrics
 
     def ended(

@@ -35,7 +35,7 @@ from gateway.outcome import OutcomeKind
 from gateway.pipeline.call import Adjuster, Leg
 from gateway.policies.backoff import FullJitter
 from gateway.policies.budget import RetryBudget
-from gateway.telemetry.metrics import Metrics
+from gateway.telemetry.metrics import RequestMetrics
 from gateway.upstream.eligibility import eligible
 
 MIN_TRY_S = 0.005  # a retry needs at least this much time left after its backoff
@@ -46,7 +46,7 @@ class RetryPolicy:
         self,
         budget: RetryBudget,
         adjust: Adjuster,
-        metrics: Metrics,
+        metrics: RequestMetrics,
         clock: Clock,
         rng: random.Random,
     ) -> None:

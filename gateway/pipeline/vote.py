@@ -30,7 +30,7 @@ from gateway.pipeline.call import InferCall, InferResult, Leg, LegHandler, Tries
 from gateway.pipeline.cancel import cancel_all
 from gateway.pipeline.route import speak
 from gateway.policies.voting import VoteResult, VoteRule, other_outputs, vote
-from gateway.telemetry.metrics import Metrics
+from gateway.telemetry.metrics import RequestMetrics
 from gateway.telemetry.throttle import LogThrottle
 from gateway.upstream import fault_actions
 from gateway.upstream.registry import Registry
@@ -51,7 +51,7 @@ class VoteRoute:
         registry: Registry,
         leg: LegHandler,
         clock: Clock,
-        metrics: Metrics,
+        metrics: RequestMetrics,
         pay: Callable[[Leg], bool],
         suspects: DissentSink,
     ) -> None:

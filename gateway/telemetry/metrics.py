@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 from prometheus_client.exposition import choose_encoder
@@ -32,6 +32,29 @@ MAX_LABEL_VALUES = 64  # distinct values per free-text label before they become 
 ANONYMOUS = "anonymous"  # the tenant of a request with no API key, and every unknown tenant
 _LABEL_VALUE = re.compile(r"[A-Za-z0-9_./:-]{1,64}")
 RequestKey = tuple[str, str, int, str, str]  # model, route, status, served_by, tenant
+
+
+class RequestMetrics(Protocol):
+    """What the request path reports (`Metrics` is one; a data-plane worker ships the same
+    calls to its control process, `gateway.worker.shipped.ShippedMetrics`)."""
+
+    def queued(self, model: str, seconds: float) -> None: ...
+
+    def attempt(self, model: str, pool: str, outcome: Outcome) -> None: ...
+
+    def retry(self, model: str) -> None: ...
+
+    def retry_refused(self, model: str) -> None: ...
+
+    def hedge(self, model: str, won: bool) -> None: ...
+
+    def shed(self, model: str, reason: str = "in_flight_limit") -> None: ...
+
+    def per_try_timeout(self, model: str, pool: str, replica: str) -> None: ...
+
+    def vote(self, model: str, tally: str, dissenters: Iterable[str] = ()) -> None: ...
+
+    def fallback(self, model: str, reason: str) -> None: ...
 
 
 class BoundedLabel:

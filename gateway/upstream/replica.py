@@ -162,6 +162,29 @@ class Replica:
         self.golden_failures += 1
         return self.golden_failures
 
+    def follow(
+        self,
+        *,
+        healthy: bool | None,
+        ejected_until: float,
+        ejection_reason: str | None,
+        quarantined_until: float,
+        quarantine_reason: str | None,
+        weight: float,
+        standby: bool,
+    ) -> None:
+        """Takes the verdicts the control process reached on this replica (a data-plane
+        worker's mirror of its registry, `gateway.worker.mirror`): health, ejection,
+        quarantine, weight, spare or not. Outstanding, latency and breaker stay this
+        worker's own."""
+        self.healthy = healthy
+        self.ejected_until = ejected_until
+        self.ejection_reason = ejection_reason
+        self.quarantined_until = quarantined_until
+        self.quarantine_reason = quarantine_reason
+        self.weight = weight
+        self.standby = standby
+
     def carry_from(self, old: Replica) -> None:
         """Takes over what ``old`` (this replica, in the gateway a reload replaced) learned.
 

@@ -34,6 +34,10 @@ class MetadataCache:
         """The metadata already fetched for ``name`` (no I/O), or None."""
         return self._cache.get(name)
 
+    def put(self, name: str, metadata: dict[str, Any]) -> None:
+        """Metadata fetched elsewhere (a data-plane worker's, from its control process)."""
+        self._cache[name] = metadata
+
     async def get(
         self, transport: Transport, name: str, model: ModelConfig, pool: Pool
     ) -> dict[str, Any]:

@@ -1,0 +1,32 @@
+"""An `Outcome` as plain values, for the `Call` records a worker ships to its control process."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from gateway.outcome import Outcome, OutcomeKind
+
+OutcomeArgs = tuple[str, str, float, int | None, str, str]
+
+
+def outcome_args(outcome: Outcome) -> OutcomeArgs:
+    """An `Outcome` as plain values for a `Call`."""
+    return (
+        outcome.kind.value,
+        outcome.replica,
+        outcome.latency_s,
+        outcome.status,
+        outcome.detail,
+        outcome.note,
+    )
+
+
+def outcome_of(args: Iterable[Any]) -> Outcome:
+    """The `Outcome` of `outcome_args`' values; `ValueError` or `TypeError` if they are not."""
+    kind, replica, latency_s, status, detail, note = args
+    if not isinstance(replica, str) or not isinstance(detail, str) or not isinstance(note, str):
+        raise TypeError("an outcome's replica, detail and note are strings")
+    if status is not None and not isinstance(status, int):
+        raise TypeError("an outcome's status is an integer or none")
+    return Outcome(OutcomeKind(kind), replica, float(latency_s), status, detail, note)

@@ -1,0 +1,151 @@
+"""A worker's registry and models as the control process last saw them: snapshots applied.
+
+Each `Snapshot` is whole, so applying one makes this worker's view equal to the control's
+for everything the control decides: which replicas are members (a replica discovery added
+joins, one that left is drained: its attempts in flight finish), each one's health, ejection,
+quarantine, weight and spare role, a pool's pause and the replicas an operator holds out, a
+learned binary-tensor dialect, each model's burn-policy adjustment, whether its fallback may
+answer, its metadata once fetched, a rollout's progress, and whether the gateway is draining.
+A breaker transition another worker (or the control's health probes) made is forced on this
+worker's breaker once (`BreakerSignal.seq`), muted so that it is not shipped back as this
+worker's own. Names a snapshot carries that this worker's config does not know (a reload
+under way) are left out until the worker runs the same config.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import orjson
+
+from gateway.config.models import ReplicaConfig
+from gateway.serving import Serving
+from gateway.slo.policy import NORMAL, PolicyAdjustment
+from gateway.snapshot.messages import AdjustmentView, PoolView, ReplicaView, Snapshot
+from gateway.upstream.registry import Pool
+from gateway.worker.shipped import ShippedEvents, WorkerRollouts
+
+log = logging.getLogger(__name__)
+
+DRAINING = "draining: the gateway is shutting down"
+
+
+class Mirror:
+    def __init__(
+        self,
+        serving: Serving,
+        rollouts: WorkerRollouts,
+        events: ShippedEvents,
+        worker: int,
+    ) -> None:
+        self._serving = serving
+        self._rollouts = rollouts
+        self._events = events
+        self._worker = worker
+        self.version = 0  # of the last snapshot applied (0: none yet)
+        self.adjustments: dict[str, PolicyAdjustment] = {}
+        self.fallback_refusals: dict[str, str] = {}  # the control's refusals, by fallback model
+        self._breakers: dict[str, int] = {}  # the last signal applied, by replica
+
+    def adjust(self, model: str) -> PolicyAdjustment:
+        """A model's burn-policy adjustment as the control decided it (the pipeline's)."""
+        return self.adjustments.get(model, NORMAL)
+
+    def apply(self, snapshot: Snapshot) -> None:
+        serving = self._serving
+        serving.draining = DRAINING if snapshot.draining else None
+        pools = serving.registry.pools
+        for view in snapshot.pools:
+            pool = pools.get(view.name)
+            if pool is not None:
+                self._pool(pool, view)
+        models = serving.config.models
+        adjustments: dict[str, PolicyAdjustment] = {}
+        refusals: dict[str, str] = {}
+        for name, model_view in snapshot.models.items():
+            model = models.get(name)
+            if model is None:
+                continue
+            adjustment = model_view.adjustment
+            if adjustment != _NORMAL_VIEW:
+                adjustments[name] = _adjustment(adjustment)
+            if model.fallback is not None and model_view.fallback_refusal is not None:
+                refusals[model.fallback.model] = model_view.fallback_refusal
+            if model_view.metadata is not None and serving.metadata.cached(name) is None:
+                self._metadata(name, model_view.metadata)
+        self.adjustments = adjustments
+        if refusals != self.fallback_refusals:  # in place: the worker's fallbacks read it
+            self.fallback_refusals.clear()
+            self.fallback_refusals.update(refusals)
+        self._rollouts.follow({n: v.rollout for n, v in snapshot.models.items()})
+        self._signals(snapshot)
+        self.version = snapshot.version
+
+    def _pool(self, pool: Pool, view: PoolView) -> None:
+        registry = self._serving.registry
+        members = {r.id: r for r in view.members}
+        current = {r.id: r for r in pool.replicas}
+        for replica_id in current.keys() - members.keys():
+            registry.drain(pool, replica_id)
+        for replica_id, member in members.items():
+            if replica_id not in current:
+                registry.add(pool, _replica_config(member))
+        for replica in pool.replicas:
+            member = members[replica.id]
+            replica.follow(
+                healthy=member.healthy,
+                ejected_until=member.ejected_until,
+                ejection_reason=member.ejection_reason,
+                quarantined_until=member.quarantined_until,
+                quarantine_reason=member.quarantine_reason,
+                weight=member.weight,
+                standby=member.standby,
+            )
+        for replica in pool.draining:
+            if replica.outstanding <= 0:
+                registry.release(pool, replica)
+        pool.paused = view.paused
+        pool.held = frozenset(view.held)
+        if view.binary_tensors is not None and pool.dialect.configured is None:
+            pool.dialect.learn_binary(view.binary_tensors)
+
+    def _signals(self, snapshot: Snapshot) -> None:
+        """Breaker states another worker (or the control) reached, forced here once each."""
+        self._events.muted = True
+        try:
+            for signal in snapshot.breakers:
+                if signal.seq <= self._breakers.get(signal.replica, 0):
+                    continue
+                self._breakers[signal.replica] = signal.seq
+                if signal.origin_worker == self._worker:
+                    continue
+                replica = self._serving.registry.replica(signal.replica)
+                if replica is not None and replica.breaker is not None:
+                    replica.breaker.force(signal.state)
+        finally:
+            self._events.muted = False
+
+    def _metadata(self, name: str, document: bytes) -> None:
+        try:
+            metadata = orjson.loads(document)
+        except orjson.JSONDecodeError:
+            log.warning("model %s: the control sent metadata that is not JSON", name)
+            return
+        if isinstance(metadata, dict):
+            self._serving.metadata.put(name, metadata)
+
+
+_NORMAL_VIEW = AdjustmentView()
+
+
+def _adjustment(view: AdjustmentView) -> PolicyAdjustment:
+    return PolicyAdjustment(
+        retry_budget_factor=view.retry_budget_factor,
+        hedging_enabled=view.hedging_enabled,
+        fallback_margin_factor=view.fallback_margin_factor,
+        reason=view.reason,
+    )
+
+
+def _replica_config(view: ReplicaView) -> ReplicaConfig:
+    return ReplicaConfig(id=view.id, url=view.url, zone=view.zone, standby=view.standby)

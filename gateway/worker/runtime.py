@@ -1,0 +1,136 @@
+"""A data-plane worker's gateway: what serves requests, with nothing that decides.
+
+`WorkerRuntime` is `gateway.serving.Serving` built with the link's stand-ins
+(`gateway.worker.shipped`): what the request path tells the metrics, the outlier detector,
+the vote's suspects, the rollouts' evidence and the upstream events is shipped to the control
+process in the worker's batches, and so is each answer (one tuple, as the answer tape takes
+it). The control's decisions come back as snapshots (`mirror`). The limits the config sets for
+the whole gateway are this worker's share of them (`gateway.config.shares`). Nothing runs in
+the background here but the request path and the shipper; the fallback models are loaded and
+verified at start, and refused while the control process says so.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from typing import Any
+
+from gateway.clock import Clock
+from gateway.config.models import GatewayConfig
+from gateway.config.shares import worker_share
+from gateway.config.tenants import ANONYMOUS
+from gateway.pipeline.fallback import FallbackRunner
+from gateway.policies.byte_budget import machine_default
+from gateway.serving import Serving
+from gateway.slo.policy import NORMAL, PolicyAdjustment
+from gateway.snapshot.messages import Gauges
+from gateway.snapshot.shipper import BatchShipper
+from gateway.telemetry.tracing import Tracer
+from gateway.upstream.transport.base import Transport
+from gateway.worker.mirror import Mirror
+from gateway.worker.shipped import (
+    ShippedEvents,
+    ShippedMetrics,
+    ShippedReactions,
+    ShippedSuspects,
+    WorkerRollouts,
+)
+
+
+class WorkerRuntime(Serving):
+    def __init__(
+        self,
+        config: GatewayConfig,
+        shipper: BatchShipper,
+        *,
+        worker: int,
+        workers: int,
+        clock: Clock,
+        rng: random.Random | None = None,
+        transport: Transport | None = None,
+        tracer: Tracer | None = None,
+    ) -> None:
+        """``config``: the whole gateway's (this worker takes its share of ``workers``)."""
+        inflight = config.server.inflight_bytes or machine_default()
+        config = worker_share(config, workers, inflight)
+        self.shipper = shipper
+        events = ShippedEvents(shipper)
+        self.shipped_metrics = ShippedMetrics(shipper)
+        super().__init__(
+            config,
+            clock,
+            rng or random.Random(),
+            tracer or Tracer(config.tracing),
+            self.shipped_metrics,
+            events,
+            self._adjust,
+            transport,
+        )
+        self.rollouts = WorkerRollouts(config.models, clock, self.rng, shipper)
+        self.suspects = ShippedSuspects(shipper)
+        self.reactions = ShippedReactions(shipper, self.shipped_metrics)
+        self.mirror = Mirror(self, self.rollouts, events, worker)
+        self.fallbacks = {
+            name: _Refusable(model, name, self.mirror.fallback_refusals)
+            for name, model in self.fallback_models.items()
+        }
+
+    def _adjust(self, model: str) -> PolicyAdjustment:
+        return self.mirror.adjustments.get(model, NORMAL)
+
+    async def start(self) -> None:
+        await self.start_serving()
+
+    async def stop(self) -> None:
+        await self.stop_serving()
+
+    def fallback_refusal(self, name: str) -> str | None:
+        return self.mirror.fallback_refusals.get(name) or super().fallback_refusal(name)
+
+    def observe(
+        self,
+        model: str,
+        status: int,
+        served_by: str,
+        latency_s: float,
+        degraded: str | None,
+        deadline_s: float | None = None,
+        tenant: str = ANONYMOUS,
+        request_bytes: int = -1,
+        response_bytes: int = -1,
+        rows: int = -1,
+        at: float | None = None,
+    ) -> None:
+        """One answer as the client saw it, shipped as the answer tape takes it."""
+        when = self.clock.now() if at is None else at
+        answer = (model, status, served_by, degraded, tenant, latency_s, deadline_s,
+                  request_bytes, response_bytes, rows, when)  # fmt: skip
+        self.shipper.answers.append(answer)
+
+    def gauges(self, rss_bytes: int, cpu_s: float) -> Gauges:
+        """This worker's levels now, for its next batch."""
+        outstanding = {r.id: r.outstanding for r in self.registry.replicas() if r.outstanding}
+        in_flight = {}
+        if self._pipeline is not None:
+            in_flight = {n: c for n, c in self._pipeline.admission.in_flight.items() if c}
+        return Gauges(outstanding, in_flight, self.budget.balance(), rss_bytes, cpu_s)
+
+
+class _Refusable:
+    """A fallback model that also answers "not ok" while the control process refuses it (its
+    file changed under the watcher, say): `gateway.pipeline.fallback.FallbackRunner`."""
+
+    __slots__ = ("_model", "_name", "_refusals")
+
+    def __init__(self, model: FallbackRunner, name: str, refusals: Mapping[str, str]) -> None:
+        self._model = model
+        self._name = name
+        self._refusals = refusals
+
+    @property
+    def ok(self) -> bool:
+        return self._model.ok and self._name not in self._refusals
+
+    async def infer(self, inputs: Mapping[str, Any]) -> Mapping[str, Any]:
+        return await self._model.infer(inputs)
