@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from loadtests import baseline
 from loadtests.bench_overhead import body, floor
 from loadtests.results_file import save
+from loadtests.scaling_table import SINGLE, Row, medians, render
 from loadtests.stack import ROOT, Proc, Stack, cpu_seconds, free_port, pool_config
 from loadtests.wrk_runner import WrkResult, run_wrk, wrk_binary
 
@@ -41,7 +42,6 @@ MODEL = "digits-mlp"  # the echo upstream's one model
 DIRECT_PATH = f"/v2/models/{MODEL}/infer"
 GATEWAY_PATH = "/v2/models/digits/infer"
 MANY_WORKERS_CPUS = 16  # from this many CPUs up, 8 workers are measured too
-SINGLE = "gateway single"
 
 
 @dataclass(frozen=True)
@@ -54,14 +54,6 @@ class Load:
     warmup_s: float
     c1_seconds: float
     body_file: Path
-
-
-@dataclass(frozen=True)
-class Row:
-    target: str
-    connections: int
-    result: WrkResult
-    cpu_us: float | None  # the target's CPU per request, its child processes included
 
 
 @dataclass(frozen=True)
@@ -201,57 +193,22 @@ def _workers(stack: Stack, upstream: Proc, entries: int, n: int) -> Callable[[],
     )
 
 
-# Issue 39's scaling checks, as data: (what, numerator, denominator, wanted); req/s at c16.
-RATIOS = [
-    ("2 workers ÷ 1 worker, req/s", "gateway 2 workers", "gateway 1 worker", "≥ 1.5"),
-    ("1 worker ÷ single process, req/s", "gateway 1 worker", SINGLE, "≥ 1.25"),
-    ("8 workers ÷ 1 worker, req/s (16 CPUs)", "gateway 8 workers", "gateway 1 worker", "≥ 6"),
-]
-# (what, target, wanted): the target's p50 at c1 minus direct's, in ms.
-LATENCIES = [
-    ("c1 p50 over direct, 1 worker", "gateway 1 worker", "≤ 0.25 ms"),
-    ("c1 p50 over direct, single process", SINGLE, "-"),
-]
-
-
-def _find(rows: list[Row], target: str, connections: int) -> Row | None:
-    return next((r for r in rows if r.target == target and r.connections == connections), None)
-
-
-def _over(row: Row, to: Row | None) -> str:
-    return f"{row.result.rate / to.result.rate:.2f}" if to and to.result.rate else "-"
-
-
-def _p50_over(row: Row, direct: Row | None) -> str:
-    return f"{row.result.p50_ms - direct.result.p50_ms:+.3f}" if direct else "-"
-
-
-def render(rows: list[Row], notes: list[str]) -> str:
-    """The run's table, issue 39's checks below it, then the notes (what ran, what did not)."""
-    lines = [
-        "| target | conn | req/s | p50 ms | p99 ms | failed | CPU µs/req | req/s vs direct "
-        "| req/s vs nginx | p50 over direct ms |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for row in rows:
-        r, conn = row.result, row.connections
-        cpu = f"{row.cpu_us:.0f}" if row.cpu_us is not None else "-"
-        lines.append(
-            f"| {row.target} | {conn} | {r.rate:.0f} | {r.p50_ms:.3f} | {r.p99_ms:.3f} "
-            f"| {r.failures} | {cpu} | {_over(row, _find(rows, 'direct', conn))} "
-            f"| {_over(row, _find(rows, 'nginx', conn))} "
-            f"| {_p50_over(row, _find(rows, 'direct', conn))} |"
-        )
-    main = max((r.connections for r in rows), default=1)
-    lines += ["", f"| issue 39 (req/s at c{main}) | measured | wanted |", "|---|---:|---:|"]
-    for what, top, bottom, wanted in RATIOS:
-        over, under = _find(rows, top, main), _find(rows, bottom, main)
-        lines.append(f"| {what} | {_over(over, under) if over else '-'} | {wanted} |")
-    for what, target, wanted in LATENCIES:
-        at_c1 = _find(rows, target, 1)
-        measured = _p50_over(at_c1, _find(rows, "direct", 1)) if at_c1 else "-"
-        lines.append(f"| {what}, ms | {measured} | {wanted} |")
-    return "\n".join([*lines, "", *(f"- {note}" for note in notes)])
+def one_round(
+    stack: Stack, upstream: Proc, plan: list[Target], load: Load, notes: list[str]
+) -> list[Row]:
+    """Direct, then each target in turn: started, measured, stopped."""
+    rows = run_target("direct", upstream, DIRECT_PATH, load)
+    for target in plan:
+        proc = target.start()
+        if proc is None:
+            if target.missing not in notes:
+                notes.append(target.missing)
+            continue
+        try:
+            rows += run_target(target.name, proc, target.path, load)
+        finally:
+            stack.end(proc)
+    return rows
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -261,6 +218,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--c1-seconds", type=float, default=5.0, help="the c1 measurement")
     parser.add_argument("--threads", type=int, default=2, help="wrk's threads")
     parser.add_argument("--connections", type=int, default=16, help="wrk's connections")
+    parser.add_argument("--rounds", type=int, default=1, help="runs of every target (median)")
     parser.add_argument("--entries", type=int, default=1, help="replica entries in the pool")
     parser.add_argument(
         "--workers", help="worker counts to measure, e.g. 1,2,4 (default: 1,2; 8 too from 16 CPUs)"
@@ -289,20 +247,18 @@ def main(argv: list[str] | None = None) -> int:
             args.threads, args.connections, args.seconds, args.warmup, args.c1_seconds, body_file
         )
         upstream = echo(stack)
-        rows = run_target("direct", upstream, DIRECT_PATH, load)
-        for target in targets(stack, upstream, args, notes):
-            proc = target.start()
-            if proc is None:
-                notes.append(target.missing)
-                continue
-            try:
-                rows += run_target(target.name, proc, target.path, load)
-            finally:
-                stack.end(proc)
+        plan = targets(stack, upstream, args, notes)
+        rounds = [one_round(stack, upstream, plan, load, notes) for _ in range(args.rounds)]
+    rows = medians(rounds)
+    failed = sum(r.result.failures for runs in rounds for r in runs)
+    if args.rounds > 1:
+        notes.append(
+            f"rounds: {args.rounds}; each row is its median round by req/s "
+            f"({failed} failed over all rounds)"
+        )
     table = render(rows, notes)
     print(table)
     save("scaling", table)
-    failed = sum(r.result.failures for r in rows)
     if failed:
         print(f"FAILED: {failed} requests failed (must be 0)", file=sys.stderr)
     return 1 if failed else 0
