@@ -4,8 +4,8 @@ The scaling benchmark compares data-plane workers with the single process the ga
 before them, in one run. Before ``gateway serve`` had ``--workers``, this tree *is* that single
 process; once it has them, the single process lives only in history, so the benchmark extracts
 a commit (``git archive``, into the stack's work folder) and starts that tree's gateway, with the
-same Python and packages. Which commit: ``--baseline REF`` when given, else the parent of the
-oldest commit whose CLI mentions ``--workers`` (`first_without_workers`).
+same Python and packages. Which commit: ``--baseline REF`` when given, else main's last commit
+before its CLI mentioned ``--workers`` (`first_without_workers`).
 """
 
 from __future__ import annotations
@@ -49,9 +49,10 @@ def supports_workers(tree: Path = ROOT) -> bool:
 
 
 def first_without_workers() -> str | None:
-    """The last commit before ``--workers`` reached the CLI (the parent of the oldest commit
-    that added the string under ``gateway/cli``), or None if git finds none."""
-    done = _git("log", "--reverse", "--format=%H", "-S--workers", "--", CLI)
+    """The last commit before ``--workers`` reached the CLI: the parent of the oldest commit
+    on the first-parent line (main's own history: a merge, not a commit inside the merged
+    branch) that added the string under ``gateway/cli``; None if git finds none."""
+    done = _git("log", "--first-parent", "--reverse", "--format=%H", "-S--workers", "--", CLI)
     commits = done.stdout.decode().split() if done.returncode == 0 else []
     if not commits:
         return None

@@ -14,8 +14,8 @@ be 0; the exit status is 1 otherwise) and the CPU each target used per request (
 its child processes included), then the ratios issue 39 asks for: 2 workers ÷ 1, 1 worker ÷
 the single process, 8 ÷ 1, and the gateway's c1 p50 over direct. The single process is
 measured in the same run: this tree's gateway while ``gateway serve`` has no ``--workers``;
-once it has, another commit's (`loadtests.baseline`: ``--baseline REF``, by default the parent
-of the commit that added ``--workers`` to the CLI). Run: ``make bench`` or
+once it has, another commit's (`loadtests.baseline`: ``--baseline REF``, by default main's last
+commit before ``--workers`` reached the CLI). Run: ``make bench`` or
 ``.venv/bin/python loadtests/bench_scaling.py [--seconds 10] [--baseline REF]``.
 """
 
@@ -226,7 +226,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--baseline",
         help="the commit whose gateway is the single process (default: this tree before "
-        "--workers exists, the parent of the commit that added it after)",
+        "--workers exists, main's last commit before --workers after)",
     )
     return parser.parse_args(argv)
 
