@@ -17,6 +17,7 @@ from typing import Any
 
 from gateway.api.admin import build_admin_app
 from gateway.api.auth import ControlAccess, refuse_unprotected
+from gateway.api.auth_failures import AuthFailures
 from gateway.api.guard import ControlPlaneGuard, allowed_hosts
 from gateway.api.ids import AnswerIds
 from gateway.api.infer import InferEndpoint
@@ -43,7 +44,7 @@ RESTART_FIELDS = (
     "host", "port", "grpc_port", "max_header_bytes", "header_timeout_s", "body_timeout_s",
     "parse_inline_max_bytes", "parse_fast_inline_max_bytes", "parse_offload", "parse_workers",
     "watch_config",
-    "inflight_bytes", "inflight_wait_s", "grpc",
+    "inflight_bytes", "inflight_wait_s", "grpc", "max_connections",
 )  # fmt: skip
 DRAIN_SLACK_S = 1.0
 INFER_PATH = re.compile(r"^/v2/models/([^/]+)(?:/versions/([^/]+))?/infer$")
@@ -68,6 +69,7 @@ class GatewayApp:
         self.memory = InflightBytes(  # bytes in flight, across reloads: one per server
             server.inflight_bytes or machine_default(), server.inflight_wait_s, HeapTrim().soon
         )
+        self.auth_failures = AuthFailures(gateway.clock)  # wrong keys by address, kept
         self._install(gateway, self._access(gateway.config))
 
     def _access(self, config: GatewayConfig) -> ControlAccess:
@@ -91,7 +93,13 @@ class GatewayApp:
         )  # fmt: skip
         self._infer = InferEndpoint(self.edge)
         hosts = allowed_hosts(gateway.config.server.allowed_hosts, self.bind_host)
-        guarded = ControlPlaneGuard(build_admin_app(gateway, self.reload), access, hosts)
+        guarded = ControlPlaneGuard(
+            build_admin_app(gateway, self.reload),
+            access,
+            hosts,
+            self.auth_failures,
+            gateway.metrics.admin_auth_failed,
+        )
         self._admin = AnswerIds(guarded, gateway.config.tracing.enabled)
 
     async def reload(self, who: str = "unknown", reason: str = "") -> dict[str, Any]:
