@@ -80,7 +80,8 @@ class SharedState:
         self._enforcer = Periodic("manual-controls", CONTROLS_S, clock, self.enforce)
         self._decisions_file = config.decisions_file
         if self._decisions_file is not None:  # small, read once (a restart's decisions)
-            self.decisions.adopt(read_decisions(self._decisions_file, self.rejects))
+            read = read_decisions(self._decisions_file, clock.wall(), self.rejects)
+            self.decisions.adopt(read)
             self.enforce()
         self._applying = False
         self.applied = 0
