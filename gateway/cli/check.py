@@ -40,10 +40,10 @@ def check(args: argparse.Namespace) -> int:
     replicas = sum(len(p.replicas) for p in config.pools.values())
     counts = f"{len(config.models)} models, {len(config.pools)} pools, {replicas} replicas"
     problems = [] if args.no_files else config_problems(config) + _key_problems(config)
-    warnings = redis_warnings(config)
+    unsafe = redis_warnings(config)
     if args.strict:
-        problems, warnings = problems + warnings, []
-    for warning in warnings:
+        problems, unsafe = problems + unsafe, []
+    for warning in unsafe:
         print(f"{args.config}: warning: {warning}", file=sys.stderr)
     for problem in problems:
         print(f"{args.config}: {problem}", file=sys.stderr)
@@ -58,16 +58,14 @@ def check(args: argparse.Namespace) -> int:
                   file=sys.stderr)  # fmt: skip
             return 2
         print(f"{args.explain}: " + " -> ".join(explain(config, args.explain)))
-    if warnings:
-        counts += f"; {len(warnings)} warning(s)"
     if not args.probe:
-        print(f"{args.config}: ok ({counts})")
+        print(f"{args.config}: ok ({counts}" + (f"; {len(unsafe)} warning(s))" if unsafe else ")"))
         return 0
     findings = uvloop.run(_probe(config))
     for finding in findings:
         print(finding)
     errors = sum(1 for f in findings if f.level == "error")
-    warnings = sum(1 for f in findings if f.level == "warning")  # "info" lines are neither
+    warnings = len(unsafe) + sum(1 for f in findings if f.level == "warning")  # not "info"
     verdict = "ok" if not errors else f"{errors} mismatch(es)"
     print(f"{args.config}: {verdict} ({counts} probed; {warnings} warning(s))")
     return 1 if errors else 0
