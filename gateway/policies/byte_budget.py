@@ -14,8 +14,10 @@ One request alone is always admitted when nothing else is held, so a body under 
 never refused for being larger than the budget. Waiters are woken in order as bytes come back;
 no timer runs while nothing waits. When the budget drains after a burst of at least
 ``burst_bytes``, or half the limit where that is less (a 16 MiB budget full of 6 MB bodies
-never holds more than 12 MB), ``drained`` is called (the gateway gives the heap's free pages
-back then: `gateway.policies.heap_trim`).
+never holds more than 12 MB), or after large bodies (`LARGE_BODY_BYTES` each) adding up to as
+much were given back since the last such call, one at a time or not, ``drained`` is called
+(the gateway gives the heap's free pages back then: `gateway.policies.heap_trim`): large
+answers written one after the other free as much as a burst does, without ever making one.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from pathlib import Path
 from gateway.errors import Overloaded
 
 BURST_BYTES = 16 * 1024 * 1024  # a drain after holding this much calls ``drained``
+LARGE_BODY_BYTES = 256 * 1024  # a body this large is a buffer of its own on the heap
 
 
 class InflightBytes:
@@ -49,6 +52,7 @@ class InflightBytes:
         self._drained = drained
         self._burst_bytes = min(burst_bytes, limit // 2)
         self._burst = 0  # the most held since the budget last drained
+        self._large = 0  # bytes of large bodies given back since ``drained`` was last called
         self.refused = 0
         self._waiters: deque[tuple[int, asyncio.Future[None]]] = deque()
 
@@ -92,10 +96,14 @@ class InflightBytes:
     def give(self, size: int) -> None:
         """The bytes are no longer held (the answer was written, or the request refused)."""
         self.held -= size
+        if size >= LARGE_BODY_BYTES:
+            self._large += size
         if self._waiters:
             self._wake()
-        if not self.held and self._burst >= self._burst_bytes and self._drained is not None:
-            self._burst = 0
+        if self.held or self._drained is None:
+            return
+        if self._burst >= self._burst_bytes or self._large >= self._burst_bytes:
+            self._burst = self._large = 0
             self._drained()
 
     def _wake(self) -> None:
