@@ -371,8 +371,11 @@ def test_a_heartbeat_forged_under_a_live_gateways_name_does_not_hide_it(
         while time.monotonic() < watch_until:
             assert b_sees_a_itself(), get(fleet.b, "/admin/fleet")["instances"]
             time.sleep(0.1)
-        stored = lambda: fleet.redis.hget(key("hb"), "gw-a") or ""  # noqa: E731
-        wait_until(lambda: '"9.9"' not in stored(), SEEN_S, message="gw-a's own heartbeat back")
+        wait_until(
+            lambda: '"9.9"' not in (fleet.redis.hget(key("hb"), "gw-a") or ""),
+            SEEN_S,
+            message="gw-a's own heartbeat back in the store",
+        )
     finally:
         if field != "gw-a":
             fleet.redis.hdel(key("hb"), field)
