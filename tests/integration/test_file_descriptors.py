@@ -29,7 +29,7 @@ import pytest
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from gateway.config.connections import CONTROL_CONNECTIONS, FIXED_RESERVE
-from tests.support.gateway import GatewayProcess, pool_config, start_gateway
+from tests.support.gateway import pool_config, start_gateway
 from tests.support.processes import ReplicaProcess, start_replica, wait_until
 from tests.support.traffic import request_bodies
 
