@@ -54,6 +54,7 @@ from gateway.upstream.transport.base import Transport
 from gateway.upstream.transport.dispatch import ProtocolTransport
 from gateway.upstream.transport.grpc_client import GrpcTransport
 from gateway.upstream.transport.http1 import Http1Transport
+from gateway.upstream.transport.local_errors import LOCAL_RESOURCE_ERRORS
 from gateway.v2.schema import ModelSchema
 from gateway.v2.triton import triton_config
 from v2proto.signature import Signature
@@ -384,6 +385,7 @@ class Gateway:
                     self.metrics.set_in_flight(name, self._pipeline.admission.in_flight[name])
             self.metrics.state_store(self.shared.degraded)
             self.metrics.state_rejected(self.shared.rejects.counts)
+            self.metrics.local_resource_errors(LOCAL_RESOURCE_ERRORS)
             self.metrics.set_slo(slo_gauges(self.slo.to_json()))
 
         self.metrics.on_scrape(refresh)

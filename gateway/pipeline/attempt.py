@@ -42,7 +42,7 @@ from gateway.pipeline.call import InferCall, InferResult, Ledger, Try
 from gateway.pipeline.cancel import cancel_all
 from gateway.pipeline.retry_policy import RetryPolicy
 from gateway.policies.classify import classify_error, classify_status
-from gateway.policies.fault import NONFINITE_STATUS, disputed, input_is_evidence
+from gateway.policies.fault import NONFINITE_STATUS, disputed, input_is_evidence, judged_now
 from gateway.policies.try_timeout import try_timeout
 from gateway.redact import printable
 from gateway.telemetry.metrics import Metrics
@@ -211,7 +211,7 @@ class AttemptLayer:
             if outcome is None:
                 outcome = Outcome(OutcomeKind.CANCELLED, replica.id, 0.0)
             call.ledger.record(outcome)
-            judged = not disputed(outcome)  # a disputed answer is judged by evidence, later
+            judged = judged_now(outcome)  # a disputed answer later, the gateway's own never
             error_text_ = outcome.describe() if outcome.kind in REPLICA_FAILURES else None
             # a cancelled try says nothing of its replica: not even a success clearing a streak
             ended = judged and outcome.kind is not _CANCELLED
