@@ -20,8 +20,8 @@ from gateway.config.endpoint import Endpoint
 from gateway.frozen import Frozen
 
 DEFAULT_METRICS_PATH = "/metrics"
-# dcgm-exporter's page of a node of 8 GPUs, its default fields and Kubernetes labels, is
-# ~100 KB; with MIG instances several hundred: the caps leave room for those, not for floods.
+# Room for a node exporter's page (every GPU of a node, MIG instances, Kubernetes labels; see
+# docs/hardware.md), not for a flood.
 DEFAULT_MAX_PAGE_BYTES = 1024 * 1024
 DEFAULT_MAX_PAGE_SERIES = 10_000
 

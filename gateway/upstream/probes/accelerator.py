@@ -5,11 +5,12 @@ Only pools with ``accelerator:`` get loops, so a gateway without it runs nothing
 There is one loop per source: a replica's ``/metrics`` (its DCGM series only,
 ``?name[]=``), or a dcgm-exporter page named for one or more replicas, which is read once a
 sample for all the replicas whose GPUs it reports (a node's exporter serves each of its GPUs'
-replicas from one GET, not one GET each). A loop reads its source over the transport's
-control lane (GET), at most ``max_concurrent`` of a pool at once, each within ``timeout_s``,
-with jittered pauses, so the reads of a pool spread over the interval: one tick per pool
-reading every source together costs a GET less, but the burst of answers it brings holds the
-event loop, and a request must not wait for a sample (docs/hardware.md has the figures).
+replicas from one GET, not one GET each). A loop reads its source (GET) over the sampler's
+own transport (`page_transport`), at most ``max_concurrent`` of a pool at once, each within
+``timeout_s``, with jittered pauses, so the reads of a pool spread over the interval: one tick
+per pool reading every source together costs a GET less, but the burst of answers it brings
+holds the event loop, and a request must not wait for a sample (docs/hardware.md has the
+figures).
 A page is bounded in bytes and series and read (`read_page`) in a worker thread, so no
 page, however large, holds the event loop; each of its devices' readings goes to the
 replica's `ReplicaHardware`, whose hysteresis says when to drain or restore. A loop is named
@@ -21,12 +22,8 @@ the reading: `gateway.policies.hardware_values`) or an exception while a replica
 is counted, logged at most once a minute per source, replica or field, and skipped; the
 next sample comes as usual, and the other replicas of the page are judged all the same.
 
-A drain is a `Decision` by ``hardware`` (`Decider.decide`): obeyed at once here, shared
-like an operator's drain, audited, in the timeline, and its reason is the evidence
-("temperature 93 °C, slowdown at 90 °C"). It never undoes an operator's decision, and it
-holds two limits: no more of a pool out than its outlier ``max_ejection_percent`` (at least
-one may go), and never the last replica of a pool unless every model it serves has a
-fallback that can answer. A stale reading drains nothing.
+What a judgement asks for (a drain, a restore, a weight) is carried out by
+`gateway.upstream.probes.accelerator_drains.HardwareDrains`.
 """
 
 from __future__ import annotations
@@ -34,20 +31,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Protocol
+from typing import Any
 
 from gateway.clock import Clock
 from gateway.config.accelerator import AcceleratorConfig
 from gateway.config.endpoint import Endpoint
 from gateway.errors import UpstreamError
-from gateway.policies.hardware import Evidence
-from gateway.policies.hardware_state import Judgement, ReplicaHardware, Want
-from gateway.state.decisions import Decision, DecisionBook, replica_key
-from gateway.telemetry.audit import AuditEvent
+from gateway.policies.hardware_state import ReplicaHardware
 from gateway.telemetry.throttle import LogThrottle
-from gateway.upstream.controls import HARDWARE
+from gateway.upstream.probes.accelerator_drains import Decider, HardwareDrains, MayEmpty
 from gateway.upstream.probes.accelerator_pages import (
     DeviceRead,
     PageCaps,
@@ -63,26 +57,9 @@ from gateway.upstream.transport.base import Transport
 from v2proto.dcgm import NAMES
 
 log = logging.getLogger(__name__)
-BY = HARDWARE  # the decisions' author
 REPLICA_QUERY = "/metrics?" + "&".join(f"name[]={name}" for name in NAMES)
-MayEmpty = Callable[[str], bool]  # may this pool lose its last replica (a fallback serves)?
 SourceKey = str  # the loop's name: its pool and its page's full URL, read once a sample
 LOG_EVERY_S = 60.0  # a refused page, a bad value or a caught error: one line a minute per kind
-
-
-class Decider(Protocol):
-    """Where decisions are taken, shared and audited (`gateway.shared_state.SharedState`)."""
-
-    origin: str
-    decisions: DecisionBook
-
-    def decide(
-        self, key: str, action: str, by: str, reason: str, until: float = 0.0, floor: int = 0
-    ) -> Decision: ...
-
-    async def publish(self) -> str | None: ...
-
-    def audit(self, event: AuditEvent) -> None: ...
 
 
 class Source:
@@ -116,15 +93,14 @@ class AcceleratorSampler(Prober):
         may_empty: MayEmpty,
     ) -> None:
         super().__init__(registry, transport, clock, rng)
-        self._shared = shared
-        self._may_empty = may_empty
         self.pools = {n: p for n, p in registry.pools.items() if p.config.accelerator}
         self._limits = {n: asyncio.Semaphore(self._config(p).max_concurrent)
                         for n, p in self.pools.items()}  # fmt: skip
         self.states: dict[str, ReplicaHardware] = {}
         self._sources: dict[str, Source] = {}
-        self.drains: dict[tuple[str, str, str], int] = {}  # (pool, replica, signal) -> count
-        self.held_back: dict[str, str] = {}  # replica id -> why a drain it asked for waits
+        self._drains = HardwareDrains(shared, may_empty, clock, self.states)
+        self.drains = self._drains.drains  # (pool, replica, signal) -> count
+        self.held_back = self._drains.held_back  # replica id -> why a drain it asked for waits
         self.samples: dict[tuple[str, str], int] = {}  # (pool, ok | error | refused) -> count
         self.bad_values: dict[tuple[str, str, str], int] = {}  # (pool, replica, field) -> count
         self.errors: dict[str, int] = {}  # pool -> exceptions caught in its loops and skipped
@@ -267,15 +243,15 @@ class AcceleratorSampler(Prober):
             judgement = state.observe(now, read.reading, read.changed)
         count = (pool.name, result)
         self.samples[count] = self.samples.get(count, 0) + 1
-        await self._act(pool, replica, state, judgement)
+        await self._drains.act(pool, replica, state, judgement)
 
     def _bad(self, pool: Pool, replica: Replica, field: str) -> None:
         count = (pool.name, replica.id, field)
         self.bad_values[count] = self.bad_values.get(count, 0) + 1
         held = self._lines.allow(("bad", replica.id, field))
         if held is not None:
-            log.warning("replica %s: %s read as no device can (NaN, infinite or out of range): "
-                        "left out%s", replica.id, field, _since(held))  # fmt: skip
+            text = "replica %s: %s left out, a value no device reads (NaN, Inf, out of range)%s"
+            log.warning(text, replica.id, field, _since(held))
 
     def _caught(self, pool: Pool, where: str) -> None:
         self.errors[pool.name] = self.errors.get(pool.name, 0) + 1
@@ -298,77 +274,6 @@ class AcceleratorSampler(Prober):
         if response.status != 200:
             return DeviceRead(None, failed=f"metrics answered {response.status}")
         return response.body
-
-    async def _act(
-        self, pool: Pool, replica: Replica, state: ReplicaHardware, judgement: Judgement
-    ) -> None:
-        if replica.weight != judgement.weight:
-            replica.set_weight(judgement.weight)
-            cause = state.weight_evidence.text if state.weight_evidence else "no throttling"
-            log.warning("replica %s: balancer weight %.2f (%s)", replica.id, judgement.weight,
-                        cause)  # fmt: skip
-        key = replica_key(replica.id)
-        decision = self._shared.decisions.get(key)
-        wall = self._clock.wall()
-        held = decision is not None and decision.holds(wall)
-        ours = held and decision is not None and decision.by == BY
-        if ours and state.drained is None and decision is not None:
-            # another gateway's hardware drain, or one from before a reload or restart
-            state.drained = judgement.drain or Evidence(
-                "earlier", "drain now", 0.0, 0.0, decision.reason
-            )
-        if judgement.want is Want.DRAIN and judgement.drain is not None:
-            if held:
-                return
-            why = self._refusal(pool, replica)
-            if why is not None:
-                if self.held_back.get(replica.id) != why:
-                    log.warning("replica %s: hardware drain held back (%s): %s",
-                                replica.id, why, judgement.drain.text)  # fmt: skip
-                self.held_back[replica.id] = why
-                return
-            self.held_back.pop(replica.id, None)
-            await self._decide(pool, replica, state, "drain", judgement.drain)
-        elif judgement.want is Want.RESTORE:
-            if ours:
-                await self._decide(pool, replica, state, "restore", None)
-            state.drained = None
-
-    def _refusal(self, pool: Pool, replica: Replica) -> str | None:
-        """Why draining ``replica`` now would break the pool's limits; None: it may go."""
-        out = sum(1 for s in (self.states.get(r.id) for r in pool.draining) if s and s.drained)
-        out += pool.outlier.ejected_count()  # the share out counts the outlier's ejections
-        serving = [r for r in pool.replicas if r is not replica and r.healthy is not False]
-        if not serving and not self._may_empty(pool.name):
-            return "the last healthy replica of its pool, and no fallback can serve its model"
-        total = len(pool.replicas) + len(pool.draining)
-        cap = pool.config.outlier.max_ejection_percent * total / 100
-        if out >= 1 and out + 1 > cap:
-            return f"ejected-share cap: {out} of {total} already out"
-        return None
-
-    async def _decide(
-        self,
-        pool: Pool,
-        replica: Replica,
-        state: ReplicaHardware,
-        action: str,
-        evidence: Evidence | None,
-    ) -> None:
-        key = replica_key(replica.id)
-        if evidence is not None:
-            reason = evidence.text
-            state.drained = evidence
-            count = (pool.name, replica.id, evidence.signal)
-            self.drains[count] = self.drains.get(count, 0) + 1
-        else:
-            reason = f"accelerator healthy for {self._config(pool).healthy_for_s:g} s"
-        shared = self._shared
-        shared.decide(key, action, BY, reason)
-        not_shared = await shared.publish()
-        outcome = "applied" if not_shared is None else f"applied here, not shared yet: {not_shared}"
-        shared.audit(AuditEvent(self._clock.wall(), BY, action, key, reason, outcome,
-                                shared.origin))  # fmt: skip
 
     def now(self) -> float:
         return self._clock.now()

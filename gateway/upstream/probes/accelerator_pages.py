@@ -75,7 +75,7 @@ def over_cap(error: UpstreamError) -> bool:
 
 def series_on(page: bytes) -> int:
     """Sample lines on ``page``, at most (comments and blank lines aside; not decoded)."""
-    lines = page.count(b"\n") + (not page.endswith(b"\n"))
+    lines = page.count(b"\n") + (bool(page) and not page.endswith(b"\n"))
     comments = page.count(b"\n#") + page.startswith(b"#")
     blanks = page.count(b"\n\n") + page.startswith(b"\n")
     return lines - comments - blanks
