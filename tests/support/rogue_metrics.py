@@ -11,7 +11,7 @@ server, so the gateway keeps its "replicas" in the pool, and serves these pages:
   and ``UUID_B`` reads 100 °C, slowdown at 90 °C;
 - ``/huge``: 15 MiB of distinct temperature series of ``UUID_A``, sent chunked (only a cap on
   what is read stops it), and ``/huge-framed``: the same with its Content-Length;
-- ``/series``: 60,000 such series (3.4 MB).
+- ``/series``: 60,000 such series (about 5 MB).
 
 It prints ``listening`` once bound and ``served <path> <bytes>`` after each page it wrote whole;
 run as ``python -m tests.support.rogue_metrics --port P`` and stop it by PID.
@@ -109,6 +109,8 @@ async def serve_huge(writer: asyncio.StreamWriter) -> None:
         piece = HUGE[start : start + CHUNK]
         writer.write(b"%x\r\n" % len(piece) + piece + b"\r\n")
         await writer.drain()
+        if writer.is_closing():  # the client went away (drain does not say so)
+            raise ConnectionResetError("the client closed the connection")
     writer.write(b"0\r\n\r\n")
     await writer.drain()
 
