@@ -11,7 +11,10 @@ server, so the gateway keeps its "replicas" in the pool, and serves these pages:
   and ``UUID_B`` reads 100 °C, slowdown at 90 °C;
 - ``/huge``: 15 MiB of distinct temperature series of ``UUID_A``, sent chunked (only a cap on
   what is read stops it), and ``/huge-framed``: the same with its Content-Length;
-- ``/series``: 60,000 such series (about 5 MB).
+- ``/series``: 60,000 such series (about 5 MB);
+- ``/switch``: a GPU's page of ``UUID_A`` at 60 °C, or ``/huge``'s flood (chunked, or framed
+  as ``/huge-framed``) after a GET of ``/switch/huge`` (``/switch/huge-framed``), and the
+  page again after ``/switch/off`` (for a benchmark with and without the flood).
 
 It prints ``listening`` once bound and ``served <path> <bytes>`` after each page it wrote whole;
 run as ``python -m tests.support.rogue_metrics --port P`` and stop it by PID.
@@ -59,6 +62,7 @@ NAN = device(
 LINE = len(flood(1))
 HUGE = flood(HUGE_BYTES // LINE + 1)
 PAGES = {"/nan-beside-hot": (NAN + HOT).encode(), "/series": flood(SERIES)}
+switch = ["off"]  # what /switch serves: off (the page), huge or huge-framed
 
 
 def own_page(prefix: str) -> bytes:
@@ -81,6 +85,11 @@ def framed(status: int, body: bytes) -> bytes:
 def answer(path: str) -> bytes | None:
     """A whole reply to ``path``; None: the chunked flood (written by `serve_huge`)."""
     bare = path.split("?")[0]
+    if bare.startswith("/switch/"):
+        switch[0] = bare.removeprefix("/switch/")
+        return framed(200, b"{}")
+    if bare == "/switch":
+        bare = {"off": "/r0/metrics"}.get(switch[0], f"/{switch[0]}")
     if bare == "/huge":
         return None
     if bare == "/huge-framed":
@@ -130,7 +139,8 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
                 writer.write(reply)
                 await writer.drain()
                 size = len(reply)
-            print(f"served {path.split('?')[0]} {size}", flush=True)
+            if not path.startswith("/switch"):  # a benchmark reads it 10 times a second
+                print(f"served {path.split('?')[0]} {size}", flush=True)
     writer.close()
 
 

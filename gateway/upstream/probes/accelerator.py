@@ -60,6 +60,9 @@ log = logging.getLogger(__name__)
 REPLICA_QUERY = "/metrics?" + "&".join(f"name[]={name}" for name in NAMES)
 SourceKey = str  # the loop's name: its pool and its page's full URL, read once a sample
 LOG_EVERY_S = 60.0  # a refused page, a bad value or a caught error: one line a minute per kind
+# A refused page is read again after a pause that doubles up to this: a page over a cap does
+# not shrink in a tenth of a second, and each read of one costs up to its cap and a connection.
+REFUSED_PAUSE_MAX_S = 30.0
 
 
 class Source:
@@ -172,15 +175,20 @@ class AcceleratorSampler(Prober):
     async def _loop(self, pool: Pool, key: SourceKey) -> None:
         config = self._config(pool)
         await self._clock.sleep(config.interval_s * self._rng.random())  # spread the loops
+        refusals = 0  # in a row: the pause doubles with each
         while True:
             readers = self._members.get(key)
             if readers:
                 try:
-                    await self._sample_source(pool, list(readers))
+                    refused = await self._sample_source(pool, list(readers))
+                    refusals = min(refusals + 1, 16) if refused else 0
                 except Exception:  # a bug must not end sampling: counted, logged, skipped
                     self._caught(pool, key)
             jitter = 1.0 + config.jitter * (2 * self._rng.random() - 1)
-            await self._clock.sleep(config.interval_s * jitter)
+            pause = min(
+                config.interval_s * 2**refusals, max(REFUSED_PAUSE_MAX_S, config.interval_s)
+            )
+            await self._clock.sleep(pause * jitter)
 
     def _source(self, pool: Pool, replica: Replica) -> Source:
         source = self._sources.get(replica.id)
@@ -192,9 +200,10 @@ class AcceleratorSampler(Prober):
         """One sample of ``replica``'s accelerator, judged and acted on."""
         await self._sample_source(pool, [replica])
 
-    async def _sample_source(self, pool: Pool, replicas: list[Replica]) -> None:
+    async def _sample_source(self, pool: Pool, replicas: list[Replica]) -> bool:
         """One read of the source ``replicas`` share, each of them judged and acted on: one
-        replica's trouble (a bad value, an exception) never keeps the others unjudged."""
+        replica's trouble (a bad value, an exception) never keeps the others unjudged.
+        True: the page was refused for every one of them (over a cap)."""
         config = self._config(pool)
         source = self._source(pool, replicas[0])
         async with self._limits[pool.name]:
@@ -205,7 +214,7 @@ class AcceleratorSampler(Prober):
         else:
             parsers = [self._source(pool, replica).parser for replica in replicas]
             reads = await self._read(page, parsers, PageCaps.of(config))
-        refused = reads[0].refused
+        refused = next((read.refused for read in reads if read.refused is not None), None)
         if refused is not None and self._lines.allow(("refused", source.key)) is not None:
             log.warning("%s: page refused: %s", source.key, refused)
         for replica, read in zip(replicas, reads, strict=True):
@@ -213,6 +222,7 @@ class AcceleratorSampler(Prober):
                 await self._judge(pool, replica, now, read)
             except Exception:  # one replica's trouble is not the page's
                 self._caught(pool, f"{source.key} ({replica.id})")
+        return all(read.refused is not None for read in reads)
 
     async def _read(
         self, page: bytes, parsers: list[ReadingParser], caps: PageCaps

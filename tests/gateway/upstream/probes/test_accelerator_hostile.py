@@ -303,3 +303,26 @@ async def test_a_page_over_a_cap_is_refused_unparsed_and_reads_as_unknown(
     metrics = {m.name: m for m in AcceleratorCollector(sampler).collect()}
     (sample,) = metrics["gateway_accelerator_samples"].samples
     assert sample.labels == {"pool": "p", "result": "refused"} and sample.value == 3
+
+
+async def test_a_refused_page_is_read_again_after_a_pause_that_doubles() -> None:
+    """Each read of a refused page costs up to its cap and a connection: backed off, up to
+    `REFUSED_PAUSE_MAX_S`; the interval again as soon as a page is within its caps."""
+    clock = PacedClock()
+    _, sampler, _, _ = setup(1, clock)
+    behaviours = fake(sampler).behaviours
+    good = behaviours["127.0.0.1:9000"]
+    behaviours["127.0.0.1:9000"] = exporter_page("x 1\n" * 10_001)
+    sampler.start()
+    try:
+        await wait_until_async(lambda: len(clock.slept) >= 10, WAIT_S, message="10 pauses")
+        behaviours["127.0.0.1:9000"] = good
+        await wait_until_async(lambda: ok_samples(sampler) >= 3, WAIT_S, message="read again")
+    finally:
+        await sampler.stop()
+    refused = sampler.samples[("p", "refused")]
+    pauses = clock.slept[1:]  # the first spreads the loops
+    backed_off = [0.5 * min(2**n, 60) for n in range(1, refused + 1)]  # 30 s at most
+    for pause, expected in zip(pauses, backed_off, strict=False):
+        assert expected * 0.9 <= pause <= expected * 1.1
+    assert 0.45 <= pauses[-1] <= 0.55  # back to the interval
