@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywher
 from loadtests.loadgen import LoadResult, closed_loop
 from loadtests.payloads import DIGITS
 from loadtests.results_file import save
-from loadtests.stack import Stack, free_port
+from loadtests.stack import Stack, cpu_seconds, free_port
 from tests.support.rogue_metrics import UUID_A
 from tests.support.traffic import request_bodies
 
@@ -83,34 +83,38 @@ async def run(args: argparse.Namespace) -> str:
         body = request_bodies(1)[0]
         path = f"/v2/models/{DIGITS}/infer"
         sides: dict[str, list[LoadResult]] = {"without": [], "with": []}
+        cpus = {"without": 0.0, "with": 0.0}  # the gateway's CPU seconds
         async with httpx.AsyncClient(trust_env=False, timeout=10) as http:
             before = refused((await http.get(f"{gateway.url}/metrics")).text)
             for _ in range(args.rounds):
                 for side, mode in (("without", "off"), ("with", args.page)):
                     await http.get(f"{rogue.url}/switch/{mode}")
                     await asyncio.sleep(4 * INTERVAL_S)  # the sampler has met the new page
-                    sides[side].append(
-                        await closed_loop(
-                            gateway.url,
-                            path,
-                            body,
-                            concurrency=args.concurrency,
-                            seconds=args.seconds,
-                            max_requests=10**9,
-                        )
+                    cpu = cpu_seconds(gateway.pid)
+                    result = await closed_loop(
+                        gateway.url,
+                        path,
+                        body,
+                        concurrency=args.concurrency,
+                        seconds=args.seconds,
+                        max_requests=10**9,
                     )
+                    sides[side].append(result)
+                    cpus[side] += cpu_seconds(gateway.pid) - cpu
             await http.get(f"{rogue.url}/switch/off")
             pages = refused((await http.get(f"{gateway.url}/metrics")).text) - before
     whole = {side: merged(results) for side, results in sides.items()}
     rows = [
-        "| 15 MiB page (0.1 s) | requests | failed | p50 ms | p99 ms | max ms |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| 15 MiB page (0.1 s) | requests | failed | p50 ms | p99 ms | max ms | CPU µs/request |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for side, result in whole.items():
         failed = result.requests - result.statuses.get(200, 0)
         p50, p99, top = (result.quantile_ms(q) for q in (0.5, 0.99, 1.0))
+        cpu_us = cpus[side] / max(1, result.requests) * 1e6
         rows.append(
-            f"| {side} | {result.requests} | {failed} | {p50:.2f} | {p99:.2f} | {top:.0f} |"
+            f"| {side} | {result.requests} | {failed} | {p50:.2f} | {p99:.2f} | {top:.0f} | "
+            f"{cpu_us:.0f} |"
         )
     ratio = whole["with"].quantile_ms(0.99) / whole["without"].quantile_ms(0.99)
     table = "\n".join(rows)
