@@ -185,9 +185,7 @@ class AcceleratorSampler(Prober):
                 except Exception:  # a bug must not end sampling: counted, logged, skipped
                     self._caught(pool, key)
             jitter = 1.0 + config.jitter * (2 * self._rng.random() - 1)
-            pause = min(
-                config.interval_s * 2**refusals, max(REFUSED_PAUSE_MAX_S, config.interval_s)
-            )
+            pause = min(config.interval_s * 2**refusals, REFUSED_PAUSE_MAX_S)
             await self._clock.sleep(pause * jitter)
 
     def _source(self, pool: Pool, replica: Replica) -> Source:

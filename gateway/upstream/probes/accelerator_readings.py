@@ -45,8 +45,8 @@ class PageRefused(ValueError):
 
 def dcgm_lines(page: bytes) -> list[str]:
     """The lines of ``page`` that may carry a DCGM field (by their metric name's start)."""
-    return [line for line in page.decode("utf-8", "replace").splitlines()
-            if line.startswith(NAMES)]  # fmt: skip
+    lines = page.decode("utf-8", "replace").splitlines()
+    return [line for line in lines if line.startswith(NAMES)]
 
 
 def parse_line(line: str) -> ParsedLine:
