@@ -45,6 +45,7 @@ from gateway.upstream.discovery.watch import DiscoveryService
 from gateway.upstream.events import FanoutEvents
 from gateway.upstream.probes.accelerator import AcceleratorSampler
 from gateway.upstream.probes.accelerator_metrics import AcceleratorCollector
+from gateway.upstream.probes.accelerator_pages import page_transport
 from gateway.upstream.probes.extensions import BinaryLearner
 from gateway.upstream.probes.golden_prober import GoldenProber
 from gateway.upstream.probes.health import HealthProber
@@ -181,8 +182,9 @@ class Gateway:
             self.answers.service(),
         ]
         if any(p.config.accelerator for p in self.registry.pools.values()):  # else: nothing
+            pages = page_transport(p.config.accelerator for p in self.registry.pools.values())
             self.accelerators = AcceleratorSampler(
-                self.registry, self._transport, self.clock, self.rng, self.shared, self._may_empty
+                self.registry, pages, self.clock, self.rng, self.shared, self._may_empty
             )
             self.metrics.registry.register(AcceleratorCollector(self.accelerators))
             self._services.append(self.accelerators)
