@@ -54,7 +54,7 @@ docs-check: setup
 	rm -rf $$out; exit $$status
 
 bench: setup
-	@WITH_NGINX=1 WITH_VALGRIND=1 bash .ci/system-deps.sh
+	@WITH_NGINX=1 WITH_VALGRIND=1 WITH_WRK=1 bash .ci/system-deps.sh
 	-$(PY) loadtests/bench_calls.py
 	$(PY) loadtests/bench_instructions.py
 	$(PY) loadtests/bench_overhead.py --variants
@@ -62,6 +62,7 @@ bench: setup
 	$(PY) loadtests/bench_grpc_upstream.py
 	$(PY) loadtests/bench_payloads.py
 	$(PY) loadtests/bench_pressure.py
+	$(PY) loadtests/bench_scaling.py --rounds 3
 
 faults: setup
 	$(PY) loadtests/bench_faults.py

@@ -23,6 +23,7 @@ so the edge renders every failure the same way: ``{"error": "..."}`` with a prec
     ├── DeadlineExceeded              504: the request's deadline passed
     └── UpstreamError                 one failed attempt; internal, retried or wrapped
         ├── UpstreamConnectError      could not connect / connection reset before a reply
+        ├── LocalResourceError        the gateway itself ran short (fds, buffers, memory)
         ├── UpstreamTimeout           no reply within the per-try timeout
         ├── UpstreamProtocolError     the reply was not valid HTTP/1.1, or not a valid V2 reply
         └── UpstreamStatusError       the replica answered 4xx or 5xx
@@ -177,6 +178,13 @@ class UpstreamError(GatewayError):
 
 class UpstreamConnectError(UpstreamError):
     pass
+
+
+class LocalResourceError(UpstreamError):
+    """The gateway ran short of its own resources (file descriptors, socket buffers, memory)
+    connecting to a replica or reading from it: no replica's fault, charged to none."""
+
+    status = 503
 
 
 class UpstreamTimeout(UpstreamError):

@@ -22,6 +22,7 @@ class OutcomeKind(StrEnum):
     SLOW = "slow"  # gave up waiting early; the exchange goes on and is classified when it ends
     CANCELLED = "cancelled"  # a hedge or deadline cancelled it: no verdict on the replica
     REFUTED = "refuted"  # its error answer was charged to it by the fault judge
+    LOCAL_RESOURCE = "local_resource"  # the gateway's own shortage (fds, memory): no verdict
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +102,7 @@ _KIND_PHRASES = {
     OutcomeKind.SLOW: "no reply in time",
     OutcomeKind.CANCELLED: "cancelled",
     OutcomeKind.REFUTED: "refuted",
+    OutcomeKind.LOCAL_RESOURCE: "the gateway is short of file descriptors or memory",
 }
 
 REPLICA_FAILURES = frozenset(
@@ -120,5 +122,8 @@ _RETRYABLE_KINDS = frozenset(
         OutcomeKind.TIMEOUT,
         OutcomeKind.PROTOCOL_ERROR,
         OutcomeKind.SLOW,
+        OutcomeKind.LOCAL_RESOURCE,  # another replica may have a pooled connection
     }
 )
+# What the gateway did to itself: no verdict on the replica, ever (`gateway.policies.fault`).
+GATEWAYS_OWN = frozenset({OutcomeKind.LOCAL_RESOURCE})

@@ -37,11 +37,13 @@ from gateway.upstream.discovery.watch import DiscoveryService
 from gateway.upstream.events import FanoutEvents
 from gateway.upstream.probes.accelerator import AcceleratorSampler
 from gateway.upstream.probes.accelerator_metrics import AcceleratorCollector
+from gateway.upstream.probes.accelerator_pages import page_transport
 from gateway.upstream.probes.extensions import BinaryLearner
 from gateway.upstream.probes.golden_prober import GoldenProber
 from gateway.upstream.probes.health import HealthProber
 from gateway.upstream.probes.metadata import MetadataWarmer
 from gateway.upstream.transport.base import Transport
+from gateway.upstream.transport.local_errors import LOCAL_RESOURCE_ERRORS
 
 FALLBACK_RECHECK_S = 30.0
 SLO_EVALUATE_S = 1.0
@@ -136,8 +138,9 @@ class Gateway(Serving):
             self.answers.service(),
         ]
         if any(p.config.accelerator for p in self.registry.pools.values()):  # else: nothing
+            pages = page_transport(p.config.accelerator for p in self.registry.pools.values())
             self.accelerators = AcceleratorSampler(
-                self.registry, transport, self.clock, self.rng, self.shared, self._may_empty
+                self.registry, pages, self.clock, self.rng, self.shared, self._may_empty
             )
             self.metrics.registry.register(AcceleratorCollector(self.accelerators))
             self._services.append(self.accelerators)
@@ -214,6 +217,7 @@ class Gateway(Serving):
                     self.metrics.set_in_flight(name, self._pipeline.admission.in_flight[name])
             self.metrics.state_store(self.shared.degraded)
             self.metrics.state_rejected(self.shared.rejects.counts)
+            self.metrics.local_resource_errors(LOCAL_RESOURCE_ERRORS)
             self.metrics.set_slo(slo_gauges(self.slo.to_json()))
 
         self.metrics.on_scrape(refresh)

@@ -15,8 +15,9 @@ restarted gateway obeys them again from its first pull; a gateway without Redis 
 
 What comes back from the store is held to the rules of local state: an ejection lasts at most
 the pool's ``max_ejection_s`` and stays within its ejected-share cap, and so does a drain or
-eject decided elsewhere (`ManualControls`); heartbeats stamped in the future are left out;
-whatever failed its bounds on reading is counted in ``rejects`` (`gateway.state.rejects`).
+eject decided elsewhere (`ManualControls`); heartbeats stamped in the future, or from another
+run than a live one of their instance, are left out (`take_heartbeats`); whatever failed its
+bounds on reading is counted in ``rejects`` (`gateway.state.rejects`).
 
 The sync also carries this instance's heartbeat (from the callback `beat_with` sets) and brings
 back every instance's: ``heartbeats`` is the fleet as the last pull showed it (`fleet_scope`
@@ -40,7 +41,7 @@ from gateway.slo.engine import SloBook
 from gateway.state.base import CounterDelta, ReplicaSignal, SharedView
 from gateway.state.decision_file import read_decisions, write_decisions
 from gateway.state.decisions import Decision, DecisionBook
-from gateway.state.fleet import Heartbeat, believable
+from gateway.state.fleet import Heartbeat, take_heartbeats
 from gateway.state.lease import Lease
 from gateway.state.redis_store import RedisStore
 from gateway.state.rejects import Rejects
@@ -80,13 +81,15 @@ class SharedState:
         self._enforcer = Periodic("manual-controls", CONTROLS_S, clock, self.enforce)
         self._decisions_file = config.decisions_file
         if self._decisions_file is not None:  # small, read once (a restart's decisions)
-            self.decisions.adopt(read_decisions(self._decisions_file, self.rejects))
+            read = read_decisions(self._decisions_file, clock.wall(), self.rejects)
+            self.decisions.adopt(read)
             self.enforce()
         self._applying = False
         self.applied = 0
         self._shared_counters: list[tuple[ExportCounters, ApplyCounters]] = []
         self.heartbeats: dict[str, Heartbeat] = {}  # every instance's, from the last pull
         self._beat: Callable[[], Heartbeat] | None = None
+        self._published: Heartbeat | None = None  # this instance's last heartbeat
         self.sync: StateSync | None = None
         self._budget: SharedBudgetCounts | None = None
         if config.backend == "redis":
@@ -230,16 +233,16 @@ class SharedState:
         return self._ledger.take_unsent(), deltas
 
     def _heartbeat(self) -> Heartbeat | None:
-        return self._beat() if self._beat is not None else None
+        if self._beat is not None:
+            self._published = self._beat()
+        return self._published
 
     def _apply(self, view: SharedView) -> None:
         wall = self._clock.wall()
-        self.heartbeats = {}
-        for name, beat in view.heartbeats.items():
-            if believable(beat, wall):
-                self.heartbeats[name] = beat
-            else:
-                self.rejects.drop("store", "heartbeat", name, "published in the future")
+        own = self._published
+        self.heartbeats, left = take_heartbeats(self.heartbeats, view.heartbeats, own, wall)
+        for name, why in left:
+            self.rejects.drop("store", "heartbeat", name, why)
         self._book.apply_remote(view.counters, view.full)
         if self._budget is not None:
             self._budget.apply_remote(view.counters, view.full)

@@ -30,6 +30,10 @@ BENCHES = {  # name: (title, the command that writes it)
     "faults": ("Faults under load", "loadtests/bench_faults.py"),
     "faults-grpc": ("Faults under load, gRPC replicas", "loadtests/bench_faults.py --grpc"),
     "grpc": ("gRPC door vs REST", "loadtests/bench_grpc.py"),
+    "scaling": (
+        "Scaling over an upstream that costs almost nothing (wrk)",
+        "loadtests/bench_scaling.py --rounds 3",
+    ),
 }
 
 HEADER = """\

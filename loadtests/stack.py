@@ -68,17 +68,17 @@ class Stack:
         env: dict[str, str] | None = None,
         wrap: Sequence[str] = (),
         ready_timeout_s: float = 60.0,
+        cwd: Path = ROOT,
     ) -> Proc:
         """``env``: variables added to this process's environment; ``wrap``: a command the
-        process runs under (valgrind, say: its pid stays the process's)."""
+        process runs under (valgrind, say: its pid stays the process's); ``cwd``: where it
+        runs (``python -m`` imports from there first)."""
         argv = [*wrap, *argv]
         log = self.workdir / f"{name}.log"
         extra = {**(env or {}), **({FAULT_KEY_ENV: fault_key} if fault_key else {})}
         env = {**os.environ, **extra} if extra else None
         with log.open("wb") as out:
-            process = subprocess.Popen(
-                argv, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env
-            )
+            process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=cwd, env=env)
         proc = Proc(name, process, url, log, fault_key)
         self.procs.append(proc)
         wait_http(proc, ready_path, ready_timeout_s)
@@ -108,16 +108,18 @@ class Stack:
         config: dict[str, Any],
         name: str = "gateway",
         env: dict[str, str] | None = None,
+        args: Sequence[str] = (),
         **start: Any,
     ) -> Proc:
-        """``start``: `start`'s ``wrap`` and ``ready_timeout_s``."""
+        """``args``: more ``gateway serve`` options; ``start``: `start`'s ``wrap``,
+        ``ready_timeout_s`` and ``cwd`` (another checkout's gateway runs from there)."""
         port = free_port()
         server = config.setdefault("server", {})
         server["port"] = port
         server.setdefault("drain_s", 0)  # the stack stops its gateways at once, not after a drain
         path = self.workdir / f"{name}.yaml"
         path.write_text(yaml.safe_dump(config))
-        argv = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(path)]
+        argv = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(path), *args]
         return self.start(
             name, argv, f"http://127.0.0.1:{port}", "/v2/health/ready", env=env, **start
         )
@@ -137,6 +139,11 @@ class Stack:
         single = " master_process off;" if start.get("wrap") else ""
         argv = [binary, "-c", str(conf), "-p", str(self.workdir), "-g", f"daemon off;{single}"]
         return self.start("nginx", argv, f"http://127.0.0.1:{port}", "/v2/health/ready", **start)
+
+    def end(self, proc: Proc) -> None:
+        """Stops one process of the stack now (by PID, as `close` does)."""
+        stop(proc.process)
+        self.procs.remove(proc)
 
     def close(self) -> None:
         for proc in reversed(self.procs):

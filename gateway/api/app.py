@@ -17,6 +17,7 @@ from typing import Any
 
 from gateway.api.admin import build_admin_app
 from gateway.api.auth import ControlAccess, refuse_unprotected
+from gateway.api.auth_failures import AuthFailures
 from gateway.api.guard import ControlPlaneGuard, allowed_hosts
 from gateway.api.ids import AnswerIds
 from gateway.api.infer import InferEndpoint
@@ -45,6 +46,7 @@ RESTART_FIELDS = (
     "watch_config",
     "inflight_bytes", "inflight_wait_s", "inflight_small_bytes", "inflight_small_reserve",
     "inflight_peer_share", "grpc", "workers",
+    "max_connections",
 )  # fmt: skip
 DRAIN_SLACK_S = 1.0
 INFER_PATH = re.compile(r"^/v2/models/([^/]+)(?:/versions/([^/]+))?/infer$")
@@ -75,6 +77,7 @@ class GatewayApp:
             peer_share=server.inflight_peer_share,
             peer_floor=2 * server.max_body_bytes,  # one large request's body and answer
         )
+        self.auth_failures = AuthFailures(gateway.clock)  # wrong keys by address, kept
         self._install(gateway, self._access(gateway.config))
 
     def _access(self, config: GatewayConfig) -> ControlAccess:
@@ -98,7 +101,13 @@ class GatewayApp:
         )  # fmt: skip
         self._infer = InferEndpoint(self.edge)
         hosts = allowed_hosts(gateway.config.server.allowed_hosts, self.bind_host)
-        guarded = ControlPlaneGuard(build_admin_app(gateway, self.reload), access, hosts)
+        guarded = ControlPlaneGuard(
+            build_admin_app(gateway, self.reload),
+            access,
+            hosts,
+            self.auth_failures,
+            gateway.metrics.admin_auth_failed,
+        )
         self._admin = AnswerIds(guarded, gateway.config.tracing.enabled)
 
     async def reload(self, who: str = "unknown", reason: str = "") -> dict[str, Any]:

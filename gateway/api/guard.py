@@ -5,7 +5,10 @@ without anyone remembering to key it); ``/metrics`` also opens to a metrics key.
 
 1. ``Host`` (port ignored) must be in ``server.allowed_hosts``, else 421: a page that
    rebinds its own DNS name to this address cannot read ``/admin/state`` under its name.
-2. ``Authorization: Bearer <key>`` (`ControlAccess`), else 401 with ``WWW-Authenticate``.
+2. ``Authorization: Bearer <key>`` (`ControlAccess`), else 401 with ``WWW-Authenticate``; a
+   wrong key's 401 comes after a delay that grows with its address's failures, and an address
+   with too many queued gets 429 before its key is read (`gateway.api.auth_failures`). Every
+   refusal is counted by door (``gateway_admin_auth_failures_total``).
 3. A method other than GET/HEAD needs ``Content-Type: application/json``, else 415: a
    browser's cross-site "simple" request (text/plain, form) is never a state change, and
    no CORS header is ever sent, so no page may send the JSON one.
@@ -17,13 +20,18 @@ request let through the admin door carries its operator's name (never the key) i
 
 from __future__ import annotations
 
+import ipaddress
+import math
 from collections.abc import Awaitable, Callable
 
-from gateway.api.auth import LOOPBACK_NAMES, ControlAccess, Door
+from gateway.api.auth import LOOPBACK_NAMES, ControlAccess, Door, bearer_token
+from gateway.api.auth_failures import AuthFailures
 from gateway.api.dashboard import PAGE_PATHS
 from gateway.api.responses import Receive, Scope, Send, send_json
+from gateway.clock import MonotonicClock
 
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+Refused = Callable[[str, int], None]  # (door, status): one refusal, for the metrics
 
 SAFE_METHODS = frozenset({"GET", "HEAD"})
 WILDCARD_BINDS = frozenset({"", "0.0.0.0", "::", "[::]"})
@@ -56,12 +64,36 @@ def host_name(header: bytes) -> str:
     return (host.rpartition(":")[0] if ":" in host else host).rstrip(".")
 
 
+def client_address(scope: Scope) -> str:
+    """Who sent the request, as the table of failures keys it: its IP address, an IPv6 one
+    by its /64 (what one host is usually given)."""
+    client = scope.get("client")
+    host = str(client[0]) if client else "unknown"
+    if ":" in host:
+        try:
+            return str(ipaddress.IPv6Network(f"{host}/64", strict=False))
+        except ValueError:
+            return host
+    return host
+
+
 class ControlPlaneGuard:
-    def __init__(self, app: ASGIApp, access: ControlAccess, hosts: frozenset[str]) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        access: ControlAccess,
+        hosts: frozenset[str],
+        failures: AuthFailures | None = None,
+        refused: Refused | None = None,
+    ) -> None:
+        """``failures``: the addresses' wrong keys (kept across reloads by the app);
+        ``refused``: told of each refusal for a key (the metrics)."""
         self._app = app
         self.access = access
         self._hosts = hosts
         self._any_host = "*" in hosts
+        self.failures = failures if failures is not None else AuthFailures(MonotonicClock())
+        self._refused: Refused = refused or (lambda door, status: None)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -83,13 +115,59 @@ class ControlPlaneGuard:
             shown = host.decode("latin-1")[:100] if host is not None else "(none)"
             message = f"Host {shown!r} is not allowed here (server.allowed_hosts)"
             await send_json(send, 421, {"error": message})
+        elif door is Door.PAGE or self.access.anonymous:  # no key to check
+            await self._allowed(scope, receive, send, door, content_type, authorization)
+        else:
+            await self._keyed(scope, receive, send, door, content_type, authorization)
+
+    async def _keyed(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        door: Door,
+        content_type: bytes | None,
+        authorization: bytes | None,
+    ) -> None:
+        """A door that needs a key: 429 while the address is held back, 401 without the key."""
+        address = client_address(scope)
+        wait = self.failures.held_back(address)
+        if wait is not None:
+            self._refused(door.value, 429)
+            message = "too many wrong keys from this address: try again later"
+            retry_after = str(math.ceil(wait)).encode()
+            await send_json(send, 429, {"error": message}, [(b"retry-after", retry_after)])
         elif not self.access.allows(door, authorization):
-            which = "an admin or metrics key" if door is Door.METRICS else "an admin key"
-            await send_json(
-                send, 401, {"error": f"this endpoint needs {which}: Authorization: Bearer <key>"},
-                [(b"www-authenticate", b'Bearer realm="gateway"')],
-            )  # fmt: skip
-        elif scope["method"] not in SAFE_METHODS and not _is_json(content_type):
+            await self._unauthorized(send, door, authorization, address)
+        else:
+            self.failures.succeeded(address)
+            await self._allowed(scope, receive, send, door, content_type, authorization)
+
+    async def _unauthorized(
+        self, send: Send, door: Door, authorization: bytes | None, address: str
+    ) -> None:
+        """401; a wrong key's after its address's delay (a missing one is no guess: at once)."""
+        if bearer_token(authorization) is not None:
+            await self.failures.wait(self.failures.failed(address))
+        self._refused(door.value, 401)
+        which = "an admin or metrics key" if door is Door.METRICS else "an admin key"
+        await send_json(
+            send,
+            401,
+            {"error": f"this endpoint needs {which}: Authorization: Bearer <key>"},
+            [(b"www-authenticate", b'Bearer realm="gateway"')],
+        )
+
+    async def _allowed(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        door: Door,
+        content_type: bytes | None,
+        authorization: bytes | None,
+    ) -> None:
+        if scope["method"] not in SAFE_METHODS and not _is_json(content_type):
             message = f"{scope['method']} {scope['path']} takes Content-Type: application/json"
             await send_json(send, 415, {"error": message})
         else:

@@ -87,6 +87,12 @@ def parser() -> argparse.ArgumentParser:
         "(a config checked away from the machine that runs it, e.g. with /run/secrets paths)",
     )
     checking.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse what is only warned of otherwise (exit 2): shared state in a Redis beyond "
+        "this machine without a password or without TLS",
+    )
+    checking.add_argument(
         "--explain",
         metavar="MODEL",
         help="also print the stages a request to MODEL goes through, door to replica, as "

@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import resource
 import signal
 from collections.abc import Iterator
 
@@ -21,6 +22,7 @@ import uvloop
 from gateway.api.app import GatewayApp
 from gateway.banner import announce_when_listening, banner
 from gateway.config import ConfigError, GatewayConfig, load_config
+from gateway.config.connections import door_connections
 from gateway.launcher import Launcher, refuse_gateway_ports
 from gateway.policies.heap_trim import return_large_buffers_to_the_os
 from gateway.preflight import config_problems
@@ -46,6 +48,7 @@ def _server(
     ``grpc_port``: the gRPC door's port (None: no gRPC door)."""
     _refuse_problems(path or "<config>", config)
     return_large_buffers_to_the_os()
+    _raise_fd_limit(config)
     bind_host = host or config.server.host
     app = GatewayApp(Gateway(config), config_path=path, bind_host=bind_host)
     server = config.server
@@ -69,6 +72,33 @@ def _server(
         path,
         grpc_port,
     )
+
+
+def _raise_fd_limit(config: GatewayConfig) -> None:
+    """Raises the soft limit on open file descriptors to the hard limit, and logs what each
+    door may hold (`gateway.config.connections`): a service's soft limit is often far below
+    what the hard limit allows, and every client and upstream connection is a descriptor."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    now = soft
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            now = hard
+        except (OSError, ValueError) as exc:  # a hard limit above what the kernel allows
+            log.warning("file descriptors: soft limit %s not raised: %s", _shown(soft), exc)
+    how = f"raised from {_shown(soft)}" if now != soft else "not raised"
+    log.info(
+        "file descriptors: soft limit %s (%s; hard limit %s); each door holds up to %d "
+        "connections at once (server.max_connections)",
+        _shown(now),
+        how,
+        _shown(hard),
+        door_connections(config),
+    )
+
+
+def _shown(limit: int) -> str:
+    return "unlimited" if limit == resource.RLIM_INFINITY else str(limit)
 
 
 def _refuse_problems(path: str, config: GatewayConfig) -> None:

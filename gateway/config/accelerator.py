@@ -6,6 +6,10 @@ or, for a replica named in ``exporters``, from a dcgm-exporter (per node) with t
 the replica's GPU, and judges the readings by the hardware rules
 (`gateway.policies.hardware`), with the thresholds below where the device does not report
 its own.
+
+A page is read with a cap in bytes (``max_page_bytes``: the read stops past it) and in series
+(``max_page_series``), and parsed off the event loop: a replica or an exporter is an untrusted
+peer, and its page must never hold the requests' loop.
 """
 
 from __future__ import annotations
@@ -16,6 +20,10 @@ from gateway.config.endpoint import Endpoint
 from gateway.frozen import Frozen
 
 DEFAULT_METRICS_PATH = "/metrics"
+# Room for a node exporter's page (every GPU of a node, MIG instances, Kubernetes labels; see
+# docs/hardware.md), not for a flood.
+DEFAULT_MAX_PAGE_BYTES = 1024 * 1024
+DEFAULT_MAX_PAGE_SERIES = 10_000
 
 
 class ExporterTarget(Frozen):
@@ -80,6 +88,19 @@ class AcceleratorConfig(Frozen):
     )
     healthy_for_s: float = Field(
         30.0, ge=0, description="good samples for this long before a drained replica returns"
+    )
+    max_page_bytes: int = Field(
+        DEFAULT_MAX_PAGE_BYTES,
+        ge=4096,
+        le=64 * 1024 * 1024,
+        description="a metrics page's body, at most; over: the read stops and the page is "
+        "refused (the sample counts as refused, the reading as unknown)",
+    )
+    max_page_series: int = Field(
+        DEFAULT_MAX_PAGE_SERIES,
+        ge=16,
+        le=1_000_000,
+        description="sample lines (series) on a metrics page, at most; over: refused",
     )
     exporters: dict[str, ExporterTarget] = Field(
         default_factory=dict,

@@ -89,6 +89,15 @@ class ServerConfig(Frozen):
         "its cgroup's CPU quota); `--workers` overrides it; a change needs a restart",
     )
     max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, gt=0, description="over it: 413")
+    max_connections: int | None = Field(
+        None,
+        ge=1,
+        description="client connections each door (REST, gRPC) holds at once; one more is "
+        "refused at once (closed). Default: from the file-descriptor limit (raised to the hard "
+        "limit at start), less 128 for the process and what the pools may open to their "
+        "replicas (at most half the rest), split between the two doors, from 16 to 16384 "
+        "(gateway.config.connections)",
+    )
     max_header_bytes: int = Field(32 * 1024, ge=1024, description="request line + headers: 431")
     header_timeout_s: float = Field(
         10.0, gt=0, description="headers incomplete this long after connect: 408, closed"

@@ -5,8 +5,11 @@ start, as the HTTP port does), starts it once the gateway has started, and stops
 HTTP server's own shutdown: no new RPCs from then on, RPCs in flight finished within the same
 grace (the longest deadline a model allows), before the gateway stops.
 
-The client limits follow REST's: a message over ``server.max_body_bytes`` is refused by gRPC
-itself (RESOURCE_EXHAUSTED), and metadata over ``server.max_header_bytes`` too; each message
+The client limits follow REST's: at most ``server.max_connections`` connections at once (one
+more is closed at once, before its handshake: `gateway.config.connections`), each closed if it
+has not sent its HTTP/2 preface within ``server.header_timeout_s``; a message over
+``server.max_body_bytes`` is refused by gRPC itself (RESOURCE_EXHAUSTED), and metadata over
+``server.max_header_bytes`` too; each message
 counts against ``server.inflight_bytes`` from before grpc takes it in, and must be complete
 within ``server.body_timeout_s`` (`gateway.grpc_door.receive`). grpc's own HTTP/2 limits
 (streams per connection, a stream's window, keepalive pings, idle and old connections) come
@@ -24,6 +27,7 @@ import logging
 import grpc
 
 from gateway.api.app import GatewayApp
+from gateway.config.connections import door_connections
 from gateway.grpc_door.metadata_log import quiet_non_utf8_metadata
 from gateway.grpc_door.receive import MessageReader
 from gateway.grpc_door.service import V2Service
@@ -40,13 +44,20 @@ class GrpcDoor:
         self.host = host
         self.port = port  # the bound port once `bind` has run (0 asks for a free one)
         self._server: grpc.aio.Server | None = None
+        self.max_connections = 0  # connections held at once, once `bind` has run
 
     def bind(self) -> int:
         """Creates the server and binds its port (not serving yet); `OSError` if it cannot."""
-        limits = self._app.gateway.config.server
+        config = self._app.gateway.config
+        limits = config.server
+        self.max_connections = door_connections(config)
         quiet_non_utf8_metadata(self._app.gateway.clock)
         server = grpc.aio.server(
             options=[
+                # one connection more is closed at once, before its handshake
+                ("grpc.max_allowed_incoming_connections", self.max_connections),
+                # a connection that has not sent its HTTP/2 preface by then is closed
+                ("grpc.server_handshake_timeout_ms", round(limits.header_timeout_s * 1000)),
                 ("grpc.max_receive_message_length", limits.max_body_bytes),
                 ("grpc.max_metadata_size", limits.max_header_bytes),  # both: refused always,
                 ("grpc.absolute_max_metadata_size", limits.max_header_bytes),  # not at random
@@ -74,7 +85,12 @@ class GrpcDoor:
     async def start(self) -> None:
         assert self._server is not None, "bind() first"
         await self._server.start()
-        log.info("gRPC (V2 inference service) on %s:%d", self.host, self.port)
+        log.info(
+            "gRPC (V2 inference service) on %s:%d, up to %d connections at once",
+            self.host,
+            self.port,
+            self.max_connections,
+        )
 
     async def stop(self, grace_s: float | None) -> None:
         """No new RPCs; those in flight get ``grace_s`` (None: cancelled now)."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from gateway.outcome import REPLICA_FAILURES, Outcome, OutcomeKind
 from gateway.pipeline.call import InferCall
-from gateway.policies.fault import disputed
+from gateway.policies.fault import judged_now
 from gateway.telemetry.metrics import RequestMetrics
 from gateway.upstream.registry import Pool
 from gateway.upstream.replica import Replica
@@ -42,7 +42,7 @@ class Reactions:
     ) -> None:
         """An attempt of ``call`` on ``replica`` ended as ``outcome``."""
         call.ledger.record(outcome)
-        judged = not disputed(outcome)  # a disputed answer is judged by evidence, later
+        judged = judged_now(outcome)  # a disputed answer later, the gateway's own never
         error = outcome.describe() if outcome.kind in REPLICA_FAILURES else None
         # a cancelled try says nothing of its replica: not even a success clearing a streak
         replica.finished(outcome.latency_s, error, judged=judged and outcome.kind is not _CANCELLED)

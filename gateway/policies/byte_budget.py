@@ -31,8 +31,10 @@ open is bounded by the connections a server lets it have.
 One request alone is always admitted, so a body under the cap is never refused for being larger
 than the budget. Waiters are woken in order as bytes come back; no timer runs while nothing
 waits. When the budget drains after a burst of at least ``burst_bytes``, or half the limit where
-that is less (a 16 MiB budget full of 6 MB bodies never holds more than 12 MB), ``drained`` is
-called (the gateway gives the heap's free pages back then: `gateway.policies.heap_trim`).
+that is less, or after large bodies (`LARGE_BODY_BYTES` each) adding up to as much were given
+back since the last such call, one at a time or not, ``drained`` is called (the gateway gives
+the heap's free pages back then: `gateway.policies.heap_trim`): large answers written one after
+the other free as much as a burst does, without ever making one.
 """
 
 from __future__ import annotations
@@ -85,6 +87,9 @@ class _Waiter:
     reclaim: Reclaim | None
 
 
+LARGE_BODY_BYTES = 256 * 1024  # a body this large is a buffer of its own on the heap
+
+
 class InflightBytes:
     """Bytes held by requests being served, against ``limit``; ``wait_s``: the longest wait.
     ``small_reserve`` and ``peer_share``: shares of the limit (kept for small requests; what
@@ -119,6 +124,7 @@ class InflightBytes:
         self._small: deque[_Waiter] = deque()
         self._large: deque[_Waiter] = deque()
         self._waiting: dict[str, int] = {}  # address -> its waiters
+        self._given_large = 0  # bytes of large bodies given back since ``drained`` last ran
 
     # --- small requests: the usual path ---------------------------------------------------
 
@@ -137,10 +143,14 @@ class InflightBytes:
     def give(self, size: int) -> None:
         """The bytes are no longer held."""
         self.held -= size
+        if size >= LARGE_BODY_BYTES:
+            self._given_large += size
         if self._small or self._large:
             self._wake()
-        if not self.held and self._burst >= self._burst_bytes and self._drained is not None:
-            self._burst = 0
+        if self.held or self._drained is None:
+            return
+        if self._burst >= self._burst_bytes or self._given_large >= self._burst_bytes:
+            self._burst = self._given_large = 0
             self._drained()
 
     # --- any holder -------------------------------------------------------------------------

@@ -8,6 +8,7 @@ so they can never disagree about what happened (as in linkerd2-proxy's response 
 from __future__ import annotations
 
 from gateway.errors import (
+    LocalResourceError,
     UpstreamConnectError,
     UpstreamError,
     UpstreamProtocolError,
@@ -28,7 +29,9 @@ def classify_status(replica: str, status: int, latency_s: float, detail: str = "
 
 
 def classify_error(replica: str, error: UpstreamError, latency_s: float) -> Outcome:
-    if isinstance(error, UpstreamTimeout):
+    if isinstance(error, LocalResourceError):
+        kind = OutcomeKind.LOCAL_RESOURCE
+    elif isinstance(error, UpstreamTimeout):
         kind = OutcomeKind.TIMEOUT
     elif isinstance(error, UpstreamConnectError):
         kind = OutcomeKind.CONNECT_ERROR

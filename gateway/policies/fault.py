@@ -9,6 +9,9 @@ are the rows of `RULES`, in the order they are tried, and docs/faults.md's "Who 
 table lists the same rows; `judge` reads them and nothing else decides. The retry and vote
 layers and the golden prober only carry its verdicts out (`gateway.upstream.fault_actions`).
 
+The gateway's own failures (`judged_now`: it ran short of file descriptors or memory) are
+nobody's fault in these rows: no replica is charged, and the request is retried elsewhere.
+
 `judge` is pure: what a pool has recently seen (its error streak, earlier refusals of an
 input) comes in as a `PoolFaultView` the caller takes from the pool's `FaultRecord`, so a table of
 cases tests every row without a pipeline.
@@ -21,7 +24,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Generic, Protocol, TypeVar
 
-from gateway.outcome import Outcome, OutcomeKind
+from gateway.outcome import GATEWAYS_OWN, Outcome, OutcomeKind
 
 # Answers that may be the request's fault as much as the replica's. Any other 5xx (502, 503,
 # 504: overloaded or broken whatever it was asked), a connect error, a timeout or a broken
@@ -135,6 +138,14 @@ def disputed(outcome: Outcome) -> bool:
         outcome.kind is OutcomeKind.CLIENT_ERROR
         or (outcome.kind is OutcomeKind.SERVER_ERROR and status in DISPUTED_SERVER_STATUSES)
     )
+
+
+def judged_now(outcome: Outcome) -> bool:
+    """Whether an attempt's outcome is a verdict on its replica at once: not a disputed answer
+    (evidence decides it later) nor the gateway's own failure (`GATEWAYS_OWN`: a connect or a
+    read that failed for the gateway's lack of file descriptors or memory is no replica's
+    fault, and no breaker, outlier detector or prober counts it)."""
+    return outcome.kind not in GATEWAYS_OWN and not disputed(outcome)
 
 
 def input_is_evidence(pool_size: int, status: int) -> bool:

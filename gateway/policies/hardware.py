@@ -14,11 +14,14 @@ the action:
 
 `judge` is pure: a window of recent samples and the limits in, the first matching rules' ``
 Evidence`` out (the signal, the reading, the threshold, and a line for people). When to act on
-it (hysteresis, caps) is `gateway.policies.hardware_state`'s.
+it (hysteresis, caps) is `gateway.policies.hardware_state`'s. The readings it sees were vetted
+(`gateway.policies.hardware_values`); the rules that make integers of them check anyway, so a
+reading built elsewhere cannot make one raise.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -98,7 +101,7 @@ def _dbe(w: Window) -> Evidence | None:
 
 def _xid(w: Window) -> Evidence | None:
     xid = w.last.xid
-    if xid is None or int(xid) not in CRITICAL_XIDS:
+    if xid is None or not math.isfinite(xid) or int(xid) not in CRITICAL_XIDS:
         return None
     return Evidence("xid", "drain now", xid, xid, f"critical XID {int(xid)}")
 
@@ -169,7 +172,9 @@ def _sbe_rate(w: Window) -> Evidence | None:
 
 def _throttle(w: Window) -> Evidence | None:
     reasons = w.last.throttle_reasons
-    if reasons is None or not int(reasons) & (THERMAL_THROTTLE | POWER_THROTTLE):
+    if reasons is None or not math.isfinite(reasons):
+        return None
+    if not int(reasons) & (THERMAL_THROTTLE | POWER_THROTTLE):
         return None
     kind = "thermal" if int(reasons) & THERMAL_THROTTLE else "power"
     weight = w.limits.throttled_weight

@@ -55,6 +55,11 @@ class ReplicaHardware:
         self._throttle: Evidence | None = None  # ... and its weight rule
 
     @property
+    def healthy_for_s(self) -> float:
+        """How long a drained replica's samples must be good before it returns."""
+        return self._config.healthy_for_s
+
+    @property
     def reading(self) -> Reading | None:
         return self.samples[-1].reading if self.samples else None
 

@@ -25,6 +25,11 @@ from gateway.state.limits import FUTURE_SKEW_S, MAX_VERDICTS, Name, Rate, Share,
 HEARTBEAT_EVERY_S = 2.0  # how often an instance publishes its heartbeat
 STALE_AFTER_S = 10.0  # a heartbeat older than this: the instance is shown stale
 HEARTBEAT_TTL_S = 300.0  # a stale instance stays listed this long, then the store drops it
+# A stored heartbeat stamped further than this past the store's clock keeps its place against no
+# later heartbeat of its instance: a forged stamp a year ahead would otherwise outrank every
+# heartbeat the instance publishes, and readers drop it as from the future, so the instance
+# would vanish from every fleet view. An honest one that far ahead is outrun by its next anyway.
+HELD_AHEAD_S = STALE_AFTER_S
 MAX_LISTED = 256  # instances ``/admin/fleet`` lists (this one first, then the freshest)
 THIS_INSTANCE_ONLY = "this instance only (no shared state configured)"
 
@@ -57,8 +62,13 @@ class Heartbeat(msgspec.Struct, frozen=True, array_like=True):
     def expires_at(self, ttl_s: float = HEARTBEAT_TTL_S) -> float:
         return self.seen + ttl_s
 
-    def newer_than(self, other: Heartbeat | None) -> bool:
-        return other is None or self.seen > other.seen
+    def newer_than(self, other: Heartbeat | None, now: float | None = None) -> bool:
+        """Whether this heartbeat replaces ``other`` in a store whose wall clock reads ``now``
+        (None: compare the stamps alone): it is newer, or ``other`` is stamped more than
+        `HELD_AHEAD_S` ahead of the store's clock."""
+        if other is None or self.seen > other.seen:
+            return True
+        return now is not None and other.seen > now + HELD_AHEAD_S
 
     def encode(self) -> str:
         return msgspec.json.encode(self).decode()
@@ -73,6 +83,44 @@ def believable(beat: Heartbeat, wall: float) -> bool:
     """Not published later than the reader's clock allows (a forged one keeps a dead instance
     alive), nor started after it was published."""
     return beat.seen <= wall + FUTURE_SKEW_S and beat.started <= beat.seen + FUTURE_SKEW_S
+
+
+def take_heartbeats(
+    known: Mapping[str, Heartbeat],
+    pulled: Mapping[str, Heartbeat],
+    own: Heartbeat | None,
+    wall: float,
+) -> tuple[dict[str, Heartbeat], list[tuple[str, str]]]:
+    """The heartbeats a pull brought, as this instance takes them, and those it leaves out
+    (instance, why). ``known``: those taken at the last pull; ``own``: this instance's.
+
+    Left out: one published in the future (`believable`); one under this instance's name from
+    another run than its own (another process publishes under its name: forged, or two
+    gateways given one ``state.instance``); and one whose run (``started``) disagrees with
+    the heartbeat known for its instance while that one is live (under `STALE_AFTER_S` old):
+    the run seen first keeps the name until it goes quiet, so a heartbeat forged under a live
+    gateway's name does not replace it in the fleet view. Where one is left out, the live one
+    known before stays.
+    """
+    taken: dict[str, Heartbeat] = {}
+    left: list[tuple[str, str]] = []
+    for name, beat in pulled.items():
+        before = known.get(name)
+        live = before is not None and wall - before.seen < STALE_AFTER_S
+        why = None
+        if not believable(beat, wall):
+            why = "published in the future"
+        elif own is not None and name == own.instance and beat.started != own.started:
+            why = "under this instance's name, from another run"
+        elif live and before is not None and before.started != beat.started:
+            why = "from another run than its live heartbeat"
+        if why is None:
+            taken[name] = beat
+            continue
+        left.append((name, why))
+        if live and before is not None:  # the instance's own, until it goes quiet
+            taken[name] = before
+    return taken, left
 
 
 def fleet_document(

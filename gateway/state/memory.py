@@ -84,7 +84,7 @@ class MemoryStore:
         if (
             beat is not None
             and beat.expires_at() > wall
-            and beat.newer_than(self._heartbeats.get(beat.instance))
+            and beat.newer_than(self._heartbeats.get(beat.instance), wall)
         ):
             self._heartbeats[beat.instance] = beat
         self._prune()

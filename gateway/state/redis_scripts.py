@@ -42,6 +42,7 @@ cluster spreads several namespaces (fleets), not one.
 
 from __future__ import annotations
 
+from gateway.state.fleet import HELD_AHEAD_S
 from gateway.state.lease import FENCE_CHECK
 from gateway.state.limits import MAX_INT64
 from gateway.state.redis_guards import DECISION_LIMIT, GUARDS, HEARTBEAT_LIMIT, SIGNAL_LIMIT
@@ -53,6 +54,7 @@ _COMMON = (
     + f"""
 local SIGNAL_LIMIT, DECISION_LIMIT = {SIGNAL_LIMIT}, {DECISION_LIMIT}
 local HEARTBEAT_LIMIT, MAX_VERSION = {HEARTBEAT_LIMIT}, {MAX_INT64}
+local HELD_AHEAD_MS = {int(HELD_AHEAD_S * 1000)}
 local function now_ms()
   local now = redis.call('TIME')
   return tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
@@ -209,11 +211,12 @@ for _ = 1, n_beats do
   if expire_ms > now then
     local write = true
     local stored = redis.call('HGET', KEYS[10], instance)
-    -- [instance, version, started, seen, ...]; the newest one stays (an oversized one loses)
+    -- [instance, version, started, seen, ...]; the newest one stays (an oversized one loses),
+    -- unless it is stamped more than HELD_AHEAD past this clock (a forged stamp: fleet.py)
     if stored and fits(KEYS[10], instance, HEARTBEAT_LIMIT) then
       local ok, b = pcall(cjson.decode, stored)
       if ok and type(b) == 'table' and tonumber(b[4]) then
-        write = seen > tonumber(b[4])
+        write = seen > tonumber(b[4]) or tonumber(b[4]) * 1000 > now + HELD_AHEAD_MS
       end
     end
     if write then

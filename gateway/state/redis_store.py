@@ -153,15 +153,27 @@ class RedisStore:
                 counters[str(name)] = total
         decisions = {d.key: d for d in self._decoded("decision", Decision.decode, flat_decisions)}
         cursor = Cursor(str(generation), int(seq))
-        beats = {b.instance: b for b in self._decoded("heartbeat", Heartbeat.decode, flat_beats)}
+        beats = {}
+        for field, beat in self._named("heartbeat", Heartbeat.decode, flat_beats):
+            if beat.instance == field:
+                beats[field] = beat
+            else:  # written beside the scripts: a heartbeat comes from the instance it names
+                self.rejects.drop("redis", "heartbeat", field, "names another instance")
         return SharedSnapshot(cursor, bool(full), signals, counters, decisions, beats)
 
     def _decoded(self, kind: str, decode: Callable[[str], T], flat: list[str]) -> Iterator[T]:
         """Each value of a flat field/value list that decodes within its bounds; the others
         are dropped (counted, logged once per field)."""
+        for _, value in self._named(kind, decode, flat):
+            yield value
+
+    def _named(
+        self, kind: str, decode: Callable[[str], T], flat: list[str]
+    ) -> Iterator[tuple[str, T]]:
+        """`_decoded`'s values with the field each was stored under."""
         for i in range(0, len(flat), 2):
             try:
-                yield decode(flat[i + 1])
+                yield str(flat[i]), decode(flat[i + 1])
             except (ValueError, TypeError) as exc:
                 self.rejects.drop("redis", kind, flat[i], str(exc))
 

@@ -174,6 +174,19 @@ class Catalog:
             "progress, capped).",
             ("source", "kind"),
         )
+        self.local_resource_errors = CounterFamily(
+            "gateway_local_resource_errors_total",
+            "Connects to and reads from replicas that failed for the gateway's own shortage, by "
+            "errno (EMFILE, ENFILE: file descriptors; ENOBUFS: socket buffers; ENOMEM: "
+            "memory); charged to no replica.",
+            ("errno",),
+        )
+        self.admin_auth_failures = CounterFamily(
+            "gateway_admin_auth_failures_total",
+            "Requests to the control plane refused for a missing or wrong key, by door (admin, "
+            "metrics) and how they were answered (401; 429 while the address is held back).",
+            ("door", "code"),
+        )
         self.info = GaugeFamily("gateway_build_info", "Gateway version; always 1.", ("version",))
         self.info.labels(__version__).set(1)
         self.slo = SloFamilies()  # gateway_slo_*: objective, budget, burn, alerts, events

@@ -294,6 +294,16 @@ class Metrics:
         for (source, kind), count in counts.items():
             self._m.store_rejected.labels(source, kind).set(count)
 
+    def local_resource_errors(self, counts: Mapping[str, int]) -> None:
+        """Copies the process's count of its own resource errors, by errno
+        (`gateway.upstream.transport.local_errors`)."""
+        for name, count in counts.items():
+            self._m.local_resource_errors.labels(name).set(count)
+
+    def admin_auth_failed(self, door: str, code: int) -> None:
+        """One control-plane request refused for its key (`gateway.api.auth_failures`)."""
+        self._m.admin_auth_failures.labels(door, str(code)).value += 1
+
     def set_slo(self, doc: Mapping[str, Any]) -> None:
         """Replaces the SLO gauges with the /slo document (shape in `set_slos`)."""
         set_slos(self._m.slo, doc)

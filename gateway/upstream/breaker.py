@@ -40,7 +40,7 @@ import pybreaker
 
 from gateway.clock import Clock
 from gateway.config.policies import BreakerConfig
-from gateway.outcome import REPLICA_FAILURES, Outcome, OutcomeKind
+from gateway.outcome import GATEWAYS_OWN, REPLICA_FAILURES, Outcome, OutcomeKind
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,9 @@ CLOSED, OPEN, HALF_OPEN = pybreaker.STATE_CLOSED, pybreaker.STATE_OPEN, pybreake
 StateListener = Callable[[str, str, str], None]  # (replica id, old state, new state)
 
 
-_NO_VERDICT = frozenset({OutcomeKind.CLIENT_ERROR, OutcomeKind.CANCELLED, OutcomeKind.SLOW})
+_NO_VERDICT = frozenset(
+    {OutcomeKind.CLIENT_ERROR, OutcomeKind.CANCELLED, OutcomeKind.SLOW, *GATEWAYS_OWN}
+)
 
 
 class ClockStorage(pybreaker.CircuitBreakerStorage):

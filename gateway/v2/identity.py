@@ -13,10 +13,12 @@ import itertools
 import os
 import re
 
+import msgspec
 import orjson
 
 from gateway.v2.body import SMALL_BODY_BYTES, Body
 from gateway.v2.request import InferRequestInfo, detached, parse_infer_request
+from gateway.v2.response import raw_members
 
 _SANE = re.compile(r"[\x21-\x7e]{1,128}")
 _ids = itertools.count(1)
@@ -87,16 +89,23 @@ def with_client_id(
             new = body[:value] + orjson.dumps(client_id) + body[value + len(sent) :]
             grown = len(new) - len(body)
             return new, None if header_length is None else str(end + grown)
-    try:
-        header = orjson.loads(body[:end])
-    except orjson.JSONDecodeError:
+    header = raw_members(memoryview(body)[:end])
+    said = header.get("id") if header is not None else None
+    if header is None or said is None or _decoded(said) != sent_id:
         return body, header_length
-    if not isinstance(header, dict) or header.get("id") != sent_id:
-        return body, header_length
-    head = orjson.dumps({**header, "id": client_id})
+    header["id"] = msgspec.Raw(orjson.dumps(client_id))
+    head = msgspec.json.encode(header)
     if header_length is None:
         return head, None
     return head + body[end:], str(len(head))
+
+
+def _decoded(value: msgspec.Raw) -> object:
+    """A raw JSON member's value (None for one orjson will not read: nested too deep)."""
+    try:
+        return orjson.loads(memoryview(value))
+    except orjson.JSONDecodeError:
+        return None
 
 
 _STRING = rb'("(?:[^"\\]|\\.)*")'

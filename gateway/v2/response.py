@@ -39,18 +39,32 @@ def rename_reply(
             split = int(header_length)
         except ValueError:
             return body, header_length
-    try:
-        header = orjson.loads(body[:split])
-    except orjson.JSONDecodeError:
+    header = raw_members(memoryview(body)[:split])
+    if header is None:
         return body, header_length
-    if not isinstance(header, dict):
-        return body, header_length
-    header["model_name"] = model_name
-    header["model_version"] = version
-    new_header = orjson.dumps(header)
+    header["model_name"] = msgspec.Raw(orjson.dumps(model_name))
+    header["model_version"] = msgspec.Raw(orjson.dumps(version))
+    new_header = msgspec.json.encode(header)
     if header_length is None:
         return new_header, None
     return b"".join((new_header, memoryview(body)[split:])), str(len(new_header))
+
+
+_RAW_MEMBERS = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
+
+
+def raw_members(header: bytes | memoryview) -> dict[str, msgspec.Raw] | None:
+    """A JSON object's members, each value left as its raw bytes (None: not a JSON object).
+
+    What a member is changed through: a reply's outputs are never decoded into numbers, so a
+    large JSON answer costs one scan and one copy, not an object per number; such objects,
+    freed among others that outlive the request, keep the allocator's arenas from going back
+    to the OS after the answer is written.
+    """
+    try:
+        return _RAW_MEMBERS(header)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return None
 
 
 _NO_DATA = msgspec.Raw(b"-")  # an output without data (a decoded value never starts so)

@@ -343,3 +343,39 @@ def answers_are_right_anywhere(gateway: GatewayProcess) -> None:
             answer = client.post("/v2/models/digits/infer", content=body,
                                  headers={"content-type": "application/json"})  # fmt: skip
             assert answer.status_code == 200, answer.text[:300]
+
+
+@pytest.mark.parametrize(
+    ("field", "ahead_s"),
+    [("gw-a", YEAR), ("gw-a", 3.0), ("gw-zz", 3.0)],
+    ids=["a-year-ahead", "seconds-ahead-from-another-run", "under-another-field"],
+)
+def test_a_heartbeat_forged_under_a_live_gateways_name_does_not_hide_it(
+    fleet: Fleet, field: str, ahead_s: float
+) -> None:
+    """A year ahead, it once outranked every heartbeat of gw-a in the store, and readers left
+    it out as from the future: gw-a vanished from the fleet view. Seconds ahead, B showed the
+    forgery as gw-a. Now gw-a's next heartbeat takes the store back from a stamp that far
+    ahead, and B keeps gw-a's live heartbeat over one from another run (or another field)."""
+
+    def b_sees_a_itself() -> bool:
+        doc = get(fleet.b, "/admin/fleet")
+        a = next((i for i in doc["instances"] if i["instance"] == "gw-a"), None)
+        return a is not None and a["alive"] and a["version"] != "9.9"
+
+    wait_until(b_sees_a_itself, SEEN_S, message="B to list gw-a")
+    blob = orjson.dumps(["gw-a", "9.9", time.time() - 60, time.time() + ahead_s, 1.0, 0.0, {}])
+    fleet.redis.hset(key("hb"), field, blob.decode())
+    try:
+        watch_until = time.monotonic() + 4.0  # two heartbeats, twenty syncs
+        while time.monotonic() < watch_until:
+            assert b_sees_a_itself(), get(fleet.b, "/admin/fleet")["instances"]
+            time.sleep(0.1)
+        wait_until(
+            lambda: '"9.9"' not in (fleet.redis.hget(key("hb"), "gw-a") or ""),
+            SEEN_S,
+            message="gw-a's own heartbeat back in the store",
+        )
+    finally:
+        if field != "gw-a":
+            fleet.redis.hdel(key("hb"), field)

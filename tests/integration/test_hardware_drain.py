@@ -5,6 +5,8 @@ readings, a real gateway sampling them, and the drain, restore and limits seen f
 from __future__ import annotations
 
 import asyncio
+import sys
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -13,8 +15,9 @@ import pytest
 from tests.integration.conftest import StartGateway, StartReplicas
 from tests.support.faults import inject_faults_async
 from tests.support.gateway import pool_config
-from tests.support.processes import ReplicaProcess
+from tests.support.processes import ReplicaProcess, free_port, start_bound
 from tests.support.redis_server import RedisServer
+from tests.support.rogue_metrics import UUID_A, UUID_B
 from tests.support.traffic import request_bodies
 
 pytestmark = pytest.mark.integration
@@ -192,3 +195,113 @@ async def test_with_shared_state_every_gateway_drains_the_same_replica(
             assert doc["accelerators"] == {}  # b samples nothing itself
     finally:
         redis.stop()
+
+
+@pytest.fixture
+def rogue() -> Iterator[ReplicaProcess]:
+    """`tests.support.rogue_metrics`: "replicas" under path prefixes and hostile pages."""
+
+    def launch() -> ReplicaProcess:
+        port = free_port()
+        argv = [sys.executable, "-m", "tests.support.rogue_metrics", "--port", str(port)]
+        return ReplicaProcess(argv, host="127.0.0.1", port=port, name="digits", version="1")
+
+    proc = start_bound(launch, "rogue metrics server", 20.0)
+    yield proc
+    proc.cleanup()
+
+
+def rogue_config(
+    rogue: ReplicaProcess, exporters: dict[str, tuple[str, str]], **accelerator: Any
+) -> dict[str, Any]:
+    """A pool of four "replicas" on the rogue's one host and port, ``r<i>`` under ``/r<i>``;
+    ``exporters``: replica id -> (the rogue's page path, the GPU's UUID on it)."""
+    section = {
+        "interval_s": 0.1,
+        **accelerator,
+        "exporters": {
+            r: {"url": rogue.url, "path": p, "uuid": u} for r, (p, u) in exporters.items()
+        },
+    }
+    pool = {
+        "model": "digits",
+        "version": "1",
+        "replicas": [{"id": f"r{i}", "url": f"{rogue.url}/r{i}"} for i in range(1, 5)],
+        "accelerator": section,
+    }
+    return {"pools": {"rogue": pool}, "models": {"digits": {"pool": "rogue"}}}
+
+
+async def accelerators(http: httpx.AsyncClient) -> dict[str, Any]:
+    doc: dict[str, Any] = (await state(http))["accelerators"]["rogue"]["replicas"]
+    return doc
+
+
+async def test_huge_pages_and_floods_of_series_are_refused_and_the_gateway_keeps_answering(
+    rogue: ReplicaProcess, start_gw: StartGateway
+) -> None:
+    """Before: a 15 MiB page at 1 s held /v2/health/live for up to 10 s; every page was read
+    whole and parsed on the event loop. Now each is refused (read no further than its cap) and
+    liveness answers throughout (asserted as answered, within a generous client timeout)."""
+    exporters = {"r1": ("/huge", UUID_A), "r2": ("/huge-framed", UUID_A), "r3": ("/series", UUID_A)}
+    # 8 MiB: the page of 60,000 series passes the byte cap, and meets the series cap
+    gateway = start_gw(rogue_config(rogue, exporters, max_page_bytes=8 << 20, timeout_s=0.3))
+    refused = {"r1", "r2", "r3"}
+    async with httpx.AsyncClient(base_url=gateway.url, trust_env=False, timeout=5) as http:
+        seen: dict[str, Any] = {}
+
+        async def all_refused() -> bool:
+            doc = seen["doc"] = await accelerators(http)
+            errors = {r: (doc.get(r) or {}).get("error") or "" for r in refused}
+            return all(e.startswith("page refused: ") for e in errors.values())
+
+        async def live() -> list[int]:
+            statuses = []
+            for _ in range(60):  # ~3 s of samples at 0.1 s: dozens of refused pages
+                statuses.append((await http.get("/v2/health/live")).status_code)
+                await asyncio.sleep(0.05)
+            return statuses
+
+        answered = asyncio.create_task(live())
+        await until(all_refused, "the three hostile pages refused")
+        assert await answered == [200] * 60
+        doc = seen["doc"]  # as it was when all three were refused
+        assert "over max_page_bytes=8388608" in doc["r1"]["error"]
+        assert "over max_page_bytes=8388608" in doc["r2"]["error"]
+        assert "60000 series, over max_page_series=10000" in doc["r3"]["error"]
+        assert {doc[r]["state"] for r in refused} == {"unknown"}
+        assert doc["r4"]["state"] == "ok" and doc["r4"]["reading"]["temperature_c"] == 64.0
+        metrics = (await http.get("/metrics")).text
+        assert 'gateway_accelerator_samples_total{pool="rogue",result="refused"}' in metrics
+
+
+async def test_a_nan_beside_a_hot_gpu_and_replicas_under_two_prefixes(
+    rogue: ReplicaProcess, start_gw: StartGateway
+) -> None:
+    """Before: r1's NaN on the shared exporter page ended the page's loop, so r2 at 100 °C was
+    never drained; and r3, r4 (one host and port, two prefixes) had one loop between them."""
+    exporters = {"r1": ("/nan-beside-hot", UUID_A), "r2": ("/nan-beside-hot", UUID_B)}
+    gateway = start_gw(rogue_config(rogue, exporters))
+    async with httpx.AsyncClient(base_url=gateway.url, trust_env=False, timeout=10) as http:
+        await until(lambda: _held(http, "r2"), "the hardware drain of r2")
+        held = await decision_of(http, "r2")
+        assert held is not None and held["state"] == (
+            "drained: hardware — temperature 100 °C, slowdown at 90 °C"
+        )
+        assert await decision_of(http, "r1") is None
+
+        async def both_read() -> bool:
+            doc = await accelerators(http)
+            return all((doc.get(r) or {}).get("reading") for r in ("r3", "r4"))
+
+        await until(both_read, "r3 and r4 both read")
+        doc = await accelerators(http)
+        assert doc["r1"]["reading"]["temperature_c"] is None and doc["r1"]["drained"] is None
+        temperatures = {r: doc[r]["reading"]["temperature_c"] for r in ("r3", "r4")}
+        assert temperatures == {"r3": 63.0, "r4": 64.0}
+        metrics = (await http.get("/metrics")).text
+        for replica, value in temperatures.items():
+            labels = f'field="DCGM_FI_DEV_GPU_TEMP",pool="rogue",replica="{replica}"'
+            assert f"gateway_accelerator_reading{{{labels}}} {value}" in metrics
+        labels = 'field="DCGM_FI_DEV_GPU_TEMP",pool="rogue",replica="r1"'
+        assert f"gateway_accelerator_bad_values_total{{{labels}}}" in metrics

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import resource
 import socket
 import sys
 import tempfile
@@ -27,6 +28,7 @@ class GatewayProcess(ManagedProcess):
 
     ``server.drain_s`` is 0 unless the config sets it, so a test's SIGTERM stops it at once.
     ``grpc_port``: also serve the V2 gRPC service there (``--grpc-port``); ready once it listens.
+    ``nofile``: the (soft, hard) limit on open file descriptors it starts with.
     """
 
     def __init__(
@@ -35,6 +37,7 @@ class GatewayProcess(ManagedProcess):
         port: int,
         env: dict[str, str] | None = None,
         grpc_port: int | None = None,
+        nofile: tuple[int, int] | None = None,
     ) -> None:
         server = config.get("server", {})
         config = {**config, "server": {"drain_s": 0, **server}}  # stopped at once unless asked
@@ -45,7 +48,8 @@ class GatewayProcess(ManagedProcess):
         argv = [sys.executable, "-m", "gateway.cli", "serve", "--config", path, "--port", str(port)]
         if grpc_port is not None:
             argv += ["--grpc-port", str(grpc_port)]
-        super().__init__(argv, env=env, name="gateway")
+        limits = None if nofile is None else {resource.RLIMIT_NOFILE: nofile}
+        super().__init__(argv, env=env, name="gateway", rlimits=limits)
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
         self.grpc_port = grpc_port
@@ -67,11 +71,12 @@ def start_gateway(
     env: dict[str, str] | None = None,
     *,
     grpc: bool = False,
+    nofile: tuple[int, int] | None = None,
 ) -> GatewayProcess:
     """Starts ``gateway serve`` and waits until it reports ready (every model has a replica);
-    ``grpc``: with its gRPC door on a free port too."""
+    ``grpc``: with its gRPC door on a free port too; ``nofile``: its descriptor limit."""
     return start_bound(
-        lambda: GatewayProcess(config, free_port(), env, free_port() if grpc else None),
+        lambda: GatewayProcess(config, free_port(), env, free_port() if grpc else None, nofile),
         "gateway",
         ready_timeout,
     )

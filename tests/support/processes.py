@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import random
+import resource
 import signal
 import socket
 import subprocess
@@ -109,6 +111,11 @@ def http_status(url: str, timeout: float = 1.0) -> int | None:
         return None
 
 
+def _set_limits(limits: Mapping[int, tuple[int, int]]) -> None:
+    for which, (soft, hard) in limits.items():
+        resource.setrlimit(which, (soft, hard))
+
+
 class ManagedProcess:
     """A child process started from ``argv`` with stdout and stderr captured to a log file."""
 
@@ -119,7 +126,10 @@ class ManagedProcess:
         env: Mapping[str, str] | None = None,
         cwd: str | Path | None = None,
         name: str | None = None,
+        rlimits: Mapping[int, tuple[int, int]] | None = None,
     ) -> None:
+        """``rlimits``: resource limits (`resource.RLIMIT_*` -> soft, hard) the child starts
+        with (a test cannot lower its own safely)."""
         self.argv = list(argv)
         self.name = name or Path(self.argv[0]).name
         fd, log_path = tempfile.mkstemp(prefix=f"{self.name}-", suffix=".log")
@@ -134,6 +144,7 @@ class ManagedProcess:
                 stderr=subprocess.STDOUT,
                 env=full_env,
                 cwd=str(cwd or REPO_ROOT),
+                preexec_fn=None if not rlimits else functools.partial(_set_limits, rlimits),
             )
         except BaseException:
             self._log.close()

@@ -12,6 +12,8 @@ in the pool, and answers infer requests in one of several wrong ways (``--mode``
 - ``empty``: a 200 with an empty body;
 - ``redirect``: a 302 with no body;
 - ``huge``: a well-formed 200 of about 2 MB (over a gateway's reply cap);
+- ``large``: the right answer, carrying besides an output of about 14 MiB of JSON numbers
+  written as Python's ``json`` writes them (a space after each separator: no compact prefix);
 - ``late-idless``: the right answer at once, then a copy of it *without* its ``id`` 300 ms
   later on the same keep-alive connection (an out-of-step stream); a request that arrives on
   that connection meanwhile is answered only after the copy, so the copy is what the
@@ -40,6 +42,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import itertools
 
 import orjson
@@ -104,9 +107,27 @@ def _infer_reply(mode: str, body: bytes) -> tuple[bytes, bool]:
             "outputs": [{"name": "label", "datatype": "INT64", "shape": [rows], "data": [0] * rows},
                         filler],
         })), False  # fmt: skip
+    if mode == "large":
+        request_id = request.get("id") if isinstance(request, dict) else None
+        head = b'{"model_name": "rogue", "id": ' + orjson.dumps(request_id)
+        return _response(200, "OK", head + _large_tail(rows)), False
     if mode == "truncated":
         return _response(200, "OK", answer[: len(answer) // 2], framed=False), True
     raise ValueError(f"unknown mode {mode!r}")
+
+
+LARGE_NUMBERS = 1_500_000  # about 14 MiB of them as ``large`` writes them: under a reply cap
+
+
+@functools.cache
+def _large_tail(rows: int) -> bytes:
+    """``large``'s answer after its id: the label, and the filler of numbers."""
+    numbers = ", ".join(f"{i % 997 / 997:.6f}" for i in range(LARGE_NUMBERS))
+    return (
+        f', "outputs": [{{"name": "label", "datatype": "INT64", "shape": [{rows}], '
+        f'"data": [{", ".join(["0"] * rows)}]}}, {{"name": "filler", "datatype": "FP32", '
+        f'"shape": [{LARGE_NUMBERS}], "data": [{numbers}]}}]}}'
+    ).encode()
 
 
 def _late_answers(mode: str, body: bytes) -> tuple[bytes, bytes]:

@@ -5,20 +5,25 @@ Only pools with ``accelerator:`` get loops, so a gateway without it runs nothing
 There is one loop per source: a replica's ``/metrics`` (its DCGM series only,
 ``?name[]=``), or a dcgm-exporter page named for one or more replicas, which is read once a
 sample for all the replicas whose GPUs it reports (a node's exporter serves each of its GPUs'
-replicas from one GET, not one GET each). A loop reads its source over the transport's
-control lane (GET), at most ``max_concurrent`` of a pool at once, each within ``timeout_s``,
-with jittered pauses, so the reads of a pool spread over the interval: one tick per pool
-reading every source together costs a GET less, but the burst of answers it brings holds the
-event loop, and a request must not wait for a sample (docs/hardware.md has the figures).
-Each page is read (`ReadingParser`) into `ReplicaHardware`, whose hysteresis says when to
-drain or restore.
+replicas from one GET, not one GET each). A loop reads its source (GET) over the sampler's
+own transport (`page_transport`), at most ``max_concurrent`` of a pool at once, each within
+``timeout_s``, with jittered pauses, so the reads of a pool spread over the interval: one tick
+per pool reading every source together costs a GET less, but the burst of answers it brings
+holds the event loop, and a request must not wait for a sample (docs/hardware.md has the
+figures).
+A page is bounded in bytes and series and read (`read_page`) in a worker thread, so no
+page, however large, holds the event loop; each of its devices' readings goes to the
+replica's `ReplicaHardware`, whose hysteresis says when to drain or restore. A loop is named
+by the page's full URL (scheme, host, port, path prefix and path) within its pool: replicas
+behind one ingress, on one host and port, each have their own.
 
-A drain is a `Decision` by ``hardware`` (`Decider.decide`): obeyed at once here, shared
-like an operator's drain, audited, in the timeline, and its reason is the evidence
-("temperature 93 °C, slowdown at 90 °C"). It never undoes an operator's decision, and it
-holds two limits: no more of a pool out than its outlier ``max_ejection_percent`` (at least
-one may go), and never the last replica of a pool unless every model it serves has a
-fallback that can answer. A stale reading drains nothing.
+Every loop is guarded: a page refused over a cap, a value no device can report (left out of
+the reading: `gateway.policies.hardware_values`) or an exception while a replica is judged
+is counted, logged at most once a minute per source, replica or field, and skipped; the
+next sample comes as usual, and the other replicas of the page are judged all the same.
+
+What a judgement asks for (a drain, a restore, a weight) is carried out by
+`gateway.upstream.probes.accelerator_drains.HardwareDrains`.
 """
 
 from __future__ import annotations
@@ -26,18 +31,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable, Coroutine
-from typing import Any, Protocol
+from collections.abc import Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from gateway.clock import Clock
 from gateway.config.accelerator import AcceleratorConfig
 from gateway.config.endpoint import Endpoint
 from gateway.errors import UpstreamError
-from gateway.policies.hardware import Evidence
-from gateway.policies.hardware_state import Judgement, ReplicaHardware, Want
-from gateway.state.decisions import Decision, DecisionBook, replica_key
-from gateway.telemetry.audit import AuditEvent
-from gateway.upstream.controls import HARDWARE
+from gateway.policies.hardware_state import ReplicaHardware
+from gateway.telemetry.throttle import LogThrottle
+from gateway.upstream.probes.accelerator_drains import Decider, HardwareDrains, MayEmpty
+from gateway.upstream.probes.accelerator_pages import (
+    DeviceRead,
+    PageCaps,
+    over_cap,
+    read_page,
+    unchanged,
+)
 from gateway.upstream.probes.accelerator_readings import ReadingParser
 from gateway.upstream.probes.prober import Prober
 from gateway.upstream.registry import Pool, Registry
@@ -46,30 +57,12 @@ from gateway.upstream.transport.base import Transport
 from v2proto.dcgm import NAMES
 
 log = logging.getLogger(__name__)
-BY = HARDWARE  # the decisions' author
 REPLICA_QUERY = "/metrics?" + "&".join(f"name[]={name}" for name in NAMES)
-MayEmpty = Callable[[str], bool]  # may this pool lose its last replica (a fallback serves)?
-SourceKey = tuple[str, Endpoint]  # (path, where): one page, read once a sample
-
-
-class Decider(Protocol):
-    """Where decisions are taken, shared and audited (`gateway.shared_state.SharedState`)."""
-
-    origin: str
-    decisions: DecisionBook
-
-    def decide(
-        self, key: str, action: str, by: str, reason: str, until: float = 0.0, floor: int = 0
-    ) -> Decision: ...
-
-    async def publish(self) -> str | None: ...
-
-    def audit(self, event: AuditEvent) -> None: ...
-
-
-def _loop_name(pool: Pool, key: SourceKey) -> str:
-    path, endpoint = key
-    return f"accelerator:{pool.name}:{endpoint.authority}{path}"
+SourceKey = str  # the loop's name: its pool and its page's full URL, read once a sample
+LOG_EVERY_S = 60.0  # a refused page, a bad value or a caught error: one line a minute per kind
+# A refused page is read again after a pause that doubles up to this: a page over a cap does
+# not shrink in a tenth of a second, and each read of one costs up to its cap and a connection.
+REFUSED_PAUSE_MAX_S = 30.0
 
 
 class Source:
@@ -84,7 +77,7 @@ class Source:
         else:
             self.endpoint, self.path = replica.endpoint, REPLICA_QUERY
             self.parser = ReadingParser(None)
-        self.key: SourceKey = (self.path, self.endpoint)
+        self.key: SourceKey = f"accelerator:{pool.name}:{self.endpoint.base_url}{self.path}"
         self.unreadable = (
             "a grpc:// replica's /metrics is not on its gRPC port: name an exporter for it"
             if self.endpoint.is_grpc
@@ -103,17 +96,20 @@ class AcceleratorSampler(Prober):
         may_empty: MayEmpty,
     ) -> None:
         super().__init__(registry, transport, clock, rng)
-        self._shared = shared
-        self._may_empty = may_empty
         self.pools = {n: p for n, p in registry.pools.items() if p.config.accelerator}
         self._limits = {n: asyncio.Semaphore(self._config(p).max_concurrent)
                         for n, p in self.pools.items()}  # fmt: skip
         self.states: dict[str, ReplicaHardware] = {}
         self._sources: dict[str, Source] = {}
-        self.drains: dict[tuple[str, str, str], int] = {}  # (pool, replica, signal) -> count
-        self.held_back: dict[str, str] = {}  # replica id -> why a drain it asked for waits
-        self.samples: dict[tuple[str, bool], int] = {}  # (pool, read ok) -> count
+        self._drains = HardwareDrains(shared, may_empty, clock, self.states)
+        self.drains = self._drains.drains  # (pool, replica, signal) -> count
+        self.held_back = self._drains.held_back  # replica id -> why a drain it asked for waits
+        self.samples: dict[tuple[str, str], int] = {}  # (pool, ok | error | refused) -> count
+        self.bad_values: dict[tuple[str, str, str], int] = {}  # (pool, replica, field) -> count
+        self.errors: dict[str, int] = {}  # pool -> exceptions caught in its loops and skipped
         self._members: dict[SourceKey, list[Replica]] = {}  # the replicas each source reports
+        self._lines = LogThrottle(clock, LOG_EVERY_S)
+        self._parsing: ThreadPoolExecutor | None = None  # one thread: pages read off the loop
 
     @staticmethod
     def _config(pool: Pool) -> AcceleratorConfig:
@@ -134,7 +130,7 @@ class AcceleratorSampler(Prober):
                 key = self._source(pool, replica).key
                 readers = self._members.setdefault(key, [])
                 if not readers:
-                    loops.append((_loop_name(pool, key), self._loop(pool, key)))
+                    loops.append((key, self._loop(pool, key)))
                 readers.append(replica)
         return loops
 
@@ -146,6 +142,10 @@ class AcceleratorSampler(Prober):
         self._registry.unwatch(self)
         await super().stop()
         self._members.clear()
+        if self._parsing is not None:
+            self._parsing.shutdown(wait=False, cancel_futures=True)
+            self._parsing = None
+        await self._transport.aclose()  # the sampler's own (`page_transport`)
 
     def joined(self, pool: Pool, replica: Replica) -> None:
         if pool.name not in self.pools:
@@ -153,13 +153,15 @@ class AcceleratorSampler(Prober):
         key = self._source(pool, replica).key
         readers = self._members.setdefault(key, [])
         if not readers:
-            self.start_loop(_loop_name(pool, key), self._loop(pool, key))
+            self.start_loop(key, self._loop(pool, key))
         if replica not in readers:
             readers.append(replica)
 
     def left(self, pool: Pool, replica: Replica) -> None:
         source = self._sources.pop(replica.id, None)
         self.states.pop(replica.id, None)
+        for count in [c for c in self.bad_values if c[1] == replica.id]:
+            del self.bad_values[count]
         if source is None:
             return
         readers = self._members.get(source.key, [])
@@ -167,17 +169,24 @@ class AcceleratorSampler(Prober):
             readers.remove(replica)
         if not readers:
             self._members.pop(source.key, None)
-            self.stop_loop(_loop_name(pool, source.key))
+            self.stop_loop(source.key)
+            self._transport.forget(source.endpoint)
 
     async def _loop(self, pool: Pool, key: SourceKey) -> None:
         config = self._config(pool)
         await self._clock.sleep(config.interval_s * self._rng.random())  # spread the loops
+        refusals = 0  # in a row: the pause doubles with each
         while True:
             readers = self._members.get(key)
             if readers:
-                await self._sample_source(pool, list(readers))
+                try:
+                    refused = await self._sample_source(pool, list(readers))
+                    refusals = min(refusals + 1, 16) if refused else 0
+                except Exception:  # a bug must not end sampling: counted, logged, skipped
+                    self._caught(pool, key)
             jitter = 1.0 + config.jitter * (2 * self._rng.random() - 1)
-            await self._clock.sleep(config.interval_s * jitter)
+            pause = min(config.interval_s * 2**refusals, REFUSED_PAUSE_MAX_S)
+            await self._clock.sleep(pause * jitter)
 
     def _source(self, pool: Pool, replica: Replica) -> Source:
         source = self._sources.get(replica.id)
@@ -189,111 +198,90 @@ class AcceleratorSampler(Prober):
         """One sample of ``replica``'s accelerator, judged and acted on."""
         await self._sample_source(pool, [replica])
 
-    async def _sample_source(self, pool: Pool, replicas: list[Replica]) -> None:
-        """One read of the source ``replicas`` share, each of them judged and acted on."""
+    async def _sample_source(self, pool: Pool, replicas: list[Replica]) -> bool:
+        """One read of the source ``replicas`` share, each of them judged and acted on: one
+        replica's trouble (a bad value, an exception) never keeps the others unjudged.
+        True: the page was refused for every one of them (over a cap)."""
         config = self._config(pool)
         source = self._source(pool, replicas[0])
         async with self._limits[pool.name]:
-            page, error = await self._fetch(source, config)
+            page = await self._fetch(source, config)
         now = self._clock.now()
-        key = (pool.name, page is not None)
-        for replica in replicas:
-            state = self.states.get(replica.id)
-            if state is None:
-                state = self.states[replica.id] = ReplicaHardware(config)
-            if page is None:
-                judgement = state.failed(now, error or "no answer")
-            else:
-                parser = self._source(pool, replica).parser
-                judgement = state.observe(now, parser.read(page), parser.changed)
-            self.samples[key] = self.samples.get(key, 0) + 1
-            await self._act(pool, replica, state, judgement)
+        if isinstance(page, DeviceRead):  # no page: the same for every replica of it
+            reads = [page] * len(replicas)
+        else:
+            parsers = [self._source(pool, replica).parser for replica in replicas]
+            reads = await self._read(page, parsers, PageCaps.of(config))
+        refused = next((read.refused for read in reads if read.refused is not None), None)
+        if refused is not None and self._lines.allow(("refused", source.key)) is not None:
+            log.warning("%s: page refused: %s", source.key, refused)
+        for replica, read in zip(replicas, reads, strict=True):
+            try:
+                await self._judge(pool, replica, now, read)
+            except Exception:  # one replica's trouble is not the page's
+                self._caught(pool, f"{source.key} ({replica.id})")
+        return all(read.refused is not None for read in reads)
 
-    async def _fetch(
-        self, source: Source, config: AcceleratorConfig
-    ) -> tuple[bytes | None, str | None]:
+    async def _read(
+        self, page: bytes, parsers: list[ReadingParser], caps: PageCaps
+    ) -> list[DeviceRead]:
+        """``page`` read for each parser: in the worker thread, unless every parser read
+        this very page last time (then it costs a comparison each, here)."""
+        if unchanged(page, parsers):
+            return read_page(page, parsers, caps)
+        if self._parsing is None:
+            self._parsing = ThreadPoolExecutor(1, thread_name_prefix="accelerator-pages")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._parsing, read_page, page, parsers, caps)
+
+    async def _judge(self, pool: Pool, replica: Replica, now: float, read: DeviceRead) -> None:
+        state = self.states.get(replica.id)
+        if state is None:
+            state = self.states[replica.id] = ReplicaHardware(self._config(pool))
+        if read.failed is not None:
+            result = "error"
+            judgement = state.failed(now, read.failed)
+        elif read.refused is not None:
+            result = "refused"
+            judgement = state.failed(now, f"page refused: {read.refused}")
+        else:
+            result = "ok"
+            for field in read.bad:
+                self._bad(pool, replica, field)
+            judgement = state.observe(now, read.reading, read.changed)
+        count = (pool.name, result)
+        self.samples[count] = self.samples.get(count, 0) + 1
+        await self._drains.act(pool, replica, state, judgement)
+
+    def _bad(self, pool: Pool, replica: Replica, field: str) -> None:
+        count = (pool.name, replica.id, field)
+        self.bad_values[count] = self.bad_values.get(count, 0) + 1
+        held = self._lines.allow(("bad", replica.id, field))
+        if held is not None:
+            text = "replica %s: %s left out, a value no device reads (NaN, Inf, out of range)%s"
+            log.warning(text, replica.id, field, _since(held))
+
+    def _caught(self, pool: Pool, where: str) -> None:
+        self.errors[pool.name] = self.errors.get(pool.name, 0) + 1
+        held = self._lines.allow(("caught", where))
+        if held is not None:
+            log.exception("%s: sample failed, skipped%s", where, _since(held))
+
+    async def _fetch(self, source: Source, config: AcceleratorConfig) -> bytes | DeviceRead:
+        """The page, or what every replica of it reads without one (failed, or refused)."""
         if source.unreadable is not None:
-            return None, source.unreadable
+            return DeviceRead(None, failed=source.unreadable)
         try:
             response = await self._transport.request(
                 source.endpoint, "GET", source.path, timeout=config.sample_timeout_s
             )
         except UpstreamError as exc:
-            return None, exc.message
+            if over_cap(exc):  # the read stopped at the transport's cap (the largest pool's)
+                return DeviceRead(None, refused=f"over max_page_bytes={config.max_page_bytes}")
+            return DeviceRead(None, failed=exc.message)
         if response.status != 200:
-            return None, f"metrics answered {response.status}"
-        return response.body, None
-
-    async def _act(
-        self, pool: Pool, replica: Replica, state: ReplicaHardware, judgement: Judgement
-    ) -> None:
-        if replica.weight != judgement.weight:
-            replica.set_weight(judgement.weight)
-            cause = state.weight_evidence.text if state.weight_evidence else "no throttling"
-            log.warning("replica %s: balancer weight %.2f (%s)", replica.id, judgement.weight,
-                        cause)  # fmt: skip
-        key = replica_key(replica.id)
-        decision = self._shared.decisions.get(key)
-        wall = self._clock.wall()
-        held = decision is not None and decision.holds(wall)
-        ours = held and decision is not None and decision.by == BY
-        if ours and state.drained is None and decision is not None:
-            # another gateway's hardware drain, or one from before a reload or restart
-            state.drained = judgement.drain or Evidence(
-                "earlier", "drain now", 0.0, 0.0, decision.reason
-            )
-        if judgement.want is Want.DRAIN and judgement.drain is not None:
-            if held:
-                return
-            why = self._refusal(pool, replica)
-            if why is not None:
-                if self.held_back.get(replica.id) != why:
-                    log.warning("replica %s: hardware drain held back (%s): %s",
-                                replica.id, why, judgement.drain.text)  # fmt: skip
-                self.held_back[replica.id] = why
-                return
-            self.held_back.pop(replica.id, None)
-            await self._decide(pool, replica, state, "drain", judgement.drain)
-        elif judgement.want is Want.RESTORE:
-            if ours:
-                await self._decide(pool, replica, state, "restore", None)
-            state.drained = None
-
-    def _refusal(self, pool: Pool, replica: Replica) -> str | None:
-        """Why draining ``replica`` now would break the pool's limits; None: it may go."""
-        out = sum(1 for s in (self.states.get(r.id) for r in pool.draining) if s and s.drained)
-        out += pool.outlier.ejected_count()  # the share out counts the outlier's ejections
-        serving = [r for r in pool.replicas if r is not replica and r.healthy is not False]
-        if not serving and not self._may_empty(pool.name):
-            return "the last healthy replica of its pool, and no fallback can serve its model"
-        total = len(pool.replicas) + len(pool.draining)
-        cap = pool.config.outlier.max_ejection_percent * total / 100
-        if out >= 1 and out + 1 > cap:
-            return f"ejected-share cap: {out} of {total} already out"
-        return None
-
-    async def _decide(
-        self,
-        pool: Pool,
-        replica: Replica,
-        state: ReplicaHardware,
-        action: str,
-        evidence: Evidence | None,
-    ) -> None:
-        key = replica_key(replica.id)
-        if evidence is not None:
-            reason = evidence.text
-            state.drained = evidence
-            count = (pool.name, replica.id, evidence.signal)
-            self.drains[count] = self.drains.get(count, 0) + 1
-        else:
-            reason = f"accelerator healthy for {self._config(pool).healthy_for_s:g} s"
-        shared = self._shared
-        shared.decide(key, action, BY, reason)
-        not_shared = await shared.publish()
-        outcome = "applied" if not_shared is None else f"applied here, not shared yet: {not_shared}"
-        shared.audit(AuditEvent(self._clock.wall(), BY, action, key, reason, outcome,
-                                shared.origin))  # fmt: skip
+            return DeviceRead(None, failed=f"metrics answered {response.status}")
+        return response.body
 
     def now(self) -> float:
         return self._clock.now()
@@ -313,3 +301,7 @@ class AcceleratorSampler(Prober):
             doc[name] = {"interval_s": config.interval_s, "lead_s": config.lead_s,
                          "healthy_for_s": config.healthy_for_s, "replicas": replicas}  # fmt: skip
         return doc
+
+
+def _since(held: int) -> str:
+    return f" ({held} more since the last line)" if held else ""

@@ -1,8 +1,10 @@
 """The accelerator sampler's Prometheus series, built at scrape time from its state.
 
-Readings, staleness, weight, hardware drains in force and counted, and samples read or not;
-labelled by the configured pools and replicas only (bounded). A collector reads the sampler's
-dictionaries when Prometheus scrapes, so sampling itself records nothing per sample.
+Readings, staleness, weight, hardware drains in force and counted, samples read, failed or
+refused (over a page cap), values left out as impossible, and exceptions a loop caught;
+labelled by the configured pools, their replicas and the DCGM fields only (bounded). A
+collector reads the sampler's dictionaries when Prometheus scrapes, so sampling itself records
+nothing per sample.
 """
 
 from __future__ import annotations
@@ -68,9 +70,25 @@ class AcceleratorCollector(Collector):
             drains.add_metric([pool_name, replica_id, signal], count)
         samples = CounterMetricFamily(
             "gateway_accelerator_samples",
-            "Accelerator samples taken, by pool and whether the source answered.",
+            "Accelerator samples taken, by pool and result: ok, error (no page) or refused "
+            "(a page over max_page_bytes or max_page_series).",
             labels=["pool", "result"],
         )
-        for (pool_name, ok), count in sorted(sampler.samples.items()):
-            samples.add_metric([pool_name, "ok" if ok else "error"], count)
-        yield from (reading, stale, weight, drained, drains, samples)
+        for (pool_name, result), count in sorted(sampler.samples.items()):
+            samples.add_metric([pool_name, result], count)
+        bad = CounterMetricFamily(
+            "gateway_accelerator_bad_values",
+            "Accelerator values left out as no device can read them (NaN, infinite, out of "
+            "range), by replica and DCGM field.",
+            labels=["pool", "replica", "field"],
+        )
+        for (pool_name, replica_id, field_name), count in sorted(sampler.bad_values.items()):
+            bad.add_metric([pool_name, replica_id, field_name], count)
+        errors = CounterMetricFamily(
+            "gateway_accelerator_sampler_errors",
+            "Exceptions a sampling loop caught and skipped (logged, at most once a minute).",
+            labels=["pool"],
+        )
+        for pool_name, count in sorted(sampler.errors.items()):
+            errors.add_metric([pool_name], count)
+        yield from (reading, stale, weight, drained, drains, samples, bad, errors)

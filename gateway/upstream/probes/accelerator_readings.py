@@ -11,21 +11,42 @@ itself). A line whose series (its name and labels: everything up to the labels' 
 brace) was parsed before has only its value and timestamp parsed again, by the same parser,
 as the sample of a one-word placeholder name: so a page where temperature and power moved
 costs one parse of two short lines (docs/hardware.md has the figures).
+
+What a page may cost is bounded before any of this (`gateway.upstream.probes.accelerator_pages`:
+its bytes and series), and here: more than `MAX_DEVICE_LINES` lines of the wanted device
+refuse the page (`PageRefused`). A value no device can report (NaN, an infinity, out of
+`gateway.policies.hardware_values.BOUNDS`) is left out of the reading and named in ``bad``.
+Nothing here does I/O or reads a clock, so it runs in a worker thread.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from gateway.policies.hardware_values import believable
 from v2proto.dcgm import BY_NAME, GPU_LABEL, NAMES, UUID_LABEL, Reading
 
 ParsedLine = tuple[str, dict[str, str], float] | None  # (name, labels, value); None: not ours
 Series = tuple[str, dict[str, str]]  # a sample line's name and labels, as the parser read them
 EMPTY = Reading("", "")
 MAX_SERIES = 4096  # series heads remembered per source (a page has a few dozen)
+# Lines of the wanted device's fields on one page: a GPU has 12 here, one split into 7 MIG
+# instances 84; more is a flood, and each new one costs a parse.
+MAX_DEVICE_LINES = 256
+
+
+class PageRefused(ValueError):
+    """A page over a cap, refused whole (its readings unknown); ``str()`` says which cap."""
+
+
+def dcgm_lines(page: bytes) -> list[str]:
+    """The lines of ``page`` that may carry a DCGM field (by their metric name's start)."""
+    lines = page.decode("utf-8", "replace").splitlines()
+    return [line for line in lines if line.startswith(NAMES)]
 
 
 def parse_line(line: str) -> ParsedLine:
@@ -51,22 +72,33 @@ class ReadingParser:
         self.parsed = 0  # lines given to the parser (for the benchmark)
         self.values_parsed = 0  # of those, lines whose series was known: values only
         self.changed = False  # whether the last page differed from the one before
+        self.bad: tuple[str, ...] = ()  # the fields of the last page left out as impossible
+
+    def seen(self, page: bytes) -> bool:
+        """Whether ``page`` is the one read last (reading it again costs nothing)."""
+        return page == self._page
 
     def read(self, page: bytes) -> Reading | None:
         """The device's reading on ``page``; None: the page shows no such device. ``changed``
         says whether it is a new measurement or the source's previous one again."""
+        return self.read_lines(page, dcgm_lines(page))
+
+    def read_lines(self, page: bytes, candidates: Sequence[str]) -> Reading | None:
+        """`read`, given ``page``'s `dcgm_lines` (split once for every device of a page)."""
         self.changed = page != self._page
         if not self.changed:
+            self.bad = ()  # counted when the page was new
             return self._reading
-        text = page.decode("utf-8", "replace")
         uuid = self._uuid
-        lines = [line for line in text.splitlines()
-                 if line.startswith(NAMES) and (uuid is None or uuid in line)]  # fmt: skip
+        lines = list(candidates) if uuid is None else [c for c in candidates if uuid in c]
+        if len(lines) > MAX_DEVICE_LINES:
+            raise PageRefused(f"{len(lines)} lines of the device's fields, over {MAX_DEVICE_LINES}")
         known = self._lines
         fresh = [line for line in lines if line not in known]
         seen = {line: known[line] for line in lines if line in known}
         seen.update(self._parse(fresh))
         values: dict[str, Any] = {}
+        bad: list[str] = []
         gpu: str = ""
         device: str | None = None
         for line in lines:
@@ -82,8 +114,11 @@ class ReadingParser:
                 device, gpu = found or "", labels.get(GPU_LABEL, "")
             elif found != device:
                 continue  # another device on the page: the first one is this replica's
-            values[field.attr] = value
-        self._lines, self._page = seen, page
+            if believable(name, value):
+                values[field.attr] = value
+            else:
+                bad.append(name)
+        self._lines, self._page, self.bad = seen, page, tuple(bad)
         self._reading = None if device is None else replace(EMPTY, gpu=gpu, uuid=device, **values)
         return self._reading
 

@@ -7,8 +7,10 @@ unhealthy replica is passing, the next probe comes after the short ``healthy_edg
 (Envoy's ``healthy_edge_interval``), and once it turns healthy its open breaker goes half-open
 and any ejection ends (`readmit`): a restarted replica gets a trial at once instead of waiting
 out the breaker's reset timeout while the fallback answers.
-Probes run as background tasks and never touch the request path's locks or queues. A replica
-that joins its pool later (DNS discovery) gets its loop then; one that leaves loses it.
+A probe that failed for the gateway's own shortage (file descriptors, memory: a
+`LocalResourceError`) is no verdict either way. Probes run as background tasks and never touch
+the request path's locks or queues. A replica that joins its pool later (DNS discovery) gets its
+loop then; one that leaves loses it.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from gateway.config.policies import HealthCheckConfig
-from gateway.errors import UpstreamError
+from gateway.errors import LocalResourceError, UpstreamError
 from gateway.upstream.probes.prober import Prober
 from gateway.upstream.registry import Pool
 from gateway.upstream.replica import Replica
@@ -87,7 +89,9 @@ class HealthProber(Prober):
     def left(self, pool: Pool, replica: Replica) -> None:
         self.stop_loop(f"probe:{replica.id}")
 
-    async def probe(self, pool: Pool, replica: Replica) -> tuple[bool, str | None]:
+    async def probe(self, pool: Pool, replica: Replica) -> tuple[bool | None, str | None]:
+        """Passed or not, and why not; None when the probe says nothing of the replica (the
+        gateway itself was short of file descriptors or memory)."""
         try:
             response = await self._transport.request(
                 replica.endpoint,
@@ -95,6 +99,8 @@ class HealthProber(Prober):
                 pool.model_path("/ready"),
                 timeout=pool.config.health.timeout_s,
             )
+        except LocalResourceError as exc:
+            return None, exc.message
         except UpstreamError as exc:
             return False, exc.message
         if response.status == 200:
@@ -105,8 +111,10 @@ class HealthProber(Prober):
         config = pool.config.health
         while True:
             passed, error = await self.probe(pool, replica)
-            changed = apply_probe(replica, passed, error, config, first=first)
-            first = False
+            changed = None
+            if passed is not None:
+                changed = apply_probe(replica, passed, error, config, first=first)
+                first = False
             if changed is not None:
                 log.log(
                     logging.INFO if changed else logging.WARNING,  # recovering is no warning

@@ -15,7 +15,8 @@ the reply's size) apply unchanged. This module maps each V2 REST path to its RPC
                                                    ModelStatistics, RepositoryIndex
 
 Errors are mapped once, here, into what the layers above already classify: UNAVAILABLE and
-CANCELLED (no connection, a replica going away) raise `UpstreamConnectError`,
+CANCELLED (no connection, a replica going away) raise `UpstreamConnectError` (or
+`LocalResourceError` where the gateway itself lacked file descriptors or memory: `local_errors`),
 DEADLINE_EXCEEDED (the try's timeout is the call's deadline) `UpstreamTimeout`, a reply over the
 cap or one that is not the method's message (gRPC's deserializer gives None)
 `UpstreamProtocolError`, as garbage from a REST replica is; any other status becomes the HTTP
@@ -49,6 +50,7 @@ from gateway.errors import UpstreamConnectError, UpstreamProtocolError, Upstream
 from gateway.upstream.transport.base import UpstreamResponse
 from gateway.upstream.transport.grpc_channels import Channel, open_channel
 from gateway.upstream.transport.http1_connection import MAX_REPLY_BODY_BYTES
+from gateway.upstream.transport.local_errors import local_error_in
 from v2proto.codec import HEADER_LENGTH
 from v2proto.errors import ProtocolError
 from v2proto.grpc import grpc_service_pb2 as pb
@@ -102,6 +104,9 @@ def scrubbed(details: str) -> str:
 def rpc_error(exc: grpc.aio.AioRpcError) -> UpstreamResponse:
     """A failed call as the transport contract says: raised, or a reply with an error status."""
     code, details = exc.code(), scrubbed(exc.details() or exc.code().name)
+    local = local_error_in(details) if code == grpc.StatusCode.UNAVAILABLE else None
+    if local is not None:  # grpc's core could not open a socket: the gateway's own shortage
+        raise local from None
     if code in _CONNECT_CODES:
         raise UpstreamConnectError(f"gRPC {code.name}: {details}") from None
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:

@@ -33,6 +33,7 @@ from gateway.upstream.transport.http1_connection import (
     Connection,
     ReplyLimits,
 )
+from gateway.upstream.transport.local_errors import local_error
 from gateway.upstream.transport.tls import client_context, handshake_error
 from gateway.v2.body import SMALL_BODY_BYTES, Body, Piece
 
@@ -306,6 +307,9 @@ class Http1Transport:
                 raise UpstreamConnectError(f"{what} timed out") from exc
             if isinstance(exc, ssl.SSLError):
                 raise handshake_error(exc) from exc
+            local = local_error(exc)  # the gateway's own lack of descriptors or memory
+            if local is not None:
+                raise local from exc
             if isinstance(exc, OSError):
                 raise UpstreamConnectError(f"cannot connect: {_reason(exc)}") from exc
             raise

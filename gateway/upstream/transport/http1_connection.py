@@ -21,6 +21,7 @@ from gateway.upstream.transport.base import UpstreamResponse
 from gateway.upstream.transport.deadline_timer import DeadlineTimer
 from gateway.upstream.transport.limits import *  # noqa: F403 (the caps, imported from here too)
 from gateway.upstream.transport.limits import DEFAULT_LIMITS, ReplyLimits
+from gateway.upstream.transport.local_errors import local_error
 from gateway.upstream.transport.reply_head import (
     FRAMED,
     INTERIM,
@@ -214,8 +215,11 @@ class Connection(DeadlineTimer, asyncio.BufferedProtocol):
     def _settle_waiter(self, exc: Exception | None) -> None:
         if self._waiter is None or self._waiter.done():
             return
+        local = local_error(exc)  # the gateway's own lack of buffers or memory, not the replica
         if self._until_eof and exc is None:
             self._complete()
+        elif local is not None:
+            self._fail(local, exc)
         elif self.got_bytes:
             self._fail(UpstreamProtocolError("upstream closed the connection mid-reply"), exc)
         else:

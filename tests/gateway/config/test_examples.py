@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gateway.cli import main
+from gateway.config.models import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_ROWS
 
-EXAMPLES = sorted((Path(__file__).parents[3] / "config").glob("*.yaml"))
+CONFIG = Path(__file__).parents[3] / "config"
+EXAMPLES = sorted(CONFIG.glob("*.yaml"))
 
 
 def test_there_are_examples() -> None:
@@ -17,13 +21,34 @@ def test_there_are_examples() -> None:
 
 # Files that exist only where the config is deployed (secrets mounted in /run/secrets).
 DEPLOYED_FILES = {"production.yaml"}
+# Variables the deployed configs read (set by the deployment: a Secret, the environment).
+DEPLOYED_VARIABLES = {"REDIS_PASSWORD": "r" * 32}
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
-def test_example_passes_check_config(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_example_passes_check_config_strictly(
+    path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every example is valid and safe as written: no warning, even with ``--strict``."""
+    for name, value in DEPLOYED_VARIABLES.items():
+        monkeypatch.setenv(name, value)
     flags = ["--no-files"] if path.name in DEPLOYED_FILES else []
-    assert main(["check-config", str(path), *flags]) == 0
-    assert ": ok (" in capsys.readouterr().out
+    assert main(["check-config", str(path), "--strict", *flags]) == 0, capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert ": ok (" in captured.out and "warning" not in captured.out + captured.err
+
+
+def test_the_production_example_sizes_its_body_limit_to_its_models() -> None:
+    """Its models take 64 numbers a row (the digits models): the largest request they take
+    (``max_rows`` rows, every number as long as JSON writes one) fits, with less than a
+    quarter of the default limit to spare."""
+    config = yaml.safe_load((CONFIG / "production.yaml").read_text(encoding="utf-8"))
+    limit = config["server"]["max_body_bytes"]
+    widest = -1.2345678901234567e-05  # the longest a float64 is written
+    rows = [[widest] * 64] * DEFAULT_MAX_ROWS
+    tensor = {"name": "x", "shape": [DEFAULT_MAX_ROWS, 64], "datatype": "FP64", "data": rows}
+    largest = json.dumps({"inputs": [tensor]})
+    assert len(largest) < limit < DEFAULT_MAX_BODY_BYTES // 4
 
 
 def test_check_config_names_every_missing_file_and_unknown_fallback(
@@ -57,8 +82,10 @@ def test_a_bad_config_names_the_key_and_exits_non_zero(
 
 
 def test_a_deployed_config_checked_elsewhere_points_to_no_files(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    for name, value in DEPLOYED_VARIABLES.items():
+        monkeypatch.setenv(name, value)
     production = next(p for p in EXAMPLES if p.name == "production.yaml")
     if Path("/run/secrets/gateway-metrics-key").exists():
         pytest.skip("this machine holds the deployed secrets")

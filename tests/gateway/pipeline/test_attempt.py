@@ -4,13 +4,15 @@ left otherwise; a try given up on keeps running and is judged by how it really e
 from __future__ import annotations
 
 import asyncio
+import errno
 
 import pytest
 
-from gateway.errors import DeadlineExceeded
+from gateway.errors import DeadlineExceeded, UpstreamFailed
 from gateway.outcome import OutcomeKind
+from gateway.upstream.transport.local_errors import local_error
 from tests.gateway.conftest import make_config
-from tests.gateway.fakes import hang, reply
+from tests.gateway.fakes import fail, hang, reply
 from tests.gateway.pipeline.rig import A, Rig, slow
 
 
@@ -79,3 +81,40 @@ async def test_an_answer_within_the_per_try_timeout_is_taken_as_is() -> None:
     assert result.served_by == "r0" and [o.kind for o in call.ledger.outcomes] == [
         OutcomeKind.SUCCESS
     ]
+
+
+async def test_the_gateways_own_shortage_is_charged_to_no_replica() -> None:
+    """A connect that failed for the gateway's lack of file descriptors: no failure counted,
+    no breaker or outlier strike, the streak the replica had left as it was; the request is
+    retried on another replica, and the attempt is counted as ``local_resource``."""
+    rig = Rig(make_config(replicas=2), {A: fail(_short())})
+    rig.prime()
+    rig.replica(1).outstanding = 50  # P2C tries r0 first
+    short = rig.replica(0)
+    short.consecutive_failures = 2  # an earlier streak: neither reset nor lengthened
+    call = rig.call(timeout_s=1.0)
+    result = await rig.pipeline.handler(call)
+    assert result.served_by == "r1"
+    assert call.ledger.outcomes[0].kind is OutcomeKind.LOCAL_RESOURCE
+    assert short.failures == 0 and short.consecutive_failures == 2 and short.last_error is None
+    assert short.breaker is not None and short.breaker.state() == "closed"
+    assert not short.ejected(rig.clock.now())
+
+
+async def test_however_often_the_gateway_runs_short_no_breaker_opens() -> None:
+    rig = Rig(make_config(replicas=1), {A: fail(_short())})
+    rig.prime()
+    for _ in range(20):  # far past the breaker's and the outlier detector's thresholds
+        with pytest.raises(UpstreamFailed) as raised:
+            await rig.run(timeout_s=1.0)
+        assert "short of file descriptors or memory" in raised.value.message
+    only = rig.replica(0)
+    assert only.breaker is not None and only.breaker.state() == "closed"
+    assert not only.ejected(rig.clock.now()) and only.failures == 0
+
+
+def _short() -> Exception:
+    """What a transport raises when the gateway has no file descriptor left."""
+    error = local_error(OSError(errno.EMFILE, "Too many open files"))
+    assert error is not None
+    return error

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from gateway.errors import Overloaded
-from gateway.policies.byte_budget import Hold, InflightBytes, machine_default
+from gateway.policies.byte_budget import LARGE_BODY_BYTES, Hold, InflightBytes, machine_default
 from gateway.policies.heap_trim import HeapTrim
 from gateway.policies.peer_share import OTHERS, PeerShares, peer_host
 
@@ -244,3 +244,24 @@ async def test_a_budget_that_never_holds_the_burst_size_drains_at_half_its_limit
     budget.release(first)
     budget.release(second)
     assert drains == [0]
+
+
+async def test_large_answers_one_after_the_other_call_drained_once_they_add_up() -> None:
+    """15 MiB answers written one at a time never hold a 16 MiB burst, but free as much as
+    one: the second one's drain calls ``drained``. Small bodies never add up to it."""
+    drains: list[int] = []
+    budget = InflightBytes(1 << 30, wait_s=0.0, drained=lambda: drains.append(budget.held))
+    answer = 15 << 20
+    for _ in range(1000):  # small ones: under LARGE_BODY_BYTES each, however many
+        budget.add(LARGE_BODY_BYTES - 1)
+        budget.give(LARGE_BODY_BYTES - 1)
+    assert drains == []
+    budget.add(answer)
+    budget.give(answer)
+    assert drains == []  # 15 MiB given back: not yet
+    budget.add(answer)
+    budget.give(answer)
+    assert drains == [0]
+    budget.add(answer)
+    budget.give(answer)
+    assert drains == [0]  # counted afresh after each call

@@ -11,6 +11,7 @@ from gateway.state.fleet import (
     THIS_INSTANCE_ONLY,
     Heartbeat,
     fleet_document,
+    take_heartbeats,
 )
 from tests.support.clock import FakeClock
 
@@ -71,3 +72,43 @@ def test_a_heartbeat_travels_exactly_and_a_malformed_one_is_refused() -> None:
     for bad in ('["gw-a", "v"]', '["a", "v", 1, 2, 3, 4, ["not", "a", "map"]]'):
         with pytest.raises(ValueError):
             Heartbeat.decode(bad)
+
+
+def _run(instance: str, started: float, seen: float) -> Heartbeat:
+    return Heartbeat(instance, "0.1.0", started, seen, 1.0, 0.0, {})
+
+
+def test_a_heartbeat_from_another_run_is_ignored_while_the_live_one_beats() -> None:
+    """Two runs under one name (a forgery, or two gateways given one ``state.instance``): the
+    run seen first keeps the name until it goes quiet, then the other takes it."""
+    wall = 10_000.0
+    live = _run("gw-b", 100.0, wall - 1)
+    other = _run("gw-b", 200.0, wall)
+    taken, left = take_heartbeats({"gw-b": live}, {"gw-b": other}, None, wall)
+    assert taken == {"gw-b": live}
+    assert left == [("gw-b", "from another run than its live heartbeat")]
+    later = wall + STALE_AFTER_S
+    taken, left = take_heartbeats(taken, {"gw-b": _run("gw-b", 200.0, later)}, None, later)
+    assert taken["gw-b"].started == 200.0 and left == []  # the first went quiet: a restart
+    newer = _run("gw-b", 200.0, later + 2)  # the same run, beating on
+    assert take_heartbeats(taken, {"gw-b": newer}, None, later + 2) == ({"gw-b": newer}, [])
+
+
+def test_a_heartbeat_from_the_future_leaves_the_live_one_in_place() -> None:
+    wall = 10_000.0
+    live = _run("gw-b", 100.0, wall - 1)
+    forged = _run("gw-b", 100.0, wall + 365 * 86_400)
+    taken, left = take_heartbeats({"gw-b": live}, {"gw-b": forged}, None, wall)
+    assert taken == {"gw-b": live} and left == [("gw-b", "published in the future")]
+    taken, left = take_heartbeats({}, {"gw-b": forged}, None, wall)
+    assert taken == {} and left == [("gw-b", "published in the future")]
+
+
+def test_a_heartbeat_under_this_instances_name_from_another_run_is_counted() -> None:
+    wall = 10_000.0
+    own = _run("gw-a", 100.0, wall)
+    forged = _run("gw-a", 300.0, wall)
+    taken, left = take_heartbeats({}, {"gw-a": forged, "gw-b": _run("gw-b", 5.0, wall)}, own, wall)
+    assert set(taken) == {"gw-b"}
+    assert left == [("gw-a", "under this instance's name, from another run")]
+    assert take_heartbeats({}, {"gw-a": own}, own, wall) == ({"gw-a": own}, [])

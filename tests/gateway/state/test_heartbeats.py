@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from gateway.state.base import CounterDelta, PushBatch, ReplicaSignal, SharedView, StateStore
-from gateway.state.fleet import HEARTBEAT_TTL_S, Heartbeat
+from gateway.state.fleet import HEARTBEAT_TTL_S, HELD_AHEAD_S, Heartbeat
 from gateway.state.memory import MemoryStore
 from gateway.state.sync import StateSync
 from tests.support.clock import FakeClock
@@ -87,3 +87,18 @@ async def test_two_syncs_see_each_other_and_beat_every_interval(
     clock.advance(2.0)
     assert await a.sync.tick() and await b.sync.tick()
     assert a.built == 2 and b.seen["gw-a"].rate == 2.0
+
+
+async def test_a_heartbeat_stamped_far_ahead_keeps_no_place_against_its_instance(
+    store: StateStore, clock: FakeClock
+) -> None:
+    """A forged stamp a year ahead once outranked every heartbeat its instance published (and
+    readers drop it as from the future): the instance's next heartbeat takes its place. One
+    ahead by less than `HELD_AHEAD_S` (clock skew) still orders by its stamp."""
+    now = clock.wall()
+    await store.push(PushBatch("x#1", 1, heartbeat=_beat("gw-a", now + 365 * 86_400, rate=9.0)))
+    await store.push(PushBatch("a#1", 1, heartbeat=_beat("gw-a", now, rate=1.0)))
+    assert (await store.pull()).heartbeats["gw-a"].rate == 1.0
+    await store.push(PushBatch("x#1", 2, heartbeat=_beat("gw-a", now + HELD_AHEAD_S / 2, rate=9.0)))
+    await store.push(PushBatch("a#1", 2, heartbeat=_beat("gw-a", now + 1, rate=2.0)))
+    assert (await store.pull()).heartbeats["gw-a"].rate == 9.0

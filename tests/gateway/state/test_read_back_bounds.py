@@ -152,11 +152,11 @@ def test_a_decisions_file_with_a_version_of_1e25_is_read_without_it(tmp_path: Pa
     forged = orjson.dumps(decision_row(key="replica:r0", version=1e25))
     path.write_bytes(forged + b"\n" + good.encode().encode() + b"\n")
     rejects = Rejects()
-    decisions = read_decisions(str(path), rejects)
+    decisions = read_decisions(str(path), WALL, rejects)
     assert decisions == {good.key: good}
     assert rejects.counts[("decisions_file", "decision")] == 1
     book = DecisionBook("gw-a")
     book.adopt(decisions)
     book.decide("replica:r0", "drain", "bob", "", WALL + 5)  # an operator's next action
     write_decisions(str(path), book.known)  # persisted: nothing unencodable is left
-    assert set(read_decisions(str(path))) == {"replica:r0", "replica:r1"}
+    assert set(read_decisions(str(path), WALL + 10)) == {"replica:r0", "replica:r1"}

@@ -139,3 +139,23 @@ def test_an_idless_overflow_is_not_this_requests_unless_the_pool_does_not_echo()
     assert overflowed_output(idless, None, "a") is None  # a protocol error, not a refusal
     assert overflowed_output(idless, None, "a", echoes_id=False) == "y"
     assert overflowed_output(b'{"id":"a","outputs":[{"name":"y","data":[null]}]}', None, "a")
+
+
+def test_a_reply_written_with_spaces_is_renamed_without_decoding_its_numbers() -> None:
+    """No compact prefix to splice: the members are read raw and only the names change, so
+    each number of the outputs reaches the client as the replica wrote it (decoding a large
+    answer into an object per number kept the allocator's arenas after it was written)."""
+    data = b"[0.100000, 1e-05, 2.50, -0.0]"
+    body = b'{"id": "7", "model_name": "digits-mlp", "outputs": [{"name": "y", "data": ' + data
+    body += b"}]}"
+    new, length = rename_reply(body, None, "digits", "1")
+    assert length is None and data in new
+    reply = orjson.loads(new)
+    assert (reply["model_name"], reply["model_version"], reply["id"]) == ("digits", "1", "7")
+    tensor = bytes(range(8))
+    header = b'{"outputs": [{"name": "y", "parameters": {"binary_data_size": 8}}]}'
+    new, length = rename_reply(header + tensor, str(len(header)), "digits", "1")
+    assert length is not None and new[int(length) :] == tensor
+    assert orjson.loads(new[: int(length)])["model_name"] == "digits"
+    nested = b'{"outputs": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    assert rename_reply(nested, None, "digits", "1") == (nested, None)  # left as it is

@@ -16,18 +16,22 @@ from tests.support.clock import FakeClock
 
 UUID = "GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e52"
 INTERVAL_S = 0.5
+HEALTHY = {
+    "DCGM_FI_DEV_GPU_TEMP": 60.0,
+    "DCGM_FI_DEV_SLOWDOWN_TEMP": 90.0,
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": 0.0,
+}
 
 
 class Pages:
     """What each replica's /metrics says now (by port), settable by the test."""
 
     def __init__(self) -> None:
-        self.readings: dict[int, dict[str, float]] = {}
+        self.readings: dict[int, dict[str, float | str]] = {}  # str: "NaN", "+Inf"
 
     def behaviour(self, port: int) -> Any:
         async def behave(method: str, path: str, payload: bytes) -> UpstreamResponse:
-            values = {"DCGM_FI_DEV_GPU_TEMP": 60.0, "DCGM_FI_DEV_SLOWDOWN_TEMP": 90.0,
-                      "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": 0.0}  # fmt: skip
+            values: dict[str, float | str] = dict(HEALTHY)
             values.update(self.readings.get(port, {}))
             text = "".join(f'{k}{{gpu="0",UUID="{UUID}"}} {v}\n' for k, v in values.items())
             return UpstreamResponse(200, {}, text.encode())
@@ -35,8 +39,10 @@ class Pages:
         return behave
 
 
-def setup(count: int, **pool: Any) -> tuple[Gateway, AcceleratorSampler, Pages, FakeClock]:
-    clock = FakeClock()
+def setup(
+    count: int, clock: FakeClock | None = None, **pool: Any
+) -> tuple[Gateway, AcceleratorSampler, Pages, FakeClock]:
+    clock = clock or FakeClock()
     doc = {
         "pools": {"p": {"model": "m", "accelerator": {"interval_s": INTERVAL_S,
                                                       "healthy_for_s": 5.0},
@@ -158,8 +164,8 @@ async def test_replicas_on_one_exporter_share_one_read_per_sample() -> None:
     for _, loop in loops:
         loop.close()  # only their names and members are looked at here
     assert sorted(name for name, _ in loops) == [
-        "accelerator:p:127.0.0.1:9003" + REPLICA_QUERY,
-        "accelerator:p:127.0.0.1:9400/metrics",
+        "accelerator:p:http://127.0.0.1:9003" + REPLICA_QUERY,
+        "accelerator:p:http://127.0.0.1:9400/metrics",
     ]
     pool = gateway.registry.pools["p"]
     key = next(iter(sampler._members))
@@ -182,11 +188,11 @@ async def test_a_loop_per_source_follows_replicas_that_join_and_leave() -> None:
     sampler.start()
     try:
         assert set(sampler._tasks) == {
-            f"accelerator:p:127.0.0.1:{9000 + i}{REPLICA_QUERY}" for i in range(2)
+            f"accelerator:p:http://127.0.0.1:{9000 + i}{REPLICA_QUERY}" for i in range(2)
         }
         first = pool.replicas[0]
         sampler.left(pool, first)
-        assert set(sampler._tasks) == {f"accelerator:p:127.0.0.1:9001{REPLICA_QUERY}"}
+        assert set(sampler._tasks) == {f"accelerator:p:http://127.0.0.1:9001{REPLICA_QUERY}"}
         assert "r0" not in sampler.states
         sampler.joined(pool, first)
         assert len(sampler._tasks) == 2

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import random
 
@@ -13,8 +14,9 @@ from gateway.upstream.events import NullEvents
 from gateway.upstream.probes.health import HealthProber, apply_probe, next_interval, readmit
 from gateway.upstream.registry import Registry
 from gateway.upstream.replica import Replica
+from gateway.upstream.transport.local_errors import local_error
 from tests.gateway.conftest import make_config
-from tests.gateway.fakes import FakeTransport, reply
+from tests.gateway.fakes import FakeTransport, fail, reply
 from tests.support.clock import FakeClock
 
 CONFIG = HealthCheckConfig(healthy_threshold=2, unhealthy_threshold=3)
@@ -59,6 +61,7 @@ async def test_prober_marks_replicas_by_their_ready_endpoint() -> None:
     pool = registry.pools["p"]
     for replica in pool.replicas:
         passed, error = await prober.probe(pool, replica)
+        assert passed is not None
         apply_probe(replica, passed, error, pool.config.health)
     assert [r.healthy for r in pool.replicas] == [True, False]
     assert transport.calls["127.0.0.1:9000"] == ["GET /v2/models/digits-mlp/versions/1/ready"]
@@ -155,3 +158,14 @@ async def test_the_probe_loop_readmits_a_restarted_replica_within_one_edge_inter
     assert took < pool.config.breaker.reset_timeout_s
     back = [r for r in caplog.records if r.getMessage() == "replica r0 is now healthy"]
     assert [r.levelno for r in back] == [logging.INFO]  # good news is no warning
+
+
+async def test_a_probe_that_failed_for_the_gateways_own_shortage_is_no_verdict() -> None:
+    registry = Registry(make_config(replicas=1), FakeClock())
+    short = local_error(OSError(errno.EMFILE, "Too many open files"))
+    assert short is not None
+    transport = FakeTransport({"127.0.0.1:9000": fail(short)})
+    prober = HealthProber(registry, transport, FakeClock(), random.Random(0))
+    pool = registry.pools["p"]
+    passed, error = await prober.probe(pool, pool.replicas[0])
+    assert passed is None and error is not None and "EMFILE" in error
