@@ -13,8 +13,8 @@ ready: draining" while requests are still served.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from gateway.answered import answer_tape
 from gateway.clock import Clock, MonotonicClock
@@ -86,6 +86,7 @@ class Gateway(Serving):
             self.slo.current,
             transport,
         )
+        self.events = events  # what hears the registry's transitions (a fan-out)
         self.stats = ModelStats()  # Triton's per-model statistics, as clients saw them
         self.shared = SharedState(config.state, self.registry, self.slo, self.budget, clock)
         events.add(self.shared)
@@ -97,6 +98,7 @@ class Gateway(Serving):
             config.models, clock, self.rng, self.shared, self.slo.burning, metrics
         )
         self._services: list[Any] = []
+        self.levels: Levels = OwnLevels(self)  # the data plane's levels (its workers' in control)
         self.accelerators: AcceleratorSampler | None = None  # pools with `accelerator:` only
         self.answers = answer_tape(
             config.models, metrics, self.slo, self.stats, self.history, clock
@@ -211,16 +213,42 @@ class Gateway(Serving):
                 )  # fmt: skip
             for pool in self.registry.pools.values():
                 self.metrics.set_ejections_active(pool.name, pool.outlier.ejected_count())
-            self.metrics.set_retry_budget(self.budget.balance())
-            if self._pipeline is not None:
-                for name in self.config.models:
-                    self.metrics.set_in_flight(name, self._pipeline.admission.in_flight[name])
+            levels = self.levels
+            self.metrics.set_retry_budget(levels.retry_budget())
+            for name in self.config.models:
+                self.metrics.set_in_flight(name, levels.in_flight(name))
             self.metrics.state_store(self.shared.degraded)
             self.metrics.state_rejected(self.shared.rejects.counts)
-            self.metrics.local_resource_errors(LOCAL_RESOURCE_ERRORS)
+            self.metrics.local_resource_errors(levels.local_errors())
             self.metrics.set_slo(slo_gauges(self.slo.to_json()))
 
         self.metrics.on_scrape(refresh)
+
+
+class Levels(Protocol):
+    """The data plane's levels the metrics show: this process's own (`OwnLevels`), or in the
+    control process the sum of its workers' (`gateway.control.intake.WorkerLevels`)."""
+
+    def in_flight(self, model: str) -> int: ...
+
+    def retry_budget(self) -> float: ...
+
+    def local_errors(self) -> Mapping[str, int]: ...
+
+
+class OwnLevels:
+    def __init__(self, gateway: Gateway) -> None:
+        self._gateway = gateway
+
+    def in_flight(self, model: str) -> int:
+        pipeline = self._gateway._pipeline
+        return pipeline.admission.in_flight[model] if pipeline is not None else 0
+
+    def retry_budget(self) -> float:
+        return self._gateway.budget.balance()
+
+    def local_errors(self) -> Mapping[str, int]:
+        return LOCAL_RESOURCE_ERRORS
 
 
 def _topology(config: GatewayConfig, locate: Callable[[str], str | None]) -> Topology:

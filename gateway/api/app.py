@@ -13,6 +13,7 @@ import contextlib
 import gc
 import logging
 import re
+from collections.abc import Callable
 from typing import Any
 
 from gateway.api.admin import build_admin_app
@@ -26,10 +27,11 @@ from gateway.api.responses import Receive, Scope, Send, send_json
 from gateway.api.tenants import TenantKeys
 from gateway.call_count import install as install_call_count
 from gateway.carry_over import carry_over
-from gateway.config import ConfigError, GatewayConfig, load_config
+from gateway.config import ConfigError, GatewayConfig
+from gateway.config.loader import read_config
 from gateway.errors import BadRequest, Conflict, GatewayError
 from gateway.pipeline.build import build_edge
-from gateway.policies.byte_budget import InflightBytes, machine_default
+from gateway.policies.byte_budget import InflightBytes
 from gateway.policies.heap_trim import HeapTrim
 from gateway.preflight import config_problems
 from gateway.rollout.handover import promoted_config
@@ -52,12 +54,28 @@ DRAIN_SLACK_S = 1.0
 INFER_PATH = re.compile(r"^/v2/models/([^/]+)(?:/versions/([^/]+))?/infer$")
 
 
+Reloaded = Callable[[Gateway, str, tuple[str, ...]], None]  # gateway, config text, promoted
+
+
 class GatewayApp:
     def __init__(
-        self, gateway: Gateway, config_path: str | None = None, *, bind_host: str | None = None
+        self,
+        gateway: Gateway,
+        config_path: str | None = None,
+        *,
+        bind_host: str | None = None,
+        config_text: str = "",
+        parses: bool = True,
     ) -> None:
-        """``bind_host``: where the server listens, when not ``server.host`` (``--host``)."""
+        """``bind_host``: where the server listens, when not ``server.host`` (``--host``);
+        ``config_text``: the config file's text the gateway was built from; ``parses``: this
+        process parses infer bodies itself (False in a control process: its workers do)."""
         self._config_path = config_path
+        self.config_text = config_text
+        self.promoted: tuple[str, ...] = ()  # models handed over since the file was read
+        self._parses = parses
+        # who hears of each gateway a reload or a promotion swaps in (a control's workers)
+        self.on_reload: list[Reloaded] = []
         self._retiring: set[asyncio.Task[None]] = set()
         self._reloading = asyncio.Lock()  # one reload at a time (HTTP, SIGHUP, file watch)
         server = gateway.config.server  # where and how to listen: fixed until a restart
@@ -68,15 +86,8 @@ class GatewayApp:
             server.parse_workers,
             server.parse_fast_inline_max_bytes,
         )
-        self.memory = InflightBytes(  # bytes in flight, across reloads: one per server
-            server.inflight_bytes or machine_default(),
-            server.inflight_wait_s,
-            HeapTrim().soon,
-            small_bytes=server.inflight_small_bytes,
-            small_reserve=server.inflight_small_reserve,
-            peer_share=server.inflight_peer_share,
-            peer_floor=2 * server.max_body_bytes,  # one large request's body and answer
-        )
+        # bytes in flight, across reloads: one per server
+        self.memory = InflightBytes.from_config(server, HeapTrim().soon)
         self.auth_failures = AuthFailures(gateway.clock)  # wrong keys by address, kept
         self._install(gateway, self._access(gateway.config))
 
@@ -147,7 +158,7 @@ class GatewayApp:
 
     async def _reload(self, path: str) -> dict[str, Any]:
         try:
-            config = load_config(path)
+            text, config = read_config(path)
             access = self._access(config)
             keys = TenantKeys.load(config.tenants)
         except ConfigError as exc:
@@ -157,7 +168,7 @@ class GatewayApp:
             raise BadRequest(f"config not reloaded: {path}: {'; '.join(problems)}")
         old = self.gateway
         try:
-            carried = await self._swap(config, access, keys)
+            carried = await self._swap(config, access, keys, text, ())
         except Exception as exc:
             log.warning("config not reloaded: the new gateway did not start", exc_info=True)
             raise BadRequest(f"config not reloaded: the new gateway did not start: {exc}") from exc
@@ -174,16 +185,25 @@ class GatewayApp:
         }
 
     async def _swap(
-        self, config: GatewayConfig, access: ControlAccess, keys: TenantKeys
+        self,
+        config: GatewayConfig,
+        access: ControlAccess,
+        keys: TenantKeys,
+        text: str,
+        promoted: tuple[str, ...],
     ) -> dict[str, list[str]]:
         """Starts a gateway built from ``config`` (on failure it stops whatever it started and
         this raises), carries the running one's state over and hands it the traffic; the old
-        one retires once the requests it admitted are answered."""
+        one retires once the requests it admitted are answered. ``text``: the file's text
+        ``config`` comes from, with ``promoted`` models handed over (for `on_reload`)."""
         old = self.gateway
         fresh = Gateway(config, clock=old.clock)  # one clock: carried deadlines stay valid
         await fresh.start()
         carried = carry_over(old, fresh)  # no await from here to the swap: nothing is missed
         self._install(fresh, access, keys)
+        self.config_text, self.promoted = text, promoted
+        for hear in self.on_reload:
+            hear(fresh, text, promoted)
         task = asyncio.create_task(_retire(old))
         self._retiring.add(task)
         task.add_done_callback(self._retiring.discard)
@@ -202,7 +222,9 @@ class GatewayApp:
             if not promoted or self.gateway.draining is not None:
                 return
             try:
-                await self._swap(promoted_config(self.gateway.config, promoted), *self._installed)
+                config = promoted_config(self.gateway.config, promoted)
+                handed = (*self.promoted, *promoted)
+                await self._swap(config, *self._installed, self.config_text, handed)
             except Exception:  # the rollout still sends everything to the candidate
                 log.warning("promotion of %s: the new gateway did not start", promoted,
                             exc_info=True)  # fmt: skip
@@ -232,6 +254,10 @@ class GatewayApp:
                 return
         await self._admin(scope, receive, send)
 
+    async def statistics(self, name: str | None = None) -> dict[str, Any]:
+        """Triton's statistics (for the gRPC door: `gateway.grpc_door.door_app.DoorApp`)."""
+        return self.gateway.statistics(name)
+
     def _settle(self) -> None:
         """Folds the answers recorded so far into the running gateway's telemetry."""
         self.gateway.answers.fold()
@@ -242,7 +268,8 @@ class GatewayApp:
             if message["type"] == "lifespan.startup":
                 try:
                     await self.gateway.start()
-                    await self.parser.start()
+                    if self._parses:
+                        await self.parser.start()
                     self.gateway.rollouts.activate()  # a reload's activates in its carry-over
                 except Exception as exc:
                     log.exception("gateway failed to start")

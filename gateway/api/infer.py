@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import asyncio
 
-from gateway.api.responses import Receive, Scope, Send, checked, send_error, send_lines
+from gateway.api.answer_lines import answer_lines, refusal_lines
+from gateway.api.responses import Receive, Scope, Send, send_error, send_lines
 from gateway.api.tenants import HEADERS as TENANT_HEADERS
 from gateway.errors import CLIENT_CLOSED, BadRequest, GatewayError, RequestTimeout
-from gateway.pipeline.call import InferResult
 from gateway.pipeline.edge import HEADERS as EDGE_HEADERS
 from gateway.pipeline.edge import Edge, Intake
-from gateway.v2.request import HEADER_LENGTH
 
 # Set in a request's scope by the server protocol when its body timed out, so the app
 # records the 408 the protocol already answered.
@@ -38,10 +37,6 @@ BODY_TIMEOUT_KEY = "gateway.body_timeout"
 CLIENT_LEFT_KEY = "gateway.client_left"
 
 _WANTED = frozenset(name.encode() for name in (*EDGE_HEADERS, *TENANT_HEADERS))
-_JSON_NAME = "application/json"
-_JSON_TYPE = _JSON_NAME.encode()
-_HEADER_LENGTH = HEADER_LENGTH.encode()
-_ANSWER_HEAD = b"content-type: %s\r\nx-served-by: %s\r\nx-attempts: %d\r\nx-request-id: %s\r\n"
 
 
 class InferEndpoint:
@@ -83,17 +78,11 @@ class InferEndpoint:
             raise
         if self._left(scope, intake):  # as the answer came
             return
-        await send_lines(send, scope, result.status, _answer_lines(intake, result), result.body)
+        await send_lines(send, scope, result.status, answer_lines(intake, result), result.body)
         edge.done(intake, result.status, result.served_by, result.degraded, len(result.body))
 
     async def _refuse(self, send: Send, scope: Scope, intake: Intake, error: GatewayError) -> None:
-        lines = b"x-attempts: %d\r\nx-request-id: %s\r\n" % (
-            intake.attempts,
-            intake.request_id.encode(),
-        )
-        if intake.span.traceparent:
-            lines += b"traceparent: %s\r\n" % intake.span.traceparent.encode()
-        await send_error(send, scope, error, lines)
+        await send_error(send, scope, error, refusal_lines(intake))
         self.edge.done(intake, error.status)
 
     def _left(self, scope: Scope, intake: Intake) -> bool:
@@ -103,23 +92,6 @@ class InferEndpoint:
             return False
         self.edge.done(intake, CLIENT_CLOSED)
         return True
-
-
-def _answer_lines(intake: Intake, result: InferResult) -> bytes:
-    """The answer's header lines, from values the gateway made or `checked`."""
-    ctype = result.content_type
-    content_type = _JSON_TYPE if ctype is None or ctype == _JSON_NAME else checked(ctype.encode())
-    served, request_id = result.served_by.encode(), intake.request_id.encode()
-    lines = _ANSWER_HEAD % (content_type, served, result.attempts, request_id)
-    if result.header_length is not None:  # the replica's, or counted here: checked
-        lines += b"%s: %s\r\n" % (_HEADER_LENGTH, checked(result.header_length.encode()))
-    if result.degraded:
-        lines += b"x-degraded: %s\r\n" % result.degraded.encode()
-    if result.vote:
-        lines += b"x-vote: %s\r\n" % result.vote.encode()
-    if intake.span.traceparent:
-        lines += b"traceparent: %s\r\n" % intake.span.traceparent.encode()
-    return lines
 
 
 def _wanted_headers(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:

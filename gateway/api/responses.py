@@ -66,13 +66,19 @@ async def send_json(
     await send_bytes(send, status, orjson.dumps(payload), all_headers)
 
 
-async def send_error(send: Send, scope: Scope, error: GatewayError, lines: bytes) -> None:
-    """``error`` as ``{"error": ...}`` with its status, its own headers (`checked`) and the
-    header ``lines`` the gateway built (as `send_lines`: one write where the protocol offers
-    it, past uvicorn's per-header validation)."""
+def error_answer(error: GatewayError, lines: bytes) -> tuple[bytes, bytes]:
+    """``error`` as its answer's header lines (JSON, its own headers, `checked`, then the
+    ``lines`` the gateway built) and its body ``{"error": ...}``; the status is its own."""
     own = b"".join(
         b"%s: %s\r\n" % (name.encode(), checked(value.encode()))
         for name, value in error.headers().items()
     )
-    body = orjson.dumps({"error": error.message})
-    await send_lines(send, scope, error.status, _JSON_LINE + own + lines, body)
+    return _JSON_LINE + own + lines, orjson.dumps({"error": error.message})
+
+
+async def send_error(send: Send, scope: Scope, error: GatewayError, lines: bytes) -> None:
+    """``error`` as ``{"error": ...}`` with its status, its own headers (`checked`) and the
+    header ``lines`` the gateway built (as `send_lines`: one write where the protocol offers
+    it, past uvicorn's per-header validation)."""
+    head, body = error_answer(error, lines)
+    await send_lines(send, scope, error.status, head, body)

@@ -45,11 +45,23 @@ def parse_config(data: Any, source: str = "<config>") -> GatewayConfig:
 
 def load_config(path: str | Path) -> GatewayConfig:
     """The config in ``path``; the files it names are resolved against its directory."""
+    return read_config(path)[1]
+
+
+def read_config(path: str | Path) -> tuple[str, GatewayConfig]:
+    """The text of the config file ``path`` and the config it holds (what a control process
+    hands its workers: the very text it validated)."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    return text, config_from_text(text, path)
+
+
+def config_from_text(text: str, path: Path) -> GatewayConfig:
+    """The config ``text`` holds, as if read from the file ``path`` (its relative file paths
+    are resolved against its directory; errors name it)."""
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -34,10 +34,10 @@ from typing import Any
 
 import grpc
 
-from gateway.api.app import GatewayApp
 from gateway.api.tenants import HEADERS as TENANT_HEADERS
 from gateway.deadline import TIMEOUT_HEADER
 from gateway.errors import CLIENT_CLOSED, BadRequest, GatewayError
+from gateway.grpc_door.door_app import DoorApp
 from gateway.grpc_door.receive import MessageReader, Refused, missing_request
 from gateway.grpc_door.status import code_of, error_metadata
 from gateway.grpc_door.typed import typed_to_raw
@@ -77,7 +77,7 @@ class Answer:
 class InferDoor:
     """``reader``: how a call's message is read (under the memory bound and body timeout)."""
 
-    def __init__(self, app: GatewayApp, reader: MessageReader) -> None:
+    def __init__(self, app: DoorApp, reader: MessageReader) -> None:
         self._app = app  # its edge is read per call: a reload's takes over at once
         self.reader = reader
 

@@ -26,8 +26,8 @@ import logging
 
 import grpc
 
-from gateway.api.app import GatewayApp
 from gateway.config.connections import door_connections
+from gateway.grpc_door.door_app import DoorApp
 from gateway.grpc_door.metadata_log import quiet_non_utf8_metadata
 from gateway.grpc_door.receive import MessageReader
 from gateway.grpc_door.service import V2Service
@@ -39,10 +39,13 @@ log = logging.getLogger(__name__)
 class GrpcDoor:
     """The V2 gRPC service for ``app`` (read at each RPC: a reload's edge takes over at once)."""
 
-    def __init__(self, app: GatewayApp, host: str, port: int) -> None:
+    def __init__(self, app: DoorApp, host: str, port: int, *, reuse_port: bool = False) -> None:
+        """``reuse_port``: several processes bind the port (a control's workers; its control
+        process keeps it reserved, `gateway.control.sockets.reserve_port`)."""
         self._app = app
         self.host = host
-        self.port = port  # the bound port once `bind` has run (0 asks for a free one)
+        self.port = port
+        self._reuse_port = reuse_port  # the bound port once `bind` has run (0 asks for a free one)
         self._server: grpc.aio.Server | None = None
         self.max_connections = 0  # connections held at once, once `bind` has run
 
@@ -62,7 +65,9 @@ class GrpcDoor:
                 ("grpc.max_metadata_size", limits.max_header_bytes),  # both: refused always,
                 ("grpc.absolute_max_metadata_size", limits.max_header_bytes),  # not at random
                 ("grpc.max_send_message_length", -1),
-                ("grpc.so_reuseport", 0),  # a second gateway on the port fails, as HTTP does
+                # a second gateway on the port fails, as HTTP does, but a control's workers
+                # share it
+                ("grpc.so_reuseport", 1 if self._reuse_port else 0),
                 *limits.grpc.server_options(),
             ]
         )

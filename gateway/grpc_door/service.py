@@ -20,8 +20,8 @@ import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from gateway.api.app import GatewayApp
 from gateway.errors import GatewayError
+from gateway.grpc_door.door_app import DoorApp
 from gateway.grpc_door.infer import InferDoor
 from gateway.grpc_door.receive import MessageReader
 from gateway.grpc_door.status import code_of, error_metadata
@@ -47,7 +47,7 @@ def message(doc: dict[str, Any], into: M) -> M:
 class V2Service:
     """Every method of ``inference.GRPCInferenceService`` the gateway serves."""
 
-    def __init__(self, app: GatewayApp, reader: MessageReader, stream_answers: int) -> None:
+    def __init__(self, app: DoorApp, reader: MessageReader, stream_answers: int) -> None:
         self._app = app
         self._infer = InferDoor(app, reader)
         self._stream = StreamDoor(self._infer, stream_answers)
@@ -137,8 +137,7 @@ class V2Service:
     async def model_statistics(
         self, request: pb.ModelStatisticsRequest
     ) -> pb.ModelStatisticsResponse:
-        gateway = self._app.gateway
         if request.name:
-            gateway.model(request.name, request.version or None)
-        doc = gateway.statistics(request.name or None)
+            self._app.gateway.model(request.name, request.version or None)
+        doc = await self._app.statistics(request.name or None)
         return message(doc, pb.ModelStatisticsResponse())

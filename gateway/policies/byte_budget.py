@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from gateway.config.models import ServerConfig
 from gateway.errors import Overloaded
 from gateway.policies.peer_share import PeerAccount, PeerShares, peer_host
 
@@ -94,6 +95,21 @@ class InflightBytes:
     """Bytes held by requests being served, against ``limit``; ``wait_s``: the longest wait.
     ``small_reserve`` and ``peer_share``: shares of the limit (kept for small requests; what
     one address holds while others wait, at least ``peer_floor``)."""
+
+    @classmethod
+    def from_config(
+        cls, server: ServerConfig, drained: Callable[[], None] | None = None
+    ) -> InflightBytes:
+        """The budget ``server`` sets (``inflight_*``; the machine's default where unset)."""
+        return cls(
+            server.inflight_bytes or machine_default(),
+            server.inflight_wait_s,
+            drained,
+            small_bytes=server.inflight_small_bytes,
+            small_reserve=server.inflight_small_reserve,
+            peer_share=server.inflight_peer_share,
+            peer_floor=2 * server.max_body_bytes,  # one large request's body and answer
+        )
 
     def __init__(
         self,

@@ -43,6 +43,9 @@ class Welcome(msgspec.Struct, frozen=True, tag=True):
     config_text: str
     config_version: int
     run_dir: str  # the control's private run directory (its admin socket is there)
+    config_dir: str = ""  # where the config file is: its relative paths are beside it
+    workers: int = 1  # how many workers share the gateway's limits
+    promoted: tuple[str, ...] = ()  # models handed to their rollout's candidate since
 
 
 class Refused(msgspec.Struct, frozen=True, tag=True):
@@ -117,6 +120,8 @@ class Snapshot(msgspec.Struct, frozen=True, tag=True):
 class Reload(msgspec.Struct, frozen=True, tag=True):
     config_text: str
     config_version: int
+    config_dir: str = ""
+    promoted: tuple[str, ...] = ()  # models handed to their rollout's candidate
 
 
 class Drain(msgspec.Struct, frozen=True, tag=True):
@@ -150,6 +155,7 @@ class Gauges(msgspec.Struct, frozen=True):
     budget_balance: float  # the retry budget's tokens
     rss_bytes: int
     cpu_s: float  # process CPU time so far
+    local_errors: dict[str, int] = {}  # its own resource errors so far, by errno name
 
 
 class Batch(msgspec.Struct, frozen=True, tag=True):

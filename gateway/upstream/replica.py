@@ -185,6 +185,11 @@ class Replica:
         self.weight = weight
         self.standby = standby
 
+    def report_outstanding(self, count: int) -> None:
+        """Attempts in flight on it across the data-plane workers, as they last reported
+        (in the control process, where no attempt runs)."""
+        self.outstanding = count
+
     def carry_from(self, old: Replica) -> None:
         """Takes over what ``old`` (this replica, in the gateway a reload replaced) learned.
 

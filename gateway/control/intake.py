@@ -1,0 +1,199 @@
+"""The workers' batches taken into the control process's gateway: their outcomes, decided on.
+
+A batch (`gateway.snapshot.messages.Batch`) carries what a worker's request path would have
+told the control-owned objects in one process (`gateway.worker.shipped`): every answer, for
+the answer tape (metrics, SLOs, Triton statistics, history: folded as if served here), and
+`Call` records, carried out here through a table of what may be called, never by a name a
+worker chose: the request path's metrics; each attempt's fleet-wide part (the replica's counts,
+the outlier detector, the attempt's metrics) and each charge; votes' dissents (the suspects'
+records and quarantines); rollouts' evidence; a worker's breaker transitions (`FleetView`).
+A record that does not fit its entry (unknown, mistyped) is counted and dropped. Batches of
+one worker arrive in order, and a gap in their numbers is batches its link dropped while this
+process did not read (counted).
+
+Each batch's gauges are the worker's levels; summed over the workers they are the gateway's
+(`WorkerLevels`): in flight per model, the retry budget's balance, resource errors, and each
+replica's outstanding attempts (written onto the control's replicas).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from gateway.control.view import FleetView
+from gateway.outcome import REPLICA_FAILURES, OutcomeKind
+from gateway.pipeline.reactions import Reactions
+from gateway.runtime import Gateway
+from gateway.snapshot.messages import Batch, Call, Gauges
+from gateway.snapshot.outcomes import outcome_of
+from gateway.telemetry.throttle import LogThrottle
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[..., None]
+_METRICS = ("queued", "retry", "retry_refused", "hedge", "shed", "per_try_timeout", "fallback")
+_ROLLOUTS = ("served", "compared", "copy_failed", "shed")
+
+
+class WorkerLevels:
+    """The data plane's levels: each worker's last gauges, summed (`gateway.runtime.Levels`)."""
+
+    def __init__(self) -> None:
+        self.gauges: dict[int, Gauges] = {}
+
+    def in_flight(self, model: str) -> int:
+        return sum(g.in_flight.get(model, 0) for g in self.gauges.values())
+
+    def retry_budget(self) -> float:
+        return sum(g.budget_balance for g in self.gauges.values())
+
+    def local_errors(self) -> Mapping[str, int]:
+        total: Counter[str] = Counter()
+        for gauges in self.gauges.values():
+            total.update(gauges.local_errors)
+        return total
+
+    def outstanding(self) -> Counter[str]:
+        total: Counter[str] = Counter()
+        for gauges in self.gauges.values():
+            total.update(gauges.outstanding)
+        return total
+
+
+class BatchIntake:
+    def __init__(self, gateway: Gateway, view: FleetView) -> None:
+        self.levels = WorkerLevels()
+        self._view = view
+        self._worker = -1  # whose batch is being taken in
+        self.refused: Counter[str] = Counter()  # records dropped, by target.method
+        self.gaps = 0  # batches the links dropped
+        self.stale_answers = 0  # answers served on a snapshot gone stale
+        self._seq: dict[int, int] = {}
+        self._lines = LogThrottle(gateway.clock)
+        self.bind(gateway)
+
+    def bind(self, gateway: Gateway) -> None:
+        """The gateway whose objects the records are carried out on (a reload's, from then)."""
+        self._gateway = gateway
+        gateway.levels = self.levels
+        metrics = gateway.metrics
+        self._reactions = Reactions(metrics)
+        handlers: dict[tuple[str, str], Handler] = {
+            ("metrics", name): getattr(metrics, name) for name in _METRICS
+        }
+        handlers[("metrics", "vote")] = metrics.vote
+        handlers[("metrics", "attempt")] = self._metrics_attempt
+        handlers[("fleet", "attempt")] = self._attempt
+        handlers[("fleet", "charged")] = self._charged
+        handlers[("suspects", "observe")] = self._dissent
+        handlers[("events", "breaker_transition")] = self._breaker
+        for name in _ROLLOUTS:
+            handlers[("rollouts", name)] = self._rollout(name)
+        self._handlers = handlers
+
+    def forget(self, worker: int) -> None:
+        """Worker ``worker`` is gone: its levels no longer count (its successor's will)."""
+        self.levels.gauges.pop(worker, None)
+        self._seq.pop(worker, None)
+        self._outstanding()
+
+    def take(self, batch: Batch) -> None:
+        """One worker's batch, carried out here."""
+        last = self._seq.get(batch.worker)
+        if last is not None and batch.seq > last + 1:
+            self.gaps += batch.seq - last - 1
+        self._seq[batch.worker] = batch.seq
+        gateway = self._gateway
+        gateway.answers.answers.extend(batch.answers)
+        if batch.stale:
+            self.stale_answers += len(batch.answers)
+        self._worker = batch.worker
+        for call in batch.calls:
+            self._carry_out(call)
+        if batch.gauges is not None:
+            self.levels.gauges[batch.worker] = batch.gauges
+            self._outstanding()
+
+    def _carry_out(self, call: Call) -> None:
+        handler = self._handlers.get((call.target, call.method))
+        name = f"{call.target}.{call.method}"
+        if handler is None:
+            self._refuse(name, "not a record this gateway carries out")
+            return
+        try:
+            handler(*call.args)
+        except (TypeError, ValueError, KeyError) as exc:
+            self._refuse(name, f"{type(exc).__name__}: {exc}")
+
+    def _refuse(self, name: str, why: str) -> None:
+        key = name[:64]
+        self.refused[key if key in self.refused or len(self.refused) < 64 else "other"] += 1
+        held = self._lines.allow(key)
+        if held is not None:
+            log.warning("a worker's %s record was dropped: %s", key, why)
+
+    def _outstanding(self) -> None:
+        counts = self.levels.outstanding()
+        for replica in self._gateway.registry.replicas():
+            replica.report_outstanding(counts.get(replica.id, 0))
+
+    # --- the records --------------------------------------------------------------------
+
+    def _metrics_attempt(self, model: str, pool: str, outcome: list[Any]) -> None:
+        self._gateway.metrics.attempt(model, pool, outcome_of(outcome))
+
+    def _attempt(
+        self, model: str, pool_name: str, replica_id: str, args: list[Any], judged: bool
+    ) -> None:
+        """An attempt's fleet-wide part: as `Reactions.ended` would have counted it here."""
+        gateway = self._gateway
+        outcome = outcome_of(args)
+        pool = gateway.registry.pools.get(pool_name)
+        replica = gateway.registry.replica(replica_id)
+        if pool is None or replica is None or replica.pool != pool_name:
+            gateway.metrics.attempt(model, pool_name, outcome)  # it left: only counted
+            return
+        error = outcome.describe() if outcome.kind in REPLICA_FAILURES else None
+        outstanding = replica.outstanding
+        replica.started()
+        replica.finished(
+            outcome.latency_s, error, judged=bool(judged) and outcome.kind is not _CANCELLED
+        )
+        replica.report_outstanding(outstanding)
+        self._reactions.fleet(model, pool, replica, outcome, bool(judged))
+
+    def _charged(self, pool_name: str, replica_id: str, args: list[Any]) -> None:
+        gateway = self._gateway
+        refuted = outcome_of(args)
+        pool = gateway.registry.pools.get(pool_name)
+        replica = gateway.registry.replica(replica_id)
+        if pool is None or replica is None or replica.pool != pool_name:
+            return
+        replica.charge(refuted.describe())
+        pool.outlier.observe(replica, refuted)
+
+    def _dissent(self, model: str, replica_id: str, rows: int, dissented: int) -> None:
+        gateway = self._gateway
+        config = gateway.config.models[model].vote
+        if config is None:
+            raise ValueError(f"model {model!r} has no vote")
+        gateway.suspects.observe(model, config, replica_id, int(rows), int(dissented))
+
+    def _breaker(self, replica_id: str, old: str, new: str) -> None:
+        if new not in ("closed", "open", "half-open"):
+            raise ValueError(f"not a breaker state: {new!r}")
+        self._view.follow_worker(self._worker, replica_id, new)
+
+    def _rollout(self, method: str) -> Handler:
+        def carry_out(model: str, *args: Any) -> None:
+            rollouts = self._gateway.rollouts
+            if model in rollouts.runs:
+                getattr(rollouts, method)(model, *args)
+
+        return carry_out
+
+
+_CANCELLED = OutcomeKind.CANCELLED

@@ -1,0 +1,187 @@
+"""The control process's side of its data-plane workers: link, snapshots, batches, supervisor.
+
+    control process                                            workers (`gateway.worker`)
+    GatewayApp (Gateway + FastAPI on RUN_DIR/admin.sock) ◄─ proxied: every non-data-plane URL
+    FleetView ── SnapshotPublisher ── LinkServer(RUN_DIR/control.sock) ──► Welcome, Snapshots
+    BatchIntake ◄────────────────────── LinkServer ◄──────────────────────── Batches
+    Supervisor (StandbySpawner) ─────── spawns, replaces, stops ─────────► the REST socket
+                                                                            inherited
+
+`start` listens on the link, publishes the fleet view every 50 ms (sent when it changed, and at
+least once a second), then starts the workers, each told the exact config text this process
+validated. A worker that connects is welcomed with that text and the latest snapshot; its
+batches are taken into the control's gateway (`BatchIntake`); when its connection ends its
+levels stop counting. `reloaded` follows a reload (or a promotion's hand-over): the view and
+the intake read the new gateway from then on, and every worker is told to rebuild from the new
+config. `drain` publishes the draining gateway at once (every worker's readiness 503);
+`stop` stops the workers (SIGTERM: they finish their requests in flight within ``grace_s``),
+then the link.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from gateway.clock import Clock
+from gateway.control.intake import BatchIntake
+from gateway.control.standby import StandbySpawner
+from gateway.control.supervisor import Supervisor, WorkerEvent
+from gateway.control.view import FleetView
+from gateway.periodic import Periodic
+from gateway.runtime import Gateway
+from gateway.snapshot.link_server import LinkServer, WorkerConnection
+from gateway.snapshot.messages import PROTOCOL, Batch, Hello, Reload, Welcome
+from gateway.snapshot.publisher import SnapshotPublisher
+
+log = logging.getLogger(__name__)
+
+
+class ControlPlane:
+    def __init__(
+        self,
+        gateway: Gateway,
+        run_dir: Path,
+        workers: int,
+        rest_fd: int,
+        config_text: str,
+        config_dir: str,
+        *,
+        grpc: tuple[str, int] | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        """``rest_fd``: the REST listening socket the workers inherit; ``grpc``: the host and
+        port of their gRPC door (None: none)."""
+        self.run_dir = run_dir
+        self.workers = workers
+        self._clock = clock or gateway.clock
+        self._rest_fd = rest_fd
+        self._grpc = grpc
+        self._text = config_text
+        self._dir = config_dir
+        self._version = 1
+        self._promoted: tuple[str, ...] = ()
+        self.view = FleetView(gateway)
+        self.intake = BatchIntake(gateway, self.view)
+        self.link = LinkServer(str(run_dir / "control.sock"), self._hello, self._batch, self._lost)
+        self.publisher = SnapshotPublisher(self.view.snapshot, self.link.broadcast, self._clock)
+        self._publishing: Periodic | None = None
+        self._spawner = StandbySpawner(self._argv, (rest_fd,))
+        self.supervisor = Supervisor(self._spawner, workers, clock=self._clock)
+        self._gateway = gateway
+        self.serving = False  # every worker was started
+
+    @property
+    def admin_socket(self) -> Path:
+        """Where the control's own HTTP server listens (the workers proxy to it)."""
+        return self.run_dir / "admin.sock"
+
+    async def start(self) -> None:
+        await self.link.start()
+        self._publishing = self.publisher.service()
+        self._publishing.start()
+        self.publisher.tick()
+        self.supervisor.on_event = self._worker_event
+        await self.supervisor.start()
+        self.serving = True
+        log.info("%d data-plane worker(s) started", self.workers)
+
+    def drain(self) -> None:
+        """The gateway drains: every worker hears it now, not at the next tick."""
+        self.publisher.tick()
+
+    async def stop(self, grace_s: float) -> None:
+        """The workers finish what they hold within ``grace_s`` (then are killed), the link
+        closes."""
+        await self.supervisor.stop(grace_s)
+        await self._spawner.close()
+        if self._publishing is not None:
+            await self._publishing.stop()
+        await self.link.close()
+
+    def reloaded(self, gateway: Gateway, config_text: str, promoted: tuple[str, ...]) -> None:
+        """A reload's (or a promotion's) gateway now decides; the workers rebuild from its
+        config: ``config_text`` as read, with ``promoted`` models handed to their candidates
+        (`gateway.rollout.handover.promoted_config`)."""
+        self._gateway = gateway
+        self.view.bind(gateway)
+        self.intake.bind(gateway)
+        self._text, self._promoted = config_text, promoted
+        self._version += 1
+        reload = Reload(config_text, self._version, self._dir, promoted)
+        self.link.broadcast(reload)
+        self.publisher.tick()
+
+    def state(self) -> dict[str, Any]:
+        """What `/admin/state` shows of the workers and their link."""
+        return {
+            "count": self.workers,
+            "workers": self.supervisor.view(),
+            "connected": sorted(c.worker for c in self.link.connections if c.worker is not None),
+            "snapshot_version": self.publisher.version,
+            "batches_dropped": self.intake.gaps,
+            "records_refused": dict(self.intake.refused),
+            "stale_answers": self.intake.stale_answers,
+        }
+
+    # --- the link -----------------------------------------------------------------------
+
+    def _hello(self, connection: WorkerConnection, hello: Hello) -> None:
+        connection.send(
+            Welcome(
+                PROTOCOL,
+                hello.worker,
+                self._text,
+                self._version,
+                str(self.run_dir),
+                self._dir,
+                self.workers,
+                self._promoted,
+            )
+        )
+        latest = self.publisher.latest
+        connection.send(latest if latest is not None else self.view.snapshot())
+
+    def _batch(self, connection: WorkerConnection, batch: Batch) -> None:
+        self.intake.take(batch)
+
+    def _lost(self, connection: WorkerConnection) -> None:
+        if connection.worker is not None:
+            self.intake.forget(connection.worker)
+
+    # --- the workers --------------------------------------------------------------------
+
+    def _argv(self, index_fd: int) -> list[str]:
+        argv = [
+            sys.executable,
+            "-m",
+            "gateway.worker",
+            "--run-dir",
+            str(self.run_dir),
+            "--index-fd",
+            str(index_fd),
+            "--rest-fd",
+            str(self._rest_fd),
+        ]
+        if self._grpc is not None:
+            argv += ["--grpc-host", self._grpc[0], "--grpc-port", str(self._grpc[1])]
+        return argv
+
+    def _worker_event(self, event: WorkerEvent) -> None:
+        history = self._gateway.history
+        history.record_event("worker", f"worker {event.index}", event.detail, event.level)
+
+
+async def wait_serving(plane: ControlPlane, timeout_s: float) -> bool:
+    """Whether ``plane``'s workers all connected within ``timeout_s``."""
+    loop = asyncio.get_running_loop()
+    until = loop.time() + timeout_s
+    while loop.time() < until:
+        connected = {c.worker for c in plane.link.connections if c.worker is not None}
+        if len(connected) >= plane.workers:
+            return True
+        await asyncio.sleep(0.05)
+    return False
