@@ -12,8 +12,6 @@ import sys
 from collections.abc import Callable
 from typing import TextIO
 
-import uvicorn
-
 from gateway.config import GatewayConfig
 
 WAIT_S = 120.0  # the longest a start may take before the banner gives up (startup failed)
@@ -22,11 +20,11 @@ ANY_ADDRESS = {"0.0.0.0", "::", ""}
 
 
 def banner(
-    config: GatewayConfig, listen: uvicorn.Config, replicas: int, grpc_port: int | None = None
+    config: GatewayConfig, host: str, port: int, replicas: int, grpc_port: int | None = None
 ) -> str:
-    """The lines for a gateway listening as ``listen`` says with ``replicas`` local replicas."""
-    name = "127.0.0.1" if listen.host in ANY_ADDRESS else listen.host
-    base = f"http://{name}:{listen.port}"
+    """The lines for a gateway listening on ``host:port`` with ``replicas`` local replicas."""
+    name = "127.0.0.1" if host in ANY_ADDRESS else host
+    base = f"http://{name}:{port}"
     models = ", ".join(sorted(config.models))
     lines = [
         f"gateway up: {replicas} local replica(s) ready, serving {base}",

@@ -13,22 +13,24 @@ from gateway.runtime import Gateway
 def state_document(gateway: Gateway) -> dict[str, Any]:
     pipeline = gateway.pipeline
     admission = pipeline.admission
-    return {
+    levels = gateway.levels
+    sent, won = levels.hedges()
+    doc = {
         "ready": gateway.ready(),
         "state_store": gateway.shared.snapshot(),
         "retry_budget": gateway.budget.snapshot(),
         "fallbacks": {n: m.status.to_json() for n, m in gateway.fallback_models.items()},
         "suspects": pipeline.suspects.to_json(),
-        "hedges": {"sent": pipeline.hedge.hedges_sent, "won": pipeline.hedge.hedges_won},
+        "hedges": {"sent": sent, "won": won},
         "models": {
             name: {
                 "route": m.route,
                 "pools": list(m.pools),
                 "version": m.version,
                 "ready": gateway.model_ready(m),
-                "in_flight": admission.in_flight.get(name, 0),
+                "in_flight": levels.in_flight(name),
                 "max_in_flight": m.admission.max_in_flight,
-                "shed": admission.shed.get(name, 0),
+                "shed": levels.shed(name),
                 "tenants": {s.name: s.to_json() for s in admission.share_of(name, m)},
                 "hedging": m.hedge.enabled,  # configured; the burn policy may suspend it
                 "policy": _adjustment(gateway, name),
@@ -38,6 +40,9 @@ def state_document(gateway: Gateway) -> dict[str, Any]:
         "pools": gateway.registry.snapshot(),
         "accelerators": gateway.accelerators.snapshot() if gateway.accelerators else {},
     }
+    if gateway.data_plane is not None:
+        doc["workers"] = gateway.data_plane()
+    return doc
 
 
 def slo_document(gateway: Gateway) -> dict[str, Any]:

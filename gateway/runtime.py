@@ -99,6 +99,8 @@ class Gateway(Serving):
         )
         self._services: list[Any] = []
         self.levels: Levels = OwnLevels(self)  # the data plane's levels (its workers' in control)
+        # what `/admin/state` shows of the workers, in a control process (None: no workers)
+        self.data_plane: Callable[[], dict[str, Any]] | None = None
         self.accelerators: AcceleratorSampler | None = None  # pools with `accelerator:` only
         self.answers = answer_tape(
             config.models, metrics, self.slo, self.stats, self.history, clock
@@ -235,6 +237,12 @@ class Levels(Protocol):
 
     def local_errors(self) -> Mapping[str, int]: ...
 
+    def shed(self, model: str) -> int: ...
+
+    def hedges(self) -> tuple[int, int]:
+        """Hedges sent and won so far."""
+        ...
+
 
 class OwnLevels:
     def __init__(self, gateway: Gateway) -> None:
@@ -249,6 +257,16 @@ class OwnLevels:
 
     def local_errors(self) -> Mapping[str, int]:
         return LOCAL_RESOURCE_ERRORS
+
+    def shed(self, model: str) -> int:
+        pipeline = self._gateway._pipeline
+        return pipeline.admission.shed.get(model, 0) if pipeline is not None else 0
+
+    def hedges(self) -> tuple[int, int]:
+        pipeline = self._gateway._pipeline
+        if pipeline is None:
+            return 0, 0
+        return pipeline.hedge.hedges_sent, pipeline.hedge.hedges_won
 
 
 def _topology(config: GatewayConfig, locate: Callable[[str], str | None]) -> Topology:

@@ -13,22 +13,30 @@ import asyncio
 import contextlib
 import logging
 import resource
+import shutil
 import signal
+import socket
+import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 
 import uvicorn
 import uvloop
 
 from gateway.api.app import GatewayApp
 from gateway.banner import announce_when_listening, banner
-from gateway.config import ConfigError, GatewayConfig, load_config
+from gateway.config import ConfigError, GatewayConfig
 from gateway.config.connections import door_connections
-from gateway.launcher import Launcher, refuse_gateway_ports
+from gateway.config.loader import read_config
+from gateway.control.plane import ControlPlane
+from gateway.control.sockets import reserve_port, rest_listener
+from gateway.control.worker_count import chosen_workers
+from gateway.launcher import Launcher
 from gateway.policies.heap_trim import return_large_buffers_to_the_os
 from gateway.preflight import config_problems
 from gateway.runtime import Gateway
 from gateway.server import GatewayServer
-from gateway.server.protocol import ClientLimits, guarded_protocol
 from gateway.telemetry.logging import configure_logging
 
 DEFAULT_CONFIG = "config/local.yaml"
@@ -36,42 +44,87 @@ UP_GRPC_PORT = 8001  # `gateway up` serves gRPC here unless told otherwise (Trit
 log = logging.getLogger("gateway")
 
 
-def _server(
+@dataclass
+class Control:
+    """A control process about to serve: its server (FastAPI on the private admin socket) and
+    its data plane (the workers, the link), with the ports it bound for them."""
+
+    server: GatewayServer
+    plane: ControlPlane
+    rest: socket.socket
+    grpc: socket.socket | None
+    run_dir: Path
+
+    @property
+    def rest_port(self) -> int:
+        return int(self.rest.getsockname()[1])
+
+    def close(self) -> None:
+        """The ports and the run directory go (once the server has stopped)."""
+        self.rest.close()
+        if self.grpc is not None:
+            self.grpc.close()
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+
+
+def _control(
     config: GatewayConfig,
-    host: str | None,
-    port: int | None,
-    path: str | None = None,
-    grpc_port: int | None = None,
-) -> GatewayServer:
-    """The server, not yet listening; `ConfigError` in protected mode (`refuse_unprotected`)
-    or where a file or fallback the config names is missing (`config_problems`).
-    ``grpc_port``: the gRPC door's port (None: no gRPC door)."""
+    text: str,
+    args: argparse.Namespace,
+    grpc_port: int | None,
+) -> Control:
+    """The control process's server and workers, not yet started, its ports bound (a port in
+    use fails here, before anything starts); `ConfigError` in protected mode
+    (`refuse_unprotected`) or where a file or fallback the config names is missing
+    (`config_problems`). ``grpc_port``: the workers' gRPC door (None: no gRPC door)."""
+    path = args.config
     _refuse_problems(path or "<config>", config)
     return_large_buffers_to_the_os()
     _raise_fd_limit(config)
-    bind_host = host or config.server.host
-    app = GatewayApp(Gateway(config), config_path=path, bind_host=bind_host)
-    server = config.server
-    limits = ClientLimits(server.max_header_bytes, server.header_timeout_s, server.body_timeout_s)
-    return GatewayServer(
+    bind_host = args.host or config.server.host
+    port = args.port if args.port is not None else config.server.port
+    workers = chosen_workers(args.workers, config.server.workers)
+    rest = rest_listener(bind_host, port)
+    grpc = None
+    try:
+        if grpc_port is not None:
+            grpc = reserve_port(bind_host, grpc_port)
+            grpc_port = int(grpc.getsockname()[1])
+    except BaseException:
+        rest.close()
+        raise
+    run_dir = Path(tempfile.mkdtemp(prefix="gateway-"))  # mode 0700: this user's only
+    gateway = Gateway(config)
+    app = GatewayApp(gateway, config_path=path, bind_host=bind_host, config_text=text, parses=False)
+    plane = ControlPlane(
+        gateway,
+        run_dir,
+        workers,
+        rest.fileno(),
+        text,
+        str(Path(path).absolute().parent),
+        grpc=None if grpc_port is None else (bind_host, grpc_port),
+    )
+    app.on_reload.append(plane.reloaded)
+    server = GatewayServer(
         uvicorn.Config(
             app,
-            host=bind_host,
-            port=port if port is not None else config.server.port,
+            uds=str(plane.admin_socket),  # the workers proxy every control-plane URL here
             loop="uvloop",
-            http=guarded_protocol(limits),  # httptools, with head size and read timeouts
+            http="httptools",
             lifespan="on",
             access_log=False,
             proxy_headers=False,
             server_header=False,
             log_config=None,  # uvicorn's lines go through the gateway's (JSON) handler
-            log_level="info",
+            log_level="warning",
             timeout_graceful_shutdown=10,  # set from the models' deadlines when draining
         ),
         app,
         path,
-        grpc_port,
+        plane=plane,
     )
+    return Control(server, plane, rest, grpc, run_dir)
 
 
 def _raise_fd_limit(config: GatewayConfig) -> None:
@@ -113,21 +166,26 @@ def _logging(config: GatewayConfig) -> None:
 
 
 def serve(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
+    text, config = read_config(args.config)
     _logging(config)
     grpc_port = args.grpc_port if args.grpc_port is not None else config.server.grpc_port
-    _server(config, args.host, args.port, args.config, grpc_port).run()
+    control = _control(config, text, args, grpc_port)
+    try:
+        control.server.run()
+    finally:
+        control.close()
     return 0
 
 
 def up(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
+    text, config = read_config(args.config)
     _logging(config)
     launcher = Launcher(config)
     grpc_port = args.grpc_port if args.grpc_port is not None else config.server.grpc_port
     grpc_port = UP_GRPC_PORT if grpc_port is None else grpc_port
-    server = _server(config, args.host, args.port, args.config, grpc_port)  # before any spawn
-    refuse_gateway_ports(server.config.host, server.config.port, grpc_port)
+    control = _control(config, text, args, grpc_port)  # its ports bound before any spawn
+    server = control.server
+    host = args.host or config.server.host
 
     async def run() -> None:
         with _cancel_on_signals():  # until the server takes the signals over
@@ -136,8 +194,9 @@ def up(args: argparse.Namespace) -> int:
         # exits and restarts to the timeline of the gateway of the moment (a reload replaces it)
         launcher.on_event = lambda *event: server.app.gateway.history.supervisor(*event)
         supervisor = asyncio.create_task(launcher.supervise(), name="replica-supervisor")
-        text = banner(config, server.config, len(launcher.replicas), grpc_port)
-        announcer = asyncio.create_task(announce_when_listening(lambda: server.started, text))
+        text = banner(config, host, control.rest_port, len(launcher.replicas), grpc_port)
+        serving = control.plane.serving  # every worker serves (and the control's own server)
+        announcer = asyncio.create_task(announce_when_listening(serving, text))
         try:
             await server.serve()
         finally:
@@ -152,6 +211,7 @@ def up(args: argparse.Namespace) -> int:
         log.warning("stopped before the gateway started")
     finally:
         launcher.stop()
+        control.close()
     return 0
 
 

@@ -56,6 +56,13 @@ class WorkerLevels:
             total.update(gauges.local_errors)
         return total
 
+    def shed(self, model: str) -> int:
+        return sum(g.shed.get(model, 0) for g in self.gauges.values())
+
+    def hedges(self) -> tuple[int, int]:
+        sent = sum(g.hedges[0] for g in self.gauges.values())
+        return sent, sum(g.hedges[1] for g in self.gauges.values())
+
     def outstanding(self) -> Counter[str]:
         total: Counter[str] = Counter()
         for gauges in self.gauges.values():
@@ -72,6 +79,8 @@ class BatchIntake:
         self.gaps = 0  # batches the links dropped
         self.stale_answers = 0  # answers served on a snapshot gone stale
         self._seq: dict[int, int] = {}
+        self.serving: set[int] = set()  # workers that shipped a batch since they connected
+        self.stale: dict[int, bool] = {}  # each worker's snapshot was stale at its last batch
         self._lines = LogThrottle(gateway.clock)
         self.bind(gateway)
 
@@ -98,6 +107,7 @@ class BatchIntake:
         """Worker ``worker`` is gone: its levels no longer count (its successor's will)."""
         self.levels.gauges.pop(worker, None)
         self._seq.pop(worker, None)
+        self.serving.discard(worker)
         self._outstanding()
 
     def take(self, batch: Batch) -> None:
@@ -106,10 +116,13 @@ class BatchIntake:
         if last is not None and batch.seq > last + 1:
             self.gaps += batch.seq - last - 1
         self._seq[batch.worker] = batch.seq
+        self.serving.add(batch.worker)
         gateway = self._gateway
         gateway.answers.answers.extend(batch.answers)
-        if batch.stale:
+        self.stale[batch.worker] = batch.stale
+        if batch.stale and batch.answers:
             self.stale_answers += len(batch.answers)
+            gateway.metrics.stale_answers(len(batch.answers))
         self._worker = batch.worker
         for call in batch.calls:
             self._carry_out(call)

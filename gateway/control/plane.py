@@ -71,8 +71,12 @@ class ControlPlane:
         self._publishing: Periodic | None = None
         self._spawner = StandbySpawner(self._argv, (rest_fd,))
         self.supervisor = Supervisor(self._spawner, workers, clock=self._clock)
+        self._attach(gateway)
+
+    def _attach(self, gateway: Gateway) -> None:
         self._gateway = gateway
-        self.serving = False  # every worker was started
+        gateway.data_plane = self.state
+        gateway.metrics.on_scrape(self._scrape)
 
     @property
     def admin_socket(self) -> Path:
@@ -86,8 +90,11 @@ class ControlPlane:
         self.publisher.tick()
         self.supervisor.on_event = self._worker_event
         await self.supervisor.start()
-        self.serving = True
         log.info("%d data-plane worker(s) started", self.workers)
+
+    def serving(self) -> bool:
+        """Whether every worker serves (each has shipped a batch: it does once it serves)."""
+        return len(self.intake.serving) >= self.workers
 
     def drain(self) -> None:
         """The gateway drains: every worker hears it now, not at the next tick."""
@@ -106,7 +113,7 @@ class ControlPlane:
         """A reload's (or a promotion's) gateway now decides; the workers rebuild from its
         config: ``config_text`` as read, with ``promoted`` models handed to their candidates
         (`gateway.rollout.handover.promoted_config`)."""
-        self._gateway = gateway
+        self._attach(gateway)
         self.view.bind(gateway)
         self.intake.bind(gateway)
         self._text, self._promoted = config_text, promoted
@@ -126,6 +133,21 @@ class ControlPlane:
             "records_refused": dict(self.intake.refused),
             "stale_answers": self.intake.stale_answers,
         }
+
+    def _scrape(self) -> None:
+        """Each worker's own series, as of its last batch."""
+        metrics = self._gateway.metrics
+        gauges = self.intake.levels.gauges
+        for row in self.supervisor.view():
+            index = row["index"]
+            levels = gauges.get(index)
+            metrics.set_worker(
+                index,
+                rss_bytes=levels.rss_bytes if levels is not None else 0,
+                cpu_s=levels.cpu_s if levels is not None else 0.0,
+                stale=self.intake.stale.get(index, False),
+                restarts=row["restarts"],
+            )
 
     # --- the link -----------------------------------------------------------------------
 

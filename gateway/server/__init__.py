@@ -32,7 +32,7 @@ import socket
 import sys
 import threading
 from collections.abc import Callable, Coroutine, Generator
-from typing import Any
+from typing import Any, Protocol
 
 import uvicorn
 
@@ -47,6 +47,17 @@ DRAIN_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 STARTUP_FAILURE = 3  # uvicorn's exit code when it cannot start
 
 
+class DataPlane(Protocol):
+    """The processes that serve the data plane beside this server (a control process's
+    workers, `gateway.control.plane.ControlPlane`)."""
+
+    async def start(self) -> None: ...
+
+    def drain(self) -> None: ...
+
+    async def stop(self, grace_s: float) -> None: ...
+
+
 class GatewayServer(uvicorn.Server):
     def __init__(
         self,
@@ -54,10 +65,15 @@ class GatewayServer(uvicorn.Server):
         app: GatewayApp,
         config_path: str | None = None,
         grpc_port: int | None = None,
+        *,
+        plane: DataPlane | None = None,
     ) -> None:
-        """``grpc_port``: where the gRPC door listens (on the HTTP host); None: no gRPC."""
+        """``grpc_port``: where the gRPC door listens (on the HTTP host); None: no gRPC.
+        ``plane``: the data plane's workers, started once the gateway has, drained with it
+        and stopped (their requests in flight finished) before it stops."""
         super().__init__(config)
         self.app = app
+        self.plane = plane
         self._config_path = config_path
         self._tasks: set[asyncio.Task[None]] = set()
         self.draining = False
@@ -76,9 +92,16 @@ class GatewayServer(uvicorn.Server):
         await super().startup(sockets)
         if self.grpc is not None and self.started and not self.should_exit:
             await self.grpc.start()
+        if self.plane is not None and self.started and not self.should_exit:
+            await self.plane.start()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        """Both doors stop taking requests at once; both finish theirs in the same grace."""
+        """Both doors stop taking requests at once; both finish theirs in the same grace.
+        A data plane's workers stop first (theirs finished within the grace), then this
+        server."""
+        timeout = self.config.timeout_graceful_shutdown
+        if self.plane is not None:
+            await self.plane.stop(0.0 if self.force_exit or timeout is None else float(timeout))
         if self.grpc is not None:
             timeout = self.config.timeout_graceful_shutdown  # always set (see begin_drain)
             grace = None if self.force_exit or timeout is None else float(timeout)
@@ -123,6 +146,8 @@ class GatewayServer(uvicorn.Server):
         self.draining = True
         drain_s = self.app.gateway.config.server.drain_s
         self.config.timeout_graceful_shutdown = max(1, round(self.app.drain()))
+        if self.plane is not None:
+            self.plane.drain()
         log.warning(
             "%s: draining (readiness 503, still serving) for %.1f s, then closing",
             signal.Signals(sig).name,

@@ -156,6 +156,8 @@ class Gauges(msgspec.Struct, frozen=True):
     rss_bytes: int
     cpu_s: float  # process CPU time so far
     local_errors: dict[str, int] = {}  # its own resource errors so far, by errno name
+    shed: dict[str, int] = {}  # requests it shed so far, by model
+    hedges: tuple[int, int] = (0, 0)  # hedges it sent and won so far
 
 
 class Batch(msgspec.Struct, frozen=True, tag=True):

@@ -187,6 +187,35 @@ class Catalog:
             "metrics) and how they were answered (401; 429 while the address is held back).",
             ("door", "code"),
         )
+        # --- the data-plane workers (a control process's) ------------------------------------
+        self.worker_rss = GaugeFamily(
+            "gateway_worker_resident_memory_bytes",
+            "Each data-plane worker's resident memory, as of its last batch.",
+            ("worker",),
+        )
+        self.worker_cpu = GaugeFamily(
+            "gateway_worker_cpu_seconds",
+            "Each data-plane worker's CPU time since it started (a counter in all but type: "
+            "a replaced worker starts again from 0), as of its last batch.",
+            ("worker",),
+        )
+        self.worker_stale = GaugeFamily(
+            "gateway_worker_snapshot_stale",
+            "1 while a worker serves on a snapshot older than its staleness bound (its "
+            "control process did not answer), as of its last batch.",
+            ("worker",),
+        )
+        self.worker_restarts = GaugeFamily(
+            "gateway_worker_restarts",
+            "Times each worker's process was replaced since the gateway started.",
+            ("worker",),
+        )
+        self.stale_answers = CounterFamily(
+            "gateway_stale_snapshot_answers_total",
+            "Answers a worker served while its snapshot was stale (counted when its batches "
+            "reach the control process).",
+            (),
+        )
         self.info = GaugeFamily("gateway_build_info", "Gateway version; always 1.", ("version",))
         self.info.labels(__version__).set(1)
         self.slo = SloFamilies()  # gateway_slo_*: objective, budget, burn, alerts, events

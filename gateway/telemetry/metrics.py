@@ -300,6 +300,20 @@ class Metrics:
         for name, count in counts.items():
             self._m.local_resource_errors.labels(name).set(count)
 
+    def set_worker(
+        self, worker: int, *, rss_bytes: int, cpu_s: float, stale: bool, restarts: int
+    ) -> None:
+        """One data-plane worker's levels as of its last batch (`gateway.control`)."""
+        label = str(worker)
+        self._m.worker_rss.labels(label).set(rss_bytes)
+        self._m.worker_cpu.labels(label).set(cpu_s)
+        self._m.worker_stale.labels(label).set(1.0 if stale else 0.0)
+        self._m.worker_restarts.labels(label).set(restarts)
+
+    def stale_answers(self, count: int) -> None:
+        """Answers served on a stale snapshot, from the batches just taken in."""
+        self._m.stale_answers.labels().value += count
+
     def admin_auth_failed(self, door: str, code: int) -> None:
         """One control-plane request refused for its key (`gateway.api.auth_failures`)."""
         self._m.admin_auth_failures.labels(door, str(code)).value += 1

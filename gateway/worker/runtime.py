@@ -28,6 +28,7 @@ from gateway.snapshot.messages import Gauges
 from gateway.snapshot.shipper import BatchShipper
 from gateway.telemetry.tracing import Tracer
 from gateway.upstream.transport.base import Transport
+from gateway.upstream.transport.local_errors import LOCAL_RESOURCE_ERRORS
 from gateway.worker.mirror import Mirror
 from gateway.worker.shipped import (
     ShippedEvents,
@@ -111,10 +112,18 @@ class WorkerRuntime(Serving):
     def gauges(self, rss_bytes: int, cpu_s: float) -> Gauges:
         """This worker's levels now, for its next batch."""
         outstanding = {r.id: r.outstanding for r in self.registry.replicas() if r.outstanding}
-        in_flight = {}
-        if self._pipeline is not None:
-            in_flight = {n: c for n, c in self._pipeline.admission.in_flight.items() if c}
-        return Gauges(outstanding, in_flight, self.budget.balance(), rss_bytes, cpu_s)
+        pipeline = self.pipeline
+        admission, hedge = pipeline.admission, pipeline.hedge
+        return Gauges(
+            outstanding,
+            {name: count for name, count in admission.in_flight.items() if count},
+            self.budget.balance(),
+            rss_bytes,
+            cpu_s,
+            dict(LOCAL_RESOURCE_ERRORS),
+            dict(admission.shed),
+            (hedge.hedges_sent, hedge.hedges_won),
+        )
 
 
 class _Refusable:
