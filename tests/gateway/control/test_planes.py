@@ -1,0 +1,245 @@
+"""The two planes in one test process: a control's gateway and two workers' runtimes, linked
+by the messages the link carries (encoded and decoded as on the wire), on a fake clock.
+
+What the workers' requests do reaches the control's decisions (ejections, quarantines,
+metrics, statistics), and the control's decisions reach every worker's routing (membership,
+health, ejection, drain, breakers), exactly as in one process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from gateway.api.parsing import RequestParser
+from gateway.config import parse_config
+from gateway.config.models import GatewayConfig
+from gateway.control.intake import BatchIntake
+from gateway.control.view import FleetView
+from gateway.errors import GatewayError
+from gateway.policies.byte_budget import InflightBytes
+from gateway.runtime import Gateway
+from gateway.snapshot.codec import control_decoder, encode_frame, worker_decoder
+from gateway.snapshot.messages import Batch, Call, Snapshot
+from gateway.snapshot.shipper import BatchShipper
+from gateway.upstream.eligibility import eligible
+from gateway.worker.app import WorkerApp
+from gateway.worker.runtime import WorkerRuntime
+from tests.gateway.fakes import FakeTransport, reply
+from tests.support.clock import FakeClock
+
+BODY = b'{"inputs":[{"name":"x","shape":[1,1],"datatype":"FP32","data":[1.0]}]}'
+CONFIG: dict[str, Any] = {
+    "pools": {
+        "p": {
+            "model": "m",
+            "replicas": [
+                {"id": "r0", "url": "http://127.0.0.1:9000"},
+                {"id": "r1", "url": "http://127.0.0.1:9001"},
+                {"id": "r2", "url": "http://127.0.0.1:9002"},
+            ],
+            "outlier": {"consecutive_failures": 3, "max_ejection_percent": 50},
+        },
+    },
+    "models": {"digits": {"pool": "p", "retry": {"max_attempts": 1}}},
+}
+
+
+class NoControl:
+    async def get_json(self, path: str) -> tuple[int, Any]:
+        raise OSError("no control process in this test")
+
+
+def _wire(message: Any, decoder: Callable[[], Any]) -> Any:
+    """``message`` as the other end reads it off the link."""
+    decoded = list(decoder().feed(encode_frame(message)))
+    assert len(decoded) == 1
+    return decoded[0]
+
+
+class Planes:
+    def __init__(self, config: GatewayConfig, transport: FakeTransport, clock: FakeClock) -> None:
+        self.clock = clock
+        self.control = Gateway(config, clock=clock, transport=transport)
+        self.view = FleetView(self.control)
+        self.intake = BatchIntake(self.control, self.view)
+        self.config = config
+        self.transport = transport
+        self.workers: list[WorkerApp] = []
+        self.shippers: list[BatchShipper] = []
+
+    async def add_worker(self, index: int, count: int) -> WorkerApp:
+        shipper = BatchShipper(self.clock, self._take, worker=index)
+        runtime = WorkerRuntime(
+            self.config, shipper, worker=index, workers=count, clock=self.clock,
+            transport=self.transport,
+        )  # fmt: skip
+        await runtime.start()
+        parser = RequestParser(inline_max_bytes=1 << 20, offload="inline")
+        memory = InflightBytes.from_config(runtime.config.server)
+        app = WorkerApp(runtime, parser, memory, NoControl())
+        self.workers.append(app)
+        self.shippers.append(shipper)
+        return app
+
+    def _take(self, batch: Batch) -> None:
+        self.intake.take(_wire(batch, worker_decoder))
+
+    def ship(self) -> None:
+        """Every worker's batch now, to the control."""
+        for shipper in self.shippers:
+            shipper.ship()
+
+    def publish(self) -> Snapshot:
+        """The control's view now, to every worker."""
+        snapshot = _wire(self.view.snapshot(), control_decoder)
+        for app in self.workers:
+            app.follow(snapshot)
+        return snapshot
+
+
+async def ask(app: WorkerApp, body: bytes = BODY) -> int:
+    edge = app.edge
+    intake = edge.arrive("digits", None, {"content-type": "application/json"}, "127.0.0.1")
+    chunks = [body]
+
+    async def read() -> tuple[bytes, bool]:
+        return chunks.pop(0), False
+
+    try:
+        result = await edge.infer(intake, read)
+    except GatewayError as error:
+        edge.done(intake, error.status)
+        return error.status
+    edge.done(intake, result.status, result.served_by, result.degraded, len(result.body))
+    return result.status
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+async def planes(clock: FakeClock, transport: FakeTransport, workers: int = 2) -> Planes:
+    rig = Planes(parse_config(CONFIG), transport, clock)
+    for index in range(workers):
+        await rig.add_worker(index, workers)
+    for replica in rig.control.registry.replicas():
+        replica.mark_health(True)
+    rig.publish()
+    return rig
+
+
+async def test_answers_reach_the_control_counted_exactly_once(clock: FakeClock) -> None:
+    rig = await planes(clock, FakeTransport())
+    for _ in range(7):
+        assert await ask(rig.workers[0]) == 200
+    for _ in range(5):
+        assert await ask(rig.workers[1]) == 200
+    rig.ship()
+    stats = rig.control.statistics("digits")["model_stats"][0]["inference_stats"]
+    assert stats["success"]["count"] == 12
+    body, _ = rig.control.metrics.render()
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(body.decode())
+        for s in family.samples
+    }
+    requests = sum(v for (name, labels), v in samples.items() if name == "gateway_requests_total")
+    attempts = sum(
+        v for (name, labels), v in samples.items() if name == "gateway_upstream_attempts_total"
+    )
+    assert requests == 12
+    assert attempts == 12
+
+
+async def test_failures_on_every_worker_eject_the_replica_everywhere(clock: FakeClock) -> None:
+    transport = FakeTransport({"127.0.0.1:9000": reply(500, b'{"error":"boom"}')})
+    rig = await planes(clock, transport)
+    pool = rig.control.registry.pools["p"]
+    r0 = rig.control.registry.replica("r0")
+    assert r0 is not None
+    failures = 0
+    # two failures seen by each worker alone would not reach the streak of 3; together they do
+    while failures < 4:
+        for app in rig.workers:
+            picked = app.gateway.registry.replica("r0")
+            assert picked is not None
+            for other in app.gateway.registry.replicas():  # route every try to r0
+                if other.id != "r0":
+                    other.mark_health(False)
+            if await ask(app) != 200:
+                failures += 1
+        rig.ship()
+    assert r0.ejected(clock.now())
+    assert pool.outlier.ejected_count() == 1
+    rig.publish()
+    for app in rig.workers:
+        worker_r0 = app.gateway.registry.replica("r0")
+        assert worker_r0 is not None and worker_r0.ejected(clock.now())
+        assert worker_r0.ejection_reason == r0.ejection_reason
+
+
+async def test_a_drain_and_an_operator_held_replica_reach_every_worker(clock: FakeClock) -> None:
+    rig = await planes(clock, FakeTransport())
+    pool = rig.control.registry.pools["p"]
+    rig.control.registry.drain(pool, "r1")
+    rig.control.drain("draining: test")
+    rig.publish()
+    for app in rig.workers:
+        worker_pool = app.gateway.registry.pools["p"]
+        assert [r.id for r in worker_pool.replicas] == ["r0", "r2"]
+        assert "r1" not in {r.id for r in eligible(worker_pool, set(), clock.now())}
+        assert not app.gateway.ready()
+        assert app.gateway.readiness()["reason"].startswith("draining")
+
+
+async def test_a_breaker_one_worker_opens_is_followed_by_the_other(clock: FakeClock) -> None:
+    rig = await planes(clock, FakeTransport())
+    first, second = rig.workers
+    breaker = first.gateway.registry.replica("r2").breaker  # type: ignore[union-attr]
+    assert breaker is not None
+    breaker.force("open")  # as if its own requests had tripped it
+    rig.ship()
+    control_breaker = rig.control.registry.replica("r2").breaker  # type: ignore[union-attr]
+    assert control_breaker is not None and control_breaker.state() == "open"
+    snapshot = rig.publish()
+    assert [(s.replica, s.state, s.origin_worker) for s in snapshot.breakers] == [("r2", "open", 0)]
+    followed = second.gateway.registry.replica("r2").breaker  # type: ignore[union-attr]
+    assert followed is not None and followed.state() == "open"
+    rig.ship()  # the follower's forced state is not shipped back as its own transition
+    assert rig.publish().breakers[0].origin_worker == 0
+
+
+async def test_records_a_control_does_not_carry_out_are_counted_and_dropped(
+    clock: FakeClock,
+) -> None:
+    rig = await planes(clock, FakeTransport(), workers=1)
+    shipper = rig.shippers[0]
+    shipper.calls.append(Call("os", "system", ("true",)))
+    shipper.calls.append(Call("metrics", "render", ()))
+    shipper.calls.append(Call("metrics", "retry", (1, 2, 3)))
+    rig.ship()
+    assert rig.intake.refused == {"os.system": 1, "metrics.render": 1, "metrics.retry": 1}
+
+
+async def test_each_worker_takes_its_share_of_the_gateways_limits(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PLANES_KEY", "planes-test-key-0123456789abcdef")
+    config = {
+        **CONFIG,
+        "models": {"digits": {"pool": "p", "admission": {"max_in_flight": 9}}},
+        "retry_budget": {"min_per_s": 10.0},
+        "tenants": {"acme": {"key_env": "PLANES_KEY", "max_in_flight": 5, "rate_per_s": 8.0}},
+    }
+    rig = Planes(parse_config(config), FakeTransport(), clock)
+    app = await rig.add_worker(0, 2)
+    worker_config = app.gateway.config
+    assert worker_config.models["digits"].admission.max_in_flight == 5
+    assert worker_config.retry_budget.min_per_s == 5.0
+    acme = worker_config.tenants["acme"]
+    assert (acme.max_in_flight, acme.rate_per_s, acme.burst) == (3, 4.0, 4)
