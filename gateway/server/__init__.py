@@ -89,11 +89,13 @@ class GatewayServer(uvicorn.Server):
             except OSError as exc:
                 log.error("%s", exc)
                 sys.exit(STARTUP_FAILURE)
+        if self.plane is not None:  # its workers start while the gateway starts
+            await self.plane.start()
         await super().startup(sockets)
+        if self.plane is not None and (self.should_exit or not self.started):
+            await self.plane.stop(0.0)  # the gateway did not start: no shutdown follows
         if self.grpc is not None and self.started and not self.should_exit:
             await self.grpc.start()
-        if self.plane is not None and self.started and not self.should_exit:
-            await self.plane.start()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         """Both doors stop taking requests at once; both finish theirs in the same grace.
