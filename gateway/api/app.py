@@ -51,6 +51,7 @@ RESTART_FIELDS = (
     "max_connections",
 )  # fmt: skip
 DRAIN_SLACK_S = 1.0
+PEER_HEADER = b"x-gateway-peer"  # set by a worker's proxy (`gateway.worker.proxy`)
 INFER_PATH = re.compile(r"^/v2/models/([^/]+)(?:/versions/([^/]+))?/infer$")
 
 
@@ -240,6 +241,8 @@ class GatewayApp:
         return longest_ms / 1000 + DRAIN_SLACK_S
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope.get("client") is None:
+            _client_from_worker(scope)
         if scope["type"] == "lifespan":
             await self._lifespan(receive, send)
             return
@@ -284,6 +287,15 @@ class GatewayApp:
                 await self.parser.close()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+
+def _client_from_worker(scope: Scope) -> None:
+    """A request a data-plane worker forwarded (this server then listens on the control's
+    private socket, which no client reaches): its client's address, as the worker says."""
+    for name, value in scope["headers"]:
+        if name == PEER_HEADER:
+            scope["client"] = (value.decode("latin-1"), 0)
+            return
 
 
 async def _retire(gateway: Gateway, grace_s: float = RETIRE_GRACE_S) -> None:

@@ -63,8 +63,8 @@ from gateway.telemetry.logging import configure_logging
 from gateway.worker.app import WorkerApp
 from gateway.worker.control_client import ControlClient
 from gateway.worker.http.limits import ClientLimits
-from gateway.worker.http.proxy import UnixProxy
 from gateway.worker.http.server import HttpServer
+from gateway.worker.proxy import ControlProxy
 from gateway.worker.rest import RestDoor
 from gateway.worker.runtime import WorkerRuntime
 
@@ -172,7 +172,9 @@ class Worker:
         app = self._app = WorkerApp(runtime, parser, memory, control)
         if self._latest is not None:
             app.follow(self._latest)
-        proxy = UnixProxy(str(self._run_dir / "admin.sock"))
+        proxy = ControlProxy(
+            str(self._run_dir / "admin.sock"), max_body_bytes=server.max_body_bytes
+        )
         http = HttpServer(
             RestDoor(app).routes(proxy.handle),
             _client_limits(config),
