@@ -27,7 +27,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -198,7 +198,7 @@ class Worker:
         grace = _grace(app.gateway.config)
         log.info("worker %d stopping: requests in flight get %.1f s", self.index, grace)
         app.gateway.drain()
-        stops = [http.drain(grace)]
+        stops: list[Awaitable[object]] = [http.drain(grace)]
         if grpc is not None:
             stops.append(grpc.stop(grace))
         await asyncio.gather(*stops, return_exceptions=True)
