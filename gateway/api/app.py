@@ -279,7 +279,8 @@ class GatewayApp:
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})
                     return
                 _settle_garbage_collector()
-                install_call_count(asyncio.get_running_loop(), self._settle)  # $GATEWAY_CALL_COUNT
+                if self._parses:  # the requests are served here, not by workers
+                    install_call_count(asyncio.get_running_loop(), self._settle)
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 await asyncio.gather(*self._retiring, return_exceptions=True)

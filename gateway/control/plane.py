@@ -21,11 +21,15 @@ then the link.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
 
+from gateway.call_count import ENV as CALL_COUNT_ENV
 from gateway.clock import Clock
 from gateway.control.intake import BatchIntake
 from gateway.control.standby import StandbySpawner
@@ -90,6 +94,10 @@ class ControlPlane:
         self.publisher.tick()
         self.supervisor.on_event = self._worker_event
         await self.supervisor.start()
+        if os.environ.get(CALL_COUNT_ENV):  # the calls guard counts in the workers
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGUSR1, signal.SIGUSR2):
+                loop.add_signal_handler(sig, self._forward, sig)
         log.info("%d data-plane worker(s) started", self.workers)
 
     def serving(self) -> bool:
@@ -191,6 +199,12 @@ class ControlPlane:
         if self._grpc is not None:
             argv += ["--grpc-host", self._grpc[0], "--grpc-port", str(self._grpc[1])]
         return argv
+
+    def _forward(self, sig: signal.Signals) -> None:
+        """The calls guard's window signals, to the workers that serve the requests."""
+        for pid in self.supervisor.pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
 
     def _worker_event(self, event: WorkerEvent) -> None:
         history = self._gateway.history
