@@ -126,11 +126,11 @@ class GatewayApp:
         """Re-reads the config file and swaps in a gateway built from it, without a restart.
 
         The new gateway starts (probes, fallback verification) before it takes traffic; the
-        old one finishes the requests it holds, then stops. What the old one learned about
-        replicas and models that stay is carried over (`carry_over`); the control plane's
+        outgoing one finishes the requests it holds, then stops. What the outgoing one learned
+        about replicas and models that stay is carried over (`carry_over`); the control plane's
         keys and allowed hosts are read afresh (a key rotation needs no restart). Where to
-        listen (``server.host``/``port``), the client limits the protocol holds and
-        the parser's settings need a restart to change (`RESTART_FIELDS`).
+        listen (``server.host``/``port``), the client limits the protocol holds and the parser's
+        settings need a restart to change (`RESTART_FIELDS`).
 
         Audited (`AuditEvent`, action ``reload``, target ``config``) as ``who`` asked for it
         (an operator's name, a signal, the file watch) and ``reason``: applied, or refused

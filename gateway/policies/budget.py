@@ -1,5 +1,5 @@
 """The gateway-wide retry budget: retries may be at most ``ratio`` of recent requests plus a
-floor of ``min_per_s`` (Finagle's RetryBudget, Linkerd's default 20 % + 10/s over 10 s).
+floor of ``min_per_s`` (Finagle's RetryBudget; the defaults are Linkerd's).
 
 A budget, unlike a per-request attempt cap, bounds the load a sick pool sees: when every
 replica fails, total attempts stay near ``(1 + ratio) × requests + floor`` instead of

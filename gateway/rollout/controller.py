@@ -11,7 +11,7 @@ Every change of phase or step is a decision (`gateway.rollout.progress`: stored 
 an operator's drain is) and an audit event (the ``gateway.audit`` log line and the timeline):
 who asked (an operator's name) or which rule decided (``rule:agreement``, ...), and the
 evidence. Decisions are taken only once the gateway is `activate`d (after a reload's carry-over
-or the first start), so a reload's new gateway never restarts what the old one was running.
+or the first start), so a reload's new gateway never restarts what the outgoing one was running.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """uvicorn's server with the gateway's own signals: drain on SIGTERM/SIGINT, reload on SIGHUP.
 
 uvicorn alone stops listening at once on SIGTERM (readiness goes from 200 to "connection
-refused" in ~0.2 s, before a load balancer has taken the instance out) and then re-raises the
+refused" before a load balancer has taken the instance out) and then re-raises the
 signal, so the process exits 143 and whatever ran after ``serve()`` (``gateway up`` stopping
 its replicas) never runs. Here the first SIGTERM or SIGINT starts a drain instead:
 

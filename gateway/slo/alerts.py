@@ -1,9 +1,9 @@
 """The SRE workbook's multi-window, multi-burn-rate alert table, and each alert's state.
 
-An alert fires while the burn rate over its long window *and* over its short window both exceed
-its factor: the long window makes it significant (2 % of a 30 d budget in 1 h at 14.4×), the
-short one makes it stop soon after the burn stops (Google SRE workbook, "Alerting on SLOs",
-table 5-8). Each state remembers since when it has been firing (or quiet), in wall time.
+An alert fires while the burn rate over its long window *and* over its short window both exceed its
+factor: the long window makes it significant (the factors: `ALERT_RULES`, and docs/slos.md), the
+short one makes it stop soon after the burn stops (Google SRE workbook, "Alerting on SLOs", table
+5-8). Each state remembers since when it has been firing (or quiet), in wall time.
 """
 
 from __future__ import annotations
