@@ -7,8 +7,8 @@
     Supervisor (StandbySpawner) ─────── spawns, replaces, stops ─────────► the REST socket
                                                                             inherited
 
-`start` listens on the link, publishes the fleet view every 50 ms (sent when it changed, and at
-least once a second), then starts the workers, each told the exact config text this process
+`start` listens on the link, publishes the fleet view at the publisher's pace (sent when it
+changed, and as a heartbeat), then starts the workers, each told the exact config text this process
 validated. A worker that connects is welcomed with that text and the latest snapshot; its
 batches are taken into the control's gateway (`BatchIntake`); when its connection ends its
 levels stop counting. `reloaded` follows a reload (or a promotion's hand-over): the view and

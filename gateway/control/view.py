@@ -51,7 +51,7 @@ class FleetView:
         gateway.events.add(self)
 
     def bind(self, gateway: Gateway) -> None:
-        """A reload's gateway replaces the old one: read from it, hear its breakers."""
+        """A reload's gateway takes over: read from it, hear its breakers."""
         self._gateway = gateway
         self._metadata.clear()
         gateway.events.add(self)

@@ -3,7 +3,7 @@
 The REST door (`gateway.worker.rest`) and the gRPC door read `runtime` and `edge` at each
 request, so a reload takes over at once: `swap` starts a runtime built from the config the
 control process sent (verifying its fallbacks first), makes it the one the doors read, applies
-the latest snapshot to it, and retires the old one once the requests it admitted are answered
+the latest snapshot to it, and retires the outgoing one once the requests it admitted are answered
 (bounded). The parser's worker processes and the byte budget outlive reloads, as in one process.
 
 Statistics (Triton's) are the control process's: every worker's answers are counted there, so
@@ -81,7 +81,7 @@ class WorkerApp:
         self.runtime.mirror.apply(snapshot)
 
     async def swap(self, build: Callable[[], WorkerRuntime]) -> None:
-        """A reload: the new runtime started and serving, the old one retired."""
+        """A reload: the new runtime started and serving, the outgoing one retired."""
         fresh = build()
         await fresh.start()
         if self.latest is not None:

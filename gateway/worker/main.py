@@ -4,7 +4,7 @@
         inherits the REST listening socket (``--rest-fd``); reads its index on a pipe
         (``--index-fd``: `gateway.control.standby`) or is given it (``--index``)
         ── the link (``RUN_DIR/control.sock``) ──► Hello; Welcome (the config's text); Snapshots
-        ◄── Batches of outcomes every 100 ms
+        ◄── Batches of outcomes, at the shipper's pace
 
 It serves the REST door on the lean server (`gateway.worker.rest`; every other URL is proxied
 to the control process's own server on ``RUN_DIR/admin.sock``) and, with ``--grpc-port``, the
