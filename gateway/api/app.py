@@ -13,7 +13,7 @@ import contextlib
 import gc
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from gateway.api.admin import build_admin_app
@@ -51,6 +51,7 @@ RESTART_FIELDS = (
     "max_connections",
 )  # fmt: skip
 DRAIN_SLACK_S = 1.0
+_READS = frozenset({"GET", "HEAD"})
 PEER_HEADER = b"x-gateway-peer"  # set by a worker's proxy (`gateway.worker.proxy`)
 INFER_PATH = re.compile(r"^/v2/models/([^/]+)(?:/versions/([^/]+))?/infer$")
 
@@ -77,6 +78,8 @@ class GatewayApp:
         self._parses = parses
         # who hears of each gateway a reload or a promotion swaps in (a control's workers)
         self.on_reload: list[Reloaded] = []
+        # a control's workers flushed and up to date (`ControlPlane.barrier`); None: no workers
+        self.barrier: Callable[[], Awaitable[object]] | None = None
         self._retiring: set[asyncio.Task[None]] = set()
         self._reloading = asyncio.Lock()  # one reload at a time (HTTP, SIGHUP, file watch)
         server = gateway.config.server  # where and how to listen: fixed until a restart
@@ -255,7 +258,14 @@ class GatewayApp:
                     log.exception("unexpected error on %s", scope["path"])
                     await send_json(send, 500, {"error": "internal gateway error (logged)"})
                 return
-        await self._admin(scope, receive, send)
+        barrier = self.barrier
+        if barrier is None or scope["type"] != "http":
+            await self._admin(scope, receive, send)
+        elif scope["method"] in _READS:
+            await barrier()  # what it reads counts every worker's requests so far
+            await self._admin(scope, receive, send)
+        else:
+            await self._admin(scope, receive, _after(barrier, send))
 
     async def statistics(self, name: str | None = None) -> dict[str, Any]:
         """Triton's statistics (for the gRPC door: `gateway.grpc_door.door_app.DoorApp`)."""
@@ -288,6 +298,18 @@ class GatewayApp:
                 await self.parser.close()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+
+def _after(barrier: Callable[[], Awaitable[object]], send: Send) -> Send:
+    """``send``, whose answer waits for ``barrier`` first: a state change made by the request
+    has reached every worker when the operator reads its answer."""
+
+    async def sending(message: MutableMapping[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            await barrier()
+        await send(message)
+
+    return sending
 
 
 def _client_from_worker(scope: Scope) -> None:

@@ -81,6 +81,8 @@ class BatchIntake:
         self._seq: dict[int, int] = {}
         self.serving: set[int] = set()  # workers that shipped a batch since they connected
         self.stale: dict[int, bool] = {}  # each worker's snapshot was stale at its last batch
+        self.flushed: dict[int, int] = {}  # the last `Flush` token each worker answered
+        self.on_flushed: Callable[[], None] = lambda: None  # a barrier waiting on them
         self._lines = LogThrottle(gateway.clock)
         self.bind(gateway)
 
@@ -108,6 +110,7 @@ class BatchIntake:
         self.levels.gauges.pop(worker, None)
         self._seq.pop(worker, None)
         self.serving.discard(worker)
+        self.flushed.pop(worker, None)
         self._outstanding()
 
     def take(self, batch: Batch) -> None:
@@ -120,6 +123,9 @@ class BatchIntake:
         gateway = self._gateway
         gateway.answers.answers.extend(batch.answers)
         self.stale[batch.worker] = batch.stale
+        if batch.flushed > self.flushed.get(batch.worker, 0):
+            self.flushed[batch.worker] = batch.flushed
+            self.on_flushed()
         if batch.stale and batch.answers:
             self.stale_answers += len(batch.answers)
             gateway.metrics.stale_answers(len(batch.answers))
@@ -150,8 +156,9 @@ class BatchIntake:
 
     def _outstanding(self) -> None:
         counts = self.levels.outstanding()
-        for replica in self._gateway.registry.replicas():
-            replica.report_outstanding(counts.get(replica.id, 0))
+        for pool in self._gateway.registry.pools.values():
+            for replica in (*pool.replicas, *pool.draining):  # a draining one's finish too
+                replica.report_outstanding(counts.get(replica.id, 0))
 
     # --- the records --------------------------------------------------------------------
 

@@ -38,10 +38,12 @@ from gateway.control.view import FleetView
 from gateway.periodic import Periodic
 from gateway.runtime import Gateway
 from gateway.snapshot.link_server import LinkServer, WorkerConnection
-from gateway.snapshot.messages import PROTOCOL, Batch, Hello, Reload, Welcome
+from gateway.snapshot.messages import PROTOCOL, Batch, Flush, Hello, Reload, Welcome
 from gateway.snapshot.publisher import SnapshotPublisher
 
 log = logging.getLogger(__name__)
+
+BARRIER_S = 0.5  # the longest a control-plane request waits for the workers' flush
 
 
 class ControlPlane:
@@ -70,6 +72,9 @@ class ControlPlane:
         self._promoted: tuple[str, ...] = ()
         self.view = FleetView(gateway)
         self.intake = BatchIntake(gateway, self.view)
+        self.intake.on_flushed = self._flush_answered
+        self._token = 0
+        self._waiters: list[asyncio.Future[None]] = []  # barriers waiting for flushes
         self.link = LinkServer(str(run_dir / "control.sock"), self._hello, self._batch, self._lost)
         self.publisher = SnapshotPublisher(self.view.snapshot, self.link.broadcast, self._clock)
         self._publishing: Periodic | None = None
@@ -103,6 +108,36 @@ class ControlPlane:
     def serving(self) -> bool:
         """Whether every worker serves (each has shipped a batch: it does once it serves)."""
         return len(self.intake.serving) >= self.workers
+
+    async def barrier(self, timeout_s: float = BARRIER_S) -> bool:
+        """Returns once every connected worker has shipped what it answered so far and
+        applied every snapshot sent before (True), or after ``timeout_s`` (False): what the
+        control reads next counts every worker's requests, and an operator's decision just
+        taken reaches every worker before its answer does."""
+        self.publisher.tick()  # a change not yet sent goes before the flush
+        self._token += 1
+        token = self._token
+        waiting = {c.worker for c in self.link.connections if c.worker is not None}
+        if not waiting:
+            return True
+        self.link.broadcast(Flush(token))
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(timeout_s):
+                while any(self.intake.flushed.get(w, 0) < token for w in waiting):
+                    answered = loop.create_future()
+                    self._waiters.append(answered)
+                    await answered
+                    waiting &= {c.worker for c in self.link.connections if c.worker is not None}
+        except TimeoutError:
+            return False
+        return True
+
+    def _flush_answered(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     def drain(self) -> None:
         """The gateway drains: every worker hears it now, not at the next tick."""
@@ -181,6 +216,7 @@ class ControlPlane:
     def _lost(self, connection: WorkerConnection) -> None:
         if connection.worker is not None:
             self.intake.forget(connection.worker)
+            self._flush_answered()  # a barrier waiting on it waits no more
 
     # --- the workers --------------------------------------------------------------------
 

@@ -173,7 +173,16 @@ class Batch(msgspec.Struct, frozen=True, tag=True):
     calls: list[Call]
     gauges: Gauges | None
     stale: bool = False
+    flushed: int = 0  # the last `Flush` token the worker had received when it shipped
 
 
-ControlMessage = Welcome | Snapshot | Reload | Drain | Stop | Refused
+class Flush(msgspec.Struct, frozen=True, tag=True):
+    """Ship what you have now, answering with ``token`` in the batch's ``flushed``: a
+    barrier, so that the control reads every request answered before it (and knows every
+    snapshot it sent before has been applied: the link keeps the order)."""
+
+    token: int
+
+
+ControlMessage = Welcome | Snapshot | Reload | Drain | Stop | Refused | Flush
 WorkerMessage = Hello | Batch

@@ -51,6 +51,7 @@ from gateway.snapshot.messages import (
     Batch,
     ControlMessage,
     Drain,
+    Flush,
     Gauges,
     Hello,
     Refused,
@@ -231,6 +232,8 @@ class Worker:
             self._snapshot(message)
         elif isinstance(message, Reload):
             self._spawn(self._reload(message))
+        elif isinstance(message, Flush):
+            self.shipper.ship(message.token)
         elif isinstance(message, Stop):
             self._stop()
         elif isinstance(message, Drain):
