@@ -40,7 +40,7 @@ _CLOSE = b"connection: close\r\n"
 _KEEP = b"connection: keep-alive\r\n"  # an HTTP/1.0 client closes unless told otherwise
 _CHUNKED = b"transfer-encoding: chunked\r\n"
 _LAST_CHUNK = b"0\r\n\r\n"
-_NEW, _STREAMING, _DONE = 0, 1, 2
+_NO_BODY = frozenset((204, 304))  # and every 1xx: no content-length, no body
 
 
 def _status_lines() -> dict[int, bytes]:
@@ -81,52 +81,70 @@ class Connection(Protocol):
 
 
 class Answer:
-    __slots__ = ("_chunked", "_close", "_conn", "_request", "_state", "_waiters", "dropped",
-                 "flushed")  # fmt: skip
+    __slots__ = ("_chunked", "_close", "_conn", "_head_only", "_keep_alive", "_version",
+                 "_waiters", "complete", "dropped", "flushed", "started")  # fmt: skip
 
     def __init__(self, conn: Connection, request: Request) -> None:
         self._conn = conn
-        self._request = request
-        self._state = _NEW
+        # what it needs of the request, copied: an answer does not keep its request alive
+        self._head_only = request.method == "HEAD"
+        self._version = request.http_version
+        self._keep_alive = request.keep_alive
         self._chunked = False
         self._close = False
         self._waiters: list[Callable[[bool], object]] | None = None
+        self.started = False  # its head was written (or dropped): the server cannot answer
+        self.complete = False
         self.dropped = False  # set by the connection: nothing of it will be written
         self.flushed: bool | None = None
 
-    @property
-    def started(self) -> bool:
-        """Its head was written (or dropped): the server can no longer answer instead."""
-        return self._state != _NEW
-
-    @property
-    def complete(self) -> bool:
-        return self._state == _DONE
-
     def send(self, status: int, lines: bytes = b"", body: Buffer = b"") -> None:
         """The whole answer, in one write (``lines``: header lines, CRLF each)."""
-        head = self._head(status, lines, len(body))
-        if head is None:
+        if self.started:
+            raise RuntimeError("this request was answered already")
+        self.started = True
+        if self.dropped:
+            self._dropped()
             return
-        transport = self._conn.transport
-        if self._request.method == "HEAD" or not _has_body(status):
-            transport.write(head)
-        elif len(body) < JOIN_BELOW:
-            transport.write(head + body)
-        else:  # one vectored write (writev on uvloop): the body is not copied
-            transport.writelines((head, body))
-        self._done()
+        conn = self._conn
+        close = self._close = conn.closing or not self._keep_alive
+        if close:
+            connection = _CLOSE
+        else:
+            connection = _KEEP if self._version == "1.0" else b""
+        line = STATUS_LINE.get(status) or _status(status)
+        transport = conn.transport
+        if status in _NO_BODY or status < 200:
+            transport.write(b"%s%s%s%s\r\n" % (line, Date.line, lines, connection))
+        else:
+            head = b"%s%s%scontent-length: %d\r\n%s\r\n" % (
+                line, Date.line, lines, len(body), connection
+            )  # fmt: skip
+            if self._head_only:
+                transport.write(head)
+            elif len(body) < JOIN_BELOW:
+                transport.write(head + body)
+            else:  # one vectored write (writev on uvloop): the body is not copied
+                transport.writelines((head, body))
+        self.complete = True
+        conn.written(self, close)
 
     def send_pieces(self, status: int, lines: bytes, pieces: Sequence[Buffer]) -> None:
-        """The whole answer, its body in ``pieces`` written after the head, none copied."""
-        head = self._head(status, lines, sum(len(piece) for piece in pieces))
-        if head is None:
+        """The whole answer, its body in ``pieces`` after the head in one vectored write,
+        none copied."""
+        if self.started:
+            raise RuntimeError("this request was answered already")
+        self.started = True
+        if self.dropped:
+            self._dropped()
             return
-        if self._request.method == "HEAD" or not _has_body(status):
+        head = self._head(status, lines, sum(len(piece) for piece in pieces))
+        if self._head_only or not _has_body(status):
             self._conn.transport.write(head)
         else:
             self._conn.transport.writelines((head, *pieces))
-        self._done()
+        self.complete = True
+        self._conn.written(self, self._close)
 
     def send_error(self, status: int, message: str, lines: bytes = b"") -> None:
         """``{"error": message}`` with ``status``."""
@@ -134,28 +152,21 @@ class Answer:
 
     def start(self, status: int, lines: bytes = b"", length: int | None = None) -> None:
         """A streamed answer's head: ``length`` bytes follow, or an unknown number (None)."""
-        self._state = _STREAMING
+        if self.started:
+            raise RuntimeError("this request was answered already")
+        self.started = True
         if self.dropped:
             return
-        request = self._request
-        if length is None and _has_body(status) and request.method != "HEAD":
-            if request.http_version == "1.0":
+        if length is None and _has_body(status) and not self._head_only:
+            if self._version == "1.0":
                 self._close = True  # the body ends with the connection
             else:
                 self._chunked = True
-        close = self._close = self._close or self._conn.closing or not request.keep_alive
-        if length is not None:
-            framing = b"content-length: %d\r\n" % length if _has_body(status) else b""
-        else:
-            framing = _CHUNKED if self._chunked else b""
-        connection = _connection(close, request.http_version)
-        self._conn.transport.write(
-            b"%s%s%s%s%s\r\n" % (_status(status), Date.line, lines, framing, connection)
-        )
+        self._conn.transport.write(self._head(status, lines, length))
 
     async def write(self, chunk: Buffer) -> None:
         """A streamed answer's next bytes; waits while the transport holds too much."""
-        if self.dropped or not chunk or self._request.method == "HEAD":
+        if self.dropped or not chunk or self._head_only:
             return
         transport = self._conn.transport
         if self._chunked:
@@ -167,16 +178,20 @@ class Answer:
 
     def end(self) -> None:
         """A streamed answer is complete."""
-        if self._state != _STREAMING:
-            raise RuntimeError("end() without start()")
-        if not self.dropped and self._chunked:
+        if not self.started or self.complete:
+            raise RuntimeError("end() without start(), or twice")
+        if self.dropped:
+            self._dropped()
+            return
+        if self._chunked:
             self._conn.transport.write(_LAST_CHUNK)
-        self._done()
+        self.complete = True
+        self._conn.written(self, self._close)
 
     def abort(self) -> None:
         """A streamed answer cannot be completed: the connection is cut, so the client sees an
         incomplete answer rather than a short one that looks whole."""
-        self._state = _DONE
+        self.started = self.complete = True
         if not self.dropped:
             self.dropped = True
             self._conn.transport.abort()
@@ -213,35 +228,27 @@ class Answer:
         if self.flushed is not None:
             return
         self.flushed = flushed
-        waiters, self._waiters = self._waiters, None
-        for callback in waiters or ():
-            callback(flushed)
+        waiters = self._waiters
+        if waiters is not None:
+            self._waiters = None
+            for callback in waiters:
+                callback(flushed)
 
-    # --- inside ---------------------------------------------------------------------------
-
-    def _head(self, status: int, lines: bytes, length: int) -> bytes | None:
-        if self._state != _NEW:
-            raise RuntimeError("this request was answered already")
-        self._state = _STREAMING
-        if self.dropped:
-            self._state = _DONE
-            self.settle(False)
-            return None
-        request = self._request
-        close = self._close = self._conn.closing or not request.keep_alive
-        connection = _connection(close, request.http_version)
+    def _head(self, status: int, lines: bytes, length: int | None) -> bytes:
+        """A head with ``length`` (None: chunked, or up to the close) for a body."""
+        close = self._close = self._close or self._conn.closing or not self._keep_alive
         if not _has_body(status):
-            return b"%s%s%s%s\r\n" % (_status(status), Date.line, lines, connection)
-        return b"%s%s%scontent-length: %d\r\n%s\r\n" % (
-            _status(status), Date.line, lines, length, connection
-        )  # fmt: skip
-
-    def _done(self) -> None:
-        self._state = _DONE
-        if self.dropped:
-            self.settle(False)
+            framing = b""
+        elif length is not None:
+            framing = b"content-length: %d\r\n" % length
         else:
-            self._conn.written(self, self._close)
+            framing = _CHUNKED if self._chunked else b""
+        connection = _connection(close, self._version)
+        return b"%s%s%s%s%s\r\n" % (_status(status), Date.line, lines, framing, connection)
+
+    def _dropped(self) -> None:
+        self.complete = True
+        self.settle(False)
 
 
 def _connection(close: bool, http_version: str) -> bytes:

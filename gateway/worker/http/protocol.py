@@ -36,7 +36,6 @@ half-closes after its request and waits for the answer is not served.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from collections import deque
 from collections.abc import Mapping
@@ -52,7 +51,7 @@ from gateway.worker.http.request import HIGH_WATER_BYTES, Request
 
 if TYPE_CHECKING:
     from gateway.worker.http.connections import Connections
-    from gateway.worker.http.router import Router
+    from gateway.worker.http.router import Handler, Router
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +63,11 @@ _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _IDLE, _HEAD, _BODY, _STOPPED = 0, 1, 2, 3
 # why reading is paused (bits)
 _FOR_BODY, _FOR_QUEUE, _FOR_END = 1, 2, 4
-# the header names the protocol itself reads
-_HOST, _EXPECT, _LENGTH, _ENCODING = 1, 2, 3, 4
+# the header names the protocol itself reads (0: only a handler's)
+_HANDLERS, _HOST, _EXPECT, _LENGTH, _ENCODING = 0, 1, 2, 3, 4
 _OWN = {b"host": _HOST, b"expect": _EXPECT, b"content-length": _LENGTH,
         b"transfer-encoding": _ENCODING}  # fmt: skip
+_NONE_FOUND: dict[str, str] = {}  # shared while a head has none of the wanted headers
 _METHODS = {m.encode(): m for m in ("GET", "POST", "HEAD", "PUT", "DELETE", "OPTIONS", "PATCH")}
 
 
@@ -86,7 +86,12 @@ class HttpProtocol(asyncio.Protocol):
         self._router = router
         self._limits = limits
         self._connections = connections
-        self._wanted = wanted  # header name -> its key in `Request.wanted`
+        # header name -> (the protocol's use of it, its key in `Request.wanted` or None)
+        self._interesting: dict[bytes, tuple[int, str | None]] = {
+            name: (_OWN.get(name, _HANDLERS), key) for name, key in wanted.items()
+        }
+        for name, own in _OWN.items():
+            self._interesting.setdefault(name, (own, None))
         self._loop = asyncio.get_running_loop()
         self._parser = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport = None  # type: ignore[assignment]  # connection_made
@@ -110,7 +115,7 @@ class HttpProtocol(asyncio.Protocol):
         # the head being read
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
-        self._found: dict[str, str] = {}
+        self._found: dict[str, str] = _NONE_FOUND
         self._hosts = 0
         self._expects = False
         self._declared = b""
@@ -212,6 +217,7 @@ class HttpProtocol(asyncio.Protocol):
         the bytes a Content-Length body still has to come are never searched."""
         limit = self._limits.max_pipelined
         size = len(data)
+        parser = self._parser
         while start < size:
             reading = self._reading
             if reading == _BODY:
@@ -232,45 +238,46 @@ class HttpProtocol(asyncio.Protocol):
                     and (size - cut > _SMALL_REST or data.find(_HEAD_END, cut) >= 0)
                 ):
                     end = cut
-            if not self._parse(data if start == 0 and end == size else memoryview(data)[start:end]):
+            receiving = self._receiving
+            self._slice = end - start
+            self._slice_body = 0
+            if reading != _BODY:
+                self._raw_head += end - start
+            try:
+                parser.feed_data(data if start == 0 and end == size else memoryview(data)[start:end])
+            except httptools.HttpParserUpgrade:
+                self._upgraded()
+                return
+            except httptools.HttpParserError as exc:
+                if self._refusal is None:
+                    self._refuse(400, f"invalid HTTP request: {_reason(exc)}")
+                return
+            if self._reading != _IDLE and not self._incomplete(reading, receiving):
                 return
             start = end
 
-    def _parse(self, piece: bytes | memoryview) -> bool:
-        """Feeds one slice; False once nothing more is to be parsed."""
-        reading = self._reading
-        receiving = self._receiving
-        self._slice = n = len(piece)
-        self._slice_body = 0
-        if reading != _BODY:
-            self._raw_head += n
-        try:
-            self._parser.feed_data(piece)
-        except httptools.HttpParserUpgrade:
-            self._upgraded()
-            return False
-        except httptools.HttpParserError as exc:
-            if self._refusal is None:
-                self._refuse(400, f"invalid HTTP request: {_reason(exc)}")
-            return False
+    def _incomplete(self, reading: int, receiving: Request | None) -> bool:
+        """After a slice that left a head or a body incomplete: its limits and timers; False
+        once nothing more is to be parsed."""
         now_reading = self._reading
+        limits = self._limits
         if now_reading == _HEAD:
-            limits = self._limits
             if self._raw_head > limits.max_header_bytes:
                 self._refuse(431, f"request line and headers over {limits.max_header_bytes} bytes")
                 return False
             if self._head_due == INF:
                 self._head_due = self._loop.time() + limits.header_timeout_s
                 self._arm(self._head_due)
-        elif now_reading == _BODY:
-            return self._body_read(reading, receiving, n)
-        return now_reading != _STOPPED
+            return True
+        if now_reading == _BODY:
+            return self._body_read(reading, receiving)
+        return False
 
-    def _body_read(self, reading: int, receiving: Request | None, n: int) -> bool:
+    def _body_read(self, reading: int, receiving: Request | None) -> bool:
         """After a slice that left a body incomplete: its framing counted, its timers set."""
         limits = self._limits
         if reading == _BODY and receiving is self._receiving:  # the whole slice was body
-            self._raw_body += n - self._slice_body
+            self._raw_body += self._slice - self._slice_body
         if limits.max_body_bytes is not None and self._raw_body > limits.max_body_bytes:
             self._refuse_body(PayloadTooLarge(f"request body over {limits.max_body_bytes} bytes"))
             return False
@@ -302,22 +309,8 @@ class HttpProtocol(asyncio.Protocol):
 
     # --- parser callbacks ----------------------------------------------------------------
 
-    def on_message_begin(self) -> None:
-        self._reading = _HEAD
-        self._idle_due = INF
-        self._head_due = INF
-        # the whole slice, unless a message ended in it (pipelining): then from here on,
-        # letting one slice (at most a read) more through unchecked
-        self._raw_head = self._slice
-        self._url = b""
-        self._headers = []
-        self._found = {}
-        self._hosts = 0
-        self._expects = False
-        self._declared = b""
-        self._chunked = False
-
     def on_url(self, url: bytes) -> None:
+        self._reading = _HEAD  # (a head begins with its method: a few bytes are not noticed)
         self._url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -328,19 +321,21 @@ class HttpProtocol(asyncio.Protocol):
         headers.append((name, value))
         if len(headers) > self._limits.max_headers:
             self._stop(431, f"more than {self._limits.max_headers} header fields")
-        key = self._wanted.get(name)
-        if key is not None:
-            self._found[key] = value.decode("latin-1")
-        own = _OWN.get(name)
-        if own is None:
+        interesting = self._interesting.get(name)
+        if interesting is None:
             return
+        own, key = interesting
+        if key is not None:
+            if self._found is _NONE_FOUND:
+                self._found = {}
+            self._found[key] = value.decode("latin-1")
         if own == _HOST:
             self._hosts += 1
-        elif own == _EXPECT:
-            self._expects = value.lower() == b"100-continue"
         elif own == _LENGTH:
             self._declared = value
-        else:
+        elif own == _EXPECT:
+            self._expects = value.lower() == b"100-continue"
+        elif own == _ENCODING:
             self._chunked = True  # llhttp refuses it with a length, or not chunked last
 
     def on_headers_complete(self) -> None:
@@ -370,6 +365,17 @@ class HttpProtocol(asyncio.Protocol):
         self._reading = _BODY
         self._head_due = INF
         self._raw_body = 0
+        # the next head's
+        self._url = b""
+        self._headers = []
+        self._found = _NONE_FOUND
+        self._hosts = 0
+        if self._expects:
+            self._expects = False
+        if self._declared:
+            self._declared = b""
+        if self._chunked:
+            self._chunked = False
         queue = self._queue
         queue.append(request)
         if len(queue) == 1 and not self._next_waits:
@@ -393,12 +399,14 @@ class HttpProtocol(asyncio.Protocol):
         request = self._receiving
         self._receiving = None
         self._reading = _IDLE
-        self._slice = 0  # a head that begins after this in the slice counts from the next
+        # a head that begins after this in the slice counts from the next slice, letting one
+        # slice (at most a read) more through unchecked
+        self._raw_head = 0
         self._body_left = 0
         self._body_due = self._rate_from = INF
         if request is None:
             return
-        request.ended()
+        request.end_body()
         answer = request.answer
         if answer is not None and answer.complete and self._queue and self._queue[0] is request:
             self._advance()  # answered before its body ended: now it is done with
@@ -408,16 +416,14 @@ class HttpProtocol(asyncio.Protocol):
         connection that closes after it; the bytes after its head are not read."""
         self._reading = _STOPPED
         self._pause(_FOR_END)
-        if self._queue:
-            self._queue[-1].keep_alive = False
+        self.closing = True
 
     # --- handlers -----------------------------------------------------------------------
 
     def _start(self, request: Request) -> None:
         answer = request.answer = Answer(self, request)
         handler = self._router.route(request)
-        task = self._task = self._loop.create_task(handler(request, answer))
-        task.add_done_callback(functools.partial(_handler_done, answer))
+        self._task = self._loop.create_task(_serve(handler, request, answer))
 
     def written(self, answer: Answer, close: bool) -> None:
         """`Answer`'s call once its last bytes are with the transport."""
@@ -436,7 +442,19 @@ class HttpProtocol(asyncio.Protocol):
             request.drop_body()  # what is left of it is read and dropped
             self._resume(_FOR_BODY)
             return
-        self._advance()
+        queue.popleft()
+        self._task = None
+        if self._write_paused:
+            self._next_waits = True
+            return
+        if queue or self._refusal is not None or self._reading != _IDLE or self.closing:
+            self._next()
+            return
+        due = self._idle_due = self._loop.time() + self._limits.keep_alive_s
+        if due < self._timer_at:
+            self._arm(due)
+        if self._pauses & _FOR_QUEUE:
+            self._feed_unparsed()
 
     def _advance(self) -> None:
         """The first request is done with: the next one runs once the answer is flushed."""
@@ -461,11 +479,15 @@ class HttpProtocol(asyncio.Protocol):
                 return
             self._idle_due = self._loop.time() + self._limits.keep_alive_s
             self._arm(self._idle_due)
-        if self._unparsed and self._pauses & _FOR_QUEUE:
-            data, start = self._unparsed, self._unparsed_at
-            self._unparsed, self._unparsed_at = b"", 0
-            self._resume(_FOR_QUEUE)
-            self._feed(data, start)
+        if self._pauses & _FOR_QUEUE:
+            self._feed_unparsed()
+
+    def _feed_unparsed(self) -> None:
+        """The rest of a read kept while too many requests waited: parsed now there is room."""
+        data, start = self._unparsed, self._unparsed_at
+        self._unparsed, self._unparsed_at = b"", 0
+        self._resume(_FOR_QUEUE)
+        self._feed(data, start)
 
     def _close_after(self, request: Request) -> None:
         """The answer says ``connection: close``: nothing more is parsed or answered."""
@@ -664,11 +686,21 @@ class HttpProtocol(asyncio.Protocol):
         return len(self._url) + 16 + sum(len(n) + len(v) + 4 for n, v in self._headers)
 
 
-def _handler_done(answer: Answer, task: asyncio.Task[None]) -> None:
-    """A handler's end: its error, or its missing answer, becomes a JSON answer if it can."""
-    if task.cancelled():
-        return
-    error = task.exception()
+async def _serve(handler: Handler, request: Request, answer: Answer) -> None:
+    """Runs a request's handler; its error, or its missing answer, becomes a JSON answer if
+    it can. A cancelled handler (its client left) ends quietly."""
+    try:
+        await handler(request, answer)
+    except GatewayError as error:
+        _failed(answer, error)
+    except Exception as error:  # its own bug: logged, and a 500 where one can still go
+        _failed(answer, error)
+    else:
+        if not answer.complete:
+            _failed(answer, None)
+
+
+def _failed(answer: Answer, error: Exception | None) -> None:
     if answer.complete or answer.dropped:
         if error is not None and not isinstance(error, GatewayError):
             log.error("request handler failed after its answer", exc_info=error)

@@ -19,7 +19,6 @@ really holds, whatever it declared. If the server stops the body (408, 413, a br
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import Mapping
 from typing import Protocol
 from urllib.parse import unquote
@@ -56,9 +55,9 @@ class Answering(Protocol):
 
 class Request:
     __slots__ = (
-        "_chunks", "_ended", "_error", "_expects", "_flow", "_waiter", "answer", "buffered",
-        "headers", "http_version", "keep_alive", "method", "params", "peer", "query",
-        "raw_path", "received", "wanted",
+        "_chunks", "_error", "_expects", "_flow", "_over", "_waiter", "answer", "body_ended",
+        "buffered", "headers", "http_version", "keep_alive", "method", "params", "peer",
+        "query", "raw_path", "received", "wanted",
     )  # fmt: skip
 
     def __init__(
@@ -87,8 +86,9 @@ class Request:
         self.answer: Answering | None = None  # set when its handler starts
         self.received = 0  # body bytes arrived so far
         self.buffered = 0  # of those, not yet read by the handler
-        self._chunks: deque[bytes] = deque()
-        self._ended = False  # the parser saw the body's end
+        self._chunks: list[bytes] = []
+        self.body_ended = False  # the parser saw the body's end (it may still wait unread)
+        self._over = False  # over the high-water mark: the connection paused reading
         self._error: GatewayError | None = None
         self._expects = expects_continue
         self._waiter: asyncio.Future[None] | None = None
@@ -98,11 +98,6 @@ class Request:
         """The path, percent-decoded (as ASGI's ``path``)."""
         raw = self.raw_path
         return unquote(raw.decode("latin-1")) if b"%" in raw else raw.decode("latin-1")
-
-    @property
-    def body_ended(self) -> bool:
-        """The parser saw the body's end (it may still wait unread)."""
-        return self._ended
 
     def header(self, name: bytes) -> bytes | None:
         """The last value of header ``name`` (lower-case), walking the list: for names not
@@ -121,7 +116,7 @@ class Request:
         while not chunks:
             if self._error is not None:
                 raise self._error
-            if self._ended:
+            if self.body_ended:
                 return b"", False
             if self._expects:
                 self._expects = False
@@ -131,11 +126,12 @@ class Request:
                 await waiter
             finally:
                 self._waiter = None
-        chunk = chunks.popleft()
+        chunk = chunks.pop(0)
         self.buffered -= len(chunk)
-        if self.buffered <= HIGH_WATER_BYTES:
+        if self._over and self.buffered <= HIGH_WATER_BYTES:
+            self._over = False
             self._flow.body_taken()
-        return chunk, bool(chunks) or not self._ended
+        return chunk, bool(chunks) or not self.body_ended
 
     # --- the connection's side --------------------------------------------------------
 
@@ -147,10 +143,12 @@ class Request:
         self.buffered += len(chunk)
         if self._waiter is not None:
             self._wake()
-        return self.buffered > HIGH_WATER_BYTES
+        if self.buffered > HIGH_WATER_BYTES:
+            self._over = True
+        return self._over
 
-    def ended(self) -> None:
-        self._ended = True
+    def end_body(self) -> None:
+        self.body_ended = True
         self._expects = False
         if self._waiter is not None:
             self._wake()
@@ -160,12 +158,14 @@ class Request:
         self._error = error
         self._chunks.clear()
         self.buffered = 0
+        self._over = False
         self._wake()
 
     def drop_body(self) -> None:
         """Its answer is complete: what of the body is left is read and dropped."""
         self._chunks.clear()
         self.buffered = 0
+        self._over = False
 
     def _wake(self) -> None:
         waiter = self._waiter

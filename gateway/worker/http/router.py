@@ -4,35 +4,41 @@ Routes are path templates whose ``{name}`` segments match one segment each, deco
 ``request.params`` (``/v2/models/{model}/infer``); a literal segment wins over a parameter.
 Everything no route takes (an unknown path, or a known path with another method) goes to the
 fallback, which may answer 404 or 405 itself or forward the request elsewhere
-(`gateway.worker.http.proxy`). Matching splits the decoded path once and walks a tree of
-segments: no regular expression, no scope.
+(`gateway.worker.http.proxy`). Matching splits the decoded path and walks a tree of segments,
+no regular expression; a path seen lately is one dictionary look-up (`CACHED_PATHS` of them,
+forgotten all at once when full, so a client sending endless new paths costs only the walk).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 from urllib.parse import unquote
 
 from gateway.worker.http.answer import Answer
-from gateway.worker.http.request import Request
+from gateway.worker.http.request import NO_PARAMS, Request
 
 Handler = Callable[[Request, Answer], Coroutine[Any, Any, None]]
+CACHED_PATHS = 4096
+_NO_HANDLERS: dict[str, Handler] = {}
 
 
 class _Node:
-    __slots__ = ("handlers", "param", "static")
+    __slots__ = ("handlers", "names", "param", "static")
 
     def __init__(self) -> None:
         self.static: dict[str, _Node] = {}
         self.param: tuple[str, _Node] | None = None
-        self.handlers: dict[str, tuple[Handler, tuple[str, ...]]] = {}
+        self.handlers: dict[str, Handler] = {}
+        self.names: tuple[str, ...] = ()  # the parameters' names on the way here
 
 
 class Router:
     def __init__(self, fallback: Handler) -> None:
         self.fallback = fallback
         self._root = _Node()
+        # raw path -> the handlers by method there, and the path's parameters
+        self._cache: dict[bytes, tuple[dict[str, Handler], Mapping[str, str]]] = {}
 
     def add(self, method: str, template: str, handler: Handler) -> None:
         """``handler`` answers ``method`` (upper-case) on paths matching ``template``."""
@@ -53,26 +59,37 @@ class Router:
                 node = node.static.setdefault(segment, _Node())
         if method in node.handlers:
             raise ValueError(f"{method} {template} has a handler already")
-        node.handlers[method] = (handler, tuple(names))
+        node.handlers[method] = handler
+        node.names = tuple(names)
+        self._cache.clear()
 
     def route(self, request: Request) -> Handler:
-        """The handler for ``request``; its path parameters go to ``request.params``."""
+        """The handler for ``request``; its path parameters go to ``request.params`` (shared
+        by the requests of one path: read-only)."""
         raw = request.raw_path
+        found = self._cache.get(raw)
+        if found is None:
+            found = self._match(raw)
+            if len(self._cache) >= CACHED_PATHS:
+                self._cache.clear()
+            self._cache[raw] = found
+        handlers, params = found
+        handler = handlers.get(request.method)
+        if handler is None:
+            return self.fallback
+        request.params = params
+        return handler
+
+    def _match(self, raw: bytes) -> tuple[dict[str, Handler], Mapping[str, str]]:
         path = unquote(raw.decode("latin-1")) if b"%" in raw else raw.decode("latin-1")
         segments = path.split("/")
         if segments[0]:
-            return self.fallback  # not an origin-form target ("*", or an absolute URL)
+            return _NO_HANDLERS, NO_PARAMS  # not an origin-form target ("*", an absolute URL)
         values: list[str] = []
         node = _walk(self._root, segments, 1, values)
         if node is None:
-            return self.fallback
-        found = node.handlers.get(request.method)
-        if found is None:
-            return self.fallback
-        handler, names = found
-        if names:
-            request.params = dict(zip(names, values, strict=True))
-        return handler
+            return _NO_HANDLERS, NO_PARAMS
+        return node.handlers, dict(zip(node.names, values, strict=True)) if values else NO_PARAMS
 
 
 def _walk(node: _Node, segments: list[str], at: int, values: list[str]) -> _Node | None:
