@@ -108,10 +108,7 @@ class Answer:
             return
         conn = self._conn
         close = self._close = conn.closing or not self._keep_alive
-        if close:
-            connection = _CLOSE
-        else:
-            connection = _KEEP if self._version == "1.0" else b""
+        connection = _CLOSE if close else _KEEP if self._version == "1.0" else b""
         line = STATUS_LINE.get(status) or _status(status)
         transport = conn.transport
         if status in _NO_BODY or status < 200:

@@ -244,7 +244,9 @@ class HttpProtocol(asyncio.Protocol):
             if reading != _BODY:
                 self._raw_head += end - start
             try:
-                parser.feed_data(data if start == 0 and end == size else memoryview(data)[start:end])
+                parser.feed_data(
+                    data if start == 0 and end == size else memoryview(data)[start:end]
+                )
             except httptools.HttpParserUpgrade:
                 self._upgraded()
                 return
@@ -336,7 +338,11 @@ class HttpProtocol(asyncio.Protocol):
         elif own == _EXPECT:
             self._expects = value.lower() == b"100-continue"
         elif own == _ENCODING:
-            self._chunked = True  # llhttp refuses it with a length, or not chunked last
+            # llhttp refuses it with a length, or without chunked last; any other coding
+            # would reach the handler still encoded
+            if self._chunked or value.strip().lower() != b"chunked":
+                self._stop(501, f"transfer coding {value.decode('latin-1')!r} not implemented")
+            self._chunked = True
 
     def on_headers_complete(self) -> None:
         limits = self._limits

@@ -42,6 +42,7 @@ class HttpServer:
         self.connections = Connections(self.limits)
         self._wanted = {name.lower().encode("latin-1"): name.lower() for name in wanted_headers}
         self._server: asyncio.Server | None = None
+        self._port = 0
         self._ticker: asyncio.TimerHandle | None = None
 
     async def start(
@@ -61,6 +62,7 @@ class HttpServer:
             self._server = await loop.create_server(
                 self._protocol, host, port, reuse_port=reuse_port or None, backlog=backlog
             )
+        self._port = int(self._server.sockets[0].getsockname()[1])
         self._tick()
 
     @property
@@ -69,8 +71,8 @@ class HttpServer:
 
     @property
     def port(self) -> int:
-        """The port of the first listening socket (the one chosen for port 0)."""
-        return int(self.sockets[0].getsockname()[1])
+        """The port it listens on (the one chosen for port 0), the first socket's."""
+        return self._port
 
     def held(self) -> int:
         """Bytes the open connections hold for their clients (`Connections.held`)."""

@@ -9,7 +9,7 @@ import uvloop
 
 from gateway.worker.http.limits import ClientLimits
 from gateway.worker.http.server import HttpServer
-from tests.gateway.worker.http.served import WAIT_S, App, serve
+from tests.gateway.worker.http.served import App, clean_up, serve
 
 LIMITS = ClientLimits(
     max_header_bytes=4096, header_timeout_s=0.5, body_timeout_s=0.5, keep_alive_s=1.0,
@@ -36,9 +36,14 @@ class Served:
         return self.server.port
 
 
+@pytest.fixture(autouse=True)
+async def cleaned_up() -> AsyncIterator[None]:
+    yield
+    await clean_up()
+
+
 @pytest.fixture
-async def served() -> AsyncIterator[Served]:
+async def served(cleaned_up: None) -> AsyncIterator[Served]:
     app = App()
     server = await serve(LIMITS, app.router())
     yield Served(app, server)
-    await asyncio.wait_for(server.drain(1.0), WAIT_S)

@@ -24,11 +24,16 @@ from gateway.worker.http.router import Router
 from gateway.worker.http.server import HttpServer
 
 WAIT_S = 10.0  # the bound on every wait: generous, a busy machine must not fail these
+# what a test opened, closed after it whether it passed or not (`conftest.cleaned_up`): a
+# loop closed with sockets still open fails, and hangs the run
+OPENED: list[asyncio.StreamWriter] = []
+STARTED: list[HttpServer] = []
 
 
 @dataclass
 class App:
     seen: list[dict[str, Any]] = field(default_factory=list)
+    requests: list[Request] = field(default_factory=list)
     release: asyncio.Event = field(default_factory=asyncio.Event)
     answers: list[Answer] = field(default_factory=list)
 
@@ -42,6 +47,7 @@ class App:
         return router
 
     async def size(self, request: Request, answer: Answer) -> None:
+        self.requests.append(request)
         self.answers.append(answer)
         size = 0
         try:
@@ -97,6 +103,7 @@ def send_json(answer: Answer, status: int, doc: Any) -> None:
 async def serve(limits: ClientLimits, router: Router, wanted: tuple[str, ...] = ()) -> HttpServer:
     server = HttpServer(router, limits, wanted_headers=wanted)
     await server.start(host="127.0.0.1", port=0)
+    STARTED.append(server)
     return server
 
 
@@ -110,7 +117,19 @@ async def until(predicate: Callable[[], object]) -> None:
 
 
 async def connect(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    return await asyncio.open_connection("127.0.0.1", port)
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    OPENED.append(writer)
+    return reader, writer
+
+
+async def clean_up() -> None:
+    """Cuts every client connection a test opened and drains every server it started."""
+    for writer in OPENED:
+        writer.transport.abort()
+    OPENED.clear()
+    for server in STARTED:
+        await asyncio.wait_for(server.drain(0.5), WAIT_S)
+    STARTED.clear()
 
 
 async def answer(reader: asyncio.StreamReader) -> tuple[int, dict[str, str], bytes]:

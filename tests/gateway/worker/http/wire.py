@@ -115,7 +115,7 @@ async def serve_bytes(pieces: Iterable[bytes], limits: ClientLimits | None = Non
         idle = 0 if progressed else idle + 1
     outcome.written = bytes(transport.written)
     outcome.closed = transport.closing
-    statuses = [int(s) for s in re.findall(rb"HTTP/1\.1 (\d{3}) ", outcome.written)]
+    statuses = [int(s) for s in re.findall(rb"HTTP/1\.1 (\d{3}) [A-Z]", outcome.written)]
     if len(statuses) > len(outcome.requests):
         outcome.refusal = statuses[-1]
     protocol.connection_lost(None)
