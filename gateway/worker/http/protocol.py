@@ -186,10 +186,6 @@ class HttpProtocol(asyncio.Protocol):
             held += self.transport.get_write_buffer_size()
         return held
 
-    @property
-    def busy(self) -> bool:
-        return bool(self._queue) or self._reading != _IDLE
-
     def drain(self) -> None:
         """Answers from now on close the connection; an idle one closes now."""
         self.closing = True
@@ -223,6 +219,8 @@ class HttpProtocol(asyncio.Protocol):
             if reading == _BODY:
                 left = self._body_left
                 search = start if left < 0 else start + left
+            elif reading == _STOPPED:
+                return
             elif len(self._queue) >= limit:
                 self._unparsed, self._unparsed_at = data, start
                 self._pause(_FOR_QUEUE)
