@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import http
+import logging
 from collections.abc import Callable, Sequence
 from email.utils import formatdate
 from typing import TYPE_CHECKING, Protocol
@@ -31,6 +32,8 @@ import orjson
 
 if TYPE_CHECKING:
     from gateway.worker.http.request import Request
+
+log = logging.getLogger(__name__)
 
 Buffer = bytes | bytearray | memoryview
 JOIN_BELOW = 16 * 1024  # a smaller body is copied after its head: cheaper than an iovec
@@ -229,7 +232,10 @@ class Answer:
         if waiters is not None:
             self._waiters = None
             for callback in waiters:
-                callback(flushed)
+                try:
+                    callback(flushed)
+                except Exception:  # the connection's state must not depend on a handler's bug
+                    log.exception("an answer's flushed callback failed")
 
     def _head(self, status: int, lines: bytes, length: int | None) -> bytes:
         """A head with ``length`` (None: chunked, or up to the close) for a body."""

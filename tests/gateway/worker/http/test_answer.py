@@ -169,3 +169,16 @@ def test_an_aborted_stream_cuts_the_connection() -> None:
     answer_.start(200, b"", 10)
     answer_.abort()
     assert conn.transport.aborted and answer_.flushed is False and answer_.complete
+
+
+def test_a_failing_flushed_callback_spoils_neither_the_others_nor_the_connection() -> None:
+    answer_, _ = answer()
+    seen: list[bool] = []
+
+    def broken(flushed: bool) -> None:
+        raise RuntimeError("a handler's bug")
+
+    answer_.when_flushed(broken)
+    answer_.when_flushed(seen.append)
+    answer_.settle(True)
+    assert seen == [True]

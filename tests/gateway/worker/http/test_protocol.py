@@ -257,6 +257,17 @@ async def test_a_client_that_leaves_cancels_its_handler(served: Served) -> None:
     await until(lambda: {"cancelled": True} in served.app.seen)
 
 
+async def test_a_client_that_half_closes_after_its_request_has_left(served: Served) -> None:
+    """RFC 9112 9.6: a server cannot tell a half-close from a close until it writes; the end
+    of the client's stream is its leaving, as nginx reads it (499)."""
+    reader, writer = await connect(served.port)
+    writer.write(post("/listen", b"x"))
+    await until(lambda: {"listening": True} in served.app.seen)
+    writer.write_eof()
+    await until(lambda: {"cancelled": True} in served.app.seen)
+    assert await closed(reader)
+
+
 async def test_an_http10_request_closes_unless_kept_alive_and_then_says_so(served: Served) -> None:
     reader, writer = await connect(served.port)
     writer.write(b"POST / HTTP/1.0\r\ncontent-length: 1\r\nconnection: keep-alive\r\n\r\na")
