@@ -84,8 +84,20 @@ class Connection(Protocol):
 
 
 class Answer:
-    __slots__ = ("_chunked", "_close", "_conn", "_head_only", "_keep_alive", "_version",
-                 "_waiters", "complete", "dropped", "flushed", "started")  # fmt: skip
+    __slots__ = (
+        "__weakref__",
+        "_chunked",
+        "_close",
+        "_conn",
+        "_head_only",
+        "_keep_alive",
+        "_version",
+        "_waiters",
+        "complete",
+        "dropped",
+        "flushed",
+        "started",
+    )
 
     def __init__(self, conn: Connection, request: Request) -> None:
         self._conn = conn
@@ -118,8 +130,12 @@ class Answer:
             transport.write(b"%s%s%s%s\r\n" % (line, Date.line, lines, connection))
         else:
             head = b"%s%s%scontent-length: %d\r\n%s\r\n" % (
-                line, Date.line, lines, len(body), connection
-            )  # fmt: skip
+                line,
+                Date.line,
+                lines,
+                len(body),
+                connection,
+            )
             if self._head_only:
                 transport.write(head)
             elif len(body) < JOIN_BELOW:

@@ -65,8 +65,12 @@ _IDLE, _HEAD, _BODY, _STOPPED = 0, 1, 2, 3
 _FOR_BODY, _FOR_QUEUE, _FOR_END = 1, 2, 4
 # the header names the protocol itself reads (0: only a handler's)
 _HANDLERS, _HOST, _EXPECT, _LENGTH, _ENCODING = 0, 1, 2, 3, 4
-_OWN = {b"host": _HOST, b"expect": _EXPECT, b"content-length": _LENGTH,
-        b"transfer-encoding": _ENCODING}  # fmt: skip
+_OWN = {
+    b"host": _HOST,
+    b"expect": _EXPECT,
+    b"content-length": _LENGTH,
+    b"transfer-encoding": _ENCODING,
+}
 _NONE_FOUND: dict[str, str] = {}  # shared while a head has none of the wanted headers
 _METHODS = {m.encode(): m for m in ("GET", "POST", "HEAD", "PUT", "DELETE", "OPTIONS", "PATCH")}
 
@@ -362,9 +366,17 @@ class HttpProtocol(asyncio.Protocol):
         method = parser.get_method()
         path, _, query = self._url.partition(b"?")
         request = Request(
-            self, _METHODS.get(method) or method.decode("latin-1"), path, query, self._headers,
-            self._found, version, parser.should_keep_alive(), self.peer, self._expects,
-        )  # fmt: skip
+            self,
+            _METHODS.get(method) or method.decode("latin-1"),
+            path,
+            query,
+            self._headers,
+            self._found,
+            version,
+            parser.should_keep_alive(),
+            self.peer,
+            self._expects,
+        )
         self._receiving = request
         self._reading = _BODY
         self._head_due = INF
@@ -595,8 +607,11 @@ class HttpProtocol(asyncio.Protocol):
         status, message = self._refusal
         body = error_body(message)
         head = b"%s%s%scontent-length: %d\r\nconnection: close\r\n\r\n" % (
-            STATUS_LINE[status], Date.line, JSON_LINE, len(body)
-        )  # fmt: skip
+            STATUS_LINE[status],
+            Date.line,
+            JSON_LINE,
+            len(body),
+        )
         self.transport.write(head + body)
         self._linger_then_close()
 

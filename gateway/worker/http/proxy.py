@@ -36,14 +36,33 @@ log = logging.getLogger(__name__)
 
 PEER_HEADER = b"x-gateway-peer"
 # RFC 9110 7.6.1's hop-by-hop fields, and what each side frames or answers for itself
-_NOT_FORWARDED = frozenset((
-    b"connection", b"keep-alive", b"proxy-connection", b"te", b"trailer",
-    b"transfer-encoding", b"upgrade", b"content-length", b"expect", PEER_HEADER,
-))  # fmt: skip
-_NOT_RETURNED = frozenset((
-    b"connection", b"keep-alive", b"proxy-connection", b"te", b"trailer",
-    b"transfer-encoding", b"upgrade", b"content-length", b"date",
-))  # fmt: skip
+_NOT_FORWARDED = frozenset(
+    (
+        b"connection",
+        b"keep-alive",
+        b"proxy-connection",
+        b"te",
+        b"trailer",
+        b"transfer-encoding",
+        b"upgrade",
+        b"content-length",
+        b"expect",
+        PEER_HEADER,
+    )
+)
+_NOT_RETURNED = frozenset(
+    (
+        b"connection",
+        b"keep-alive",
+        b"proxy-connection",
+        b"te",
+        b"trailer",
+        b"transfer-encoding",
+        b"upgrade",
+        b"content-length",
+        b"date",
+    )
+)
 _RETRY_AFTER = b"retry-after: 1\r\n"
 
 
@@ -187,8 +206,12 @@ def _request_head(request: Request) -> bytes:
             lines.append(b"content-length: %s\r\n" % declared.strip())
     target = request.raw_path + (b"?" + request.query if request.query else b"")
     return b"%s %s HTTP/1.1\r\n%s%s: %s\r\n\r\n" % (
-        request.method.encode(), target, b"".join(lines), PEER_HEADER, request.peer.encode()
-    )  # fmt: skip
+        request.method.encode(),
+        target,
+        b"".join(lines),
+        PEER_HEADER,
+        request.peer.encode(),
+    )
 
 
 def _chunked(request: Request) -> bool:

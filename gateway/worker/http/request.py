@@ -55,10 +55,27 @@ class Answering(Protocol):
 
 class Request:
     __slots__ = (
-        "_chunks", "_error", "_expects", "_flow", "_over", "_waiter", "answer", "body_ended",
-        "buffered", "headers", "http_version", "keep_alive", "method", "params", "peer",
-        "query", "raw_path", "received", "wanted",
-    )  # fmt: skip
+        "__weakref__",
+        "_chunks",
+        "_error",
+        "_expects",
+        "_flow",
+        "_over",
+        "_waiter",
+        "answer",
+        "body_ended",
+        "buffered",
+        "headers",
+        "http_version",
+        "keep_alive",
+        "method",
+        "params",
+        "peer",
+        "query",
+        "raw_path",
+        "received",
+        "wanted",
+    )
 
     def __init__(
         self,

@@ -51,8 +51,9 @@ class Router:
                 if node.param is None:
                     node.param = (name, _Node())
                 elif node.param[0] != name:
-                    raise ValueError(f"{template}: {{{name}}} where another route has "
-                                     f"{{{node.param[0]}}}")  # fmt: skip
+                    raise ValueError(
+                        f"{template}: {{{name}}} where another route has {{{node.param[0]}}}"
+                    )
                 names.append(name)
                 node = node.param[1]
             else:

@@ -12,9 +12,12 @@ from gateway.worker.http.server import HttpServer
 from tests.gateway.worker.http.served import App, clean_up, serve
 
 LIMITS = ClientLimits(
-    max_header_bytes=4096, header_timeout_s=0.5, body_timeout_s=0.5, keep_alive_s=1.0,
+    max_header_bytes=4096,
+    header_timeout_s=0.5,
+    body_timeout_s=0.5,
+    keep_alive_s=1.0,
     min_body_rate=0,
-)  # fmt: skip
+)
 
 
 def pytest_asyncio_loop_factories(

@@ -92,8 +92,9 @@ class App:
 
     async def big(self, request: Request, answer: Answer) -> None:
         self.answers.append(answer)
-        answer.send(200, b"content-type: application/octet-stream\r\n",
-                    bytes(int(request.params["size"])))  # fmt: skip
+        answer.send(
+            200, b"content-type: application/octet-stream\r\n", bytes(int(request.params["size"]))
+        )
 
 
 def send_json(answer: Answer, status: int, doc: Any) -> None:

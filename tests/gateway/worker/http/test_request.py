@@ -4,11 +4,19 @@ unread, ``100-continue`` asked for only by a handler that reads, and the server'
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 
 import pytest
 
 from gateway.errors import RequestTimeout
+from gateway.worker.http.answer import Answer
+from gateway.worker.http.connections import Connections
+from gateway.worker.http.limits import ClientLimits
+from gateway.worker.http.protocol import HttpProtocol
 from gateway.worker.http.request import HIGH_WATER_BYTES, Request
+from gateway.worker.http.router import Router
+from tests.gateway.worker.http.wire import FakeTransport
 
 
 class Flow:
@@ -87,3 +95,30 @@ def test_the_head_is_read_as_sent() -> None:
     body, _ = request()
     assert body.path == "/v2/models/a b/infer" and body.query == b"q=1"
     assert body.header(b"x-a") == b"2" and body.header(b"nope") is None
+
+
+async def test_an_answered_request_is_freed_without_the_cyclic_collector() -> None:
+    """Nothing a request and its answer hold refers back to them: freed by reference count as
+    soon as the answer is written, not at the collector's next pass (which the gateway's
+    settings make rare), so a burst of large bodies does not stay in memory after it."""
+    refs: list[weakref.ref[object]] = []
+
+    async def handler(request: Request, answer: Answer) -> None:
+        refs.extend((weakref.ref(request), weakref.ref(answer)))
+        await request.read()
+        answer.send(200, b"", b"ok")
+
+    limits = ClientLimits()
+    protocol = HttpProtocol(Router(handler), limits, Connections(limits), {})
+    transport = FakeTransport()
+    protocol.connection_made(transport)
+    gc.disable()
+    try:
+        protocol.data_received(b"POST / HTTP/1.1\r\nhost: t\r\ncontent-length: 3\r\n\r\nabc")
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert transport.written.startswith(b"HTTP/1.1 200 OK")
+        assert len(refs) == 2 and [ref() for ref in refs] == [None, None]
+    finally:
+        gc.enable()
+        protocol.connection_lost(None)

@@ -26,8 +26,13 @@ LIMITS = ClientLimits(min_body_rate=0, max_pipelined=2)  # small: the queue fill
 
 BODY = st.binary(max_size=60) | st.binary(min_size=5000, max_size=9000)
 EXTENSION = st.sampled_from([b"", b";a=b", b';n="v w"', b";x"])
-BROKEN = st.sampled_from([b"NOT HTTP\r\n\r\n", b"GET / HTTP/1.1\r\nHost : a\r\n\r\n",
-                          b"POST / HTTP/1.1\r\nHost: a\r\ncontent-length: x\r\n\r\n"])  # fmt: skip
+BROKEN = st.sampled_from(
+    [
+        b"NOT HTTP\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost : a\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: a\r\ncontent-length: x\r\n\r\n",
+    ]
+)
 
 
 @st.composite
@@ -39,8 +44,10 @@ def request(draw: st.DrawFn) -> bytes:
     body = draw(BODY)
     if kind == "length":
         return b"POST %s HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n%s" % (
-            path, len(body), body
-        )  # fmt: skip
+            path,
+            len(body),
+            body,
+        )
     cuts = sorted(draw(st.lists(st.integers(0, len(body)), max_size=3)))
     parts = [body[a:b] for a, b in zip([0, *cuts], [*cuts, len(body)], strict=True) if b > a]
     chunks = b"".join(b"%x%s\r\n%s\r\n" % (len(p), draw(EXTENSION), p) for p in parts)
