@@ -263,6 +263,31 @@ async def test_a_control_plane_that_answers_garbage_gives_a_json_502(tmp_path: P
     await rogue.wait_closed()
 
 
+async def test_a_control_plane_that_does_not_answer_in_time_gives_a_json_504(
+    tmp_path: Path,
+) -> None:
+    path = str(tmp_path / "silent.sock")
+    opened = []
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        opened.append(writer)
+        await reader.readuntil(b"\r\n\r\n")
+
+    control = await asyncio.start_unix_server(silent, path)
+    proxy = UnixProxy(path, answer_timeout_s=0.3)
+    server = await serve(ClientLimits(min_body_rate=0), Router(proxy))
+    reader, writer = await connect(server.port)
+    writer.write(get("/metrics"))
+    status, _, body = await answer(reader)
+    assert status == 504
+    assert orjson.loads(body) == {"error": "the control plane did not answer in time"}
+    assert not proxy.pool._idle  # that connection is not used again
+    for silent_writer in opened:
+        silent_writer.close()
+    control.close()
+    await control.wait_closed()
+
+
 async def test_upgrades_are_not_forwarded(site: Site) -> None:
     reader, writer = await connect(site.server.port)
     writer.write(get("/ws", b"upgrade: websocket\r\n"))
