@@ -48,10 +48,11 @@ from gateway.errors import BadRequest, GatewayError, PayloadTooLarge, RequestTim
 from gateway.worker.http.answer import JSON_LINE, STATUS_LINE, Answer, Date, error_body
 from gateway.worker.http.limits import ClientLimits
 from gateway.worker.http.request import HIGH_WATER_BYTES, Request
+from gateway.worker.http.serving import serve
 
 if TYPE_CHECKING:
     from gateway.worker.http.connections import Connections
-    from gateway.worker.http.router import Handler, Router
+    from gateway.worker.http.router import Router
 
 log = logging.getLogger(__name__)
 
@@ -439,7 +440,7 @@ class HttpProtocol(asyncio.Protocol):
     def _start(self, request: Request) -> None:
         answer = request.answer = Answer(self, request)
         handler = self._router.route(request)
-        self._task = self._loop.create_task(_serve(handler, request, answer))
+        self._task = self._loop.create_task(serve(handler, request, answer))
 
     def written(self, answer: Answer, close: bool) -> None:
         """`Answer`'s call once its last bytes are with the transport."""
@@ -703,44 +704,6 @@ class HttpProtocol(asyncio.Protocol):
     def _head_size(self) -> int:
         """The request line and headers' size (line ends and separators counted, about)."""
         return len(self._url) + 16 + sum(len(n) + len(v) + 4 for n, v in self._headers)
-
-
-async def _serve(handler: Handler, request: Request, answer: Answer) -> None:
-    """Runs a request's handler; its error, or its missing answer, becomes a JSON answer if
-    it can. A cancelled handler (its client left) ends quietly."""
-    try:
-        await handler(request, answer)
-    except GatewayError as error:
-        _failed(answer, error)
-    except Exception as error:  # its own bug: logged, and a 500 where one can still go
-        _failed(answer, error)
-    else:
-        if not answer.complete:
-            _failed(answer, None)
-
-
-def _failed(answer: Answer, error: Exception | None) -> None:
-    if answer.complete or answer.dropped:
-        if error is not None and not isinstance(error, GatewayError):
-            log.error("request handler failed after its answer", exc_info=error)
-        return
-    if answer.started:  # a streamed answer it did not end
-        if error is not None:
-            log.error("request handler failed while streaming its answer", exc_info=error)
-        answer.abort()
-        return
-    if isinstance(error, GatewayError):
-        lines = b"".join(
-            b"%s: %s\r\n" % (name.encode(), value.encode())
-            for name, value in error.headers().items()
-        )
-        answer.send_error(error.status, error.message, lines)
-        return
-    if error is not None:
-        log.error("request handler failed", exc_info=error)
-    else:
-        log.error("request handler returned without an answer")
-    answer.send_error(500, "internal server error")
 
 
 def _reason(exc: Exception) -> str:
