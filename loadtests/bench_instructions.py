@@ -5,7 +5,8 @@ which hides any change smaller than that (``loadtests/bench_overhead.py``). The 
 process executes do not depend on what else the machine runs: callgrind counts them, the same
 for the same inputs. Each target (the gateway on one replica and on a pool of three entries,
 the minimal Python proxy, nginx, and uvicorn answering a fixed reply with no upstream: the
-server's own floor, `loadtests/uvicorn_floor.py`) runs under ``valgrind --tool=callgrind`` with
+server's own floor, `loadtests/uvicorn_floor.py`, beside the data plane's lean server doing the
+same, `loadtests/lean_floor.py`) runs under ``valgrind --tool=callgrind`` with
 counting off while it starts; counting is switched on, ``WARM`` requests warm it, then the
 counters are zeroed, ``REQUESTS`` requests are sent at ``CONCURRENCY`` to the one real replica,
 and the total is dumped. The background's rate (probes, samplers), counted in a window without
@@ -162,6 +163,14 @@ def server_floor(stack: Stack, **start: Any) -> Proc:
     return stack.start("uvicorn-floor", argv, f"http://127.0.0.1:{port}", "/ready", **start)
 
 
+def lean_floor(stack: Stack, **start: Any) -> Proc:
+    """The data plane's own server (`gateway.worker.http`) answering the same fixed reply
+    (`loadtests/lean_floor.py`): what a worker pays per request before any work of its own."""
+    port = free_port()
+    argv = [sys.executable, str(ROOT / "loadtests" / "lean_floor.py"), "--port", str(port)]
+    return stack.start("lean-floor", argv, f"http://127.0.0.1:{port}", "/ready", **start)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", help="only this target (repeatable)")
@@ -194,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
             "floor": lambda: (floor(stack, replica, **under), direct_path),
             "nginx": lambda: (stack.nginx([replica.url], **under), direct_path),
             "uvicorn, no upstream": lambda: (server_floor(stack, **under), direct_path),
+            "lean server, no upstream": lambda: (lean_floor(stack, **under), direct_path),
         }
         for name, start in targets.items():
             if args.only and name not in args.only:
