@@ -52,7 +52,7 @@ RESTART_FIELDS = (
 )  # fmt: skip
 DRAIN_SLACK_S = 1.0
 _READS = frozenset({"GET", "HEAD"})
-PEER_HEADER = b"x-gateway-peer"  # set by a worker's proxy (`gateway.worker.proxy`)
+PEER_HEADER = b"x-gateway-peer"  # set by a worker's proxy (`gateway.worker.http.proxy`)
 INFER_PATH = re.compile(r"^/v2/models/([^/]+)(?:/versions/([^/]+))?/infer$")
 
 

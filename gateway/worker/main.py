@@ -65,8 +65,8 @@ from gateway.telemetry.logging import configure_logging
 from gateway.worker.app import WorkerApp
 from gateway.worker.control_client import ControlClient
 from gateway.worker.http.limits import ClientLimits
+from gateway.worker.http.proxy import UnixProxy
 from gateway.worker.http.server import HttpServer
-from gateway.worker.proxy import ControlProxy
 from gateway.worker.rest import RestDoor
 from gateway.worker.runtime import WorkerRuntime
 
@@ -75,6 +75,7 @@ log = logging.getLogger("gateway.worker")
 WELCOME_TIMEOUT_S = 30.0
 STALE_S = 3.0
 DRAIN_SLACK_S = 1.0
+FRAMING_BYTES = 64 * 1024  # what chunked framing may add to a body the edge bounds
 REFUSED = 3  # the exit status when the control process refuses this worker
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
@@ -174,11 +175,9 @@ class Worker:
         app = self._app = WorkerApp(runtime, parser, memory, control)
         if self._latest is not None:
             app.follow(self._latest)
-        proxy = ControlProxy(
-            str(self._run_dir / "admin.sock"), max_body_bytes=server.max_body_bytes
-        )
+        proxy = UnixProxy(str(self._run_dir / "admin.sock"))
         http = HttpServer(
-            RestDoor(app).routes(proxy.handle),
+            RestDoor(app).routes(proxy),
             _client_limits(config),
             wanted_headers=(*EDGE_HEADERS, *TENANT_HEADERS),
         )
@@ -209,7 +208,7 @@ class Worker:
         await self.link.stop()
         await app.stop()
         await parser.close()
-        await proxy.close()
+        proxy.pool.close()
 
     def _runtime(self, config: GatewayConfig) -> WorkerRuntime:
         return WorkerRuntime(
@@ -305,7 +304,9 @@ def _client_limits(config: GatewayConfig) -> ClientLimits:
         max_header_bytes=server.max_header_bytes,
         header_timeout_s=server.header_timeout_s,
         body_timeout_s=server.body_timeout_s,
-        max_body_bytes=server.max_body_bytes,
+        # the edge refuses a body over the limit itself (and records it); the server bounds
+        # what a body's framing may add to it
+        max_body_bytes=2 * server.max_body_bytes + FRAMING_BYTES,
         max_connections=door_connections(config),
     )
 
