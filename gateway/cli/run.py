@@ -100,7 +100,7 @@ def _control(
         gateway,
         run_dir,
         workers,
-        rest.fileno(),
+        rest,
         text,
         str(Path(path).absolute().parent),
         grpc=None if grpc_port is None else (bind_host, grpc_port),

@@ -25,6 +25,7 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -52,19 +53,20 @@ class ControlPlane:
         gateway: Gateway,
         run_dir: Path,
         workers: int,
-        rest_fd: int,
+        rest: socket.socket,
         config_text: str,
         config_dir: str,
         *,
         grpc: tuple[str, int] | None = None,
         clock: Clock | None = None,
     ) -> None:
-        """``rest_fd``: the REST listening socket the workers inherit; ``grpc``: the host and
-        port of their gRPC door (None: none)."""
+        """``rest``: the REST listening socket the workers inherit (kept open here while they
+        serve, so a worker being replaced refuses nobody); ``grpc``: the host and port of
+        their gRPC door (None: none)."""
         self.run_dir = run_dir
         self.workers = workers
         self._clock = clock or gateway.clock
-        self._rest_fd = rest_fd
+        self._rest = rest
         self._grpc = grpc
         self._text = config_text
         self._dir = config_dir
@@ -78,7 +80,7 @@ class ControlPlane:
         self.link = LinkServer(str(run_dir / "control.sock"), self._hello, self._batch, self._lost)
         self.publisher = SnapshotPublisher(self.view.snapshot, self.link.broadcast, self._clock)
         self._publishing: Periodic | None = None
-        self._spawner = StandbySpawner(self._argv, (rest_fd,))
+        self._spawner = StandbySpawner(self._argv, (rest.fileno(),))
         self.supervisor = Supervisor(self._spawner, workers, clock=self._clock)
         self._attach(gateway)
 
@@ -144,8 +146,9 @@ class ControlPlane:
         self.publisher.tick()
 
     async def stop(self, grace_s: float) -> None:
-        """The workers finish what they hold within ``grace_s`` (then are killed), the link
-        closes."""
+        """No new connections; the workers finish what they hold within ``grace_s`` (then
+        are killed); the link closes."""
+        self._rest.close()  # the workers' copies close as they stop: then nobody listens
         await self.supervisor.stop(grace_s)
         await self._spawner.close()
         if self._publishing is not None:
@@ -230,7 +233,7 @@ class ControlPlane:
             "--index-fd",
             str(index_fd),
             "--rest-fd",
-            str(self._rest_fd),
+            str(self._rest.fileno()),
         ]
         if self._grpc is not None:
             argv += ["--grpc-host", self._grpc[0], "--grpc-port", str(self._grpc[1])]
