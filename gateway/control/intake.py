@@ -30,6 +30,8 @@ from gateway.runtime import Gateway
 from gateway.snapshot.messages import Batch, Call, Gauges
 from gateway.snapshot.outcomes import outcome_of
 from gateway.telemetry.throttle import LogThrottle
+from gateway.upstream.registry import Pool
+from gateway.upstream.replica import Replica
 
 log = logging.getLogger(__name__)
 
@@ -172,8 +174,8 @@ class BatchIntake:
         gateway = self._gateway
         outcome = outcome_of(args)
         pool = gateway.registry.pools.get(pool_name)
-        replica = gateway.registry.replica(replica_id)
-        if pool is None or replica is None or replica.pool != pool_name:
+        replica = _member(pool, replica_id)
+        if pool is None or replica is None:
             gateway.metrics.attempt(model, pool_name, outcome)  # it left: only counted
             return
         error = outcome.describe() if outcome.kind in REPLICA_FAILURES else None
@@ -189,8 +191,8 @@ class BatchIntake:
         gateway = self._gateway
         refuted = outcome_of(args)
         pool = gateway.registry.pools.get(pool_name)
-        replica = gateway.registry.replica(replica_id)
-        if pool is None or replica is None or replica.pool != pool_name:
+        replica = _member(pool, replica_id)
+        if pool is None or replica is None:
             return
         replica.charge(refuted.describe())
         pool.outlier.observe(replica, refuted)
@@ -217,3 +219,14 @@ class BatchIntake:
 
 
 _CANCELLED = OutcomeKind.CANCELLED
+
+
+def _member(pool: Pool | None, replica_id: str) -> Replica | None:
+    """The replica of ``pool`` named ``replica_id``, a draining one too (its attempts in
+    flight finish on it)."""
+    if pool is None:
+        return None
+    for replica in (*pool.replicas, *pool.draining):
+        if replica.id == replica_id:
+            return replica
+    return None
