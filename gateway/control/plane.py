@@ -149,8 +149,8 @@ class ControlPlane:
         """No new connections; the workers finish what they hold within ``grace_s`` (then
         are killed); the link closes."""
         self._rest.close()  # the workers' copies close as they stop: then nobody listens
-        await self._spawner.close()  # the standby holds a copy too
-        await self.supervisor.stop(grace_s)
+        # the standby holds a copy too: it goes at once, as the workers are told to stop
+        await asyncio.gather(self._spawner.close(), self.supervisor.stop(grace_s))
         if self._publishing is not None:
             await self._publishing.stop()
         await self.link.close()
