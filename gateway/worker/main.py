@@ -181,7 +181,9 @@ class Worker:
             _client_limits(config),
             wanted_headers=(*EDGE_HEADERS, *TENANT_HEADERS),
         )
-        await http.start(sock=socket.socket(fileno=self._args.rest_fd))
+        rest = socket.socket(fileno=self._args.rest_fd)
+        rest.set_inheritable(False)  # no child of this worker (its parse processes) keeps it
+        await http.start(sock=rest)
         grpc = None
         if self._args.grpc_port is not None:
             host = self._args.grpc_host or server.host
