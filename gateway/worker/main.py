@@ -82,6 +82,7 @@ _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
 def main(argv: list[str] | None = None) -> int:
     args = _arguments().parse_args(argv)
+    os.set_inheritable(args.rest_fd, False)  # no child of this worker (a parse process) keeps it
     index = args.index if args.index_fd is None else _read_index(args.index_fd)
     if index is None:
         return 0  # a standby no longer needed
@@ -181,9 +182,7 @@ class Worker:
             _client_limits(config),
             wanted_headers=(*EDGE_HEADERS, *TENANT_HEADERS),
         )
-        rest = socket.socket(fileno=self._args.rest_fd)
-        rest.set_inheritable(False)  # no child of this worker (its parse processes) keeps it
-        await http.start(sock=rest)
+        await http.start(sock=socket.socket(fileno=self._args.rest_fd))
         grpc = None
         if self._args.grpc_port is not None:
             host = self._args.grpc_host or server.host
