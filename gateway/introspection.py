@@ -12,7 +12,6 @@ from gateway.runtime import Gateway
 
 def state_document(gateway: Gateway) -> dict[str, Any]:
     pipeline = gateway.pipeline
-    admission = pipeline.admission
     levels = gateway.levels
     sent, won = levels.hedges()
     doc = {
@@ -31,7 +30,7 @@ def state_document(gateway: Gateway) -> dict[str, Any]:
                 "in_flight": levels.in_flight(name),
                 "max_in_flight": m.admission.max_in_flight,
                 "shed": levels.shed(name),
-                "tenants": {s.name: s.to_json() for s in admission.share_of(name, m)},
+                "tenants": levels.tenants(name, m),
                 "hedging": m.hedge.enabled,  # configured; the burn policy may suspend it
                 "policy": _adjustment(gateway, name),
             }

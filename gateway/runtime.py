@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from gateway.answered import answer_tape
 from gateway.clock import Clock, MonotonicClock
-from gateway.config.models import GatewayConfig
+from gateway.config.models import GatewayConfig, ModelConfig
 from gateway.fallback.watcher import FallbackWatcher
 from gateway.history import HistoryRecorder
 from gateway.periodic import Periodic
@@ -243,6 +243,10 @@ class Levels(Protocol):
         """Hedges sent and won so far."""
         ...
 
+    def tenants(self, model: str, config: ModelConfig) -> dict[str, dict[str, int]]:
+        """The model's admission seats by tenant, their counts (`FairShare`'s)."""
+        ...
+
 
 class OwnLevels:
     def __init__(self, gateway: Gateway) -> None:
@@ -267,6 +271,12 @@ class OwnLevels:
         if pipeline is None:
             return 0, 0
         return pipeline.hedge.hedges_sent, pipeline.hedge.hedges_won
+
+    def tenants(self, model: str, config: ModelConfig) -> dict[str, dict[str, int]]:
+        pipeline = self._gateway._pipeline
+        if pipeline is None:
+            return {}
+        return {seat.name: seat.to_json() for seat in pipeline.admission.share_of(model, config)}
 
 
 def _topology(config: GatewayConfig, locate: Callable[[str], str | None]) -> Topology:

@@ -23,6 +23,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from gateway.config.models import ModelConfig
 from gateway.control.view import FleetView
 from gateway.outcome import REPLICA_FAILURES, OutcomeKind
 from gateway.pipeline.reactions import Reactions
@@ -64,6 +65,13 @@ class WorkerLevels:
     def hedges(self) -> tuple[int, int]:
         sent = sum(g.hedges[0] for g in self.gauges.values())
         return sent, sum(g.hedges[1] for g in self.gauges.values())
+
+    def tenants(self, model: str, config: ModelConfig) -> dict[str, dict[str, int]]:
+        total: dict[str, Counter[str]] = {}
+        for gauges in self.gauges.values():
+            for tenant, counts in gauges.tenants.get(model, {}).items():
+                total.setdefault(tenant, Counter()).update(counts)
+        return {tenant: dict(counts) for tenant, counts in total.items()}
 
     def outstanding(self) -> Counter[str]:
         total: Counter[str] = Counter()

@@ -158,6 +158,8 @@ class Gauges(msgspec.Struct, frozen=True):
     local_errors: dict[str, int] = {}  # its own resource errors so far, by errno name
     shed: dict[str, int] = {}  # requests it shed so far, by model
     hedges: tuple[int, int] = (0, 0)  # hedges it sent and won so far
+    # its admission's seats per model and tenant (`FairShare`'s counts)
+    tenants: dict[str, dict[str, dict[str, int]]] = {}
 
 
 class Batch(msgspec.Struct, frozen=True, tag=True):

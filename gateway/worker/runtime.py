@@ -123,6 +123,10 @@ class WorkerRuntime(Serving):
             dict(LOCAL_RESOURCE_ERRORS),
             dict(admission.shed),
             (hedge.hedges_sent, hedge.hedges_won),
+            {
+                name: {seat.name: seat.to_json() for seat in share}
+                for name, share in admission.models.items()
+            },
         )
 
 
