@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from gateway.answered import answer_tape
+from gateway.audit_verdicts import AuditVerdicts
 from gateway.clock import Clock, MonotonicClock
 from gateway.config.models import GatewayConfig
 from gateway.fallback.watcher import FallbackWatcher
@@ -27,6 +28,7 @@ from gateway.rollout.wiring import rollout_ticker, rollouts_for
 from gateway.serving import Serving
 from gateway.shared_state import SharedState
 from gateway.slo.engine import SloBook
+from gateway.telemetry.audit import AuditEvent
 from gateway.telemetry.metrics import ANONYMOUS, Metrics
 from gateway.telemetry.model_stats import ModelStats
 from gateway.telemetry.slo_metrics import slo_gauges
@@ -97,6 +99,11 @@ class Gateway(Serving):
         self.rollouts = rollouts_for(  # candidates beside models' pools (shared progress)
             config.models, clock, self.rng, self.shared, self.slo.burning, metrics
         )
+        # what audits and golden probes find: correctness SLOs, suspects, counts
+        self.verdicts = AuditVerdicts(config.models, self.slo, self.suspects, metrics)
+        self.audits = self.verdicts
+        self.escalated = self.slo.escalated  # the burn policy's votes, read by the pipeline
+        self.slo.switched = self._switched
         self._services: list[Any] = []
         self.levels: Levels = OwnLevels(self)  # the data plane's levels (its workers' in control)
         # what `/admin/state` shows of the workers, in a control process (None: no workers)
@@ -124,7 +131,7 @@ class Gateway(Serving):
         ]
         self._services = [
             HealthProber(self.registry, transport, self.clock, self.rng),
-            GoldenProber(self.registry, transport, self.clock, self.rng),
+            GoldenProber(self.registry, transport, self.clock, self.rng, self.verdicts.golden),
             # what a replica that left leaves behind: sockets, series, records
             Departures(self.registry, transport, self.metrics, (self.suspects.forget_replica,)),
             DiscoveryService(self.registry, self.clock),  # after the probers: joiners get probed
@@ -156,6 +163,17 @@ class Gateway(Serving):
             await service.stop()
         self._services.clear()
         await self.stop_serving()
+
+    def _switched(self, model: str, engaged: bool, reason: str) -> None:
+        """The burn policy's vote engaged or released for ``model``: in the audit trail (and
+        so the timeline), and its gauge."""
+        action = "escalate_to_vote" if engaged else "back_to_single_route"
+        target, origin = f"model:{model}", self.shared.origin
+        event = AuditEvent(
+            self.clock.wall(), "burn_policy", action, target, reason, "applied", origin
+        )
+        self.shared.audit(event)
+        self.metrics.escalated(model, engaged)
 
     def _may_empty(self, pool: str) -> bool:
         """Whether every model on ``pool`` has a fallback that answers (it may lose all)."""
