@@ -194,7 +194,7 @@ class Auditor:
         self, copy: InferCall, pools: tuple[Pool, Pool], asked: set[str]
     ) -> tuple[str, Outputs] | None:
         """A third opinion: another replica of either pool, else the verified fallback."""
-        for pool in dict.fromkeys(pools):
+        for pool in pools[:1] if pools[0] is pools[1] else pools:
             answer = await self._ask(copy, pool, asked)
             if answer is not None:
                 return answer
