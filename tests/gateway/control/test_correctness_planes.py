@@ -165,7 +165,9 @@ async def test_the_replica_found_wrong_is_quarantined_and_every_worker_routes_ar
     assert p0 is not None and p0.quarantined_until > clock.now()
     assert "audits" in (p0.quarantine_reason or "")
     assert not any(
-        r.quarantined_until > clock.now() for r in planes.control.registry.replicas() if r.id != "p0"
+        r.quarantined_until > clock.now()
+        for r in planes.control.registry.replicas()
+        if r.id != "p0"
     )
     planes.publish()
     for app in planes.workers:
