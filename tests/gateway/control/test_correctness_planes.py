@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -91,6 +92,15 @@ async def ask(app: WorkerApp) -> tuple[int, int | None, str | None]:
     edge.done(intake, result.status, result.served_by, result.degraded, len(result.body))
     label = orjson.loads(result.body)["outputs"][0]["data"][0]
     return result.status, label, result.vote
+
+
+def _body() -> Callable[[], Awaitable[tuple[bytes, bool]]]:
+    chunks = [BODY]
+
+    async def read() -> tuple[bytes, bool]:
+        return chunks.pop(0), False
+
+    return read
 
 
 async def settle(app: WorkerApp) -> None:
@@ -239,12 +249,7 @@ async def test_which_answers_are_audited_is_the_gateways_draw_not_the_request(
             for _ in range(20):
                 headers = {"content-type": "application/json", "x-request-id": request_id}
                 intake = edge.arrive("digits", None, headers)
-                chunks = [BODY]
-
-                async def read() -> tuple[bytes, bool]:
-                    return chunks.pop(0), False
-
-                result = await edge.infer(intake, read)
+                result = await edge.infer(intake, _body())
                 picks.append(result.audit is not None)
                 edge.done(intake, result.status, result.served_by, None, len(result.body))
             drawn.append(picks)
