@@ -258,3 +258,18 @@ async def test_which_answers_are_audited_is_the_gateways_draw_not_the_request(
     assert drawn[0] == drawn[1]
     assert drawn[0] != drawn[2]
     assert 0 < sum(drawn[0]) < 20
+
+
+async def test_audits_over_their_bounds_are_shed_and_counted(clock: FakeClock) -> None:
+    planes = await rig(clock, config(audit={"rate": 1.0, "max_in_flight": 1, "max_per_s": 1.0}))
+    app = planes.workers[0]
+    for _ in range(10):  # one after another, audits never waited for: over both bounds
+        assert (await ask(app))[0] == 200
+    await settle(app)
+    planes.ship()
+    outcomes = planes.control.verdicts.counts["digits"]
+    audited = sum(outcomes[v] for v in (AGREED, WRONG, AUDITOR_WRONG))
+    assert audited == 1
+    assert outcomes["shed_concurrency"] + outcomes["shed_rate"] == 9
+    slo = planes.control.slo.to_json()["models"]["digits"]["slos"][0]
+    assert slo["events"]["total"] == 1  # shed audits judged nothing
