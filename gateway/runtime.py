@@ -44,6 +44,7 @@ from gateway.upstream.probes.extensions import BinaryLearner
 from gateway.upstream.probes.golden_prober import GoldenProber
 from gateway.upstream.probes.health import HealthProber
 from gateway.upstream.probes.metadata import MetadataWarmer
+from gateway.upstream.suspects import Suspects
 from gateway.upstream.transport.base import Transport
 from gateway.upstream.transport.local_errors import LOCAL_RESOURCE_ERRORS
 
@@ -99,8 +100,11 @@ class Gateway(Serving):
         self.rollouts = rollouts_for(  # candidates beside models' pools (shared progress)
             config.models, clock, self.rng, self.shared, self.slo.burning, metrics
         )
+        suspects = Suspects(self.registry)  # votes' and audits' verdicts, quarantines
+        suspects.heard = self._vote_verdict  # the burn policy's vote's evidence
+        self.suspects = suspects
         # what audits and golden probes find: correctness SLOs, suspects, counts
-        self.verdicts = AuditVerdicts(config.models, self.slo, self.suspects, metrics)
+        self.verdicts = AuditVerdicts(config.models, self.slo, suspects, metrics)
         self.audits = self.verdicts
         self.escalated = self.slo.escalated  # the burn policy's votes, read by the pipeline
         self.slo.switched = self._switched
@@ -163,6 +167,18 @@ class Gateway(Serving):
             await service.stop()
         self._services.clear()
         await self.stop_serving()
+
+    def _vote_verdict(
+        self, model: str, replica_id: str, rows: int, dissented: int, by: str
+    ) -> None:
+        """A vote's verdict on a leg, for the burn policy's vote: on the model's own pool's
+        leg, the single route's evidence (`gateway.slo.escalation.VoteEscalation.observe`)."""
+        escalation = self.slo.escalations.get(model)
+        if escalation is None or by != "vote" or not escalation.engaged:
+            return
+        replica = self.registry.replica(replica_id)
+        if replica is not None and replica.pool == self.config.models[model].pools[0]:
+            escalation.observe(rows, dissented)
 
     def _switched(self, model: str, engaged: bool, reason: str) -> None:
         """The burn policy's vote engaged or released for ``model``: in the audit trail (and

@@ -233,6 +233,8 @@ class SloBook:
             for m, p in self.policies.items()
             if p.config.vote.enabled
         }
+        for model, escalation in self.escalations.items():
+            escalation.limit = _page_rate(self.trackers[model])
         self.escalated: dict[str, str] = {}
         self.switched: Switched = lambda model, engaged, reason: None
 
@@ -393,3 +395,10 @@ class SloBook:
             if target is None or field not in _FIELDS or not parts[2].lstrip("-").isdigit():
                 continue
             target.window.set_remote(parts[1], int(parts[2]), field, value)
+
+
+def _page_rate(trackers: Sequence[SloTracker]) -> float:
+    """The lowest wrong rate at which a page alert of these correctness SLOs fires."""
+    pages = [rule.factor for rule in ALERT_RULES if rule.severity == "page"]
+    rates = [min(pages) * t.config.error_budget for t in trackers if t.judged_only]
+    return min(rates, default=1.0)

@@ -3,9 +3,15 @@
 A model on one route has no second opinion on the answers it serves; a vote over k versions
 has one on every answer, at k times the replica work. So the vote is the burn policy's action
 for a correctness SLO that burns fast: engaged when one of the model's correctness SLOs fires
-a page alert, released once none has fired for ``recover_s`` (a vote's answers dilute the
-burn within seconds, so releasing at once would flap). The control process decides; the
-workers route by what its snapshot says (`gateway.snapshot.messages.ModelView.escalation`).
+a page alert, released once none has fired for ``recover_s`` *and* the vote shows that the
+single route would not burn again: a vote's right answers dilute the burn within seconds,
+while the replica that caused it may still be wrong. So while the model is voted, each vote's
+verdict on the leg its own pool served (`observe`: rows, rows that dissented from the quorum)
+is the single route's evidence; at the end of ``recover_s`` without a burn, the model goes
+back only if that leg's wrong share over the quiet time is at most ``limit`` (the lowest rate
+a page alert of its correctness SLOs fires at); else the quiet time starts over. The control
+process decides; the workers route by what its snapshot says
+(`gateway.snapshot.messages.ModelView.escalation`).
 Quarantining the replica found wrong usually ends the burn first: the intended order.
 """
 
@@ -35,6 +41,15 @@ class VoteEscalation:
         self.since: float | None = None  # wall time of the last switch
         self.changes = 0
         self._quiet_since: float | None = None  # monotonic: the burn stopped then
+        self.limit = 1.0  # the single route's wrong share it may go back at (set by the book)
+        self.rows = 0  # the single route's rows the votes judged since the quiet time began
+        self.wrong = 0  # ... and of those, the rows it was found wrong on
+
+    def observe(self, rows: int, dissented: int) -> None:
+        """A vote's verdict on the leg the model's own pool served (while it is voted)."""
+        if self.engaged:
+            self.rows += rows
+            self.wrong += dissented
 
     @property
     def engaged(self) -> bool:
@@ -51,11 +66,21 @@ class VoteEscalation:
         if not self.engaged:
             return
         if self._quiet_since is None:
-            self._quiet_since = now
+            self._restart_quiet(now)
         elif now - self._quiet_since >= self.config.recover_s:
-            self._switch(None, switched)
+            if self.rows and self.wrong / self.rows > self.limit:
+                why = f"its own pool's legs were wrong on {self.wrong} of {self.rows} rows"
+                log.warning("model %s stays voted: %s", self.model, why)
+                self._restart_quiet(now)
+            else:
+                self._switch(None, switched)
+
+    def _restart_quiet(self, now: float) -> None:
+        self._quiet_since = now
+        self.rows = self.wrong = 0
 
     def _switch(self, reason: str | None, switched: Switched) -> None:
+        self.rows = self.wrong = 0
         self.reason = reason
         self.since = self._clock.wall()
         self.changes += 1
@@ -78,4 +103,5 @@ class VoteEscalation:
             "changes": self.changes,
             "k": self.config.k,
             "recover_s": self.config.recover_s,
+            "single_route": {"rows": self.rows, "wrong": self.wrong, "limit": self.limit},
         }

@@ -12,6 +12,7 @@ spans all of them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from gateway.policies.suspects import SuspectRule, SuspectTracker
@@ -41,10 +42,15 @@ class DissentSink(Protocol):
     def to_json(self) -> dict[str, dict[str, dict[str, float]]]: ...
 
 
+# (model, replica id, rows, rows found wrong, by): each verdict, as it is recorded
+Heard = Callable[[str, str, int, int, str], None]
+
+
 class Suspects:
     def __init__(self, registry: Registry) -> None:
         self._registry = registry
         self.trackers: dict[str, SuspectTracker] = {}
+        self.heard: Heard | None = None  # told each verdict (the burn policy's vote's evidence)
 
     def observe(
         self,
@@ -57,6 +63,8 @@ class Suspects:
     ) -> None:
         """One vote's (or audit's, ``by``) verdict on ``replica_id``: ``dissented`` of its
         ``rows`` rows."""
+        if self.heard is not None:
+            self.heard(model, replica_id, rows, dissented, by)
         tracker = self.trackers.get(model)
         if tracker is None:
             tracker = SuspectTracker(

@@ -208,15 +208,29 @@ async def test_a_burning_correctness_slo_escalates_the_model_to_a_vote_and_back(
     planes.ship()
     state = planes.control.slo.to_json()["models"]["digits"]["vote_escalation"]
     assert state["engaged"] and state["changes"] == 1
-    # voted answers are judged answers too: the burn stops, and recover_s later it is released
+    # voted answers are judged answers too: the burn stops within a few hundred of them
     for _ in range(400):
         await ask(app)
     planes.ship()
     planes.control.slo.evaluate()
     assert not planes.control.slo.burning("digits")
+    # but the votes show p0 still wrong on its pool's legs: recover_s later, still voted
+    for _ in range(60):
+        await ask(app)
+    planes.ship()
+    clock.advance(31)
+    planes.control.slo.evaluate()
+    assert "digits" in planes.control.slo.escalated
+    # p0 answers right again: recover_s of votes that show it, and the model goes back
+    planes.transport.behaviours["127.0.0.1:9000"] = reply(body=_answer(RIGHT))
+    for _ in range(60):
+        await ask(app)
+    planes.ship()
     clock.advance(31)
     planes.control.slo.evaluate()
     assert "digits" not in planes.control.slo.escalated
+    escalation = planes.control.slo.to_json()["models"]["digits"]["vote_escalation"]
+    assert escalation["changes"] == 2 and not escalation["engaged"]
     planes.publish()
     assert (await ask(app))[2] is None  # the single route again
 

@@ -214,3 +214,22 @@ def test_correctness_alerts_pass_promtool_and_wait_for_enough_judged_answers(
 def test_a_correctness_slo_counts_judged_answers_alone(bad: dict[str, object]) -> None:
     with pytest.raises(ValueError):
         SloConfig(name="right", kind="correctness", objective=0.999, **bad)  # type: ignore[arg-type]
+
+
+def test_the_vote_stays_while_its_own_pools_legs_are_still_wrong() -> None:
+    clock = FakeClock()
+    switches: list[tuple[str, bool, str]] = []
+    config = VoteEscalationConfig(enabled=True, recover_s=30)
+    escalation = VoteEscalation("digits", config, clock)
+    escalation.limit = 0.006
+    escalation.update(True, "burning", lambda *s: switches.append(s))
+    escalation.update(False, "", lambda *s: switches.append(s))  # quiet from now
+    escalation.observe(100, 3)  # the single route would still answer 3 % wrong
+    clock.advance(30)
+    escalation.update(False, "", lambda *s: switches.append(s))
+    assert escalation.engaged and escalation.rows == 0  # a fresh quiet time
+    escalation.observe(1000, 2)  # 0.2 %: under the page alerts' lowest rate
+    clock.advance(30)
+    escalation.update(False, "", lambda *s: switches.append(s))
+    assert not escalation.engaged
+    assert [e for _, e, _ in switches] == [True, False]
