@@ -178,7 +178,7 @@ class Gateway(Serving):
             return
         replica = self.registry.replica(replica_id)
         if replica is not None and replica.pool == self.config.models[model].pools[0]:
-            escalation.observe(rows, dissented)
+            escalation.observe(replica_id, rows, dissented)
 
     def _switched(self, model: str, engaged: bool, reason: str) -> None:
         """The burn policy's vote engaged or released for ``model``: in the audit trail (and

@@ -3,7 +3,9 @@
 Three digits-mlp replicas (and one svm, one forest for the burn policy's vote), ``digits`` a
 single route with ``audit.rate`` 0.05 and a correctness SLO (objective 0.999). From second 5
 one mlp replica corrupts ``--corrupt`` of its answers. Every answer is checked against the
-labels the same rows got before any fault; the gateway's ``/slo`` and ``/admin/state`` are
+label the same row got before any fault on the same route: the single route's (mlp's), or for
+a voted answer (``x-vote``) the fault-free vote's (``digits-vote``: the versions outvote mlp
+on a few rows by design, which is no wrong answer); the gateway's ``/slo`` and ``/admin/state`` are
 polled twice a second. Runs (``--runs``):
 
 - ``quarantine``: as configured: when the fast-burn alert fires, when the replica is named
@@ -87,7 +89,10 @@ def config(mlp: list[Proc], svm: Proc, forest: Proc, run: str) -> dict[str, Any]
             "digits-svm": pool("digits-svm", [svm], "svm"),
             "digits-forest": pool("digits-forest", [forest], "forest"),
         },
-        "models": {"digits": digits},
+        "models": {
+            "digits": digits,
+            "digits-vote": {"vote": {"pools": ["digits-mlp", "digits-svm", "digits-forest"]}},
+        },
     }
 
 
@@ -116,14 +121,14 @@ def label_of(body: bytes) -> int:
     return int(next(o for o in outputs if o["name"] == "label")["data"][0])
 
 
-async def reference(url: str, requests: list[bytes]) -> list[int]:
+async def reference(url: str, requests: list[bytes], model: str) -> list[int]:
     transport = Http1Transport(max_connections_per_endpoint=4)
     endpoint = Endpoint.parse(url)
     try:
         labels = []
         for body in requests:
             response = await transport.request(
-                endpoint, "POST", "/v2/models/digits/infer", body=body, timeout=5.0
+                endpoint, "POST", f"/v2/models/{model}/infer", body=body, timeout=5.0
             )
             labels.append(label_of(response.body))
         return labels
@@ -132,8 +137,13 @@ async def reference(url: str, requests: list[bytes]) -> list[int]:
 
 
 async def load(
-    url: str, requests: list[bytes], expected: list[int], seconds: float, answers: Answers
+    url: str,
+    requests: list[bytes],
+    expected: tuple[list[int], list[int]],
+    seconds: float,
+    answers: Answers,
 ) -> None:
+    """``expected``: the single route's labels and the vote's."""
     transport = Http1Transport(max_connections_per_endpoint=CONCURRENCY * 2)
     endpoint = Endpoint.parse(url)
     stop_at = answers.began + seconds
@@ -152,8 +162,8 @@ async def load(
                 )
                 status = response.status
                 if status == 200:
-                    wrong = label_of(response.body) != expected[i]
                     voted = "x-vote" in response.headers
+                    wrong = label_of(response.body) != expected[1 if voted else 0][i]
             except UpstreamError:
                 pass
             now = time.monotonic()
@@ -211,7 +221,8 @@ async def one_run(run: str, corrupt: float, one_process: bool) -> dict[str, Any]
         )
         gateway = start_gateway(stack, config(mlp, svm, forest, run), one_process)
         requests = bodies()
-        expected = await reference(gateway.url, requests)
+        single = await reference(gateway.url, requests, "digits")
+        expected = (single, await reference(gateway.url, requests, "digits-vote"))
         everyone = [*mlp, svm, forest]
         before = replica_requests(everyone)
         answers, seen = Answers(), {}

@@ -216,7 +216,9 @@ def test_a_correctness_slo_counts_judged_answers_alone(bad: dict[str, object]) -
         SloConfig(name="right", kind="correctness", objective=0.999, **bad)  # type: ignore[arg-type]
 
 
-def test_the_vote_stays_while_its_own_pools_legs_are_still_wrong() -> None:
+def test_the_vote_stays_while_a_replica_of_its_pool_is_still_wrong() -> None:
+    """Judged against its peers: the versions' honest disagreement (1.5 % here) is no reason
+    to stay; a replica 10 % over its peers is."""
     clock = FakeClock()
     switches: list[tuple[str, bool, str]] = []
     config = VoteEscalationConfig(enabled=True, recover_s=30)
@@ -224,11 +226,13 @@ def test_the_vote_stays_while_its_own_pools_legs_are_still_wrong() -> None:
     escalation.limit = 0.006
     escalation.update(True, "burning", lambda *s: switches.append(s))
     escalation.update(False, "", lambda *s: switches.append(s))  # quiet from now
-    escalation.observe(100, 3)  # the single route would still answer 3 % wrong
+    for replica, dissented in (("mlp-0", 115), ("mlp-1", 15), ("mlp-2", 16)):
+        escalation.observe(replica, 1000, dissented)
     clock.advance(30)
     escalation.update(False, "", lambda *s: switches.append(s))
-    assert escalation.engaged and escalation.rows == 0  # a fresh quiet time
-    escalation.observe(1000, 2)  # 0.2 %: under the page alerts' lowest rate
+    assert escalation.engaged and escalation.evidence == {}  # a fresh quiet time
+    for replica, dissented in (("mlp-0", 19), ("mlp-1", 15), ("mlp-2", 12)):
+        escalation.observe(replica, 1000, dissented)
     clock.advance(30)
     escalation.update(False, "", lambda *s: switches.append(s))
     assert not escalation.engaged
