@@ -14,7 +14,9 @@ polled twice a second. Runs (``--runs``):
   wrong rate over the last 15 s; then the fault is cleared and the run goes on until the model
   is back on its single route (or ``recover_s`` + 20 s);
 - ``clean`` and ``off``: fault-free with audits on and off: alerts, suspects, the audits' extra
-  replica requests (the replicas' own request counts), latency p50 and p99.
+  replica requests (the replicas' own request counts), latency p50 and p99 (compare them at a
+  fixed ``--rate`` below saturation: closed-loop at c8 the machine's two cores are full, and
+  the latency is queueing behind the audits' extra work).
 
 ``--one-process`` serves the gateway as one process (`tests.support.one_process`), for a
 branch whose data-plane workers cannot serve; otherwise ``gateway serve``. Prints one JSON
@@ -142,16 +144,24 @@ async def load(
     expected: tuple[list[int], list[int]],
     seconds: float,
     answers: Answers,
+    rate: float | None = None,
 ) -> None:
-    """``expected``: the single route's labels and the vote's."""
+    """``expected``: the single route's labels and the vote's; ``rate``: requests per second
+    (paced: each of the clients sends on its own schedule), else as fast as answered."""
     transport = Http1Transport(max_connections_per_endpoint=CONCURRENCY * 2)
     endpoint = Endpoint.parse(url)
     stop_at = answers.began + seconds
     counter = 0
 
-    async def worker() -> None:
+    async def worker(index: int) -> None:
         nonlocal counter
+        sent = 0
         while time.monotonic() < stop_at:
+            if rate is not None:
+                due = answers.began + (sent + index / CONCURRENCY) * CONCURRENCY / rate
+                sent += 1
+                if due > time.monotonic():
+                    await asyncio.sleep(due - time.monotonic())
             i = counter % len(requests)
             counter += 1
             started = time.monotonic()
@@ -170,7 +180,7 @@ async def load(
             answers.rows.append((started - answers.began, status, wrong, voted, now - started))
 
     try:
-        await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
+        await asyncio.gather(*(worker(i) for i in range(CONCURRENCY)))
     finally:
         await transport.aclose()
 
@@ -212,7 +222,9 @@ def replica_requests(procs: list[Proc]) -> int:
     return total
 
 
-async def one_run(run: str, corrupt: float, one_process: bool) -> dict[str, Any]:
+async def one_run(
+    run: str, corrupt: float, one_process: bool, rate: float | None
+) -> dict[str, Any]:
     with Stack() as stack:
         mlp = [stack.replica(f"mlp-{i}", "digits-mlp") for i in range(3)]
         svm, forest = (
@@ -229,7 +241,7 @@ async def one_run(run: str, corrupt: float, one_process: bool) -> dict[str, Any]
         faulty = run in ("quarantine", "vote")
         seconds = SECONDS + (30.0 if run == "vote" else 0.0)
         watcher = asyncio.create_task(watch(gateway.url, answers, answers.began + seconds, seen))
-        loader = asyncio.create_task(load(gateway.url, requests, expected, seconds, answers))
+        loader = asyncio.create_task(load(gateway.url, requests, expected, seconds, answers, rate))
         if faulty:
             await asyncio.sleep(FAULT_AT)
             inject_faults(mlp[0], corrupt_rate=corrupt)
@@ -256,9 +268,10 @@ def main() -> None:
     parser.add_argument("--runs", default="quarantine,vote,clean,off")
     parser.add_argument("--corrupt", type=float, default=0.1)
     parser.add_argument("--one-process", action="store_true")
+    parser.add_argument("--rate", type=float, help="requests/s (default: closed loop, c8)")
     args = parser.parse_args()
     runs = args.runs.split(",")
-    results = [asyncio.run(one_run(run, args.corrupt, args.one_process)) for run in runs]
+    results = [asyncio.run(one_run(run, args.corrupt, args.one_process, args.rate)) for run in runs]
     print(json.dumps(results, indent=2))
 
 
