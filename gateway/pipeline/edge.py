@@ -215,9 +215,9 @@ class Edge:
     ) -> None:
         """The door has sent the answer (``sent``: its body's bytes; -1 for an error's):
         metrics, SLOs and history record it, its audit starts if it was sampled for one, the
-        span ends, the log tags go. ``written``:
-        the answer has left the door (its bytes are given back now); False: its transport
-        still holds them, and the door calls `written` once it has flushed them."""
+        span ends, the log tags go. ``written``: the answer has left the door (its bytes are
+        given back now); False: its transport still holds them, and the door calls `written`
+        once it has flushed them."""
         now = self._clock.now()
         self._observe(
             intake.model_name, status, served_by, now - intake.arrived, degraded,

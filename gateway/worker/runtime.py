@@ -3,12 +3,13 @@
 `WorkerRuntime` is `gateway.serving.Serving` built with the link's stand-ins
 (`gateway.worker.shipped`): what the request path tells the metrics, the outlier detector,
 the vote's suspects, the rollouts' evidence, the audits' verdicts and the upstream events is
-shipped to the control
-process in the worker's batches, and so is each answer (one tuple, as the answer tape takes
-it). The control's decisions come back as snapshots (`mirror`). The limits the config sets for
-the whole gateway are this worker's share of them (`gateway.config.shares`). Nothing runs in
-the background here but the request path and the shipper; the fallback models are loaded and
-verified at start, and refused while the control process says so.
+shipped to the control process in the worker's batches, and so is each answer (one tuple, as
+the answer tape takes it). The control's decisions come back as snapshots (`mirror`); among
+them, which models the burn policy serves by a vote (`Mirror.escalated`, read in place by the
+pipeline). The limits the config sets for the whole gateway are this worker's share of them
+(`gateway.config.shares`). Nothing runs in the background here but the request path and the
+shipper; the fallback models are loaded and verified at start, and refused while the control
+process says so.
 """
 
 from __future__ import annotations
