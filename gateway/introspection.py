@@ -33,6 +33,7 @@ def state_document(gateway: Gateway) -> dict[str, Any]:
                 "tenants": levels.tenants(name, m),
                 "hedging": m.hedge.enabled,  # configured; the burn policy may suspend it
                 "policy": _adjustment(gateway, name),
+                **_correctness(gateway, name),
             }
             for name, m in gateway.config.models.items()
         },
@@ -47,6 +48,26 @@ def state_document(gateway: Gateway) -> dict[str, Any]:
 def slo_document(gateway: Gateway) -> dict[str, Any]:
     doc = gateway.slo.to_json()
     doc["state_store"] = gateway.shared.snapshot()
+    return doc
+
+
+def _correctness(gateway: Gateway, model: str) -> dict[str, Any]:
+    """A model's audits by outcome and its burn policy's vote (why it is voted now), where it
+    has either."""
+    doc: dict[str, Any] = {}
+    config = gateway.config.models[model]
+    if config.audit is not None:
+        doc["audits"] = {
+            "rate": config.audit.rate,
+            "against": config.audit.against or config.pools[0],
+            "outcomes": gateway.verdicts.to_json().get(model, {}),
+        }
+    escalation = gateway.slo.escalations.get(model)
+    if escalation is not None:
+        doc["escalation"] = {
+            **escalation.to_json(),
+            "vote_pools": list(config.vote_pools[: escalation.config.k]),
+        }
     return doc
 
 

@@ -6,7 +6,8 @@ the answer tape (metrics, SLOs, Triton statistics, history: folded as if served 
 `Call` records, carried out here through a table of what may be called, never by a name a
 worker chose: the request path's metrics; each attempt's fleet-wide part (the replica's counts,
 the outlier detector, the attempt's metrics) and each charge; votes' dissents (the suspects'
-records and quarantines); rollouts' evidence; a worker's breaker transitions (`FleetView`).
+records and quarantines); audits' verdicts and sheds (`gateway.audit_verdicts`); rollouts'
+evidence; a worker's breaker transitions (`FleetView`).
 A record that does not fit its entry (unknown, mistyped) is counted and dropped. Batches of
 one worker arrive in order, and a gap in their numbers is batches its link dropped while this
 process did not read (counted).
@@ -24,6 +25,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from gateway.config.models import ModelConfig
+from gateway.config.policies import VoteConfig
 from gateway.control.view import FleetView
 from gateway.outcome import REPLICA_FAILURES, OutcomeKind
 from gateway.pipeline.reactions import Reactions
@@ -102,6 +104,7 @@ class BatchIntake:
         gateway.levels = self.levels
         metrics = gateway.metrics
         self._reactions = Reactions(metrics)
+        self._votes: dict[str, VoteConfig] = {}  # each model's vote, built once
         handlers: dict[tuple[str, str], Handler] = {
             ("metrics", name): getattr(metrics, name) for name in _METRICS
         }
@@ -110,6 +113,8 @@ class BatchIntake:
         handlers[("fleet", "attempt")] = self._attempt
         handlers[("fleet", "charged")] = self._charged
         handlers[("suspects", "observe")] = self._dissent
+        handlers[("audits", "audited")] = gateway.verdicts.audited
+        handlers[("audits", "shed")] = gateway.verdicts.shed
         handlers[("events", "breaker_transition")] = self._breaker
         for name in _ROLLOUTS:
             handlers[("rollouts", name)] = self._rollout(name)
@@ -207,9 +212,12 @@ class BatchIntake:
 
     def _dissent(self, model: str, replica_id: str, rows: int, dissented: int) -> None:
         gateway = self._gateway
-        config = gateway.config.models[model].vote
+        config = self._votes.get(model)
         if config is None:
-            raise ValueError(f"model {model!r} has no vote")
+            config = gateway.config.models[model].voted  # its own vote, or its burn policy's
+            if config is None:
+                raise ValueError(f"model {model!r} has no vote")
+            self._votes[model] = config
         gateway.suspects.observe(model, config, replica_id, int(rows), int(dissented))
 
     def _breaker(self, replica_id: str, old: str, new: str) -> None:

@@ -4,7 +4,8 @@ The control's `Gateway` holds every decision: membership and each replica's heal
 quarantine, weight and spare role (probes, the outlier detector fed by every worker's attempts,
 discovery, operators' decisions, accelerator drains), each pool's pause and held replicas and
 learned dialect, each model's burn-policy adjustment, its fallback's verdict, its metadata and
-its rollout's progress, and whether the gateway drains. `FleetView.snapshot` reads them all,
+its rollout's progress, whether its burn policy serves it by a vote (and why), and whether the
+gateway drains. `FleetView.snapshot` reads them all,
 whole; the publisher (`gateway.snapshot.publisher`) sends it when it changed.
 
 Breakers: each worker keeps its own (they trip on its own requests at once), and a transition
@@ -118,6 +119,7 @@ class FleetView:
             fallback_refusal=refusal,
             metadata=self._metadata_of(name),
             rollout=rollout,
+            escalation=gateway.slo.escalated.get(name),
         )
 
     def _metadata_of(self, name: str) -> bytes | None:

@@ -95,6 +95,7 @@ class Intake:
     account: PeerAccount | None = None
     counted: bool = False
     answer_held: int = 0  # of ``held``, its answer's bytes
+    audit: Callable[[], None] | None = None  # its answer's audit, started once it is answered
 
     @property
     def attempts(self) -> int:
@@ -200,6 +201,7 @@ class Edge:
         if self._memory is not None:  # the answer is in memory until the door has written it
             answer = intake.answer_held = len(result.body)
             self._memory.settle(intake, intake.held + answer)
+        intake.audit = result.audit
         return result
 
     def done(
@@ -212,9 +214,10 @@ class Edge:
         written: bool = True,
     ) -> None:
         """The door has sent the answer (``sent``: its body's bytes; -1 for an error's):
-        metrics, SLOs and history record it, the span ends, the log tags go. ``written``:
-        the answer has left the door (its bytes are given back now); False: its transport
-        still holds them, and the door calls `written` once it has flushed them."""
+        metrics, SLOs and history record it, its audit starts if it was sampled for one, the
+        span ends, the log tags go. ``written``: the answer has left the door (its bytes are
+        given back now); False: its transport still holds them, and the door calls `written`
+        once it has flushed them."""
         now = self._clock.now()
         self._observe(
             intake.model_name, status, served_by, now - intake.arrived, degraded,
@@ -222,6 +225,8 @@ class Edge:
         )  # fmt: skip
         if status == CLIENT_CLOSED:  # its client left: no answer (tagged: still bound)
             self._left_lines(intake.model_name, intake.attempts, now - intake.arrived)
+        elif intake.audit is not None and status == 200:  # sampled: after the client's answer
+            intake.audit()
         intake.span.end(status, served_by or None, degraded)
         unbind_request(intake.log_token)
         if written:

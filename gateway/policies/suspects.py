@@ -13,6 +13,24 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Protocol
+
+
+class SuspectRule(Protocol):
+    """What judges a model's suspects (a vote's config, an audit's): the rows kept per replica,
+    the rows seen before one is judged, the share that makes a suspect, its quarantine."""
+
+    @property
+    def suspect_window(self) -> int: ...
+
+    @property
+    def suspect_min_votes(self) -> int: ...
+
+    @property
+    def suspect_ratio(self) -> float: ...
+
+    @property
+    def quarantine_s(self) -> float: ...
 
 
 @dataclass(slots=True)

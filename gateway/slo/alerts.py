@@ -54,11 +54,12 @@ class AlertState:
         self.burn_long = 0.0
         self.burn_short = 0.0
 
-    def update(self, burn_rates: dict[str, float], wall: float) -> bool:
-        """Re-evaluates against fresh burn rates; True if the state changed."""
+    def update(self, burn_rates: dict[str, float], wall: float, judged: bool = True) -> bool:
+        """Re-evaluates against fresh burn rates; True if the state changed. ``judged``: the
+        windows hold enough events to judge the rule (a correctness SLO's sample may not)."""
         self.burn_long = burn_rates[self.rule.long_window]
         self.burn_short = burn_rates[self.rule.short_window]
-        firing = self.burn_long > self.rule.factor and self.burn_short > self.rule.factor
+        firing = judged and self.burn_long > self.rule.factor and self.burn_short > self.rule.factor
         if firing == self.firing:
             return False
         self.firing = firing

@@ -95,6 +95,8 @@ class ModelView(msgspec.Struct, frozen=True):
     fallback_refusal: str | None  # None: its fallback can answer
     metadata: bytes | None  # the model's V2 metadata document (JSON), once fetched
     rollout: RolloutView | None
+    # why the burn policy serves this single-route model by a vote now (None: it does not)
+    escalation: str | None = None
 
 
 class BreakerSignal(msgspec.Struct, frozen=True):

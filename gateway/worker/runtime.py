@@ -2,12 +2,14 @@
 
 `WorkerRuntime` is `gateway.serving.Serving` built with the link's stand-ins
 (`gateway.worker.shipped`): what the request path tells the metrics, the outlier detector,
-the vote's suspects, the rollouts' evidence and the upstream events is shipped to the control
-process in the worker's batches, and so is each answer (one tuple, as the answer tape takes
-it). The control's decisions come back as snapshots (`mirror`). The limits the config sets for
-the whole gateway are this worker's share of them (`gateway.config.shares`). Nothing runs in
-the background here but the request path and the shipper; the fallback models are loaded and
-verified at start, and refused while the control process says so.
+the vote's suspects, the rollouts' evidence, the audits' verdicts and the upstream events is
+shipped to the control process in the worker's batches, and so is each answer (one tuple, as
+the answer tape takes it). The control's decisions come back as snapshots (`mirror`); among
+them, which models the burn policy serves by a vote (`Mirror.escalated`, read in place by the
+pipeline). The limits the config sets for the whole gateway are this worker's share of them
+(`gateway.config.shares`). Nothing runs in the background here but the request path and the
+shipper; the fallback models are loaded and verified at start, and refused while the control
+process says so.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from gateway.upstream.transport.base import Transport
 from gateway.upstream.transport.local_errors import LOCAL_RESOURCE_ERRORS
 from gateway.worker.mirror import Mirror
 from gateway.worker.shipped import (
+    ShippedAudits,
     ShippedEvents,
     ShippedMetrics,
     ShippedReactions,
@@ -72,6 +75,8 @@ class WorkerRuntime(Serving):
         self.suspects = ShippedSuspects(shipper)
         self.reactions = ShippedReactions(shipper, self.shipped_metrics)
         self.mirror = Mirror(self, self.rollouts, events, worker)
+        self.audits = ShippedAudits(shipper)
+        self.escalated = self.mirror.escalated
         self.fallbacks = {
             name: _Refusable(model, name, self.mirror.fallback_refusals)
             for name, model in self.fallback_models.items()
