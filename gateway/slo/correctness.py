@@ -6,8 +6,8 @@ share of them not shown wrong, and that share is an estimate of the wrong-answer
 whole traffic, so it is shown with a confidence interval from the count behind it.
 
 The interval is Wilson's score interval with a continuity correction (Newcombe 1998, method
-4), at 95 %. Why this one: the wrong rates that matter are small (0.1 %–5 %) and the counts
-modest (hundreds of audits), where the plain normal (Wald) interval collapses to zero width on
+4), at a 95 % confidence level. Why this one: the wrong rates that matter are small (a few in a
+thousand to a few in a hundred) and the counts modest (hundreds of audits), where the plain normal (Wald) interval collapses to zero width on
 zero wrong answers and covers the true rate far less often than it says; the plain Wilson
 interval is better but dips below its stated coverage at small counts; Clopper-Pearson's exact
 interval never does but needs a beta quantile the gateway has no library for. The corrected

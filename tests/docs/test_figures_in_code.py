@@ -43,6 +43,13 @@ ALLOWED = {
     ("gateway/policies/byte_budget.py", "from 64 MiB to 1 GiB"): "the clamp its last line applies",
     ("gateway/telemetry/catalog.py", "256 B ... 64 MiB"): "the byte buckets' range",
     ("gateway/telemetry/history_buffers.py", "5 % wider"): "the sketch's growth, by definition",
+    ("gateway/slo/correctness.py", "at a 95 % confidence level"): "the interval's definition",
+    ("gateway/slo/correctness.py", "its stated 95 % over"): "the interval's definition",
+    ("gateway/slo/correctness.py", "two-sided 95 % interval"): "the interval's definition",
+    ("gateway/slo/correctness.py", "The 95 % interval of"): "the interval's definition",
+    ("gateway/slo/engine.py", "95 % interval"): "the interval's definition",
+    ("gateway/slo/engine.py", "95 % Wilson score"): "the interval's name in /slo",
+    ("gateway/telemetry/catalog.py", "bounds of its 95 %"): "the interval's definition",
     ("gateway/telemetry/history_buffers.py", "within ±2.5 %"): "the error bound that growth gives",
     # The outgoing gateway of a reload, not history: reworded with the reload's vocabulary once
     # issue 39's edit of the docstring's next line has landed (one change, no merge conflict).
