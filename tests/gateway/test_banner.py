@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-
 from gateway.banner import announce_when_listening, banner
 from gateway.config import load_config
 
