@@ -39,7 +39,7 @@ from gateway.upstream.replica import Replica
 log = logging.getLogger(__name__)
 
 Handler = Callable[..., None]
-_METRICS = ("queued", "retry", "retry_refused", "hedge", "shed", "per_try_timeout", "fallback")
+_METRICS = ("queued", "retry", "retry_refused", "hedge", "shed", "fallback")
 _ROLLOUTS = ("served", "compared", "copy_failed", "shed")
 
 
@@ -108,7 +108,8 @@ class BatchIntake:
         handlers: dict[tuple[str, str], Handler] = {
             ("metrics", name): getattr(metrics, name) for name in _METRICS
         }
-        handlers[("metrics", "vote")] = metrics.vote
+        handlers[("metrics", "vote")] = self._vote
+        handlers[("metrics", "per_try_timeout")] = self._per_try_timeout
         handlers[("metrics", "attempt")] = self._metrics_attempt
         handlers[("fleet", "attempt")] = self._attempt
         handlers[("fleet", "charged")] = self._charged
@@ -148,8 +149,10 @@ class BatchIntake:
         for call in batch.calls:
             self._carry_out(call)
         if batch.gauges is not None:
+            self._budget(batch.worker, batch.gauges)
             self.levels.gauges[batch.worker] = batch.gauges
             self._outstanding()
+            self._permits()
 
     def _carry_out(self, call: Call) -> None:
         handler = self._handlers.get((call.target, call.method))
@@ -169,6 +172,28 @@ class BatchIntake:
         if held is not None:
             log.warning("a worker's %s record was dropped: %s", key, why)
 
+    def _budget(self, worker: int, gauges: Gauges) -> None:
+        """What the worker's retry budget counted since its last gauges, into the control's
+        (which other gateways share through the store)."""
+        before = self.levels.gauges.get(worker)
+        last = before.budget if before is not None else (0, 0, 0)
+        now = gauges.budget
+        deltas = [max(0, n - b) for n, b in zip(now, last, strict=True)]
+        if any(deltas):
+            self._gateway.budget.absorb(*deltas)
+
+    def _permits(self) -> None:
+        granted: Counter[str] = Counter()
+        peak: dict[str, int] = {}
+        for gauges in self.levels.gauges.values():
+            for replica_id, (given, most) in gauges.permits.items():
+                granted[replica_id] += given
+                peak[replica_id] = max(peak.get(replica_id, 0), most)
+        for replica_id, given in granted.items():
+            replica = self._gateway.registry.replica(replica_id)
+            if replica is not None and replica.breaker is not None:
+                replica.breaker.report_permits(given, peak[replica_id])
+
     def _outstanding(self) -> None:
         counts = self.levels.outstanding()
         for pool in self._gateway.registry.pools.values():
@@ -176,6 +201,23 @@ class BatchIntake:
                 replica.report_outstanding(counts.get(replica.id, 0))
 
     # --- the records --------------------------------------------------------------------
+
+    def _known(self, replica_id: str) -> bool:
+        """Whether the replica is still the gateway's (a member or draining): one that left
+        took its series with it, and a late record must not bring them back."""
+        return any(
+            replica.id == replica_id
+            for pool in self._gateway.registry.pools.values()
+            for replica in (*pool.replicas, *pool.draining)
+        )
+
+    def _per_try_timeout(self, model: str, pool: str, replica: str) -> None:
+        if self._known(replica):
+            self._gateway.metrics.per_try_timeout(model, pool, replica)
+
+    def _vote(self, model: str, tally: str, dissenters: list[str]) -> None:
+        known = [replica for replica in dissenters if self._known(replica)]
+        self._gateway.metrics.vote(model, tally, known)
 
     def _metrics_attempt(self, model: str, pool: str, outcome: list[Any]) -> None:
         self._gateway.metrics.attempt(model, pool, outcome_of(outcome))
@@ -189,8 +231,7 @@ class BatchIntake:
         pool = gateway.registry.pools.get(pool_name)
         replica = _member(pool, replica_id)
         if pool is None or replica is None:
-            gateway.metrics.attempt(model, pool_name, outcome)  # it left: only counted
-            return
+            return  # it left: its series went with it (`Departures`)
         error = outcome.describe() if outcome.kind in REPLICA_FAILURES else None
         outstanding = replica.outstanding
         replica.started()

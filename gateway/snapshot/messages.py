@@ -162,6 +162,10 @@ class Gauges(msgspec.Struct, frozen=True):
     hedges: tuple[int, int] = (0, 0)  # hedges it sent and won so far
     # its admission's seats per model and tenant (`FairShare`'s counts)
     tenants: dict[str, dict[str, dict[str, int]]] = {}
+    # its retry budget since it started: requests counted, retries spent, retries refused
+    budget: tuple[int, int, int] = (0, 0, 0)
+    # its breakers' half-open permits per replica: granted so far, most at once
+    permits: dict[str, tuple[int, int]] = {}
 
 
 class Batch(msgspec.Struct, frozen=True, tag=True):

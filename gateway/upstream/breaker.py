@@ -229,6 +229,12 @@ class ReplicaBreaker:
         else:
             self._cb.close()
 
+    def report_permits(self, granted: int, peak: int) -> None:
+        """Half-open permits the data-plane workers' breakers for this replica gave (in the
+        control process, whose own breaker serves no attempt): their sum, and the most any
+        one of them had out at once."""
+        self.half_open_granted, self.half_open_peak = granted, peak
+
     def carry_from(self, old: ReplicaBreaker) -> None:
         """Takes over ``old``'s state (the same replica's breaker before a reload).
 

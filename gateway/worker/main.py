@@ -75,7 +75,9 @@ log = logging.getLogger("gateway.worker")
 WELCOME_TIMEOUT_S = 30.0
 STALE_S = 3.0
 DRAIN_SLACK_S = 1.0
-FRAMING_BYTES = 64 * 1024  # what chunked framing may add to a body the edge bounds
+FRAMING_BYTES = 64 * 1024
+LINGER_S = 10.0
+LINGER_BYTES = 64 * 1024 * 1024  # what chunked framing may add to a body the edge bounds
 REFUSED = 3  # the exit status when the control process refuses this worker
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
@@ -309,6 +311,10 @@ def _client_limits(config: GatewayConfig) -> ClientLimits:
         # what a body's framing may add to it
         max_body_bytes=2 * server.max_body_bytes + FRAMING_BYTES,
         max_connections=door_connections(config),
+        # after an early refusal (a 413 at the head), the client's body is read and dropped
+        # for a while, as nginx's lingering close does, so the client reads the answer
+        linger_s=LINGER_S,
+        linger_bytes=LINGER_BYTES + 2 * server.max_body_bytes,
     )
 
 

@@ -118,7 +118,7 @@ class WorkerRuntime(Serving):
         """This worker's levels now, for its next batch."""
         outstanding = {r.id: r.outstanding for r in self.registry.replicas() if r.outstanding}
         pipeline = self.pipeline
-        admission, hedge = pipeline.admission, pipeline.hedge
+        admission, hedge, budget = pipeline.admission, pipeline.hedge, self.budget
         return Gauges(
             outstanding,
             {name: count for name, count in admission.in_flight.items() if count},
@@ -129,8 +129,14 @@ class WorkerRuntime(Serving):
             dict(admission.shed),
             (hedge.hedges_sent, hedge.hedges_won),
             {
-                name: {seat.name: seat.to_json() for seat in share}
-                for name, share in admission.models.items()
+                name: {seat.name: seat.to_json() for seat in admission.share_of(name, model)}
+                for name, model in self.config.models.items()
+            },
+            (budget.requests_total, budget.spent_total, budget.refused_total),
+            {
+                r.id: (r.breaker.half_open_granted, r.breaker.half_open_peak)
+                for r in self.registry.replicas()
+                if r.breaker is not None and r.breaker.half_open_granted
             },
         )
 
