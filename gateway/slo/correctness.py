@@ -8,8 +8,8 @@ whole traffic, so it is shown with a confidence interval from the count behind i
 The interval is Wilson's score interval with a continuity correction (Newcombe 1998, method
 4), at a 95 % confidence level. Why this one: the wrong rates that matter are small (a few in a
 thousand to a few in a hundred) and the counts modest (hundreds of audits), where the plain
-normal (Wald) interval collapses to zero width on zero wrong answers and covers the true rate far less often than it says; the plain Wilson
-interval is better but dips below its stated coverage at small counts; Clopper-Pearson's exact
+normal (Wald) interval collapses to zero width on zero wrong answers and covers the true rate
+far less often than it says; the plain Wilson interval is better but dips below its stated coverage at small counts; Clopper-Pearson's exact
 interval never does but needs a beta quantile the gateway has no library for. The corrected
 Wilson interval is closed-form and its coverage stays at its stated 95 % over those rates and
 counts (the property test `tests/gateway/slo/test_correctness_interval.py` computes it exactly).
