@@ -1,24 +1,25 @@
 """How far a correctness SLO's estimate can be trusted, and when it may alert at all.
 
-A correctness SLO does not see every answer: its events are the answers judged (audited
-answers, golden probe results, voted answers), a sample of the model's traffic. Its SLI is the
-share of them not shown wrong, and that share is an estimate of the wrong-answer rate of the
-whole traffic, so it is shown with a confidence interval from the count behind it.
+A correctness SLO does not see every answer: its events are the answers judged (audited answers,
+golden probe results, voted answers), a sample of the model's traffic. Its SLI is the share of
+them not shown wrong, and that share is an estimate of the wrong-answer rate of the whole
+traffic, so it is shown with a confidence interval from the count behind it.
 
-The interval is Wilson's score interval with a continuity correction (Newcombe 1998, method
-4), at a 95 % confidence level. Why this one: the wrong rates that matter are small (a few in a
+The interval is Wilson's score interval with a continuity correction (Newcombe 1998, method 4),
+at a 95 % confidence level. Why this one: the wrong rates that matter are small (a few in a
 thousand to a few in a hundred) and the counts modest (hundreds of audits), where the plain
 normal (Wald) interval collapses to zero width on zero wrong answers and covers the true rate
-far less often than it says; the plain Wilson interval is better but dips below its stated coverage at small counts; Clopper-Pearson's exact
-interval never does but needs a beta quantile the gateway has no library for. The corrected
-Wilson interval is closed-form and its coverage stays at its stated 95 % over those rates and
-counts (the property test `tests/gateway/slo/test_correctness_interval.py` computes it exactly).
+far less often than it says; the plain Wilson interval is better but dips below its stated
+coverage at small counts; Clopper-Pearson's exact interval never does but needs a beta quantile
+the gateway has no library for. The corrected Wilson interval is closed-form and its coverage
+stays at its stated 95 % over those rates and counts (the property test
+`tests/gateway/slo/test_correctness_interval.py` computes it exactly).
 
 An alert of the SLO's table (`gateway.slo.alerts`) compares a burn rate with a factor, i.e. a
-wrong rate with ``factor × (1 - objective)``. Fewer judged answers than `min_judged` cannot
-tell that rate from none: at exactly that rate, a count that small shows no wrong answer at
-all more often than `ALPHA` of the time. Such an alert never fires on fewer (its short window
-holds the fewest).
+wrong rate with ``factor × (1 - objective)``. Fewer judged answers than `min_judged` cannot tell
+that rate from none: at exactly that rate, a count that small shows no wrong answer at all more
+often than `ALPHA` of the time. Such an alert never fires on fewer (its short window holds the
+fewest).
 """
 
 from __future__ import annotations
