@@ -52,6 +52,9 @@ RESTART_FIELDS = (
 )  # fmt: skip
 DRAIN_SLACK_S = 1.0
 _READS = frozenset({"GET", "HEAD"})
+READ_BARRIER_S = 0.5  # a read waits this long at most for the workers' latest answers
+WRITE_BARRIER_S = 10.0  # a change waits this long at most for the workers to take it in
+Barrier = Callable[[float], Awaitable[object]]
 PEER_HEADER = b"x-gateway-peer"  # set by a worker's proxy (`gateway.worker.http.proxy`)
 INFER_PATH = re.compile(r"^/v2/models/([^/]+)(?:/versions/([^/]+))?/infer$")
 
@@ -78,8 +81,9 @@ class GatewayApp:
         self._parses = parses
         # who hears of each gateway a reload or a promotion swaps in (a control's workers)
         self.on_reload: list[Reloaded] = []
-        # a control's workers flushed and up to date (`ControlPlane.barrier`); None: no workers
-        self.barrier: Callable[[], Awaitable[object]] | None = None
+        # a control's workers flushed and up to date within a bound in seconds
+        # (`ControlPlane.barrier`); None: no workers
+        self.barrier: Barrier | None = None
         self._retiring: set[asyncio.Task[None]] = set()
         self._reloading = asyncio.Lock()  # one reload at a time (HTTP, SIGHUP, file watch)
         server = gateway.config.server  # where and how to listen: fixed until a restart
@@ -262,7 +266,7 @@ class GatewayApp:
         if barrier is None or scope["type"] != "http":
             await self._admin(scope, receive, send)
         elif scope["method"] in _READS:
-            await barrier()  # what it reads counts every worker's requests so far
+            await barrier(READ_BARRIER_S)  # what it reads counts every worker's requests so far
             await self._admin(scope, receive, send)
         else:
             await self._admin(scope, receive, _after(barrier, send))
@@ -300,13 +304,13 @@ class GatewayApp:
                 return
 
 
-def _after(barrier: Callable[[], Awaitable[object]], send: Send) -> Send:
+def _after(barrier: Barrier, send: Send) -> Send:
     """``send``, whose answer waits for ``barrier`` first: a state change made by the request
-    has reached every worker when the operator reads its answer."""
+    (a drain, a reload) has reached every worker when the operator reads its answer."""
 
     async def sending(message: MutableMapping[str, Any]) -> None:
         if message["type"] == "http.response.start":
-            await barrier()
+            await barrier(WRITE_BARRIER_S)
         await send(message)
 
     return sending

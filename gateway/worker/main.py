@@ -126,6 +126,7 @@ class Worker:
         self._workers = 1
         self._stopping: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._reloading: asyncio.Task[None] | None = None  # the last reload, under way or done
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
@@ -233,15 +234,28 @@ class Worker:
         if isinstance(message, Snapshot):
             self._snapshot(message)
         elif isinstance(message, Reload):
-            self._spawn(self._reload(message))
+            self._reloading = self._spawn(self._reload(message))
         elif isinstance(message, Flush):
-            self.shipper.ship(message.token)
+            self._flush(message.token)
         elif isinstance(message, Stop):
             self._stop()
         elif isinstance(message, Drain):
             self._drain(message.reason)
         else:  # Welcome or Refused: the answer to this worker's Hello
             self._answered(message)
+
+    def _flush(self, token: int) -> None:
+        """Ships now; after a reload under way, once it is done (it was asked before)."""
+        reloading = self._reloading
+        if reloading is None or reloading.done():
+            self.shipper.ship(token)
+            return
+
+        async def after_reload() -> None:
+            await asyncio.wait((reloading,))
+            self.shipper.ship(token)
+
+        self._spawn(after_reload())
 
     def _snapshot(self, snapshot: Snapshot) -> None:
         self._latest = snapshot
@@ -276,10 +290,11 @@ class Worker:
             return
         self._config_version = reload.config_version
 
-    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
+    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     def _ship(self, batch: Batch) -> None:
         self.link.send_batch(batch)
