@@ -326,10 +326,6 @@ def _client_limits(config: GatewayConfig) -> ClientLimits:
         # what a body's framing may add to it
         max_body_bytes=2 * server.max_body_bytes + FRAMING_BYTES,
         max_connections=door_connections(config),
-        # after an early refusal (a 413 at the head), the client's body is read and dropped
-        # for a while, as nginx's lingering close does, so the client reads the answer
-        linger_s=LINGER_S,
-        linger_bytes=LINGER_BYTES + 2 * server.max_body_bytes,
     )
 
 

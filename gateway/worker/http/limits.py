@@ -18,7 +18,11 @@ the way HTTP says (`gateway.worker.http.protocol` applies them):
   address: past either, 503 and close.
 
 After an error answer the connection lingers (reads and drops, up to ``linger_bytes`` for
-``linger_s``) so that a client still sending reads the answer instead of a reset.
+``linger_s``) so that a client still sending reads the answer instead of a reset. When the answer
+came before a body the client declared (a 413 for its length, a refusal of its head's values),
+the rest of that body is read and dropped instead, up to ``linger_body_bytes`` within
+``linger_body_s``, as nginx's lingering close does: a client that writes its whole body before
+it reads (most do) then reads a 413, not a broken pipe.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ class ClientLimits:
     write_timeout_s: float = 60.0
     linger_s: float = 1.0
     linger_bytes: int = 1024 * 1024
+    linger_body_s: float = 10.0
+    linger_body_bytes: int = 64 * 1024 * 1024
     http10: bool = True  # False: an HTTP/1.0 request gets 505
     max_connections: int | None = None  # None: no cap
     max_connections_per_peer: int | None = None

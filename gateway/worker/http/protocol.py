@@ -362,6 +362,7 @@ class HttpProtocol(asyncio.Protocol):
             self._stop(400, f"invalid HTTP request: {why} (RFC 9112, 3.2)")
         declared = int(self._declared) if self._declared else 0  # llhttp checked the digits
         if limits.max_body_bytes is not None and declared > limits.max_body_bytes:
+            self._body_left = declared  # what the client is about to send: lingered over
             self._stop(413, f"request body over {limits.max_body_bytes} bytes")
         self._body_left = -1 if self._chunked else declared
         method = parser.get_method()
@@ -626,11 +627,15 @@ class HttpProtocol(asyncio.Protocol):
             transport.close()
             return
         transport.write_eof()
-        self._linger = self._limits.linger_bytes
+        limits = self._limits
+        linger_s, self._linger = limits.linger_s, limits.linger_bytes
+        if self._body_left > limits.linger_bytes:  # the rest of a body it declared
+            linger_s = limits.linger_body_s
+            self._linger = min(self._body_left, limits.linger_body_bytes)
         self._pauses = 0
         transport.resume_reading()
         self._disarm()
-        self._timer = self._loop.call_later(self._limits.linger_s, transport.close)
+        self._timer = self._loop.call_later(linger_s, transport.close)
         self._timer_at = -INF  # nothing re-arms it
 
     # --- timers -------------------------------------------------------------------------
