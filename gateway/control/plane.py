@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import shlex
 import signal
 import socket
 import sys
@@ -45,6 +46,7 @@ from gateway.snapshot.publisher import SnapshotPublisher
 log = logging.getLogger(__name__)
 
 BARRIER_S = 0.5  # the longest a control-plane request waits for the workers' flush
+WORKER_PREFIX_ENV = "GATEWAY_WORKER_PREFIX"  # a command the workers run under (benchmarks)
 
 
 class ControlPlane:
@@ -224,7 +226,10 @@ class ControlPlane:
     # --- the workers --------------------------------------------------------------------
 
     def _argv(self, index_fd: int) -> list[str]:
+        # a command the workers run under, for benchmarks and profilers (callgrind, py-spy)
+        prefix = shlex.split(os.environ.get(WORKER_PREFIX_ENV, ""))
         argv = [
+            *prefix,
             sys.executable,
             "-m",
             "gateway.worker",
