@@ -9,7 +9,6 @@ one had started), and is the last line against bare 500s: anything unexpected be
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import logging
 import re
@@ -31,6 +30,7 @@ from gateway.config import ConfigError, GatewayConfig
 from gateway.config.loader import read_config
 from gateway.errors import BadRequest, Conflict, GatewayError
 from gateway.pipeline.build import build_edge
+from gateway.pipeline.edge import Edge
 from gateway.policies.byte_budget import InflightBytes
 from gateway.policies.heap_trim import HeapTrim
 from gateway.preflight import config_problems
@@ -41,6 +41,7 @@ from gateway.telemetry.audit import AuditEvent
 log = logging.getLogger(__name__)
 
 RETIRE_GRACE_S = 60.0
+RETIRE_POLL_S = 0.05
 # Server settings the running server holds (the socket, the protocol, the parser).
 RESTART_FIELDS = (
     "host", "port", "grpc_port", "max_header_bytes", "header_timeout_s", "body_timeout_s",
@@ -204,7 +205,7 @@ class GatewayApp:
         this raises), carries the running one's state over and hands it the traffic; the old
         one retires once the requests it admitted are answered. ``text``: the file's text
         ``config`` comes from, with ``promoted`` models handed over (for `on_reload`)."""
-        old = self.gateway
+        old, old_edge = self.gateway, self.edge
         fresh = Gateway(config, clock=old.clock)  # one clock: carried deadlines stay valid
         await fresh.start()
         carried = carry_over(old, fresh)  # no await from here to the swap: nothing is missed
@@ -212,7 +213,7 @@ class GatewayApp:
         self.config_text, self.promoted = text, promoted
         for hear in self.on_reload:
             hear(fresh, text, promoted)
-        task = asyncio.create_task(_retire(old))
+        task = asyncio.create_task(_retire(old, old_edge))
         self._retiring.add(task)
         task.add_done_callback(self._retiring.discard)
         return carried
@@ -325,10 +326,15 @@ def _client_from_worker(scope: Scope) -> None:
             return
 
 
-async def _retire(gateway: Gateway, grace_s: float = RETIRE_GRACE_S) -> None:
-    """Stops a replaced gateway once the requests it admitted are answered (bounded)."""
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(gateway.pipeline.admission.idle.wait(), grace_s)
+async def _retire(gateway: Gateway, edge: Edge, grace_s: float = RETIRE_GRACE_S) -> None:
+    """Stops a replaced gateway once every request its edge took is answered (bounded):
+    one still reading its body has not reached admission yet, but will use its transport."""
+    loop = asyncio.get_running_loop()
+    until = loop.time() + grace_s
+    while edge.open > 0 or not gateway.pipeline.admission.idle.is_set():
+        if loop.time() >= until:
+            break
+        await asyncio.sleep(RETIRE_POLL_S)
     await gateway.stop()
 
 

@@ -120,6 +120,7 @@ class Edge:
         memory: InflightBytes | None = None,
     ) -> None:
         self._memory = memory  # the gateway-wide budget of bytes in flight (None: unbounded)
+        self.open = 0  # requests arrived and not yet done (a replaced edge retires at 0)
         self._clock = clock
         self._tracer = tracer
         self._caller = caller
@@ -144,6 +145,7 @@ class Edge:
         request_id = request_id_of(headers.get("x-request-id"))
         span = self._tracer.start_request(headers, model_name, request_id)
         log_token = bind_request(request_id, span)
+        self.open += 1
         return Intake(model_name, version, headers, arrived, request_id, span, log_token, peer=peer)
 
     async def infer(self, intake: Intake, read: BodyReader) -> InferResult:
@@ -219,6 +221,7 @@ class Edge:
         given back now); False: its transport still holds them, and the door calls `written`
         once it has flushed them."""
         now = self._clock.now()
+        self.open -= 1
         self._observe(
             intake.model_name, status, served_by, now - intake.arrived, degraded,
             intake.client_timeout_s, intake.tenant, intake.received, sent, intake.rows, now,
