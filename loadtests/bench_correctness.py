@@ -18,8 +18,9 @@ polled twice a second. Runs (``--runs``):
   fixed ``--rate`` below saturation: closed-loop at c8 the machine's two cores are full, and
   the latency is queueing behind the audits' extra work).
 
-``--one-process`` serves the gateway as one process (`tests.support.one_process`), for a
-branch whose data-plane workers cannot serve; otherwise ``gateway serve``. Prints one JSON
+The gateway is ``gateway serve`` with ``--workers`` data-plane workers (2 by default): the
+audits and votes run in the workers, the SLO, the suspects, the quarantine and the escalation
+are decided in the control process from every worker's shipped verdicts. Prints one JSON
 document; the figures go to docs/measured.md by hand.
 """
 
@@ -28,7 +29,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,10 +39,11 @@ import orjson
 from gateway.config.endpoint import Endpoint
 from gateway.errors import UpstreamError
 from gateway.upstream.transport.http1 import Http1Transport
-from loadtests.stack import Proc, Stack, clear_faults, free_port, inject_faults
+from loadtests.stack import Proc, Stack, clear_faults, inject_faults
 from replicas.dataset import load_split
 
 SECONDS, FAULT_AT, CONCURRENCY, LAST_S = 40.0, 5.0, 8, 15.0
+WORKERS = 2
 
 
 @dataclass
@@ -71,7 +72,7 @@ class Answers:
         }
 
 
-def config(mlp: list[Proc], svm: Proc, forest: Proc, run: str) -> dict[str, Any]:
+def config(mlp: list[Proc], svm: Proc, forest: Proc, run: str, workers: int) -> dict[str, Any]:
     def pool(model: str, procs: list[Proc], prefix: str) -> dict[str, Any]:
         replicas = [{"id": f"{prefix}-{i}", "url": p.url} for i, p in enumerate(procs)]
         return {"model": model, "replicas": replicas}
@@ -86,6 +87,7 @@ def config(mlp: list[Proc], svm: Proc, forest: Proc, run: str) -> dict[str, Any]
         digits["vote_pools"] = ["digits-mlp", "digits-svm", "digits-forest"]
         digits["burn_policy"] = {"vote": {"enabled": True, "k": 3, "recover_s": 10}}
     return {
+        "server": {"workers": workers},
         "pools": {
             "digits-mlp": pool("digits-mlp", mlp, "mlp"),
             "digits-svm": pool("digits-svm", [svm], "svm"),
@@ -96,16 +98,6 @@ def config(mlp: list[Proc], svm: Proc, forest: Proc, run: str) -> dict[str, Any]
             "digits-vote": {"vote": {"pools": ["digits-mlp", "digits-svm", "digits-forest"]}},
         },
     }
-
-
-def start_gateway(stack: Stack, raw: dict[str, Any], one_process: bool) -> Proc:
-    if not one_process:
-        return stack.gateway(raw)
-    port = free_port()
-    path = stack.workdir / "gateway.yaml"
-    path.write_text(json.dumps(raw))
-    argv = [sys.executable, "-m", "tests.support.one_process", str(path), str(port)]
-    return stack.start("gateway", argv, f"http://127.0.0.1:{port}", "/v2/health/ready")
 
 
 def bodies() -> list[bytes]:
@@ -222,16 +214,14 @@ def replica_requests(procs: list[Proc]) -> int:
     return total
 
 
-async def one_run(
-    run: str, corrupt: float, one_process: bool, rate: float | None
-) -> dict[str, Any]:
+async def one_run(run: str, corrupt: float, workers: int, rate: float | None) -> dict[str, Any]:
     with Stack() as stack:
         mlp = [stack.replica(f"mlp-{i}", "digits-mlp") for i in range(3)]
         svm, forest = (
             stack.replica("svm-0", "digits-svm"),
             stack.replica("forest-0", "digits-forest"),
         )
-        gateway = start_gateway(stack, config(mlp, svm, forest, run), one_process)
+        gateway = stack.gateway(config(mlp, svm, forest, run, workers))
         requests = bodies()
         single = await reference(gateway.url, requests, "digits")
         expected = (single, await reference(gateway.url, requests, "digits-vote"))
@@ -256,6 +246,7 @@ async def one_run(
         extra = replica_requests(everyone) - before - sent
         return {
             "run": run,
+            "workers": workers,
             "seen_s": {k: round(v, 2) if isinstance(v, float) else v for k, v in seen.items()},
             "whole": answers.window(0, seconds),
             "last_15s": answers.window(SECONDS - LAST_S, SECONDS),
@@ -267,11 +258,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", default="quarantine,vote,clean,off")
     parser.add_argument("--corrupt", type=float, default=0.1)
-    parser.add_argument("--one-process", action="store_true")
+    parser.add_argument("--workers", type=int, default=WORKERS, help="data-plane workers")
     parser.add_argument("--rate", type=float, help="requests/s (default: closed loop, c8)")
     args = parser.parse_args()
     runs = args.runs.split(",")
-    results = [asyncio.run(one_run(run, args.corrupt, args.one_process, args.rate)) for run in runs]
+    results = [asyncio.run(one_run(run, args.corrupt, args.workers, args.rate)) for run in runs]
     print(json.dumps(results, indent=2))
 
 
