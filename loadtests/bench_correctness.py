@@ -30,6 +30,7 @@ import argparse
 import asyncio
 import json
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,7 +51,7 @@ WORKERS = 2
 class Answers:
     began: float = field(default_factory=time.monotonic)
     rows: list[tuple[float, int, bool, bool, float]] = field(default_factory=list)
-    # (since began, status, wrong, voted, latency)
+    # (since began, status (0: no answer), wrong, voted, latency)
 
     def window(self, start: float, end: float) -> dict[str, Any]:
         chosen = [r for r in self.rows if start <= r[0] < end]
@@ -64,6 +65,7 @@ class Answers:
         return {
             "sent": len(chosen),
             "failed": len(chosen) - len(answered),
+            "failed_by_status": dict(Counter(r[1] for r in chosen if r[1] != 200)),
             "wrong": wrong,
             "wrong_rate": round(wrong / len(answered), 5) if answered else None,
             "voted": sum(r[3] for r in answered),
