@@ -44,7 +44,7 @@ def runtime_missing() -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
-class Loaded:
+class VerifiedModel:
     """A verified onnxruntime session and what it was verified as."""
 
     session: ort.InferenceSession
@@ -81,8 +81,8 @@ def open_session(data: bytes) -> ort.InferenceSession:
 
 
 def check_model(
-    manifest: Path, name: str, current: Loaded | None = None
-) -> tuple[FallbackVerdict, Loaded | None]:
+    manifest: Path, name: str, current: VerifiedModel | None = None
+) -> tuple[FallbackVerdict, VerifiedModel | None]:
     """Verifies ``name`` from ``manifest``; the session is reused if the bytes are unchanged."""
     try:
         files = find_model(manifest, name)
@@ -105,7 +105,7 @@ def check_model(
             return FallbackVerdict(False, f"cannot load it: {exc}: {RUNTIME_EXTRA}", digest), None
         except Exception as exc:  # onnxruntime raises its own untyped errors
             return FallbackVerdict(False, f"onnxruntime cannot load it: {exc}", digest), None
-        loaded = Loaded(session, signature_of(session), digest, entry.version)
+        loaded = VerifiedModel(session, signature_of(session), digest, entry.version)
     expected = Signature(entry.inputs, entry.outputs)
     if loaded.signature != expected:
         reason = f"signature {loaded.signature} differs from the manifest's {expected}"
@@ -114,7 +114,7 @@ def check_model(
     return verdict, loaded if verdict.ok else None
 
 
-def _golden(path: Path, pinned_min: float, loaded: Loaded) -> FallbackVerdict:
+def _golden(path: Path, pinned_min: float, loaded: VerifiedModel) -> FallbackVerdict:
     """Accuracy of the label output on the golden set against the stricter minimum of the two.
 
     The golden file is not hashed in the manifest, so its own ``min_accuracy`` may only raise

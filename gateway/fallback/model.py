@@ -20,7 +20,7 @@ import numpy as np
 
 from gateway.clock import Clock
 from gateway.errors import BadRequest, FallbackUnavailable
-from gateway.fallback.check import FallbackVerdict, Loaded, check_model
+from gateway.fallback.check import FallbackVerdict, VerifiedModel, check_model
 from gateway.fallback.manifest import FileStamp, find_model, manifest_file, stamp
 from gateway.v2.fit import FallbackMisfit
 from v2proto.errors import ManifestError
@@ -62,7 +62,7 @@ class FallbackModel:
         self.name = name
         self._clock = clock
         self._executor = executor  # None: the event loop's default thread pool
-        self._loaded: Loaded | None = None
+        self._loaded: VerifiedModel | None = None
         self._lock = asyncio.Lock()
         self.status = FallbackStatus(False, "not verified yet", model=name)
         self.verifications = 0

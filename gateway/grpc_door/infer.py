@@ -38,7 +38,7 @@ from gateway.api.tenants import HEADERS as TENANT_HEADERS
 from gateway.deadline import TIMEOUT_HEADER
 from gateway.errors import CLIENT_CLOSED, BadRequest, GatewayError
 from gateway.grpc_door.door_app import DoorApp
-from gateway.grpc_door.receive import MessageReader, Refused, missing_request
+from gateway.grpc_door.receive import CallRefused, MessageReader, missing_request
 from gateway.grpc_door.status import code_of, error_metadata
 from gateway.grpc_door.typed import typed_to_raw
 from gateway.pipeline.edge import Intake
@@ -59,7 +59,7 @@ DEADLINE_SKEW_S = 0.05
 
 
 @dataclass(frozen=True, slots=True)
-class Answer:
+class GrpcAnswer:
     """One ModelInfer request's outcome, for the unary call or a stream to send: the response,
     or the code and message to refuse it with; the metadata REST's headers would carry."""
 
@@ -99,13 +99,13 @@ class InferDoor:
         # this frame, in a reference cycle until a full collection (its bytes with them).
         await context.abort(answer.code, answer.message)
 
-    async def _receive_and_answer(self, context: Context) -> Answer:
+    async def _receive_and_answer(self, context: Context) -> GrpcAnswer:
         try:
             received = await self.reader.read(context)
             if received is None:
                 raise missing_request()
-        except Refused as refused:
-            return Answer(None, refused.code, refused.message, refused.metadata, "")
+        except CallRefused as refused:
+            return GrpcAnswer(None, refused.code, refused.message, refused.metadata, "")
         return await self.answer(
             received.data, context.invocation_metadata(), context.time_remaining, received.hold
         )
@@ -116,7 +116,7 @@ class InferDoor:
         metadata: Any,
         time_remaining: Callable[[], float | None],
         hold: Hold,
-    ) -> Answer:
+    ) -> GrpcAnswer:
         """The edge's answer to one ModelInfer message, under the call's ``metadata`` and
         deadline (``time_remaining``); recorded (`Edge.done`) before it returns. A cancelled
         call is recorded as 499, or 504 past its deadline, and re-raised. ``hold``: the
@@ -126,7 +126,7 @@ class InferDoor:
             request, views = read_infer_request(data)
         except ProtocolError as exc:  # not a ModelInferRequest: gRPC's own refusal, named
             self.reader.release(hold)
-            return Answer(None, grpc.StatusCode.INVALID_ARGUMENT, exc.message, (), "")
+            return GrpcAnswer(None, grpc.StatusCode.INVALID_ARGUMENT, exc.message, (), "")
         except BaseException:
             self.reader.release(hold)
             raise
@@ -174,7 +174,7 @@ class InferDoor:
             sent = len(result.body)
             metadata_out = (*served, *_call_metadata(intake))
             written = False
-            return Answer(
+            return GrpcAnswer(
                 response,
                 grpc.StatusCode.OK,
                 "",
@@ -186,7 +186,7 @@ class InferDoor:
             status = error.status
             trailing = (*error_metadata(error), ("x-attempts", str(intake.attempts)))
             metadata_out = (*trailing, *_call_metadata(intake))
-            return Answer(None, code_of(error.status), error.message, metadata_out, request.id)
+            return GrpcAnswer(None, code_of(error.status), error.message, metadata_out, request.id)
         except asyncio.CancelledError:
             remaining = time_remaining()
             expired = remaining is not None and remaining <= DEADLINE_SKEW_S
@@ -196,7 +196,7 @@ class InferDoor:
             log.exception("unexpected error in ModelInfer for %r", request.model_name)
             status = 500
             internal = "internal gateway error (logged)"
-            return Answer(None, grpc.StatusCode.INTERNAL, internal, (), request.id)
+            return GrpcAnswer(None, grpc.StatusCode.INTERNAL, internal, (), request.id)
         finally:
             edge.done(intake, status, served_by, degraded, sent, written)
 

@@ -50,7 +50,7 @@ READ_COPIES = 2  # a message being handed over by grpc, in the most bytes it may
 MEMORY_REFUSED = 503
 
 
-class Refused(Exception):
+class CallRefused(Exception):
     """A call refused before its message was read: the code, details and trailing metadata."""
 
     def __init__(
@@ -96,7 +96,7 @@ class MessageReader:
         self.timeout_s = timeout_s
 
     async def read(self, context: Readable) -> Received | None:
-        """The next message (None: the client's side ended between messages); `Refused` if it
+        """The next message (None: the client's side ended between messages); `CallRefused` if it
         does not fit, is not complete in time, its room is taken back, or the side ended
         inside one."""
         memory, reserve = self._memory, self._reserve
@@ -124,7 +124,7 @@ class MessageReader:
                     f"server.inflight_bytes={memory.limit}",
                     None,
                 ) from None
-            raise Refused(
+            raise CallRefused(
                 grpc.StatusCode.DEADLINE_EXCEEDED,
                 f"no complete request message within {self.timeout_s:g} s (server.body_timeout_s)",
                 (("x-http-status", str(SLOW_BODY)),),
@@ -143,15 +143,15 @@ class MessageReader:
         self._memory.release(hold)
 
 
-def _memory_refused(message: str, error: Overloaded | None) -> Refused:
+def _memory_refused(message: str, error: Overloaded | None) -> CallRefused:
     retry = error.headers() if error is not None else {"retry-after": "1"}
     metadata = (("x-http-status", str(MEMORY_REFUSED)), *retry.items())
-    return Refused(grpc.StatusCode.RESOURCE_EXHAUSTED, message, metadata)
+    return CallRefused(grpc.StatusCode.RESOURCE_EXHAUSTED, message, metadata)
 
 
-def missing_request() -> Refused:
+def missing_request() -> CallRefused:
     """A unary call whose client side ended with no (complete) message."""
-    return Refused(
+    return CallRefused(
         grpc.StatusCode.INTERNAL,
         "missing request: the call ended without a complete request message",
         (("x-http-status", "400"),),

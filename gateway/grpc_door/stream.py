@@ -29,8 +29,8 @@ from typing import Any
 
 import grpc
 
-from gateway.grpc_door.infer import Answer, InferDoor
-from gateway.grpc_door.receive import Received, Refused
+from gateway.grpc_door.infer import GrpcAnswer, InferDoor
+from gateway.grpc_door.receive import CallRefused, Received
 from v2proto.grpc import grpc_service_pb2 as pb
 
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -46,10 +46,10 @@ class StreamDoor:
         self, requests: AsyncIterator[bytes], context: Context
     ) -> AsyncIterator[pb.ModelStreamInferResponse]:
         metadata = context.invocation_metadata()
-        answers: asyncio.Queue[Answer | None] = asyncio.Queue()
+        answers: asyncio.Queue[GrpcAnswer | None] = asyncio.Queue()
         slots = asyncio.Semaphore(self._in_flight)  # served, or answered and not yet written
         serving: set[asyncio.Task[None]] = set()
-        refused: list[Refused] = []
+        refused: list[CallRefused] = []
         message_reader = self._door.reader
 
         async def serve(received: Received) -> None:
@@ -69,7 +69,7 @@ class StreamDoor:
                         task = asyncio.create_task(serve(received))
                         serving.add(task)
                         task.add_done_callback(serving.discard)
-                except Refused as refusal:
+                except CallRefused as refusal:
                     refused.append(refusal)
                 while serving:  # answer what is in flight
                     await asyncio.wait(set(serving))
@@ -77,7 +77,7 @@ class StreamDoor:
                 answers.put_nowait(None)  # the end, however reading ended
 
         reader = asyncio.create_task(read())
-        answer: Answer | None = None
+        answer: GrpcAnswer | None = None
         try:
             while (answer := await answers.get()) is not None:
                 yield stream_response(answer)  # back here once gRPC has written it
@@ -98,13 +98,13 @@ class StreamDoor:
             _unsent(answers, context)
 
 
-def _written(answer: Answer, context: Context) -> None:
+def _written(answer: GrpcAnswer, context: Context) -> None:
     """Gives an answer's bytes back in the in-flight budget (a second call does nothing)."""
     if answer.written is not None:
         answer.written(context)
 
 
-def _unsent(answers: asyncio.Queue[Answer | None], context: Context) -> None:
+def _unsent(answers: asyncio.Queue[GrpcAnswer | None], context: Context) -> None:
     """The answers of a stream that ended before they were written: their bytes go back."""
     while not answers.empty():
         answer = answers.get_nowait()
@@ -112,7 +112,7 @@ def _unsent(answers: asyncio.Queue[Answer | None], context: Context) -> None:
             _written(answer, context)
 
 
-def stream_response(answer: Answer) -> pb.ModelStreamInferResponse:
+def stream_response(answer: GrpcAnswer) -> pb.ModelStreamInferResponse:
     if answer.response is not None:
         return pb.ModelStreamInferResponse(infer_response=answer.response)
     named = pb.ModelInferResponse(id=answer.request_id)

@@ -75,7 +75,7 @@ class Fault(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Rule:
+class FaultRule:
     """One row: at ``stages``, refusals with ``statuses`` lead to ``fault``.
 
     A row with ``witnesses`` above one needs that many refusals alike (the same status), counted
@@ -108,24 +108,24 @@ def _at(*stages: Stage) -> frozenset[Stage]:
     return frozenset(stages)
 
 
-RULES: tuple[Rule, ...] = (
-    Rule("answered elsewhere", _at(Stage.ANSWERED), Statuses.ANY, Fault.REPLICAS,
+RULES: tuple[FaultRule, ...] = (
+    FaultRule("answered elsewhere", _at(Stage.ANSWERED), Statuses.ANY, Fault.REPLICAS,
          reason="answered {status} where {by} answered the request"),
-    Rule("same 4xx from two replicas", _at(Stage.REFUSED, Stage.NO_QUORUM), Statuses.CLIENT,
+    FaultRule("same 4xx from two replicas", _at(Stage.REFUSED, Stage.NO_QUORUM), Statuses.CLIENT,
          Fault.REQUEST, witnesses=2),
-    Rule("same 5xx from three replicas", _at(Stage.REFUSED), Statuses.SERVER, Fault.REQUEST,
+    FaultRule("same 5xx from three replicas", _at(Stage.REFUSED), Statuses.SERVER, Fault.REQUEST,
          witnesses=SERVER_ERROR_WITNESSES, counted=Witnesses.REPLICAS_THE_POOL_HAS,
          working=True),
-    Rule("same 5xx from two replicas in a vote", _at(Stage.NO_QUORUM), Statuses.SERVER,
+    FaultRule("same 5xx from two replicas in a vote", _at(Stage.NO_QUORUM), Statuses.SERVER,
          Fault.REQUEST, witnesses=2, working=True),
-    Rule("same 5xx to one input from a pool of one", _at(Stage.TRIES_ENDED), Statuses.SERVER,
+    FaultRule("same 5xx to one input from a pool of one", _at(Stage.TRIES_ENDED), Statuses.SERVER,
          Fault.REQUEST, witnesses=SERVER_ERROR_WITNESSES, counted=Witnesses.REQUESTS_TO_ONE_INPUT,
          working=True, keep_open=True),
-    Rule("no second opinion on a 5xx", _at(Stage.TRIES_ENDED), Statuses.SERVER, Fault.REPLICAS,
+    FaultRule("no second opinion on a 5xx", _at(Stage.TRIES_ENDED), Statuses.SERVER, Fault.REPLICAS,
          reason="no other replica could answer the request"),
-    Rule("no second opinion on a 4xx", _at(Stage.TRIES_ENDED), Statuses.CLIENT, Fault.REQUEST,
+    FaultRule("no second opinion on a 4xx", _at(Stage.TRIES_ENDED), Statuses.CLIENT, Fault.REQUEST,
          keep_open=True),
-    Rule("golden input refused", _at(Stage.GOLDEN), Statuses.ANY, Fault.REPLICAS,
+    FaultRule("golden input refused", _at(Stage.GOLDEN), Statuses.ANY, Fault.REPLICAS,
          reason="refused a golden input ({status})"),
 )  # fmt: skip
 
@@ -210,9 +210,9 @@ class FaultVerdict(Generic[E]):
     """What the evidence decides; `fault` sums it up, the parts say what to carry out."""
 
     request: tuple[E, ...] = ()  # witnesses: the client gets a 4xx naming them
-    charged: tuple[tuple[E, Rule], ...] = ()  # each refusal's replica is charged, by that row
+    charged: tuple[tuple[E, FaultRule], ...] = ()  # each refusal's replica is charged, by that row
     open: tuple[E, ...] = ()  # no verdict yet: kept for more evidence (a vote's quorum)
-    rule: Rule | None = None  # the row that blamed the request
+    rule: FaultRule | None = None  # the row that blamed the request
 
     @property
     def fault(self) -> Fault:
@@ -238,7 +238,7 @@ def judge(
     """
     rows = [rule for rule in RULES if stage in rule.stages]
     views = pools or {}
-    blamed: tuple[int, Rule, list[E]] | None = None
+    blamed: tuple[int, FaultRule, list[E]] | None = None
     for rule in rows:
         if rule.witnessed:
             found = _witnesses(rule, refusals, views, max_attempts)
@@ -247,10 +247,10 @@ def judge(
     if blamed is not None:
         _, rule, witnesses = blamed
         return FaultVerdict(tuple(witnesses), (), tuple(witnesses) if rule.keep_open else (), rule)
-    charged: list[tuple[E, Rule]] = []
+    charged: list[tuple[E, FaultRule]] = []
     still_open: list[E] = []
     answer: tuple[E, ...] = ()
-    answered_by: Rule | None = None
+    answered_by: FaultRule | None = None
     for refusal in refusals:
         row = next((r for r in rows if not r.witnessed and r.statuses.holds(refusal.status)), None)
         if row is None:
@@ -265,7 +265,10 @@ def judge(
 
 
 def _witnesses(
-    rule: Rule, refusals: Sequence[E], views: Mapping[str, PoolFaultView], max_attempts: int | None
+    rule: FaultRule,
+    refusals: Sequence[E],
+    views: Mapping[str, PoolFaultView],
+    max_attempts: int | None,
 ) -> tuple[int, list[E]] | None:
     """Where in ``refusals`` the row's witnesses were complete, and who they are (None: never)."""
     alike: dict[int, list[E]] = {}
@@ -297,7 +300,7 @@ def _view(views: Mapping[str, PoolFaultView], refusal: FaultEvidence) -> PoolFau
     return view
 
 
-def _needed(rule: Rule, view: PoolFaultView | None, max_attempts: int | None) -> int:
+def _needed(rule: FaultRule, view: PoolFaultView | None, max_attempts: int | None) -> int:
     """Witnesses a row needs: as written, or for ``REPLICAS_THE_POOL_HAS`` as many as the pool
     has and the attempts allow (never fewer than two: one replica's word is never enough)."""
     if rule.counted is not Witnesses.REPLICAS_THE_POOL_HAS or view is None:

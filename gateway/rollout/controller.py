@@ -48,12 +48,12 @@ class Decide(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class Plan:
+class RolloutPlan:
     candidate: bool  # the candidate serves this request
     compare: bool  # a copy goes to the other pool, compared off the client's path
 
 
-KEEP = Plan(False, False)
+KEEP = RolloutPlan(False, False)
 
 
 @dataclass(slots=True, eq=False)
@@ -134,20 +134,20 @@ class Rollouts:
 
     # --- the request path -----------------------------------------------------------------
 
-    def plan(self, model: str) -> Plan:
+    def plan(self, model: str) -> RolloutPlan:
         run = self.runs.get(model)
         progress = run.progress if run is not None else None
         if run is None or progress is None:
             return KEEP
         if progress.phase == "promoted":
-            return Plan(True, False)
+            return RolloutPlan(True, False)
         if progress.phase not in COMPARING_PHASES:
             return KEEP
         if run.config.mode == "shadow":
             paused = progress.phase == "paused"
-            return Plan(False, not paused and self._draw(run.config.shadow_percent))
+            return RolloutPlan(False, not paused and self._draw(run.config.shadow_percent))
         candidate = run.split.take(progress.share(run.config))
-        return Plan(candidate, candidate and self._draw(run.config.compare_percent))
+        return RolloutPlan(candidate, candidate and self._draw(run.config.compare_percent))
 
     def _draw(self, percent: float) -> bool:
         return percent >= 100 or (percent > 0 and self._rng.random() * 100 < percent)

@@ -46,7 +46,7 @@ LINGER_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
-class ClientLimits:
+class UvicornClientLimits:
     max_header_bytes: int = 32 * 1024
     header_timeout_s: float = 10.0
     body_timeout_s: float = 30.0
@@ -115,7 +115,7 @@ class _OneWriteAnswer:
 
 
 class GuardedHttpToolsProtocol(HttpToolsProtocol):
-    limits: ClassVar[ClientLimits] = ClientLimits()
+    limits: ClassVar[UvicornClientLimits] = UvicornClientLimits()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -335,6 +335,6 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self._close_with(408, f"request body not complete within {limit:g} s")
 
 
-def guarded_protocol(limits: ClientLimits) -> type[GuardedHttpToolsProtocol]:
+def guarded_protocol(limits: UvicornClientLimits) -> type[GuardedHttpToolsProtocol]:
     """The protocol class to give uvicorn (``http=``), bound to ``limits``."""
     return type("GuardedHttpToolsProtocol", (GuardedHttpToolsProtocol,), {"limits": limits})

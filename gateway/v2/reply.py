@@ -25,7 +25,7 @@ class _Versioned(Protocol):
     def version(self) -> str: ...
 
 
-class Answering(Protocol):
+class AnsweredCall(Protocol):
     """What a reply needs from the call it answers (the pipeline's `InferCall`).
 
     A protocol rather than the pipeline's class, so this module stays below the pipeline.
@@ -40,7 +40,7 @@ class Answering(Protocol):
 
 
 def encode_reply(
-    call: Answering, outputs: Mapping[str, Any], parameters: Mapping[str, Any] | None = None
+    call: AnsweredCall, outputs: Mapping[str, Any], parameters: Mapping[str, Any] | None = None
 ) -> EncodedBody:
     """``parameters``: the reply's own V2 parameters, e.g. how the gateway answered
     (``{"degraded": "no_quorum"}``, ``{"vote": "2/3"}``), for SDK users who see no headers."""

@@ -29,7 +29,7 @@ from gateway.readiness import Readiness
 from gateway.worker.app import WorkerApp
 from gateway.worker.http.answer import Answer
 from gateway.worker.http.request import Request
-from gateway.worker.http.router import Handler, Router
+from gateway.worker.http.router import Handler, PathRouter
 
 _JSON = b"content-type: application/json\r\n"
 
@@ -38,9 +38,9 @@ class RestDoor:
     def __init__(self, app: WorkerApp) -> None:
         self._app = app
 
-    def routes(self, fallback: Handler) -> Router:
+    def routes(self, fallback: Handler) -> PathRouter:
         """The worker's routes; what they do not take goes to ``fallback``."""
-        router = Router(fallback)
+        router = PathRouter(fallback)
         router.add("POST", "/v2/models/{model}/infer", self.infer)
         router.add("POST", "/v2/models/{model}/versions/{version}/infer", self.infer)
         router.add("GET", "/v2", self.server_metadata)

@@ -54,13 +54,13 @@ class Dropped:
 
 
 @dataclass(frozen=True, slots=True)
-class Answer:
+class Resolution:
     targets: tuple[Target, ...] = ()
     dropped: tuple[Dropped, ...] = ()  # records of names that were not asked about
 
 
 class Resolver(Protocol):
-    async def resolve(self, config: DiscoveryConfig) -> Answer:
+    async def resolve(self, config: DiscoveryConfig) -> Resolution:
         """What ``config.dns`` names now (no targets if none); raises `ResolutionFailed`."""
         ...
 
@@ -87,7 +87,7 @@ def system_nameserver(resolv_conf: Path = RESOLV_CONF) -> tuple[str, int]:
 
 
 class SystemResolver:
-    async def resolve(self, config: DiscoveryConfig) -> Answer:
+    async def resolve(self, config: DiscoveryConfig) -> Resolution:
         family = socket.AF_INET6 if config.record == "AAAA" else socket.AF_INET
         loop = asyncio.get_running_loop()
         try:
@@ -96,24 +96,24 @@ class SystemResolver:
                                                type=socket.SOCK_STREAM)  # fmt: skip
         except socket.gaierror as exc:
             if exc.errno in (socket.EAI_NONAME, getattr(socket, "EAI_NODATA", -5)):
-                return Answer()  # no such name or no address: an empty answer, not a failure
+                return Resolution()  # no such name or no address: an empty answer, not a failure
             raise ResolutionFailed(f"{config.dns}: {exc.strerror}") from exc
         except (OSError, TimeoutError) as exc:
             raise ResolutionFailed(f"{config.dns}: {exc!r}") from exc
-        return Answer(tuple(sorted({Target(str(i[4][0]), int(i[4][1])) for i in infos})))
+        return Resolution(tuple(sorted({Target(str(i[4][0]), int(i[4][1])) for i in infos})))
 
 
 class NameserverResolver:
     def __init__(self, nameserver: tuple[str, int] | None) -> None:
         self.nameserver = nameserver  # None: the first of /etc/resolv.conf, read per query
 
-    async def resolve(self, config: DiscoveryConfig) -> Answer:
+    async def resolve(self, config: DiscoveryConfig) -> Resolution:
         reply = await self.query(config.dns, config.record, config.timeout_s)
         if config.record != "SRV":
             port = config.port or 0  # validated: A/AAAA pools name their port
             names = aliases(reply, config.dns)
             found = {Target(a, port) for a in addresses(reply, config.record, names)}
-            return Answer(tuple(sorted(found)), unrelated(reply, names, config.dns))
+            return Resolution(tuple(sorted(found)), unrelated(reply, names, config.dns))
         priorities: dict[tuple[str, int], int] = {}  # an address named twice: its best priority
         asked = 0  # targets missing from the additional section, asked for one by one
         for name, port, priority in sorted(srv_targets(reply), key=lambda t: (t[2], t[0], t[1])):
@@ -126,7 +126,7 @@ class NameserverResolver:
                 priorities[host, port] = min(priority, priorities.get((host, port), priority))
         targets = tuple(sorted(Target(h, p, priority) for (h, p), priority in priorities.items()))
         names = {name for name, _, _ in srv_targets(reply)}
-        return Answer(targets, unrelated(reply, names, config.dns))
+        return Resolution(targets, unrelated(reply, names, config.dns))
 
     async def query(self, name: str, record: str, timeout_s: float) -> DNSRecord:
         """One question, one UDP datagram each way; NXDOMAIN is an empty answer."""

@@ -70,7 +70,7 @@ def error_body(message: str) -> bytes:
     return orjson.dumps({"error": message})
 
 
-class Connection(Protocol):
+class ClientConnection(Protocol):
     """What an answer needs from its connection (`gateway.worker.http.protocol`)."""
 
     transport: asyncio.Transport
@@ -99,7 +99,7 @@ class Answer:
         "started",
     )
 
-    def __init__(self, conn: Connection, request: Request) -> None:
+    def __init__(self, conn: ClientConnection, request: Request) -> None:
         self._conn = conn
         # what it needs of the request, copied: an answer does not keep its request alive
         self._head_only = request.method == "HEAD"

@@ -52,7 +52,7 @@ from gateway.worker.http.serving import serve
 
 if TYPE_CHECKING:
     from gateway.worker.http.connections import Connections
-    from gateway.worker.http.router import Router
+    from gateway.worker.http.router import PathRouter
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ class _Refused(Exception):
 class HttpProtocol(asyncio.Protocol):
     def __init__(
         self,
-        router: Router,
+        router: PathRouter,
         limits: ClientLimits,
         connections: Connections,
         wanted: Mapping[bytes, str],

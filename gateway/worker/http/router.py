@@ -33,7 +33,7 @@ class _Node:
         self.names: tuple[str, ...] = ()  # the parameters' names on the way here
 
 
-class Router:
+class PathRouter:
     def __init__(self, fallback: Handler) -> None:
         self.fallback = fallback
         self._root = _Node()

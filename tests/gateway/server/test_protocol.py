@@ -19,12 +19,12 @@ import uvicorn
 
 from gateway.api.infer import BODY_TIMEOUT_KEY, CLIENT_LEFT_KEY
 from gateway.server.protocol import (
-    ClientLimits,
+    UvicornClientLimits,
     _OneWriteAnswer,
     guarded_protocol,
 )
 
-LIMITS = ClientLimits(max_header_bytes=4096, header_timeout_s=0.5, body_timeout_s=0.5)
+LIMITS = UvicornClientLimits(max_header_bytes=4096, header_timeout_s=0.5, body_timeout_s=0.5)
 WAIT_S = 10.0  # the bound on every wait: generous, a busy machine must not fail these
 
 

@@ -14,7 +14,7 @@ import pytest
 from gateway.config.discovery import DiscoveryConfig
 from gateway.config.loader import ConfigError, parse_config
 from gateway.config.models import GatewayConfig
-from gateway.upstream.discovery.dns import Answer, ResolutionFailed, Target
+from gateway.upstream.discovery.dns import Resolution, ResolutionFailed, Target
 from gateway.upstream.discovery.watch import (
     DiscoveryService,
     PoolDiscovery,
@@ -40,11 +40,11 @@ class FakeResolver:
         self.answer = answer
         self.asked = 0
 
-    async def resolve(self, config: DiscoveryConfig) -> Answer:
+    async def resolve(self, config: DiscoveryConfig) -> Resolution:
         self.asked += 1
         if isinstance(self.answer, ResolutionFailed):
             raise self.answer
-        return Answer(tuple(self.answer))
+        return Resolution(tuple(self.answer))
 
 
 def discovery_config(**discovery: Any) -> GatewayConfig:
