@@ -32,7 +32,7 @@ class Deadline:
         return self.clock.now() - self.started_at
 
     @property
-    def budget(self) -> float:
+    def timeout_s(self) -> float:
         return self.expires_at - self.started_at
 
     def expired(self) -> bool:

@@ -1,6 +1,6 @@
 """This instance's side of shared state: what it tells other gateways and what it takes.
 
-Local breaker transitions and ejections become `ReplicaSignal`s in a `SignalLedger`; SLO
+Local breaker transitions and ejections become `ReplicaSignal`s in a `SignalBook`; SLO
 counters and retry-budget counts leave as deltas; a `StateSync` pushes both and pulls the others'
 in the background. What comes back is applied to the same breaker and replica objects the
 request path reads, so one instance's discovery protects all, and no request ever waits on
@@ -45,7 +45,7 @@ from gateway.state.fleet import Heartbeat, take_heartbeats
 from gateway.state.lease import Lease
 from gateway.state.redis_store import RedisStore
 from gateway.state.rejects import Rejects
-from gateway.state.signals import SignalLedger
+from gateway.state.signals import SignalBook
 from gateway.state.sync import StateSync
 from gateway.telemetry.audit import AuditEvent, log_audit
 from gateway.upstream.breaker import CLOSED, HALF_OPEN, OPEN
@@ -72,7 +72,7 @@ class SharedState:
         self._clock = clock
         self.origin = config.instance or f"{socket.gethostname()}:{os.getpid()}"
         self.started = clock.wall()  # when this instance started (a reload keeps it)
-        self._ledger = SignalLedger(self.origin, clock)
+        self._ledger = SignalBook(self.origin, clock)
         self.rejects = Rejects()  # values read back (store, decisions file) that were dropped
         self.decisions = DecisionBook(self.origin, self.rejects)
         self.controls = ManualControls(registry, clock, self.origin, self.rejects)

@@ -32,7 +32,7 @@ from gateway.policies.budget import RetryBudget
 from gateway.slo.engine import SloBook
 from gateway.telemetry.metrics import Metrics
 from gateway.upstream.registry import Registry
-from gateway.upstream.transport.base import UpstreamResponse
+from gateway.upstream.transport.base import Reply
 from gateway.v2.request import parse_infer_request
 
 BODY = orjson.dumps(
@@ -59,8 +59,8 @@ class InstantTransport:
         body: bytes = b"",
         headers: Mapping[str, str] | None = None,
         timeout: float,
-    ) -> UpstreamResponse:
-        return UpstreamResponse(200, {"content-type": "application/json"}, REPLY)
+    ) -> Reply:
+        return Reply(200, {"content-type": "application/json"}, REPLY)
 
     def forget(self, endpoint: Endpoint) -> None:
         pass

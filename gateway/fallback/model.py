@@ -20,7 +20,7 @@ import numpy as np
 
 from gateway.clock import Clock
 from gateway.errors import BadRequest, FallbackUnavailable
-from gateway.fallback.check import FallbackVerdict, VerifiedModel, check_model
+from gateway.fallback.check import FallbackCheck, VerifiedModel, check_model
 from gateway.fallback.manifest import FileStamp, find_model, manifest_file, stamp
 from gateway.v2.fit import FallbackMisfit
 from v2proto.errors import ManifestError
@@ -121,7 +121,7 @@ class FallbackModel:
             pass
         return tuple(stamp(p) for p in paths)
 
-    def _record(self, verdict: FallbackVerdict) -> None:
+    def _record(self, verdict: FallbackCheck) -> None:
         self.verifications += 1
         previous = self.status
         self.status = FallbackStatus(

@@ -1,7 +1,7 @@
 """Attempt layer: one upstream exchange with the `Try`'s replica, classified exactly once.
 
 It owns the per-try timeout. The exchange (`_exchange`) sends, classifies the reply once
-(`_judge_reply`), translates a pool's dialect, and hands every `Outcome` to the reactions
+(`_classify_reply`), translates a pool's dialect, and hands every `Outcome` to the reactions
 (`gateway.pipeline.reactions`: ledger, replica counts, breaker, outlier detector, latency
 window, metrics) however it ended. Failures leave as an `UpstreamError` carrying their
 `Outcome` for the layers above (`_refused`). A 200 counts only if it is a V2 reply to this very
@@ -9,7 +9,7 @@ request (`check_reply`: well-formed, the attempt's ``id`` echoed); an error answ
 judge disputes (`gateway.policies.fault.disputed`: 4xx, 500, 501) is a `Dispute` whose verdict
 waits for evidence (`gateway.upstream.fault_actions`), recorded with the digest of its input
 (in a pool of one) in the pool's `FaultRecord`; every other failure counts at once. A reply
-refused as a protocol error is discarded (`UpstreamResponse.discard`): its connection closes,
+refused as a protocol error is discarded (`Reply.discard`): its connection closes,
 so the refused request's real answer, sent late, is never read as another request's.
 
 Speculative tries: while a retry is still possible (`RetryPolicy.possible`, the rules the retry
@@ -52,7 +52,7 @@ from gateway.telemetry.metrics import RequestMetrics
 from gateway.upstream.fault_actions import Dispute
 from gateway.upstream.registry import Pool
 from gateway.upstream.replica import Replica
-from gateway.upstream.transport.base import Transport, UpstreamResponse
+from gateway.upstream.transport.base import Reply, Transport
 from gateway.v2.codec import EncodedBody, decode_outputs
 from gateway.v2.dialect import Dialect
 from gateway.v2.input_digest import OFF_LOOP_BYTES, input_digest
@@ -97,7 +97,7 @@ class AttemptLayer:
                 replica.breaker.record(cancelled, breaker_state)
             raise UpstreamTimeout("no time left for another attempt")
         if leg.call.ledger.attempts == 1:  # the request's first send (taken just now, no await)
-            self._metrics.queued(leg.call.model_name, leg.call.deadline.budget - remaining)
+            self._metrics.queued(leg.call.model_name, leg.call.deadline.timeout_s - remaining)
         patience = try_timeout(
             leg.call.model.retry.try_timeout,
             leg.tries.pool.latency,
@@ -171,7 +171,7 @@ class AttemptLayer:
             except UpstreamError as exc:
                 outcome = classify_error(replica.id, exc, self._clock.now() - started)
                 raise exc.classified(outcome) from exc
-            outcome = _judge_reply(
+            outcome = _classify_reply(
                 call, replica.id, response, self._clock.now() - started, pool.config.echoes_id
             )
             translated: EncodedBody | None = None
@@ -197,7 +197,7 @@ class AttemptLayer:
 
 
 async def _refused(
-    leg: Leg, replica: Replica, response: UpstreamResponse, outcome: Outcome, reactions: Reactions
+    leg: Leg, replica: Replica, response: Reply, outcome: Outcome, reactions: Reactions
 ) -> None:
     """Raises the error of a reply that is not an answer: a protocol error's connection is
     dropped (its real answer may follow on it); a disputed refusal is recorded, with its
@@ -224,7 +224,7 @@ def _answer(
     call: InferCall,
     pool: Pool,
     replica_id: str,
-    response: UpstreamResponse,
+    response: Reply,
     translated: EncodedBody | None,
 ) -> InferResult:
     """The replica's answer as the pipeline hands it up: re-encoded in the client's dialect
@@ -254,10 +254,10 @@ def _answer(
     )
 
 
-def _judge_reply(
+def _classify_reply(
     call: InferCall,
     replica_id: str,
-    response: UpstreamResponse,
+    response: Reply,
     latency_s: float,
     echoes_id: bool,
 ) -> Outcome:
@@ -295,7 +295,7 @@ async def _input_of(call: InferCall) -> str:
 
 
 def _in_client_dialect(
-    call: InferCall, dialect: Dialect, response: UpstreamResponse, outcome: Outcome
+    call: InferCall, dialect: Dialect, response: Reply, outcome: Outcome
 ) -> tuple[EncodedBody | None, Outcome]:
     """A pool's reply in the client's names, shapes and form; one that does not map to the
     model's outputs is the replica's protocol error."""

@@ -50,7 +50,7 @@ class Reactions:
         if breaker is not None:
             breaker.release(breaker_state)
             if judged:
-                breaker.judge(outcome)
+                breaker.count(outcome)
         if outcome.kind is _SUCCESS:
             pool.latency.record(outcome.latency_s)
             pool.record.answered()
@@ -69,5 +69,5 @@ class Reactions:
         and for the outlier detector."""
         replica.charge(refuted.describe())
         if replica.breaker is not None:
-            replica.breaker.judge(refuted)
+            replica.breaker.count(refuted)
         pool.outlier.observe(replica, refuted)

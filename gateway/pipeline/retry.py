@@ -61,7 +61,7 @@ class RetryLayer:
         result = await pending.first_good()
         if result is not None:
             return result
-        rejected, refusals = fault_actions.tries_ended(leg.tries.settle(), leg.call.model_name)
+        rejected, refusals = fault_actions.attempts_ended(leg.tries.settle(), leg.call.model_name)
         for refusal in refusals:
             leg.tries.dispute(refusal)
         if rejected is not None:

@@ -99,7 +99,7 @@ class VoteRoute:
                 raise rejected
             raise NoQuorum(_no_quorum_message(call.model_name, config, answers, result))
         fault_actions.answered(refusals, "the vote's quorum")
-        self._judge(call.model_name, config, result, served, replaced)
+        self._count_dissents(call.model_name, config, result, served, replaced)
         dissenters = [served[leg] for leg, rows in result.dissenters.items() if rows]
         self._metrics.vote(call.model_name, result.tally, dissenters)
         reply = encode_reply(call, result.outputs, {"vote": result.tally})
@@ -205,7 +205,7 @@ class VoteRoute:
             return None
         return {name: outputs[name] for name in compared}
 
-    def _judge(
+    def _count_dissents(
         self,
         model: str,
         config: VoteConfig,

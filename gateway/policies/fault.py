@@ -42,7 +42,7 @@ class Stage(StrEnum):
 
     ANSWERED = "answered"  # another replica answered the request (or a vote's quorum did)
     REFUSED = "refused"  # a try was refused and another may follow
-    TRIES_ENDED = "tries ended"  # no other try may follow and nobody answered
+    ATTEMPTS_ENDED = "attempts ended"  # no other attempt may follow and nobody answered
     NO_QUORUM = "no quorum"  # a vote ended without a quorum
     GOLDEN = "golden probe"  # a known-good input (a golden probe) was refused
 
@@ -110,23 +110,23 @@ def _at(*stages: Stage) -> frozenset[Stage]:
 
 RULES: tuple[FaultRule, ...] = (
     FaultRule("answered elsewhere", _at(Stage.ANSWERED), Statuses.ANY, Fault.REPLICAS,
-         reason="answered {status} where {by} answered the request"),
+              reason="answered {status} where {by} answered the request"),
     FaultRule("same 4xx from two replicas", _at(Stage.REFUSED, Stage.NO_QUORUM), Statuses.CLIENT,
-         Fault.REQUEST, witnesses=2),
+              Fault.REQUEST, witnesses=2),
     FaultRule("same 5xx from three replicas", _at(Stage.REFUSED), Statuses.SERVER, Fault.REQUEST,
-         witnesses=SERVER_ERROR_WITNESSES, counted=Witnesses.REPLICAS_THE_POOL_HAS,
-         working=True),
+              witnesses=SERVER_ERROR_WITNESSES, counted=Witnesses.REPLICAS_THE_POOL_HAS,
+              working=True),
     FaultRule("same 5xx from two replicas in a vote", _at(Stage.NO_QUORUM), Statuses.SERVER,
-         Fault.REQUEST, witnesses=2, working=True),
-    FaultRule("same 5xx to one input from a pool of one", _at(Stage.TRIES_ENDED), Statuses.SERVER,
-         Fault.REQUEST, witnesses=SERVER_ERROR_WITNESSES, counted=Witnesses.REQUESTS_TO_ONE_INPUT,
-         working=True, keep_open=True),
-    FaultRule("no second opinion on a 5xx", _at(Stage.TRIES_ENDED), Statuses.SERVER, Fault.REPLICAS,
-         reason="no other replica could answer the request"),
-    FaultRule("no second opinion on a 4xx", _at(Stage.TRIES_ENDED), Statuses.CLIENT, Fault.REQUEST,
-         keep_open=True),
+              Fault.REQUEST, witnesses=2, working=True),
+    FaultRule("same 5xx to one input from a pool of one", _at(Stage.ATTEMPTS_ENDED),
+              Statuses.SERVER, Fault.REQUEST, witnesses=SERVER_ERROR_WITNESSES,
+              counted=Witnesses.REQUESTS_TO_ONE_INPUT, working=True, keep_open=True),
+    FaultRule("no second opinion on a 5xx", _at(Stage.ATTEMPTS_ENDED), Statuses.SERVER,
+              Fault.REPLICAS, reason="no other replica could answer the request"),
+    FaultRule("no second opinion on a 4xx", _at(Stage.ATTEMPTS_ENDED), Statuses.CLIENT,
+              Fault.REQUEST, keep_open=True),
     FaultRule("golden input refused", _at(Stage.GOLDEN), Statuses.ANY, Fault.REPLICAS,
-         reason="refused a golden input ({status})"),
+              reason="refused a golden input ({status})"),
 )  # fmt: skip
 
 

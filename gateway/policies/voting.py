@@ -1,7 +1,7 @@
 """N-version voting: one answer from k legs' outputs, by per-row label majority and numeric median.
 
 Diverse model versions fail differently, so a leg that answers wrong is outvoted by the others
-and named as a dissenter (its strikes may quarantine it). The vote is per row of a batch: a leg
+and named as a dissenter (its dissents may quarantine it). The vote is per row of a batch: a leg
 may agree on some rows and dissent on others, and one row without a quorum sinks the answer.
 
 Rules, per row:
@@ -116,7 +116,7 @@ def vote(answers: Mapping[str, Mapping[str, Array]], rule: VoteRule) -> VoteResu
 
 def other_outputs(answer: Mapping[str, Array], compared: Iterable[str]) -> bool:
     """Blame rule: a leg whose answer lacks an output the vote compares is a missing answer,
-    never a dissent on the values nor a strike against its replica.
+    never a dissent on the values nor a dissent counted against its replica.
 
     It answered another question than the legs it would be compared with (a server that
     returns other outputs by default, a pool whose mapping lacks a name), which says nothing

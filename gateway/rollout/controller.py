@@ -34,7 +34,7 @@ from gateway.rollout.evidence import RolloutEvidence
 from gateway.rollout.pooled import COUNTS, DISAGREE, EvidencePool, step_key
 from gateway.rollout.progress import COMPARING_PHASES, Progress, fingerprint, rollout_key
 from gateway.rollout.split import SmoothSplit
-from gateway.rollout.steps import judge_canary
+from gateway.rollout.steps import next_move
 from gateway.rollout.transitions import legal, target
 from gateway.state.decisions import Decision
 from gateway.state.lease import Lease, fenced_version, token_of
@@ -168,7 +168,7 @@ class Rollouts:
             for evidence in run.both():
                 side = evidence.candidate_latency if candidate else evidence.current_latency
                 side.append(latency_s)
-        self._judge(run)
+        self._decide_step(run)
 
     def compared(self, model: str, agreed: bool, differing: list[str], copy_s: float) -> None:
         """A copy's answer compared with the client's (the copy took ``copy_s``)."""
@@ -181,14 +181,14 @@ class Rollouts:
         if shadow:
             for evidence in run.both():
                 evidence.candidate_latency.append(copy_s)
-        self._judge(run)
+        self._decide_step(run)
 
     def copy_failed(self, model: str) -> None:
         """A copy got no comparable answer (an error, a timeout, an undecodable reply)."""
         run = self.runs[model]
         shadow = int(run.config.mode == "shadow")
         self._count(run, compare_errors=1, candidate_requests=shadow, candidate_errors=shadow)
-        self._judge(run)
+        self._decide_step(run)
 
     def _count(self, run: Run, **counts: int) -> None:
         """Adds to the step's and the total evidence, and to what the fleet is told."""
@@ -228,7 +228,7 @@ class Rollouts:
                 waits = "" if run.config.auto_start else " (auto_start false: waits for start)"
                 action = "start" if phase != "waiting" else "declare"
                 self._take(run, phase, 0, "rule:config", action, "declared in the config" + waits)
-            self._judge(run)
+            self._decide_step(run)
         if self.hand_over is not None and self.active and self.promoted():
             hand_over, self.hand_over = self.hand_over, None  # once per gateway
             hand_over()
@@ -259,32 +259,30 @@ class Rollouts:
             run.step, run.began = RolloutEvidence(), self._clock.now()
         run.progress = progress
 
-    def _judge(self, run: Run) -> None:
+    def _decide_step(self, run: Run) -> None:
         progress = run.progress
         if not self.active or progress is None or progress.phase != "canary":
             return
         held_s = self._clock.now() - run.began
         step = self._step_key(run)
         evidence = self.pool.pooled(step, run.step) if step is not None else run.step
-        verdict = judge_canary(
-            run.config, progress.step, evidence, held_s, self._burning(run.model)
-        )
-        if verdict.action != "rollback" and not self._leading(run):
+        move = next_move(run.config, progress.step, evidence, held_s, self._burning(run.model))
+        if move.action != "rollback" and not self._leading(run):
             return  # the lease holder moves it on; any gateway rolls back on what it sees
-        if verdict.action == "advance":
-            self._take(run, "canary", progress.step + 1, "rule:evidence", "step", verdict.why)
-        elif verdict.action == "promote":
-            self._take(run, "promoted", progress.step, "rule:evidence", "promote", verdict.why)
-        elif verdict.action == "rollback":
-            self._take(run, "rolled_back", progress.step, f"rule:{verdict.rule}", "rollback",
-                       verdict.why)  # fmt: skip
+        if move.action == "advance":
+            self._take(run, "canary", progress.step + 1, "rule:evidence", "step", move.why)
+        elif move.action == "promote":
+            self._take(run, "promoted", progress.step, "rule:evidence", "promote", move.why)
+        elif move.action == "rollback":
+            self._take(run, "rolled_back", progress.step, f"rule:{move.rule}", "rollback",
+                       move.why)  # fmt: skip
 
     def vet(self, decision: Decision) -> str | None:
         """Why progress read back from the store must not be obeyed, or None (the decision
         book asks, `DecisionBook.vet`): a step outside the plan; or, once progress is known
         here, a fencing token below the current lease's, or a move the plan has no action for
         (`gateway.rollout.transitions`). Progress of another declaration is not for this
-        gateway to judge_canary (it is not resumed either)."""
+        gateway to decide on (it is not resumed either)."""
         kind, _, model = decision.key.partition(":")
         run = self.runs.get(model)
         if kind != "rollout" or run is None:

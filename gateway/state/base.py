@@ -148,7 +148,7 @@ START = Cursor("", 0)
 
 
 @dataclass(frozen=True, slots=True)
-class SharedSnapshot:
+class Pulled:
     """A pull: all stored signals, and counter totals of all instances changed since a cursor.
 
     ``full`` is True when ``counters`` holds every live key (the cursor was the start, or from
@@ -203,7 +203,7 @@ class StateStore(Protocol):
         up (``release``); `StoreUnavailable` on failure."""
         ...
 
-    async def pull(self, since: Cursor = START) -> SharedSnapshot:
+    async def pull(self, since: Cursor = START) -> Pulled:
         """Signals, and counters changed after ``since``; `StoreUnavailable` on failure."""
         ...
 

@@ -15,10 +15,10 @@ from gateway.clock import Clock, MonotonicClock
 from gateway.state.base import (
     START,
     Cursor,
+    Pulled,
     PushBatch,
     PushResult,
     ReplicaSignal,
-    SharedSnapshot,
 )
 from gateway.state.decisions import Decision
 from gateway.state.fleet import Heartbeat
@@ -93,7 +93,7 @@ class MemoryStore:
     async def lease(self, name: str, holder: str, ttl_s: float, release: bool = False) -> Lease:
         return self._leases.take(name, holder, ttl_s, self._clock.wall(), release)
 
-    async def pull(self, since: Cursor = START) -> SharedSnapshot:
+    async def pull(self, since: Cursor = START) -> Pulled:
         self._prune()
         full = since.generation != self.generation or not 0 < since.seq <= self._seq
         after = 0 if full else since.seq
@@ -107,7 +107,7 @@ class MemoryStore:
         signals = {r: s for r, s in self._signals.items() if self._signals_until[r] > wall}
         beats = {i: b for i, b in self._heartbeats.items() if b.expires_at() > wall}
         cursor = Cursor(self.generation, self._seq)
-        return SharedSnapshot(cursor, full, signals, counters, dict(self._decisions), beats)
+        return Pulled(cursor, full, signals, counters, dict(self._decisions), beats)
 
     def describe(self) -> dict[str, Any]:
         return {

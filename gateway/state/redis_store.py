@@ -32,10 +32,10 @@ from gateway.state.base import (
     SIGNAL_TTL_S,
     START,
     Cursor,
+    Pulled,
     PushBatch,
     PushResult,
     ReplicaSignal,
-    SharedSnapshot,
     StoreUnavailable,
 )
 from gateway.state.decisions import Decision
@@ -133,7 +133,7 @@ class RedisStore:
         held, token, who = await self._call(self._lease(self._keys("lease"), args), False)
         return lease.Lease(bool(held), int(token), str(who))
 
-    async def pull(self, since: Cursor = START) -> SharedSnapshot:
+    async def pull(self, since: Cursor = START) -> Pulled:
         keys = self._keys("gen", "seq", "chg", "exp", "sig", "cnt", "sexp", "dec", "hb", "hbexp")
         args: list[str | int] = [_new_generation(), since.generation, since.seq, _SIGNAL_TTL_MS]
         reply = await self._call(self._pull(keys, args), bulk=since.seq == 0)
@@ -159,7 +159,7 @@ class RedisStore:
                 beats[field] = beat
             else:  # written beside the scripts: a heartbeat comes from the instance it names
                 self.rejects.drop("redis", "heartbeat", field, "names another instance")
-        return SharedSnapshot(cursor, bool(full), signals, counters, decisions, beats)
+        return Pulled(cursor, bool(full), signals, counters, decisions, beats)
 
     def _decoded(self, kind: str, decode: Callable[[str], T], flat: list[str]) -> Iterator[T]:
         """Each value of a flat field/value list that decodes within its bounds; the others

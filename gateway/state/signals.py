@@ -1,4 +1,4 @@
-"""`SignalLedger`: the latest known breaker/ejection signal per replica, local or remote.
+"""`SignalBook`: the latest known breaker/ejection signal per replica, local or remote.
 
 It gives each local transition the next epoch (one more than the highest seen for that replica,
 a Lamport counter), queues it for `StateSync` to push, and from each pull picks the remote
@@ -25,7 +25,7 @@ from gateway.state.base import BREAKER_STATES, ReplicaSignal
 FORGET_EVERY_S = 60.0  # how often expired signals are looked for (a pass over all known ones)
 
 
-class SignalLedger:
+class SignalBook:
     def __init__(self, origin: str, clock: Clock) -> None:
         self.origin = origin
         self._clock = clock

@@ -35,9 +35,9 @@ from gateway.state.base import (
     START,
     CounterDelta,
     Cursor,
+    Pulled,
     PushBatch,
     ReplicaSignal,
-    SharedSnapshot,
     SharedView,
     StateStore,
     make_origin,
@@ -214,7 +214,7 @@ class StateSync:
                 if signal.supersedes(self._own_signals.get(signal.replica_id)):
                     self._own_signals[signal.replica_id] = signal
 
-    def _absorb(self, snapshot: SharedSnapshot) -> None:
+    def _absorb(self, snapshot: Pulled) -> None:
         self._check_generation(snapshot.generation)
         self._cursor = snapshot.cursor
         others = {}

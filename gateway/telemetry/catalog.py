@@ -101,7 +101,9 @@ class Catalog:
             "Retries not sent because the retry budget was spent.",
             ("model",),
         )
-        self.budget = GaugeFamily("gateway_retry_budget_balance", "Retries the budget allows now.")
+        self.retry_budget = GaugeFamily(
+            "gateway_retry_budget_balance", "Retries the budget allows now."
+        )
         self.hedges = CounterFamily(
             "gateway_hedges_total",
             "Hedged requests, by whether the hedge won.",
@@ -247,7 +249,7 @@ class SloFamilies:
         self.objective = GaugeFamily(
             "gateway_slo_objective", "Target fraction of good events.", SLO
         )
-        self.budget = GaugeFamily(
+        self.error_budget = GaugeFamily(
             "gateway_slo_error_budget_remaining",
             "Fraction of the error budget left in the SLO period (negative when overspent).",
             SLO,
@@ -280,7 +282,7 @@ class SloFamilies:
             (*SLO, "bound"),
         )
         self.families = (
-            self.objective, self.budget, self.burn, self.alert, self.events, self.bad_events,
+            self.objective, self.error_budget, self.burn, self.alert, self.events, self.bad_events,
             self.wrong_rate,
         )  # fmt: skip
 

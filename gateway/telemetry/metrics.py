@@ -343,7 +343,7 @@ class Metrics:
         self._m.in_flight.labels(model).set(value)
 
     def set_retry_budget(self, balance: float) -> None:
-        self._m.budget.labels().set(balance)
+        self._m.retry_budget.labels().set(balance)
 
     def set_replica(self, replica: str, *, healthy: bool, ejected: bool, outstanding: int) -> None:
         labels = self._topology.replica_labels(replica)

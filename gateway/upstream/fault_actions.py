@@ -63,13 +63,13 @@ def refused(
     return _carry_out(_judged(Stage.REFUSED, disputes, max_attempts), model)
 
 
-def tries_ended(
+def attempts_ended(
     disputes: Sequence[Dispute], model: str
 ) -> tuple[RejectedByReplicas | None, list[Dispute]]:
     """No try may follow and nobody answered: the rejection to raise (None: the caller's own
     error stands) and the refusals still open, which a vote may refute with other legs'
     answers."""
-    verdict = _judged(Stage.TRIES_ENDED, disputes)
+    verdict = _judged(Stage.ATTEMPTS_ENDED, disputes)
     return _carry_out(verdict, model), list(verdict.open)
 
 

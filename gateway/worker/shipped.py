@@ -89,7 +89,7 @@ class ShippedReactions(Reactions):
     def charged(self, pool: Pool, replica: Replica, refuted: Outcome) -> None:
         replica.charge(refuted.describe())
         if replica.breaker is not None:
-            replica.breaker.judge(refuted)
+            replica.breaker.count(refuted)
         args = (pool.name, replica.id, outcome_args(refuted))
         self._shipper.calls.append(Call("fleet", "charged", args))
 

@@ -27,7 +27,7 @@ from gateway.errors import BadRequest, UpstreamError
 from gateway.upstream.probes.golden import GoldenSet, golden_request
 from gateway.upstream.probes.id_echo import PROBE_ID, probe_id_echo, zeros_request
 from gateway.upstream.replica import Replica
-from gateway.upstream.transport.base import Transport, UpstreamResponse
+from gateway.upstream.transport.base import Reply, Transport
 from gateway.v2.codec import decode_outputs
 from gateway.v2.dialect import Dialect
 from gateway.v2.fit import fallback_misfit
@@ -79,7 +79,7 @@ class _ReplicaCheck:
     def _say(self, level: str, message: str) -> None:
         self.findings.append(Finding(self._pool_name, self._replica.id, level, message))
 
-    async def _get(self, path: str) -> UpstreamResponse | None:
+    async def _get(self, path: str) -> Reply | None:
         try:
             return await self._transport.request(
                 self._replica.endpoint, "GET", path, timeout=PROBE_TIMEOUT_S

@@ -47,7 +47,7 @@ from google.protobuf.json_format import MessageToDict
 
 from gateway.config.endpoint import Endpoint
 from gateway.errors import UpstreamConnectError, UpstreamProtocolError, UpstreamTimeout
-from gateway.upstream.transport.base import UpstreamResponse
+from gateway.upstream.transport.base import Reply
 from gateway.upstream.transport.grpc_channels import Channel, open_channel
 from gateway.upstream.transport.http1_connection import MAX_REPLY_BODY_BYTES
 from gateway.upstream.transport.local_errors import local_error_in
@@ -88,11 +88,11 @@ _NOT_METADATA = frozenset(
 )  # fmt: skip
 
 
-def json_reply(doc: object, status: int = 200) -> UpstreamResponse:
-    return UpstreamResponse(status, JSON_HEADERS, orjson.dumps(doc))
+def json_reply(doc: object, status: int = 200) -> Reply:
+    return Reply(status, JSON_HEADERS, orjson.dumps(doc))
 
 
-def error_reply(status: int, message: str) -> UpstreamResponse:
+def error_reply(status: int, message: str) -> Reply:
     return json_reply({"error": message}, status)
 
 
@@ -101,7 +101,7 @@ def scrubbed(details: str) -> str:
     return _ADDRESS.sub("<address>", details)
 
 
-def rpc_error(exc: grpc.aio.AioRpcError) -> UpstreamResponse:
+def rpc_error(exc: grpc.aio.AioRpcError) -> Reply:
     """A failed call as the transport contract says: raised, or a reply with an error status."""
     code, details = exc.code(), scrubbed(exc.details() or exc.code().name)
     local = local_error_in(details) if code == grpc.StatusCode.UNAVAILABLE else None
@@ -150,7 +150,7 @@ class GrpcTransport:
         body: bytes | Joinable = b"",
         headers: Mapping[str, str] | None = None,
         timeout: float,
-    ) -> UpstreamResponse:
+    ) -> Reply:
         channel = self._channel(endpoint)
         metadata = channel.metadata
         if headers:
@@ -245,7 +245,7 @@ def _ended(rpc: asyncio.Future[Any]) -> None:
 
 async def _route(  # noqa: C901
     call: _Call, method: str, path: str, body: bytes, headers: Mapping[str, str]
-) -> UpstreamResponse:
+) -> Reply:
     stub = call.channel.stub
     if path in ("/v2/health/live", "/v2/health/ready") and method in ("GET", "HEAD"):
         if path.endswith("live"):
@@ -322,7 +322,7 @@ def _model_metadata(meta: pb.ModelMetadataResponse) -> dict[str, Any]:
 
 async def _infer(
     call: _Call, name: str, version: str, body: bytes, headers: Mapping[str, str]
-) -> UpstreamResponse:
+) -> Reply:
     try:
         message, forms = rest_to_grpc_request(
             body, headers.get(HEADER_LENGTH), model_name=name, model_version=version, raw=call.raw
@@ -334,4 +334,4 @@ async def _infer(
         encoded = grpc_to_rest_response(reply, forms)
     except ProtocolError as exc:
         raise UpstreamProtocolError(f"malformed gRPC reply: {exc.message}") from None
-    return UpstreamResponse(200, encoded.headers(), encoded.body)
+    return Reply(200, encoded.headers(), encoded.body)

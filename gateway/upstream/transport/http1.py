@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from gateway.config.endpoint import Endpoint
 from gateway.config.tls import TlsConfig
 from gateway.errors import UpstreamConnectError, UpstreamTimeout
-from gateway.upstream.transport.base import UpstreamResponse
+from gateway.upstream.transport.base import Reply
 from gateway.upstream.transport.http1_connection import (
     MAX_REPLY_BODY_BYTES,
     MAX_REPLY_HEADER_BYTES,
@@ -174,7 +174,7 @@ class Http1Transport:
         body: bytes | Body = b"",
         headers: Mapping[str, str] | None = None,
         timeout: float,
-    ) -> UpstreamResponse:
+    ) -> Reply:
         raw = encode_request(endpoint, method, path, body, headers)
         head = method == "HEAD"
         deadline = asyncio.get_running_loop().time() + timeout
@@ -250,7 +250,7 @@ class Http1Transport:
         raw: bytes | list[Piece],
         deadline: float,
         head: bool,
-    ) -> UpstreamResponse:
+    ) -> Reply:
         try:
             response = await conn.exchange(raw, deadline, head=head)
         except BaseException:  # an error, a timeout or our cancellation: never reuse it

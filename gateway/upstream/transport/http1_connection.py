@@ -17,7 +17,7 @@ from typing import NoReturn, cast
 import httptools
 
 from gateway.errors import UpstreamConnectError, UpstreamProtocolError, UpstreamTimeout
-from gateway.upstream.transport.base import UpstreamResponse
+from gateway.upstream.transport.base import Reply
 from gateway.upstream.transport.deadline_timer import DeadlineTimer
 from gateway.upstream.transport.limits import *  # noqa: F403 (the caps, imported from here too)
 from gateway.upstream.transport.limits import DEFAULT_LIMITS, ReplyLimits
@@ -75,7 +75,7 @@ class Connection(DeadlineTimer, asyncio.BufferedProtocol):
         self._transport: asyncio.Transport | None = None
         self._poll: select.poll | None = None
         self._parser = httptools.HttpResponseParser(self)
-        self._waiter: asyncio.Future[UpstreamResponse] | None = None
+        self._waiter: asyncio.Future[Reply] | None = None
         self._timer = None  # `DeadlineTimer`'s: armed for ``_armed_at``
         self._armed_at = 0.0
         self._deadline = 0.0  # the current exchange's
@@ -97,7 +97,7 @@ class Connection(DeadlineTimer, asyncio.BufferedProtocol):
 
     def exchange(
         self, request: bytes | Sequence[bytes | memoryview], deadline: float, *, head: bool = False
-    ) -> asyncio.Future[UpstreamResponse]:
+    ) -> asyncio.Future[Reply]:
         """Send one request (one buffer, or buffers sent as one vectored write); the future
         completes with the reply or fails with an upstream error.
 
@@ -141,7 +141,7 @@ class Connection(DeadlineTimer, asyncio.BufferedProtocol):
         return self._poll is not None and bool(self._poll.poll(0))
 
     def discard(self) -> None:
-        """Its last reply was refused as a protocol error (`UpstreamResponse.discard`): the
+        """Its last reply was refused as a protocol error (`Reply.discard`): the
         stream is out of step, so drop it; the pool skips it from now on (not `reusable`)."""
         self.abort()
 
@@ -369,7 +369,7 @@ class Connection(DeadlineTimer, asyncio.BufferedProtocol):
         self._body = []
         if not self.keep_alive:
             self._cancel_timer()  # else it stays armed for the next exchange (see `exchange`)
-        waiter.set_result(UpstreamResponse(status, self._headers, body, self))
+        waiter.set_result(Reply(status, self._headers, body, self))
         # Settled: from here on no exchange is in progress (every check reads None as done).
         # Kept, the future would hold the reply, its body included, for as long as the
         # connection idles in the pool: an image model's large answers, one per idle connection.

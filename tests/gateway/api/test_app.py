@@ -12,7 +12,7 @@ import pytest
 
 from gateway.api.app import GatewayApp
 from gateway.runtime import Gateway
-from gateway.upstream.transport.base import UpstreamResponse
+from gateway.upstream.transport.base import Reply
 from tests.gateway.conftest import make_config
 from tests.gateway.fakes import Behaviour, FakeTransport, reply
 
@@ -40,9 +40,9 @@ class Upstream(FakeTransport):
         for port in range(9000, 9003):
             self.behaviours[f"127.0.0.1:{port}"] = self._route
 
-    async def _route(self, method: str, path: str, payload: bytes) -> UpstreamResponse:
+    async def _route(self, method: str, path: str, payload: bytes) -> Reply:
         if method == "GET":
-            return UpstreamResponse(200, {}, b"{}" if path.endswith("/ready") else METADATA)
+            return Reply(200, {}, b"{}" if path.endswith("/ready") else METADATA)
         return await self.infer(method, path, payload)
 
 

@@ -22,7 +22,7 @@ import pytest
 from gateway.api.app import GatewayApp
 from gateway.config import GatewayConfig, parse_config
 from gateway.runtime import Gateway
-from gateway.upstream.transport.base import UpstreamResponse
+from gateway.upstream.transport.base import Reply
 from tests.gateway.fakes import FakeTransport, with_echoed_id
 from tests.support.processes import wait_until
 
@@ -57,12 +57,12 @@ class Upstream(FakeTransport):
         for port in PORTS.values():
             self.behaviours[f"127.0.0.1:{port}"] = self._answer
 
-    async def _answer(self, method: str, path: str, payload: bytes) -> UpstreamResponse:
+    async def _answer(self, method: str, path: str, payload: bytes) -> Reply:
         if method == "GET":
-            return UpstreamResponse(200, {}, b"{}")
+            return Reply(200, {}, b"{}")
         self.payloads.append(payload)
         answer = orjson.dumps({"model_name": "m", "outputs": [LABEL]})
-        return UpstreamResponse(200, {}, with_echoed_id(payload, answer))
+        return Reply(200, {}, with_echoed_id(payload, answer))
 
 
 async def started(gateway_config: GatewayConfig) -> tuple[GatewayApp, Upstream]:

@@ -162,7 +162,7 @@ async def test_a_request_becomes_the_frozen_call_and_its_answer_is_recorded() ->
 async def test_the_models_own_timeout_is_not_the_clients() -> None:
     setup = Setup()
     await setup.infer(Door())
-    assert setup.calls[0].deadline.budget == 1.0
+    assert setup.calls[0].deadline.timeout_s == 1.0
     assert setup.observed[0][5] is None  # the SLOs see no deadline the client chose
     assert setup.observed[0][6] == ANONYMOUS
 

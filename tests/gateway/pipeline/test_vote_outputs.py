@@ -9,7 +9,7 @@ import numpy as np
 import orjson
 
 from gateway.config import parse_config
-from gateway.upstream.transport.base import UpstreamResponse
+from gateway.upstream.transport.base import Reply
 from gateway.v2.codec import decode_outputs
 from gateway.v2.request import parse_infer_request
 from tests.gateway.fakes import Behaviour
@@ -34,20 +34,20 @@ def server(
     """A V2 server answering the outputs asked (``default`` when none), or 400 for an unknown
     one; ``ignores_asked`` answers ``default`` whatever is asked. ``seen``: what was asked."""
 
-    async def behave(method: str, path: str, payload: bytes) -> UpstreamResponse:
+    async def behave(method: str, path: str, payload: bytes) -> Reply:
         request = orjson.loads(payload)
         asked = [o["name"] for o in request["outputs"]] if request.get("outputs") else None
         seen.append(asked)
         names = default if asked is None or ignores_asked else asked
         if any(name not in outputs for name in names):
-            return UpstreamResponse(400, {}, b'{"error": "unknown output"}')
+            return Reply(400, {}, b'{"error": "unknown output"}')
         rows = request["inputs"][0]["shape"][0]
         doc = {"model_name": "digits", "id": request.get("id"), "outputs": [
             {"name": name, "datatype": outputs[name][0], "shape": [rows, *outputs[name][1]],
              "data": [outputs[name][2]] * rows}
             for name in names
         ]}  # fmt: skip
-        return UpstreamResponse(200, {"content-type": "application/json"}, orjson.dumps(doc))
+        return Reply(200, {"content-type": "application/json"}, orjson.dumps(doc))
 
     return behave
 
@@ -145,7 +145,7 @@ def _scores(odd_shift: int) -> Behaviour:
     first answer has row 0's peak moved by ``odd_shift`` classes."""
     answered: list[int] = []
 
-    async def behave(method: str, path: str, payload: bytes) -> UpstreamResponse:
+    async def behave(method: str, path: str, payload: bytes) -> Reply:
         request = orjson.loads(payload)
         rows = [list(SCORES) for _ in range(request["inputs"][0]["shape"][0])]
         if not answered:
@@ -153,7 +153,7 @@ def _scores(odd_shift: int) -> Behaviour:
         answered.append(1)
         out = {"name": "probabilities", "datatype": "FP32", "shape": [len(rows), 10], "data": rows}
         doc = {"model_name": "digits", "id": request.get("id"), "outputs": [out]}
-        return UpstreamResponse(200, {"content-type": "application/json"}, orjson.dumps(doc))
+        return Reply(200, {"content-type": "application/json"}, orjson.dumps(doc))
 
     return behave
 

@@ -9,10 +9,10 @@ from gateway.state.base import (
     START,
     CounterDelta,
     Cursor,
+    Pulled,
     PushBatch,
     PushResult,
     ReplicaSignal,
-    SharedSnapshot,
     SharedView,
     StateStore,
     StoreUnavailable,
@@ -68,7 +68,7 @@ class _Switch(MemoryStore):
             raise StoreUnavailable("down")
         return await super().push(batch)
 
-    async def pull(self, since: Cursor = START) -> SharedSnapshot:
+    async def pull(self, since: Cursor = START) -> Pulled:
         if self.down:
             raise StoreUnavailable("down")
         return await super().pull(since)

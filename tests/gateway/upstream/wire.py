@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import UpstreamError
-from gateway.upstream.transport.base import UpstreamResponse
+from gateway.upstream.transport.base import Reply
 from gateway.upstream.transport.http1_connection import DEFAULT_LIMITS, Connection, ReplyLimits
 
 
@@ -45,7 +45,7 @@ class FakeTransport(asyncio.Transport):
 class Result:
     """What the caller got (``reply`` or ``error``) and whether the pool would reuse it."""
 
-    reply: UpstreamResponse | None
+    reply: Reply | None
     error: UpstreamError | None
     reusable: bool
     bytes_fed: int  # the transport stops reading once the connection is aborted

@@ -19,7 +19,7 @@ from gateway.upstream.probes.golden import (
 )
 from gateway.upstream.probes.golden_prober import GoldenProber
 from gateway.upstream.registry import Registry
-from gateway.upstream.transport.base import UpstreamResponse
+from gateway.upstream.transport.base import Reply
 from gateway.v2.codec import decode_outputs
 from replicas.faults import corrupt
 from tests.gateway.conftest import make_config
@@ -173,11 +173,11 @@ async def test_a_replica_refusing_golden_inputs_fails_its_probes(
 def _right_answer(reply_id: str | None) -> Behaviour:
     """The logreg's (right) labels for the probe's rows, under ``reply_id``."""
 
-    async def behave(method: str, path: str, payload: bytes) -> UpstreamResponse:
+    async def behave(method: str, path: str, payload: bytes) -> Reply:
         label, scores = SESSION.run(None, dict(parse_infer_request(payload).inputs))
         outputs = [("label", label, False), ("probabilities", scores, False)]
         body = encode_infer_response("digits-logreg", "1", outputs, request_id=reply_id).body
-        return UpstreamResponse(200, {"content-type": "application/json"}, body)
+        return Reply(200, {"content-type": "application/json"}, body)
 
     return behave
 
