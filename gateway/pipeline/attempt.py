@@ -53,12 +53,12 @@ from gateway.upstream.fault_actions import Dispute
 from gateway.upstream.registry import Pool
 from gateway.upstream.replica import Replica
 from gateway.upstream.transport.base import Reply, Transport
+from gateway.v2.answer import encode_answer
 from gateway.v2.codec import EncodedBody, decode_outputs
 from gateway.v2.dialect import Dialect
 from gateway.v2.input_digest import OFF_LOOP_BYTES, input_digest
-from gateway.v2.reply import encode_reply, error_text
+from gateway.v2.reply import check_reply, error_text, overflowed_output, with_reply_id
 from gateway.v2.request import HEADER_LENGTH
-from gateway.v2.response import check_reply, overflowed_output, with_reply_id
 from v2proto.tensors import nonfinite_message
 
 MIN_TRY_TIMEOUT_S = 0.001
@@ -301,7 +301,7 @@ def _in_client_dialect(
     model's outputs is the replica's protocol error."""
     try:
         outputs = decode_outputs(response.body, response.headers.get(HEADER_LENGTH))
-        return encode_reply(call, dialect.client_outputs(outputs)), outcome
+        return encode_answer(call, dialect.client_outputs(outputs)), outcome
     except BadRequest as exc:
         problem = printable(f"its reply does not map to the model's outputs: {exc.message}")
         kind = OutcomeKind.PROTOCOL_ERROR

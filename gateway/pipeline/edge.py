@@ -48,8 +48,8 @@ from gateway.telemetry.logging import bind_request, unbind_request
 from gateway.telemetry.spans import RequestSpan
 from gateway.telemetry.tracing import Tracer
 from gateway.v2.identity import request_id_of, with_client_id
+from gateway.v2.reply import rename_reply
 from gateway.v2.request import HEADER_LENGTH
-from gateway.v2.response import rename_reply
 
 # The request headers the edge reads (the tenant's key headers come with the tenant lookup).
 HEADERS = (

@@ -26,10 +26,10 @@ from gateway.errors import (
 )
 from gateway.pipeline.call import Adjuster, Handler, InferCall, InferResult
 from gateway.telemetry.metrics import RequestMetrics
+from gateway.v2.answer import encode_answer
 from gateway.v2.codec import decode_inputs
 from gateway.v2.dialect import Dialect
 from gateway.v2.fit import FallbackMisfit
-from gateway.v2.reply import encode_reply
 from gateway.v2.request import HEADER_LENGTH
 
 log = logging.getLogger(__name__)
@@ -106,7 +106,7 @@ class FallbackLayer:
     ) -> InferResult:
         outputs = await fallback_outputs(call, runner)
         served = {"degraded": reason, "served_by": f"fallback/{name}"}
-        reply = encode_reply(call, outputs, served)
+        reply = encode_answer(call, outputs, served)
         self._metrics.fallback(call.model_name, reason)
         return InferResult(
             status=200,

@@ -35,9 +35,9 @@ from gateway.telemetry.throttle import LogThrottle
 from gateway.upstream import fault_actions
 from gateway.upstream.registry import Registry
 from gateway.upstream.suspects import DissentSink
+from gateway.v2.answer import encode_answer
 from gateway.v2.codec import decode_outputs
 from gateway.v2.outputs import asking_for
-from gateway.v2.reply import encode_reply
 from gateway.v2.request import HEADER_LENGTH, InferRequestInfo
 from v2proto.outputs import requested_outputs
 
@@ -102,7 +102,7 @@ class VoteRoute:
         self._count_dissents(call.model_name, config, result, served, replaced)
         dissenters = [served[leg] for leg, rows in result.dissenters.items() if rows]
         self._metrics.vote(call.model_name, result.tally, dissenters)
-        reply = encode_reply(call, result.outputs, {"vote": result.tally})
+        reply = encode_answer(call, result.outputs, {"vote": result.tally})
         return InferResult(
             status=200,
             body=reply.body,

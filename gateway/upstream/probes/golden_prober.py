@@ -37,9 +37,8 @@ from gateway.upstream.registry import Pool, Registry
 from gateway.upstream.replica import Replica
 from gateway.upstream.transport.base import Transport
 from gateway.v2.codec import decode_outputs
-from gateway.v2.reply import error_text
+from gateway.v2.reply import check_reply, error_text
 from gateway.v2.request import HEADER_LENGTH
-from gateway.v2.response import check_reply
 
 log = logging.getLogger(__name__)
 PROBE_TIMEOUT_S = 2.0

@@ -20,9 +20,8 @@ import orjson
 from gateway.config.endpoint import Endpoint
 from gateway.errors import UpstreamError
 from gateway.upstream.transport.base import Transport
-from gateway.v2.reply import error_text
+from gateway.v2.reply import check_reply, error_text
 from gateway.v2.request import HEADER_LENGTH
-from gateway.v2.response import check_reply
 
 PROBE_ID = "check-config-echo"
 _ZERO: Mapping[str, Any] = {"BOOL": False, "BYTES": ""}
