@@ -110,7 +110,7 @@ class TooManyRequests(ClientError):
 
 
 class RejectedByReplicas(ClientError):
-    """Replicas refused the request itself, as the fault judge decided (`gateway.policies.fault`);
+    """Replicas refused the request itself, as the fault judge decided (`gateway.faults.judge`);
     answered with a 4xx naming them and their message (a 500 becomes a 400)."""
 
     def __init__(self, message: str, status: int = 400) -> None:

@@ -27,7 +27,7 @@ from typing import Any
 from gateway.clock import Clock
 from gateway.fallback.model import FallbackModel
 from gateway.periodic import Periodic
-from gateway.policies.budget import RetryBudget
+from gateway.retry.budget import RetryBudget
 from gateway.slo.engine import SloBook
 from gateway.telemetry.audit import AuditEvent
 from gateway.telemetry.history_buffers import Event, EventLog, Row, SampleRing, SecondCounts

@@ -2,8 +2,8 @@
 
 A leaf value: the error tree carries it (`gateway.errors.UpstreamError.outcome`) and every
 reactor (retry policy, breaker, outlier detector, metrics, traces) reads it; the classifying
-itself is `gateway.policies.classify`, and who is at fault for an error answer is the fault
-judge's to say (`gateway.policies.fault`).
+itself is `gateway.faults.classify`, and who is at fault for an error answer is the fault
+judge's to say (`gateway.faults.judge`).
 """
 
 from __future__ import annotations
@@ -125,5 +125,5 @@ _RETRYABLE_KINDS = frozenset(
         OutcomeKind.LOCAL_RESOURCE,  # another replica may have a pooled connection
     }
 )
-# What the gateway did to itself: no verdict on the replica, ever (`gateway.policies.fault`).
+# What the gateway did to itself: no verdict on the replica, ever (`gateway.faults.judge`).
 GATEWAYS_OWN = frozenset({OutcomeKind.LOCAL_RESOURCE})

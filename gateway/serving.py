@@ -29,9 +29,9 @@ from gateway.pipeline.build import Pipeline, build_pipeline
 from gateway.pipeline.call import Adjuster, InferCall, InferResult
 from gateway.pipeline.fallback import FallbackRunner
 from gateway.pipeline.reactions import Reactions
-from gateway.policies.budget import RetryBudget
 from gateway.policies.tenant_limits import TenantLimits
 from gateway.readiness import FallbackFit, Readiness, gateway_readiness, model_readiness
+from gateway.retry.budget import RetryBudget
 from gateway.rollout.controller import Rollouts
 from gateway.telemetry.metrics import RequestMetrics
 from gateway.telemetry.tracing import Tracer

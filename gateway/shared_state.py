@@ -35,8 +35,8 @@ from typing import Any
 from gateway.clock import Clock
 from gateway.config.state import StateConfig
 from gateway.periodic import Periodic
-from gateway.policies.budget import RetryBudget
-from gateway.policies.budget_sharing import SharedBudgetCounts
+from gateway.retry.budget import RetryBudget
+from gateway.retry.budget_sharing import SharedBudgetCounts
 from gateway.slo.engine import SloBook
 from gateway.state.base import CounterDelta, ReplicaSignal, SharedView
 from gateway.state.decision_file import read_decisions, write_decisions

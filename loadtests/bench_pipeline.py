@@ -28,7 +28,7 @@ from gateway.config.endpoint import Endpoint
 from gateway.deadline import Deadline
 from gateway.pipeline.build import build_pipeline
 from gateway.pipeline.call import InferCall
-from gateway.policies.budget import RetryBudget
+from gateway.retry.budget import RetryBudget
 from gateway.slo.engine import SloBook
 from gateway.telemetry.metrics import Metrics
 from gateway.upstream.registry import Registry

@@ -26,7 +26,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from gateway.policies.classify import classify_status
+from gateway.faults.classify import classify_status
 from gateway.telemetry.catalog import LATENCY_BUCKETS
 from gateway.telemetry.logging import JsonFormatter, TextFormatter, bind_request, unbind_request
 from gateway.telemetry.metrics import Metrics

@@ -29,10 +29,10 @@ from gateway.carry_over import carry_over
 from gateway.config import ConfigError, GatewayConfig
 from gateway.config.loader import read_config
 from gateway.errors import BadRequest, Conflict, GatewayError
+from gateway.memory.heap_trim import HeapTrim
+from gateway.memory.inflight_bytes import InflightBytes
 from gateway.pipeline.build import build_edge
 from gateway.pipeline.edge import Edge
-from gateway.policies.byte_budget import InflightBytes
-from gateway.policies.heap_trim import HeapTrim
 from gateway.preflight import config_problems
 from gateway.rollout.handover import promoted_config
 from gateway.runtime import Gateway

@@ -33,7 +33,7 @@ from gateway.control.plane import ControlPlane
 from gateway.control.sockets import reserve_port, rest_listener
 from gateway.control.worker_count import chosen_workers
 from gateway.launcher import Launcher
-from gateway.policies.heap_trim import return_large_buffers_to_the_os
+from gateway.memory.heap_trim import return_large_buffers_to_the_os
 from gateway.preflight import config_problems
 from gateway.runtime import Gateway
 from gateway.server import GatewayServer

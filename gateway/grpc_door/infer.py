@@ -41,8 +41,8 @@ from gateway.grpc_door.door_app import DoorApp
 from gateway.grpc_door.receive import CallRefused, MessageReader, missing_request
 from gateway.grpc_door.status import code_of, error_metadata
 from gateway.grpc_door.typed import typed_to_raw
+from gateway.memory.inflight_bytes import Hold
 from gateway.pipeline.edge import Intake
-from gateway.policies.byte_budget import Hold
 from gateway.v2.request import HEADER_LENGTH
 from v2proto.errors import ProtocolError
 from v2proto.grpc.contents import Raw

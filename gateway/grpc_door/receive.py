@@ -11,7 +11,7 @@ grpc hands a message over it holds it more than once, the pieces received, one b
 the bytes object made of that), so what grpc buffers of messages being read is within the
 budget, as REST's bodies are. That room is lent, not held: it counts as a large request of the
 call's address (``context.peer()``), and when another address has to wait for room, the oldest
-loan of the address most over its share is taken back (`gateway.policies.byte_budget`): its
+loan of the address most over its share is taken back (`gateway.memory.inflight_bytes`): its
 read is refused with RESOURCE_EXHAUSTED (``x-http-status: 503``, ``retry-after``) and grpc
 drops what it had of the message. So calls that send only their headers hold the budget only
 while nobody else needs it. Once read, the message holds its own size and the rest goes back.
@@ -34,7 +34,7 @@ from typing import Any, Protocol
 import grpc
 
 from gateway.errors import Overloaded
-from gateway.policies.byte_budget import Hold, InflightBytes
+from gateway.memory.inflight_bytes import Hold, InflightBytes
 
 
 class Readable(Protocol):

@@ -6,7 +6,7 @@ It owns the per-try timeout. The exchange (`_exchange`) sends, classifies the re
 window, metrics) however it ended. Failures leave as an `UpstreamError` carrying their
 `Outcome` for the layers above (`_refused`). A 200 counts only if it is a V2 reply to this very
 request (`check_reply`: well-formed, the attempt's ``id`` echoed); an error answer the fault
-judge disputes (`gateway.policies.fault.disputed`: 4xx, 500, 501) is a `Dispute` whose verdict
+judge disputes (`gateway.faults.judge.disputed`: 4xx, 500, 501) is a `Dispute` whose verdict
 waits for evidence (`gateway.upstream.fault_actions`), recorded with the digest of its input
 (in a pool of one) in the pool's `FaultRecord`; every other failure counts at once. A reply
 refused as a protocol error is discarded (`Reply.discard`): its connection closes,
@@ -39,15 +39,15 @@ from gateway.errors import (
     UpstreamStatusError,
     UpstreamTimeout,
 )
+from gateway.faults.classify import classify_error, classify_status
+from gateway.faults.judge import NONFINITE_STATUS, disputed, input_is_evidence
 from gateway.outcome import Outcome, OutcomeKind
 from gateway.pipeline.call import InferCall, InferResult, Ledger, Leg, Try
 from gateway.pipeline.cancel import cancel_all
 from gateway.pipeline.reactions import Reactions
 from gateway.pipeline.retry_policy import RetryPolicy
-from gateway.policies.classify import classify_error, classify_status
-from gateway.policies.fault import NONFINITE_STATUS, disputed, input_is_evidence
-from gateway.policies.try_timeout import try_timeout
 from gateway.redact import printable
+from gateway.retry.try_timeout import try_timeout
 from gateway.telemetry.metrics import RequestMetrics
 from gateway.upstream.fault_actions import Dispute
 from gateway.upstream.registry import Pool

@@ -49,10 +49,10 @@ from gateway.pipeline.rollout import ONE_TRY, SHED_LOAD
 from gateway.pipeline.route import speak
 from gateway.pipeline.vote import conform
 from gateway.policies.copy_gate import CopyGate
-from gateway.policies.voting import VoteRule, vote
 from gateway.rollout.compare import compare
 from gateway.upstream.registry import Pool, Registry
 from gateway.v2.codec import decode_outputs
+from gateway.voting.rule import VoteRule, vote
 
 log = logging.getLogger(__name__)
 Outputs = Mapping[str, Any]

@@ -30,6 +30,8 @@ from gateway.config.models import ModelConfig
 from gateway.config.tenants import ANONYMOUS
 from gateway.deadline import TIMEOUT_HEADER
 from gateway.errors import CLIENT_CLOSED, GatewayError
+from gateway.memory.inflight_bytes import InflightBytes
+from gateway.memory.peer_share import PeerAccount
 from gateway.pipeline.call import Handler, InferCall, InferResult
 from gateway.pipeline.cancel import LeftLines
 from gateway.pipeline.edge_steps import (
@@ -41,8 +43,6 @@ from gateway.pipeline.edge_steps import (
     SchemaCheck,
     rows,
 )
-from gateway.policies.byte_budget import InflightBytes
-from gateway.policies.peer_share import PeerAccount
 from gateway.policies.tenant_limits import TenantLimits
 from gateway.telemetry.logging import bind_request, unbind_request
 from gateway.telemetry.spans import RequestSpan
@@ -87,7 +87,7 @@ class Intake:
     rows: int = -1  # the request's rows, once parsed
     call: InferCall | None = None
     peer: str = ""  # the client's address, as its door knows it
-    # The in-flight budget (`gateway.policies.byte_budget.Holder`): the bytes it holds, given
+    # The in-flight budget (`gateway.memory.inflight_bytes.Holder`): the bytes it holds, given
     # back at `Edge.done` (its answer's at `Edge.written` where the door writes it later), and
     # its address's account while it holds as a large request. A door that read the body under
     # the budget itself (gRPC's) hands them over before `Edge.infer`, and sets ``counted``.

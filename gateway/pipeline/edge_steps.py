@@ -16,8 +16,8 @@ from gateway.config.models import ModelConfig
 from gateway.config.tenants import ANONYMOUS
 from gateway.deadline import Deadline, timeout_from_header
 from gateway.errors import PayloadTooLarge, Unauthorized
+from gateway.memory.inflight_bytes import READ_BYTES, Holder, InflightBytes
 from gateway.pipeline.call import InferCall
-from gateway.policies.byte_budget import READ_BYTES, Holder, InflightBytes
 from gateway.telemetry.spans import RequestSpan
 from gateway.v2.body import Body, Piece
 from gateway.v2.identity import upstream_id, with_request_id

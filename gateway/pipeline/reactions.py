@@ -4,7 +4,7 @@ Every attempt ends here once (`Reactions.ended`), however it ended: its request'
 replica's counts (outstanding, latency, failure streak), the replica's breaker (its half-open
 permit given back, then judged), the pool's latency window and fault record, and what is
 decided across the whole fleet (`fleet`): the outlier detector and the attempt's metrics. A
-disputed answer (`gateway.policies.fault.disputed`) is judged later, by evidence; when the
+disputed answer (`gateway.faults.judge.disputed`) is judged later, by evidence; when the
 fault judge charges it (`gateway.upstream.fault_actions.charge`), `charged` counts it as the
 replica's failure.
 
@@ -15,9 +15,9 @@ its registry, so ejections and metrics see every worker's attempts.
 
 from __future__ import annotations
 
+from gateway.faults.judge import judged_now
 from gateway.outcome import REPLICA_FAILURES, Outcome, OutcomeKind
 from gateway.pipeline.call import InferCall
-from gateway.policies.fault import judged_now
 from gateway.telemetry.metrics import RequestMetrics
 from gateway.upstream.registry import Pool
 from gateway.upstream.replica import Replica

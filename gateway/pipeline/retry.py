@@ -6,7 +6,7 @@ towards the budget's allowance once, at its route, however many legs it has.)
 After a failure the loop asks the policy for the next try (it waits out the backoff and pays
 for the retry), and
 - a slow try keeps running (`PendingAnswers`): whichever exchange answers well first wins;
-- error answers are disputes the fault judge settles (`gateway.policies.fault`, carried out by
+- error answers are disputes the fault judge settles (`gateway.faults.judge`, carried out by
   `gateway.upstream.fault_actions`): after each refused retry, when the tries end, and when another
   replica answers; a verdict that blames the request ends the tries, charging no one;
 - no replica left to try (`NoReplicaAvailable`) ends the tries with how the last try failed.

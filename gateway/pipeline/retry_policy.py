@@ -4,7 +4,7 @@ The retry layer's loop, the attempt layer's per-try timeout ("is a retry still p
 the hedge layer ("may a second copy go?") ask this one object, so they cannot disagree.
 Another try follows only
 - a retryable outcome: connect error, timeout, slow, protocol error, 5xx, or a 4xx, which
-  the fault judge disputes until another replica's answer settles it (`gateway.policies.fault`);
+  the fault judge disputes until another replica's answer settles it (`gateway.faults.judge`);
 - within ``max_attempts`` tries in all, while a replica this request has not tried is left and
   admits traffic (the balance layer's eligibility: health, ejection, breaker);
 - after `FullJitter` backoff (exponential, full jitter), except after a SLOW try, which is still
@@ -33,8 +33,8 @@ from gateway.clock import Clock
 from gateway.errors import UpstreamError
 from gateway.outcome import OutcomeKind
 from gateway.pipeline.call import Adjuster, Leg
-from gateway.policies.backoff import FullJitter
-from gateway.policies.budget import RetryBudget
+from gateway.retry.backoff import FullJitter
+from gateway.retry.budget import RetryBudget
 from gateway.telemetry.metrics import RequestMetrics
 from gateway.upstream.eligibility import eligible
 

@@ -29,7 +29,6 @@ from gateway.errors import BadRequest, GatewayError, NoQuorum
 from gateway.pipeline.call import InferCall, InferResult, Leg, LegHandler, Tries
 from gateway.pipeline.cancel import cancel_all
 from gateway.pipeline.route import speak
-from gateway.policies.voting import VoteResult, VoteRule, other_outputs, vote
 from gateway.telemetry.metrics import RequestMetrics
 from gateway.telemetry.throttle import LogThrottle
 from gateway.upstream import fault_actions
@@ -39,6 +38,7 @@ from gateway.v2.answer import encode_answer
 from gateway.v2.codec import decode_outputs
 from gateway.v2.outputs import asking_for
 from gateway.v2.request import HEADER_LENGTH, InferRequestInfo
+from gateway.voting.rule import VoteResult, VoteRule, other_outputs, vote
 from v2proto.outputs import requested_outputs
 
 log = logging.getLogger(__name__)

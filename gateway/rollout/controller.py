@@ -28,7 +28,6 @@ from gateway.config.models import ModelConfig
 from gateway.config.rollout import RolloutConfig
 from gateway.errors import Conflict
 from gateway.policies.copy_gate import CopyGate
-from gateway.policies.voting import VoteRule
 from gateway.rollout.compare import rule_of
 from gateway.rollout.evidence import RolloutEvidence
 from gateway.rollout.pooled import COUNTS, DISAGREE, EvidencePool, step_key
@@ -39,6 +38,7 @@ from gateway.rollout.transitions import legal, target
 from gateway.state.decisions import Decision
 from gateway.state.lease import Lease, fenced_version, token_of
 from gateway.telemetry.audit import AuditEvent
+from gateway.voting.rule import VoteRule
 
 OPERATOR_ACTIONS = frozenset({"start", "pause", "promote", "abort"})
 

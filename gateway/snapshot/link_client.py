@@ -2,7 +2,7 @@
 control sends to ``on_message``; reconnects for as long as it runs.
 
 While control is gone (or hung) the worker goes on serving on what it last heard: the client
-reconnects with exponential backoff and full jitter (`gateway.policies.backoff.FullJitter`,
+reconnects with exponential backoff and full jitter (`gateway.retry.backoff.FullJitter`,
 capped, so that a control back again is found within ``backoff_cap_s``; the jitter keeps
 workers from reconnecting in step), and ``stale`` turns true once nothing came for
 ``stale_s``. `send_batch` never waits: while the link is down or control does not read, batches
@@ -24,7 +24,7 @@ from tenacity import AsyncRetrying, retry_if_result
 
 from gateway.clock import Clock, wait_first
 from gateway.periodic import BackgroundTask
-from gateway.policies.backoff import FullJitter
+from gateway.retry.backoff import FullJitter
 from gateway.snapshot.codec import MAX_FRAME_BYTES, FrameError, control_decoder, encode_frame
 from gateway.snapshot.freshness import STALE_S, Freshness
 from gateway.snapshot.messages import PROTOCOL, Batch, ControlMessage, Hello, Refused, Welcome

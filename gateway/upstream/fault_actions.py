@@ -1,8 +1,8 @@
 """Carrying out the fault judge's verdicts on a request's error answers.
 
-The attempt layer records a disputed answer (`gateway.policies.fault.disputed`) as a `Dispute`
+The attempt layer records a disputed answer (`gateway.faults.judge.disputed`) as a `Dispute`
 and charges nothing; the retry and vote layers hand their disputes here at each stage, the
-judge (`gateway.policies.fault.judge`, with each pool's `FaultRecord`) gives the verdict, and
+judge (`gateway.faults.judge.judge`, with each pool's `FaultRecord`) gives the verdict, and
 this module carries it out: a charged replica gets one failure for its breaker and outlier
 detector (`REFUTED`); a request at fault gets the `RejectedByReplicas` (a 4xx naming the
 replicas and their status, `Outcome.summary`: never their own text, which stays in the logs
@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from gateway.errors import RejectedByReplicas
+from gateway.faults.judge import FaultVerdict, PoolFaultView, Stage, Witnesses, judge
 from gateway.outcome import Outcome, OutcomeKind
-from gateway.policies.fault import FaultVerdict, PoolFaultView, Stage, Witnesses, judge
 from gateway.upstream.registry import Pool
 from gateway.upstream.replica import Replica
 

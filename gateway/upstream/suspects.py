@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from gateway.policies.suspects import SuspectRule, SuspectTracker
 from gateway.upstream.registry import Registry
+from gateway.voting.suspects import SuspectRule, SuspectTracker
 
 REASONS = {
     "vote": ("dissented from the {model} quorum too often", "vote_dissent"),

@@ -19,9 +19,9 @@ from typing import Any, Protocol
 
 from gateway.api.parsing import RequestParser
 from gateway.api.tenants import TenantKeys
+from gateway.memory.inflight_bytes import InflightBytes
 from gateway.pipeline.build import build_edge
 from gateway.pipeline.edge import Edge
-from gateway.policies.byte_budget import InflightBytes
 from gateway.snapshot.messages import Snapshot
 from gateway.worker.runtime import WorkerRuntime
 

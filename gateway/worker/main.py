@@ -41,9 +41,9 @@ from gateway.config.connections import door_connections
 from gateway.config.loader import ConfigError, config_from_text
 from gateway.config.models import GatewayConfig
 from gateway.grpc_door.server import GrpcDoor
+from gateway.memory.heap_trim import HeapTrim, return_large_buffers_to_the_os
+from gateway.memory.inflight_bytes import InflightBytes
 from gateway.pipeline.edge import HEADERS as EDGE_HEADERS
-from gateway.policies.byte_budget import InflightBytes
-from gateway.policies.heap_trim import HeapTrim, return_large_buffers_to_the_os
 from gateway.rollout.handover import promoted_config
 from gateway.snapshot.link_client import LinkClient
 from gateway.snapshot.messages import (

@@ -40,7 +40,7 @@ ALLOWED = {
     ("gateway/config/rollout.py", "(1.96: 95 %)"): "z = 1.96 defines the 95 % interval",
     ("gateway/config/models.py", "one read (256 KiB)"): "the read size, in the reference",
     ("gateway/config/models.py", "from 64 MiB to 1 GiB"): "the default's clamp, in the reference",
-    ("gateway/policies/byte_budget.py", "from 64 MiB to 1 GiB"): "the clamp its last line applies",
+    ("gateway/memory/inflight_bytes.py", "from 64 MiB to 1 GiB"): "the clamp its last line applies",
     ("gateway/telemetry/catalog.py", "256 B ... 64 MiB"): "the byte buckets' range",
     ("gateway/telemetry/history_buffers.py", "5 % wider"): "the sketch's growth, by definition",
     ("gateway/slo/correctness.py", "at a 95 % confidence level"): "the interval's definition",

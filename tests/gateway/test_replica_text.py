@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 from gateway.errors import UpstreamConnectError
+from gateway.faults.classify import classify_error, classify_status
 from gateway.outcome import Outcome, OutcomeKind, status_phrase
-from gateway.policies.classify import classify_error, classify_status
 from gateway.redact import printable
 from gateway.v2.reply import error_text
 

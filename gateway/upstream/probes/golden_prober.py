@@ -25,7 +25,7 @@ from typing import Any
 from gateway.clock import Clock
 from gateway.config.policies import GoldenProbeConfig
 from gateway.errors import BadRequest, UpstreamError
-from gateway.policies.fault import Fault, Refusal, Stage, judge
+from gateway.faults.judge import Fault, Refusal, Stage, judge
 from gateway.upstream.probes.golden import (
     GoldenSet,
     check_golden_answer,

@@ -14,8 +14,8 @@ import orjson
 from gateway.clock import Clock
 from gateway.config.models import ModelConfig
 from gateway.errors import GatewayError, NoReplicaAvailable, UpstreamError
+from gateway.faults.classify import classify_error
 from gateway.periodic import BackgroundTask
-from gateway.policies.classify import classify_error
 from gateway.upstream.registry import Pool
 from gateway.upstream.transport.base import Transport
 

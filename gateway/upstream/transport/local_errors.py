@@ -6,7 +6,7 @@ meant for. Charged to that replica, it would trip its breaker, eject it and mark
 while every replica would fail the same way: the gateway's shortage would empty its own pools.
 So the transports raise `LocalResourceError` for these (an outcome of its own,
 ``local_resource``, that no breaker, outlier detector or prober counts against a replica; see
-`gateway.policies.fault`), and every one is counted here, by errno, for
+`gateway.faults.judge`), and every one is counted here, by errno, for
 ``gateway_local_resource_errors_total``.
 
 gRPC's core reports such an error only in its status details (in the socket layer's words,

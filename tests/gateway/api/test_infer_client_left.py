@@ -16,9 +16,9 @@ import pytest
 
 from gateway.api.infer import CLIENT_LEFT_KEY, InferEndpoint
 from gateway.errors import CLIENT_CLOSED
+from gateway.memory.inflight_bytes import InflightBytes
 from gateway.pipeline.build import build_edge
 from gateway.pipeline.call import InferCall, InferResult
-from gateway.policies.byte_budget import InflightBytes
 from gateway.telemetry.tracing import Tracer
 from tests.gateway.pipeline.test_edge import BODY, Setup
 

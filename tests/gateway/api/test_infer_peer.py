@@ -1,5 +1,5 @@
 """The REST door tells the edge who is asking: the client's address from ASGI's ``client``, to
-which the request's bytes in flight count (`gateway.policies.byte_budget`)."""
+which the request's bytes in flight count (`gateway.memory.inflight_bytes`)."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from gateway.config.models import GatewayConfig
 from gateway.control.intake import BatchIntake
 from gateway.control.view import FleetView
 from gateway.errors import GatewayError
-from gateway.policies.byte_budget import InflightBytes
+from gateway.memory.inflight_bytes import InflightBytes
 from gateway.runtime import Gateway
 from gateway.snapshot.codec import control_decoder, encode_frame, worker_decoder
 from gateway.snapshot.messages import Batch, Call, Snapshot

@@ -18,8 +18,8 @@ from gateway.errors import TooManyRequests
 from gateway.grpc_door.infer import InferDoor
 from gateway.grpc_door.receive import MessageReader
 from gateway.grpc_door.service import V2Service
+from gateway.memory.inflight_bytes import InflightBytes
 from gateway.pipeline.call import InferResult
-from gateway.policies.byte_budget import InflightBytes
 from tests.support.processes import wait_until_async
 from v2proto.grpc import grpc_service_pb2 as pb
 from v2proto.grpc.service import SERVICE, Stub

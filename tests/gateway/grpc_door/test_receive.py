@@ -10,7 +10,7 @@ import grpc
 import pytest
 
 from gateway.grpc_door.receive import CallRefused, MessageReader
-from gateway.policies.byte_budget import InflightBytes
+from gateway.memory.inflight_bytes import InflightBytes
 
 MIB = 1 << 20
 

@@ -13,7 +13,7 @@ import pytest
 from gateway.grpc_door.infer import GrpcAnswer
 from gateway.grpc_door.receive import MessageReader
 from gateway.grpc_door.stream import StreamDoor
-from gateway.policies.byte_budget import Hold, InflightBytes
+from gateway.memory.inflight_bytes import Hold, InflightBytes
 from v2proto.grpc import grpc_service_pb2 as pb
 
 

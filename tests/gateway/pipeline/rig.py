@@ -16,7 +16,7 @@ from gateway.deadline import Deadline
 from gateway.pipeline.build import Pipeline, build_pipeline
 from gateway.pipeline.call import Adjuster, InferCall, InferResult
 from gateway.pipeline.fallback import FallbackRunner
-from gateway.policies.budget import RetryBudget
+from gateway.retry.budget import RetryBudget
 from gateway.telemetry.metrics import Metrics
 from gateway.upstream.breaker import OPEN
 from gateway.upstream.registry import Registry

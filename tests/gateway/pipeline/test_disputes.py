@@ -1,5 +1,5 @@
 """Error answers through the pipeline: who is at fault is settled by evidence (the fault judge,
-`gateway.policies.fault`), and the retry loop carries the verdict out."""
+`gateway.faults.judge`), and the retry loop carries the verdict out."""
 
 from __future__ import annotations
 

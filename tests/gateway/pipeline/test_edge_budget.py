@@ -8,8 +8,8 @@ import asyncio
 import pytest
 
 from gateway.errors import Overloaded
+from gateway.memory.inflight_bytes import READ_BYTES, InflightBytes
 from gateway.pipeline.build import build_edge
-from gateway.policies.byte_budget import READ_BYTES, InflightBytes
 from gateway.telemetry.tracing import Tracer
 from tests.gateway.pipeline.test_edge import BODY, REPLY, Door, Setup
 

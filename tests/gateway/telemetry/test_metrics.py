@@ -5,8 +5,8 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families 
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
+from gateway.faults.classify import classify_status
 from gateway.outcome import Outcome, OutcomeKind
-from gateway.policies.classify import classify_status
 from gateway.telemetry.catalog import LATENCY_BUCKETS
 from gateway.telemetry.metrics import MAX_LABEL_VALUES, Metrics
 from gateway.telemetry.topology import Topology

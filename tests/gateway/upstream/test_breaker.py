@@ -4,8 +4,8 @@ import math
 from datetime import UTC, datetime
 
 from gateway.config.policies import BreakerConfig
+from gateway.faults.classify import classify_status
 from gateway.outcome import Outcome, OutcomeKind
-from gateway.policies.classify import classify_status
 from gateway.upstream.breaker import CLOSED, HALF_OPEN, OPEN, ClockStorage, ReplicaBreaker
 from tests.support.clock import FakeClock
 

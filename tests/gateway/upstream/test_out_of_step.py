@@ -22,7 +22,7 @@ from gateway.deadline import Deadline
 from gateway.errors import ServiceUnavailable
 from gateway.pipeline.build import build_pipeline
 from gateway.pipeline.call import InferCall
-from gateway.policies.budget import RetryBudget
+from gateway.retry.budget import RetryBudget
 from gateway.upstream.probes.health import HealthProber
 from gateway.upstream.registry import Registry
 from gateway.upstream.transport.http1 import Http1Transport

@@ -7,7 +7,7 @@ small objects, they leave free pages glibc keeps. Clients sending large bodies l
 gateway's RSS far above its baseline for good; one ``malloc_trim(0)`` (which also releases free
 pages inside the heap, not only at its top) took it back below the baseline (the figures:
 docs/measured.md, measured by loadtests/bench_pressure.py). So when the in-flight
-byte budget drains after a burst (`gateway.policies.byte_budget`), a trim runs shortly after, in a
+byte budget drains after a burst (`gateway.memory.inflight_bytes`), a trim runs shortly after, in a
 worker thread (it walks the heap: not on the event loop), at most one at a time, and once more
 a while later: buffers the budget no longer counts may still be alive at the drain (a request
 past its deadline whose body a socket's write queue still holds, until it drains). Not glibc:

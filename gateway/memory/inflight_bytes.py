@@ -17,7 +17,7 @@ comparison and an add (`fits`, `add`). Larger ones hold at most ``limit - kept``
 the kept part (``server.inflight_small_reserve``) is for small requests, which may also use the
 rest, so a small request finds room unless small requests themselves fill the budget.
 
-Peers: a large request's bytes count to its client's address too (`gateway.policies.peer_share`,
+Peers: a large request's bytes count to its client's address too (`gateway.memory.peer_share`,
 a bounded table). One address may hold more than ``peer_bytes`` (``server.inflight_peer_share``
 of the limit, or ``peer_floor`` where that is more: one large request's worth) only while no
 other address waits: its requests that would grow past it wait behind the others'. What an
@@ -33,7 +33,7 @@ than the budget. Waiters are woken in order as bytes come back; no timer runs wh
 waits. When the budget drains after a burst of at least ``burst_bytes``, or half the limit where
 that is less, or after large bodies (`LARGE_BODY_BYTES` each) adding up to as much were given
 back since the last such call, one at a time or not, ``drained`` is called (the gateway gives
-the heap's free pages back then: `gateway.policies.heap_trim`): large answers written one after
+the heap's free pages back then: `gateway.memory.heap_trim`): large answers written one after
 the other free as much as a burst does, without ever making one.
 """
 
@@ -50,7 +50,7 @@ from typing import Protocol
 
 from gateway.config.models import ServerConfig
 from gateway.errors import Overloaded
-from gateway.policies.peer_share import PeerAccount, PeerShares, peer_host
+from gateway.memory.peer_share import PeerAccount, PeerShares, peer_host
 
 BURST_BYTES = 16 * 1024 * 1024  # a drain after holding this much calls ``drained``
 # What a door may have read past the bytes the edge has taken: one socket read (uvloop's read

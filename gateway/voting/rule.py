@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gateway.policies.tensors import Array, masked_mean, masked_median, reference
+from gateway.voting.tensors import Array, masked_mean, masked_median, reference
 
 
 @dataclass(frozen=True, slots=True)

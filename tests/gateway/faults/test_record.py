@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.policies.fault_record import KEPT_TIMES, FaultRecord
+from gateway.faults.record import KEPT_TIMES, FaultRecord
 from tests.support.clock import FakeClock
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from gateway.errors import UpstreamConnectError
-from gateway.policies.classify import classify_error, classify_status
-from gateway.policies.fault import (
+from gateway.faults.classify import classify_error, classify_status
+from gateway.faults.judge import (
     BROKEN_STREAK,
     RULES,
     SIGHTINGS_WINDOW_S,

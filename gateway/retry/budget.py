@@ -13,7 +13,7 @@ from typing import Any
 
 from gateway.clock import Clock
 from gateway.config.policies import RetryBudgetConfig
-from gateway.policies.budget_sharing import SharedBudgetCounts
+from gateway.retry.budget_sharing import SharedBudgetCounts
 
 
 class RetryBudget:

@@ -1,6 +1,6 @@
 """Client addresses holding large requests in the in-flight byte budget: a bounded table.
 
-`gateway.policies.byte_budget.InflightBytes` keeps one account per client address (the peer,
+`gateway.memory.inflight_bytes.InflightBytes` keeps one account per client address (the peer,
 as its door saw it) for the requests that hold more than a small one, so that it can hold a
 peer to its share while others wait and take back what a peer was lent but never sent. An
 account stays in the table while it holds requests; one that holds none stays until the table

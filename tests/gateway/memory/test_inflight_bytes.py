@@ -8,9 +8,9 @@ import asyncio
 import pytest
 
 from gateway.errors import Overloaded
-from gateway.policies.byte_budget import LARGE_BODY_BYTES, Hold, InflightBytes, machine_default
-from gateway.policies.heap_trim import HeapTrim
-from gateway.policies.peer_share import OTHERS, PeerShares, peer_host
+from gateway.memory.heap_trim import HeapTrim
+from gateway.memory.inflight_bytes import LARGE_BODY_BYTES, Hold, InflightBytes, machine_default
+from gateway.memory.peer_share import OTHERS, PeerShares, peer_host
 
 
 async def take(budget: InflightBytes, size: int, peer: str = "10.0.0.1") -> Hold:
