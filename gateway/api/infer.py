@@ -26,7 +26,7 @@ from gateway.api.responses import Receive, Scope, Send, send_error, send_lines
 from gateway.api.tenants import HEADERS as TENANT_HEADERS
 from gateway.errors import CLIENT_CLOSED, BadRequest, GatewayError, RequestTimeout
 from gateway.pipeline.edge import HEADERS as EDGE_HEADERS
-from gateway.pipeline.edge import Edge, Intake
+from gateway.pipeline.edge import Arrival, Edge
 
 # Set in a request's scope by the server protocol when its body timed out, so the app
 # records the 408 the protocol already answered.
@@ -49,7 +49,7 @@ class InferEndpoint:
         edge = self.edge
         client = scope.get("client")  # (host, port); None where the server knows none
         peer = client[0] if client else ""
-        intake = edge.arrive(model_name, version, _wanted_headers(scope["headers"]), peer)
+        arrival = edge.arrive(model_name, version, _wanted_headers(scope["headers"]), peer)
 
         async def read() -> tuple[bytes, bool]:
             message = await receive()
@@ -63,34 +63,36 @@ class InferEndpoint:
         assert task is not None, "an ASGI handler runs in a task"
         scope[CLIENT_LEFT_KEY] = task.cancel
         try:
-            result = await edge.infer(intake, read)
+            result = await edge.infer(arrival, read)
         except asyncio.CancelledError:
-            if not self._left(scope, intake):  # cancelled by the server (its shutdown)
-                edge.done(intake, CLIENT_CLOSED)
+            if not self._left(scope, arrival):  # cancelled by the server (its shutdown)
+                edge.done(arrival, CLIENT_CLOSED)
                 raise
             return  # nobody to answer, and nothing for uvicorn to log
         except GatewayError as error:
-            if not self._left(scope, intake):
-                await self._refuse(send, scope, intake, error)
+            if not self._left(scope, arrival):
+                await self._refuse(send, scope, arrival, error)
             return
         except BaseException:  # a bug: uvicorn answers 500; the hook goes (it holds the task)
             scope.pop(CLIENT_LEFT_KEY, None)
             raise
-        if self._left(scope, intake):  # as the answer came
+        if self._left(scope, arrival):  # as the answer came
             return
-        await send_lines(send, scope, result.status, answer_lines(intake, result), result.body)
-        edge.done(intake, result.status, result.served_by, result.degraded, len(result.body))
+        await send_lines(send, scope, result.status, answer_lines(arrival, result), result.body)
+        edge.done(arrival, result.status, result.served_by, result.degraded, len(result.body))
 
-    async def _refuse(self, send: Send, scope: Scope, intake: Intake, error: GatewayError) -> None:
-        await send_error(send, scope, error, refusal_lines(intake))
-        self.edge.done(intake, error.status)
+    async def _refuse(
+        self, send: Send, scope: Scope, arrival: Arrival, error: GatewayError
+    ) -> None:
+        await send_error(send, scope, error, refusal_lines(arrival))
+        self.edge.done(arrival, error.status)
 
-    def _left(self, scope: Scope, intake: Intake) -> bool:
+    def _left(self, scope: Scope, arrival: Arrival) -> bool:
         """Takes the hook back; True when the protocol had taken it (the client left): the
         request is then recorded as `CLIENT_CLOSED` and nothing is written."""
         if scope.pop(CLIENT_LEFT_KEY, None) is not None:
             return False
-        self.edge.done(intake, CLIENT_CLOSED)
+        self.edge.done(arrival, CLIENT_CLOSED)
         return True
 
 

@@ -42,7 +42,7 @@ from gateway.grpc_door.receive import CallRefused, MessageReader, missing_reques
 from gateway.grpc_door.status import code_of, error_metadata
 from gateway.grpc_door.typed import typed_to_raw
 from gateway.memory.inflight_bytes import Hold
-from gateway.pipeline.edge import Intake
+from gateway.pipeline.edge import Arrival
 from gateway.v2.request import HEADER_LENGTH
 from v2proto.errors import ProtocolError
 from v2proto.grpc.contents import Raw
@@ -132,9 +132,9 @@ class InferDoor:
             raise
         edge = self._app.edge
         headers = edge_headers(metadata, time_remaining())
-        intake = edge.arrive(request.model_name, request.model_version or None, headers, hold.peer)
+        arrival = edge.arrive(request.model_name, request.model_version or None, headers, hold.peer)
         # the edge counts the message's bytes from here, and gives them back
-        intake.held, intake.account, intake.counted = hold.held, hold.account, True
+        arrival.held, arrival.account, arrival.counted = hold.held, hold.account, True
 
         tensors: list[Raw] = []  # the binary tensors still to read, last first
 
@@ -158,7 +158,7 @@ class InferDoor:
         written = True  # a response's bytes stay held until grpc has taken it
         try:
             try:
-                result = await edge.infer(intake, read)
+                result = await edge.infer(arrival, read)
                 if not 200 <= result.status < 300:  # the attempt layer passes only 2xx
                     raise GatewayError(f"a replica answered {result.status}")
                 response = rest_to_grpc_response(result.body, result.header_length)
@@ -172,7 +172,7 @@ class InferDoor:
                 served.append(("x-vote", result.vote))
             status, served_by, degraded = 200, result.served_by, result.degraded
             sent = len(result.body)
-            metadata_out = (*served, *_call_metadata(intake))
+            metadata_out = (*served, *_call_metadata(arrival))
             written = False
             return GrpcAnswer(
                 response,
@@ -180,12 +180,12 @@ class InferDoor:
                 "",
                 metadata_out,
                 request.id,
-                lambda _context: edge.written(intake),
+                lambda _context: edge.written(arrival),
             )
         except GatewayError as error:
             status = error.status
-            trailing = (*error_metadata(error), ("x-attempts", str(intake.attempts)))
-            metadata_out = (*trailing, *_call_metadata(intake))
+            trailing = (*error_metadata(error), ("x-attempts", str(arrival.attempts)))
+            metadata_out = (*trailing, *_call_metadata(arrival))
             return GrpcAnswer(None, code_of(error.status), error.message, metadata_out, request.id)
         except asyncio.CancelledError:
             remaining = time_remaining()
@@ -198,7 +198,7 @@ class InferDoor:
             internal = "internal gateway error (logged)"
             return GrpcAnswer(None, grpc.StatusCode.INTERNAL, internal, (), request.id)
         finally:
-            edge.done(intake, status, served_by, degraded, sent, written)
+            edge.done(arrival, status, served_by, degraded, sent, written)
 
 
 def edge_headers(metadata: Any, remaining_s: float | None) -> dict[str, str]:
@@ -217,9 +217,9 @@ def edge_headers(metadata: Any, remaining_s: float | None) -> dict[str, str]:
     return headers
 
 
-def _call_metadata(intake: Intake) -> list[tuple[str, str]]:
+def _call_metadata(arrival: Arrival) -> list[tuple[str, str]]:
     """What every answer carries: the request's id, and its trace where traced."""
-    out = [("x-request-id", intake.request_id)]
-    if intake.span.traceparent:
-        out.append(("traceparent", intake.span.traceparent))
+    out = [("x-request-id", arrival.request_id)]
+    if arrival.span.traceparent:
+        out.append(("traceparent", arrival.span.traceparent))
     return out

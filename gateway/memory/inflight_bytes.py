@@ -61,7 +61,7 @@ Reclaim = Callable[[], None]  # takes a lent hold back (its read is refused, the
 
 
 class Holder(Protocol):
-    """One request's bytes in the budget (`gateway.pipeline.edge.Intake`, or a door's `Hold`)."""
+    """One request's bytes in the budget (`gateway.pipeline.edge.Arrival`, or a door's `Hold`)."""
 
     held: int  # bytes it holds
     peer: str  # its client's address, as its door gave it (`peer_host` reads either form)
@@ -69,7 +69,7 @@ class Holder(Protocol):
 
 
 class Hold:
-    """A holder of its own, for bytes held before the edge's intake exists (a gRPC read)."""
+    """A holder of its own, for bytes held before the edge's arrival exists (a gRPC read)."""
 
     __slots__ = ("account", "held", "peer")
 

@@ -9,7 +9,7 @@ and writes what the edge returns or the `GatewayError` it raises, then calls `Ed
 steps (`gateway.pipeline.edge_steps`) are composed in `gateway.pipeline.build.build_edge`; most
 are plain calls, since the small request's CPU is what the gateway is measured by.
 
-`Intake` is the request's record at the edge, filled as the steps learn things (tenant, model,
+`Arrival` is the request's record at the edge, filled as the steps learn things (tenant, model,
 bytes received, rows, the call), so that `done` can report a refused request as precisely as an
 answered one.
 
@@ -70,7 +70,7 @@ class Observer(Protocol):
 
 
 @dataclass(slots=True, eq=False)
-class Intake:
+class Arrival:
     """One request at the edge: what its door gave, then what the steps learned."""
 
     model_name: str
@@ -136,7 +136,7 @@ class Edge:
 
     def arrive(
         self, model_name: str, version: str | None, headers: Mapping[str, str], peer: str = ""
-    ) -> Intake:
+    ) -> Arrival:
         """The request arrived: its clock starts, it gets its id and span, its log lines their
         tags. ``peer``: the client's address (REST: ASGI's client host; gRPC: ``context.peer()``,
         either form), to which its bytes in flight count. Every `arrive` is followed by one
@@ -146,13 +146,15 @@ class Edge:
         span = self._tracer.start_request(headers, model_name, request_id)
         log_token = bind_request(request_id, span)
         self.open += 1
-        return Intake(model_name, version, headers, arrived, request_id, span, log_token, peer=peer)
+        return Arrival(
+            model_name, version, headers, arrived, request_id, span, log_token, peer=peer
+        )
 
-    async def infer(self, intake: Intake, read: BodyReader) -> InferResult:
+    async def infer(self, arrival: Arrival, read: BodyReader) -> InferResult:
         """The steps in order, then the pipeline; raises the `GatewayError` of the first refusal."""
-        headers = intake.headers
-        tenant = intake.tenant = self._caller.tenant(headers)
-        model = intake.model = self._caller.model(intake.model_name, intake.version, tenant)
+        headers = arrival.headers
+        tenant = arrival.tenant = self._caller.tenant(headers)
+        model = arrival.model = self._caller.model(arrival.model_name, arrival.version, tenant)
         # a gateway whose tenants set no limits (or has none) has no limits step
         limiter = self._limits.get(tenant) if self._limits.limiters else None
         if limiter is not None:
@@ -160,32 +162,32 @@ class Edge:
         try:
             memory = self._memory
             holder = None
-            if memory is not None and not intake.counted:  # gRPC's door counted its message
+            if memory is not None and not arrival.counted:  # gRPC's door counted its message
                 size = self._body.first_hold(headers.get("content-length"))
                 if memory.fits(size):  # a small body (the usual case): no await
                     memory.add(size)
-                    intake.held = size
-                elif not memory.hold(intake, size):
-                    await memory.wait(intake, size)
-                holder = intake  # the body step grows its hold as the body arrives
+                    arrival.held = size
+                elif not memory.hold(arrival, size):
+                    await memory.wait(arrival, size)
+                holder = arrival  # the body step grows its hold as the body arrives
             body = await self._body(headers.get("content-length"), read, holder)
-            intake.received = body.size
+            arrival.received = body.size
             timeout_s = self._timeout(headers.get(TIMEOUT_HEADER), model)
             if TIMEOUT_HEADER in headers:
-                intake.client_timeout_s = timeout_s
+                arrival.client_timeout_s = timeout_s
             header_length = headers.get(HEADER_LENGTH)
             request = await self._parse(body, header_length, model.max_rows)
-            self._schema(intake.model_name, request)
-            intake.rows = rows(request)
-            call = intake.call = self._build_call(
-                intake.model_name, model, body, header_length, request, intake.request_id,
-                intake.arrived, timeout_s, intake.span, tenant,
+            self._schema(arrival.model_name, request)
+            arrival.rows = rows(request)
+            call = arrival.call = self._build_call(
+                arrival.model_name, model, body, header_length, request, arrival.request_id,
+                arrival.arrived, timeout_s, arrival.span, tenant,
             )  # fmt: skip
             result = await self._pipeline(call)
         except GatewayError:
             raise  # the door answers it, then calls `done`
         except BaseException:
-            self._release(intake)  # no `done` follows a crash or a cancellation
+            self._release(arrival)  # no `done` follows a crash or a cancellation
             raise
         finally:
             if limiter is not None:
@@ -193,7 +195,7 @@ class Edge:
         if result.status == 200 and result.vote is None and result.degraded is None:
             # the replica's answer in the client's names (a vote's and a fallback's already are)
             result.body, result.header_length = rename_reply(
-                result.body, result.header_length, intake.model_name, model.version
+                result.body, result.header_length, arrival.model_name, model.version
             )
         if result.status == 200 and call.request is not None and call.client_id is not None:
             # the client's own id back in place of the unique one its replicas saw
@@ -201,14 +203,14 @@ class Edge:
                 result.body, result.header_length, call.request.id or "", call.client_id
             )
         if self._memory is not None:  # the answer is in memory until the door has written it
-            answer = intake.answer_held = len(result.body)
-            self._memory.settle(intake, intake.held + answer)
-        intake.audit = result.audit
+            answer = arrival.answer_held = len(result.body)
+            self._memory.settle(arrival, arrival.held + answer)
+        arrival.audit = result.audit
         return result
 
     def done(
         self,
-        intake: Intake,
+        arrival: Arrival,
         status: int,
         served_by: str = "",
         degraded: str | None = None,
@@ -223,25 +225,25 @@ class Edge:
         now = self._clock.now()
         self.open -= 1
         self._observe(
-            intake.model_name, status, served_by, now - intake.arrived, degraded,
-            intake.client_timeout_s, intake.tenant, intake.received, sent, intake.rows, now,
+            arrival.model_name, status, served_by, now - arrival.arrived, degraded,
+            arrival.client_timeout_s, arrival.tenant, arrival.received, sent, arrival.rows, now,
         )  # fmt: skip
         if status == CLIENT_CLOSED:  # its client left: no answer (tagged: still bound)
-            self._left_lines(intake.model_name, intake.attempts, now - intake.arrived)
-        elif intake.audit is not None and status == 200:  # sampled: after the client's answer
-            intake.audit()
-        intake.span.end(status, served_by or None, degraded)
-        unbind_request(intake.log_token)
+            self._left_lines(arrival.model_name, arrival.attempts, now - arrival.arrived)
+        elif arrival.audit is not None and status == 200:  # sampled: after the client's answer
+            arrival.audit()
+        arrival.span.end(status, served_by or None, degraded)
+        unbind_request(arrival.log_token)
         if written:
-            self._release(intake)
+            self._release(arrival)
         elif self._memory is not None:  # the request's bytes go; its answer's stay held
-            self._memory.release(intake, intake.answer_held)
+            self._memory.release(arrival, arrival.answer_held)
 
-    def written(self, intake: Intake) -> None:
+    def written(self, arrival: Arrival) -> None:
         """The door's transport has flushed the answer of a request `done` with ``written``
         False: its bytes are given back (once; a second call does nothing)."""
-        self._release(intake)
+        self._release(arrival)
 
-    def _release(self, intake: Intake) -> None:
-        if self._memory is not None and (intake.held or intake.account is not None):
-            self._memory.release(intake)
+    def _release(self, arrival: Arrival) -> None:
+        if self._memory is not None and (arrival.held or arrival.account is not None):
+            self._memory.release(arrival)

@@ -24,7 +24,7 @@ from gateway.api.answer_lines import answer_lines, refusal_lines
 from gateway.api.ids import id_lines
 from gateway.api.responses import error_answer
 from gateway.errors import CLIENT_CLOSED, GatewayError
-from gateway.pipeline.edge import Edge, Intake
+from gateway.pipeline.edge import Arrival, Edge
 from gateway.readiness import Readiness
 from gateway.worker.app import WorkerApp
 from gateway.worker.http.answer import Answer
@@ -59,22 +59,22 @@ class RestDoor:
     async def infer(self, request: Request, answer: Answer) -> None:
         edge = self._app.edge
         params = request.params
-        intake = edge.arrive(params["model"], params.get("version"), request.wanted, request.peer)
+        arrival = edge.arrive(params["model"], params.get("version"), request.wanted, request.peer)
         try:
-            result = await edge.infer(intake, request.read)
+            result = await edge.infer(arrival, request.read)
         except asyncio.CancelledError:
-            edge.done(intake, CLIENT_CLOSED)  # the client left: nobody to answer
+            edge.done(arrival, CLIENT_CLOSED)  # the client left: nobody to answer
             raise
         except GatewayError as error:
-            head, body = error_answer(error, refusal_lines(intake))
+            head, body = error_answer(error, refusal_lines(arrival))
             answer.send(error.status, head, body)
-            edge.done(intake, error.status, written=False)
-            answer.when_flushed(_written(edge, intake))
+            edge.done(arrival, error.status, written=False)
+            answer.when_flushed(_written(edge, arrival))
             return
-        answer.send(result.status, answer_lines(intake, result), result.body)
+        answer.send(result.status, answer_lines(arrival, result), result.body)
         sent = len(result.body)
-        edge.done(intake, result.status, result.served_by, result.degraded, sent, written=False)
-        answer.when_flushed(_written(edge, intake))
+        edge.done(arrival, result.status, result.served_by, result.degraded, sent, written=False)
+        answer.when_flushed(_written(edge, arrival))
 
     # --- health and metadata ------------------------------------------------------------
 
@@ -123,9 +123,9 @@ class RestDoor:
         answer.send(error.status, head, body)
 
 
-def _written(edge: Edge, intake: Intake) -> Callable[[bool], None]:
+def _written(edge: Edge, arrival: Arrival) -> Callable[[bool], None]:
     def written(flushed: bool) -> None:
-        edge.written(intake)
+        edge.written(arrival)
 
     return written
 

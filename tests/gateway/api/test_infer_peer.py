@@ -23,10 +23,10 @@ class Edge:
         self.peers.append(peer)
         return SimpleNamespace(request_id="r", attempts=0, span=SimpleNamespace(traceparent=""))
 
-    async def infer(self, intake: Any, read: Any) -> Any:
+    async def infer(self, arrival: Any, read: Any) -> Any:
         raise NotFound("model 'x' not found")
 
-    def done(self, intake: Any, status: int) -> None:
+    def done(self, arrival: Any, status: int) -> None:
         self.done_statuses.append(status)
 
 

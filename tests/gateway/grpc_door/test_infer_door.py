@@ -79,19 +79,19 @@ class FakeEdge:
         span = SimpleNamespace(traceparent="00-" + "a" * 32 + "-" + "b" * 16 + "-01")
         return SimpleNamespace(request_id="req-1", span=span, attempts=2)
 
-    async def infer(self, intake: Any, read: Reader) -> InferResult:
+    async def infer(self, arrival: Any, read: Reader) -> InferResult:
         while True:
             chunk, more = await read()
             self.pieces.append(chunk)
             if not more:
                 return self.answer(self.headers, self.pieces)
 
-    def done(self, intake: Any, status: int, served_by: str = "", degraded: str | None = None,
+    def done(self, arrival: Any, status: int, served_by: str = "", degraded: str | None = None,
              sent: int = -1, written: bool = True) -> None:  # fmt: skip
         self.done_calls.append((status, served_by, degraded, sent))
         self.unwritten = not written
 
-    def written(self, intake: Any) -> None:
+    def written(self, arrival: Any) -> None:
         self.unwritten = False
 
 
