@@ -45,7 +45,7 @@ RETIRE_POLL_S = 0.05
 # Server settings the running server holds (the socket, the protocol, the parser).
 RESTART_FIELDS = (
     "host", "port", "grpc_port", "max_header_bytes", "header_timeout_s", "body_timeout_s",
-    "parse_inline_max_bytes", "parse_fast_inline_max_bytes", "parse_offload", "parse_workers",
+    "parse_inline_max_bytes", "parse_fast_inline_max_bytes", "parse_offload", "parse_processes",
     "watch_config",
     "inflight_bytes", "inflight_wait_s", "inflight_small_bytes", "inflight_small_reserve",
     "inflight_peer_share", "grpc", "workers",
@@ -92,7 +92,7 @@ class GatewayApp:
         self.parser = RequestParser(
             server.parse_inline_max_bytes,
             server.parse_offload,
-            server.parse_workers,
+            server.parse_processes,
             server.parse_fast_inline_max_bytes,
         )
         # bytes in flight, across reloads: one per server

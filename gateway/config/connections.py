@@ -2,7 +2,7 @@
 or a default derived from this process's file-descriptor limit.
 
 Every client connection is a file descriptor, and so is every connection to a replica, every
-probe, the parse workers' pipes, the log, the config and the models read at a reload. With no
+probe, the parse processes' pipes, the log, the config and the models read at a reload. With no
 cap, enough clients that connect and send nothing take every descriptor the process has: the
 doors can no longer accept anyone, and the gateway can no longer reach its replicas. A door at
 its cap refuses the next connection at once (it is closed), so a client sees a refusal it can

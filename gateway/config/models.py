@@ -6,6 +6,7 @@ with the bad key named, instead of failing a request at 3 a.m.
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any, Literal
 
@@ -44,6 +45,8 @@ from gateway.frozen import Frozen
 from gateway.slo.config import BurnPolicyConfig, SloConfig, unique_names
 from gateway.telemetry.tracing import TracingConfig
 
+log = logging.getLogger(__name__)
+
 # The largest digits request a replica answers inside the shortest learned per-try timeout, so
 # it is not retried onto a second replica just for being large.
 DEFAULT_MAX_ROWS = 1024
@@ -56,12 +59,37 @@ DEFAULT_PARSE_INLINE_MAX_BYTES = 64 * 1024
 DEFAULT_PARSE_FAST_INLINE_MAX_BYTES = 2 * 1024 * 1024
 
 
+# server.<old> -> server.<new>: read, with a warning, for one release
+RENAMED_IN_SERVER = {"parse_workers": "parse_processes"}
+
+
+def renamed_in_server(server: dict[str, Any]) -> dict[str, Any]:
+    """An older config's renamed ``server:`` keys under their new names, each with a WARNING;
+    a setting given under both its names is an error."""
+    if not RENAMED_IN_SERVER.keys() & server.keys():
+        return server
+    server = dict(server)
+    for old, new in RENAMED_IN_SERVER.items():
+        if old not in server:
+            continue
+        if new in server:
+            raise ValueError(f"server.{old} and server.{new} are one setting: keep server.{new}")
+        log.warning("server.%s is deprecated: it is server.%s now", old, new)
+        server[new] = server.pop(old)
+    return server
+
+
 class ServerConfig(Frozen):
     """Where the gateway listens, what it accepts from clients, and its control plane.
 
     The client limits keep one big or slow client from hurting the others; what the gateway
     accepts from replicas is the ``upstream`` section's (`UpstreamConfig`).
     """
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        return renamed_in_server(data) if isinstance(data, dict) else data
 
     host: str = Field(
         "127.0.0.1",
@@ -117,11 +145,15 @@ class ServerConfig(Frozen):
     )
     parse_offload: Literal["process", "thread", "inline"] = Field(
         "process",
-        description="where large bodies are parsed: worker processes, a thread (no help: orjson "
+        description="where large bodies are parsed: parse processes, a thread (no help: orjson "
         "holds the GIL) or the event loop itself",
     )
-    parse_workers: int = Field(
-        1, ge=1, le=64, description="worker processes (or threads) of the parse offload"
+    parse_processes: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="parse processes (or threads) of the parse offload; was parse_workers, "
+        "still read (with a warning) for one release",
     )
     inflight_bytes: int | None = Field(
         None,

@@ -20,7 +20,7 @@ with ``min``/``max`` (integers) or one C conversion (floats, `gateway.v2.finite`
 one-row request pays a few microseconds; a large body's flat floating-point data is checked
 as raw bytes without these rules' Python objects where it can be (`gateway.v2.json_fast`,
 same verdicts), and a large body is checked in the worker process
-(`gateway.api.parse_worker`), off the event loop.
+(`gateway.api.parse_process`), off the event loop.
 """
 
 from __future__ import annotations

@@ -170,7 +170,7 @@ class Worker:
         parser = RequestParser(
             server.parse_inline_max_bytes,
             server.parse_offload,
-            server.parse_workers,
+            server.parse_processes,
             server.parse_fast_inline_max_bytes,
         )
         await parser.start()

@@ -2,7 +2,7 @@
 
 The largest allowed body, sent back to back, leaves ``/v2/health/live`` and other clients'
 p99 within twice their unloaded p99 (or a small floor: a 2-core machine running a gateway,
-replicas, a parse worker and these clients is never quiet) and the gateway's memory returns
+replicas, a parse process and these clients is never quiet) and the gateway's memory returns
 to its baseline; the issue's 60 MB body is refused at once; trickling clients are cut off;
 a 55 MB head is refused; microsecond deadlines do not burn the SLO's budget; bad parameters
 and non-finite inputs get a precise 400 (the vote route answered 500, NaN inputs a 200).

@@ -155,7 +155,7 @@ def test_health_metadata_and_the_triton_extensions(
 
 
 def test_the_log_stays_json_lines_while_grpc_serves(gateway: GatewayProcess) -> None:
-    """gRPC's fork handlers would write a glog line at each fork (the parse worker's at start)."""
+    """gRPC's fork handlers would write a glog line at each fork (the parse process's at start)."""
     lines = [line for line in gateway.log_text().splitlines() if line.strip()]
     assert lines and all(line.startswith("{") for line in lines), lines
 

@@ -167,12 +167,13 @@ async def test_large_bodies_are_parsed_in_a_worker_process_which_may_die() -> No
             assert (
                 await client.post("/v2/models/digits/infer", json=request(1))
             ).status_code == 200
-            assert gateway_app.parser.worker_pids() == []  # small: parsed inline, no worker yet
+            # small: parsed inline, no parse process yet
+            assert gateway_app.parser.process_pids() == []
             # the first large body starts the worker process: seconds on a busy machine
             slow_start = {"x-request-timeout-ms": "30000"}
             ok = await client.post("/v2/models/digits/infer", json=request(8), headers=slow_start)
             assert ok.status_code == 200, ok.text
-            (pid,) = gateway_app.parser.worker_pids()
+            (pid,) = gateway_app.parser.process_pids()
             bad = request(8)
             bad["inputs"][0]["data"][5] = [*ROW[:63], 1e39]
             refused = await client.post("/v2/models/digits/infer", json=bad)
@@ -201,12 +202,12 @@ async def test_large_bodies_are_parsed_in_a_worker_process_which_may_die() -> No
                 "/v2/models/digits/infer", json=request(8), headers=slow_start
             )
             assert after.status_code == 200
-            (new_pid,) = gateway_app.parser.worker_pids()
+            (new_pid,) = gateway_app.parser.process_pids()
             assert new_pid != pid
     finally:
         await gateway_app.gateway.stop()
         await gateway_app.parser.close()
-    assert gateway_app.parser.worker_pids() == []
+    assert gateway_app.parser.process_pids() == []
 
 
 def _alive(pid: int) -> bool:

@@ -126,6 +126,19 @@ def test_the_upstream_limits_once_under_server_are_read_there_with_a_warning(
         parse_config({**GOOD, "upstream": {"max_reply_headers": 7}})
 
 
+def test_parse_workers_is_read_as_parse_processes_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    assert parse_config(GOOD).server.parse_processes == 1
+    with caplog.at_level("WARNING", logger="gateway.config.models"):
+        old = parse_config({**GOOD, "server": {"parse_workers": 3, "port": 8080}})
+    assert old.server.parse_processes == 3 and old.server.port == 8080
+    assert "server.parse_workers is deprecated: it is server.parse_processes now" in caplog.text
+    assert parse_config({**GOOD, "server": {"parse_processes": 2}}).server.parse_processes == 2
+    with pytest.raises(ConfigError, match=r"keep server\.parse_processes"):
+        parse_config({**GOOD, "server": {"parse_workers": 2, "parse_processes": 3}})
+
+
 def test_a_transport_built_alone_caps_replies_as_the_config_does() -> None:
     upstream = parse_config(GOOD).upstream
     assert DEFAULT_LIMITS.max_reply_body_bytes == upstream.max_reply_body_bytes

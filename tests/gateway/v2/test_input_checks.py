@@ -9,7 +9,7 @@ import numpy as np
 import orjson
 import pytest
 
-from gateway.api.parse_worker import parse_detached
+from gateway.api.parse_process import parse_detached
 from gateway.errors import BadRequest
 from gateway.v2.body import Body
 from gateway.v2.outputs import asking_for

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import orjson
 
-from gateway.api.parse_worker import parse_detached
+from gateway.api.parse_process import parse_detached
 from gateway.v2.body import Body
 from gateway.v2.outputs import asking_for
 from gateway.v2.request import InferRequestInfo, parse_infer_request

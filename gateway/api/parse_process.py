@@ -1,6 +1,6 @@
-"""The worker process that parses large infer requests, so the event loop never does.
+"""The parse process: a child that parses large infer requests, so the event loop never does.
 
-Run as ``python -m gateway.api.parse_worker``: it imports only the V2 parsing code (not the whole
+Run as ``python -m gateway.api.parse_process``: it imports only the V2 parsing code (not the whole
 gateway: its memory is on docs/measured.md), reads one request at a time from stdin and answers on
 stdout, each message a length-prefixed pickle (the body follows its metadata as raw bytes). What it
 sends back is *detached*: the header without the inputs' data, so unpickling it costs the event
@@ -39,7 +39,7 @@ def answer(message: bytes, body: bytes) -> bytes:
         result = ("ok", parse_detached(body, header_length, max_rows))
     except GatewayError as error:
         result = ("error", error)
-    except Exception as exc:  # a bug here must not kill the worker: the gateway logs it
+    except Exception as exc:  # a bug here must not kill the process: the gateway logs it
         result = ("bug", f"{type(exc).__name__}: {exc}")
     return pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
 
