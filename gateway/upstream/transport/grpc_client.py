@@ -49,7 +49,7 @@ from gateway.config.endpoint import Endpoint
 from gateway.errors import UpstreamConnectError, UpstreamProtocolError, UpstreamTimeout
 from gateway.upstream.transport.base import Reply
 from gateway.upstream.transport.grpc_channels import Channel, open_channel
-from gateway.upstream.transport.http1_connection import MAX_REPLY_BODY_BYTES
+from gateway.upstream.transport.limits import MAX_REPLY_BODY_BYTES
 from gateway.upstream.transport.local_errors import local_error_in
 from v2proto.codec import HEADER_LENGTH
 from v2proto.errors import ProtocolError

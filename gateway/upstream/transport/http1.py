@@ -26,11 +26,11 @@ from gateway.config.endpoint import Endpoint
 from gateway.config.tls import TlsConfig
 from gateway.errors import UpstreamConnectError, UpstreamTimeout
 from gateway.upstream.transport.base import Reply
-from gateway.upstream.transport.http1_connection import (
+from gateway.upstream.transport.http1_connection import Connection
+from gateway.upstream.transport.limits import (
     MAX_REPLY_BODY_BYTES,
     MAX_REPLY_HEADER_BYTES,
     MAX_REPLY_HEADER_COUNT,
-    Connection,
     ReplyLimits,
 )
 from gateway.upstream.transport.local_errors import local_error

@@ -19,7 +19,6 @@ import httptools
 from gateway.errors import UpstreamConnectError, UpstreamProtocolError, UpstreamTimeout
 from gateway.upstream.transport.base import Reply
 from gateway.upstream.transport.deadline_timer import DeadlineTimer
-from gateway.upstream.transport.limits import *  # noqa: F403 (the caps, imported from here too)
 from gateway.upstream.transport.limits import DEFAULT_LIMITS, ReplyLimits
 from gateway.upstream.transport.local_errors import local_error
 from gateway.upstream.transport.reply_head import (

@@ -19,11 +19,6 @@ from gateway.config.upstream import (
     DEFAULT_MAX_REPLY_HEADER_COUNT,
 )
 
-__all__ = [
-    "DEFAULT_LIMITS", "DIRECT_BODY_MIN_BYTES", "MAX_REPLY_BODY_BYTES", "MAX_REPLY_HEADER_BYTES",
-    "MAX_REPLY_HEADER_COUNT", "ReplyLimits",
-]  # fmt: skip
-
 # The config's defaults (`server.max_reply_*`): a transport built alone caps as the gateway does.
 MAX_REPLY_HEADER_COUNT = DEFAULT_MAX_REPLY_HEADER_COUNT
 MAX_REPLY_HEADER_BYTES = DEFAULT_MAX_REPLY_HEADER_BYTES

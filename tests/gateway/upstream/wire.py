@@ -13,7 +13,8 @@ from typing import Any
 
 from gateway.errors import UpstreamError
 from gateway.upstream.transport.base import Reply
-from gateway.upstream.transport.http1_connection import DEFAULT_LIMITS, Connection, ReplyLimits
+from gateway.upstream.transport.http1_connection import Connection
+from gateway.upstream.transport.limits import DEFAULT_LIMITS, ReplyLimits
 
 
 class FakeTransport(asyncio.Transport):

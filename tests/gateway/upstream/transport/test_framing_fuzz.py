@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from gateway.upstream.transport.http1_connection import ReplyLimits
+from gateway.upstream.transport.limits import ReplyLimits
 from tests.gateway.upstream.wire import Result, exchange
 
 EXAMPLES = 1000
