@@ -202,8 +202,8 @@ class GatewayApp:
         promoted: tuple[str, ...],
     ) -> dict[str, list[str]]:
         """Starts a gateway built from ``config`` (on failure it stops whatever it started and
-        this raises), carries the running one's state over and hands it the traffic; the old
-        one retires once the requests it admitted are answered. ``text``: the file's text
+        this raises), carries the running one's state over and hands it the traffic; the
+        outgoing one retires once the requests it admitted are answered. ``text``: the file's text
         ``config`` comes from, with ``promoted`` models handed over (for `on_reload`)."""
         old, old_edge = self.gateway, self.edge
         fresh = Gateway(config, clock=old.clock)  # one clock: carried deadlines stay valid

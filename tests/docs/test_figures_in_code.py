@@ -51,9 +51,6 @@ ALLOWED = {
     ("gateway/slo/engine.py", "95 % Wilson score"): "the interval's name in /slo",
     ("gateway/telemetry/catalog.py", "bounds of its 95 %"): "the interval's definition",
     ("gateway/telemetry/history_buffers.py", "within ±2.5 %"): "the error bound that growth gives",
-    # The outgoing gateway of a reload, not history: reworded with the reload's vocabulary once
-    # issue 39's edit of the docstring's next line has landed (one change, no merge conflict).
-    ("gateway/api/app.py", "hands it the traffic; the old"): "a reload's outgoing gateway",
 }
 
 

@@ -1,8 +1,8 @@
 """The upstream transport contract: one HTTP/1.1 exchange with one replica.
 
-The transport is a small swappable object (as in httpx's ``BaseTransport``) so the hot path can
-use the fastest client measured on this machine while tests and benchmarks swap in others. A
-transport is the only place where a client library's exceptions become ours: it raises
+The transport is a small swappable object (as in httpx's ``BaseTransport``) so the hot path can use
+the cheapest of the clients `loadtests/bench_transport.py` compares while tests and benchmarks swap
+in others. A transport is the only place where a client library's exceptions become ours: it raises
 `UpstreamConnectError`, `UpstreamTimeout` or `UpstreamProtocolError` and nothing else.
 
 A keep-alive connection is only as good as its stream is in step. Two rules keep one request's

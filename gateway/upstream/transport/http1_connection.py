@@ -1,10 +1,11 @@
 """One keep-alive HTTP/1.1 client connection: an asyncio Protocol driving httptools' parser.
 
-Why: callbacks on a Protocol cost a fraction of a stream-based client (no StreamReader, no
-coroutine per read): a request is one ``write``, a reply is parsed as bytes arrive and completes
-one future. Works on the default loop and on uvloop alike. A replica is an untrusted peer, so the
-framing follows RFC 9112 strictly (the head's rules and caps: `reply_head`; checked against h11
-in tests/gateway/upstream). A large body is read straight into one buffer (`limits` says why).
+Why: callbacks on a Protocol cost less than a stream-based client (no StreamReader, no coroutine per
+read; loadtests/bench_transport.py): a request is one ``write``, a reply is parsed as bytes arrive
+and completes one future. Works on the default loop and on uvloop alike. A replica is an untrusted
+peer, so the framing follows RFC 9112 strictly (the head's rules and caps: `reply_head`; checked
+against h11 in tests/gateway/upstream). A large body is read straight into one buffer (`limits` says
+why).
 """
 
 from __future__ import annotations
