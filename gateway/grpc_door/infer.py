@@ -42,9 +42,12 @@ from gateway.grpc_door.receive import CallRefused, MessageReader, missing_reques
 from gateway.grpc_door.status import code_of, error_metadata
 from gateway.grpc_door.typed import typed_to_raw
 from gateway.memory.inflight_bytes import Hold
-from gateway.pipeline.edge import Arrival
+from gateway.pipeline.call import InferResult
+from gateway.pipeline.edge import Arrival, Edge
+from gateway.pipeline.edge_steps import BodyReader
 from gateway.v2.request import HEADER_LENGTH
 from v2proto.errors import ProtocolError
+from v2proto.grpc import grpc_service_pb2 as pb
 from v2proto.grpc.contents import Raw
 from v2proto.grpc.convert import grpc_to_rest_parts, rest_to_grpc_response
 from v2proto.grpc.wire import read_infer_request
@@ -110,7 +113,7 @@ class InferDoor:
             received.data, context.invocation_metadata(), context.time_remaining, received.hold
         )
 
-    async def answer(  # noqa: C901
+    async def answer(
         self,
         data: bytes,
         metadata: Any,
@@ -122,66 +125,27 @@ class InferDoor:
         call is recorded as 499, or 504 past its deadline, and re-raised. ``hold``: the
         message's bytes in the in-flight budget, handed to the edge; a response's are given
         back when the door calls its ``written``, the rest at `done`."""
-        try:
-            request, views = read_infer_request(data)
-        except ProtocolError as exc:  # not a ModelInferRequest: gRPC's own refusal, named
-            self.reader.release(hold)
-            return GrpcAnswer(None, grpc.StatusCode.INVALID_ARGUMENT, exc.message, (), "")
-        except BaseException:
-            self.reader.release(hold)
-            raise
+        parsed = self._parsed(data, hold)
+        if isinstance(parsed, GrpcAnswer):
+            return parsed
+        request, views = parsed
         edge = self._app.edge
         headers = edge_headers(metadata, time_remaining())
         arrival = edge.arrive(request.model_name, request.model_version or None, headers, hold.peer)
         # the edge counts the message's bytes from here, and gives them back
         arrival.held, arrival.account, arrival.counted = hold.held, hold.account, True
-
-        tensors: list[Raw] = []  # the binary tensors still to read, last first
-
-        async def read() -> tuple[Raw, bool]:
-            if tensors:
-                return tensors.pop(), bool(tensors)
-            if not views:
-                await typed_to_raw(request)  # a slice at a time: the loop stays free
-            try:
-                head, raws = grpc_to_rest_parts(
-                    request, binary_outputs=True, raw_contents=views or None
-                )
-            except ProtocolError as exc:
-                raise BadRequest(exc.message) from exc
-            if raws:
-                headers[HEADER_LENGTH] = str(len(head))
-                tensors.extend(reversed(raws))
-            return head, bool(raws)
-
         status, served_by, degraded, sent = CLIENT_CLOSED, "", None, -1
         written = True  # a response's bytes stay held until grpc has taken it
         try:
             try:
-                result = await edge.infer(arrival, read)
-                if not 200 <= result.status < 300:  # the attempt layer passes only 2xx
-                    raise GatewayError(f"a replica answered {result.status}")
-                response = rest_to_grpc_response(result.body, result.header_length)
+                result = await edge.infer(arrival, _body_reader(request, views, headers))
+                answer = _ok_answer(result, arrival, request.id, edge)
             except ProtocolError as exc:  # a checked reply that gRPC cannot carry
                 log.error("reply not sent over gRPC: %s", exc.message)
                 raise GatewayError(f"the reply cannot be sent over gRPC: {exc.message}") from exc
-            served = [("x-served-by", result.served_by), ("x-attempts", str(result.attempts))]
-            if result.degraded:
-                served.append(("x-degraded", result.degraded))
-            if result.vote:
-                served.append(("x-vote", result.vote))
             status, served_by, degraded = 200, result.served_by, result.degraded
-            sent = len(result.body)
-            metadata_out = (*served, *_call_metadata(arrival))
-            written = False
-            return GrpcAnswer(
-                response,
-                grpc.StatusCode.OK,
-                "",
-                metadata_out,
-                request.id,
-                lambda _context: edge.written(arrival),
-            )
+            sent, written = len(result.body), False
+            return answer
         except GatewayError as error:
             status = error.status
             trailing = (*error_metadata(error), ("x-attempts", str(arrival.attempts)))
@@ -199,6 +163,62 @@ class InferDoor:
             return GrpcAnswer(None, grpc.StatusCode.INTERNAL, internal, (), request.id)
         finally:
             edge.done(arrival, status, served_by, degraded, sent, written)
+
+    def _parsed(
+        self, data: bytes, hold: Hold
+    ) -> tuple[pb.ModelInferRequest, list[memoryview]] | GrpcAnswer:
+        """The message as a ModelInferRequest and its raw tensor views, or gRPC's refusal of
+        what is none; the message's hold is given back when it goes no further."""
+        try:
+            return read_infer_request(data)
+        except ProtocolError as exc:  # not a ModelInferRequest: gRPC's own refusal, named
+            self.reader.release(hold)
+            return GrpcAnswer(None, grpc.StatusCode.INVALID_ARGUMENT, exc.message, (), "")
+        except BaseException:
+            self.reader.release(hold)
+            raise
+
+
+def _body_reader(
+    request: pb.ModelInferRequest, views: list[memoryview], headers: dict[str, str]
+) -> BodyReader:
+    """The message's body as the edge reads it: the JSON head, then each binary tensor."""
+    tensors: list[Raw] = []  # the binary tensors still to read, last first
+
+    async def read() -> tuple[Raw, bool]:
+        if tensors:
+            return tensors.pop(), bool(tensors)
+        if not views:
+            await typed_to_raw(request)  # a slice at a time: the loop stays free
+        try:
+            head, raws = grpc_to_rest_parts(
+                request, binary_outputs=True, raw_contents=views or None
+            )
+        except ProtocolError as exc:
+            raise BadRequest(exc.message) from exc
+        if raws:
+            headers[HEADER_LENGTH] = str(len(head))
+            tensors.extend(reversed(raws))
+        return head, bool(raws)
+
+    return read
+
+
+def _ok_answer(result: InferResult, arrival: Arrival, request_id: str, edge: Edge) -> GrpcAnswer:
+    """A 2xx result as a ModelInferResponse, with the served metadata REST's door sends as
+    headers; its bytes are given back once grpc has written it (`Edge.written`)."""
+    if not 200 <= result.status < 300:  # the attempt layer passes only 2xx
+        raise GatewayError(f"a replica answered {result.status}")
+    response = rest_to_grpc_response(result.body, result.header_length)
+    served = [("x-served-by", result.served_by), ("x-attempts", str(result.attempts))]
+    if result.degraded:
+        served.append(("x-degraded", result.degraded))
+    if result.vote:
+        served.append(("x-vote", result.vote))
+    metadata_out = (*served, *_call_metadata(arrival))
+    return GrpcAnswer(
+        response, grpc.StatusCode.OK, "", metadata_out, request_id, lambda _: edge.written(arrival)
+    )
 
 
 def edge_headers(metadata: Any, remaining_s: float | None) -> dict[str, str]:

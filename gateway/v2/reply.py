@@ -126,7 +126,7 @@ def check_reply(
     return None
 
 
-def why_not_reply(  # noqa: C901
+def why_not_reply(
     body: bytes, header_length: str | None, expected_id: str | None, *, echoes_id: bool = True
 ) -> str | None:
     """What `check_reply` finds wrong, in words (None: nothing), checked field by field.
@@ -139,6 +139,21 @@ def why_not_reply(  # noqa: C901
     its connections carry one exchange each, so nothing but this request's answer can arrive
     on them. ``expected_id`` None: the request has no id to compare (layer tests only).
     """
+    split = _split_header(body, header_length)
+    if isinstance(split, str):
+        return split
+    header, at = split
+    problem = _id_problem(header.get("id"), expected_id, echoes_id)
+    if problem is not None:
+        return problem
+    outputs = header.get("outputs")
+    if not isinstance(outputs, list):
+        return "the reply has no 'outputs' list"
+    return _outputs_problem(outputs, len(body) - at)
+
+
+def _split_header(body: bytes, header_length: str | None) -> tuple[dict[str, Any], int] | str:
+    """The reply's JSON header and where it ends, or what is wrong with them."""
     split = len(body)
     if header_length is not None:
         if not header_length.isdigit() or not 0 < int(header_length) <= len(body):
@@ -150,18 +165,26 @@ def why_not_reply(  # noqa: C901
         return f"the reply is not JSON ({len(body)} bytes)"
     if not isinstance(header, dict):
         return "the reply is not a JSON object"
-    reply_id = header.get("id")
-    if expected_id is not None and reply_id != expected_id:
-        if reply_id is not None:
-            return f"the reply's id {str(reply_id)[:64]!r} is not the request's {expected_id!r}"
-        if echoes_id:
-            return (
-                f"the reply has no id (the request's is {expected_id!r}): it could be any "
-                "request's answer (a server that never echoes ids needs echoes_id: false)"
-            )
-    outputs = header.get("outputs")
-    if not isinstance(outputs, list):
-        return "the reply has no 'outputs' list"
+    return header, split
+
+
+def _id_problem(reply_id: object, expected_id: str | None, echoes_id: bool) -> str | None:
+    """What is wrong with the reply's id, for a request whose id is ``expected_id``."""
+    if expected_id is None or reply_id == expected_id:
+        return None
+    if reply_id is not None:
+        return f"the reply's id {str(reply_id)[:64]!r} is not the request's {expected_id!r}"
+    if echoes_id:
+        return (
+            f"the reply has no id (the request's is {expected_id!r}): it could be any "
+            "request's answer (a server that never echoes ids needs echoes_id: false)"
+        )
+    return None
+
+
+def _outputs_problem(outputs: list[Any], tail_bytes: int) -> str | None:
+    """What is wrong with the outputs: each named, with data or a binary size, and the binary
+    sizes adding up to the ``tail_bytes`` after the header."""
     binary = 0
     for output in outputs:
         if not isinstance(output, dict) or not isinstance(output.get("name"), str):
@@ -175,8 +198,8 @@ def why_not_reply(  # noqa: C901
             binary += size
         else:
             return f"output {output['name']!r} has a bad binary_data_size"
-    if binary != len(body) - split:
-        return f"binary outputs declare {binary} bytes but {len(body) - split} follow the header"
+    if binary != tail_bytes:
+        return f"binary outputs declare {binary} bytes but {tail_bytes} follow the header"
     return None
 
 

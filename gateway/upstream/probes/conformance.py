@@ -202,7 +202,8 @@ class _ReplicaCheck:
             self._say("error", f"version {version!r} is not among the model's {versions}")
         return doc
 
-    def _tensors(self, metadata: dict[str, Any], config: GatewayConfig) -> None:  # noqa: C901
+    def _tensors(self, metadata: dict[str, Any], config: GatewayConfig) -> None:
+        """Whether the tensors the config names for this pool are the ones the server lists."""
         inputs = _names(metadata.get("inputs"))
         outputs = _names(metadata.get("outputs"))
         if not inputs and not outputs:
@@ -212,6 +213,12 @@ class _ReplicaCheck:
                 "inference (configure a golden set for this pool)",
             )
             return
+        self._mapped_tensors(inputs, outputs)
+        self._golden_tensors(inputs, outputs)
+        self._voted_outputs(outputs, config)
+
+    def _mapped_tensors(self, inputs: list[str], outputs: list[str]) -> None:
+        """The pool's ``tensors`` mapping names tensors the server has."""
         mapping = self._pool.tensors
         for client, pool_name in mapping.inputs.items():
             if pool_name not in inputs:
@@ -219,14 +226,22 @@ class _ReplicaCheck:
         for client, output in mapping.outputs.items():
             if output.name not in outputs:
                 self._say("error", _missing("output", client, output.name, outputs))
-        golden = self._pool.golden
-        if golden is not None:
-            wanted = mapping.pool_input(golden.input)
-            if wanted not in inputs:
-                self._say("error", _missing("input", golden.input, wanted, inputs))
-            label = mapping.pool_output(golden.label_output)
-            if label not in outputs:
-                self._say("error", _missing("output", golden.label_output, label, outputs))
+
+    def _golden_tensors(self, inputs: list[str], outputs: list[str]) -> None:
+        """The golden set's input and label output are tensors the server has."""
+        golden, mapping = self._pool.golden, self._pool.tensors
+        if golden is None:
+            return
+        wanted = mapping.pool_input(golden.input)
+        if wanted not in inputs:
+            self._say("error", _missing("input", golden.input, wanted, inputs))
+        label = mapping.pool_output(golden.label_output)
+        if label not in outputs:
+            self._say("error", _missing("output", golden.label_output, label, outputs))
+
+    def _voted_outputs(self, outputs: list[str], config: GatewayConfig) -> None:
+        """Each model that votes on this pool compares outputs the server has."""
+        mapping = self._pool.tensors
         for model_name, model in config.models.items():
             if model.vote is None or self._pool_name not in model.vote.pools:
                 continue

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 import grpc
@@ -243,28 +243,13 @@ def _ended(rpc: asyncio.Future[Any]) -> None:
         rpc.exception()  # retrieved: an RPC nobody waits for failing is no news
 
 
-async def _route(  # noqa: C901
+async def _route(
     call: _Call, method: str, path: str, body: bytes, headers: Mapping[str, str]
 ) -> Reply:
-    stub = call.channel.stub
-    if path in ("/v2/health/live", "/v2/health/ready") and method in ("GET", "HEAD"):
-        if path.endswith("live"):
-            live = (await call(stub.server_live, pb.ServerLiveRequest())).live
-            return json_reply({"live": live}, 200 if live else 503)
-        ready = (await call(stub.server_ready, pb.ServerReadyRequest())).ready
-        return json_reply({"ready": ready}, 200 if ready else 503)
-    if path in ("/v2", "/v2/") and method == "GET":
-        meta = await call(stub.server_metadata, pb.ServerMetadataRequest())
-        extensions = list(meta.extensions)
-        call.learned = BINARY_EXTENSION in extensions
-        return json_reply({"name": meta.name, "version": meta.version, "extensions": extensions})
-    if path == "/v2/repository/index" and method == "POST":
-        index = await call(stub.repository_index, pb.RepositoryIndexRequest())
-        rows = [
-            {"name": m.name, "version": m.version, "state": m.state, "reason": m.reason}
-            for m in index.models
-        ]
-        return json_reply(rows)
+    """A REST request to a replica, carried as the gRPC call that means the same."""
+    server = _SERVER_ROUTES.get((method, path))
+    if server is not None:
+        return await server(call)
     model = _model_route(path)
     if model is None:
         return error_reply(404, f"no route for {path} over gRPC")
@@ -273,22 +258,79 @@ async def _route(  # noqa: C901
         return await _infer(call, name, version, body, headers)
     if method not in ("GET", "HEAD"):
         return error_reply(405, f"method {method} not allowed here")
-    if action == "ready":
-        ready = await call(stub.model_ready, pb.ModelReadyRequest(name=name, version=version))
-        if ready.ready:
-            return json_reply({"name": name, "ready": True})
-        return json_reply({"name": name, "ready": False, "error": "model not ready"}, 503)
-    if action == "":
-        meta = await call(stub.model_metadata, pb.ModelMetadataRequest(name=name, version=version))
-        return json_reply(_model_metadata(meta))
-    if action == "config":
-        config = await call(stub.model_config, pb.ModelConfigRequest(name=name, version=version))
-        return json_reply(MessageToDict(config.config, preserving_proto_field_name=True))
-    if action == "stats":
-        request = pb.ModelStatisticsRequest(name=name, version=version)
-        stats = await call(stub.model_statistics, request)
-        return json_reply(MessageToDict(stats, preserving_proto_field_name=True))
-    return error_reply(404, f"no route for {path} over gRPC")
+    read = _MODEL_READS.get(action)
+    if read is None:
+        return error_reply(404, f"no route for {path} over gRPC")
+    return await read(call, name, version)
+
+
+async def _server_live(call: _Call) -> Reply:
+    live = (await call(call.channel.stub.server_live, pb.ServerLiveRequest())).live
+    return json_reply({"live": live}, 200 if live else 503)
+
+
+async def _server_ready(call: _Call) -> Reply:
+    ready = (await call(call.channel.stub.server_ready, pb.ServerReadyRequest())).ready
+    return json_reply({"ready": ready}, 200 if ready else 503)
+
+
+async def _server_metadata(call: _Call) -> Reply:
+    meta = await call(call.channel.stub.server_metadata, pb.ServerMetadataRequest())
+    extensions = list(meta.extensions)
+    call.learned = BINARY_EXTENSION in extensions
+    return json_reply({"name": meta.name, "version": meta.version, "extensions": extensions})
+
+
+async def _repository_index(call: _Call) -> Reply:
+    index = await call(call.channel.stub.repository_index, pb.RepositoryIndexRequest())
+    rows = [
+        {"name": m.name, "version": m.version, "state": m.state, "reason": m.reason}
+        for m in index.models
+    ]
+    return json_reply(rows)
+
+
+async def _model_ready(call: _Call, name: str, version: str) -> Reply:
+    request = pb.ModelReadyRequest(name=name, version=version)
+    if (await call(call.channel.stub.model_ready, request)).ready:
+        return json_reply({"name": name, "ready": True})
+    return json_reply({"name": name, "ready": False, "error": "model not ready"}, 503)
+
+
+async def _model_metadata_reply(call: _Call, name: str, version: str) -> Reply:
+    request = pb.ModelMetadataRequest(name=name, version=version)
+    return json_reply(_model_metadata(await call(call.channel.stub.model_metadata, request)))
+
+
+async def _model_config(call: _Call, name: str, version: str) -> Reply:
+    request = pb.ModelConfigRequest(name=name, version=version)
+    config = await call(call.channel.stub.model_config, request)
+    return json_reply(MessageToDict(config.config, preserving_proto_field_name=True))
+
+
+async def _model_stats(call: _Call, name: str, version: str) -> Reply:
+    request = pb.ModelStatisticsRequest(name=name, version=version)
+    stats = await call(call.channel.stub.model_statistics, request)
+    return json_reply(MessageToDict(stats, preserving_proto_field_name=True))
+
+
+# (method, path) of the server's own reads -> the call that answers it
+_SERVER_ROUTES: dict[tuple[str, str], Callable[[_Call], Awaitable[Reply]]] = {
+    ("GET", "/v2/health/live"): _server_live,
+    ("HEAD", "/v2/health/live"): _server_live,
+    ("GET", "/v2/health/ready"): _server_ready,
+    ("HEAD", "/v2/health/ready"): _server_ready,
+    ("GET", "/v2"): _server_metadata,
+    ("GET", "/v2/"): _server_metadata,
+    ("POST", "/v2/repository/index"): _repository_index,
+}
+# a model path's action (GET or HEAD) -> the call that answers it; "" is the model's metadata
+_MODEL_READS: dict[str, Callable[[_Call, str, str], Awaitable[Reply]]] = {
+    "ready": _model_ready,
+    "": _model_metadata_reply,
+    "config": _model_config,
+    "stats": _model_stats,
+}
 
 
 def _model_route(path: str) -> tuple[str, str, str] | None:
