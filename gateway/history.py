@@ -171,9 +171,13 @@ class HistoryRecorder:
             name: self._pool_row(pool.replicas, now) for name, pool in self._registry.pools.items()
         }
         self.samples.append(
-            {"t": wall, "retry_budget": round(self._budget.balance(), 2), "models": models,
-             "pools": pools}
-        )  # fmt: skip
+            {
+                "t": wall,
+                "retry_budget": round(self._budget.balance(), 2),
+                "models": models,
+                "pools": pools,
+            }
+        )
         self._compare_replicas(now, wall)
         self._compare_fallbacks()
         self._compare_slos()
@@ -223,8 +227,9 @@ class HistoryRecorder:
             ejected = replica.ejected(now)
             if ejected and not seen.ejected:  # adopted from another gateway: no event here
                 seen.ejected_since = wall
-                self.record_event("ejection", replica.id,
-                                  self._ejection_detail(replica) + ", shared", "warn")  # fmt: skip
+                self.record_event(
+                    "ejection", replica.id, self._ejection_detail(replica) + ", shared", "warn"
+                )
             elif seen.ejected and not ejected:
                 seen.ejected_since = None
                 self.record_event("ejection", replica.id, "ejection ended", "ok")
@@ -252,8 +257,9 @@ class HistoryRecorder:
         if answered:
             if model not in self._fallback_last:
                 reasons = ", ".join(f"{r} ×{n}" for r, n in second.fallback.most_common())
-                self.record_event("fallback", model, f"answering from the fallback: {reasons}",
-                                  "warn")  # fmt: skip
+                self.record_event(
+                    "fallback", model, f"answering from the fallback: {reasons}", "warn"
+                )
             self._fallback_last[model] = now
         elif model in self._fallback_last and now - self._fallback_last[model] >= FALLBACK_QUIET_S:
             del self._fallback_last[model]
@@ -284,8 +290,9 @@ class HistoryRecorder:
                     if alert.firing != self._alerts.get(key, False):
                         detail = alert.describe() if alert.firing else f"{alert.rule.name} resolved"
                         level = "bad" if alert.firing else "ok"
-                        self.record_event("slo-alert", f"{model}/{tracker.config.name}", detail,
-                                          level)  # fmt: skip
+                        self.record_event(
+                            "slo-alert", f"{model}/{tracker.config.name}", detail, level
+                        )
                     self._alerts[key] = alert.firing
 
     # --- reload and output --------------------------------------------------------------

@@ -130,17 +130,28 @@ def replica_argv(
 ) -> list[str]:
     endpoint = replica.endpoint
     # a grpc:// replica serves V2 gRPC on its URL's port, and REST on any free port
-    ports = ["--port", "0", "--grpc-port", str(endpoint.port)] if endpoint.is_grpc else [
-        "--port", str(endpoint.port)]  # fmt: skip
+    ports = (
+        ["--port", "0", "--grpc-port", str(endpoint.port)]
+        if endpoint.is_grpc
+        else ["--port", str(endpoint.port)]
+    )
     argv = [
-        sys.executable, "-m", "replicas.cli", "serve",
-        "--model", launch.model_path,
-        "--name", pool.model,
-        "--version", pool.version or "1",
-        "--host", endpoint.host,
+        sys.executable,
+        "-m",
+        "replicas.cli",
+        "serve",
+        "--model",
+        launch.model_path,
+        "--name",
+        pool.model,
+        "--version",
+        pool.version or "1",
+        "--host",
+        endpoint.host,
         *ports,
-        "--device", launch.device,
-    ]  # fmt: skip
+        "--device",
+        launch.device,
+    ]
     if launch.enable_faults:
         argv.append("--enable-faults")
         if fault_key_file is not None:
@@ -262,12 +273,15 @@ class Launcher:
                     local.restarts += 1
                     log.warning(
                         "restarted replica %s (pid %d; restart %d)",
-                        local.replica.id, local.pid, local.restarts,
-                    )  # fmt: skip
+                        local.replica.id,
+                        local.pid,
+                        local.restarts,
+                    )
                     self.on_event(
-                        local.replica.id, f"restarted (pid {local.pid}; restart {local.restarts})",
+                        local.replica.id,
+                        f"restarted (pid {local.pid}; restart {local.restarts})",
                         "warn",
-                    )  # fmt: skip
+                    )
                 continue
             code = local.process.poll()  # reaps it if it exited
             if code is None:
@@ -279,12 +293,16 @@ class Launcher:
             local.restart_at = now + delay
             log.warning(
                 "replica %s (pid %d) exited with code %s; restarting in %.1f s",
-                local.replica.id, local.pid, code, delay,
-            )  # fmt: skip
+                local.replica.id,
+                local.pid,
+                code,
+                delay,
+            )
             self.on_event(
-                local.replica.id, f"exited with code {code}; restart {local.restarts + 1} "
-                f"in {delay:.1f} s", "bad",
-            )  # fmt: skip
+                local.replica.id,
+                f"exited with code {code}; restart {local.restarts + 1} in {delay:.1f} s",
+                "bad",
+            )
 
     async def wait_ready(self) -> None:
         import httpx  # only `gateway up` waits on replicas: `serve` starts without httpx

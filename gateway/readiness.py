@@ -108,8 +108,11 @@ class FallbackFit:
             self._said[name] = why
             log.warning(
                 "model %s: its fallback %s cannot answer its tensors, so readiness does not "
-                "count it and it answers no request: %s", name, fallback.model, why,
-            )  # fmt: skip
+                "count it and it answers no request: %s",
+                name,
+                fallback.model,
+                why,
+            )
         return why
 
     def refusal(

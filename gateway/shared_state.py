@@ -101,10 +101,15 @@ class SharedState:
                 rejects=self.rejects,
             )
             self.sync = StateSync(
-                store, self._collect, self._apply, clock,
-                interval_s=config.sync_interval_s, origin=self.origin,
-                decisions=self.decisions.take_unsent, heartbeat=self._heartbeat,
-            )  # fmt: skip
+                store,
+                self._collect,
+                self._apply,
+                clock,
+                interval_s=config.sync_interval_s,
+                origin=self.origin,
+                decisions=self.decisions.take_unsent,
+                heartbeat=self._heartbeat,
+            )
 
     def start(self) -> None:
         self._enforcer.start()
@@ -123,8 +128,7 @@ class SharedState:
     ) -> Decision:
         """Takes an operator's decision here and obeys it at once (`publish` shares it);
         ``floor``: its least version (a lease's fence, `gateway.state.lease`)."""
-        decision = self.decisions.decide(key, action, by, reason, self._clock.wall(), until,
-                                         floor)  # fmt: skip
+        decision = self.decisions.decide(key, action, by, reason, self._clock.wall(), until, floor)
         self.enforce()
         return decision
 
@@ -146,8 +150,9 @@ class SharedState:
         again on every tick)."""
         if self._decisions_file is not None:
             try:
-                await asyncio.to_thread(write_decisions, self._decisions_file,
-                                        dict(self.decisions.known))  # fmt: skip
+                await asyncio.to_thread(
+                    write_decisions, self._decisions_file, dict(self.decisions.known)
+                )
             except (OSError, TypeError, ValueError) as exc:  # unwritable, or a value unencodable
                 reason = exc.strerror if isinstance(exc, OSError) else None
                 return f"decisions file {self._decisions_file}: {reason or exc}"
@@ -263,8 +268,17 @@ class SharedState:
                     outcome = f"obeyed (decided on gateway {d.origin})"
                     if d.target in self.controls.refused:
                         outcome = f"refused: {self.controls.refused[d.target]}"
-                    self.audit(AuditEvent(self._clock.wall(), d.by, d.action, d.key, d.reason,
-                                          outcome, self.origin))  # fmt: skip
+                    self.audit(
+                        AuditEvent(
+                            self._clock.wall(),
+                            d.by,
+                            d.action,
+                            d.key,
+                            d.reason,
+                            outcome,
+                            self.origin,
+                        )
+                    )
 
     def _apply_signal(self, signal: ReplicaSignal) -> None:
         replica = self._registry.replica(signal.replica_id)

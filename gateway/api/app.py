@@ -44,13 +44,26 @@ RETIRE_GRACE_S = 60.0
 RETIRE_POLL_S = 0.05
 # Server settings the running server holds (the socket, the protocol, the parser).
 RESTART_FIELDS = (
-    "host", "port", "grpc_port", "max_header_bytes", "header_timeout_s", "body_timeout_s",
-    "parse_inline_max_bytes", "parse_fast_inline_max_bytes", "parse_offload", "parse_processes",
+    "host",
+    "port",
+    "grpc_port",
+    "max_header_bytes",
+    "header_timeout_s",
+    "body_timeout_s",
+    "parse_inline_max_bytes",
+    "parse_fast_inline_max_bytes",
+    "parse_offload",
+    "parse_processes",
     "watch_config",
-    "inflight_bytes", "inflight_wait_s", "inflight_small_bytes", "inflight_small_reserve",
-    "inflight_peer_share", "grpc", "workers",
+    "inflight_bytes",
+    "inflight_wait_s",
+    "inflight_small_bytes",
+    "inflight_small_reserve",
+    "inflight_peer_share",
+    "grpc",
+    "workers",
     "max_connections",
-)  # fmt: skip
+)
 DRAIN_SLACK_S = 1.0
 _READS = frozenset({"GET", "HEAD"})
 READ_BARRIER_S = 0.5  # a read waits this long at most for the workers' latest answers
@@ -114,11 +127,18 @@ class GatewayApp:
         self._installed = (access, keys)  # what a promotion's swap keeps
         gateway.rollouts.hand_over = self._hand_over  # a promotion swaps the model's pool in
         self.edge = build_edge(  # the steps before the pipeline, one edge for every door
-            gateway.infer, gateway.clock, gateway.tracer, gateway.observe,
-            tenant_of=keys.tenant, model_of=gateway.model, tenants=gateway.tenants,
-            max_body_bytes=gateway.config.server.max_body_bytes, parser=self.parser,
-            schema_of=gateway.schema, memory=self.memory,
-        )  # fmt: skip
+            gateway.infer,
+            gateway.clock,
+            gateway.tracer,
+            gateway.observe,
+            tenant_of=keys.tenant,
+            model_of=gateway.model,
+            tenants=gateway.tenants,
+            max_body_bytes=gateway.config.server.max_body_bytes,
+            parser=self.parser,
+            schema_of=gateway.schema,
+            memory=self.memory,
+        )
         self._infer = InferEndpoint(self.edge)
         hosts = allowed_hosts(gateway.config.server.allowed_hosts, self.bind_host)
         guarded = ControlPlaneGuard(
@@ -235,11 +255,15 @@ class GatewayApp:
                 handed = (*self.promoted, *promoted)
                 await self._swap(config, *self._installed, self.config_text, handed)
             except Exception:  # the rollout still sends everything to the candidate
-                log.warning("promotion of %s: the new gateway did not start", promoted,
-                            exc_info=True)  # fmt: skip
+                log.warning(
+                    "promotion of %s: the new gateway did not start", promoted, exc_info=True
+                )
                 return
-            log.info("rollout promoted: %s now served by the candidate pool (edit the config "
-                     "file to match; a reload keeps the promotion)", promoted)  # fmt: skip
+            log.info(
+                "rollout promoted: %s now served by the candidate pool (edit the config "
+                "file to match; a reload keeps the promotion)",
+                promoted,
+            )
 
     def drain(self) -> float:
         """Readiness says "draining" from now on; returns how long in-flight requests may

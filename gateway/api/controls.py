@@ -58,8 +58,9 @@ def install_controls(app: FastAPI, gateway: Gateway) -> None:
     @app.post("/admin/replicas/{replica_id}/drain", responses=_RESPONSES)
     async def drain(replica_id: str, request: Request, body: ControlBody | None = _BODY) -> Any:
         """No new requests to the replica; those in flight finish. Holds until restored."""
-        return await _act(gateway, request, replica_key(_replica(gateway, replica_id)), "drain",
-                          body)  # fmt: skip
+        return await _act(
+            gateway, request, replica_key(_replica(gateway, replica_id)), "drain", body
+        )
 
     @app.post("/admin/replicas/{replica_id}/eject", responses=_RESPONSES)
     async def eject(replica_id: str, request: Request, body: ControlBody | None = _BODY) -> Any:

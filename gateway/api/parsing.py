@@ -70,10 +70,13 @@ class ParseProcess:
         if self._process is None or self._process.returncode is not None:
             path = os.pathsep.join(p for p in (PACKAGE_ROOT, os.environ.get("PYTHONPATH")) if p)
             self._process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "gateway.api.parse_process",
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                sys.executable,
+                "-m",
+                "gateway.api.parse_process",
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
                 env={**os.environ, "PYTHONPATH": path},
-            )  # fmt: skip
+            )
         return self._process
 
     async def parse(

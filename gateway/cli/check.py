@@ -54,8 +54,10 @@ def check(args: argparse.Namespace) -> int:
         return 2
     if args.explain is not None:
         if args.explain not in config.models:
-            print(f"{args.config}: no model {args.explain!r} (have {sorted(config.models)})",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"{args.config}: no model {args.explain!r} (have {sorted(config.models)})",
+                file=sys.stderr,
+            )
             return 2
         print(f"{args.explain}: " + " -> ".join(explain(config, args.explain)))
     if not args.probe:

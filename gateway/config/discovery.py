@@ -42,9 +42,11 @@ class DiscoveryConfig(Frozen):
         30.0, gt=0, description="a removed replica's in-flight requests get this long to finish"
     )
     max_members: int = Field(
-        MAX_MEMBERS, ge=1, le=1024,
+        MAX_MEMBERS,
+        ge=1,
+        le=1024,
         description="the most replicas the answer may make; the rest are ignored (logged)",
-    )  # fmt: skip
+    )
 
     @field_validator("nameserver")
     @classmethod

@@ -500,8 +500,10 @@ class GatewayConfig(Frozen):
                     raise ValueError(f"{where}: unknown pool {pool_ref!r} (have {known})")
             if model.rollout is not None and model.rollout.candidate not in self.pools:
                 known = ", ".join(sorted(self.pools))
-                raise ValueError(f"models.{name}.rollout.candidate: unknown pool "
-                                 f"{model.rollout.candidate!r} (have {known})")  # fmt: skip
+                raise ValueError(
+                    f"models.{name}.rollout.candidate: unknown pool "
+                    f"{model.rollout.candidate!r} (have {known})"
+                )
             _check_named_pools(name, model, self.pools)
         ids: dict[str, str] = {}
         for pool_name, pool in self.pools.items():

@@ -53,8 +53,13 @@ from gateway.v2.request import HEADER_LENGTH
 
 # The request headers the edge reads (the tenant's key headers come with the tenant lookup).
 HEADERS = (
-    HEADER_LENGTH, TIMEOUT_HEADER, "content-length", "x-request-id", "traceparent", "tracestate",
-)  # fmt: skip
+    HEADER_LENGTH,
+    TIMEOUT_HEADER,
+    "content-length",
+    "x-request-id",
+    "traceparent",
+    "tracestate",
+)
 Timeout = Callable[[str | None, ModelConfig], float]  # header value, model -> seconds (400)
 
 
@@ -63,10 +68,20 @@ class Observer(Protocol):
     when (`Clock.now`)."""
 
     def __call__(
-        self, model: str, status: int, served_by: str, latency_s: float, degraded: str | None,
-        deadline_s: float | None, tenant: str, request_bytes: int, response_bytes: int,
-        rows: int, at: float, /,
-    ) -> None: ...  # fmt: skip
+        self,
+        model: str,
+        status: int,
+        served_by: str,
+        latency_s: float,
+        degraded: str | None,
+        deadline_s: float | None,
+        tenant: str,
+        request_bytes: int,
+        response_bytes: int,
+        rows: int,
+        at: float,
+        /,
+    ) -> None: ...
 
 
 @dataclass(slots=True, eq=False)
@@ -180,9 +195,17 @@ class Edge:
             self._schema(arrival.model_name, request)
             arrival.rows = rows(request)
             call = arrival.call = self._build_call(
-                arrival.model_name, model, body, header_length, request, arrival.request_id,
-                arrival.arrived, timeout_s, arrival.span, tenant,
-            )  # fmt: skip
+                arrival.model_name,
+                model,
+                body,
+                header_length,
+                request,
+                arrival.request_id,
+                arrival.arrived,
+                timeout_s,
+                arrival.span,
+                tenant,
+            )
             result = await self._pipeline(call)
         except GatewayError:
             raise  # the door answers it, then calls `done`
@@ -225,9 +248,18 @@ class Edge:
         now = self._clock.now()
         self.open -= 1
         self._observe(
-            arrival.model_name, status, served_by, now - arrival.arrived, degraded,
-            arrival.client_timeout_s, arrival.tenant, arrival.received, sent, arrival.rows, now,
-        )  # fmt: skip
+            arrival.model_name,
+            status,
+            served_by,
+            now - arrival.arrived,
+            degraded,
+            arrival.client_timeout_s,
+            arrival.tenant,
+            arrival.received,
+            sent,
+            arrival.rows,
+            now,
+        )
         if status == CLIENT_CLOSED:  # its client left: no answer (tagged: still bound)
             self._left_lines(arrival.model_name, arrival.attempts, now - arrival.arrived)
         elif arrival.audit is not None and status == 200:  # sampled: after the client's answer

@@ -133,8 +133,9 @@ class RolloutRoute:
             self._copy_models[id(model)] = copy_model
         assert model.rollout is not None
         deadline = Deadline.after(self._clock, model.rollout.shadow_timeout_ms / 1000)
-        return dataclasses.replace(call, model=copy_model, deadline=deadline, span=None,
-                                   ledger=Ledger())  # fmt: skip
+        return dataclasses.replace(
+            call, model=copy_model, deadline=deadline, span=None, ledger=Ledger()
+        )
 
     async def aclose(self) -> None:
         """Cancels the copies still in flight (the gateway stops)."""

@@ -199,9 +199,11 @@ class VoteRoute:
             if held is not None:
                 log.warning(
                     "vote leg %s answered outputs %s, not the compared %s: a missing answer%s",
-                    replica_id, sorted(outputs), list(compared),
+                    replica_id,
+                    sorted(outputs),
+                    list(compared),
                     f" ({held} more since its last line)" if held else "",
-                )  # fmt: skip
+                )
             return None
         return {name: outputs[name] for name in compared}
 
@@ -222,9 +224,13 @@ class VoteRoute:
             held = self._dissent_lines.allow((model, replica_id)) if dissented else None
             if held is not None:  # at most one line per replica and model per interval
                 log.info(
-                    "vote on %s: %s dissented on %d of %d rows%s", model, replica_id, dissented,
-                    rows, f" ({held} more dissents since its last line)" if held else "",
-                )  # fmt: skip
+                    "vote on %s: %s dissented on %d of %d rows%s",
+                    model,
+                    replica_id,
+                    dissented,
+                    rows,
+                    f" ({held} more dissents since its last line)" if held else "",
+                )
             self._suspects.observe(model, config, replica_id, rows, dissented)
 
 

@@ -69,10 +69,14 @@ class Seat:
 
     def to_json(self) -> dict[str, int]:
         return {
-            "in_flight": self.held, "quota": self.quota, "reserve": self.reserve,
-            "owed": self.owed, "admitted": self.admitted, "over_share": self.over_share,
+            "in_flight": self.held,
+            "quota": self.quota,
+            "reserve": self.reserve,
+            "owed": self.owed,
+            "admitted": self.admitted,
+            "over_share": self.over_share,
             "shed": self.shed,
-        }  # fmt: skip
+        }
 
 
 class FairShare:

@@ -36,8 +36,10 @@ class RetryBudget:
         if old._config != self._config:
             return False
         self._seconds, self._requests, self._retries = (
-            list(old._seconds), list(old._requests), list(old._retries)
-        )  # fmt: skip
+            list(old._seconds),
+            list(old._requests),
+            list(old._retries),
+        )
         self.spent_total, self.refused_total = old.spent_total, old.refused_total
         return True
 

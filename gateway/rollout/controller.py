@@ -127,9 +127,16 @@ class Rollouts:
             if model.rollout is not None and model.pool is not None:
                 config = model.rollout
                 gate = CopyGate(config.shadow_concurrency, config.shadow_rate_per_s, clock)
-                self.runs[name] = Run(name, model.pool, config, fingerprint(model.pool, config),
-                                      gate, rule_of(config), SmoothSplit(rng),
-                                      clock.now())  # fmt: skip
+                self.runs[name] = Run(
+                    name,
+                    model.pool,
+                    config,
+                    fingerprint(model.pool, config),
+                    gate,
+                    rule_of(config),
+                    SmoothSplit(rng),
+                    clock.now(),
+                )
         self.declared = frozenset(self.runs)  # a promoted one is kept after its hand-over
 
     # --- the request path -----------------------------------------------------------------
@@ -176,8 +183,13 @@ class Rollouts:
         for evidence in run.both():
             evidence.disagreements.update(differing)
         shadow = run.config.mode == "shadow"  # the copy went to the candidate
-        self._count(run, compared=1, agreed=int(agreed), candidate_requests=int(shadow),
-                    **{f"{DISAGREE}{name}": 1 for name in differing})  # fmt: skip
+        self._count(
+            run,
+            compared=1,
+            agreed=int(agreed),
+            candidate_requests=int(shadow),
+            **{f"{DISAGREE}{name}": 1 for name in differing},
+        )
         if shadow:
             for evidence in run.both():
                 evidence.candidate_latency.append(copy_s)
@@ -220,8 +232,14 @@ class Rollouts:
         for run in self.runs.values():
             if run.refused and self.active and run.progress is not None and self._leading(run):
                 run.refused = False  # the leader's progress replaces the refused one in the store
-                self._take(run, run.progress.phase, run.progress.step, "rule:store", "lead",
-                           "the progress stored by someone else was refused")  # fmt: skip
+                self._take(
+                    run,
+                    run.progress.phase,
+                    run.progress.step,
+                    "rule:store",
+                    "lead",
+                    "the progress stored by someone else was refused",
+                )
             self._adopt(run)
             if run.progress is None and self.active and self._synced() and self._leading(run):
                 phase = run.config.mode if run.config.auto_start else "waiting"
@@ -274,8 +292,7 @@ class Rollouts:
         elif move.action == "promote":
             self._take(run, "promoted", progress.step, "rule:evidence", "promote", move.why)
         elif move.action == "rollback":
-            self._take(run, "rolled_back", progress.step, f"rule:{move.rule}", "rollback",
-                       move.why)  # fmt: skip
+            self._take(run, "rolled_back", progress.step, f"rule:{move.rule}", "rollback", move.why)
 
     def vet(self, decision: Decision) -> str | None:
         """Why progress read back from the store must not be obeyed, or None (the decision
@@ -326,8 +343,14 @@ class Rollouts:
         if run is None or run.progress is None or not lease.held or not self.active:
             return
         if token_of(run.progress.version) < lease.token:
-            self._take(run, run.progress.phase, run.progress.step, "rule:lease", "lead",
-                       f"gateway {self._origin} decides (lease token {lease.token})")  # fmt: skip
+            self._take(
+                run,
+                run.progress.phase,
+                run.progress.step,
+                "rule:lease",
+                "lead",
+                f"gateway {self._origin} decides (lease token {lease.token})",
+            )
 
     def _floor(self, model: str) -> int:
         lease = self._leases.get(model)
@@ -354,21 +377,39 @@ class Rollouts:
         before = run.progress or Progress("waiting", 0, run.declared, wall)
         share_before = before.share(run.config)
         progress = before.then(phase, step, wall, {})
-        entry = {"at": wall, "who": who, "action": action, "phase": phase, "step": step,
-                 "share_percent": progress.share(run.config), "share_before": share_before,
-                 "why": why, "evidence": evidence, "gateway": self._origin}  # fmt: skip
+        entry = {
+            "at": wall,
+            "who": who,
+            "action": action,
+            "phase": phase,
+            "step": step,
+            "share_percent": progress.share(run.config),
+            "share_before": share_before,
+            "why": why,
+            "evidence": evidence,
+            "gateway": self._origin,
+        }
         progress = before.then(phase, step, wall, entry)
-        decision = self._decide(rollout_key(run.model), phase, who, progress.reason(),
-                                floor=self._floor(run.model))  # fmt: skip
+        decision = self._decide(
+            rollout_key(run.model), phase, who, progress.reason(), floor=self._floor(run.model)
+        )
         run.progress = replace(progress, version=decision.version)
         if (phase, step) != (before.phase, before.step):
             run.step, run.began = RolloutEvidence(), self._clock.now()
         self.unpublished = True
-        self._audit(AuditEvent(wall, who, f"rollout {action}", rollout_key(run.model),
-                               f"{why}; share {share_before:g} % -> "
-                               f"{progress.share(run.config):g} %; evidence "
-                               f"{orjson.dumps(evidence).decode()}",
-                               "applied", self._origin))  # fmt: skip
+        self._audit(
+            AuditEvent(
+                wall,
+                who,
+                f"rollout {action}",
+                rollout_key(run.model),
+                f"{why}; share {share_before:g} % -> "
+                f"{progress.share(run.config):g} %; evidence "
+                f"{orjson.dumps(evidence).decode()}",
+                "applied",
+                self._origin,
+            )
+        )
 
     # --- views and reloads ------------------------------------------------------------------
 

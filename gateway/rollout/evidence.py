@@ -82,12 +82,15 @@ class RolloutEvidence:
             "candidate_requests": self.candidate_requests,
             "candidate_errors": self.candidate_errors,
         }
-        for side, samples in (("candidate", self.candidate_latency),
-                              ("current", self.current_latency)):  # fmt: skip
+        for side, samples in (
+            ("candidate", self.candidate_latency),
+            ("current", self.current_latency),
+        ):
             values = list(samples)
             doc[f"{side}_latency_ms"] = {
-                "p50": _ms(quantile(values, 0.5)), "p99": _ms(quantile(values, 0.99)),
-            }  # fmt: skip
+                "p50": _ms(quantile(values, 0.5)),
+                "p99": _ms(quantile(values, 0.99)),
+            }
         return doc
 
 

@@ -75,8 +75,12 @@ class Progress:
         """The decision's reason: within `PROGRESS_CHARS` (the oldest trail entries go)."""
         trail = list(self.trail)
         while True:
-            doc = {"declared": self.declared, "step": self.step, "since": self.since,
-                   "trail": trail}  # fmt: skip
+            doc = {
+                "declared": self.declared,
+                "step": self.step,
+                "since": self.since,
+                "trail": trail,
+            }
             text = orjson.dumps(doc).decode()
             if len(text) <= PROGRESS_CHARS or not trail:
                 return text
@@ -96,8 +100,9 @@ class Progress:
             last = len(config.steps) - 1
             if not 0 <= doc.step <= last or (decision.action == "promoted" and doc.step != last):
                 return None
-        return cls(decision.action, doc.step, doc.declared, doc.since, tuple(doc.trail),
-                   decision.version)  # fmt: skip
+        return cls(
+            decision.action, doc.step, doc.declared, doc.since, tuple(doc.trail), decision.version
+        )
 
     def to_json(self, config: RolloutConfig) -> dict[str, Any]:
         return {

@@ -95,8 +95,12 @@ class PiecesCycle(RequestResponseCycle):
             return True  # as uvicorn's send: nothing to write to
         close = b"" if self.keep_alive else _CLOSE
         head = b"%s%s%scontent-length: %d\r\n%s\r\n" % (
-            STATUS_LINE[status], _DefaultLines.of(self.default_headers), lines, len(body), close
-        )  # fmt: skip
+            STATUS_LINE[status],
+            _DefaultLines.of(self.default_headers),
+            lines,
+            len(body),
+            close,
+        )
         transport = self.transport
         transport.write(head)
         transport.write(body)

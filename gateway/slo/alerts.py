@@ -67,9 +67,15 @@ class AlertState:
         if firing:
             log.warning(
                 "SLO %s: %s alert %s firing (burn %s %.1fx, %s %.1fx > %gx)",
-                self.slo, self.rule.severity, self.rule.name, self.rule.long_window,
-                self.burn_long, self.rule.short_window, self.burn_short, self.rule.factor,
-            )  # fmt: skip
+                self.slo,
+                self.rule.severity,
+                self.rule.name,
+                self.rule.long_window,
+                self.burn_long,
+                self.rule.short_window,
+                self.burn_short,
+                self.rule.factor,
+            )
         else:
             log.warning("SLO %s: alert %s resolved", self.slo, self.rule.name)
         return True

@@ -39,8 +39,15 @@ def error_ratio(window: str) -> str:
 def recorded_names() -> tuple[str, ...]:
     """Every series the rules record, for dashboards and their tests."""
     windows = tuple(error_ratio(w) for w in BURN_WINDOWS)
-    return (*windows, PERIOD_ERROR_RATIO, OBJECTIVE, ERROR_BUDGET, PERIOD_DAYS,
-            BUDGET_REMAINING, CURRENT_BURN)  # fmt: skip
+    return (
+        *windows,
+        PERIOD_ERROR_RATIO,
+        OBJECTIVE,
+        ERROR_BUDGET,
+        PERIOD_DAYS,
+        BUDGET_REMAINING,
+        CURRENT_BURN,
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,8 +35,11 @@ def read_decisions(path: str, wall: float, rejects: Rejects | None = None) -> di
     except FileNotFoundError:
         return {}
     except OSError as exc:
-        log.error("decisions file %s: cannot read (%s); starting without its decisions", path,
-                  exc.strerror or exc)  # fmt: skip
+        log.error(
+            "decisions file %s: cannot read (%s); starting without its decisions",
+            path,
+            exc.strerror or exc,
+        )
         return {}
     decisions: dict[str, Decision] = {}
     for number, line in enumerate(lines, 1):

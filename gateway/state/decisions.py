@@ -43,8 +43,10 @@ ROLLOUT_PHASES: frozenset[str] = frozenset(
     {"waiting", "shadow", "canary", "paused", "rolled_back", "promoted", "aborted"}
 )
 ACTIONS_BY_KIND: dict[str, frozenset[str]] = {
-    "replica": REPLICA_ACTIONS, "pool": POOL_ACTIONS, "rollout": ROLLOUT_PHASES,
-}  # fmt: skip
+    "replica": REPLICA_ACTIONS,
+    "pool": POOL_ACTIONS,
+    "rollout": ROLLOUT_PHASES,
+}
 
 
 def replica_key(replica_id: str) -> str:

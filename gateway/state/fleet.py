@@ -35,8 +35,18 @@ THIS_INSTANCE_ONLY = "this instance only (no shared state configured)"
 
 
 # the words `gateway.fleet.verdict` says about a replica, most serious first
-VERDICTS = frozenset({"drained", "ejected", "quarantined", "unhealthy", "not probed",
-                      "breaker open", "half-open", "serving"})  # fmt: skip
+VERDICTS = frozenset(
+    {
+        "drained",
+        "ejected",
+        "quarantined",
+        "unhealthy",
+        "not probed",
+        "breaker open",
+        "half-open",
+        "serving",
+    }
+)
 Verdicts = Annotated[dict[Name, Word], Meta(max_length=MAX_VERDICTS)]
 
 
@@ -135,8 +145,11 @@ def fleet_document(
     verdict per instance, within bounds (`MAX_LISTED` instances, `MAX_VERDICTS` replicas, none
     published in the future). ``scope``: what the list covers (the namespace), or None when no
     shared state is configured and the list is this instance alone."""
-    live = [b for n, b in others.items() if n != own.instance and b.expires_at() > wall
-            and believable(b, wall)]  # fmt: skip
+    live = [
+        b
+        for n, b in others.items()
+        if n != own.instance and b.expires_at() > wall and believable(b, wall)
+    ]
     live.sort(key=lambda b: b.seen, reverse=True)  # the freshest, if more than can be listed
     beats = {own.instance: own, **{b.instance: b for b in live[: MAX_LISTED - 1]}}
     order = [own.instance, *sorted(n for n in beats if n != own.instance)]

@@ -115,8 +115,9 @@ def connect(
         options.pop("health_check_interval", None)
         return RedisCluster(
             startup_nodes=[ClusterNode(host, port) for host, port in target.nodes],
-            **auth, **options,
-        )  # fmt: skip
+            **auth,
+            **options,
+        )
     # The sentinels get the data nodes' timeouts and retry too: redis-py's default retry backs
     # off for seconds on a ConnectionError, and a refused AUTH is one, so a sentinel that wants a
     # password would turn into a timeout instead of the AuthenticationError that says why.

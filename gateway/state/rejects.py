@@ -19,8 +19,17 @@ MAX_WHY_CHARS = 200
 # kinds: signal | counter | decision | heartbeat | key (a key of the wrong type, deleted) |
 # seq (a corrupt change sequence, repaired) | oversized (a value the script would not return) |
 # progress (a rollout's progress refused) | capped (an ejection or drain over the pool's cap)
-KINDS = ("signal", "counter", "decision", "heartbeat", "key", "seq", "oversized", "progress",
-         "capped")  # fmt: skip
+KINDS = (
+    "signal",
+    "counter",
+    "decision",
+    "heartbeat",
+    "key",
+    "seq",
+    "oversized",
+    "progress",
+    "capped",
+)
 
 
 class Rejects:
@@ -35,8 +44,13 @@ class Rejects:
         if seen in self._logged or len(self._logged) >= MAX_LOGGED_KEYS:
             return
         self._logged.add(seen)
-        log.warning("shared state: %s %s %r dropped (%s); the rest goes on", source, kind,
-                    key[:MAX_WHY_CHARS], why[:MAX_WHY_CHARS])  # fmt: skip
+        log.warning(
+            "shared state: %s %s %r dropped (%s); the rest goes on",
+            source,
+            kind,
+            key[:MAX_WHY_CHARS],
+            why[:MAX_WHY_CHARS],
+        )
 
     def total(self) -> int:
         return sum(self.counts.values())

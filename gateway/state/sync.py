@@ -188,8 +188,12 @@ class StateSync:
         # at most: the unconfirmed batch, the pending one, and a resync after a new generation
         for _ in range(3):
             if self._unconfirmed is None:
-                if not (self._pending or self._pending_signals or self._pending_decisions
-                        or self._pending_heartbeat):  # fmt: skip
+                if not (
+                    self._pending
+                    or self._pending_signals
+                    or self._pending_decisions
+                    or self._pending_heartbeat
+                ):
                     return
                 self._unconfirmed = PushBatch(
                     self._batch_origin,
@@ -223,8 +227,16 @@ class StateSync:
             others[key] = max(0, total - (mine.amount if mine is not None else 0))
         try:
             lost, self._lost = self._lost, False
-            self._apply(SharedView(snapshot.signals, others, snapshot.full, snapshot.decisions,
-                                   snapshot.heartbeats, lost))  # fmt: skip
+            self._apply(
+                SharedView(
+                    snapshot.signals,
+                    others,
+                    snapshot.full,
+                    snapshot.decisions,
+                    snapshot.heartbeats,
+                    lost,
+                )
+            )
         except Exception:
             log.exception("state sync: apply failed; the next pull fetches everything again")
             self._cursor = Cursor(self._cursor.generation, 0)
@@ -242,8 +254,12 @@ class StateSync:
         log.warning(
             "state store %s lost its data (generation %s -> %s): pushing %d counters and %d "
             "signals of this instance again",
-            self.store.name, known, generation, len(self._own), len(self._own_signals),
-        )  # fmt: skip
+            self.store.name,
+            known,
+            generation,
+            len(self._own),
+            len(self._own_signals),
+        )
         for key, delta in self._own.items():
             current = self._pending.get(key)
             self._pending[key] = delta if current is None else current.plus(delta)
@@ -288,16 +304,18 @@ class StateSync:
             self.since = self._clock.wall()
             log.warning(
                 "state store %s unavailable, serving on local state: %s",
-                self.store.name, self.last_error,
-            )  # fmt: skip
+                self.store.name,
+                self.last_error,
+            )
 
     def _recovered(self) -> None:
         self.last_ok_wall = self._clock.wall()
         if self.degraded:
             log.info(
                 "state store %s back after %.1f s; reconciled",
-                self.store.name, self.last_ok_wall - (self.since or self.last_ok_wall),
-            )  # fmt: skip
+                self.store.name,
+                self.last_ok_wall - (self.since or self.last_ok_wall),
+            )
             self.degraded = False
             self.since = self.last_ok_wall
 

@@ -282,9 +282,14 @@ class SloFamilies:
             (*SLO, "bound"),
         )
         self.families = (
-            self.objective, self.error_budget, self.burn, self.alert, self.events, self.bad_events,
+            self.objective,
+            self.error_budget,
+            self.burn,
+            self.alert,
+            self.events,
+            self.bad_events,
             self.wrong_rate,
-        )  # fmt: skip
+        )
 
 
 class RolloutFamilies:
@@ -319,5 +324,11 @@ class RolloutFamilies:
         self.phase = GaugeFamily(
             "gateway_rollout_phase", "1 for the rollout's phase now.", (*ROLLOUT, "phase")
         )
-        self.families = (self.comparisons, self.disagreements, self.copies, self.candidate,
-                         self.share, self.phase)  # fmt: skip
+        self.families = (
+            self.comparisons,
+            self.disagreements,
+            self.copies,
+            self.candidate,
+            self.share,
+            self.phase,
+        )

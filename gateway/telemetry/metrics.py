@@ -140,8 +140,18 @@ class Metrics:
         Sizes and ``rows`` are observed where known (-1: not known, as for a body never read,
         a request refused before parsing, or an error answer).
         """
-        self.requests(model, route, status, served_by, degraded_reason, tenant,
-                      (latency_s,), (request_bytes,), (response_bytes,), (rows,))  # fmt: skip
+        self.requests(
+            model,
+            route,
+            status,
+            served_by,
+            degraded_reason,
+            tenant,
+            (latency_s,),
+            (request_bytes,),
+            (response_bytes,),
+            (rows,),
+        )
 
     def requests(
         self,

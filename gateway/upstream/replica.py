@@ -20,10 +20,23 @@ if TYPE_CHECKING:
 EWMA_WEIGHT = 0.2  # weight of the newest latency sample
 # What a reload carries over (`carry_from`): every judgement, none of the identity or config.
 CARRIED = (
-    "healthy", "ewma_latency_s", "requests", "failures", "consecutive_failures", "last_error",
-    "probe_successes", "probe_failures", "ejected_until", "ejections", "last_ejected_at",
-    "ejection_reason", "quarantined_until", "quarantine_reason", "golden_failures", "golden_last",
-)  # fmt: skip
+    "healthy",
+    "ewma_latency_s",
+    "requests",
+    "failures",
+    "consecutive_failures",
+    "last_error",
+    "probe_successes",
+    "probe_failures",
+    "ejected_until",
+    "ejections",
+    "last_ejected_at",
+    "ejection_reason",
+    "quarantined_until",
+    "quarantine_reason",
+    "golden_failures",
+    "golden_last",
+)
 
 
 @dataclass(slots=True)

@@ -46,8 +46,15 @@ _RANGES = {
     **{f"UINT{b}": (0, 2**b - 1) for b in (8, 16, 32, 64)},
 }
 _TAKES = {bool: "true or false", str: "strings", int: "integers", float: "numbers"}
-_KINDS = {bool: "a boolean", str: "a string", int: "an integer", float: "a decimal number",
-          list: "a list", dict: "an object", type(None): "null"}  # fmt: skip
+_KINDS = {
+    bool: "a boolean",
+    str: "a string",
+    int: "an integer",
+    float: "a decimal number",
+    list: "a list",
+    dict: "an object",
+    type(None): "null",
+}
 DATATYPE_NAMES = tuple(_ALLOWED)
 ALLOWED_DATATYPES: frozenset[str] = frozenset(_ALLOWED)  # what `check_datatype` passes
 
@@ -71,8 +78,9 @@ def check_json_data(data: list[Any], datatype: str, shape: list[int], name: str)
     if list in types:
         flat, types = _flatten(data, types, shape, name)
     if len(flat) != count:
-        raise BadRequest(f"input {name!r}: 'data' has {len(flat)} elements, shape {shape} "
-                         f"needs {count}")  # fmt: skip
+        raise BadRequest(
+            f"input {name!r}: 'data' has {len(flat)} elements, shape {shape} needs {count}"
+        )
     if not types <= allowed:
         index, value = next((i, v) for i, v in enumerate(flat) if type(v) not in allowed)
         raise BadRequest(

@@ -19,11 +19,13 @@ from types import MappingProxyType
 
 PAGE_FILE = "index.html"
 FILES_URL = "/dashboard/"  # where the page loads its sheet and scripts from (index.html)
-CONTENT_TYPES: Mapping[str, str] = MappingProxyType({
-    ".html": "text/html; charset=utf-8",
-    ".css": "text/css; charset=utf-8",
-    ".js": "text/javascript; charset=utf-8",  # RFC 9239
-})  # fmt: skip
+CONTENT_TYPES: Mapping[str, str] = MappingProxyType(
+    {
+        ".html": "text/html; charset=utf-8",
+        ".css": "text/css; charset=utf-8",
+        ".js": "text/javascript; charset=utf-8",  # RFC 9239
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)

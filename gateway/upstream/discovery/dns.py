@@ -92,8 +92,9 @@ class SystemResolver:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(config.timeout_s):
-                infos = await loop.getaddrinfo(config.dns, config.port, family=family,
-                                               type=socket.SOCK_STREAM)  # fmt: skip
+                infos = await loop.getaddrinfo(
+                    config.dns, config.port, family=family, type=socket.SOCK_STREAM
+                )
         except socket.gaierror as exc:
             if exc.errno in (socket.EAI_NONAME, getattr(socket, "EAI_NODATA", -5)):
                 return Resolution()  # no such name or no address: an empty answer, not a failure

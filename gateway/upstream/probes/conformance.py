@@ -120,23 +120,33 @@ class _ReplicaCheck:
             golden_set = GoldenSet.read(Path(golden.file))
             body = golden_request(golden_set, [0], input_name=input_name, request_id=PROBE_ID).body
         if body is None:
-            self._say("warning", "cannot tell whether it echoes request ids: its metadata lists "
-                      "no inputs (configure a golden set for this pool)")  # fmt: skip
+            self._say(
+                "warning",
+                "cannot tell whether it echoes request ids: its metadata lists "
+                "no inputs (configure a golden set for this pool)",
+            )
             return
         path = self._model_path("/infer")
-        seen = await probe_id_echo(self._transport, self._replica.endpoint, path, body,
-                                   PROBE_TIMEOUT_S)  # fmt: skip
+        seen = await probe_id_echo(
+            self._transport, self._replica.endpoint, path, body, PROBE_TIMEOUT_S
+        )
         declared = self._pool.echoes_id
         if seen.echoes is None:
             level = "error" if seen.refused else "warning"
             self._say(level, f"cannot tell whether it echoes request ids: {seen.why}")
         elif seen.echoes and not declared:
-            self._say("warning", "echoes request ids, but the pool says echoes_id: false, "
-                      "which costs a new connection per request: remove it")  # fmt: skip
+            self._say(
+                "warning",
+                "echoes request ids, but the pool says echoes_id: false, "
+                "which costs a new connection per request: remove it",
+            )
         elif not seen.echoes and declared:
-            self._say("error", "does not echo request ids: the gateway refuses its every "
-                      "answer; set echoes_id: false on the pool (each request then gets a "
-                      "connection of its own)")  # fmt: skip
+            self._say(
+                "error",
+                "does not echo request ids: the gateway refuses its every "
+                "answer; set echoes_id: false on the pool (each request then gets a "
+                "connection of its own)",
+            )
         else:
             self._say(
                 "info",

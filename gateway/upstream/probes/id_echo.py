@@ -53,10 +53,14 @@ def zeros_request(metadata: Mapping[str, Any], request_id: str = PROBE_ID) -> by
         if not isinstance(shape, list) or not all(isinstance(d, int) for d in shape):
             return None
         dims = [1 if d < 0 else d for d in shape]
-        inputs.append({
-            "name": name, "datatype": datatype, "shape": dims,
-            "data": [_ZERO.get(datatype, 0)] * math.prod(dims),
-        })  # fmt: skip
+        inputs.append(
+            {
+                "name": name,
+                "datatype": datatype,
+                "shape": dims,
+                "data": [_ZERO.get(datatype, 0)] * math.prod(dims),
+            }
+        )
     return orjson.dumps({"id": request_id, "inputs": inputs})
 
 
@@ -67,9 +71,13 @@ async def probe_id_echo(
     carries that id."""
     try:
         response = await transport.request(
-            endpoint, "POST", path, body=body,
-            headers={"content-type": "application/json"}, timeout=timeout,
-        )  # fmt: skip
+            endpoint,
+            "POST",
+            path,
+            body=body,
+            headers={"content-type": "application/json"},
+            timeout=timeout,
+        )
     except UpstreamError as exc:
         return IdEcho(None, f"the probe inference failed: {exc.message}")
     if response.status != 200:

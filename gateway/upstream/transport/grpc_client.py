@@ -83,9 +83,16 @@ _ADDRESS = re.compile(
 )
 # Request headers that frame the REST exchange: they do not become call metadata.
 _NOT_METADATA = frozenset(
-    {"host", "content-type", "content-length", "connection", "transfer-encoding", "te",
-     HEADER_LENGTH}
-)  # fmt: skip
+    {
+        "host",
+        "content-type",
+        "content-length",
+        "connection",
+        "transfer-encoding",
+        "te",
+        HEADER_LENGTH,
+    }
+)
 
 
 def json_reply(doc: object, status: int = 200) -> Reply:

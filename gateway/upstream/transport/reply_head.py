@@ -28,10 +28,19 @@ _BODYLESS_STATUSES = (204, 304)
 # and lower-cased on each (a small reply's head is mostly these). Name, its length.
 KNOWN_NAMES: dict[bytes, tuple[str, int]] = {
     spelling: (name, len(name))
-    for name in ("content-type", "content-length", "date", "server", "connection", "keep-alive",
-                 "transfer-encoding", "inference-header-content-length", "x-request-id")
+    for name in (
+        "content-type",
+        "content-length",
+        "date",
+        "server",
+        "connection",
+        "keep-alive",
+        "transfer-encoding",
+        "inference-header-content-length",
+        "x-request-id",
+    )
     for spelling in (name.encode(), name.title().encode(), name.upper().encode())
-}  # fmt: skip
+}
 
 
 class HeadRefused(Exception):
