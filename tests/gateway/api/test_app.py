@@ -19,13 +19,21 @@ from tests.gateway.fakes import Behaviour, FakeTransport, reply
 ROW = [0.0] * 64
 REQUEST = {"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32", "data": ROW}]}
 REPLY = orjson.dumps(
-    {"model_name": "digits-mlp", "model_version": "1",
-     "outputs": [{"name": "label", "shape": [1], "datatype": "INT64", "data": [3]}]}
-)  # fmt: skip
+    {
+        "model_name": "digits-mlp",
+        "model_version": "1",
+        "outputs": [{"name": "label", "shape": [1], "datatype": "INT64", "data": [3]}],
+    }
+)
 METADATA = orjson.dumps(
-    {"name": "digits-mlp", "versions": ["1"], "platform": "onnxruntime_onnx", "inputs": [],
-     "outputs": []}
-)  # fmt: skip
+    {
+        "name": "digits-mlp",
+        "versions": ["1"],
+        "platform": "onnxruntime_onnx",
+        "inputs": [],
+        "outputs": [],
+    }
+)
 
 
 class Upstream(FakeTransport):

@@ -17,8 +17,12 @@ def binary_request(rows: int, nan: bool = False) -> tuple[bytes, dict[str, str]]
     if nan:
         values[rows - 1, 63] = np.nan
     raw = values.tobytes()
-    tensor = {"name": "input", "shape": [rows, 64], "datatype": "FP32",
-              "parameters": {"binary_data_size": len(raw)}}  # fmt: skip
+    tensor = {
+        "name": "input",
+        "shape": [rows, 64],
+        "datatype": "FP32",
+        "parameters": {"binary_data_size": len(raw)},
+    }
     head = orjson.dumps({"id": "b-1", "inputs": [tensor]})
     return head + raw, {"inference-header-content-length": str(len(head))}
 

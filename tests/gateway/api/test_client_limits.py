@@ -144,8 +144,18 @@ async def test_non_finite_inputs_are_400_before_any_replica_sees_them(
     )
     values = np.full((1, 64), 0.5, dtype=np.float32)
     values[0, 3] = np.nan
-    head = orjson.dumps({"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32",
-                                     "parameters": {"binary_data_size": 256}}]})  # fmt: skip
+    head = orjson.dumps(
+        {
+            "inputs": [
+                {
+                    "name": "input",
+                    "shape": [1, 64],
+                    "datatype": "FP32",
+                    "parameters": {"binary_data_size": 256},
+                }
+            ]
+        }
+    )
     response = await client.post(
         "/v2/models/digits-vote/infer",
         content=head + values.tobytes(),

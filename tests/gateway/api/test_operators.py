@@ -24,9 +24,11 @@ def test_each_key_is_known_by_its_operators_name(tmp_path: Path) -> None:
     keys = tmp_path / "bob.keys"
     keys.write_text(f"# bob's keys\n{BOB}\n")
     config = AdminAccessConfig.model_validate(
-        {"key_env": "OLD", "operators": {"alice": {"key_env": "ALICE_KEY"},
-                                         "bob": {"key_file": str(keys)}}}
-    )  # fmt: skip
+        {
+            "key_env": "OLD",
+            "operators": {"alice": {"key_env": "ALICE_KEY"}, "bob": {"key_file": str(keys)}},
+        }
+    )
     access = ControlAccess.load(config, "0.0.0.0", {"OLD": LEGACY, "ALICE_KEY": ALICE})
     assert access.operator(bearer(ALICE)) == "alice"
     assert access.operator(bearer(BOB)) == "bob"

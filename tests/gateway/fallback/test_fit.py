@@ -42,13 +42,21 @@ async def _serve(tensors: dict[str, Any] | None) -> tuple[int, str | None, int, 
     fallback: dict[str, Any] = {"model": "digits-logreg"}
     if tensors is not None:
         fallback["tensors"] = tensors
-    config = parse_config({
-        "pools": {"kserve": {"model": "digits", "binary_tensors": False,
-                             "replicas": [{"id": "ks-0", "url": "http://127.0.0.1:9000"}]}},
-        "models": {"digits": {"pool": "kserve", "fallback": fallback}},
-    })  # fmt: skip
-    gateway = Gateway(config, transport=FakeTransport({"127.0.0.1:9000": _down}),
-                      rng=random.Random(0))  # fmt: skip
+    config = parse_config(
+        {
+            "pools": {
+                "kserve": {
+                    "model": "digits",
+                    "binary_tensors": False,
+                    "replicas": [{"id": "ks-0", "url": "http://127.0.0.1:9000"}],
+                }
+            },
+            "models": {"digits": {"pool": "kserve", "fallback": fallback}},
+        }
+    )
+    gateway = Gateway(
+        config, transport=FakeTransport({"127.0.0.1:9000": _down}), rng=random.Random(0)
+    )
     await gateway.start()
     app = GatewayApp(gateway)
     try:

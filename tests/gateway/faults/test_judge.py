@@ -172,9 +172,19 @@ def test_rows_on_working_pools_need_the_pools_record() -> None:
 
 @pytest.mark.parametrize(
     ("status", "is_disputed"),
-    [(200, False), (400, True), (404, True), (422, True), (500, True), (501, True),
-     (502, False), (503, False), (504, False), (505, False)],
-)  # fmt: skip
+    [
+        (200, False),
+        (400, True),
+        (404, True),
+        (422, True),
+        (500, True),
+        (501, True),
+        (502, False),
+        (503, False),
+        (504, False),
+        (505, False),
+    ],
+)
 def test_which_answers_are_disputed(status: int, is_disputed: bool) -> None:
     assert disputed(classify_status("r", status, 0.01)) is is_disputed
 

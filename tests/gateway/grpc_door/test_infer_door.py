@@ -86,8 +86,15 @@ class FakeEdge:
             if not more:
                 return self.answer(self.headers, self.pieces)
 
-    def done(self, arrival: Any, status: int, served_by: str = "", degraded: str | None = None,
-             sent: int = -1, written: bool = True) -> None:  # fmt: skip
+    def done(
+        self,
+        arrival: Any,
+        status: int,
+        served_by: str = "",
+        degraded: str | None = None,
+        sent: int = -1,
+        written: bool = True,
+    ) -> None:
         self.done_calls.append((status, served_by, degraded, sent))
         self.unwritten = not written
 
@@ -103,11 +110,29 @@ def raw_request() -> pb.ModelInferRequest:
 
 
 def reply(vote: str | None = None) -> InferResult:
-    head = orjson.dumps({"model_name": "digits", "outputs": [
-        {"name": "label", "datatype": "INT64", "shape": [1], "parameters": {"binary_data_size": 8}}
-    ]})  # fmt: skip
-    return InferResult(200, head + (3).to_bytes(8, "little"), "application/octet-stream",
-                       str(len(head)), "r0", 1, None, vote)  # fmt: skip
+    head = orjson.dumps(
+        {
+            "model_name": "digits",
+            "outputs": [
+                {
+                    "name": "label",
+                    "datatype": "INT64",
+                    "shape": [1],
+                    "parameters": {"binary_data_size": 8},
+                }
+            ],
+        }
+    )
+    return InferResult(
+        200,
+        head + (3).to_bytes(8, "little"),
+        "application/octet-stream",
+        str(len(head)),
+        "r0",
+        1,
+        None,
+        vote,
+    )
 
 
 def door(edge: FakeEdge) -> Callable[[bytes, FakeContext], Awaitable[Any]]:

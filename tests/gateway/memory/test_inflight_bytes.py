@@ -194,8 +194,9 @@ def test_the_default_is_sized_to_the_machine() -> None:
 
 async def test_a_drain_after_a_large_burst_calls_drained_once() -> None:
     drains: list[int] = []
-    budget = InflightBytes(100, wait_s=0.0, drained=lambda: drains.append(budget.held),
-                           burst_bytes=50)  # fmt: skip
+    budget = InflightBytes(
+        100, wait_s=0.0, drained=lambda: drains.append(budget.held), burst_bytes=50
+    )
     hold = await take(budget, 30)
     budget.release(hold)
     assert drains == []  # a small burst: nothing to give back
@@ -235,8 +236,9 @@ async def test_a_drain_schedules_one_trim_soon_and_one_later() -> None:
 
 async def test_a_budget_that_never_holds_the_burst_size_drains_at_half_its_limit() -> None:
     drains: list[int] = []
-    budget = InflightBytes(16, wait_s=0.0, drained=lambda: drains.append(budget.held),
-                           burst_bytes=1000)  # fmt: skip
+    budget = InflightBytes(
+        16, wait_s=0.0, drained=lambda: drains.append(budget.held), burst_bytes=1000
+    )
     hold = await take(budget, 7)
     budget.release(hold)
     assert drains == []  # under half the limit

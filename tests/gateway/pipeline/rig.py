@@ -69,9 +69,16 @@ class Rig:
         self.budget = RetryBudget(RetryBudgetConfig(**(budget or {})), self.clock)
         self.metrics = Metrics(process=False)
         self.pipeline: Pipeline = build_pipeline(
-            self.registry, self.transport, self.budget, self.clock, random.Random(seed),
-            fallbacks, self.metrics, adjust, models=config.models,  # each model's own path
-        )  # fmt: skip
+            self.registry,
+            self.transport,
+            self.budget,
+            self.clock,
+            random.Random(seed),
+            fallbacks,
+            self.metrics,
+            adjust,
+            models=config.models,  # each model's own path
+        )
 
     def call(
         self,

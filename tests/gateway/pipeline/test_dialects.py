@@ -38,10 +38,9 @@ def _peer(label_shape: list[int], seen: list[dict[str, Any]] | None = None) -> B
             "model_name": "digits",
             "id": request.get("id"),
             "outputs": [
-                {"name": "predict", "datatype": "INT64", "shape": label_shape,
-                 "data": [7] * rows},
+                {"name": "predict", "datatype": "INT64", "shape": label_shape, "data": [7] * rows},
             ],
-        }  # fmt: skip
+        }
         return Reply(200, {"content-type": "application/json"}, orjson.dumps(body))
 
     return behave

@@ -93,10 +93,17 @@ class Setup:
         self.schema: ModelSchema | None = SCHEMA
         self.limits = TenantLimits({"acme": TenantConfig(max_in_flight=max_in_flight)}, self.clock)
         self.edge: Edge = build_edge(
-            self.pipeline, self.clock, Tracer(), self.observe,
-            tenant_of=self.tenant_of, model_of=self.model_of, tenants=self.limits,
-            max_body_bytes=max_body, parser=self.parser, schema_of=lambda name: self.schema,
-        )  # fmt: skip
+            self.pipeline,
+            self.clock,
+            Tracer(),
+            self.observe,
+            tenant_of=self.tenant_of,
+            model_of=self.model_of,
+            tenants=self.limits,
+            max_body_bytes=max_body,
+            parser=self.parser,
+            schema_of=lambda name: self.schema,
+        )
 
     @staticmethod
     def tenant_of(headers: Mapping[str, str]) -> str:
@@ -217,8 +224,9 @@ async def test_a_body_in_chunks_is_joined() -> None:
 
 async def test_a_large_body_is_parsed_off_the_event_loop() -> None:
     setup = Setup(max_body=1 << 20)
-    rows = {"inputs": [{"name": "input", "shape": [64, 4], "datatype": "FP32",
-                        "data": [0.5] * 256}]}  # fmt: skip
+    rows = {
+        "inputs": [{"name": "input", "shape": [64, 4], "datatype": "FP32", "data": [0.5] * 256}]
+    }
     body = orjson.dumps(rows)
     assert len(body) > Parser.inline_max_bytes
     await setup.infer(Door(body))
@@ -228,8 +236,9 @@ async def test_a_large_body_is_parsed_off_the_event_loop() -> None:
 
 async def test_a_large_json_body_of_floats_is_checked_inline_by_the_fast_path() -> None:
     setup = Setup(max_body=1 << 20, fast_inline_max=1 << 20)
-    floats = {"inputs": [{"name": "input", "shape": [64, 4], "datatype": "FP32",
-                          "data": [0.5] * 256}]}  # fmt: skip
+    floats = {
+        "inputs": [{"name": "input", "shape": [64, 4], "datatype": "FP32", "data": [0.5] * 256}]
+    }
     body = orjson.dumps(floats)
     assert len(body) > Parser.inline_max_bytes
     await setup.infer(Door(body))

@@ -19,11 +19,18 @@ MIB = 1 << 20
 def budgeted(limit: int, max_body: int = 4096, wait_s: float = 0.0) -> tuple[Setup, InflightBytes]:
     setup, memory = Setup(), InflightBytes(limit, wait_s=wait_s)
     setup.edge = build_edge(
-        setup.pipeline, setup.clock, Tracer(), setup.observe,
-        tenant_of=setup.tenant_of, model_of=setup.model_of, tenants=setup.limits,
-        max_body_bytes=max_body, parser=setup.parser, schema_of=lambda name: setup.schema,
+        setup.pipeline,
+        setup.clock,
+        Tracer(),
+        setup.observe,
+        tenant_of=setup.tenant_of,
+        model_of=setup.model_of,
+        tenants=setup.limits,
+        max_body_bytes=max_body,
+        parser=setup.parser,
+        schema_of=lambda name: setup.schema,
         memory=memory,
-    )  # fmt: skip
+    )
     return setup, memory
 
 

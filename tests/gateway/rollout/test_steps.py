@@ -8,8 +8,15 @@ from gateway.config.rollout import RolloutConfig
 from gateway.rollout.evidence import RolloutEvidence, wilson
 from gateway.rollout.steps import MIN_TO_REJECT, next_move
 
-CONFIG = RolloutConfig(candidate="next", mode="canary", steps=(5, 50, 100), hold_s=60,
-                       hold_requests=100, min_comparisons=50, agreement_target=0.95)  # fmt: skip
+CONFIG = RolloutConfig(
+    candidate="next",
+    mode="canary",
+    steps=(5, 50, 100),
+    hold_s=60,
+    hold_requests=100,
+    min_comparisons=50,
+    agreement_target=0.95,
+)
 
 
 def evidence(agreed: int, compared: int, requests: int = 0, errors: int = 0) -> RolloutEvidence:

@@ -44,14 +44,27 @@ def cycle(
     keep_alive: bool = True, access_log: bool = False
 ) -> tuple[PiecesCycle, Transport, list[int]]:
     transport, answered = Transport(), []
-    scope: Any = {"type": "http", "method": "POST", "path": "/", "query_string": b"",
-                  "http_version": "1.1", "client": None}  # fmt: skip
+    scope: Any = {
+        "type": "http",
+        "method": "POST",
+        "path": "/",
+        "query_string": b"",
+        "http_version": "1.1",
+        "client": None,
+    }
     raw = RequestResponseCycle(
-        scope=scope, transport=transport, flow=Flow(), logger=logging.getLogger("t"),  # type: ignore[arg-type]
-        access_logger=logging.getLogger("t"), access_log=access_log, default_headers=DATE,
-        message_event=asyncio.Event(), expect_100_continue=False, keep_alive=keep_alive,
+        scope=scope,
+        transport=transport,  # type: ignore[arg-type]
+        flow=Flow(),  # type: ignore[arg-type]
+        logger=logging.getLogger("t"),
+        access_logger=logging.getLogger("t"),
+        access_log=access_log,
+        default_headers=DATE,
+        message_event=asyncio.Event(),
+        expect_100_continue=False,
+        keep_alive=keep_alive,
         on_response=lambda: answered.append(1),
-    )  # fmt: skip
+    )
     return PiecesCycle.adopt(raw), transport, answered
 
 

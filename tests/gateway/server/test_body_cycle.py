@@ -41,11 +41,18 @@ def cycle() -> tuple[PiecesCycle, Flow]:
     flow = Flow()
     scope: Any = {"type": "http", "method": "POST", "path": "/"}
     raw = RequestResponseCycle(
-        scope=scope, transport=Transport(), flow=flow, logger=logging.getLogger("t"),  # type: ignore[arg-type]
-        access_logger=logging.getLogger("t"), access_log=False, default_headers=[],
-        message_event=asyncio.Event(), expect_100_continue=False, keep_alive=True,
+        scope=scope,
+        transport=Transport(),  # type: ignore[arg-type]
+        flow=flow,  # type: ignore[arg-type]
+        logger=logging.getLogger("t"),
+        access_logger=logging.getLogger("t"),
+        access_log=False,
+        default_headers=[],
+        message_event=asyncio.Event(),
+        expect_100_continue=False,
+        keep_alive=True,
         on_response=lambda: None,
-    )  # fmt: skip
+    )
     return PiecesCycle.adopt(raw), flow
 
 
@@ -96,11 +103,18 @@ def answerable() -> PiecesCycle:
     """A cycle as the protocol adopts it: its scope offers its ``answer``."""
     scope: Any = {"type": "http", "method": "POST", "path": "/"}
     raw = RequestResponseCycle(
-        scope=scope, transport=WritingTransport(), flow=Flow(), logger=logging.getLogger("t"),  # type: ignore[arg-type]
-        access_logger=logging.getLogger("t"), access_log=False, default_headers=[],
-        message_event=asyncio.Event(), expect_100_continue=False, keep_alive=True,
+        scope=scope,
+        transport=WritingTransport(),  # type: ignore[arg-type]
+        flow=Flow(),  # type: ignore[arg-type]
+        logger=logging.getLogger("t"),
+        access_logger=logging.getLogger("t"),
+        access_log=False,
+        default_headers=[],
+        message_event=asyncio.Event(),
+        expect_100_continue=False,
+        keep_alive=True,
         on_response=lambda: None,
-    )  # fmt: skip
+    )
     adopted = PiecesCycle.adopt(raw)
     adopted.scope[ANSWER_KEY] = adopted.answer  # type: ignore[literal-required]
     return adopted

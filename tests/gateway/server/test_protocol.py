@@ -114,9 +114,12 @@ async def served() -> AsyncIterator[Served]:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     config = uvicorn.Config(
-        app, http=guarded_protocol(LIMITS), lifespan="off", log_level="warning",
+        app,
+        http=guarded_protocol(LIMITS),
+        lifespan="off",
+        log_level="warning",
         timeout_keep_alive=1,
-    )  # fmt: skip
+    )
     server = uvicorn.Server(config)
     server.install_signal_handlers = lambda: None  # type: ignore[attr-defined, method-assign]
     task = asyncio.create_task(server.serve(sockets=[sock]))
@@ -377,14 +380,19 @@ async def test_keep_alive_closes_an_idle_connection_a_timeout_after_its_last_ans
 @pytest.mark.parametrize(
     ("refused", "why", "allowed"),
     [
-        (b"GET / HTTP/1.1\r\nHost: localhost\r\nhost: evil.example\r\n\r\n",
-         "more than one Host header", post("/", b"ok")),  # one Host: served as before
-        (b"POST / HTTP/1.1\r\ncontent-length: 2\r\n\r\nok",
-         "an HTTP/1.1 request without a Host header",
-         b"POST / HTTP/1.0\r\ncontent-length: 2\r\n\r\nok"),  # HTTP/1.0 may omit it
+        (
+            b"GET / HTTP/1.1\r\nHost: localhost\r\nhost: evil.example\r\n\r\n",
+            "more than one Host header",
+            post("/", b"ok"),
+        ),  # one Host: served as before
+        (
+            b"POST / HTTP/1.1\r\ncontent-length: 2\r\n\r\nok",
+            "an HTTP/1.1 request without a Host header",
+            b"POST / HTTP/1.0\r\ncontent-length: 2\r\n\r\nok",
+        ),  # HTTP/1.0 may omit it
     ],
     ids=["two-hosts", "no-host"],
-)  # fmt: skip
+)
 async def test_a_head_with_two_hosts_or_none_gets_a_json_400_and_the_connection_closes(
     served: Served, refused: bytes, why: str, allowed: bytes
 ) -> None:
@@ -414,8 +422,9 @@ async def test_a_large_body_reaches_the_app_whole_in_the_pieces_it_arrived_in(
     chunked = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in (body[:7], body[7:300_000]))
     writer.write(
         b"POST /digest HTTP/1.1\r\nhost: t\r\ntransfer-encoding: chunked\r\n\r\n"
-        + chunked + b"0\r\n\r\n"
-    )  # fmt: skip
+        + chunked
+        + b"0\r\n\r\n"
+    )
     status, _, doc = await answer(reader)
     assert (
         status == 200 and orjson.loads(doc)["sha256"] == hashlib.sha256(body[:300_000]).hexdigest()

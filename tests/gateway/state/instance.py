@@ -22,9 +22,14 @@ class Instance:
         self.ledger = SignalBook(name, clock)
         self.applied: list[ReplicaSignal] = []
         self.sync = StateSync(
-            store, self.collect, self.apply, clock, origin=name, interval_s=0.5,
+            store,
+            self.collect,
+            self.apply,
+            clock,
+            origin=name,
+            interval_s=0.5,
             max_pending_keys=max_pending_keys,
-        )  # fmt: skip
+        )
 
     def collect(self) -> tuple[Sequence[ReplicaSignal], Mapping[str, CounterDelta]]:
         return self.ledger.take_unsent(), self.book.export_deltas()

@@ -30,8 +30,9 @@ class Node:
         self.book = DecisionBook(name)
         self.obeyed: list[Decision] = []
         self.clock = clock
-        self.sync = StateSync(store, self._collect, self._apply, clock, origin=name,
-                              decisions=self.book.take_unsent)  # fmt: skip
+        self.sync = StateSync(
+            store, self._collect, self._apply, clock, origin=name, decisions=self.book.take_unsent
+        )
 
     def _collect(self) -> tuple[Sequence[ReplicaSignal], Mapping[str, CounterDelta]]:
         return [], {}

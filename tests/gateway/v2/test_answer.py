@@ -42,14 +42,20 @@ def answer(body: str) -> tuple[InferResponse, list[str]]:
     [
         ("", ["label", "probabilities"], []),
         (', "outputs": []', ["label", "probabilities"], []),  # empty: all, as replicas read it
-        (', "parameters": {"binary_data_output": true}', ["label", "probabilities"],
-         ["label", "probabilities"]),
+        (
+            ', "parameters": {"binary_data_output": true}',
+            ["label", "probabilities"],
+            ["label", "probabilities"],
+        ),
         (', "outputs": [{"name": "probabilities"}]', ["probabilities"], []),
-        (', "parameters": {"binary_data_output": true}, "outputs": [{"name": "label"},'
-         ' {"name": "probabilities", "parameters": {"binary_data": false}}]',
-         ["label", "probabilities"], ["label"]),
+        (
+            ', "parameters": {"binary_data_output": true}, "outputs": [{"name": "label"},'
+            ' {"name": "probabilities", "parameters": {"binary_data": false}}]',
+            ["label", "probabilities"],
+            ["label"],
+        ),
     ],
-)  # fmt: skip
+)
 def test_outputs_as_the_client_asked(extra: str, names: list[str], binary: list[str]) -> None:
     response, sent_binary = answer("{" + INPUTS + extra + "}")
     assert list(response.outputs) == names

@@ -35,9 +35,15 @@ def request(
     """A one-input FP32 request; ``tensor`` and ``top``: more members of the input and of the
     request (each starting with a comma)."""
     return (
-        b'{"inputs":[{"name":"input","shape":' + shape + b',"datatype":"FP32","data":' + data
-        + tensor + b"}]" + top + b"}"
-    )  # fmt: skip
+        b'{"inputs":[{"name":"input","shape":'
+        + shape
+        + b',"datatype":"FP32","data":'
+        + data
+        + tensor
+        + b"}]"
+        + top
+        + b"}"
+    )
 
 
 def padded(body: bytes, size: int) -> bytes:

@@ -180,9 +180,11 @@ async def test_a_fallback_that_cannot_answer_the_servers_tensors_is_an_error() -
     """A pool with KServe's names (input-0, predict: clients use them too) and digits-logreg's
     (input, label) for its fallback, unmapped."""
     data: dict[str, Any] = {
-        "pools": {"p": {"model": "digits", "replicas": [{"id": "r0", "url": f"http://{AUTHORITY}"}]}},
+        "pools": {
+            "p": {"model": "digits", "replicas": [{"id": "r0", "url": f"http://{AUTHORITY}"}]}
+        },
         "models": {"digits": {"pool": "p", "fallback": {"model": "digits-logreg"}}},
-    }  # fmt: skip
+    }
     server = FakeTransport({AUTHORITY: _server(versioned=True, extensions=[])})
     config = parse_config(data)
     found = await probe_config(config, server, fallback_signatures(config))
@@ -192,8 +194,9 @@ async def test_a_fallback_that_cannot_answer_the_servers_tensors_is_an_error() -
         "fallback.tensors.inputs)"
     ]
     data["models"]["digits"]["fallback"]["tensors"] = {
-        "inputs": {"input-0": "input"}, "outputs": {"predict": "label"}
-    }  # fmt: skip
+        "inputs": {"input-0": "input"},
+        "outputs": {"predict": "label"},
+    }
     config = parse_config(data)
     found = await probe_config(config, server, fallback_signatures(config))
     assert [f for f in found if f.level == "error"] == []

@@ -126,8 +126,12 @@ async def test_binary_from_a_client_reaches_a_server_without_the_extension_as_js
     app = GatewayApp(gateway)
     try:
         raw = np.arange(64, dtype=np.float32).tobytes()
-        tensor = {"name": "input", "shape": [1, 64], "datatype": "FP32",
-                  "parameters": {"binary_data_size": len(raw)}}  # fmt: skip
+        tensor = {
+            "name": "input",
+            "shape": [1, 64],
+            "datatype": "FP32",
+            "parameters": {"binary_data_size": len(raw)},
+        }
         head = orjson.dumps({"inputs": [tensor], "parameters": {"binary_data_output": True}})
         headers = {"inference-header-content-length": str(len(head))}
         async with httpx.AsyncClient(

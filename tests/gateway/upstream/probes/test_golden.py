@@ -197,8 +197,10 @@ async def test_a_golden_answer_must_carry_the_probes_own_id(
     the probe's: each probe has its own id, and the answer must carry it."""
     config = make_config(replicas=1)
     golden = GoldenProbeConfig(file=str(FALLBACK / "digits-golden.json"))
-    pools = {name: pool.model_copy(update={"golden": golden, "echoes_id": echoes_id})
-             for name, pool in config.pools.items()}  # fmt: skip
+    pools = {
+        name: pool.model_copy(update={"golden": golden, "echoes_id": echoes_id})
+        for name, pool in config.pools.items()
+    }
     registry = Registry(config.model_copy(update={"pools": pools}), FakeClock())
     transport = FakeTransport({"127.0.0.1:9000": _right_answer(reply_id)})
     prober = GoldenProber(registry, transport, FakeClock(), random.Random(0))
@@ -212,8 +214,10 @@ async def test_a_pool_that_does_not_echo_ids_is_probed_on_its_labels() -> None:
     """Its id-less answers are judged on their labels (its connections carry one each)."""
     config = make_config(replicas=1)
     golden = GoldenProbeConfig(file=str(FALLBACK / "digits-golden.json"))
-    pools = {name: pool.model_copy(update={"golden": golden, "echoes_id": False})
-             for name, pool in config.pools.items()}  # fmt: skip
+    pools = {
+        name: pool.model_copy(update={"golden": golden, "echoes_id": False})
+        for name, pool in config.pools.items()
+    }
     registry = Registry(config.model_copy(update={"pools": pools}), FakeClock())
     transport = FakeTransport({"127.0.0.1:9000": _right_answer(None)})
     prober = GoldenProber(registry, transport, FakeClock(), random.Random(0))

@@ -42,14 +42,33 @@ _POLICY = {
 
 NAMES = ["Content-Type", "X-Twice", "x-twice", "Server", "Link", "Set-Cookie", "X-A"]
 VALUES = [
-    "", "  ", "v", "a b", " padded ", "\tx\t", "1, 2", 'q="x, y"', "caf\xe9", "</a>; rel=preload",
-    "text/plain; charset=utf-8", "k=v; Path=/", "HTTP/1.1 200 OK", "0",
-]  # fmt: skip
+    "",
+    "  ",
+    "v",
+    "a b",
+    " padded ",
+    "\tx\t",
+    "1, 2",
+    'q="x, y"',
+    "caf\xe9",
+    "</a>; rel=preload",
+    "text/plain; charset=utf-8",
+    "k=v; Path=/",
+    "HTTP/1.1 200 OK",
+    "0",
+]
 VALID = ["length"] * 4 + ["chunked"] * 3 + ["eof"] * 2
 BAD = [
-    "conflicting length", "repeated length", "listed length", "invalid length",
-    "length and chunked", "gzip", "gzip, chunked", "bad chunk size", "chunk without CRLF",
-]  # fmt: skip
+    "conflicting length",
+    "repeated length",
+    "listed length",
+    "invalid length",
+    "length and chunked",
+    "gzip",
+    "gzip, chunked",
+    "bad chunk size",
+    "chunk without CRLF",
+]
 
 # Strategies are built once: hypothesis validates each new one, which costs more than drawing.
 FIELD = st.tuples(st.sampled_from(NAMES), st.sampled_from(VALUES))
