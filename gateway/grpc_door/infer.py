@@ -71,7 +71,7 @@ class GrpcAnswer:
     message: str
     metadata: tuple[tuple[str, str], ...]
     request_id: str  # the client's own id for the request ("" if it sent none, or none read)
-    # For a response: gives its bytes back in the in-flight budget once grpc has taken it
+    # For a response: gives its bytes back within the in-flight bytes once grpc has taken it
     # (`Edge.written`); the door calls it then (with the call's context, as grpc's done
     # callback is), or when the call ends unsent. A second call does nothing.
     written: Callable[[object], None] | None = None
@@ -123,7 +123,7 @@ class InferDoor:
         """The edge's answer to one ModelInfer message, under the call's ``metadata`` and
         deadline (``time_remaining``); recorded (`Edge.done`) before it returns. A cancelled
         call is recorded as 499, or 504 past its deadline, and re-raised. ``hold``: the
-        message's bytes in the in-flight budget, handed to the edge; a response's are given
+        message's bytes within the in-flight bytes, handed to the edge; a response's are given
         back when the door calls its ``written``, the rest at `done`."""
         parsed = self._parsed(data, hold)
         if isinstance(parsed, GrpcAnswer):

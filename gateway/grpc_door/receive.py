@@ -5,7 +5,7 @@ the message's declared length only once the handler asks for it; until then a st
 no more than its window (``server.grpc.stream_window_bytes``). So grpc's read is the door's one
 read, and the door cannot charge its bytes as they arrive, as REST's body step does: grpc says
 nothing of a message until it is whole. What it can charge is the room the read may fill: the
-door asks for a message only once it holds, in the gateway-wide budget (``server.inflight_bytes``),
+door asks for a message only once it holds, within the in-flight bytes (``server.inflight_bytes``),
 twice the most that message may be (``server.max_body_bytes``, grpc's own receive limit: while
 grpc hands a message over it holds it more than once, the pieces received, one buffer of them,
 the bytes object made of that), so what grpc buffers of messages being read is within the

@@ -13,7 +13,7 @@ At most ``server.grpc.stream_answers`` requests of one stream are served or answ
 written at once: the next request is read only when an answer has been handed to gRPC, which
 writes it as the client's HTTP/2 window allows, so a client that stops reading its answers stops
 its own requests (they wait in gRPC's flow control, not in the gateway's memory). Each request is
-read as a unary call's message is (`gateway.grpc_door.receive`: under the in-flight budget and
+read as a unary call's message is (`gateway.grpc_door.receive`: under the in-flight bytes and
 the body timeout, which bounds a stream idle between requests too); a refused read ends the
 stream with its code once the requests in flight are answered. When the client ends its side,
 the requests in flight are answered, then the stream ends; when it cancels, they are cancelled
@@ -99,7 +99,7 @@ class StreamDoor:
 
 
 def _written(answer: GrpcAnswer, context: Context) -> None:
-    """Gives an answer's bytes back in the in-flight budget (a second call does nothing)."""
+    """Gives an answer's bytes back within the in-flight bytes (a second call does nothing)."""
     if answer.written is not None:
         answer.written(context)
 

@@ -6,12 +6,12 @@ under that (socket reads, parser pieces, the body itself) come from the heap; fr
 small objects, they leave free pages glibc keeps. Clients sending large bodies left the
 gateway's RSS far above its baseline for good; one ``malloc_trim(0)`` (which also releases free
 pages inside the heap, not only at its top) took it back below the baseline (the figures:
-docs/measured.md, measured by loadtests/bench_pressure.py). So when the in-flight
-byte budget drains after a burst (`gateway.memory.inflight_bytes`), a trim runs shortly after, in a
-worker thread (it walks the heap: not on the event loop), at most one at a time, and once more
-a while later: buffers the budget no longer counts may still be alive at the drain (a request
-past its deadline whose body a socket's write queue still holds, until it drains). Not glibc:
-nothing to do.
+docs/measured.md, measured by loadtests/bench_pressure.py). So when the in-flight bytes empty
+after a burst (`gateway.memory.inflight_bytes`), a trim runs shortly after, in a thread (it
+walks the heap: not on the event loop), at most one at a time, and once more a while later:
+buffers the in-flight bytes no longer count may still be alive when they empty (a request past
+its deadline whose body a socket's write queue still holds, until it drains). Not glibc: nothing
+to do.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ log = logging.getLogger(__name__)
 
 M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
 LARGE_BUFFER_BYTES = 32 * 1024 * 1024  # glibc's own ceiling for its moving threshold
-TRIM_DELAY_S = 0.2  # after the drain: a burst often ends with a few stragglers
-LATE_TRIM_S = 3.0  # the second trim, for buffers freed after the drain
+TRIM_DELAY_S = 0.2  # after emptying: a burst often ends with a few stragglers
+LATE_TRIM_S = 3.0  # the second trim, for buffers freed after emptying
 
 
 def return_large_buffers_to_the_os() -> None:

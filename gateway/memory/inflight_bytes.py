@@ -1,4 +1,4 @@
-"""The gateway-wide budget of in-flight request and answer bytes, charged for what arrives.
+"""The gateway-wide bound on in-flight request and answer bytes, charged for what arrives.
 
 Each request and answer body the gateway holds is in memory until its answer is written; caps
 per request (``server.max_body_bytes``, ``upstream.max_reply_body_bytes``) do not bound their
@@ -30,11 +30,11 @@ open is bounded by the connections a server lets it have.
 
 One request alone is always admitted, so a body under the cap is never refused for being larger
 than the budget. Waiters are woken in order as bytes come back; no timer runs while nothing
-waits. When the budget drains after a burst of at least ``burst_bytes``, or half the limit where
-that is less, or after large bodies (`LARGE_BODY_BYTES` each) adding up to as much were given
-back since the last such call, one at a time or not, ``drained`` is called (the gateway gives
-the heap's free pages back then: `gateway.memory.heap_trim`): large answers written one after
-the other free as much as a burst does, without ever making one.
+waits. When the in-flight bytes empty after a burst of at least ``burst_bytes``, or half the
+limit where that is less, or after large bodies (`LARGE_BODY_BYTES` each) adding up to as much
+were given back since the last such call, one at a time or not, ``emptied`` is called (the
+gateway gives the heap's free pages back then: `gateway.memory.heap_trim`): large answers
+written one after the other free as much as a burst does, without ever making one.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from gateway.config.models import ServerConfig
 from gateway.errors import Overloaded
 from gateway.memory.peer_share import PeerAccount, PeerShares, peer_host
 
-BURST_BYTES = 16 * 1024 * 1024  # a drain after holding this much calls ``drained``
+BURST_BYTES = 16 * 1024 * 1024  # emptying after holding this much calls ``emptied``
 # What a door may have read past the bytes the edge has taken: one socket read (uvloop's read
 # size, and the HTTP protocol pauses reading past as much unread).
 READ_BYTES = 256 * 1024
@@ -98,13 +98,13 @@ class InflightBytes:
 
     @classmethod
     def from_config(
-        cls, server: ServerConfig, drained: Callable[[], None] | None = None
+        cls, server: ServerConfig, emptied: Callable[[], None] | None = None
     ) -> InflightBytes:
         """The budget ``server`` sets (``inflight_*``; the machine's default where unset)."""
         return cls(
             server.inflight_bytes or machine_default(),
             server.inflight_wait_s,
-            drained,
+            emptied,
             small_bytes=server.inflight_small_bytes,
             small_reserve=server.inflight_small_reserve,
             peer_share=server.inflight_peer_share,
@@ -115,7 +115,7 @@ class InflightBytes:
         self,
         limit: int,
         wait_s: float,
-        drained: Callable[[], None] | None = None,
+        emptied: Callable[[], None] | None = None,
         burst_bytes: int = BURST_BYTES,
         *,
         small_bytes: int = SMALL_BYTES,
@@ -134,13 +134,13 @@ class InflightBytes:
         self.refused = 0
         self.reclaimed = 0  # lent holds taken back
         self.peers = PeerShares()
-        self._drained = drained
+        self._emptied = emptied
         self._burst_bytes = min(burst_bytes, limit // 2)
-        self._burst = 0  # the most held since the budget last drained
+        self._burst = 0  # the most held since the in-flight bytes last emptied
         self._small: deque[_Waiter] = deque()
         self._large: deque[_Waiter] = deque()
         self._waiting: dict[str, int] = {}  # address -> its waiters
-        self._given_large = 0  # bytes of large bodies given back since ``drained`` last ran
+        self._given_large = 0  # bytes of large bodies given back since ``emptied`` last ran
 
     # --- small requests: the usual path ---------------------------------------------------
 
@@ -163,11 +163,11 @@ class InflightBytes:
             self._given_large += size
         if self._small or self._large:
             self._wake()
-        if self.held or self._drained is None:
+        if self.held or self._emptied is None:
             return
         if self._burst >= self._burst_bytes or self._given_large >= self._burst_bytes:
             self._burst = self._given_large = 0
-            self._drained()
+            self._emptied()
 
     # --- any holder -------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Client addresses holding large requests in the in-flight byte budget: a bounded table.
+"""Client addresses holding large requests in the in-flight bytes: a bounded table.
 
 `gateway.memory.inflight_bytes.InflightBytes` keeps one account per client address (the peer,
 as its door saw it) for the requests that hold more than a small one, so that it can hold a

@@ -102,7 +102,7 @@ class Arrival:
     rows: int = -1  # the request's rows, once parsed
     call: InferCall | None = None
     peer: str = ""  # the client's address, as its door knows it
-    # The in-flight budget (`gateway.memory.inflight_bytes.Holder`): the bytes it holds, given
+    # The in-flight bytes (`gateway.memory.inflight_bytes.Holder`): the bytes it holds, given
     # back at `Edge.done` (its answer's at `Edge.written` where the door writes it later), and
     # its address's account while it holds as a large request. A door that read the body under
     # the budget itself (gRPC's) hands them over before `Edge.infer`, and sets ``counted``.
@@ -134,7 +134,7 @@ class Edge:
         observe: Observer,
         memory: InflightBytes | None = None,
     ) -> None:
-        self._memory = memory  # the gateway-wide budget of bytes in flight (None: unbounded)
+        self._memory = memory  # the gateway-wide bound on bytes in flight (None: unbounded)
         self.open = 0  # requests arrived and not yet done (a replaced edge retires at 0)
         self._clock = clock
         self._tracer = tracer

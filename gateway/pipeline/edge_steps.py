@@ -78,7 +78,7 @@ class BoundedBody:
     a byte is read, and reading stops at the first chunk that crosses it. The body is kept as
     the chunks it arrived in (`Body`): nothing joins them unless it needs one buffer.
 
-    Under the in-flight budget (``memory``), a body holds what has arrived plus ``ahead`` (one
+    Under the in-flight bytes (``memory``), a body holds what has arrived plus ``ahead`` (one
     read's worth, `READ_BYTES`), never more than it declared: the edge holds `first_hold`
     before the first read, and each further read waits for room for the next (`InflightBytes.
     hold`, else `wait`: 503 when none comes). Once read whole it holds its size. A body that

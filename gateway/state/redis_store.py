@@ -207,7 +207,7 @@ class RedisStore:
                 reply = await call
         except (RedisError, OSError, TimeoutError) as exc:
             self._healthy = False
-            error = redis_target.error_text(exc)
+            error = redis_target.redis_error_text(exc)
             self.last_error = scrub(error, self._secrets)  # a client's message may quote it
             raise StoreUnavailable(f"redis {self.url}: {self.last_error}") from exc
         self._healthy = True

@@ -145,7 +145,7 @@ async def close(client: aioredis.Redis | RedisCluster) -> None:
         await manager.aclose()
 
 
-def error_text(exc: BaseException) -> str:
+def redis_error_text(exc: BaseException) -> str:
     """``Type: message`` for an error of the client, short enough to read in ``/admin/state``:
     a sentinel is ``sentinel host:port``, and a sentinel's refused AUTH says what to set.
     The caller still scrubs it (a message may quote a secret)."""

@@ -4,7 +4,7 @@ The REST door (`gateway.worker.rest`) and the gRPC door read `runtime` and `edge
 request, so a reload takes over at once: `swap` starts a runtime built from the config the
 control process sent (verifying its fallbacks first), makes it the one the doors read, applies
 the latest snapshot to it, and retires the outgoing one once the requests it admitted are answered
-(bounded). The parser's worker processes and the byte budget outlive reloads, as in one process.
+(bounded). The parse processes and the in-flight bytes outlive reloads, as in one process.
 
 Statistics (Triton's) are the control process's: every worker's answers are counted there, so
 `statistics` asks it (`ControlReads`).

@@ -6,7 +6,7 @@
     anything else                                        the control process (`fallback`)
 
 Answers are the ones the control plane's FastAPI gives for the same paths, byte for byte in
-their JSON. An infer answer's bytes stay in the in-flight budget until the server has flushed
+their JSON. An infer answer's bytes stay within the in-flight bytes until the server has flushed
 them to the client (`Edge.written`), so answers nobody reads cannot outgrow it. A client that
 goes away cancels its request's task (the server does it): every try stops, the request is
 recorded as `CLIENT_CLOSED` (499) and nothing is written.

@@ -1,4 +1,4 @@
-"""The in-flight byte budget on a real gateway: large bodies wait or get 503, memory stays bound.
+"""The in-flight bytes on a real gateway: large bodies wait or get 503, memory stays bound.
 
 Bounded and with generous margins (the timed figures are `loadtests/bench_pressure.py`'s): 16
 clients send 6 MB binary images to a gateway whose ``server.inflight_bytes`` is 16 MiB, for

@@ -13,7 +13,7 @@ The connection keeps the transport's write-buffer limits at zero, so the transpo
 holds anything unsent and when that is gone; ``flushed`` is None until then, True once every
 byte of the answer was handed to the socket, False when it never will be (the connection was
 lost, or the server answered for the handler). `Answer.when_flushed` and `Answer.wait_flushed`
-tell a handler that holds memory for the answer (the byte budget) when it may give it back.
+tell a handler that holds memory for the answer (the in-flight bytes) when it may give it back.
 
 Once the server has answered for the request itself (408, 413) or the connection is lost, the
 handler's answer is dropped quietly.

@@ -24,7 +24,7 @@ from tests.gateway.pipeline.test_edge import BODY, Setup
 
 
 class Waiting(Setup):
-    """The edge's setup with a pipeline that never answers, and a byte budget."""
+    """The edge's setup with a pipeline that never answers, and in-flight bytes."""
 
     def __init__(self) -> None:
         super().__init__(max_in_flight=4)

@@ -152,7 +152,7 @@ async def test_the_edge_gets_the_metadata_the_deadline_and_the_tensors_as_pieces
     context = FakeContext((("x-api-key", "k"), ("user-agent", "x")), remaining=0.25)
     response = await door(edge)(raw_request().SerializeToString(), context)
     assert edge.headers["x-api-key"] == "k" and "user-agent" not in edge.headers
-    assert edge.peer == "ipv4:127.0.0.1:50000"  # the call's address, for the byte budget
+    assert edge.peer == "ipv4:127.0.0.1:50000"  # the call's address, for the in-flight bytes
     assert edge.headers["x-request-timeout-ms"] == "250.000"
     head, tensor = edge.pieces
     assert tensor == b"\0\0\x80?\0\0\0@" and edge.headers["inference-header-content-length"] == (

@@ -1,4 +1,4 @@
-"""Reading a gRPC call's message under the in-flight budget and the body timeout
+"""Reading a gRPC call's message under the in-flight bytes and the body timeout
 (`gateway.grpc_door.receive`), on a fake context: what is held when, what a refusal says."""
 
 from __future__ import annotations

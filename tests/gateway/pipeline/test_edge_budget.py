@@ -1,4 +1,4 @@
-"""The edge holds a request's bytes in the gateway-wide budget from its head to its written
+"""The edge holds a request's bytes within the in-flight bytes from its head to its written
 answer: what the body has sent plus one read, never what it declared."""
 
 from __future__ import annotations
