@@ -15,8 +15,10 @@ from collections.abc import Iterable
 from gateway.clock import Clock
 from gateway.faults.judge import PoolFaultView
 
-MAX_INPUTS = 1024  # refused inputs remembered per pool (least recently refused forgotten first)
-KEPT_TIMES = 8  # refusal times kept per input and status
+# refused inputs remembered per pool (least recently refused forgotten first)
+MAX_INPUTS = 1024
+# refusal times kept per input and status
+KEPT_TIMES = 8
 
 
 class FaultRecord:
@@ -27,7 +29,8 @@ class FaultRecord:
         self._clock = clock
         self._max_inputs = max_inputs
         self._refused: OrderedDict[tuple[str, int], deque[float]] = OrderedDict()
-        self.error_streak = 0  # error answers (4xx/5xx) in a row across the pool
+        # error answers (4xx/5xx) in a row across the pool
+        self.error_streak = 0
 
     def answered(self) -> None:
         """A replica of the pool answered a request well."""

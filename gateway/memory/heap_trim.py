@@ -24,10 +24,14 @@ from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
-M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
-LARGE_BUFFER_BYTES = 32 * 1024 * 1024  # glibc's own ceiling for its moving threshold
-TRIM_DELAY_S = 0.2  # after emptying: a burst often ends with a few stragglers
-LATE_TRIM_S = 3.0  # the second trim, for buffers freed after emptying
+# glibc's mallopt parameter
+M_MMAP_THRESHOLD = -3
+# glibc's own ceiling for its moving threshold
+LARGE_BUFFER_BYTES = 32 * 1024 * 1024
+# after emptying: a burst often ends with a few stragglers
+TRIM_DELAY_S = 0.2
+# the second trim, for buffers freed after emptying
+LATE_TRIM_S = 3.0
 
 
 def return_large_buffers_to_the_os() -> None:
@@ -40,7 +44,8 @@ def return_large_buffers_to_the_os() -> None:
     come from the heap and are reused; what a burst leaves there goes back with the trim below
     (loadtests/bench_pressure.py measures the RSS, loadtests/bench_payloads.py the CPU).
     """
-    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to tune
+    with contextlib.suppress(OSError, AttributeError):
+        # not glibc: nothing to tune
         ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, LARGE_BUFFER_BYTES)
 
 

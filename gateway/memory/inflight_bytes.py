@@ -52,20 +52,26 @@ from gateway.config.models import ServerConfig
 from gateway.errors import Overloaded
 from gateway.memory.peer_share import PeerAccount, PeerShares, peer_host
 
-BURST_BYTES = 16 * 1024 * 1024  # emptying after holding this much calls ``emptied``
+# emptying after holding this much calls ``emptied``
+BURST_BYTES = 16 * 1024 * 1024
 # What a door may have read past the bytes the edge has taken: one socket read (uvloop's read
 # size, and the HTTP protocol pauses reading past as much unread).
 READ_BYTES = 256 * 1024
-SMALL_BYTES = 64 * 1024  # a request holding at most this much is small
-Reclaim = Callable[[], None]  # takes a lent hold back (its read is refused, then released)
+# a request holding at most this much is small
+SMALL_BYTES = 64 * 1024
+# takes a lent hold back (its read is refused, then released)
+Reclaim = Callable[[], None]
 
 
 class Holder(Protocol):
     """One request's bytes in the budget (`gateway.pipeline.edge.Arrival`, or a door's `Hold`)."""
 
-    held: int  # bytes it holds
-    peer: str  # its client's address, as its door gave it (`peer_host` reads either form)
-    account: PeerAccount | None  # its address's account while it holds as a large request
+    # bytes it holds
+    held: int
+    # its client's address, as its door gave it (`peer_host` reads either form)
+    peer: str
+    # its address's account while it holds as a large request
+    account: PeerAccount | None
 
 
 class Hold:
@@ -82,13 +88,16 @@ class Hold:
 @dataclass(slots=True, eq=False)
 class _Waiter:
     holder: Holder
-    total: int  # what it asked to hold
+    # what it asked to hold
+    total: int
     future: asyncio.Future[None]
-    key: str  # its address
+    # its address
+    key: str
     reclaim: Reclaim | None
 
 
-LARGE_BODY_BYTES = 256 * 1024  # a body this large is a buffer of its own on the heap
+# a body this large is a buffer of its own on the heap
+LARGE_BODY_BYTES = 256 * 1024
 
 
 class InflightBytes:
@@ -126,21 +135,28 @@ class InflightBytes:
         self.limit = limit
         self.wait_s = wait_s
         self.small_bytes = small_bytes
-        self.kept = int(limit * small_reserve)  # never held by large requests
+        # never held by large requests
+        self.kept = int(limit * small_reserve)
         self.peer_bytes = max(int(limit * peer_share), peer_floor)
         self.held = 0
-        self.large = 0  # of which large requests hold
-        self.peak = 0  # the most held at once (for /metrics and the benchmarks)
+        # of which large requests hold
+        self.large = 0
+        # the most held at once (for /metrics and the benchmarks)
+        self.peak = 0
         self.refused = 0
-        self.reclaimed = 0  # lent holds taken back
+        # lent holds taken back
+        self.reclaimed = 0
         self.peers = PeerShares()
         self._emptied = emptied
         self._burst_bytes = min(burst_bytes, limit // 2)
-        self._burst = 0  # the most held since the in-flight bytes last emptied
+        # the most held since the in-flight bytes last emptied
+        self._burst = 0
         self._small: deque[_Waiter] = deque()
         self._large: deque[_Waiter] = deque()
-        self._waiting: dict[str, int] = {}  # address -> its waiters
-        self._given_large = 0  # bytes of large bodies given back since ``emptied`` last ran
+        # address -> its waiters
+        self._waiting: dict[str, int] = {}
+        # bytes of large bodies given back since ``emptied`` last ran
+        self._given_large = 0
 
     # --- small requests: the usual path ---------------------------------------------------
 
@@ -189,7 +205,8 @@ class InflightBytes:
             account = self._enlarge(holder)
         if self._large or not self._fits_large(holder, account, size):
             return False
-        self.add(size)  # the grant, as `_grant` (inline: a body's every read comes here)
+        # the grant, as `_grant` (inline: a body's every read comes here)
+        self.add(size)
         self.large += size
         account.held += size
         holder.held = total
@@ -211,17 +228,20 @@ class InflightBytes:
         (self._small if account is None else self._large).append(waiter)
         self._waiting[key] = self._waiting.get(key, 0) + 1
         self._reclaim(key)
-        self._wake()  # those ahead of it may be held back by their share
+        # those ahead of it may be held back by their share
+        self._wake()
         granted = waiter.future
         if granted.done():
             return
         try:
             await asyncio.wait_for(asyncio.shield(granted), self.wait_s)
         except TimeoutError:
-            if granted.done():  # granted as the wait ran out: keep it
+            if granted.done():
+                # granted as the wait ran out: keep it
                 return
             self._dequeue(waiter)
-            self._wake()  # a smaller waiter behind this one may fit now
+            # a smaller waiter behind this one may fit now
+            self._wake()
             self._refuse(holder, total)
         except asyncio.CancelledError:
             if not granted.done():
@@ -275,7 +295,8 @@ class InflightBytes:
 
     def _room(self, size: int, own: int) -> bool:
         held = self.held
-        return held == own or held + size <= self.limit  # alone, or within the limit
+        # alone, or within the limit
+        return held == own or held + size <= self.limit
 
     def _fits_large(self, holder: Holder, account: PeerAccount, size: int) -> bool:
         held = self.held
@@ -321,15 +342,18 @@ class InflightBytes:
         for waiter in list(self._large):
             holder = waiter.holder
             account = holder.account
-            assert account is not None  # large waiters are enlarged before they wait
+            # large waiters are enlarged before they wait
+            assert account is not None
             size = waiter.total - holder.held
             if account.held + size > self.peer_bytes and self._others_wait(account.key):
-                continue  # over its share while another address waits: the others first
+                # over its share while another address waits: the others first
+                continue
             held = self.held
             if held != holder.held and (
                 held + size > self.limit or self.large + size > self.limit - self.kept
             ):
-                return  # room goes first come, first served
+                # room goes first come, first served
+                return
             self._dequeue(waiter)
             if size > 0:
                 self._grant(holder, account, size, waiter.reclaim)
@@ -361,7 +385,8 @@ class InflightBytes:
 
     def _refuse(self, holder: Holder, total: int) -> None:
         self.refused += 1
-        if not holder.held and holder.account is not None:  # nothing to keep: no account
+        if not holder.held and holder.account is not None:
+            # nothing to keep: no account
             self.release(holder)
         raise Overloaded(
             f"the gateway holds {self.held} bytes of requests and answers in flight "

@@ -27,8 +27,10 @@ class RetryBudget:
         self.ratio = config.ratio
         self.spent_total = 0
         self.refused_total = 0
-        self.requests_total = 0  # counted since start (a worker's, for its control process)
-        self.shared: SharedBudgetCounts | None = None  # set when instances share state
+        # counted since start (a worker's, for its control process)
+        self.requests_total = 0
+        # set when instances share state
+        self.shared: SharedBudgetCounts | None = None
 
     def carry_from(self, old: RetryBudget) -> bool:
         """A reload: the window's counts and totals go on when the budget's config stays

@@ -89,7 +89,8 @@ def _same_everywhere(answers: Mapping[str, Mapping[str, Array]]) -> VoteReferenc
             return None
     batch = {shape[0] if shape else -1 for shape in shapes.values()}
     if not shapes or len(batch) != 1 or -1 in batch:
-        return None  # the general path explains what is wrong
+        # the general path explains what is wrong
+        return None
     dtypes = {name: np.asarray(array).dtype for name, array in head.items()}
     return VoteReference(tuple(shapes), shapes, dtypes, batch.pop())
 
