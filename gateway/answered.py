@@ -91,7 +91,8 @@ class AnswerFold:
                 [a[8] for a in group],
                 rows,
             )
-            if self._slo.trackers.get(model):  # only where SLOs are set: per answer, dated
+            if self._slo.trackers.get(model):
+                # only where SLOs are set: per answer, dated
                 bad = degraded is not None
                 for a in group:
                     self._slo.record(model, status, a[5], bad, tenant, a[6], wall - (now - a[AT]))

@@ -47,6 +47,7 @@ def timeout_from_header(raw: str | None, default_ms: int, max_ms: int) -> float:
         value = float(raw)
     except ValueError as exc:
         raise BadRequest(f"header {TIMEOUT_HEADER} must be a number of milliseconds") from exc
-    if not value > 0 or value != value:  # rejects 0, negatives and NaN
+    if not value > 0 or value != value:
+        # rejects 0, negatives and NaN
         raise BadRequest(f"header {TIMEOUT_HEADER} must be > 0")
     return min(value, float(max_ms)) / 1000.0

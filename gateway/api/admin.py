@@ -27,23 +27,29 @@ from gateway.readiness import Readiness
 from gateway.runtime import Gateway
 
 _BODY = Body(default=None)
-Reload = Callable[[str, str], Awaitable[dict[str, Any]]]  # (who, reason): the reload's result
+# (who, reason): the reload's result
+Reload = Callable[[str, str], Awaitable[dict[str, Any]]]
 
 
 def build_admin_app(gateway: Gateway, reload: Reload | None = None) -> FastAPI:
     """The control plane's app: its routes in the order FastAPI matches them."""
     app = FastAPI(title="v2-gateway", version=__version__, docs_url=None, redoc_url=None)
-    install_openapi(app)  # infer (served outside FastAPI) in /openapi.json; /docs offline
+    # infer (served outside FastAPI) in /openapi.json; /docs offline
+    install_openapi(app)
     _install_error_handlers(app)
     _install_v2_server(app, gateway)
     _install_v2_models(app, gateway)
     _install_triton_parity(app, gateway)
     _install_state(app, gateway)
-    install_dashboard(app)  # the page at /status and /dashboard, its files under /dashboard/
+    # the page at /status and /dashboard, its files under /dashboard/
+    install_dashboard(app)
     _install_reload(app, reload)
-    install_controls(app, gateway)  # operators' drain, eject, restore, pause, resume
-    install_rollouts(app, gateway)  # rollouts: their state, start, pause, promote, abort
-    install_fleet(app, gateway)  # every gateway of the namespace; this one's heartbeat
+    # operators' drain, eject, restore, pause, resume
+    install_controls(app, gateway)
+    # rollouts: their state, start, pause, promote, abort
+    install_rollouts(app, gateway)
+    # every gateway of the namespace; this one's heartbeat
+    install_fleet(app, gateway)
     _install_telemetry(app, gateway)
     return app
 
@@ -69,7 +75,8 @@ def _install_v2_server(app: FastAPI, gateway: Gateway) -> None:
 def _install_v2_models(app: FastAPI, gateway: Gateway) -> None:
     """V2 model metadata and readiness, and every model's statistics."""
 
-    @app.get("/v2/models/stats")  # before /v2/models/{name}, which would take "stats"
+    # before /v2/models/{name}, which would take "stats"
+    @app.get("/v2/models/stats")
     async def all_statistics() -> dict[str, Any]:
         return gateway.statistics()
 

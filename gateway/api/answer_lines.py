@@ -21,7 +21,8 @@ def answer_lines(arrival: Arrival, result: InferResult) -> bytes:
     content_type = _JSON_TYPE if ctype is None or ctype == _JSON_NAME else checked(ctype.encode())
     served, request_id = result.served_by.encode(), arrival.request_id.encode()
     lines = _ANSWER_HEAD % (content_type, served, result.attempts, request_id)
-    if result.header_length is not None:  # the replica's, or counted here: checked
+    if result.header_length is not None:
+        # the replica's, or counted here: checked
         lines += b"%s: %s\r\n" % (_HEADER_LENGTH, checked(result.header_length.encode()))
     if result.degraded:
         lines += b"x-degraded: %s\r\n" % result.degraded.encode()

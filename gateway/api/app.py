@@ -66,14 +66,18 @@ RESTART_FIELDS = (
 )
 DRAIN_SLACK_S = 1.0
 _READS = frozenset({"GET", "HEAD"})
-READ_BARRIER_S = 0.5  # a read waits this long at most for the workers' latest answers
-WRITE_BARRIER_S = 10.0  # a change waits this long at most for the workers to take it in
+# a read waits this long at most for the workers' latest answers
+READ_BARRIER_S = 0.5
+# a change waits this long at most for the workers to take it in
+WRITE_BARRIER_S = 10.0
 Barrier = Callable[[float], Awaitable[object]]
-PEER_HEADER = b"x-gateway-peer"  # set by a worker's proxy (`gateway.worker.http.proxy`)
+# set by a worker's proxy (`gateway.worker.http.proxy`)
+PEER_HEADER = b"x-gateway-peer"
 INFER_PATH = re.compile(r"^/v2/models/([^/]+)(?:/versions/([^/]+))?/infer$")
 
 
-Reloaded = Callable[[Gateway, str, tuple[str, ...]], None]  # gateway, config text, promoted
+# gateway, config text, promoted
+Reloaded = Callable[[Gateway, str, tuple[str, ...]], None]
 
 
 class GatewayApp:
@@ -91,7 +95,8 @@ class GatewayApp:
         process parses infer bodies itself (False in a control process: its workers do)."""
         self._config_path = config_path
         self.config_text = config_text
-        self.promoted: tuple[str, ...] = ()  # models handed over since the file was read
+        # models handed over since the file was read
+        self.promoted: tuple[str, ...] = ()
         self._parses = parses
         # who hears of each gateway a reload or a promotion swaps in (a control's workers)
         self.on_reload: list[Reloaded] = []
@@ -99,8 +104,10 @@ class GatewayApp:
         # (`ControlPlane.barrier`); None: no workers
         self.barrier: Barrier | None = None
         self._retiring: set[asyncio.Task[None]] = set()
-        self._reloading = asyncio.Lock()  # one reload at a time (HTTP, SIGHUP, file watch)
-        server = gateway.config.server  # where and how to listen: fixed until a restart
+        # one reload at a time (HTTP, SIGHUP, file watch)
+        self._reloading = asyncio.Lock()
+        # where and how to listen: fixed until a restart
+        server = gateway.config.server
         self.bind_host = bind_host or server.host
         self.parser = RequestParser(
             server.parse_inline_max_bytes,
@@ -110,7 +117,8 @@ class GatewayApp:
         )
         # bytes in flight, across reloads: one per server
         self.memory = InflightBytes.from_config(server, HeapTrim().soon)
-        self.auth_failures = AuthFailures(gateway.clock)  # wrong keys by address, kept
+        # wrong keys by address, kept
+        self.auth_failures = AuthFailures(gateway.clock)
         self._install(gateway, self._access(gateway.config))
 
     def _access(self, config: GatewayConfig) -> ControlAccess:
@@ -124,8 +132,10 @@ class GatewayApp:
         """``keys``: the tenants' keys (None: read from ``gateway.config`` now)."""
         self.gateway = gateway
         keys = keys if keys is not None else TenantKeys.load(gateway.config.tenants)
-        self._installed = (access, keys)  # what a promotion's swap keeps
-        gateway.rollouts.hand_over = self._hand_over  # a promotion swaps the model's pool in
+        # what a promotion's swap keeps
+        self._installed = (access, keys)
+        # a promotion swaps the model's pool in
+        gateway.rollouts.hand_over = self._hand_over
         self.edge = build_edge(  # the steps before the pipeline, one edge for every door
             gateway.infer,
             gateway.clock,
@@ -226,9 +236,11 @@ class GatewayApp:
         outgoing one retires once the requests it admitted are answered. ``text``: the file's text
         ``config`` comes from, with ``promoted`` models handed over (for `on_reload`)."""
         old, old_edge = self.gateway, self.edge
-        fresh = Gateway(config, clock=old.clock)  # one clock: carried deadlines stay valid
+        # one clock: carried deadlines stay valid
+        fresh = Gateway(config, clock=old.clock)
         await fresh.start()
-        carried = carry_over(old, fresh)  # no await from here to the swap: nothing is missed
+        # no await from here to the swap: nothing is missed
+        carried = carry_over(old, fresh)
         self._install(fresh, access, keys)
         self.config_text, self.promoted = text, promoted
         for hear in self.on_reload:
@@ -254,7 +266,8 @@ class GatewayApp:
                 config = promoted_config(self.gateway.config, promoted)
                 handed = (*self.promoted, *promoted)
                 await self._swap(config, *self._installed, self.config_text, handed)
-            except Exception:  # the rollout still sends everything to the candidate
+            except Exception:
+                # the rollout still sends everything to the candidate
                 log.warning(
                     "promotion of %s: the new gateway did not start", promoted, exc_info=True
                 )
@@ -283,7 +296,8 @@ class GatewayApp:
             if match is not None:
                 try:
                     await self._infer(scope, receive, send, match[1], match[2])
-                except Exception:  # the one place an unexpected bug meets the client
+                except Exception:
+                    # the one place an unexpected bug meets the client
                     log.exception("unexpected error on %s", scope["path"])
                     await send_json(send, 500, {"error": "internal gateway error (logged)"})
                 return
@@ -291,7 +305,8 @@ class GatewayApp:
         if barrier is None or scope["type"] != "http":
             await self._admin(scope, receive, send)
         elif scope["method"] in _READS:
-            await barrier(READ_BARRIER_S)  # what it reads counts every worker's requests so far
+            # what it reads counts every worker's requests so far
+            await barrier(READ_BARRIER_S)
             await self._admin(scope, receive, send)
         else:
             await self._admin(scope, receive, _after(barrier, send))
@@ -312,13 +327,15 @@ class GatewayApp:
                     await self.gateway.start()
                     if self._parses:
                         await self.parser.start()
-                    self.gateway.rollouts.activate()  # a reload's activates in its carry-over
+                    # a reload's activates in its carry-over
+                    self.gateway.rollouts.activate()
                 except Exception as exc:
                     log.exception("gateway failed to start")
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})
                     return
                 _settle_garbage_collector()
-                if self._parses:  # the requests are served here, not by workers
+                if self._parses:
+                    # the requests are served here, not by workers
                     install_call_count(asyncio.get_running_loop(), self._settle)
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":

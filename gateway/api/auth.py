@@ -32,10 +32,14 @@ BEARER = b"bearer "
 class Gate(Enum):
     """Which credential a path needs."""
 
-    OPEN = "open"  # the data plane: V2 health, metadata, infer
-    PAGE = "page"  # the dashboard's page: no data in it (it fetches with a key); Host checked
-    METRICS = "metrics"  # an admin key or a metrics key
-    ADMIN = "admin"  # an admin key
+    # the data plane: V2 health, metadata, infer
+    OPEN = "open"
+    # the dashboard's page: no data in it (it fetches with a key); Host checked
+    PAGE = "page"
+    # an admin key or a metrics key
+    METRICS = "metrics"
+    # an admin key
+    ADMIN = "admin"
 
 
 def digest(key: str) -> bytes:
@@ -96,8 +100,10 @@ class ControlAccess:
 
     admin: KeyRing
     metrics: KeyRing
-    anonymous: bool  # no admin key and a loopback bind: everyone local is admin
-    names: tuple[str, ...] = ()  # the operator of each of ``admin``'s digests, in order
+    # no admin key and a loopback bind: everyone local is admin
+    anonymous: bool
+    # the operator of each of ``admin``'s digests, in order
+    names: tuple[str, ...] = ()
 
     @classmethod
     def load(
@@ -177,7 +183,8 @@ def is_loopback(host: str) -> bool:
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
-        return False  # a name: it may resolve anywhere
+        # a name: it may resolve anywhere
+        return False
 
 
 def refuse_unprotected(config: AdminAccessConfig, bind_host: str) -> None:

@@ -52,7 +52,8 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
 
 def install_controls(app: FastAPI, gateway: Gateway) -> None:
     """The routes, and this gateway's audit trail and control changes into its timeline."""
-    if isinstance(gateway, Gateway):  # not when the app is built for its OpenAPI document
+    if isinstance(gateway, Gateway):
+        # not when the app is built for its OpenAPI document
         gateway.shared.listen(gateway.history.audit, gateway.history.controls_changed)
 
     @app.post("/admin/replicas/{replica_id}/drain", responses=_RESPONSES)

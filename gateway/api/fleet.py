@@ -19,7 +19,8 @@ from gateway.state.fleet import fleet_document
 
 def install_fleet(app: FastAPI, gateway: Gateway) -> None:
     """The route, and this gateway's heartbeat for the state sync to publish."""
-    if isinstance(gateway, Gateway):  # not when the app is built for its OpenAPI document
+    if isinstance(gateway, Gateway):
+        # not when the app is built for its OpenAPI document
         shared = gateway.shared
         beacon = FleetBeacon(
             shared.origin,

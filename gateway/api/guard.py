@@ -31,7 +31,8 @@ from gateway.api.responses import Receive, Scope, Send, send_json
 from gateway.clock import MonotonicClock
 
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
-Refused = Callable[[str, int], None]  # (gate, status): one refusal, for the metrics
+# (gate, status): one refusal, for the metrics
+Refused = Callable[[str, int], None]
 
 SAFE_METHODS = frozenset({"GET", "HEAD"})
 WILDCARD_BINDS = frozenset({"", "0.0.0.0", "::", "[::]"})
@@ -40,7 +41,8 @@ WILDCARD_BINDS = frozenset({"", "0.0.0.0", "::", "[::]"})
 def gate_of(path: str) -> Gate:
     if path == "/v2" or path.startswith("/v2/"):
         return Gate.OPEN
-    if path in PAGE_PATHS:  # the page and its files: a browser opens it, then fetches with a key
+    if path in PAGE_PATHS:
+        # the page and its files: a browser opens it, then fetches with a key
         return Gate.PAGE
     return Gate.METRICS if path == "/metrics" else Gate.ADMIN
 
@@ -115,7 +117,8 @@ class ControlPlaneGuard:
             shown = host.decode("latin-1")[:100] if host is not None else "(none)"
             message = f"Host {shown!r} is not allowed here (server.allowed_hosts)"
             await send_json(send, 421, {"error": message})
-        elif gate is Gate.PAGE or self.access.anonymous:  # no key to check
+        elif gate is Gate.PAGE or self.access.anonymous:
+            # no key to check
             await self._allowed(scope, receive, send, gate, content_type, authorization)
         else:
             await self._keyed(scope, receive, send, gate, content_type, authorization)

@@ -47,14 +47,16 @@ class InferEndpoint:
         self, scope: Scope, receive: Receive, send: Send, model_name: str, version: str | None
     ) -> None:
         edge = self.edge
-        client = scope.get("client")  # (host, port); None where the server knows none
+        # (host, port); None where the server knows none
+        client = scope.get("client")
         peer = client[0] if client else ""
         arrival = edge.arrive(model_name, version, _wanted_headers(scope["headers"]), peer)
 
         async def read() -> tuple[bytes, bool]:
             message = await receive()
             if message["type"] == "http.disconnect":
-                if scope.get(BODY_TIMEOUT_KEY) is not None:  # the protocol answered 408
+                if scope.get(BODY_TIMEOUT_KEY) is not None:
+                    # the protocol answered 408
                     raise RequestTimeout(f"body not complete in {scope[BODY_TIMEOUT_KEY]:g} s")
                 raise BadRequest("client disconnected before sending the whole body")
             return message.get("body", b""), message.get("more_body", False)
@@ -65,18 +67,22 @@ class InferEndpoint:
         try:
             result = await edge.infer(arrival, read)
         except asyncio.CancelledError:
-            if not self._left(scope, arrival):  # cancelled by the server (its shutdown)
+            if not self._left(scope, arrival):
+                # cancelled by the server (its shutdown)
                 edge.done(arrival, CLIENT_CLOSED)
                 raise
-            return  # nobody to answer, and nothing for uvicorn to log
+            # nobody to answer, and nothing for uvicorn to log
+            return
         except GatewayError as error:
             if not self._left(scope, arrival):
                 await self._refuse(send, scope, arrival, error)
             return
-        except BaseException:  # a bug: uvicorn answers 500; the hook goes (it holds the task)
+        except BaseException:
+            # a bug: uvicorn answers 500; the hook goes (it holds the task)
             scope.pop(CLIENT_LEFT_KEY, None)
             raise
-        if self._left(scope, arrival):  # as the answer came
+        if self._left(scope, arrival):
+            # as the answer came
             return
         await send_lines(send, scope, result.status, answer_lines(arrival, result), result.body)
         edge.done(arrival, result.status, result.served_by, result.degraded, len(result.body))

@@ -39,7 +39,8 @@ def answer(message: bytes, body: bytes) -> bytes:
         result = ("ok", parse_detached(body, header_length, max_rows))
     except GatewayError as error:
         result = ("error", error)
-    except Exception as exc:  # a bug here must not kill the process: the gateway logs it
+    except Exception as exc:
+        # a bug here must not kill the process: the gateway logs it
         result = ("bug", f"{type(exc).__name__}: {exc}")
     return pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
 
@@ -50,12 +51,14 @@ def _read(stream: BinaryIO, size: int) -> bytes | None:
 
 
 def main() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the gateway's to handle
+    # Ctrl-C is the gateway's to handle
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     source, sink = sys.stdin.buffer, sys.stdout.buffer
     while True:
         prefix = _read(source, FRAME.size * 2)
         if prefix is None:
-            return  # the gateway closed the pipe (or died): exit
+            # the gateway closed the pipe (or died): exit
+            return
         meta_size, body_size = struct.unpack("<QQ", prefix)
         message, body = _read(source, meta_size), _read(source, body_size)
         if message is None or body is None:

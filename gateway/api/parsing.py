@@ -28,7 +28,8 @@ from gateway.v2.request import InferRequestInfo, check_infer_request
 log = logging.getLogger(__name__)
 
 STOP_GRACE_S = 2.0
-PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # where `gateway` is importable
+# where `gateway` is importable
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
 class Offload(Protocol):
@@ -83,11 +84,13 @@ class ParseProcess:
         self, body: Body, header_length: str | None, max_rows: int | None
     ) -> InferRequestInfo:
         process = await self.start()
-        assert process.stdin is not None and process.stdout is not None  # PIPEs above
+        # PIPEs above
+        assert process.stdin is not None and process.stdout is not None
         message = pickle.dumps((header_length, max_rows))
         try:
             process.stdin.write(struct.pack("<QQ", len(message), len(body)) + message)
-            process.stdin.writelines(body.pieces)  # as it arrived: not joined here
+            # as it arrived: not joined here
+            process.stdin.writelines(body.pieces)
             await process.stdin.drain()
             (size,) = FRAME.unpack(await process.stdout.readexactly(FRAME.size))
             kind, value = pickle.loads(await process.stdout.readexactly(size))
@@ -110,7 +113,8 @@ class ParseProcess:
         if process is None or process.returncode is not None:
             return
         if process.stdin is not None:
-            process.stdin.close()  # the process exits at the end of its input
+            # the process exits at the end of its input
+            process.stdin.close()
         try:
             await asyncio.wait_for(process.wait(), STOP_GRACE_S)
         except TimeoutError:

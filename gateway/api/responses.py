@@ -28,7 +28,8 @@ Scope = MutableMapping[str, Any]
 JSON = b"application/json"
 _JSON_LINE = b"content-type: " + JSON + b"\r\n"
 ANSWER_KEY = "gateway.answer"
-Answer = Callable[[int, bytes, bytes], bool]  # status, header lines, body -> written?
+# status, header lines, body -> written?
+Answer = Callable[[int, bytes, bytes], bool]
 # What uvicorn refuses in a header value (its HEADER_VALUE_RE): control bytes but tab.
 _BAD_VALUE = re.compile(b"[\x00-\x08\x0a-\x1f\x7f]")
 

@@ -28,12 +28,18 @@ import resource
 
 from gateway.config.models import GatewayConfig
 
-FIXED_RESERVE = 128  # descriptors kept for the process itself, whatever the limit
-CONTROL_CONNECTIONS = 2  # per replica, beside its infer pool: probes, metadata, readings
-DOORS = 2  # REST and gRPC: each gets its share whether or not gRPC is served
-MIN_DEFAULT = 16  # even at a tiny limit, a door takes this many
-MAX_DEFAULT = 16_384  # the default's ceiling, however high the limit
-UNLIMITED = 1 << 20  # what RLIM_INFINITY counts as
+# descriptors kept for the process itself, whatever the limit
+FIXED_RESERVE = 128
+# per replica, beside its infer pool: probes, metadata, readings
+CONTROL_CONNECTIONS = 2
+# REST and gRPC: each gets its share whether or not gRPC is served
+DOORS = 2
+# even at a tiny limit, a door takes this many
+MIN_DEFAULT = 16
+# the default's ceiling, however high the limit
+MAX_DEFAULT = 16_384
+# what RLIM_INFINITY counts as
+UNLIMITED = 1 << 20
 
 
 def fd_limit() -> int:

@@ -16,7 +16,8 @@ from pydantic import Field, field_validator, model_validator
 from gateway.frozen import Frozen
 
 DNS_PORT = 53
-MAX_MEMBERS = 32  # a 512-byte UDP answer holds about 30 A records: a pool past that is unusual
+# a 512-byte UDP answer holds about 30 A records: a pool past that is unusual
+MAX_MEMBERS = 32
 
 
 class DiscoveryConfig(Frozen):

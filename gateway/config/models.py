@@ -31,7 +31,9 @@ from gateway.config.policies import (
     RetryConfig,
     VoteConfig,
 )
-from gateway.config.replica import LocalLaunch as LocalLaunch  # re-exported
+
+# re-exported
+from gateway.config.replica import LocalLaunch as LocalLaunch
 from gateway.config.replica import ReplicaConfig as ReplicaConfig
 from gateway.config.rollout import RolloutConfig
 from gateway.config.signature import SignatureConfig

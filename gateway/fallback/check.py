@@ -36,7 +36,8 @@ def runtime_missing() -> str | None:
     extra brings it); None when it can. Looks for the package without importing it."""
     try:
         found = importlib.util.find_spec("onnxruntime") is not None
-    except ImportError:  # a finder that refuses the package outright
+    except ImportError:
+        # a finder that refuses the package outright
         found = False
     if found:
         return None
@@ -70,13 +71,15 @@ class FallbackCheck:
 
 def open_session(data: bytes) -> ort.InferenceSession:
     """A CPU session on one thread (measured fastest for small models on this machine)."""
-    import onnxruntime as ort  # here, not at the top: see RUNTIME_EXTRA
+    # here, not at the top: see RUNTIME_EXTRA
+    import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.log_severity_level = 3  # errors only: a refused file is reported by us, once
+    # errors only: a refused file is reported by us, once
+    options.log_severity_level = 3
     return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
 
 
@@ -103,7 +106,8 @@ def check_model(
             session = open_session(data)
         except ImportError as exc:
             return FallbackCheck(False, f"cannot load it: {exc}: {RUNTIME_EXTRA}", digest), None
-        except Exception as exc:  # onnxruntime raises its own untyped errors
+        except Exception as exc:
+            # onnxruntime raises its own untyped errors
             return FallbackCheck(False, f"onnxruntime cannot load it: {exc}", digest), None
         loaded = VerifiedModel(session, signature_of(session), digest, entry.version)
     expected = Signature(entry.inputs, entry.outputs)
@@ -130,7 +134,8 @@ def _golden(path: Path, pinned_min: float, loaded: VerifiedModel) -> FallbackChe
         return FallbackCheck(False, reason, loaded.sha256)
     try:
         outputs = loaded.run({inputs[0].name: golden.inputs})
-    except Exception as exc:  # onnxruntime's own errors
+    except Exception as exc:
+        # onnxruntime's own errors
         return FallbackCheck(False, f"golden set: inference failed: {exc}", loaded.sha256)
     accuracy = golden.accuracy(np.asarray(outputs[LABEL_OUTPUT]))
     minimum = max(pinned_min, golden.min_accuracy)

@@ -36,7 +36,8 @@ class FallbackStatus:
 
     ok: bool
     reason: str
-    checked_at: float | None = None  # None: never checked
+    # None: never checked
+    checked_at: float | None = None
     sha256: str | None = None
     accuracy: float | None = None
     model: str = ""
@@ -61,7 +62,8 @@ class FallbackModel:
         self.manifest = manifest_file(manifest)
         self.name = name
         self._clock = clock
-        self._executor = executor  # None: the event loop's default thread pool
+        # None: the event loop's default thread pool
+        self._executor = executor
         self._loaded: VerifiedModel | None = None
         self._lock = asyncio.Lock()
         self.status = FallbackStatus(False, "not verified yet", model=name)
@@ -100,7 +102,8 @@ class FallbackModel:
         loop = asyncio.get_running_loop()
         try:
             outputs = await loop.run_in_executor(self._executor, loaded.run, feed)
-        except Exception as exc:  # onnxruntime's own errors
+        except Exception as exc:
+            # onnxruntime's own errors
             raise FallbackUnavailable(f"fallback {self.name!r} failed: {exc}") from exc
         overflowed = nonfinite_output(outputs)
         if overflowed is not None:

@@ -66,11 +66,13 @@ class GrpcAnswer:
     """One ModelInfer request's outcome, for the unary call or a stream to send: the response,
     or the code and message to refuse it with; the metadata REST's headers would carry."""
 
-    response: Any  # pb.ModelInferResponse, or None when refused
+    # pb.ModelInferResponse, or None when refused
+    response: Any
     code: grpc.StatusCode
     message: str
     metadata: tuple[tuple[str, str], ...]
-    request_id: str  # the client's own id for the request ("" if it sent none, or none read)
+    # the client's own id for the request ("" if it sent none, or none read)
+    request_id: str
     # For a response: gives its bytes back within the in-flight bytes once grpc has taken it
     # (`Edge.written`); the door calls it then (with the call's context, as grpc's done
     # callback is), or when the call ends unsent. A second call does nothing.
@@ -81,7 +83,8 @@ class InferDoor:
     """``reader``: how a call's message is read (under the memory bound and body timeout)."""
 
     def __init__(self, app: DoorApp, reader: MessageReader) -> None:
-        self._app = app  # its edge is read per call: a reload's takes over at once
+        # its edge is read per call: a reload's takes over at once
+        self._app = app
         self.reader = reader
 
     async def __call__(self, requests: Any, context: Context) -> Any:
@@ -135,12 +138,14 @@ class InferDoor:
         # the edge counts the message's bytes from here, and gives them back
         arrival.held, arrival.account, arrival.counted = hold.held, hold.account, True
         status, served_by, degraded, sent = CLIENT_CLOSED, "", None, -1
-        written = True  # a response's bytes stay held until grpc has taken it
+        # a response's bytes stay held until grpc has taken it
+        written = True
         try:
             try:
                 result = await edge.infer(arrival, _body_reader(request, views, headers))
                 answer = _ok_answer(result, arrival, request.id, edge)
-            except ProtocolError as exc:  # a checked reply that gRPC cannot carry
+            except ProtocolError as exc:
+                # a checked reply that gRPC cannot carry
                 log.error("reply not sent over gRPC: %s", exc.message)
                 raise GatewayError(f"the reply cannot be sent over gRPC: {exc.message}") from exc
             status, served_by, degraded = 200, result.served_by, result.degraded
@@ -156,7 +161,8 @@ class InferDoor:
             expired = remaining is not None and remaining <= DEADLINE_SKEW_S
             status = 504 if expired else CLIENT_CLOSED
             raise
-        except Exception:  # the one place an unexpected bug meets a gRPC client, as REST's
+        except Exception:
+            # the one place an unexpected bug meets a gRPC client, as REST's
             log.exception("unexpected error in ModelInfer for %r", request.model_name)
             status = 500
             internal = "internal gateway error (logged)"
@@ -171,7 +177,8 @@ class InferDoor:
         what is none; the message's hold is given back when it goes no further."""
         try:
             return read_infer_request(data)
-        except ProtocolError as exc:  # not a ModelInferRequest: gRPC's own refusal, named
+        except ProtocolError as exc:
+            # not a ModelInferRequest: gRPC's own refusal, named
             self.reader.release(hold)
             return GrpcAnswer(None, grpc.StatusCode.INVALID_ARGUMENT, exc.message, (), "")
         except BaseException:
@@ -183,13 +190,15 @@ def _body_reader(
     request: pb.ModelInferRequest, views: list[memoryview], headers: dict[str, str]
 ) -> BodyReader:
     """The message's body as the edge reads it: the JSON head, then each binary tensor."""
-    tensors: list[Raw] = []  # the binary tensors still to read, last first
+    # the binary tensors still to read, last first
+    tensors: list[Raw] = []
 
     async def read() -> tuple[Raw, bool]:
         if tensors:
             return tensors.pop(), bool(tensors)
         if not views:
-            await typed_to_raw(request)  # a slice at a time: the loop stays free
+            # a slice at a time: the loop stays free
+            await typed_to_raw(request)
         try:
             head, raws = grpc_to_rest_parts(
                 request, binary_outputs=True, raw_contents=views or None
@@ -207,7 +216,8 @@ def _body_reader(
 def _ok_answer(result: InferResult, arrival: Arrival, request_id: str, edge: Edge) -> GrpcAnswer:
     """A 2xx result as a ModelInferResponse, with the served metadata REST's door sends as
     headers; its bytes are given back once grpc has written it (`Edge.written`)."""
-    if not 200 <= result.status < 300:  # the attempt layer passes only 2xx
+    if not 200 <= result.status < 300:
+        # the attempt layer passes only 2xx
         raise GatewayError(f"a replica answered {result.status}")
     response = rest_to_grpc_response(result.body, result.header_length)
     served = [("x-served-by", result.served_by), ("x-attempts", str(result.attempts))]
@@ -231,7 +241,8 @@ def edge_headers(metadata: Any, remaining_s: float | None) -> dict[str, str]:
         try:
             ms = min(ms, float(given)) if given else ms
         except ValueError:
-            pass  # the edge answers a bad header as REST's (400)
+            # the edge answers a bad header as REST's (400)
+            pass
         else:
             headers[TIMEOUT_HEADER] = f"{ms:.3f}"
     return headers

@@ -45,8 +45,10 @@ class Readable(Protocol):
     def peer(self) -> str: ...
 
 
-SLOW_BODY = 408  # REST's status for a body not complete in time
-READ_COPIES = 2  # a message being handed over by grpc, in the most bytes it may be
+# REST's status for a body not complete in time
+SLOW_BODY = 408
+# a message being handed over by grpc, in the most bytes it may be
+READ_COPIES = 2
 MEMORY_REFUSED = 503
 
 
@@ -63,7 +65,8 @@ class CallRefused(Exception):
 @dataclass(frozen=True, slots=True)
 class Received:
     data: bytes
-    hold: Hold  # its bytes in the budget: the caller gives them back (the edge, at `done`)
+    # its bytes in the budget: the caller gives them back (the edge, at `done`)
+    hold: Hold
 
 
 class _Read(Hold):
@@ -73,18 +76,22 @@ class _Read(Hold):
     __slots__ = ("reclaimed", "timeout")
 
     def __init__(self, peer: str) -> None:
-        self.peer = peer  # as `Hold`'s, without the call
+        # as `Hold`'s, without the call
+        self.peer = peer
         self.held = 0
         self.account = None
-        self.timeout: asyncio.Timeout | None = None  # set as the read begins
+        # set as the read begins
+        self.timeout: asyncio.Timeout | None = None
         self.reclaimed = False
 
     def reclaim(self) -> None:
         """Another address needs the room lent to this read: the read ends now, refused."""
         self.reclaimed = True
         timeout = self.timeout
-        if timeout is not None and not timeout.expired():  # else it is ending anyway
-            timeout.reschedule(0)  # in the past: at once
+        if timeout is not None and not timeout.expired():
+            # else it is ending anyway
+            # in the past: at once
+            timeout.reschedule(0)
 
 
 class MessageReader:
@@ -111,9 +118,11 @@ class MessageReader:
                 memory.release(hold)
                 raise
         try:
-            async with (timeout := asyncio.timeout(self.timeout_s)):  # no task, unlike wait_for
+            async with (timeout := asyncio.timeout(self.timeout_s)):
+                # no task, unlike wait_for
                 hold.timeout = timeout
-                if hold.reclaimed:  # taken back before its read began
+                if hold.reclaimed:
+                    # taken back before its read began
                     raise TimeoutError
                 data = await context.read()
         except TimeoutError:
@@ -135,7 +144,8 @@ class MessageReader:
         if data is grpc.aio.EOF or not isinstance(data, bytes):
             memory.release(hold)
             return None
-        memory.settle(hold, len(data))  # not past grpc's own limit; counted all the same
+        # not past grpc's own limit; counted all the same
+        memory.settle(hold, len(data))
         return Received(data, hold)
 
     def release(self, hold: Hold) -> None:

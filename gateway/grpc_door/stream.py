@@ -34,7 +34,8 @@ from gateway.grpc_door.receive import CallRefused, Received
 from v2proto.grpc import grpc_service_pb2 as pb
 
 Context = grpc.aio.ServicerContext[Any, Any]
-IN_FLIGHT = 64  # requests of one stream served or waiting to be written, by default
+# requests of one stream served or waiting to be written, by default
+IN_FLIGHT = 64
 
 
 class StreamDoor:
@@ -47,7 +48,8 @@ class StreamDoor:
     ) -> AsyncIterator[pb.ModelStreamInferResponse]:
         metadata = context.invocation_metadata()
         answers: asyncio.Queue[GrpcAnswer | None] = asyncio.Queue()
-        slots = asyncio.Semaphore(self._in_flight)  # served, or answered and not yet written
+        # served, or answered and not yet written
+        slots = asyncio.Semaphore(self._in_flight)
         serving: set[asyncio.Task[None]] = set()
         refused: list[CallRefused] = []
         message_reader = self._door.reader
@@ -64,31 +66,37 @@ class StreamDoor:
                     while True:
                         await slots.acquire()
                         received = await message_reader.read(context)
-                        if received is None:  # the client's side ended
+                        if received is None:
+                            # the client's side ended
                             break
                         task = asyncio.create_task(serve(received))
                         serving.add(task)
                         task.add_done_callback(serving.discard)
                 except CallRefused as refusal:
                     refused.append(refusal)
-                while serving:  # answer what is in flight
+                while serving:
+                    # answer what is in flight
                     await asyncio.wait(set(serving))
             finally:
-                answers.put_nowait(None)  # the end, however reading ended
+                # the end, however reading ended
+                answers.put_nowait(None)
 
         reader = asyncio.create_task(read())
         answer: GrpcAnswer | None = None
         try:
             while (answer := await answers.get()) is not None:
-                yield stream_response(answer)  # back here once gRPC has written it
+                # back here once gRPC has written it
+                yield stream_response(answer)
                 _written(answer, context)
                 slots.release()
-            await reader  # a failure to read the stream ends the call with it
+            # a failure to read the stream ends the call with it
+            await reader
             if refused:
                 context.set_trailing_metadata(refused[0].metadata)
                 await context.abort(refused[0].code, refused[0].message)
         finally:
-            if answer is not None:  # ended while gRPC wrote it, or before
+            if answer is not None:
+                # ended while gRPC wrote it, or before
                 _written(answer, context)
             reader.cancel()
             for task in list(serving):

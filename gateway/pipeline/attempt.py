@@ -92,11 +92,13 @@ class AttemptLayer:
         leg, replica, breaker_state = attempt.leg, attempt.replica, attempt.breaker_state
         remaining = leg.call.deadline.remaining()
         if remaining < MIN_TRY_TIMEOUT_S:
-            if replica.breaker is not None:  # hand back a half-open permit
+            if replica.breaker is not None:
+                # hand back a half-open permit
                 cancelled = Outcome(OutcomeKind.CANCELLED, replica.id, 0.0)
                 replica.breaker.record(cancelled, breaker_state)
             raise UpstreamTimeout("no time left for another attempt")
-        if leg.call.ledger.attempts == 1:  # the request's first send (taken just now, no await)
+        if leg.call.ledger.attempts == 1:
+            # the request's first send (taken just now, no await)
             self._metrics.queued(leg.call.model_name, leg.call.deadline.timeout_s - remaining)
         patience = try_timeout(
             leg.call.model.retry.try_timeout,
@@ -113,7 +115,8 @@ class AttemptLayer:
         self, attempt: Try, exchange: Coroutine[Any, Any, InferResult], patience: float
     ) -> InferResult:
         leg, replica = attempt.leg, attempt.replica
-        task = asyncio.get_running_loop().create_task(exchange)  # not ensure_future's checks
+        # not ensure_future's checks
+        task = asyncio.get_running_loop().create_task(exchange)
         try:
             await wait_first(self._clock, (task,), self._clock.now() + patience)
         except asyncio.CancelledError:
@@ -132,7 +135,8 @@ class AttemptLayer:
     def _finished_in_background(self, task: asyncio.Future[InferResult]) -> None:
         self.background.pop(task, None)
         if not task.cancelled():
-            task.exception()  # retrieved: its outcome was recorded by _exchange
+            # retrieved: its outcome was recorded by _exchange
+            task.exception()
 
     async def stop(self, call: InferCall) -> None:
         """The client of ``call`` left: its exchanges still running in the background are
@@ -153,7 +157,8 @@ class AttemptLayer:
         call, pool = leg.call, leg.tries.pool
         started = self._clock.now()
         replica.started()
-        outcome: Outcome | None = None  # None at the end: cancelled (or crashed) before a verdict
+        # None at the end: cancelled (or crashed) before a verdict
+        outcome: Outcome | None = None
         span = None
         if call.span:
             span = call.span.attempt(replica.id, call.ledger.attempts, attempt.breaker_state)
@@ -204,7 +209,8 @@ async def _refused(
     input's digest where that is evidence, for the fault judge to decide later."""
     pool = leg.tries.pool
     if outcome.kind is OutcomeKind.PROTOCOL_ERROR:
-        response.discard()  # out of step: its real answer may follow on the connection
+        # out of step: its real answer may follow on the connection
+        response.discard()
         raise UpstreamProtocolError(outcome.describe(), outcome=outcome)
     error = UpstreamStatusError(outcome.describe(), response.status, response.body, outcome=outcome)
     if not disputed(outcome):
@@ -271,8 +277,10 @@ def _classify_reply(
         expected = call.request.id if call.request is not None else None
         length = response.headers.get(HEADER_LENGTH)
         problem = check_reply(response.body, length, expected, echoes_id=echoes_id)
-        overflowed = None  # NaN out of a finite input: a refusal, judged by evidence
-        if problem is not None or b"null" in response.body:  # JSON that parsed has no NaN
+        # NaN out of a finite input: a refusal, judged by evidence
+        overflowed = None
+        if problem is not None or b"null" in response.body:
+            # JSON that parsed has no NaN
             overflowed = overflowed_output(response.body, length, expected, echoes_id=echoes_id)
         if overflowed is not None:
             message = printable(nonfinite_message(overflowed))
@@ -288,7 +296,8 @@ async def _input_of(call: InferCall) -> str:
     event loop."""
     request_id = call.request.id if call.request is not None else None
     header_length = call.upstream_headers.get(HEADER_LENGTH)
-    body = call.body  # hashed in its pieces, not joined
+    # hashed in its pieces, not joined
+    body = call.body
     if len(body) <= OFF_LOOP_BYTES:
         return input_digest(body, header_length, request_id)
     return await asyncio.to_thread(input_digest, body, header_length, request_id)

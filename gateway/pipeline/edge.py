@@ -60,7 +60,8 @@ HEADERS = (
     "traceparent",
     "tracestate",
 )
-Timeout = Callable[[str | None, ModelConfig], float]  # header value, model -> seconds (400)
+# header value, model -> seconds (400)
+Timeout = Callable[[str | None, ModelConfig], float]
 
 
 class Observer(Protocol):
@@ -90,18 +91,23 @@ class Arrival:
 
     model_name: str
     version: str | None
-    headers: Mapping[str, str]  # decoded, lower-case names
+    # decoded, lower-case names
+    headers: Mapping[str, str]
     arrived: float
     request_id: str
     span: RequestSpan
     log_token: Token[Any]
     tenant: str = ANONYMOUS
     model: ModelConfig | None = None
-    client_timeout_s: float | None = None  # for the SLOs: only a deadline the client chose
-    received: int = -1  # the body's bytes, once read
-    rows: int = -1  # the request's rows, once parsed
+    # for the SLOs: only a deadline the client chose
+    client_timeout_s: float | None = None
+    # the body's bytes, once read
+    received: int = -1
+    # the request's rows, once parsed
+    rows: int = -1
     call: InferCall | None = None
-    peer: str = ""  # the client's address, as its door knows it
+    # the client's address, as its door knows it
+    peer: str = ""
     # The in-flight bytes (`gateway.memory.inflight_bytes.Holder`): the bytes it holds, given
     # back at `Edge.done` (its answer's at `Edge.written` where the door writes it later), and
     # its address's account while it holds as a large request. A door that read the body under
@@ -109,8 +115,10 @@ class Arrival:
     held: int = 0
     account: PeerAccount | None = None
     counted: bool = False
-    answer_held: int = 0  # of ``held``, its answer's bytes
-    audit: Callable[[], None] | None = None  # its answer's audit, started once it is answered
+    # of ``held``, its answer's bytes
+    answer_held: int = 0
+    # its answer's audit, started once it is answered
+    audit: Callable[[], None] | None = None
 
     @property
     def attempts(self) -> int:
@@ -134,8 +142,10 @@ class Edge:
         observe: Observer,
         memory: InflightBytes | None = None,
     ) -> None:
-        self._memory = memory  # the gateway-wide bound on bytes in flight (None: unbounded)
-        self.open = 0  # requests arrived and not yet done (a replaced edge retires at 0)
+        # the gateway-wide bound on bytes in flight (None: unbounded)
+        self._memory = memory
+        # requests arrived and not yet done (a replaced edge retires at 0)
+        self.open = 0
         self._clock = clock
         self._tracer = tracer
         self._caller = caller
@@ -173,18 +183,22 @@ class Edge:
         # a gateway whose tenants set no limits (or has none) has no limits step
         limiter = self._limits.get(tenant) if self._limits.limiters else None
         if limiter is not None:
-            limiter.enter()  # before the body is read: a refusal costs ≈ nothing
+            # before the body is read: a refusal costs ≈ nothing
+            limiter.enter()
         try:
             memory = self._memory
             holder = None
-            if memory is not None and not arrival.counted:  # gRPC's door counted its message
+            if memory is not None and not arrival.counted:
+                # gRPC's door counted its message
                 size = self._body.first_hold(headers.get("content-length"))
-                if memory.fits(size):  # a small body (the usual case): no await
+                if memory.fits(size):
+                    # a small body (the usual case): no await
                     memory.add(size)
                     arrival.held = size
                 elif not memory.hold(arrival, size):
                     await memory.wait(arrival, size)
-                holder = arrival  # the body step grows its hold as the body arrives
+                # the body step grows its hold as the body arrives
+                holder = arrival
             body = await self._body(headers.get("content-length"), read, holder)
             arrival.received = body.size
             timeout_s = self._timeout(headers.get(TIMEOUT_HEADER), model)
@@ -208,9 +222,11 @@ class Edge:
             )
             result = await self._pipeline(call)
         except GatewayError:
-            raise  # the door answers it, then calls `done`
+            # the door answers it, then calls `done`
+            raise
         except BaseException:
-            self._release(arrival)  # no `done` follows a crash or a cancellation
+            # no `done` follows a crash or a cancellation
+            self._release(arrival)
             raise
         finally:
             if limiter is not None:
@@ -225,7 +241,8 @@ class Edge:
             result.body, result.header_length = with_client_id(
                 result.body, result.header_length, call.request.id or "", call.client_id
             )
-        if self._memory is not None:  # the answer is in memory until the door has written it
+        if self._memory is not None:
+            # the answer is in memory until the door has written it
             answer = arrival.answer_held = len(result.body)
             self._memory.settle(arrival, arrival.held + answer)
         arrival.audit = result.audit
@@ -260,15 +277,18 @@ class Edge:
             arrival.rows,
             now,
         )
-        if status == CLIENT_CLOSED:  # its client left: no answer (tagged: still bound)
+        if status == CLIENT_CLOSED:
+            # its client left: no answer (tagged: still bound)
             self._left_lines(arrival.model_name, arrival.attempts, now - arrival.arrived)
-        elif arrival.audit is not None and status == 200:  # sampled: after the client's answer
+        elif arrival.audit is not None and status == 200:
+            # sampled: after the client's answer
             arrival.audit()
         arrival.span.end(status, served_by or None, degraded)
         unbind_request(arrival.log_token)
         if written:
             self._release(arrival)
-        elif self._memory is not None:  # the request's bytes go; its answer's stay held
+        elif self._memory is not None:
+            # the request's bytes go; its answer's stay held
             self._memory.release(arrival, arrival.answer_held)
 
     def written(self, arrival: Arrival) -> None:

@@ -42,7 +42,8 @@ class Reactions:
     ) -> None:
         """An attempt of ``call`` on ``replica`` ended as ``outcome``."""
         call.ledger.record(outcome)
-        judged = judged_now(outcome)  # a disputed answer later, the gateway's own never
+        # a disputed answer later, the gateway's own never
+        judged = judged_now(outcome)
         error = outcome.describe() if outcome.kind in REPLICA_FAILURES else None
         # a cancelled try says nothing of its replica: not even a success clearing a streak
         replica.finished(outcome.latency_s, error, judged=judged and outcome.kind is not _CANCELLED)

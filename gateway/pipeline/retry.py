@@ -46,11 +46,13 @@ class RetryLayer:
                 rejected = fault_actions.refused(
                     leg.tries.disputes, leg.call.model_name, leg.call.model.retry.max_attempts
                 )
-                if rejected is not None:  # the request's fault: nobody is charged
+                if rejected is not None:
+                    # the request's fault: nobody is charged
                     leg.tries.settle()
                     raise rejected from exc
                 error = exc
-            except NoReplicaAvailable:  # every admissible replica tried: the last try's story
+            except NoReplicaAvailable:
+                # every admissible replica tried: the last try's story
                 break
         return await self._settle(leg, pending, error)
 

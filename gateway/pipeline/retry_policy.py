@@ -38,7 +38,8 @@ from gateway.retry.budget import RetryBudget
 from gateway.telemetry.metrics import RequestMetrics
 from gateway.upstream.eligibility import eligible
 
-MIN_TRY_S = 0.005  # a retry needs at least this much time left after its backoff
+# a retry needs at least this much time left after its backoff
+MIN_TRY_S = 0.005
 
 
 class RetryPolicy:
@@ -55,7 +56,8 @@ class RetryPolicy:
         self._metrics = metrics
         self._clock = clock
         self._rng = rng
-        self._backoffs: dict[tuple[float, float], Retrying] = {}  # by (base ms, max ms)
+        # by (base ms, max ms)
+        self._backoffs: dict[tuple[float, float], Retrying] = {}
 
     def count_request(self) -> None:
         """A client request reached its route: it adds to what the budget allows, once
@@ -93,7 +95,8 @@ class RetryPolicy:
         wait = 0.0 if outcome.kind is OutcomeKind.SLOW else self._backoff(leg)
         if leg.call.deadline.remaining() - wait < MIN_TRY_S:
             return None
-        if not self._budget.affordable(self._scale(leg)):  # don't wait for a certain no
+        if not self._budget.affordable(self._scale(leg)):
+            # don't wait for a certain no
             self._metrics.retry_refused(leg.call.model_name)
             return None
         return wait
@@ -103,7 +106,8 @@ class RetryPolicy:
         tie-break): an admissible replica is left and the budget still pays (others may have
         spent it meanwhile). True: one retry spent and recorded."""
         if not eligible(leg.pool, leg.tries.tried, self._clock.now()):
-            return False  # the untried replicas are down, ejected or tripped
+            # the untried replicas are down, ejected or tripped
+            return False
         if not self._budget.try_spend(self._scale(leg)):
             self._metrics.retry_refused(leg.call.model_name)
             return False

@@ -95,7 +95,8 @@ class VoteRoute:
         if result is None or not result.agreed:
             self._metrics.vote(call.model_name, "no_quorum")
             rejected = fault_actions.no_quorum(refusals, call.model_name)
-            if rejected is not None:  # legs of two versions refused it alike: the request's fault
+            if rejected is not None:
+                # legs of two versions refused it alike: the request's fault
                 raise rejected
             raise NoQuorum(_no_quorum_message(call.model_name, config, answers, result))
         fault_actions.answered(refusals, "the vote's quorum")
@@ -119,7 +120,8 @@ class VoteRoute:
         tasks = {asyncio.ensure_future(self._leg(leg)): name for name, leg in legs.items()}
         answers: dict[str, Outputs] = {}
         served: dict[str, str] = {}
-        pending = list(tasks)  # in the legs' order, so that answers are taken in that order
+        # in the legs' order, so that answers are taken in that order
+        pending = list(tasks)
         grace_until: float | None = None
         grace = config.straggler_grace_ms / 1000
         rule = VoteRule(config.quorum, config.label_outputs)
@@ -128,7 +130,8 @@ class VoteRoute:
                 await wait_first(self._clock, pending, grace_until)
                 done = [task for task in pending if task.done()]
                 if not done:
-                    break  # the stragglers' grace is over
+                    # the stragglers' grace is over
+                    break
                 pending = [task for task in pending if not task.done()]
                 for task in done:
                     name = tasks[task]
@@ -222,7 +225,8 @@ class VoteRoute:
         ]
         for replica_id, dissented in judged:
             held = self._dissent_lines.allow((model, replica_id)) if dissented else None
-            if held is not None:  # at most one line per replica and model per interval
+            if held is not None:
+                # at most one line per replica and model per interval
                 log.info(
                     "vote on %s: %s dissented on %d of %d rows%s",
                     model,
@@ -254,7 +258,8 @@ def _decoded(task: asyncio.Future[InferResult], compared: tuple[str, ...] | None
         return None
     try:
         return decode_outputs(result.body, result.header_length, compared)
-    except BadRequest:  # a malformed answer is a missing answer, not a crash
+    except BadRequest:
+        # a malformed answer is a missing answer, not a crash
         log.warning("vote leg %s sent an undecodable answer", result.served_by)
         return None
 

@@ -34,7 +34,8 @@ def compare(client: Outputs, other: Outputs, rule: VoteRule) -> tuple[bool, list
     mine = {name: np.asarray(client[name]) for name in names}
     theirs = {name: _like(np.asarray(other[name]), mine[name]) for name in names}
     if all(np.array_equal(mine[n], theirs[n]) for n in names):
-        return True, []  # the same answer (the common case): no vote needed
+        # the same answer (the common case): no vote needed
+        return True, []
     agreed = vote({"client": mine, "other": theirs}, rule).agreed
     differing = [
         name

@@ -49,8 +49,10 @@ class Decide(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class RolloutPlan:
-    candidate: bool  # the candidate serves this request
-    compare: bool  # a copy goes to the other pool, compared off the client's path
+    # the candidate serves this request
+    candidate: bool
+    # a copy goes to the other pool, compared off the client's path
+    compare: bool
 
 
 KEEP = RolloutPlan(False, False)
@@ -64,12 +66,16 @@ class Run:
     declared: str
     gate: CopyGate
     rule: VoteRule
-    split: SmoothSplit  # which requests the candidate serves (a canary's share)
-    began: float  # monotonic: when the current step began here
-    progress: Progress | None = None  # None: not known yet (the store not read)
+    # which requests the candidate serves (a canary's share)
+    split: SmoothSplit
+    # monotonic: when the current step began here
+    began: float
+    # None: not known yet (the store not read)
+    progress: Progress | None = None
     step: RolloutEvidence = field(default_factory=RolloutEvidence)
     total: RolloutEvidence = field(default_factory=RolloutEvidence)
-    refused: bool = False  # the store held progress refused (`Rollouts.vet`): write ours again
+    # the store held progress refused (`Rollouts.vet`): write ours again
+    refused: bool = False
 
     def both(self) -> tuple[RolloutEvidence, RolloutEvidence]:
         return self.step, self.total
@@ -89,7 +95,8 @@ class Run:
         }
         if self.progress is None:
             unknown = {"phase": "unknown", "step": 0, "share_percent": 0.0, "version": 0}
-            return {**doc, **unknown, "trail": []}  # the store not read yet
+            # the store not read yet
+            return {**doc, **unknown, "trail": []}
         return {**doc, **self.progress.to_json(self.config), "trail": list(self.progress.trail)}
 
 
@@ -116,12 +123,16 @@ class Rollouts:
         self._decide, self._known, self._audit = decide, known, audit
         self._burning, self._synced, self._origin = burning, synced, origin
         self._fleet = leased
-        self._leases: dict[str, Lease] = {}  # by model: the latest answer of the store
+        # by model: the latest answer of the store
+        self._leases: dict[str, Lease] = {}
         self.pool = EvidencePool(clock.wall)
         self.active = False
-        self.unpublished = False  # decisions taken here since the last publish
-        self.hand_over: Callable[[], None] | None = None  # makes promoted candidates the pools
-        self.loop_lag: Callable[[], float] = lambda: 0.0  # seconds (`gateway.rollout.lag`)
+        # decisions taken here since the last publish
+        self.unpublished = False
+        # makes promoted candidates the pools
+        self.hand_over: Callable[[], None] | None = None
+        # seconds (`gateway.rollout.lag`)
+        self.loop_lag: Callable[[], float] = lambda: 0.0
         self.runs: dict[str, Run] = {}
         for name, model in models.items():
             if model.rollout is not None and model.pool is not None:
@@ -137,7 +148,8 @@ class Rollouts:
                     SmoothSplit(rng),
                     clock.now(),
                 )
-        self.declared = frozenset(self.runs)  # a promoted one is kept after its hand-over
+        # a promoted one is kept after its hand-over
+        self.declared = frozenset(self.runs)
 
     # --- the request path -----------------------------------------------------------------
 
@@ -182,7 +194,8 @@ class Rollouts:
         run = self.runs[model]
         for evidence in run.both():
             evidence.disagreements.update(differing)
-        shadow = run.config.mode == "shadow"  # the copy went to the candidate
+        # the copy went to the candidate
+        shadow = run.config.mode == "shadow"
         self._count(
             run,
             compared=1,
@@ -231,7 +244,8 @@ class Rollouts:
     def tick(self) -> None:
         for run in self.runs.values():
             if run.refused and self.active and run.progress is not None and self._leading(run):
-                run.refused = False  # the leader's progress replaces the refused one in the store
+                # the leader's progress replaces the refused one in the store
+                run.refused = False
                 self._take(
                     run,
                     run.progress.phase,
@@ -248,7 +262,8 @@ class Rollouts:
                 self._take(run, phase, 0, "rule:config", action, "declared in the config" + waits)
             self._decide_step(run)
         if self.hand_over is not None and self.active and self.promoted():
-            hand_over, self.hand_over = self.hand_over, None  # once per gateway
+            # once per gateway
+            hand_over, self.hand_over = self.hand_over, None
             hand_over()
 
     def promoted(self) -> list[str]:
@@ -286,7 +301,8 @@ class Rollouts:
         evidence = self.pool.pooled(step, run.step) if step is not None else run.step
         move = next_move(run.config, progress.step, evidence, held_s, self._burning(run.model))
         if move.action != "rollback" and not self._leading(run):
-            return  # the lease holder moves it on; any gateway rolls back on what it sees
+            # the lease holder moves it on; any gateway rolls back on what it sees
+            return
         if move.action == "advance":
             self._take(run, "canary", progress.step + 1, "rule:evidence", "step", move.why)
         elif move.action == "promote":
@@ -312,7 +328,8 @@ class Rollouts:
             run.refused = True
             return f"not a progress of the plan of {len(run.config.steps)} steps"
         if run.progress is None:
-            return None  # the first read after a start: whatever the plan allows
+            # the first read after a start: whatever the plan allows
+            return None
         lease = self._leases.get(model)
         if lease is not None and token_of(decision.version) < lease.token:
             why: str | None = f"fencing token {token_of(decision.version)} below {lease.token}"
@@ -432,7 +449,8 @@ class Rollouts:
                 run.progress, run.step, run.total = before.progress, before.step, before.total
                 run.began = before.began
                 carried.append(name)
-        for name, before in old.runs.items():  # handed over: kept for its trail
+        for name, before in old.runs.items():
+            # handed over: kept for its trail
             progress = before.progress
             if name not in self.runs and progress is not None and progress.phase == "promoted":
                 self.runs[name] = before

@@ -26,7 +26,8 @@ from gateway.state.limits import PROGRESS_CHARS, Wall
 MAX_TRAIL = 100
 # phases: waiting (declared, not started) | shadow | canary | paused | rolled_back | promoted
 # | aborted
-SERVING_PHASES = frozenset({"canary", "paused"})  # the candidate serves its step's share
+# the candidate serves its step's share
+SERVING_PHASES = frozenset({"canary", "paused"})
 COMPARING_PHASES = frozenset({"shadow", "canary", "paused"})
 
 
@@ -51,11 +52,15 @@ class _Stored(msgspec.Struct, frozen=True):
 @dataclass(frozen=True, slots=True)
 class Progress:
     phase: str
-    step: int  # index into the declaration's steps (canary)
-    declared: str  # the declaration's fingerprint
-    since: float  # wall seconds this phase and step began
+    # index into the declaration's steps (canary)
+    step: int
+    # the declaration's fingerprint
+    declared: str
+    # wall seconds this phase and step began
+    since: float
     trail: tuple[dict[str, Any], ...] = ()
-    version: int = 0  # of the decision that holds it (0: not stored yet)
+    # of the decision that holds it (0: not stored yet)
+    version: int = 0
 
     def share(self, config: RolloutConfig) -> float:
         """Percent of requests the candidate serves now."""

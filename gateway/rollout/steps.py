@@ -15,7 +15,8 @@ from typing import Literal
 from gateway.config.rollout import RolloutConfig
 from gateway.rollout.evidence import RolloutEvidence, wilson
 
-MIN_TO_REJECT = 10  # comparisons (or candidate requests) before the evidence may say no
+# comparisons (or candidate requests) before the evidence may say no
+MIN_TO_REJECT = 10
 
 Action = Literal["hold", "advance", "promote", "rollback"]
 
@@ -23,7 +24,8 @@ Action = Literal["hold", "advance", "promote", "rollback"]
 @dataclass(frozen=True, slots=True)
 class CanaryMove:
     action: Action
-    rule: str  # which rule decided: agreement | errors | latency | slo_burn | evidence | hold
+    # which rule decided: agreement | errors | latency | slo_burn | evidence | hold
+    rule: str
     why: str
 
 

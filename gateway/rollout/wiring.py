@@ -25,7 +25,8 @@ from gateway.telemetry.metrics import Metrics
 class Fleet(Protocol):
     origin: str
     decisions: DecisionBook
-    sync: Any  # None without a shared store
+    # None without a shared store
+    sync: Any
 
     def decide(
         self, key: str, action: str, by: str, reason: str, until: float = 0.0, floor: int = 0
@@ -70,7 +71,8 @@ def rollouts_for(
         leased=shared,
     )
     if rollouts.runs:
-        fleet.decisions.vet = rollouts.vet  # progress read back is checked against the plan
+        # progress read back is checked against the plan
+        fleet.decisions.vet = rollouts.vet
         if shared:
             fleet.share_counters(rollouts.pool.export_deltas, rollouts.pool.apply_remote)
         metrics.on_scrape(lambda: metrics.set_rollouts(rollouts.snapshot()))

@@ -37,7 +37,8 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, RequestResponseCy
 from gateway.api.infer import CLIENT_LEFT_KEY
 from gateway.api.responses import ANSWER_KEY
 
-HIGH_WATER_BYTES = 256 * 1024  # one socket read's worth (uvloop's read size)
+# one socket read's worth (uvloop's read size)
+HIGH_WATER_BYTES = 256 * 1024
 _DISCONNECT: ASGIReceiveEvent = {"type": "http.disconnect"}
 _CLOSE = b"connection: close\r\n"
 
@@ -62,13 +63,16 @@ class PiecesCycle(RequestResponseCycle):
     request's head is complete (`adopt`), before its app runs or any body chunk arrives."""
 
     pieces: deque[bytes]
-    waiting: int  # bytes in ``pieces``
-    ended: bool  # the last chunk was handed over
+    # bytes in ``pieces``
+    waiting: int
+    # the last chunk was handed over
+    ended: bool
 
     @classmethod
     def adopt(cls, cycle: RequestResponseCycle) -> PiecesCycle:
         cycle.__class__ = cls
-        assert isinstance(cycle, PiecesCycle)  # for the type checker: the line above made it so
+        # for the type checker: the line above made it so
+        assert isinstance(cycle, PiecesCycle)
         cycle.pieces = deque()
         cycle.waiting = 0
         cycle.ended = False
@@ -92,7 +96,8 @@ class PiecesCycle(RequestResponseCycle):
         self.waiting_for_100_continue = False
         self.scope.pop(ANSWER_KEY, None)  # type: ignore[misc]  # as `forget` does
         if self.disconnected:
-            return True  # as uvicorn's send: nothing to write to
+            # as uvicorn's send: nothing to write to
+            return True
         close = b"" if self.keep_alive else _CLOSE
         head = b"%s%s%scontent-length: %d\r\n%s\r\n" % (
             STATUS_LINE[status],

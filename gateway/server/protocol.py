@@ -53,7 +53,8 @@ class UvicornClientLimits:
 
 
 class _Reading(enum.Enum):
-    NOTHING = enum.auto()  # between requests (uvicorn's keep-alive timeout applies)
+    # between requests (uvicorn's keep-alive timeout applies)
+    NOTHING = enum.auto()
     HEAD = enum.auto()
     BODY = enum.auto()
 
@@ -69,8 +70,10 @@ class _BadHead(Exception):
     """A head that parsed but that HTTP/1.1 forbids; its message is the 400's."""
 
 
-_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"  # what uvicorn writes; never held back
-_JOIN_BELOW = 16 * 1024  # a smaller body is copied after its head: cheaper than an iovec
+# what uvicorn writes; never held back
+_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+# a smaller body is copied after its head: cheaper than an iovec
+_JOIN_BELOW = 16 * 1024
 
 
 class _OneWriteAnswer:
@@ -88,7 +91,8 @@ class _OneWriteAnswer:
     def __init__(self, transport: asyncio.Transport) -> None:
         self._transport = transport
         self._head: bytes | None = None
-        self._answered = False  # the head was written (or held)
+        # the head was written (or held)
+        self._answered = False
 
     def write(self, data: bytes) -> None:
         head = self._head
@@ -96,7 +100,8 @@ class _OneWriteAnswer:
             self._head = None
             if len(data) < _JOIN_BELOW:
                 self._transport.write(head + data)
-            else:  # one vectored write (writev on uvloop): the body is not copied
+            else:
+                # one vectored write (writev on uvloop): the body is not copied
                 self._transport.writelines((head, data))
         elif self._answered or data == _CONTINUE:
             self._transport.write(data)
@@ -120,27 +125,37 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._reading = _HEAD
-        self._raw_head = 0  # bytes received since the head began: at least the head's size
-        self._chunk = 0  # the size of the chunk being parsed, while no message ended in it
+        # bytes received since the head began: at least the head's size
+        self._raw_head = 0
+        # the size of the chunk being parsed, while no message ended in it
+        self._chunk = 0
         self._head_too_large = False
-        self._bad_head: str | None = None  # why a parsed head is refused (400)
-        self._linger: int | None = None  # bytes still to drop before closing, once answered
+        # why a parsed head is refused (400)
+        self._bad_head: str | None = None
+        # bytes still to drop before closing, once answered
+        self._linger: int | None = None
         self._timer: asyncio.TimerHandle | None = None
-        self._idle_since: float | None = None  # loop time the last answer completed, if idle
-        self._keep_alive_timer: asyncio.TimerHandle | None = None  # armed for _keep_alive_at
+        # loop time the last answer completed, if idle
+        self._idle_since: float | None = None
+        # armed for _keep_alive_at
+        self._keep_alive_timer: asyncio.TimerHandle | None = None
         self._keep_alive_at = 0.0
-        self._running: RequestResponseCycle | None = None  # whose app runs, until it answers
+        # whose app runs, until it answers
+        self._running: RequestResponseCycle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)  # type: ignore[arg-type]
-        self._arm()  # a connection that never sends a request is closed too
+        # a connection that never sends a request is closed too
+        self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
         running = self._running
         if isinstance(running, PiecesCycle):
-            running.lost()  # its client left: the app is told before its answer
+            # its client left: the app is told before its answer
+            running.lost()
         if isinstance(self.cycle, PiecesCycle):
-            self.cycle.forget()  # an answer it never wrote
+            # an answer it never wrote
+            self.cycle.forget()
         self._disarm()
         if self._keep_alive_timer is not None:
             self._keep_alive_timer.cancel()
@@ -176,34 +191,42 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         limit = self.limits.max_header_bytes
-        if self._raw_head > limit and self._head_size() > limit:  # checked only if it may be
+        if self._raw_head > limit and self._head_size() > limit:
+            # checked only if it may be
             self._head_too_large = True
-            raise _HeadTooLarge  # stops the parser; uvicorn then calls send_400_response
-        hosts = [name for name, _ in self.headers].count(b"host")  # names are lower-cased
+            # stops the parser; uvicorn then calls send_400_response
+            raise _HeadTooLarge
+        # names are lower-cased
+        hosts = [name for name, _ in self.headers].count(b"host")
         if hosts > 1:
             self._bad_head = "more than one Host header (RFC 9112, 3.2)"
-            raise _BadHead  # which host would the request be for? a proxy may read the other
+            # which host would the request be for? a proxy may read the other
+            raise _BadHead
         if not hosts and self.parser.get_http_version() != "1.0":
             self._bad_head = "an HTTP/1.1 request without a Host header (RFC 9112, 3.2)"
             raise _BadHead
-        self._disarm()  # the head's timer; the body gets its own if it does not follow at once
+        # the head's timer; the body gets its own if it does not follow at once
+        self._disarm()
         self._reading = _BODY
         before = self.cycle
         super().on_headers_complete()
         cycle = self.cycle
         if cycle is not before:
-            adopted = PiecesCycle.adopt(cycle)  # the body's chunks handed over as they came
+            # the body's chunks handed over as they came
+            adopted = PiecesCycle.adopt(cycle)
             adopted.scope[ANSWER_KEY] = adopted.answer  # type: ignore[literal-required]
             if cycle.scope["method"] != "HEAD":
                 cycle.transport = _OneWriteAnswer(self.transport)  # type: ignore[assignment]
 
     def on_body(self, body: bytes) -> None:
         cycle = self.cycle
-        if not isinstance(cycle, PiecesCycle):  # not adopted (an upgrade's): uvicorn's way
+        if not isinstance(cycle, PiecesCycle):
+            # not adopted (an upgrade's): uvicorn's way
             super().on_body(body)
             return
         if (self.parser.should_upgrade() and self._should_upgrade()) or cycle.response_complete:
-            return  # as uvicorn: an upgrade's bytes, or a body after the answer, are dropped
+            # as uvicorn: an upgrade's bytes, or a body after the answer, are dropped
+            return
         cycle.add(body)
 
     def on_message_complete(self) -> None:
@@ -225,7 +248,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_response_complete(self) -> None:
         """uvicorn's, except that an idle connection marks itself instead of arming a timer."""
-        self._running = None  # its answer is written: nothing to tell, nothing to keep
+        # its answer is written: nothing to tell, nothing to keep
+        self._running = None
         self.server_state.total_requests += 1
         if self.transport.is_closing():
             return
@@ -320,16 +344,19 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             limit = self.limits.header_timeout_s
             self._close_with(408, f"request headers not complete within {limit:g} s")
         elif self._reading is _BODY:
-            if self.flow.read_paused:  # the server stopped reading, not the client: wait on
+            if self.flow.read_paused:
+                # the server stopped reading, not the client: wait on
                 self._arm()
                 return
             cycle = self.cycle
-            if cycle.response_started:  # answered without reading the body: just hang up
+            if cycle.response_started:
+                # answered without reading the body: just hang up
                 self._disarm()
                 self.transport.close()
                 return
             cycle.scope[BODY_TIMEOUT_KEY] = self.limits.body_timeout_s  # type: ignore[literal-required]
-            cycle.disconnected = True  # the app's receive() returns; its answer is dropped
+            # the app's receive() returns; its answer is dropped
+            cycle.disconnected = True
             cycle.message_event.set()
             limit = self.limits.body_timeout_s
             self._close_with(408, f"request body not complete within {limit:g} s")

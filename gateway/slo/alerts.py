@@ -31,7 +31,8 @@ BURN_WINDOWS: dict[str, float] = {
 class AlertRule:
     name: str
     severity: Severity
-    long_window: str  # a key of BURN_WINDOWS
+    # a key of BURN_WINDOWS
+    long_window: str
     short_window: str
     factor: float
 
@@ -50,7 +51,8 @@ class AlertState:
         self.rule = rule
         self.slo = slo
         self.firing = False
-        self.since: float | None = None  # wall time of the last change; None: never fired
+        # wall time of the last change; None: never fired
+        self.since: float | None = None
         self.burn_long = 0.0
         self.burn_short = 0.0
 

@@ -13,7 +13,8 @@ from collections import Counter
 
 log = logging.getLogger(__name__)
 
-MAX_LOGGED_KEYS = 10_000  # keys remembered as logged; beyond it, drops are counted silently
+# keys remembered as logged; beyond it, drops are counted silently
+MAX_LOGGED_KEYS = 10_000
 MAX_WHY_CHARS = 200
 
 # kinds: signal | counter | decision | heartbeat | key (a key of the wrong type, deleted) |
@@ -34,7 +35,8 @@ KINDS = (
 
 class Rejects:
     def __init__(self) -> None:
-        self.counts: Counter[tuple[str, str]] = Counter()  # (source, kind) -> values dropped
+        # (source, kind) -> values dropped
+        self.counts: Counter[tuple[str, str]] = Counter()
         self._logged: set[tuple[str, str]] = set()
 
     def drop(self, source: str, kind: str, key: str, why: str) -> None:

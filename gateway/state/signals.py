@@ -22,7 +22,8 @@ from typing import Any
 from gateway.clock import Clock
 from gateway.state.base import BREAKER_STATES, ReplicaSignal
 
-FORGET_EVERY_S = 60.0  # how often expired signals are looked for (a pass over all known ones)
+# how often expired signals are looked for (a pass over all known ones)
+FORGET_EVERY_S = 60.0
 
 
 class SignalBook:
@@ -31,7 +32,8 @@ class SignalBook:
         self._clock = clock
         self._known: dict[str, ReplicaSignal] = {}
         self._unsent: dict[str, ReplicaSignal] = {}
-        self._stored: frozenset[str] = frozenset()  # replica ids the last pull carried
+        # replica ids the last pull carried
+        self._stored: frozenset[str] = frozenset()
         self._forgot_at = float("-inf")
 
     def local(
@@ -72,11 +74,14 @@ class SignalBook:
         for signal in signals.values():
             rid = signal.replica_id
             if not signal.supersedes(self._known.get(rid)):
-                continue  # this run's own signals are known already, so never applied back
-            self._known[rid] = signal  # an expired one too: its epoch still orders
+                # this run's own signals are known already, so never applied back
+                continue
+            # an expired one too: its epoch still orders
+            self._known[rid] = signal
             pending = self._unsent.get(rid)
             if pending is not None and signal.supersedes(pending):
-                del self._unsent[rid]  # the store would refuse it as stale anyway
+                # the store would refuse it as stale anyway
+                del self._unsent[rid]
             if signal.expires_at() > wall:
                 fresh.append(signal)
         self._forget_expired(wall)

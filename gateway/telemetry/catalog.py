@@ -25,12 +25,17 @@ QUEUE_BUCKETS = (
     1.0,
 )  # fmt: skip
 # Payloads from a one-row JSON request (≈ 500 B) to the body limit (tens of MiB): powers of 4.
-BYTES_BUCKETS = tuple(float(256 * 4**i) for i in range(10))  # 256 B ... 64 MiB
+# 256 B ... 64 MiB
+BYTES_BUCKETS = tuple(float(256 * 4**i) for i in range(10))
 ROWS_BUCKETS = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 4096.0)
-BREAKER_STATES = ("closed", "open", "half_open")  # the state set of gateway_breaker_state
-REPLICA = ("model", "pool", "replica")  # the labels of every replica series
-SLO = ("model", "slo", "tenant")  # the labels naming one SLO
-ROLLOUT = ("model", "candidate")  # the labels naming one rollout
+# the state set of gateway_breaker_state
+BREAKER_STATES = ("closed", "open", "half_open")
+# the labels of every replica series
+REPLICA = ("model", "pool", "replica")
+# the labels naming one SLO
+SLO = ("model", "slo", "tenant")
+# the labels naming one rollout
+ROLLOUT = ("model", "candidate")
 ROLLOUT_PHASES = ("waiting", "shadow", "canary", "paused", "rolled_back", "promoted", "aborted")
 
 
@@ -233,8 +238,10 @@ class Catalog:
         )
         self.info = GaugeFamily("gateway_build_info", "Gateway version; always 1.", ("version",))
         self.info.labels(__version__).set(1)
-        self.slo = SloFamilies()  # gateway_slo_*: objective, budget, burn, alerts, events
-        self.rollout = RolloutFamilies()  # gateway_rollout_*: comparisons, share, phase
+        # gateway_slo_*: objective, budget, burn, alerts, events
+        self.slo = SloFamilies()
+        # gateway_rollout_*: comparisons, share, phase
+        self.rollout = RolloutFamilies()
 
     @property
     def families(self) -> list[Family]:

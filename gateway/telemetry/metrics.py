@@ -26,12 +26,17 @@ from gateway.telemetry.series import Buckets, FamilyCollector, Value
 from gateway.telemetry.slo_metrics import set_slos
 from gateway.telemetry.topology import Topology
 
-UNKNOWN_MODEL = "_unknown"  # pass this for requests naming a model that is not configured
-NOBODY = "none"  # served_by when no replica or fallback answered (shed, 404, 504 ...)
-MAX_LABEL_VALUES = 64  # distinct values per free-text label before they become "other"
-ANONYMOUS = "anonymous"  # the tenant of a request with no API key, and every unknown tenant
+# pass this for requests naming a model that is not configured
+UNKNOWN_MODEL = "_unknown"
+# served_by when no replica or fallback answered (shed, 404, 504 ...)
+NOBODY = "none"
+# distinct values per free-text label before they become "other"
+MAX_LABEL_VALUES = 64
+# the tenant of a request with no API key, and every unknown tenant
+ANONYMOUS = "anonymous"
 _LABEL_VALUE = re.compile(r"[A-Za-z0-9_./:-]{1,64}")
-RequestKey = tuple[str, str, int, str, str]  # model, route, status, served_by, tenant
+# model, route, status, served_by, tenant
+RequestKey = tuple[str, str, int, str, str]
 
 
 class RequestMetrics(Protocol):

@@ -45,7 +45,8 @@ from gateway.outcome import GATEWAYS_OWN, REPLICA_FAILURES, Outcome, OutcomeKind
 log = logging.getLogger(__name__)
 
 CLOSED, OPEN, HALF_OPEN = pybreaker.STATE_CLOSED, pybreaker.STATE_OPEN, pybreaker.STATE_HALF_OPEN
-StateListener = Callable[[str, str, str], None]  # (replica id, old state, new state)
+# (replica id, old state, new state)
+StateListener = Callable[[str, str, str], None]
 
 
 _NO_VERDICT = frozenset(
@@ -73,7 +74,8 @@ class ClockStorage(pybreaker.CircuitBreakerStorage):
         self.state = state
         self.counter = 0
         self.success_counter = 0
-        self.opened_on_clock: float | None = None  # `Clock.now()` when it last opened
+        # `Clock.now()` when it last opened
+        self.opened_on_clock: float | None = None
 
     def increment_counter(self) -> None:
         self.counter += 1
@@ -96,7 +98,8 @@ class ClockStorage(pybreaker.CircuitBreakerStorage):
 
     @opened_at.setter
     def opened_at(self, wall_now: datetime) -> None:
-        self.opened_on_clock = self._clock.now()  # pybreaker's wall-clock reading is not ours
+        # pybreaker's wall-clock reading is not ours
+        self.opened_on_clock = self._clock.now()
 
 
 class _Failed(Exception):
@@ -125,9 +128,12 @@ class ReplicaBreaker:
         self._clock = clock
         self._listeners = listeners
         self._max_trials = config.half_open_max_calls
-        self._trials = 0  # half-open permits out now: the one bound pybreaker lacks
-        self.half_open_granted = 0  # permits given while half-open, for tests and state
-        self.half_open_peak = 0  # most half-open trials ever in flight at once
+        # half-open permits out now: the one bound pybreaker lacks
+        self._trials = 0
+        # permits given while half-open, for tests and state
+        self.half_open_granted = 0
+        # most half-open trials ever in flight at once
+        self.half_open_peak = 0
         self.transitions = 0
         self._storage = ClockStorage(clock)
         self._cb = pybreaker.CircuitBreaker(
@@ -154,7 +160,8 @@ class ReplicaBreaker:
         opened = storage.opened_on_clock
         if opened is not None and self._clock.now() < opened + self._cb.reset_timeout:
             return OPEN
-        self._cb.half_open()  # pybreaker notifies the listener -> on_state_change
+        # pybreaker notifies the listener -> on_state_change
+        self._cb.half_open()
         return HALF_OPEN
 
     def admits(self) -> bool:
@@ -197,12 +204,15 @@ class ReplicaBreaker:
         storage = self._storage
         state = storage.state
         if state == OPEN:
-            return  # a straggler from before the trip: the verdict is already in
-        if outcome.kind in REPLICA_FAILURES:  # `Outcome.is_failure`, without the property
+            # a straggler from before the trip: the verdict is already in
+            return
+        if outcome.kind in REPLICA_FAILURES:
+            # `Outcome.is_failure`, without the property
             storage.increment_counter()
             with contextlib.suppress(_Failed, pybreaker.CircuitBreakerError):
                 self._cb.state.on_failure(_Failed(outcome.describe()))
-        elif state == HALF_OPEN or storage.counter:  # closed with no failures: nothing to reset
+        elif state == HALF_OPEN or storage.counter:
+            # closed with no failures: nothing to reset
             storage.reset_counter()
             self._cb.state.on_success()
 
@@ -263,7 +273,8 @@ class ReplicaBreaker:
         if old == new:
             return
         self.transitions += 1
-        self._trials = 0  # permits belong to one half-open spell
+        # permits belong to one half-open spell
+        self._trials = 0
         log.warning("breaker of %s: %s -> %s", self.replica_id, old, new)
         for listener in self._listeners:
             listener(self.replica_id, old, new)

@@ -32,10 +32,12 @@ class Dispute:
     replica: Replica
     pool: Pool
     outcome: Outcome
-    message: str  # the replica's own error text
+    # the replica's own error text
+    message: str
     # what counts the refusal against the replica once charged (`Reactions.charged`)
     charged: Callable[[Outcome], None]
-    input: str = ""  # the digest of the request's inputs (`gateway.v2.input_digest`)
+    # the digest of the request's inputs (`gateway.v2.input_digest`)
+    input: str = ""
 
     @property
     def status(self) -> int:
@@ -82,7 +84,8 @@ def no_quorum(refusals: Sequence[Dispute], model: str) -> RejectedByReplicas | N
 def charge(dispute: Dispute, reason: str) -> None:
     """The replica was wrong to refuse: one failure for its breaker and outlier detector."""
     replica = dispute.replica
-    said = f"{reason}: {dispute.message}" if dispute.message else reason  # its words, escaped
+    # its words, escaped
+    said = f"{reason}: {dispute.message}" if dispute.message else reason
     refuted = dataclasses.replace(dispute.outcome, kind=OutcomeKind.REFUTED, detail=said)
     dispute.charged(refuted)
     log.info("replica %s charged: %s", replica.id, refuted.describe())

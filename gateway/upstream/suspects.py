@@ -50,7 +50,8 @@ class Suspects:
     def __init__(self, registry: Registry) -> None:
         self._registry = registry
         self.trackers: dict[str, SuspectTracker] = {}
-        self.heard: Heard | None = None  # told each verdict (the burn policy's vote's evidence)
+        # told each verdict (the burn policy's vote's evidence)
+        self.heard: Heard | None = None
 
     def observe(
         self,

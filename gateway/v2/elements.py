@@ -56,7 +56,8 @@ _KINDS = {
     type(None): "null",
 }
 DATATYPE_NAMES = tuple(_ALLOWED)
-ALLOWED_DATATYPES: frozenset[str] = frozenset(_ALLOWED)  # what `check_datatype` passes
+# what `check_datatype` passes
+ALLOWED_DATATYPES: frozenset[str] = frozenset(_ALLOWED)
 
 
 def check_datatype(datatype: str, name: str) -> None:
@@ -108,7 +109,8 @@ def _flatten(
     while True:
         if types != {list}:
             raise BadRequest(f"input {name!r}: 'data' mixes lists and values at depth {depth + 1}")
-        if DATA_LEVEL + depth >= MAX_JSON_DEPTH:  # the lists in ``level`` are one deeper
+        if DATA_LEVEL + depth >= MAX_JSON_DEPTH:
+            # the lists in ``level`` are one deeper
             raise too_deep(f"input {name!r}: 'data'")
         if depth >= len(shape) or len(level) != math.prod(shape[: depth + 1]):
             raise BadRequest(

@@ -58,13 +58,15 @@ def with_request_id(
     encoded = orjson.dumps(request_id)
     end = body.size if header_length is None else int(header_length)
     if "id" not in info.header:
-        start = _opening(body)  # a validated request is a JSON object with inputs
+        # a validated request is a JSON object with inputs
+        start = _opening(body)
         new = _spliced(body, start, b'"id":' + encoded + b",", 0)
     else:
         at = _id_value(body, end, info.header["id"])
         if at is not None:
             new = _spliced(body, at[0], encoded, at[1] - at[0])
-        else:  # the id amid the header: re-encoded (small unless a large JSON body)
+        else:
+            # the id amid the header: re-encoded (small unless a large JSON body)
             full = parse_infer_request(body, header_length) if detached(info.header) else info
             head = orjson.dumps({**full.header, "id": request_id})
             new = Body([head, *body.views(end)])
@@ -113,7 +115,8 @@ _STRING = rb'("(?:[^"\\]|\\.)*")'
 # after a comma outside a string opens a key, and the last ``}`` closes the top level).
 _FIRST_ID = re.compile(rb'\s*\{\s*"id"\s*:\s*' + _STRING)
 _LAST_ID = re.compile(rb',\s*"id"\s*:\s*' + _STRING + rb"\s*\}\s*$")
-_FIRST_ID_SCAN = 4096  # bytes read at either end of the JSON header for it
+# bytes read at either end of the JSON header for it
+_FIRST_ID_SCAN = 4096
 
 
 def _id_value(body: Body, end: int, value: str) -> tuple[int, int] | None:

@@ -29,7 +29,8 @@ def rename_reply(
     match = _PREFIX.match(body)
     if match is not None and (match[1] is not None or b'"model_version"' not in body):
         prefix = orjson.dumps({"model_name": model_name, "model_version": version})[:-1]
-        new = b"".join((prefix, memoryview(body)[match.end() :]))  # one copy of the tensors
+        # one copy of the tensors
+        new = b"".join((prefix, memoryview(body)[match.end() :]))
         if header_length is None:
             return new, None
         if header_length.isdigit():
@@ -68,7 +69,8 @@ def raw_members(header: bytes | memoryview) -> dict[str, msgspec.Raw] | None:
         return None
 
 
-_NO_DATA = msgspec.Raw(b"-")  # an output without data (a decoded value never starts so)
+# an output without data (a decoded value never starts so)
+_NO_DATA = msgspec.Raw(b"-")
 _LIST = ord("[")
 
 
@@ -78,7 +80,8 @@ class _Sizes(msgspec.Struct):
 
 class _Output(msgspec.Struct):
     name: str
-    data: msgspec.Raw = _NO_DATA  # skipped over, not decoded: only its first byte is read
+    # skipped over, not decoded: only its first byte is read
+    data: msgspec.Raw = _NO_DATA
     parameters: _Sizes | None = None
 
 
@@ -247,7 +250,8 @@ def _unusable_output(header: dict[str, Any]) -> str | None:
     outputs = header.get("outputs")
     for output in outputs if isinstance(outputs, list) else ():
         if not isinstance(output, dict) or "data" not in output:
-            continue  # a binary output: its bytes are IEEE floats, not JSON
+            # a binary output: its bytes are IEEE floats, not JSON
+            continue
         stack = [output["data"]]
         while stack:
             item = stack.pop()
@@ -278,7 +282,8 @@ def error_text(body: bytes, limit: int = 200) -> str:
 def _message(value: Any) -> str | None:
     if isinstance(value, str):
         return value
-    if isinstance(value, list):  # FastAPI: [{"loc": [...], "msg": "...", "type": "..."}]
+    if isinstance(value, list):
+        # FastAPI: [{"loc": [...], "msg": "...", "type": "..."}]
         parts = []
         for item in value:
             if isinstance(item, dict) and isinstance(item.get("msg"), str):

@@ -48,7 +48,8 @@ class InferRequestInfo:
 
     id: str | None
     header: dict[str, Any]
-    binary_length: int  # bytes of binary tensor data after the JSON header
+    # bytes of binary tensor data after the JSON header
+    binary_length: int
 
 
 def detached(header: dict[str, Any]) -> bool:
@@ -84,7 +85,8 @@ def fast_json_request(body: bytes | Body, max_rows: int | None = None) -> InferR
     if header is None:
         return None
     try:
-        orjson.dumps(header)  # what orjson could not have read (an int past 64 bits)
+        # what orjson could not have read (an int past 64 bits)
+        orjson.dumps(header)
     except orjson.JSONEncodeError:
         return None
     return _checked(header, Body.of(data), len(data), 0, max_rows, detached_ok=True)
@@ -104,7 +106,8 @@ def parse_infer_request(
     try:
         header = orjson.loads(json_part)
     except orjson.JSONDecodeError as exc:
-        if str(exc).startswith("depth limit exceeded"):  # orjson's own bound, past ours
+        if str(exc).startswith("depth limit exceeded"):
+            # orjson's own bound, past ours
             raise too_deep("request body") from exc
         raise BadRequest(f"request body is not valid JSON: {exc}") from exc
     if not isinstance(header, dict):
@@ -193,7 +196,8 @@ def _input_head(tensor: Any, index: int, max_rows: int | None) -> tuple[str, str
     if type(datatype) is not str:
         raise BadRequest(f"input {name!r}: 'datatype' must be a string such as \"FP32\"")
     if datatype not in ALLOWED_DATATYPES:
-        check_datatype(datatype, name)  # raises, naming the datatypes
+        # raises, naming the datatypes
+        check_datatype(datatype, name)
     shape = tensor.get("shape")
     if type(shape) is not list or not _dims(shape):
         raise BadRequest(f"input {name!r}: 'shape' must be a list of non-negative integers")

@@ -48,7 +48,8 @@ class WorkerApp:
         self.parser = parser
         self.memory = memory
         self.control = control
-        self.latest: Snapshot | None = None  # the control's last snapshot
+        # the control's last snapshot
+        self.latest: Snapshot | None = None
         self._retiring: set[asyncio.Task[None]] = set()
         self._install(runtime)
 

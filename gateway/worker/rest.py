@@ -47,7 +47,8 @@ class RestDoor:
         router.add("GET", "/v2/", self.server_metadata)
         router.add("GET", "/v2/health/live", self.live)
         router.add("GET", "/v2/health/ready", self.ready)
-        router.add("GET", "/v2/models/stats", fallback)  # not a model: the control's statistics
+        # not a model: the control's statistics
+        router.add("GET", "/v2/models/stats", fallback)
         router.add("GET", "/v2/models/{model}", self.model_metadata)
         router.add("GET", "/v2/models/{model}/versions/{version}", self.model_metadata)
         router.add("GET", "/v2/models/{model}/ready", self.model_ready)
@@ -63,7 +64,8 @@ class RestDoor:
         try:
             result = await edge.infer(arrival, request.read)
         except asyncio.CancelledError:
-            edge.done(arrival, CLIENT_CLOSED)  # the client left: nobody to answer
+            # the client left: nobody to answer
+            edge.done(arrival, CLIENT_CLOSED)
             raise
         except GatewayError as error:
             head, body = error_answer(error, refusal_lines(arrival))

@@ -34,10 +34,13 @@ from gateway.upstream.registry import Pool, Registry
 from gateway.upstream.replica import Replica
 
 log = logging.getLogger(__name__)
-DRAIN_POLL_S = 0.05  # how often a draining replica's outstanding attempts are looked at
-SHOWN = 20  # dropped addresses listed in a log line and in /admin/state (the rest counted)
+# how often a draining replica's outstanding attempts are looked at
+DRAIN_POLL_S = 0.05
+# dropped addresses listed in a log line and in /admin/state (the rest counted)
+SHOWN = 20
 BROADCAST = b"\xff\xff\xff\xff"
-V4_MAPPED = b"\x00" * 10 + b"\xff\xff"  # ::ffff:a.b.c.d
+# ::ffff:a.b.c.d
+V4_MAPPED = b"\x00" * 10 + b"\xff\xff"
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,9 +174,12 @@ class PoolDiscovery:
         self._resolver = resolver
         self._clock = clock
         self._scheme = "https" if pool.config.tls is not None else "http"
-        self._failing = False  # in a failure spell (logged once)
-        self._over_cap = False  # answers over max_members (logged once per spell)
-        self._dropped: tuple[Dropped, ...] = ()  # the last answer's (logged when it changes)
+        # in a failure spell (logged once)
+        self._failing = False
+        # answers over max_members (logged once per spell)
+        self._over_cap = False
+        # the last answer's (logged when it changes)
+        self._dropped: tuple[Dropped, ...] = ()
         self._drains: dict[str, asyncio.Task[None]] = {}
         pool.discovery = self.status(0, 0)
 
@@ -186,7 +192,8 @@ class PoolDiscovery:
             while True:
                 try:
                     await self.refresh()
-                except Exception:  # a bug must not freeze the pool's membership for good
+                except Exception:
+                    # a bug must not freeze the pool's membership for good
                     log.exception("pool %s: discovery failed", self._pool.name)
                 await self._clock.sleep(self._config.interval_s)
         finally:
@@ -274,7 +281,8 @@ class PoolDiscovery:
         for rid in change.add:
             self._registry.add(self._pool, wanted[rid])
             log.info("pool %s: replica %s joined (%s)", self._pool.name, rid, wanted[rid].url)
-        for member in self._pool.replicas:  # a member whose SRV priority moved it
+        for member in self._pool.replicas:
+            # a member whose SRV priority moved it
             config = wanted.get(member.id)
             if config is not None and config.standby != member.standby:
                 member.assign_standby(config.standby)

@@ -44,7 +44,8 @@ BINARY_EXTENSION = "binary_tensor_data"
 class Finding:
     pool: str
     replica: str
-    level: str  # "error": the config is wrong for this server; "warning": cannot be sure;
+    # "error": the config is wrong for this server; "warning": cannot be sure;
+    level: str
     # "info": what the server does, as the config says (e.g. whether it echoes request ids)
     message: str
 
@@ -72,7 +73,8 @@ class _ReplicaCheck:
     def __init__(self, pool_name: str, pool: PoolConfig, replica: Replica, transport: Transport):
         self._pool_name, self._pool, self._replica = pool_name, pool, replica
         self._transport = transport
-        self.fallbacks: Mapping[str, Signature] = {}  # fallback model -> its signature
+        # fallback model -> its signature
+        self.fallbacks: Mapping[str, Signature] = {}
         self._dialect = Dialect(pool.tensors, pool.binary_tensors)
         self.findings: list[Finding] = []
 
@@ -97,13 +99,15 @@ class _ReplicaCheck:
     async def run(self, config: GatewayConfig) -> list[Finding]:
         ready = await self._get("/v2/health/ready")
         if ready is None:
-            return self.findings  # unreachable: nothing more to learn
+            # unreachable: nothing more to learn
+            return self.findings
         if ready.status != 200:
             self._say("warning", f"not ready now (GET /v2/health/ready answered {ready.status})")
         await self._server_metadata()
         metadata = await self._model_metadata()
         if metadata is None:
-            return self.findings  # the model is not where the pool says: fix that first
+            # the model is not where the pool says: fix that first
+            return self.findings
         self._tensors(metadata, config)
         self._fallback_fit(metadata, config)
         if self._pool.golden is not None:
@@ -165,7 +169,8 @@ class _ReplicaCheck:
         extensions = doc.get("extensions") if isinstance(doc, dict) else None
         listed = isinstance(extensions, list) and BINARY_EXTENSION in extensions
         configured = self._pool.binary_tensors
-        if configured is None:  # learned at start (`gateway.upstream.probes.extensions`): say how
+        if configured is None:
+            # learned at start (`gateway.upstream.probes.extensions`): say how
             how = "binary tensors" if listed else f"JSON (extensions: {extensions})"
             self._say("info", f"the gateway will send it {how}, as its server metadata says")
         elif configured and not listed:
@@ -256,7 +261,8 @@ class _ReplicaCheck:
             if model.vote is None or self._pool_name not in model.vote.pools:
                 continue
             compared = (*model.vote.label_outputs, *(model.vote.outputs or ()))
-            for label_output in dict.fromkeys(compared):  # each leg is asked for them
+            for label_output in dict.fromkeys(compared):
+                # each leg is asked for them
                 label = mapping.pool_output(label_output)
                 if label not in outputs:
                     where = f"model {model_name!r} votes on output {label_output!r}"
@@ -267,7 +273,8 @@ class _ReplicaCheck:
         """Whether each fallback of a model served first by this pool answers the model's
         tensors as this server lists them (a declared signature: `gateway.preflight`)."""
         if self._replica.id != self._pool.replicas[0].id:
-            return  # said once a pool
+            # said once a pool
+            return
         for name, model in config.models.items():
             if model.pools[0] != self._pool_name or model.fallback is None:
                 continue

@@ -85,7 +85,8 @@ async def probe_id_echo(
         return IdEcho(None, f"the probe inference answered {response.status}: {text}")
     length = response.headers.get(HEADER_LENGTH)
     problem = check_reply(response.body, length, PROBE_ID, echoes_id=False)
-    if problem is not None:  # not V2, or under another id: refused whatever the pool says
+    if problem is not None:
+        # not V2, or under another id: refused whatever the pool says
         response.discard()
         return IdEcho(None, f"the probe inference's answer is refused: {problem}", refused=True)
     echoed = check_reply(response.body, length, PROBE_ID) is None

@@ -51,7 +51,8 @@ class MetadataCache:
                     replica.endpoint, "GET", pool.model_path(), timeout=METADATA_TIMEOUT_S
                 )
             except UpstreamError as exc:
-                last = classify_error(replica.id, exc, 0.0).summary()  # no replica's text
+                # no replica's text
+                last = classify_error(replica.id, exc, 0.0).summary()
                 continue
             if response.status != 200:
                 last = f"replica {replica.id} answered {response.status}"

@@ -112,7 +112,8 @@ def rpc_error(exc: grpc.aio.AioRpcError) -> Reply:
     """A failed call as the transport contract says: raised, or a reply with an error status."""
     code, details = exc.code(), scrubbed(exc.details() or exc.code().name)
     local = local_error_in(details) if code == grpc.StatusCode.UNAVAILABLE else None
-    if local is not None:  # grpc's core could not open a socket: the gateway's own shortage
+    if local is not None:
+        # grpc's core could not open a socket: the gateway's own shortage
         raise local from None
     if code in _CONNECT_CODES:
         raise UpstreamConnectError(f"gRPC {code.name}: {details}") from None
@@ -137,7 +138,8 @@ class GrpcTransport:
     def __init__(self, *, max_reply_body_bytes: int = MAX_REPLY_BODY_BYTES) -> None:
         self._max_reply = max_reply_body_bytes
         self._channels: dict[Endpoint, Channel] = {}
-        self._takes_raw: set[Endpoint] = set()  # their ServerMetadata lists binary_tensor_data
+        # their ServerMetadata lists binary_tensor_data
+        self._takes_raw: set[Endpoint] = set()
         self._closed = False
 
     def _channel(self, endpoint: Endpoint) -> Channel:
@@ -178,7 +180,8 @@ class GrpcTransport:
     def forget(self, endpoint: Endpoint) -> None:
         self._takes_raw.discard(endpoint)
         channel = self._channels.pop(endpoint, None)
-        if channel is not None:  # calls in flight on it finish within the grace
+        if channel is not None:
+            # calls in flight on it finish within the grace
             task = asyncio.get_running_loop().create_task(channel.channel.close(grace=5.0))
             _CLOSING.add(task)
             task.add_done_callback(_CLOSING.discard)
@@ -225,12 +228,14 @@ class _Call:
                 _UNFINISHED.add(rpc)
                 rpc.add_done_callback(_ended)
             raise
-        if reply is None:  # what gRPC makes of a reply its deserializer cannot read
+        if reply is None:
+            # what gRPC makes of a reply its deserializer cannot read
             raise UpstreamProtocolError("the replica's gRPC reply is not a valid message")
         return reply
 
 
-_UNFINISHED: set[asyncio.Future[Any]] = set()  # bounded: calls cancelled, until their batch ends
+# bounded: calls cancelled, until their batch ends
+_UNFINISHED: set[asyncio.Future[Any]] = set()
 CANCELLED_DETAILS = "the gateway no longer waits for this call"
 
 
@@ -247,7 +252,8 @@ def cancel_in_core(call: object) -> None:
 def _ended(rpc: asyncio.Future[Any]) -> None:
     _UNFINISHED.discard(rpc)
     if not rpc.cancelled():
-        rpc.exception()  # retrieved: an RPC nobody waits for failing is no news
+        # retrieved: an RPC nobody waits for failing is no news
+        rpc.exception()
 
 
 async def _route(
@@ -376,7 +382,8 @@ async def _infer(
         message, forms = rest_to_grpc_request(
             body, headers.get(HEADER_LENGTH), model_name=name, model_version=version, raw=call.raw
         )
-    except ProtocolError as exc:  # what gRPC cannot carry: the request's fault, as a 400
+    except ProtocolError as exc:
+        # what gRPC cannot carry: the request's fault, as a 400
         return error_reply(400, f"cannot send this request over gRPC: {exc.message}")
     reply = await call(call.channel.stub.model_infer, message)
     try:

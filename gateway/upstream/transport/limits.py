@@ -23,7 +23,8 @@ from gateway.config.upstream import (
 MAX_REPLY_HEADER_COUNT = DEFAULT_MAX_REPLY_HEADER_COUNT
 MAX_REPLY_HEADER_BYTES = DEFAULT_MAX_REPLY_HEADER_BYTES
 MAX_REPLY_BODY_BYTES = DEFAULT_MAX_REPLY_BODY_BYTES
-DIRECT_BODY_MIN_BYTES = 256 * 1024  # the allocator's mmap threshold (gateway.cli)
+# the allocator's mmap threshold (gateway.cli)
+DIRECT_BODY_MIN_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +39,8 @@ class ReplyLimits:
     max_reply_header_count: int = MAX_REPLY_HEADER_COUNT
     max_reply_header_bytes: int = MAX_REPLY_HEADER_BYTES
     max_reply_body_bytes: int = MAX_REPLY_BODY_BYTES
-    direct_body_min_bytes: int = DIRECT_BODY_MIN_BYTES  # bodies read into one buffer
+    # bodies read into one buffer
+    direct_body_min_bytes: int = DIRECT_BODY_MIN_BYTES
 
 
 DEFAULT_LIMITS = ReplyLimits()

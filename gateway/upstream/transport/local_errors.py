@@ -33,7 +33,8 @@ def local_error(exc: BaseException | None) -> LocalResourceError | None:
     """`LocalResourceError` (counted) when ``exc`` or an error it was raised from is one of
     `LOCAL_ERRNOS`; else None."""
     seen = 0
-    while exc is not None and seen < 8:  # a cause chain is short; a cycle is not followed
+    while exc is not None and seen < 8:
+        # a cause chain is short; a cycle is not followed
         if isinstance(exc, OSError) and exc.errno in LOCAL_ERRNOS:
             return _counted(exc.errno)
         exc = exc.__cause__ or exc.__context__
