@@ -41,7 +41,6 @@ lint: setup
 	$(VENV)/bin/ruff check $(LINTED)
 	$(VENV)/bin/ruff format --check $(LINTED)
 	$(VENV)/bin/mypy
-	$(VENV)/bin/mypy --config-file tests/mypy.ini tests
 	$(VENV)/bin/lint-imports
 
 # What `lint` checks that a tool can fix: the lint rules with a safe fix (import order, pyupgrade's

@@ -32,13 +32,9 @@ class EchoProcess(ManagedProcess):
         return http_status(f"{self.url}/v2/health/ready", timeout=0.5) == 200
 
 
-def _echo() -> EchoProcess:
-    return EchoProcess(free_port())
-
-
 @pytest.mark.integration
 def test_a_gateway_takes_the_echo_upstreams_answers_to_every_request(tmp_path: Path) -> None:
-    with start_bound(_echo, "echo upstream", 30.0) as echo:
+    with start_bound(lambda: EchoProcess(free_port()), "echo upstream", 30.0) as echo:
         config = {
             "pools": {"pool": {"model": MODEL, "replicas": [{"id": "echo", "url": echo.url}]}},
             "models": {"digits": {"pool": "pool"}},

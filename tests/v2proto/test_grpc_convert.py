@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, cast
+from typing import Any
 
 import numpy as np
 import orjson
@@ -50,9 +50,7 @@ def arrays(draw: Any, *, json_safe: bool, utf8: bool = True) -> tuple[str, np.nd
     elements = None
     if dtype.kind == "f":
         elements = st.floats(
-            width=cast(Literal[16, 32, 64], dtype.itemsize * 8),
-            allow_nan=not json_safe,
-            allow_infinity=not json_safe,
+            width=dtype.itemsize * 8, allow_nan=not json_safe, allow_infinity=not json_safe
         )
     if datatype == "UINT64" and json_safe:
         # v2proto.tensors reads JSON integers through numpy's own inference: a list mixing

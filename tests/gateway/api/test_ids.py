@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
 from typing import Any
 
 from gateway.api.ids import AnswerIds, request_id_of
@@ -12,12 +11,12 @@ PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 
 async def _answer(app: AnswerIds, headers: list[tuple[bytes, bytes]]) -> dict[bytes, bytes]:
-    sent: list[MutableMapping[str, Any]] = []
+    sent: list[dict[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
         return {"type": "http.request", "body": b""}
 
-    async def send(message: MutableMapping[str, Any]) -> None:
+    async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
     scope = {"type": "http", "method": "GET", "path": "/v2/health/live", "headers": headers}

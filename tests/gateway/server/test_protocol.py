@@ -121,7 +121,7 @@ async def served() -> AsyncIterator[Served]:
         timeout_keep_alive=1,
     )
     server = uvicorn.Server(config)
-    server.install_signal_handlers = lambda: None  # type: ignore[attr-defined, method-assign]
+    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
     task = asyncio.create_task(server.serve(sockets=[sock]))
     await _until(lambda: server.started)
     yield Served(app, sock.getsockname()[1])

@@ -3,7 +3,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import cast
 
 import pytest
 
@@ -161,9 +160,7 @@ async def test_unsent_counters_stay_bounded_during_a_long_outage(clock: FakeCloc
         tick = next(ticks)
         return [], {f"k{tick}-{i}": CounterDelta(1, clock.wall() + 3600) for i in range(20)}
 
-    sync = StateSync(
-        cast(StateStore, _Down()), collect, lambda view: None, clock, max_pending_keys=50
-    )
+    sync = StateSync(_Down(), collect, lambda view: None, clock, max_pending_keys=50)
     for _ in range(10):
         assert not await sync.tick()
     state = sync.snapshot()
