@@ -73,16 +73,26 @@ class AnswerFold:
             latencies = [a[5] for a in group]
             config = self._models.get(model)
             if config is None:
-                self._metrics.requests(UNKNOWN_MODEL, "none", status, served_by, None, tenant,
-                                       latencies, (), (), ())  # fmt: skip
+                self._metrics.requests(
+                    UNKNOWN_MODEL, "none", status, served_by, None, tenant, latencies, (), (), ()
+                )
                 continue
             route = "fallback" if served_by.startswith("fallback/") else config.route
             rows = [a[9] for a in group]
             self._metrics.requests(
-                model, route, status, served_by if route == "single" else route, degraded,
-                tenant, latencies, [a[7] for a in group], [a[8] for a in group], rows,
-            )  # fmt: skip
-            if self._slo.trackers.get(model):  # only where SLOs are set: per answer, dated
+                model,
+                route,
+                status,
+                served_by if route == "single" else route,
+                degraded,
+                tenant,
+                latencies,
+                [a[7] for a in group],
+                [a[8] for a in group],
+                rows,
+            )
+            if self._slo.trackers.get(model):
+                # only where SLOs are set: per answer, dated
                 bad = degraded is not None
                 for a in group:
                     self._slo.record(model, status, a[5], bad, tenant, a[6], wall - (now - a[AT]))

@@ -38,7 +38,8 @@ class AuditVerdicts:
         self._slo = slo
         self._suspects = suspects
         self._metrics = metrics
-        self.counts: dict[str, Counter[str]] = {}  # by model: outcome -> audits
+        # by model: outcome -> audits
+        self.counts: dict[str, Counter[str]] = {}
         # pool -> the models with a correctness SLO it serves (golden probes' events)
         self._judged_by_pool: dict[str, list[str]] = {}
         for name, model in models.items():

@@ -14,7 +14,8 @@ from typing import TextIO
 
 from gateway.config import GatewayConfig
 
-WAIT_S = 120.0  # the longest a start may take before the banner gives up (startup failed)
+# the longest a start may take before the banner gives up (startup failed)
+WAIT_S = 120.0
 POLL_S = 0.05
 ANY_ADDRESS = {"0.0.0.0", "::", ""}
 

@@ -28,7 +28,8 @@ from pathlib import Path
 import orjson
 
 ENV = "GATEWAY_CALL_COUNT"
-DUMP_ENV = "GATEWAY_CALL_COUNT_PROFILE"  # also keep each window's profile: PREFIX.N (pstats)
+# also keep each window's profile: PREFIX.N (pstats)
+DUMP_ENV = "GATEWAY_CALL_COUNT_PROFILE"
 TOP = 250
 
 
@@ -48,8 +49,10 @@ class CallCounter:
     def begin(self) -> None:
         if self._profile is not None:
             self._profile.disable()
-        self._settle()  # what requests before the window left for later is not counted
-        self._write({"counting": True})  # the driver waits for this before it sends
+        # what requests before the window left for later is not counted
+        self._settle()
+        # the driver waits for this before it sends
+        self._write({"counting": True})
         self._profile = cProfile.Profile()
         self._began = time.perf_counter()
         self._profile.enable()
@@ -58,7 +61,8 @@ class CallCounter:
         profile = self._profile
         if profile is None:
             return
-        self._settle()  # and what the window's requests left for later is
+        # and what the window's requests left for later is
+        self._settle()
         profile.disable()
         seconds = time.perf_counter() - self._began
         self._profile = None

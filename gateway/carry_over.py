@@ -45,8 +45,10 @@ def carry_over(old: Gateway, new: Gateway) -> dict[str, list[str]]:
         "retry_budget": ["window"] if new.budget.carry_from(old.budget) else [],
     }
     new.history.carry_from(old.history)
-    new.shared.carry_from(old.shared)  # operators' drains, ejects and pauses: obeyed at once
-    carried["rollouts"] = new.rollouts.carry_from(old.rollouts)  # after the decisions
+    # operators' drains, ejects and pauses: obeyed at once
+    new.shared.carry_from(old.shared)
+    # after the decisions
+    carried["rollouts"] = new.rollouts.carry_from(old.rollouts)
     return carried
 
 
@@ -87,7 +89,8 @@ def _carry_members(registry: Registry, before: Pool, pool: Pool) -> None:
     if discovery is None or not _same_question(before.config.discovery, discovery):
         return
     present = {r.id for r in pool.replicas}
-    for member in before.replicas[: discovery.max_members]:  # a lowered cap applies at once
+    for member in before.replicas[: discovery.max_members]:
+        # a lowered cap applies at once
         if member.id not in present:
             config = ReplicaConfig(
                 id=member.id, url=member.url, zone=discovery.zone, standby=member.standby

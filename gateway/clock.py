@@ -70,7 +70,8 @@ async def wait_first(
             future.remove_done_callback(wake)
 
 
-TIMER_SLACK_S = 0.001  # uvloop's timers count whole milliseconds and may fire up to one early
+# uvloop's timers count whole milliseconds and may fire up to one early
+TIMER_SLACK_S = 0.001
 
 
 class MonotonicClock:
@@ -123,7 +124,8 @@ class _MonotonicTimeoutAt:
 
     def _fire(self) -> None:
         left = self._when - time.monotonic()
-        if left > 0:  # uvloop fired early (whole milliseconds): never expire before the time
+        if left > 0:
+            # uvloop fired early (whole milliseconds): never expire before the time
             self._handle = self._loop.call_later(left + TIMER_SLACK_S, self._fire)
             return
         self._handle = None

@@ -32,7 +32,7 @@ class Deadline:
         return self.clock.now() - self.started_at
 
     @property
-    def budget(self) -> float:
+    def timeout_s(self) -> float:
         return self.expires_at - self.started_at
 
     def expired(self) -> bool:
@@ -47,6 +47,7 @@ def timeout_from_header(raw: str | None, default_ms: int, max_ms: int) -> float:
         value = float(raw)
     except ValueError as exc:
         raise BadRequest(f"header {TIMEOUT_HEADER} must be a number of milliseconds") from exc
-    if not value > 0 or value != value:  # rejects 0, negatives and NaN
+    if not value > 0 or value != value:
+        # rejects 0, negatives and NaN
         raise BadRequest(f"header {TIMEOUT_HEADER} must be > 0")
     return min(value, float(max_ms)) / 1000.0

@@ -43,7 +43,8 @@ if TYPE_CHECKING:
     from gateway.outcome import Outcome
 
 
-CLIENT_CLOSED = 499  # recorded, never sent: the client left before its answer
+# recorded, never sent: the client left before its answer
+CLIENT_CLOSED = 499
 
 
 class GatewayError(Exception):
@@ -110,7 +111,7 @@ class TooManyRequests(ClientError):
 
 
 class RejectedByReplicas(ClientError):
-    """Replicas refused the request itself, as the fault judge decided (`gateway.policies.fault`);
+    """Replicas refused the request itself, as the fault judge decided (`gateway.faults.judge`);
     answered with a 4xx naming them and their message (a 500 becomes a 400)."""
 
     def __init__(self, message: str, status: int = 400) -> None:
@@ -169,7 +170,8 @@ class UpstreamError(GatewayError):
     ) -> None:
         super().__init__(message)
         self.outcome = outcome
-        self.pending = pending  # a slow exchange that may still answer
+        # a slow exchange that may still answer
+        self.pending = pending
 
     def classified(self, outcome: Outcome) -> UpstreamError:
         """The same failure, as a new error of the same kind carrying its outcome."""

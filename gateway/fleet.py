@@ -19,9 +19,11 @@ from gateway.telemetry.history_buffers import SampleRing
 from gateway.upstream.registry import Registry
 from gateway.upstream.replica import Replica
 
-RATE_WINDOW_S = 10.0  # the rates a heartbeat carries are averaged over this much history
+# the rates a heartbeat carries are averaged over this much history
+RATE_WINDOW_S = 10.0
 
-Decided = Callable[[str], Decision | None]  # the decision in force for a target, if any
+# the decision in force for a target, if any
+Decided = Callable[[str], Decision | None]
 
 
 def verdict(replica: Replica, now: float, wall: float, decided: Decision | None) -> str:
@@ -66,7 +68,8 @@ class FleetBeacon:
         for pool in self._registry.pools.values():
             for replica in (*pool.replicas, *pool.draining):
                 if len(verdicts) >= MAX_VERDICTS:
-                    break  # what a heartbeat may carry (`gateway.state.limits`)
+                    # what a heartbeat may carry (`gateway.state.limits`)
+                    break
                 decided = self._decided(replica_key(replica.id))
                 verdicts[replica.id] = verdict(replica, now, wall, decided)
         return Heartbeat(self.instance, __version__, self.started, wall, rate, errors, verdicts)

@@ -27,7 +27,7 @@ from typing import Any
 from gateway.clock import Clock
 from gateway.fallback.model import FallbackModel
 from gateway.periodic import Periodic
-from gateway.policies.budget import RetryBudget
+from gateway.retry.budget import RetryBudget
 from gateway.slo.engine import SloBook
 from gateway.telemetry.audit import AuditEvent
 from gateway.telemetry.history_buffers import Event, EventLog, Row, SampleRing, SecondCounts
@@ -35,10 +35,13 @@ from gateway.upstream.registry import Registry
 from gateway.upstream.replica import Replica
 
 SAMPLE_S = 1.0
-KEEP_SAMPLES = 600  # ten minutes at one sample a second
+# ten minutes at one sample a second
+KEEP_SAMPLES = 600
 KEEP_EVENTS = 500
-FALLBACK_QUIET_S = 5.0  # no fallback answer for this long: the primary path is back
-BURN_WINDOW = "5m"  # the burn rate charted: the shortest window of the alert table
+# no fallback answer for this long: the primary path is back
+FALLBACK_QUIET_S = 5.0
+# the burn rate charted: the shortest window of the alert table
+BURN_WINDOW = "5m"
 MODEL_FIELDS = ("rate", "error_share", "degraded_share", "fallback_share", "p50_ms", "p99_ms")
 POOL_FIELDS = ("healthy", "ejected", "quarantined", "open_breakers")
 
@@ -54,8 +57,10 @@ class _Seen:
     ejected_since: float | None = None
     quarantined_since: float | None = None
     last_error: str | None = None
-    last_error_at: float | None = None  # the sample that saw the replica's last error happen
-    failures: int = 0  # the replica's failure counts then: one more is a new error
+    # the sample that saw the replica's last error happen
+    last_error_at: float | None = None
+    # the replica's failure counts then: one more is a new error
+    failures: int = 0
     probe_failures: int = 0
 
 
@@ -86,7 +91,8 @@ class HistoryRecorder:
         self._sampled_at = clock.now()
         self._seen: dict[str, _Seen] = {r.id: _Seen() for r in registry.replicas()}
         self._verified: dict[str, tuple[bool, str]] = {}
-        self._fallback_last: dict[str, float] = {}  # model -> when it last answered (now())
+        # model -> when it last answered (now())
+        self._fallback_last: dict[str, float] = {}
         self._policy: dict[str, bool] = {}
         self._alerts: dict[str, bool] = {}
 
@@ -171,9 +177,13 @@ class HistoryRecorder:
             name: self._pool_row(pool.replicas, now) for name, pool in self._registry.pools.items()
         }
         self.samples.append(
-            {"t": wall, "retry_budget": round(self._budget.balance(), 2), "models": models,
-             "pools": pools}
-        )  # fmt: skip
+            {
+                "t": wall,
+                "retry_budget": round(self._budget.balance(), 2),
+                "models": models,
+                "pools": pools,
+            }
+        )
         self._compare_replicas(now, wall)
         self._compare_fallbacks()
         self._compare_slos()
@@ -206,7 +216,8 @@ class HistoryRecorder:
 
     def _compare_replicas(self, now: float, wall: float) -> None:
         present = {r.id for r in self._registry.replicas()}
-        for gone in [rid for rid in self._seen if rid not in present]:  # left (DNS churn)
+        for gone in [rid for rid in self._seen if rid not in present]:
+            # left (DNS churn)
             del self._seen[gone]
         for replica in self._registry.replicas():
             seen = self._seen_of(replica)
@@ -221,10 +232,12 @@ class HistoryRecorder:
                     self.record_event("health", replica.id, "healthy again", "ok")
                 seen.healthy = replica.healthy
             ejected = replica.ejected(now)
-            if ejected and not seen.ejected:  # adopted from another gateway: no event here
+            if ejected and not seen.ejected:
+                # adopted from another gateway: no event here
                 seen.ejected_since = wall
-                self.record_event("ejection", replica.id,
-                                  self._ejection_detail(replica) + ", shared", "warn")  # fmt: skip
+                self.record_event(
+                    "ejection", replica.id, self._ejection_detail(replica) + ", shared", "warn"
+                )
             elif seen.ejected and not ejected:
                 seen.ejected_since = None
                 self.record_event("ejection", replica.id, "ejection ended", "ok")
@@ -234,7 +247,8 @@ class HistoryRecorder:
                 seen.quarantined_since = None
                 self.record_event("quarantine", replica.id, "quarantine ended", "ok")
             elif quarantined and seen.quarantined_since is None:
-                seen.quarantined_since = wall  # carried over by a reload: since unknown
+                # carried over by a reload: since unknown
+                seen.quarantined_since = wall
             seen.quarantined = quarantined
 
     @staticmethod
@@ -252,8 +266,9 @@ class HistoryRecorder:
         if answered:
             if model not in self._fallback_last:
                 reasons = ", ".join(f"{r} ×{n}" for r, n in second.fallback.most_common())
-                self.record_event("fallback", model, f"answering from the fallback: {reasons}",
-                                  "warn")  # fmt: skip
+                self.record_event(
+                    "fallback", model, f"answering from the fallback: {reasons}", "warn"
+                )
             self._fallback_last[model] = now
         elif model in self._fallback_last and now - self._fallback_last[model] >= FALLBACK_QUIET_S:
             del self._fallback_last[model]
@@ -284,8 +299,9 @@ class HistoryRecorder:
                     if alert.firing != self._alerts.get(key, False):
                         detail = alert.describe() if alert.firing else f"{alert.rule.name} resolved"
                         level = "bad" if alert.firing else "ok"
-                        self.record_event("slo-alert", f"{model}/{tracker.config.name}", detail,
-                                          level)  # fmt: skip
+                        self.record_event(
+                            "slo-alert", f"{model}/{tracker.config.name}", detail, level
+                        )
                     self._alerts[key] = alert.firing
 
     # --- reload and output --------------------------------------------------------------
@@ -295,7 +311,8 @@ class HistoryRecorder:
         and records the reload itself."""
         self.samples.take_from(old.samples)
         self.events.take_from(old.events)
-        present = {r.id for r in self._registry.replicas()}  # discovered members carried too
+        # discovered members carried too
+        present = {r.id for r in self._registry.replicas()}
         for replica_id, seen in old._seen.items():
             if replica_id in present:
                 self._seen[replica_id] = seen

@@ -46,11 +46,14 @@ logging.getLogger("httpx").setLevel(logging.WARNING)
 STOP_GRACE_S = 10.0
 RESTART_BASE_S = 0.5
 RESTART_MAX_S = 30.0
-STABLE_S = 30.0  # up this long: the next crash starts the backoff again from the base
+# up this long: the next crash starts the backoff again from the base
+STABLE_S = 30.0
 SUPERVISE_INTERVAL_S = 0.2
 PR_SET_PDEATHSIG = 1
-FAULT_KEY_ENV = "REPLICA_FAULT_KEY"  # read by `replica serve` (the gateway never imports it)
-MIN_FAULT_KEY_CHARS = 16  # what `replica serve` takes (replicas.fault_auth.MIN_KEY_CHARS)
+# read by `replica serve` (the gateway never imports it)
+FAULT_KEY_ENV = "REPLICA_FAULT_KEY"
+# what `replica serve` takes (replicas.fault_auth.MIN_KEY_CHARS)
+MIN_FAULT_KEY_CHARS = 16
 
 
 class LaunchError(Exception):
@@ -70,7 +73,8 @@ def address_in_use(host: str, port: int) -> bool:
     try:
         family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     except OSError:
-        return False  # an unresolvable host fails at bind with its own message
+        # an unresolvable host fails at bind with its own message
+        return False
     with socket.socket(family, kind, proto) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -108,9 +112,11 @@ class LocalReplica:
     process: subprocess.Popen[bytes]
     argv: list[str] = field(default_factory=list)
     started_at: float = 0.0
-    crashes: int = 0  # in a row (reset once it stays up STABLE_S)
+    # in a row (reset once it stays up STABLE_S)
+    crashes: int = 0
     restarts: int = 0
-    restart_at: float | None = None  # exited: when it is started again
+    # exited: when it is started again
+    restart_at: float | None = None
 
     @property
     def pid(self) -> int:
@@ -130,17 +136,28 @@ def replica_argv(
 ) -> list[str]:
     endpoint = replica.endpoint
     # a grpc:// replica serves V2 gRPC on its URL's port, and REST on any free port
-    ports = ["--port", "0", "--grpc-port", str(endpoint.port)] if endpoint.is_grpc else [
-        "--port", str(endpoint.port)]  # fmt: skip
+    ports = (
+        ["--port", "0", "--grpc-port", str(endpoint.port)]
+        if endpoint.is_grpc
+        else ["--port", str(endpoint.port)]
+    )
     argv = [
-        sys.executable, "-m", "replicas.cli", "serve",
-        "--model", launch.model_path,
-        "--name", pool.model,
-        "--version", pool.version or "1",
-        "--host", endpoint.host,
+        sys.executable,
+        "-m",
+        "replicas.cli",
+        "serve",
+        "--model",
+        launch.model_path,
+        "--name",
+        pool.model,
+        "--version",
+        pool.version or "1",
+        "--host",
+        endpoint.host,
         *ports,
-        "--device", launch.device,
-    ]  # fmt: skip
+        "--device",
+        launch.device,
+    ]
     if launch.enable_faults:
         argv.append("--enable-faults")
         if fault_key_file is not None:
@@ -182,7 +199,8 @@ def fault_key_file(environ: Mapping[str, str], directory: str | None = None) -> 
     if chosen:
         log.info("fault injection on: /admin/faults takes the key in $%s", FAULT_KEY_ENV)
         return None
-    fd, name = tempfile.mkstemp(prefix="replica-fault-key-", dir=directory)  # mode 0600
+    # mode 0600
+    fd, name = tempfile.mkstemp(prefix="replica-fault-key-", dir=directory)
     with os.fdopen(fd, "w") as out:
         out.write(secrets.token_urlsafe(32) + "\n")
     log.warning(
@@ -199,12 +217,14 @@ def _popen(argv: list[str]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(argv, start_new_session=True, preexec_fn=_die_with_parent)
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
+def _die_with_parent() -> None:
+    # runs in the child between fork and exec
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-SupervisorEvent = Callable[[str, str, str], None]  # (replica id, what happened, level)
+# (replica id, what happened, level)
+SupervisorEvent = Callable[[str, str, str], None]
 
 
 def _no_event(replica: str, detail: str, level: str) -> None:
@@ -217,7 +237,8 @@ class Launcher:
         self._clock = clock
         self.replicas: list[LocalReplica] = []
         self.fault_key_file: Path | None = None
-        self.on_event: SupervisorEvent = _no_event  # exits and restarts, for the timeline
+        # exits and restarts, for the timeline
+        self.on_event: SupervisorEvent = _no_event
 
     def check(self) -> None:
         for name, pool in self._config.pools.items():
@@ -226,8 +247,10 @@ class Launcher:
                     f"pools.{name}.local.model_path: {pool.local.model_path} does not exist "
                     "(build the models with `replica build-models`)"
                 )
-            for replica in pool.replicas if pool.local else ():  # said now, not as "exited
-                where = replica.endpoint  # with code 3" after the replica's own log line
+            for replica in pool.replicas if pool.local else ():
+                # said now, not as "exited
+                # with code 3" after the replica's own log line
+                where = replica.endpoint
                 refuse_taken(f"replica {replica.id}", where.host, where.port)
 
     def spawn(self) -> None:
@@ -262,14 +285,18 @@ class Launcher:
                     local.restarts += 1
                     log.warning(
                         "restarted replica %s (pid %d; restart %d)",
-                        local.replica.id, local.pid, local.restarts,
-                    )  # fmt: skip
+                        local.replica.id,
+                        local.pid,
+                        local.restarts,
+                    )
                     self.on_event(
-                        local.replica.id, f"restarted (pid {local.pid}; restart {local.restarts})",
+                        local.replica.id,
+                        f"restarted (pid {local.pid}; restart {local.restarts})",
                         "warn",
-                    )  # fmt: skip
+                    )
                 continue
-            code = local.process.poll()  # reaps it if it exited
+            # reaps it if it exited
+            code = local.process.poll()
             if code is None:
                 if now - local.started_at >= STABLE_S:
                     local.crashes = 0
@@ -279,15 +306,20 @@ class Launcher:
             local.restart_at = now + delay
             log.warning(
                 "replica %s (pid %d) exited with code %s; restarting in %.1f s",
-                local.replica.id, local.pid, code, delay,
-            )  # fmt: skip
+                local.replica.id,
+                local.pid,
+                code,
+                delay,
+            )
             self.on_event(
-                local.replica.id, f"exited with code {code}; restart {local.restarts + 1} "
-                f"in {delay:.1f} s", "bad",
-            )  # fmt: skip
+                local.replica.id,
+                f"exited with code {code}; restart {local.restarts + 1} in {delay:.1f} s",
+                "bad",
+            )
 
     async def wait_ready(self) -> None:
-        import httpx  # only `gateway up` waits on replicas: `serve` starts without httpx
+        # only `gateway up` waits on replicas: `serve` starts without httpx
+        import httpx
 
         async with httpx.AsyncClient(trust_env=False) as client:
             await asyncio.gather(*(self._wait_one(client, r) for r in self.replicas))
@@ -315,7 +347,8 @@ class Launcher:
         for local in self.replicas:
             if local.process.poll() is None:
                 local.process.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + STOP_GRACE_S  # one grace period for all of them
+        # one grace period for all of them
+        deadline = time.monotonic() + STOP_GRACE_S
         for local in self.replicas:
             try:
                 local.process.wait(timeout=max(0.0, deadline - time.monotonic()))

@@ -2,8 +2,8 @@
 
 A leaf value: the error tree carries it (`gateway.errors.UpstreamError.outcome`) and every
 reactor (retry policy, breaker, outlier detector, metrics, traces) reads it; the classifying
-itself is `gateway.policies.classify`, and who is at fault for an error answer is the fault
-judge's to say (`gateway.policies.fault`).
+itself is `gateway.faults.classify`, and who is at fault for an error answer is the fault
+judge's to say (`gateway.faults.judge`).
 """
 
 from __future__ import annotations
@@ -14,15 +14,21 @@ from enum import StrEnum
 
 class OutcomeKind(StrEnum):
     SUCCESS = "success"
-    CLIENT_ERROR = "client_error"  # 4xx: whose fault, the fault judge decides
-    SERVER_ERROR = "server_error"  # 5xx from the replica
+    # 4xx: whose fault, the fault judge decides
+    CLIENT_ERROR = "client_error"
+    # 5xx from the replica
+    SERVER_ERROR = "server_error"
     CONNECT_ERROR = "connect_error"
     TIMEOUT = "timeout"
     PROTOCOL_ERROR = "protocol_error"
-    SLOW = "slow"  # gave up waiting early; the exchange goes on and is classified when it ends
-    CANCELLED = "cancelled"  # a hedge or deadline cancelled it: no verdict on the replica
-    REFUTED = "refuted"  # its error answer was charged to it by the fault judge
-    LOCAL_RESOURCE = "local_resource"  # the gateway's own shortage (fds, memory): no verdict
+    # gave up waiting early; the exchange goes on and is classified when it ends
+    SLOW = "slow"
+    # a hedge or deadline cancelled it: no verdict on the replica
+    CANCELLED = "cancelled"
+    # its error answer was charged to it by the fault judge
+    REFUTED = "refuted"
+    # the gateway's own shortage (fds, memory): no verdict
+    LOCAL_RESOURCE = "local_resource"
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,8 +37,10 @@ class Outcome:
     replica: str
     latency_s: float
     status: int | None = None
-    detail: str = ""  # what happened, in the replica's words where it gave any (escaped)
-    note: str = ""  # the gateway's own finding in fixed words, which clients may read
+    # what happened, in the replica's words where it gave any (escaped)
+    detail: str = ""
+    # the gateway's own finding in fixed words, which clients may read
+    note: str = ""
 
     @property
     def ok(self) -> bool:
@@ -125,5 +133,5 @@ _RETRYABLE_KINDS = frozenset(
         OutcomeKind.LOCAL_RESOURCE,  # another replica may have a pooled connection
     }
 )
-# What the gateway did to itself: no verdict on the replica, ever (`gateway.policies.fault`).
+# What the gateway did to itself: no verdict on the replica, ever (`gateway.faults.judge`).
 GATEWAYS_OWN = frozenset({OutcomeKind.LOCAL_RESOURCE})

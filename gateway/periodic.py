@@ -51,5 +51,6 @@ class Periodic(BackgroundTask):
             await self._clock.sleep(self._interval_s)
             try:
                 self._work()
-            except Exception:  # a chore's bug must not kill the chore for good
+            except Exception:
+                # a chore's bug must not kill the chore for good
                 log.exception("periodic task %s failed", self._name)

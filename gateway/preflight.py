@@ -121,7 +121,8 @@ def fallback_signatures(config: GatewayConfig) -> dict[str, Signature]:
         try:
             entry = find_model(manifest, name).entry
         except ManifestError:
-            continue  # named by `config_problems`
+            # named by `config_problems`
+            continue
         found[name] = Signature(entry.inputs, entry.outputs)
     return found
 

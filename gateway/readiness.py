@@ -30,7 +30,8 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True, slots=True)
 class Readiness:
     ready: bool
-    reason: str | None = None  # why not ready, or how it is ready when degraded
+    # why not ready, or how it is ready when degraded
+    reason: str | None = None
 
 
 def serving(pool: Pool, now: float) -> int:
@@ -92,7 +93,8 @@ class FallbackFit:
         signature: Callable[[str], Signature | None],
     ) -> None:
         self._models, self._schema, self._signature = models, schema, signature
-        self._names = {id(m): n for n, m in models.items()}  # a model's config -> its name
+        # a model's config -> its name
+        self._names = {id(m): n for n, m in models.items()}
         self._said: dict[str, str] = {}
 
     def misfit(self, name: str) -> str | None:
@@ -108,8 +110,11 @@ class FallbackFit:
             self._said[name] = why
             log.warning(
                 "model %s: its fallback %s cannot answer its tensors, so readiness does not "
-                "count it and it answers no request: %s", name, fallback.model, why,
-            )  # fmt: skip
+                "count it and it answers no request: %s",
+                name,
+                fallback.model,
+                why,
+            )
         return why
 
     def refusal(

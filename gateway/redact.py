@@ -66,10 +66,12 @@ def url_secrets(url: str) -> tuple[str, ...]:
         return ()
     found = [parts.password or ""]
     if parts.username and parts.password is None:
-        found.append(parts.username)  # read as the password by some clients
+        # read as the password by some clients
+        found.append(parts.username)
     found += [v for k, v in pairs if k.lower() in SECRET_PARAMS]
     raw = (item.partition("=") for item in parts.query.split("&"))
-    found += [v for k, _, v in raw if unquote_plus(k).lower() in SECRET_PARAMS]  # as written
+    # as written
+    found += [v for k, _, v in raw if unquote_plus(k).lower() in SECRET_PARAMS]
     found += [unquote(s) for s in found]
     return tuple(sorted({s for s in found if s}, key=len, reverse=True))
 

@@ -29,9 +29,9 @@ from gateway.pipeline.build import Pipeline, build_pipeline
 from gateway.pipeline.call import Adjuster, InferCall, InferResult
 from gateway.pipeline.fallback import FallbackRunner
 from gateway.pipeline.reactions import Reactions
-from gateway.policies.budget import RetryBudget
 from gateway.policies.tenant_limits import TenantLimits
 from gateway.readiness import FallbackFit, Readiness, gateway_readiness, model_readiness
+from gateway.retry.budget import RetryBudget
 from gateway.rollout.controller import Rollouts
 from gateway.telemetry.metrics import RequestMetrics
 from gateway.telemetry.tracing import Tracer
@@ -72,13 +72,16 @@ class Serving:
         self.tracer = tracer
         self.metrics = metrics
         self.adjust = adjust
-        self.tenants = TenantLimits(config.tenants, clock)  # each tenant's own limits
+        # each tenant's own limits
+        self.tenants = TenantLimits(config.tenants, clock)
         self.registry = Registry(config, clock, events)
         self.budget = RetryBudget(config.retry_budget, clock)
         self.suspects: DissentSink = Suspects(self.registry)
         self.rollouts: Rollouts | None = None
-        self.reactions: Reactions | None = None  # None: every reaction here (`Reactions`)
-        self.audits: AuditSink | None = None  # where audits' verdicts go (None: no audits)
+        # None: every reaction here (`Reactions`)
+        self.reactions: Reactions | None = None
+        # where audits' verdicts go (None: no audits)
+        self.audits: AuditSink | None = None
         # the models the burn policy serves by a vote now (model -> why), kept in place by
         # whoever decides (the SLO book here, the snapshot mirror in a worker)
         self.escalated: Mapping[str, str] = {}
@@ -91,7 +94,8 @@ class Serving:
         self._schemas: dict[str, ModelSchema | None] = {}
         self._transport = transport
         self._pipeline: Pipeline | None = None
-        self.draining: str | None = None  # why readiness says no while requests are served
+        # why readiness says no while requests are served
+        self.draining: str | None = None
 
     @property
     def transport(self) -> Transport:
@@ -116,7 +120,8 @@ class Serving:
                 max_reply_body_bytes=upstream.max_reply_body_bytes,
             )
             grpc = GrpcTransport(max_reply_body_bytes=upstream.max_reply_body_bytes)
-            self._transport = ProtocolTransport(http, grpc)  # grpc:// replicas: V2 gRPC
+            # grpc:// replicas: V2 gRPC
+            self._transport = ProtocolTransport(http, grpc)
         self._pipeline = build_pipeline(
             self.registry,
             self._transport,
@@ -137,7 +142,8 @@ class Serving:
         for model in self.fallback_models.values():
             await model.verify()
         for name in self.config.models:
-            self.fallback_fit.misfit(name)  # logged: declared ones; the replicas' when known
+            # logged: declared ones; the replicas' when known
+            self.fallback_fit.misfit(name)
 
     async def stop_serving(self) -> None:
         if self._pipeline is not None:

@@ -1,6 +1,6 @@
 """This instance's side of shared state: what it tells other gateways and what it takes.
 
-Local breaker transitions and ejections become `ReplicaSignal`s in a `SignalLedger`; SLO
+Local breaker transitions and ejections become `ReplicaSignal`s in a `SignalBook`; SLO
 counters and retry-budget counts leave as deltas; a `StateSync` pushes both and pulls the others'
 in the background. What comes back is applied to the same breaker and replica objects the
 request path reads, so one instance's discovery protects all, and no request ever waits on
@@ -35,8 +35,8 @@ from typing import Any
 from gateway.clock import Clock
 from gateway.config.state import StateConfig
 from gateway.periodic import Periodic
-from gateway.policies.budget import RetryBudget
-from gateway.policies.budget_sharing import SharedBudgetCounts
+from gateway.retry.budget import RetryBudget
+from gateway.retry.budget_sharing import SharedBudgetCounts
 from gateway.slo.engine import SloBook
 from gateway.state.base import CounterDelta, ReplicaSignal, SharedView
 from gateway.state.decision_file import read_decisions, write_decisions
@@ -45,7 +45,7 @@ from gateway.state.fleet import Heartbeat, take_heartbeats
 from gateway.state.lease import Lease
 from gateway.state.redis_store import RedisStore
 from gateway.state.rejects import Rejects
-from gateway.state.signals import SignalLedger
+from gateway.state.signals import SignalBook
 from gateway.state.sync import StateSync
 from gateway.telemetry.audit import AuditEvent, log_audit
 from gateway.upstream.breaker import CLOSED, HALF_OPEN, OPEN
@@ -53,8 +53,10 @@ from gateway.upstream.controls import Change, ManualControls
 from gateway.upstream.registry import Registry
 
 ExportCounters = Callable[[], Mapping[str, CounterDelta]]
-ApplyCounters = Callable[[Mapping[str, int], bool], None]  # others' totals, full
-CONTROLS_S = 0.5  # how often decisions are enforced again (an eject's end is seen this late)
+# others' totals, full
+ApplyCounters = Callable[[Mapping[str, int], bool], None]
+# how often decisions are enforced again (an eject's end is seen this late)
+CONTROLS_S = 0.5
 
 
 class SharedState:
@@ -71,25 +73,30 @@ class SharedState:
         self._book = book
         self._clock = clock
         self.origin = config.instance or f"{socket.gethostname()}:{os.getpid()}"
-        self.started = clock.wall()  # when this instance started (a reload keeps it)
-        self._ledger = SignalLedger(self.origin, clock)
-        self.rejects = Rejects()  # values read back (store, decisions file) that were dropped
+        # when this instance started (a reload keeps it)
+        self.started = clock.wall()
+        self._ledger = SignalBook(self.origin, clock)
+        # values read back (store, decisions file) that were dropped
+        self.rejects = Rejects()
         self.decisions = DecisionBook(self.origin, self.rejects)
         self.controls = ManualControls(registry, clock, self.origin, self.rejects)
         self._audit_sink: Callable[[AuditEvent], None] | None = None
         self._change_sink: Callable[[list[Change]], None] | None = None
         self._enforcer = Periodic("manual-controls", CONTROLS_S, clock, self.enforce)
         self._decisions_file = config.decisions_file
-        if self._decisions_file is not None:  # small, read once (a restart's decisions)
+        if self._decisions_file is not None:
+            # small, read once (a restart's decisions)
             read = read_decisions(self._decisions_file, clock.wall(), self.rejects)
             self.decisions.adopt(read)
             self.enforce()
         self._applying = False
         self.applied = 0
         self._shared_counters: list[tuple[ExportCounters, ApplyCounters]] = []
-        self.heartbeats: dict[str, Heartbeat] = {}  # every instance's, from the last pull
+        # every instance's, from the last pull
+        self.heartbeats: dict[str, Heartbeat] = {}
         self._beat: Callable[[], Heartbeat] | None = None
-        self._published: Heartbeat | None = None  # this instance's last heartbeat
+        # this instance's last heartbeat
+        self._published: Heartbeat | None = None
         self.sync: StateSync | None = None
         self._budget: SharedBudgetCounts | None = None
         if config.backend == "redis":
@@ -101,10 +108,15 @@ class SharedState:
                 rejects=self.rejects,
             )
             self.sync = StateSync(
-                store, self._collect, self._apply, clock,
-                interval_s=config.sync_interval_s, origin=self.origin,
-                decisions=self.decisions.take_unsent, heartbeat=self._heartbeat,
-            )  # fmt: skip
+                store,
+                self._collect,
+                self._apply,
+                clock,
+                interval_s=config.sync_interval_s,
+                origin=self.origin,
+                decisions=self.decisions.take_unsent,
+                heartbeat=self._heartbeat,
+            )
 
     def start(self) -> None:
         self._enforcer.start()
@@ -123,8 +135,7 @@ class SharedState:
     ) -> Decision:
         """Takes an operator's decision here and obeys it at once (`publish` shares it);
         ``floor``: its least version (a lease's fence, `gateway.state.lease`)."""
-        decision = self.decisions.decide(key, action, by, reason, self._clock.wall(), until,
-                                         floor)  # fmt: skip
+        decision = self.decisions.decide(key, action, by, reason, self._clock.wall(), until, floor)
         self.enforce()
         return decision
 
@@ -146,9 +157,11 @@ class SharedState:
         again on every tick)."""
         if self._decisions_file is not None:
             try:
-                await asyncio.to_thread(write_decisions, self._decisions_file,
-                                        dict(self.decisions.known))  # fmt: skip
-            except (OSError, TypeError, ValueError) as exc:  # unwritable, or a value unencodable
+                await asyncio.to_thread(
+                    write_decisions, self._decisions_file, dict(self.decisions.known)
+                )
+            except (OSError, TypeError, ValueError) as exc:
+                # unwritable, or a value unencodable
                 reason = exc.strerror if isinstance(exc, OSError) else None
                 return f"decisions file {self._decisions_file}: {reason or exc}"
         if self.sync is None:
@@ -178,7 +191,8 @@ class SharedState:
         """A reload's new gateway takes the outgoing one's decisions and obeys them (and is
         the same instance, started when the outgoing one did)."""
         self.decisions.carry_from(old.decisions)
-        self.rejects.counts.update(old.rejects.counts)  # counts run on across a reload
+        # counts run on across a reload
+        self.rejects.counts.update(old.rejects.counts)
         self.started = old.started
         self.enforce()
 
@@ -214,7 +228,8 @@ class SharedState:
             self._ledger.local(replica_id, state, self._ejected_until_wall(replica_id))
 
     def quarantine(self, replica: str, reason: str) -> None:
-        pass  # quarantines are local judgements of answers; they are not shared
+        # quarantines are local judgements of answers; they are not shared
+        pass
 
     def _ejected_until_wall(self, replica_id: str) -> float:
         replica = self._registry.replica(replica_id)
@@ -263,8 +278,17 @@ class SharedState:
                     outcome = f"obeyed (decided on gateway {d.origin})"
                     if d.target in self.controls.refused:
                         outcome = f"refused: {self.controls.refused[d.target]}"
-                    self.audit(AuditEvent(self._clock.wall(), d.by, d.action, d.key, d.reason,
-                                          outcome, self.origin))  # fmt: skip
+                    self.audit(
+                        AuditEvent(
+                            self._clock.wall(),
+                            d.by,
+                            d.action,
+                            d.key,
+                            d.reason,
+                            outcome,
+                            self.origin,
+                        )
+                    )
 
     def _apply_signal(self, signal: ReplicaSignal) -> None:
         replica = self._registry.replica(signal.replica_id)
@@ -273,7 +297,8 @@ class SharedState:
         self.applied += 1
         pool = self._registry.pools.get(replica.pool)
         left = signal.ejected_until_wall - self._clock.wall()
-        if left > 0 and pool is not None:  # bounded as this gateway's own ejections are
+        if left > 0 and pool is not None:
+            # bounded as this gateway's own ejections are
             now = self._clock.now()
             left = min(left, pool.config.outlier.max_ejection_s)
             if replica.ejected(now) or pool.outlier.admits():
@@ -287,7 +312,8 @@ class SharedState:
     def snapshot(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"backend": self._config.backend, "instance": self.origin}
         doc["decisions"] = self.controls.snapshot(self.decisions.known)
-        doc["rejected"] = self.rejects.snapshot()  # dropped on reading back, by source/kind
+        # dropped on reading back, by source/kind
+        doc["rejected"] = self.rejects.snapshot()
         if self.sync is not None:
             doc.update(self.sync.snapshot(), signals_applied=self.applied)
         return doc

@@ -61,13 +61,20 @@ def page(now: float, change_s: float, gpus: int = 1) -> bytes:
     """A DCGM page (HELP, TYPE, one sample a field and GPU): a replica's own (one GPU) or a
     node exporter's; temperature (60-61 °C, never near slowdown) and power move."""
     step = int(now / change_s)
-    values = {"temperature_c": 60 + step % 2, "power_w": 300 + step % 97, "slowdown_c": 90,
-              "shutdown_c": 95}  # fmt: skip
+    values = {
+        "temperature_c": 60 + step % 2,
+        "power_w": 300 + step % 97,
+        "slowdown_c": 90,
+        "shutdown_c": 95,
+    }
     lines = []
     for f in FIELDS:
         lines += [f"# HELP {f.name} {f.help}", f"# TYPE {f.name} gauge"]
-        lines += [f'{f.name}{{gpu="{g}",UUID="{uuid_of(g) if gpus > 1 else UUID}"}} '
-                  f"{float(values.get(f.attr, 0))}" for g in range(gpus)]  # fmt: skip
+        lines += [
+            f'{f.name}{{gpu="{g}",UUID="{uuid_of(g) if gpus > 1 else UUID}"}} '
+            f"{float(values.get(f.attr, 0))}"
+            for g in range(gpus)
+        ]
     return ("\n".join(lines) + "\n").encode()
 
 
@@ -123,11 +130,18 @@ def config(ports: list[int], interval_s: float, replicas: int, gpus: int = 1) ->
         }
         ports = [ports[0]] * replicas  # the replicas' own ports are not read
     doc = {
-        "pools": {"p": {"model": "m", "accelerator": accelerator,
-                        "replicas": [{"id": f"r{i}", "url": f"http://127.0.0.1:{port}"}
-                                     for i, port in enumerate(ports)]}},
+        "pools": {
+            "p": {
+                "model": "m",
+                "accelerator": accelerator,
+                "replicas": [
+                    {"id": f"r{i}", "url": f"http://127.0.0.1:{port}"}
+                    for i, port in enumerate(ports)
+                ],
+            }
+        },
         "models": {"m": {"pool": "p"}},
-    }  # fmt: skip
+    }
     return Gateway(parse_config(doc))
 
 
@@ -196,8 +210,14 @@ async def measure(
     idle_user, idle_sys = user1 - user0, sys1 - sys0
     gateway = config(sources, interval_s, replicas, gpus)
     transport = Http1Transport()
-    sampler = AcceleratorSampler(gateway.registry, transport, gateway.clock, random.Random(1),
-                                 gateway.shared, lambda pool: False)  # fmt: skip
+    sampler = AcceleratorSampler(
+        gateway.registry,
+        transport,
+        gateway.clock,
+        random.Random(1),
+        gateway.shared,
+        lambda pool: False,
+    )
     counts = [0]
     bare = mode != "sampler"
     if mode == "bare":
@@ -227,10 +247,13 @@ async def measure(
         "system_share_pct": system / seconds * 100,  # the kernel's (loopback TCP, both ends)
         "us_per_sample": (user + system) / max(taken, 1) * 1e6,
         "user_us_per_sample": user / max(taken, 1) * 1e6,
-        "probe_p50_off_ms": pct(off[0], 0.5), "probe_p99_off_ms": pct(off[0], 0.99),
-        "probe_p50_on_ms": pct(on[0], 0.5), "probe_p99_on_ms": pct(on[0], 0.99),
-        "loop_late_p99_off_ms": pct(off[1], 0.99), "loop_late_p99_on_ms": pct(on[1], 0.99),
-    }  # fmt: skip
+        "probe_p50_off_ms": pct(off[0], 0.5),
+        "probe_p99_off_ms": pct(off[0], 0.99),
+        "probe_p50_on_ms": pct(on[0], 0.5),
+        "probe_p99_on_ms": pct(on[0], 0.99),
+        "loop_late_p99_off_ms": pct(off[1], 0.99),
+        "loop_late_p99_on_ms": pct(on[1], 0.99),
+    }
 
 
 def main() -> int:
@@ -255,13 +278,29 @@ def main() -> int:
         return 0
     sources = -(-args.replicas // gpus)  # a port per replica, or per node exporter
     helper = subprocess.Popen(
-        [sys.executable, __file__, "--serve", "--replicas", str(sources),
-         "--change-s", str(args.change_s), "--gpus-per-node", str(gpus)],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            __file__,
+            "--serve",
+            "--replicas",
+            str(sources),
+            "--change-s",
+            str(args.change_s),
+            "--gpus-per-node",
+            str(gpus),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     mode = "sleep" if args.sleep_only else "bare" if args.bare else "sampler"
-    run = functools.partial(measure, seconds=args.seconds, interval_s=args.interval, mode=mode,
-                            replicas=args.replicas, gpus=gpus)  # fmt: skip
+    run = functools.partial(
+        measure,
+        seconds=args.seconds,
+        interval_s=args.interval,
+        mode=mode,
+        replicas=args.replicas,
+        gpus=gpus,
+    )
     try:
         assert helper.stdout is not None
         ports = json.loads(helper.stdout.readline())
@@ -282,9 +321,11 @@ def main() -> int:
         mode, "the sampler"
     )
     where = f"{sources} node exporters, {gpus} GPUs each" if gpus > 1 else "their own pages"
-    print(f"{what}: {args.replicas} replicas ({where}) every {args.interval:g} s, pages "
-          f"changing every {args.change_s:g} s, {args.seconds:g} s; "
-          f"load {os.getloadavg()[0]:.1f}")  # fmt: skip
+    print(
+        f"{what}: {args.replicas} replicas ({where}) every {args.interval:g} s, pages "
+        f"changing every {args.change_s:g} s, {args.seconds:g} s; "
+        f"load {os.getloadavg()[0]:.1f}"
+    )
     for key, value in result.items():
         print(f"  {key:24} {value:10.3f}")
     return 0

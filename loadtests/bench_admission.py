@@ -33,10 +33,12 @@ async def answer(call: InferCall) -> InferResult:
 
 
 def model_config() -> GatewayConfig:
-    return parse_config({
-        "pools": {"p": {"model": "m", "replicas": [{"id": "r0", "url": "http://h:1"}]}},
-        "models": {"m": {"pool": "p"}},  # max_in_flight 256
-    })  # fmt: skip
+    return parse_config(
+        {
+            "pools": {"p": {"model": "m", "replicas": [{"id": "r0", "url": "http://h:1"}]}},
+            "models": {"m": {"pool": "p"}},  # max_in_flight 256
+        }
+    )
 
 
 def tenants(count: int) -> dict[str, TenantConfig]:
@@ -60,8 +62,9 @@ async def layer_ns(count: int, requests: int, held: int) -> float:
     layer = AdmissionLayer(Metrics(process=False), answer, tenants(count))
     tenant = "t0" if count else ANONYMOUS
     clock = MonotonicClock()
-    call = InferCall("m", config.models["m"], b"{}", {}, Deadline.after(clock, 60), "1",
-                     tenant=tenant)  # fmt: skip
+    call = InferCall(
+        "m", config.models["m"], b"{}", {}, Deadline.after(clock, 60), "1", tenant=tenant
+    )
     share = layer.share_of("m", config.models["m"])
     for _ in range(held):
         share.enter(tenant)

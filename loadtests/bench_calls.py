@@ -132,16 +132,27 @@ def _config(replica: Proc, image: Proc, grpc_port: int | None) -> dict[str, Any]
     def pool(name: str, proc: Proc, model: str = DIGITS) -> dict[str, Any]:
         return {"model": model, "replicas": [{"id": name, "url": proc.url}]}
 
-    canary = {"candidate": "next", "mode": "canary", "steps": [10, 100], "hold_s": 86_400,
-              "hold_requests": 1_000_000, "compare_percent": 0}  # fmt: skip
+    canary = {
+        "candidate": "next",
+        "mode": "canary",
+        "steps": [10, 100],
+        "hold_s": 86_400,
+        "hold_requests": 1_000_000,
+        "compare_percent": 0,
+    }
     config: dict[str, Any] = {
         "server": {"max_body_bytes": 16 * 1024 * 1024},
         "pools": {
-            "mlp": pool("mlp-0", replica), "next": pool("next-0", replica),
-            "mlp-3": {"model": DIGITS, "replicas": [
-                {"id": f"mlp3-{i}", "url": replica.url} for i in range(3)]},
-            "vote-a": pool("a-0", replica), "vote-b": pool("b-0", replica),
-            "vote-c": pool("c-0", replica), "image": pool("image-0", image, IMAGE),
+            "mlp": pool("mlp-0", replica),
+            "next": pool("next-0", replica),
+            "mlp-3": {
+                "model": DIGITS,
+                "replicas": [{"id": f"mlp3-{i}", "url": replica.url} for i in range(3)],
+            },
+            "vote-a": pool("a-0", replica),
+            "vote-b": pool("b-0", replica),
+            "vote-c": pool("c-0", replica),
+            "image": pool("image-0", image, IMAGE),
         },
         "models": {
             "digits": {"pool": "mlp"},
@@ -151,7 +162,7 @@ def _config(replica: Proc, image: Proc, grpc_port: int | None) -> dict[str, Any]
             IMAGE: {"pool": "image", "timeout_ms": 10_000},
         },
         "log": {"level": "WARNING"},
-    }  # fmt: skip
+    }
     if grpc_port is not None:
         config["server"]["grpc_port"] = grpc_port
     return config

@@ -137,8 +137,10 @@ def main() -> None:
         f"{'connections':<14}{'conc':>5}{'req/s':>9}{'p50 ms':>8}{'p99 ms':>8}"
         f"{'client µs':>12}{'upstream µs':>14}{'TW server':>11}{'TW client':>11}{'errors':>7}"
     )
-    print(f"request {len(BODY)} B, reply {len(REPLY)} B, {args.seconds:g} s per cell; "
-          "CPU per request; TW: TIME_WAIT sockets left, cumulative")  # fmt: skip
+    print(
+        f"request {len(BODY)} B, reply {len(REPLY)} B, {args.seconds:g} s per cell; "
+        "CPU per request; TW: TIME_WAIT sockets left, cumulative"
+    )
     print(header)
     print("-" * len(header))
     for cell in cells:

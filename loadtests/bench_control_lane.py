@@ -93,15 +93,19 @@ async def connections_under_load(concurrency: int, seconds: float, port: int) ->
 
 
 async def bench(args: argparse.Namespace, port: int, pid: int) -> None:
-    print(f"{'probe on':<23}{'probes':>8}{'p50 ms':>8}{'client µs':>11}{'upstream µs':>13}"
-          f"{'TW server':>11}{'TW client':>11}")  # fmt: skip
+    print(
+        f"{'probe on':<23}{'probes':>8}{'p50 ms':>8}{'client µs':>11}{'upstream µs':>13}"
+        f"{'TW server':>11}{'TW client':>11}"
+    )
     print("-" * 85)
     for keep_alive in (True, False):
         print(await probes(keep_alive, args.seconds, port, pid))
     most, last = await connections_under_load(args.concurrency, args.seconds, port)
-    print(f"\ninfer at concurrency {args.concurrency} + a probe every {PROBE_INTERVAL_S} s: "
-          f"at most {most} connections to the replica, {last} at the end "
-          f"(infer lane <= {args.concurrency}, control lane 1)")  # fmt: skip
+    print(
+        f"\ninfer at concurrency {args.concurrency} + a probe every {PROBE_INTERVAL_S} s: "
+        f"at most {most} connections to the replica, {last} at the end "
+        f"(infer lane <= {args.concurrency}, control lane 1)"
+    )
 
 
 def main() -> None:

@@ -151,11 +151,22 @@ async def _run(
 def grpc_replica(stack: Stack, name: str) -> tuple[Proc, str]:
     """A replica with faults serving V2 gRPC on a port of its own too, and its ``grpc://`` URL."""
     port, grpc_port = free_port(), free_port()
-    argv = [sys.executable, "-m", "replicas.cli", "serve", "--model",
-            str(ROOT / "models" / f"{MODEL}.onnx"), "--name", MODEL, "--port", str(port),
-            "--grpc-port", str(grpc_port), "--enable-faults"]  # fmt: skip
-    proc = stack.start(name, argv, f"http://127.0.0.1:{port}", "/v2/health/ready",
-                       stack.fault_key)  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "replicas.cli",
+        "serve",
+        "--model",
+        str(ROOT / "models" / f"{MODEL}.onnx"),
+        "--name",
+        MODEL,
+        "--port",
+        str(port),
+        "--grpc-port",
+        str(grpc_port),
+        "--enable-faults",
+    ]
+    proc = stack.start(name, argv, f"http://127.0.0.1:{port}", "/v2/health/ready", stack.fault_key)
     return proc, f"grpc://127.0.0.1:{grpc_port}"
 
 

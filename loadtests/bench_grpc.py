@@ -53,11 +53,17 @@ class Payload:
         raw = self.rows.tobytes()
         head = orjson.dumps(
             {
-                "inputs": [{"name": "input", "shape": list(self.rows.shape), "datatype": "FP32",
-                            "parameters": {"binary_data_size": len(raw)}}],
+                "inputs": [
+                    {
+                        "name": "input",
+                        "shape": list(self.rows.shape),
+                        "datatype": "FP32",
+                        "parameters": {"binary_data_size": len(raw)},
+                    }
+                ],
                 "outputs": [{"name": "label", "parameters": {"binary_data": True}}],
             }
-        )  # fmt: skip
+        )
         headers = {
             "content-type": "application/octet-stream",
             "inference-header-content-length": str(len(head)),
@@ -118,9 +124,12 @@ async def grpc_closed_loop(
 
 
 def measured(
-    run: Callable[[float, int], LoadResult], gateway: Proc | None, replica: Proc,
-    seconds: float, max_requests: int,
-) -> tuple[LoadResult, float | None, float | None]:  # fmt: skip
+    run: Callable[[float, int], LoadResult],
+    gateway: Proc | None,
+    replica: Proc,
+    seconds: float,
+    max_requests: int,
+) -> tuple[LoadResult, float | None, float | None]:
     run(0.5, 300)  # warm connections and caches
     procs = [p for p in (gateway, replica) if p is not None]
     before = [cpu_seconds(p.pid) for p in procs]
@@ -141,13 +150,22 @@ def runner(
 
     def run(seconds: float, most: int) -> LoadResult:
         if door == "grpc":
-            return uvloop.run(grpc_closed_loop(
-                where, request, concurrency=concurrency, seconds=seconds, max_requests=most
-            ))  # fmt: skip
-        return uvloop.run(closed_loop(
-            where, f"/v2/models/{model}/infer", body, concurrency=concurrency,
-            seconds=seconds, max_requests=most, headers=headers,
-        ))  # fmt: skip
+            return uvloop.run(
+                grpc_closed_loop(
+                    where, request, concurrency=concurrency, seconds=seconds, max_requests=most
+                )
+            )
+        return uvloop.run(
+            closed_loop(
+                where,
+                f"/v2/models/{model}/infer",
+                body,
+                concurrency=concurrency,
+                seconds=seconds,
+                max_requests=most,
+                headers=headers,
+            )
+        )
 
     return run
 
@@ -155,10 +173,19 @@ def runner(
 def start_replica(stack: Stack) -> tuple[Proc, str]:
     port, grpc_port = free_port(), free_port()
     argv = [
-        sys.executable, "-m", "replicas.cli", "serve",
-        "--model", str(ROOT / "models" / f"{MODEL}.onnx"), "--name", MODEL,
-        "--port", str(port), "--grpc-port", str(grpc_port),
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "replicas.cli",
+        "serve",
+        "--model",
+        str(ROOT / "models" / f"{MODEL}.onnx"),
+        "--name",
+        MODEL,
+        "--port",
+        str(port),
+        "--grpc-port",
+        str(grpc_port),
+    ]
     proc = stack.start("replica-0", argv, f"http://127.0.0.1:{port}", "/v2/health/ready")
     return proc, f"127.0.0.1:{grpc_port}"
 
@@ -201,10 +228,13 @@ def main(argv: list[str] | None = None) -> int:
                     )
                     bad = sum(n for s, n in result.statuses.items() if s != 200)
                     if bad or result.errors:
-                        print(f"warning: {door} {target} {payload.name} c={concurrency}: "
-                              f"{bad} failed, {dict(result.errors)}")  # fmt: skip
-                    rows.append(Row(door, target, payload.name, concurrency, result, gateway_us,
-                                    replica_us))  # fmt: skip
+                        print(
+                            f"warning: {door} {target} {payload.name} c={concurrency}: "
+                            f"{bad} failed, {dict(result.errors)}"
+                        )
+                    rows.append(
+                        Row(door, target, payload.name, concurrency, result, gateway_us, replica_us)
+                    )
     print(render(rows))
     save("grpc", render(rows))
     return 0

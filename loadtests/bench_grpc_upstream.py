@@ -52,15 +52,20 @@ def bodies() -> dict[str, EncodedBody]:
 
 
 async def run(
-    transport: Transport, endpoint: Endpoint, body: EncodedBody, seconds: float,
-    concurrency: int, pid: int,
-) -> tuple[int, float, float, float, float]:  # fmt: skip
+    transport: Transport,
+    endpoint: Endpoint,
+    body: EncodedBody,
+    seconds: float,
+    concurrency: int,
+    pid: int,
+) -> tuple[int, float, float, float, float]:
     """(requests, client CPU µs/req, replica CPU µs/req, p50 ms, p99 ms)."""
     headers = body.headers()
     await transport.request(endpoint, "GET", "/v2", timeout=10)  # as the gateway learns it
     for _ in range(20):  # warm: connections, channel, caches
-        reply = await transport.request(endpoint, "POST", PATH, body=body.body, headers=headers,
-                                        timeout=10)  # fmt: skip
+        reply = await transport.request(
+            endpoint, "POST", PATH, body=body.body, headers=headers, timeout=10
+        )
         assert reply.status == 200, reply.body[:200]
     latencies: list[float] = []
     stop_at = time.perf_counter() + seconds
@@ -68,8 +73,9 @@ async def run(
     async def worker() -> None:
         while time.perf_counter() < stop_at:
             started = time.perf_counter()
-            await transport.request(endpoint, "POST", PATH, body=body.body, headers=headers,
-                                    timeout=10)  # fmt: skip
+            await transport.request(
+                endpoint, "POST", PATH, body=body.body, headers=headers, timeout=10
+            )
             latencies.append(time.perf_counter() - started)
 
     upstream0, cpu0 = process_cpu_s(pid), time.process_time()
@@ -88,15 +94,19 @@ async def main(seconds: float, concurrency: int) -> None:
             ("http", Http1Transport(), Endpoint.parse(replica.url)),
             ("grpc", GrpcTransport(), Endpoint.parse(replica.grpc_url)),
         ]
-        print(f"{'payload':<14} {'upstream':<8} {'req':>6} {'gateway CPU':>12} "
-              f"{'replica CPU':>12} {'p50':>8} {'p99':>8}")  # fmt: skip
+        print(
+            f"{'payload':<14} {'upstream':<8} {'req':>6} {'gateway CPU':>12} "
+            f"{'replica CPU':>12} {'p50':>8} {'p99':>8}"
+        )
         for label, body in bodies().items():
             for name, transport, endpoint in ways:
                 n, cpu, upstream, p50, p99 = await run(
                     transport, endpoint, body, seconds, concurrency, replica.pid
                 )
-                print(f"{label:<14} {name:<8} {n:>6} {cpu:>9.0f} µs {upstream:>9.0f} µs "
-                      f"{p50:>5.2f} ms {p99:>5.2f} ms")  # fmt: skip
+                print(
+                    f"{label:<14} {name:<8} {n:>6} {cpu:>9.0f} µs {upstream:>9.0f} µs "
+                    f"{p50:>5.2f} ms {p99:>5.2f} ms"
+                )
         for _, transport, _ in ways:
             await transport.aclose()
     finally:

@@ -126,11 +126,14 @@ def count(
         "per_request": round((total - background) / max(1, load.requests)),
         "idle_share": round(background / total, 3),  # what was taken off
         **(
-            {"attempts_per_request": round(attempts / max(1, load.requests), 3),
-             "per_try_timeouts": int(slow)}
-            if gateway else {}
+            {
+                "attempts_per_request": round(attempts / max(1, load.requests), 3),
+                "per_try_timeouts": int(slow),
+            }
+            if gateway
+            else {}
         ),
-    }  # fmt: skip
+    }
 
 
 def worker_pid(url: str) -> int:
@@ -165,10 +168,15 @@ def _window(out_dir: Path, pid: int, work: Callable[[], None]) -> tuple[int, flo
 def _load(url: str, path: str, payload: bytes, n: int) -> LoadResult:
     return uvloop.run(
         closed_loop(
-            url, path, payload, concurrency=CONCURRENCY, seconds=WINDOW_CAP_S, max_requests=n,
+            url,
+            path,
+            payload,
+            concurrency=CONCURRENCY,
+            seconds=WINDOW_CAP_S,
+            max_requests=n,
             timeout_s=60.0,
         )
-    )  # fmt: skip
+    )
 
 
 def server_floor(stack: Stack, **start: Any) -> Proc:
@@ -211,8 +219,10 @@ def main(argv: list[str] | None = None) -> int:
             config["pools"]["pool"]["health"] = {"interval_s": PROBE_INTERVAL_S}
         gateway_path, direct_path = "/v2/models/digits/infer", f"/v2/models/{MODEL}/infer"
         # a gateway's requests run in its data-plane worker: that process runs under callgrind
-        workers = {"env": {WORKER_PREFIX_ENV: shlex.join(valgrind_argv(out_dir))},
-                   "ready_timeout_s": READY_S}  # fmt: skip
+        workers = {
+            "env": {WORKER_PREFIX_ENV: shlex.join(valgrind_argv(out_dir))},
+            "ready_timeout_s": READY_S,
+        }
         targets = {
             "gateway": lambda: (stack.gateway(one, **workers), gateway_path),
             "gateway[3 entries]": lambda: (

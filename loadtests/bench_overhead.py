@@ -96,8 +96,14 @@ def variants(stack: Stack, replica: Proc) -> list[tuple[str, Proc | None, str, s
 def floor(stack: Stack, upstream: Proc, **start: Any) -> Proc:
     """The minimal Python proxy in front of ``upstream`` (``start``: `Stack.start`'s options)."""
     port = free_port()
-    argv = [sys.executable, str(ROOT / "loadtests" / "minimal_proxy.py"), "--port", str(port),
-            "--upstream", upstream.url]  # fmt: skip
+    argv = [
+        sys.executable,
+        str(ROOT / "loadtests" / "minimal_proxy.py"),
+        "--port",
+        str(port),
+        "--upstream",
+        upstream.url,
+    ]
     return stack.start("floor", argv, f"http://127.0.0.1:{port}", "/v2/health/ready", **start)
 
 

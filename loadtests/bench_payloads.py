@@ -44,8 +44,16 @@ def measure(
     proc: Proc | None, url: str, p: Payload, model: str, concurrency: int, seconds: float
 ) -> tuple[LoadResult, float | None]:
     path = f"/v2/models/{model}/infer"
-    warm = closed_loop(url, path, p.body, concurrency=concurrency, seconds=0.3, max_requests=200,
-                       headers=p.headers, timeout_s=30.0)  # fmt: skip
+    warm = closed_loop(
+        url,
+        path,
+        p.body,
+        concurrency=concurrency,
+        seconds=0.3,
+        max_requests=200,
+        headers=p.headers,
+        timeout_s=30.0,
+    )
     uvloop.run(warm)
     before = cpu_seconds(proc.pid) if proc else None
     result = uvloop.run(
@@ -89,8 +97,11 @@ def run(seconds: float) -> list[Row]:
             for name, proc, url, model in targets:
                 result, cpu = measure(proc, url, p, model, conc, seconds)
                 rows.append(Row(name, p, conc, result, cpu))
-                print(f"  {name:<13} {p.label:>5} {p.encoding:<6} c{conc:<3} "
-                      f"{result.rate:8.0f} req/s  cpu {cpu or 0:8.0f} µs", flush=True)  # fmt: skip
+                print(
+                    f"  {name:<13} {p.label:>5} {p.encoding:<6} c{conc:<3} "
+                    f"{result.rate:8.0f} req/s  cpu {cpu or 0:8.0f} µs",
+                    flush=True,
+                )
     return rows
 
 
@@ -137,8 +148,9 @@ def targets(rows: list[Row]) -> list[str]:
     """The issue's targets, each with the measured figures and PASS or MISS."""
     out = []
 
-    def check(what: str, key: tuple[str, str, int], rate: float | None, cpu: float,
-              p50: float | None) -> None:  # fmt: skip
+    def check(
+        what: str, key: tuple[str, str, int], rate: float | None, cpu: float, p50: float | None
+    ) -> None:
         gw, ng = _find(rows, "gateway", key), _find(rows, "nginx", key)
         if gw is None or ng is None or not gw.cpu_us or not ng.cpu_us or not _ok(ng.result):
             out.append(f"{what}: not measured")
@@ -147,8 +159,10 @@ def targets(rows: list[Row]) -> list[str]:
         c = gw.cpu_us / ng.cpu_us
         q = gw.result.quantile_ms(0.5) / ng.result.quantile_ms(0.5)
         ok = (rate is None or r >= rate) and c <= cpu and (p50 is None or q <= p50)
-        out.append(f"{'PASS' if ok else 'MISS'} {what}: throughput {r:.0%} of nginx, "
-                   f"CPU {c:.1f}× nginx, p50 {q:.2f}× nginx")  # fmt: skip
+        out.append(
+            f"{'PASS' if ok else 'MISS'} {what}: throughput {r:.0%} of nginx, "
+            f"CPU {c:.1f}× nginx, p50 {q:.2f}× nginx"
+        )
 
     for label in ("600KB", "6MB"):
         check(f"{label} binary c8 (≥90 %, ≤2×, p50 ≤1.2×)", (label, "binary", 8), 0.9, 2.0, 1.2)
@@ -167,9 +181,14 @@ def plot(rows: list[Row], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(8, 5))
     for target in ("nginx", "gateway", "gateway vote"):
         for enc, style in (("binary", "-o"), ("json", "--s")):
-            pts = sorted((len(r.payload.body), r.cpu_us) for r in rows
-                         if r.target == target and r.payload.encoding == enc
-                         and r.concurrency == 8 and r.cpu_us)  # fmt: skip
+            pts = sorted(
+                (len(r.payload.body), r.cpu_us)
+                for r in rows
+                if r.target == target
+                and r.payload.encoding == enc
+                and r.concurrency == 8
+                and r.cpu_us
+            )
             if pts:
                 ax.plot(*zip(*pts, strict=True), style, label=f"{target} ({enc})")
     ax.set_xscale("log")

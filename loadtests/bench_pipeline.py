@@ -28,21 +28,23 @@ from gateway.config.endpoint import Endpoint
 from gateway.deadline import Deadline
 from gateway.pipeline.build import build_pipeline
 from gateway.pipeline.call import InferCall
-from gateway.policies.budget import RetryBudget
+from gateway.retry.budget import RetryBudget
 from gateway.slo.engine import SloBook
 from gateway.telemetry.metrics import Metrics
 from gateway.upstream.registry import Registry
-from gateway.upstream.transport.base import UpstreamResponse
+from gateway.upstream.transport.base import Reply
 from gateway.v2.request import parse_infer_request
 
 BODY = orjson.dumps(
     {"id": "1", "inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [0] * 4}]}
 )
 REPLY = orjson.dumps(
-    {"id": "1", "model_name": "m", "outputs": [
-        {"name": "label", "shape": [1], "datatype": "INT64", "data": [3]}
-    ]}
-)  # fmt: skip
+    {
+        "id": "1",
+        "model_name": "m",
+        "outputs": [{"name": "label", "shape": [1], "datatype": "INT64", "data": [3]}],
+    }
+)
 
 
 class InstantTransport:
@@ -59,8 +61,8 @@ class InstantTransport:
         body: bytes = b"",
         headers: Mapping[str, str] | None = None,
         timeout: float,
-    ) -> UpstreamResponse:
-        return UpstreamResponse(200, {"content-type": "application/json"}, REPLY)
+    ) -> Reply:
+        return Reply(200, {"content-type": "application/json"}, REPLY)
 
     def forget(self, endpoint: Endpoint) -> None:
         pass
@@ -70,12 +72,20 @@ class InstantTransport:
 
 
 def config(replicas: int, **model: Any) -> GatewayConfig:
-    return parse_config({
-        "pools": {"p": {"model": "m", "replicas": [
-            {"id": f"r{i}", "url": f"http://127.0.0.1:{9000 + i}"} for i in range(replicas)
-        ]}},
-        "models": {"m": {"pool": "p", **model}},
-    })  # fmt: skip
+    return parse_config(
+        {
+            "pools": {
+                "p": {
+                    "model": "m",
+                    "replicas": [
+                        {"id": f"r{i}", "url": f"http://127.0.0.1:{9000 + i}"}
+                        for i in range(replicas)
+                    ],
+                }
+            },
+            "models": {"m": {"pool": "p", **model}},
+        }
+    )
 
 
 SHAPES: dict[str, GatewayConfig] = {
@@ -94,9 +104,14 @@ async def run(cfg: GatewayConfig, requests: int) -> float:
         {n: m.slos for n, m in models}, clock, policies={n: m.burn_policy for n, m in models}
     )
     pipeline = build_pipeline(
-        registry, InstantTransport(), budget, clock, random.Random(0),
-        metrics=Metrics(), adjust=slo.adjustment,
-    )  # fmt: skip
+        registry,
+        InstantTransport(),
+        budget,
+        clock,
+        random.Random(0),
+        metrics=Metrics(),
+        adjust=slo.adjustment,
+    )
     model = cfg.models["m"]
     info = parse_infer_request(BODY, None)
 

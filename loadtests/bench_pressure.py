@@ -88,8 +88,15 @@ async def _neighbour_phase(
     url: str, control_url: str, seconds: float
 ) -> tuple[LoadResult, list[float], list[float]]:
     small = payload_of("300B", "json")
-    load = closed_loop(url, f"/v2/models/{DIGITS}/infer", small.body, concurrency=1,
-                       seconds=seconds, max_requests=1_000_000, headers=small.headers)  # fmt: skip
+    load = closed_loop(
+        url,
+        f"/v2/models/{DIGITS}/infer",
+        small.body,
+        concurrency=1,
+        seconds=seconds,
+        max_requests=1_000_000,
+        headers=small.headers,
+    )
     result, live, control = await asyncio.gather(
         load, _live_prober(url, seconds), _live_prober(control_url, seconds)
     )
@@ -138,8 +145,17 @@ def rss_bytes(pid: int) -> int:
 
 def memory(url: str, pid: int, seconds: float, budget: int) -> list[str]:
     warm = payload_of("6MB", "binary")
-    uvloop.run(closed_loop(url, f"/v2/models/{IMAGE}/infer", warm.body, concurrency=2,
-                           seconds=2.0, max_requests=20, headers=warm.headers))  # fmt: skip
+    uvloop.run(
+        closed_loop(
+            url,
+            f"/v2/models/{IMAGE}/infer",
+            warm.body,
+            concurrency=2,
+            seconds=2.0,
+            max_requests=20,
+            headers=warm.headers,
+        )
+    )
     time.sleep(1.0)
     baseline = rss_bytes(pid)
     samples: list[int] = []

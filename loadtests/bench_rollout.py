@@ -38,8 +38,13 @@ BODY = orjson.dumps(
 
 
 def config(now: Proc, candidate: Proc, percent: float) -> dict[str, Any]:
-    rollout = {"candidate": "next", "mode": "shadow", "shadow_percent": percent,
-               "shadow_rate_per_s": 100_000, "shadow_concurrency": 256}  # fmt: skip
+    rollout = {
+        "candidate": "next",
+        "mode": "shadow",
+        "shadow_percent": percent,
+        "shadow_rate_per_s": 100_000,
+        "shadow_concurrency": 256,
+    }
     return {
         "pools": {
             "now": {"model": "digits-mlp", "replicas": [{"id": "now-0", "url": now.url}]},
@@ -96,15 +101,23 @@ def main() -> None:
         candidate = stack.replica("next-0", "digits-mlp", faults=False)
         gateway = stack.gateway(config(now, candidate, 0), name="capacity")
         capacity = asyncio.run(
-            closed_loop(gateway.url, PATH, BODY, concurrency=16, seconds=args.seconds / 2,
-                        max_requests=10**9)
-        )  # fmt: skip
+            closed_loop(
+                gateway.url,
+                PATH,
+                BODY,
+                concurrency=16,
+                seconds=args.seconds / 2,
+                max_requests=10**9,
+            )
+        )
         stop(gateway.process)
         answered = capacity.statuses[200] / capacity.seconds  # fast failures are no capacity
         rate = answered * args.fraction
-        print(f"capacity (closed loop, c16, shadow off): {answered:.0f} answers/s "
-              f"({dict(capacity.statuses)} {dict(capacity.errors)}); "
-              f"offered load: {rate:.0f} req/s for {args.seconds:g} s")  # fmt: skip
+        print(
+            f"capacity (closed loop, c16, shadow off): {answered:.0f} answers/s "
+            f"({dict(capacity.statuses)} {dict(capacity.errors)}); "
+            f"offered load: {rate:.0f} req/s for {args.seconds:g} s"
+        )
         rows = []
         for percent in (0.0, 100.0):
             gateway = stack.gateway(config(now, candidate, percent), name=f"shadow-{percent:g}")
@@ -113,15 +126,19 @@ def main() -> None:
             evidence = compared(gateway.url)
             stop(gateway.process)
             rows.append((percent, result, evidence))
-        print(f"{'shadow':>7} {'requests':>9} {'non-200':>8} {'p50 ms':>8} {'p99 ms':>8} "
-              f"{'compared':>9} {'agreed':>7} {'shed':>5} {'copy errors':>11}")  # fmt: skip
+        print(
+            f"{'shadow':>7} {'requests':>9} {'non-200':>8} {'p50 ms':>8} {'p99 ms':>8} "
+            f"{'compared':>9} {'agreed':>7} {'shed':>5} {'copy errors':>11}"
+        )
         for percent, result, evidence in rows:
             bad = result.requests - result.statuses[200]
             p50, p99 = result.quantile_ms(0.5), result.quantile_ms(0.99)
-            print(f"{percent:>6g}% {result.requests:>9} {bad:>8} {p50:>8.2f} {p99:>8.2f} "
-                  f"{evidence['compared']:>9} {evidence['agreed']:>7} "
-                  f"{evidence['shadow_shed']:>5} {evidence['compare_errors']:>11}  "
-                  f"{dict(result.statuses)} {dict(result.errors)}")  # fmt: skip
+            print(
+                f"{percent:>6g}% {result.requests:>9} {bad:>8} {p50:>8.2f} {p99:>8.2f} "
+                f"{evidence['compared']:>9} {evidence['agreed']:>7} "
+                f"{evidence['shadow_shed']:>5} {evidence['compare_errors']:>11}  "
+                f"{dict(result.statuses)} {dict(result.errors)}"
+            )
         off, on = rows[0][1], rows[1][1]
         for q in (0.5, 0.99):
             ratio = on.quantile_ms(q) / off.quantile_ms(q)

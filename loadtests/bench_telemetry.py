@@ -26,7 +26,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from gateway.policies.classify import classify_status
+from gateway.faults.classify import classify_status
 from gateway.telemetry.catalog import LATENCY_BUCKETS
 from gateway.telemetry.logging import JsonFormatter, TextFormatter, bind_request, unbind_request
 from gateway.telemetry.metrics import Metrics
@@ -192,28 +192,42 @@ def main(argv: list[str] | None = None) -> None:
     off, batch = Tracer(TracingConfig(enabled=False)), Tracer(exporter=NullExporter(), batch=True)
     memory = InMemorySpanExporter()
     rows: list[tuple[str, Callable[[], float]]] = [
-        ("metrics: request + attempt (gateway.telemetry)",
-         lambda: measure(metrics_request(sizes=False), n)),
-        ("metrics: + queue time, body sizes, rows (every request)",
-         lambda: measure(metrics_request(), n)),
-        ("metrics: same with prometheus_client children",
-         lambda: measure(prometheus_children(), n)),
+        (
+            "metrics: request + attempt (gateway.telemetry)",
+            lambda: measure(metrics_request(sizes=False), n),
+        ),
+        (
+            "metrics: + queue time, body sizes, rows (every request)",
+            lambda: measure(metrics_request(), n),
+        ),
+        (
+            "metrics: same with prometheus_client children",
+            lambda: measure(prometheus_children(), n),
+        ),
         ("tracing: off (enabled=False, pass-through)", lambda: measure(traced(off, {}), n)),
         ("tracing: no exporter, new trace", lambda: measure(traced(Tracer(), {}), n)),
-        ("tracing: no exporter, incoming traceparent",
-         lambda: measure(traced(Tracer(), INCOMING), n)),
+        (
+            "tracing: no exporter, incoming traceparent",
+            lambda: measure(traced(Tracer(), INCOMING), n),
+        ),
         ("tracing: batch exporter (null sink), 2 spans", lambda: measure_batch(batch)),
-        ("tracing: in-memory exporter (simple), 2 spans",
-         lambda: measure(traced(Tracer(exporter=memory), {}), 2000)),
-        ("tracing: + OTLP protobuf encoding (export thread)",
-         lambda: measure(otlp_encoding(), 10, per_call=256)),
+        (
+            "tracing: in-memory exporter (simple), 2 spans",
+            lambda: measure(traced(Tracer(exporter=memory), {}), 2000),
+        ),
+        (
+            "tracing: + OTLP protobuf encoding (export thread)",
+            lambda: measure(otlp_encoding(), 10, per_call=256),
+        ),
         ("tracing: OTel SDK Tracer, no processor", lambda: measure(sdk_spans(), n)),
         ("logs: bind + unbind request ids", lambda: measure(bind_unbind, n)),
-        ("logs: one JSON line (with request/trace id)",
-         lambda: measure(log_line(JsonFormatter()), n)),
+        (
+            "logs: one JSON line (with request/trace id)",
+            lambda: measure(log_line(JsonFormatter()), n),
+        ),
         ("logs: one text line", lambda: measure(log_line(TextFormatter()), n)),
         ("logs: debug call below the level", lambda: measure(debug_skipped(), n)),
-    ]  # fmt: skip
+    ]
     print(f"{'what (per request)':<52} {'µs':>8}")
     for name, bench in rows:
         print(f"{name:<52} {bench():8.2f}", flush=True)

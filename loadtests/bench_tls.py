@@ -72,8 +72,10 @@ def main() -> None:
     for name, result in (("http", plain), ("https", secure)):
         shown = ", ".join(f"{k} {v:.1f}" for k, v in result.items() if k != "peer_port")
         print(f"{name:5} {args.loop}: {shown}")
-    print(f"TLS adds {secure['client_cpu_us'] - plain['client_cpu_us']:.1f} µs client CPU and "
-          f"{secure['wall_us'] - plain['wall_us']:.1f} µs wall per request")  # fmt: skip
+    print(
+        f"TLS adds {secure['client_cpu_us'] - plain['client_cpu_us']:.1f} µs client CPU and "
+        f"{secure['wall_us'] - plain['wall_us']:.1f} µs wall per request"
+    )
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ What the scaling benchmark (``loadtests/bench_scaling.py``) puts behind the gate
 the minimal proxy, so that their own cost per request is what the load generator sees, not a
 model's. It answers ``POST /v2/models/{m}[/versions/{v}]/infer`` for its one model with a fixed
 V2 reply that carries the request's ``id`` (the gateway refuses an answer that does not echo
-the id it sent: `gateway.v2.response.check_reply`), and the reads a gateway makes of a replica
+the id it sent: `gateway.v2.reply.check_reply`), and the reads a gateway makes of a replica
 (``GET /v2``, ``/v2/health/live``, ``/v2/health/ready``, the model's metadata and ``/ready``).
 Each request is answered inside the parser's callback: no task, no ASGI, no framework.
 

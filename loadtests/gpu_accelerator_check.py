@@ -43,8 +43,12 @@ def device() -> tuple[str, str] | str:
 
 def replica_readings(url: str) -> dict[str, tuple[dict[str, str], float]]:
     text = httpx.get(f"{url}/metrics", timeout=5.0, trust_env=False).text
-    return {s.name: (s.labels, s.value) for f in text_string_to_metric_families(text)
-            for s in f.samples if s.name.startswith("DCGM_FI_DEV_")}  # fmt: skip
+    return {
+        s.name: (s.labels, s.value)
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.name.startswith("DCGM_FI_DEV_")
+    }
 
 
 def gateway_reading(url: str) -> dict[str, Any] | None:
@@ -70,11 +74,18 @@ def check(model: str = "digits-mlp") -> bool | None:
         ok = all(readings.get(n, ({}, 0))[0].get("UUID") == uuid for n in REQUIRED)
         has_ecc = all(n in readings for n in ECC)
         print(f"  temperature and power with the device's UUID: {ok}; ECC counters: {has_ecc}")
-        gateway = stack.gateway({
-            "pools": {"gpu": {"model": model, "accelerator": {"interval_s": 0.2},
-                              "replicas": [{"id": "gpu-0", "url": replica.url}]}},
-            "models": {"digits": {"pool": "gpu"}},
-        })  # fmt: skip
+        gateway = stack.gateway(
+            {
+                "pools": {
+                    "gpu": {
+                        "model": model,
+                        "accelerator": {"interval_s": 0.2},
+                        "replicas": [{"id": "gpu-0", "url": replica.url}],
+                    }
+                },
+                "models": {"digits": {"pool": "gpu"}},
+            }
+        )
         deadline = time.monotonic() + WAIT_S
         seen = None
         while seen is None and time.monotonic() < deadline:

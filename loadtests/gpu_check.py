@@ -57,9 +57,11 @@ def compare(path: Path, x: np.ndarray) -> bool:
         if a[k].dtype.kind == "f"
     )
     times = {n: (timed(cpu, x, n), timed(cuda, x, n)) for n in (1, 64, len(x))}
-    print(f"{path.stem}: provider {cuda.provider}; labels equal {labels}; "
-          f"max probability diff {diff:.2e}; ms per batch (cpu / cuda): "
-          + ", ".join(f"{n} rows {c:.3f} / {g:.3f}" for n, (c, g) in times.items()))  # fmt: skip
+    print(
+        f"{path.stem}: provider {cuda.provider}; labels equal {labels}; "
+        f"max probability diff {diff:.2e}; ms per batch (cpu / cuda): "
+        + ", ".join(f"{n} rows {c:.3f} / {g:.3f}" for n, (c, g) in times.items())
+    )
     return cuda.provider == "CUDAExecutionProvider" and labels and diff <= PROBABILITY_ATOL
 
 
@@ -68,9 +70,17 @@ async def serve_once(path: Path, x: np.ndarray) -> bool:
     await app.startup()
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://replica") as client:
-        body = {"id": "gpu-1", "inputs": [
-            {"name": "input", "shape": [4, 64], "datatype": "FP32", "data": x[:4].ravel().tolist()}
-        ]}  # fmt: skip
+        body = {
+            "id": "gpu-1",
+            "inputs": [
+                {
+                    "name": "input",
+                    "shape": [4, 64],
+                    "datatype": "FP32",
+                    "data": x[:4].ravel().tolist(),
+                }
+            ],
+        }
         response = await client.post(f"/v2/models/{path.stem}/infer", content=orjson.dumps(body))
     print(f"replica server on cuda: {response.status_code} {response.text[:160]}")
     return response.status_code == 200 and response.json()["id"] == "gpu-1"
@@ -79,8 +89,9 @@ async def serve_once(path: Path, x: np.ndarray) -> bool:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--models", default="models")
-    parser.add_argument("--accelerator-only", action="store_true",
-                        help="only the NVML readings check")  # fmt: skip
+    parser.add_argument(
+        "--accelerator-only", action="store_true", help="only the NVML readings check"
+    )
     args = parser.parse_args()
     if args.accelerator_only:
         return 0 if gpu_accelerator_check.check() in (True, None) else 1

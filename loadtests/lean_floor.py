@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gateway.worker.http.answer import Answer
 from gateway.worker.http.request import Request
-from gateway.worker.http.router import Router
+from gateway.worker.http.router import PathRouter
 from gateway.worker.http.server import HttpServer
 
 REPLY = (
@@ -43,7 +43,7 @@ async def not_found(request: Request, answer: Answer) -> None:
 
 
 async def serve(port: int) -> None:
-    router = Router(not_found)
+    router = PathRouter(not_found)
     router.add("POST", "/v2/models/{model}/infer", reply)
     router.add("GET", "/ready", reply)
     server = HttpServer(router)

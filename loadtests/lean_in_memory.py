@@ -24,7 +24,7 @@ import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gateway.worker.http.router import Router
+from gateway.worker.http.router import PathRouter
 from gateway.worker.http.server import HttpServer
 from loadtests.bench_overhead import body
 from loadtests.lean_floor import not_found, reply
@@ -68,7 +68,7 @@ async def run(requests: int) -> None:
         b"POST /v2/models/digits/infer HTTP/1.1\r\nhost: 127.0.0.1:8000\r\n"
         b"content-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(payload), payload)
     )
-    router = Router(not_found)
+    router = PathRouter(not_found)
     router.add("POST", "/v2/models/{model}/infer", reply)
     server = HttpServer(router)
     connections = []

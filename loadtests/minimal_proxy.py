@@ -55,7 +55,10 @@ class Proxy:
             loop = asyncio.get_running_loop()
             _, conn = await loop.create_connection(Upstream, self.host, self.port)
         head = b"%s %s HTTP/1.1\r\nhost: %s\r\ncontent-type: application/json\r\n" % (
-            method, url, self.host.encode())  # fmt: skip
+            method,
+            url,
+            self.host.encode(),
+        )
         conn.reply = asyncio.get_running_loop().create_future()
         assert conn.transport is not None
         conn.transport.writelines([head, b"content-length: %d\r\n\r\n" % len(body), body])
@@ -94,10 +97,13 @@ class Client(asyncio.Protocol):
     async def answer(self, method: bytes, url: bytes, body: bytes) -> None:
         status, reply = await self.proxy.exchange(method, url, body)
         assert self.transport is not None
-        self.transport.writelines([
-            b"HTTP/1.1 %d OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
-            % (status, len(reply)), reply,
-        ])  # fmt: skip
+        self.transport.writelines(
+            [
+                b"HTTP/1.1 %d OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
+                % (status, len(reply)),
+                reply,
+            ]
+        )
 
 
 async def serve(port: int, upstream: str) -> None:

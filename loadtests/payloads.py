@@ -111,10 +111,12 @@ def start(stack: Stack, budget_bytes: int | None = None) -> PayloadStack:
         "models": {
             DIGITS: {"pool": "digits"},
             IMAGE: {"pool": "image", "timeout_ms": 10_000},  # 12 MB of JSON takes a replica ~1 s
-            "image-vote": {"vote": {"pools": ["image-a", "image-b"], "quorum": 2},
-                           "timeout_ms": 10_000},
+            "image-vote": {
+                "vote": {"pools": ["image-a", "image-b"], "quorum": 2},
+                "timeout_ms": 10_000,
+            },
         },
-    }  # fmt: skip
+    }
     if budget_bytes is not None:
         config["server"]["inflight_bytes"] = budget_bytes
     gateway = stack.gateway(config, name="gateway-payloads")

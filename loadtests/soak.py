@@ -117,9 +117,20 @@ def start_replicas(stack: Stack) -> dict[str, str]:
 
 def _grpc_replica(stack: Stack, name: str, model: str) -> str:
     port, grpc_port = free_port(), free_port()
-    argv = [sys.executable, "-m", "replicas.cli", "serve", "--name", model,
-            "--model", str(ROOT / "models" / f"{model}.onnx"),
-            "--port", str(port), "--grpc-port", str(grpc_port)]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "replicas.cli",
+        "serve",
+        "--name",
+        model,
+        "--model",
+        str(ROOT / "models" / f"{model}.onnx"),
+        "--port",
+        str(port),
+        "--grpc-port",
+        str(grpc_port),
+    ]
     stack.start(name, argv, f"http://127.0.0.1:{port}", "/v2/health/ready")
     return f"grpc://127.0.0.1:{grpc_port}"
 
@@ -158,14 +169,33 @@ async def drive(doors: list[Door], *, seconds: float, concurrency: int, every_s:
     for door in doors:
         if door.grpc_target is not None:
             request = grpc_request(door.model, row)
-            jobs.append(grpc_load(door.grpc_target, request, door.counts,
-                                  concurrency=concurrency, stop_at=stop_at))  # fmt: skip
+            jobs.append(
+                grpc_load(
+                    door.grpc_target, request, door.counts, concurrency=concurrency, stop_at=stop_at
+                )
+            )
         else:
             path = f"/v2/models/{door.model}/infer"
-            jobs.append(rest_load(door.gateway.url, path, rest_body(row), door.counts,
-                                  concurrency=concurrency, stop_at=stop_at))  # fmt: skip
-        jobs.append(sample_rss(door.gateway.pid, door.counts, door.samples,
-                               every_s=every_s, began=began, stop_at=stop_at))  # fmt: skip
+            jobs.append(
+                rest_load(
+                    door.gateway.url,
+                    path,
+                    rest_body(row),
+                    door.counts,
+                    concurrency=concurrency,
+                    stop_at=stop_at,
+                )
+            )
+        jobs.append(
+            sample_rss(
+                door.gateway.pid,
+                door.counts,
+                door.samples,
+                every_s=every_s,
+                began=began,
+                stop_at=stop_at,
+            )
+        )
     await asyncio.gather(*jobs)
 
 
@@ -182,14 +212,29 @@ def bytes_per_request(samples: list[Sample], warmup_s: float) -> float:
 def judge(
     door: Door, *, seconds: float, warmup_s: float, concurrency: int, limits: argparse.Namespace
 ) -> Verdict:
-    return _verdict(door.name, door.model, door.counts, door.samples, seconds=seconds,
-                    warmup_s=warmup_s, concurrency=concurrency, limits=limits)  # fmt: skip
+    return _verdict(
+        door.name,
+        door.model,
+        door.counts,
+        door.samples,
+        seconds=seconds,
+        warmup_s=warmup_s,
+        concurrency=concurrency,
+        limits=limits,
+    )
 
 
 def _verdict(
-    name: str, model: str, counts: Counts, samples: list[Sample], *, seconds: float,
-    warmup_s: float, concurrency: int, limits: argparse.Namespace,
-) -> Verdict:  # fmt: skip
+    name: str,
+    model: str,
+    counts: Counts,
+    samples: list[Sample],
+    *,
+    seconds: float,
+    warmup_s: float,
+    concurrency: int,
+    limits: argparse.Namespace,
+) -> Verdict:
     after = next((s for s in samples if s.t_s >= warmup_s), samples[-1])
     slope = bytes_per_request(samples, warmup_s)
     growth = (samples[-1].rss_bytes - after.rss_bytes) / 1e6
@@ -201,23 +246,42 @@ def _verdict(
     if counts.failed > limits.max_failed:
         why.append(f"{counts.failed} failed > {limits.max_failed}")
     return Verdict(
-        name, model, concurrency, seconds, warmup_s, counts.served,
-        counts.failed, dict(counts.errors), samples[0].rss_bytes / 1e6,
-        after.rss_bytes / 1e6, samples[-1].rss_bytes / 1e6, growth, slope, not why, why,
+        name,
+        model,
+        concurrency,
+        seconds,
+        warmup_s,
+        counts.served,
+        counts.failed,
+        dict(counts.errors),
+        samples[0].rss_bytes / 1e6,
+        after.rss_bytes / 1e6,
+        samples[-1].rss_bytes / 1e6,
+        growth,
+        slope,
+        not why,
+        why,
         [(round(s.t_s, 2), s.requests, s.rss_bytes) for s in samples],
-    )  # fmt: skip
+    )
 
 
 def soak(
-    names: list[str], *, seconds: float, warmup_s: float, concurrency: int, every_s: float,
+    names: list[str],
+    *,
+    seconds: float,
+    warmup_s: float,
+    concurrency: int,
+    every_s: float,
     limits: argparse.Namespace,
-) -> list[Verdict]:  # fmt: skip
+) -> list[Verdict]:
     """Starts the stack, drives every door at once for ``seconds``, stops it all, judges."""
     with Stack() as stack:
         doors = start_doors(stack, names, start_replicas(stack))
         uvloop.run(drive(doors, seconds=seconds, concurrency=concurrency, every_s=every_s))
-        return [judge(door, seconds=seconds, warmup_s=warmup_s, concurrency=concurrency,
-                      limits=limits) for door in doors]  # fmt: skip
+        return [
+            judge(door, seconds=seconds, warmup_s=warmup_s, concurrency=concurrency, limits=limits)
+            for door in doors
+        ]
 
 
 def rejudge(path: Path, warmup_s: float | None, limits: argparse.Namespace) -> Verdict:
@@ -227,8 +291,16 @@ def rejudge(path: Path, warmup_s: float | None, limits: argparse.Namespace) -> V
     counts = Counts(record["requests"] - record["failed"], record["failed"], record["errors"])
     samples = [Sample(t, requests, rss) for t, requests, rss in record["samples"]]
     warmup = default_warmup_s(record["seconds"]) if warmup_s is None else warmup_s
-    return _verdict(record["door"], record["model"], counts, samples, seconds=record["seconds"],
-                    warmup_s=warmup, concurrency=record["concurrency"], limits=limits)  # fmt: skip
+    return _verdict(
+        record["door"],
+        record["model"],
+        counts,
+        samples,
+        seconds=record["seconds"],
+        warmup_s=warmup,
+        concurrency=record["concurrency"],
+        limits=limits,
+    )
 
 
 def write(verdict: Verdict, directory: Path = RESULTS, path: Path | None = None) -> Path:
@@ -256,8 +328,10 @@ def plot(directory: Path = RESULTS, png: Path = PNG) -> Path | None:
     for door, result in sorted(latest.items()):
         t = [s[0] / 60 for s in result["samples"]]
         rss = [s[2] / 1e6 for s in result["samples"]]
-        label = (f"{door} ({result['model']}, c{result['concurrency']}): {result['requests']:,} "
-                 f"requests, {result['bytes_per_request']:.2f} B/request")  # fmt: skip
+        label = (
+            f"{door} ({result['model']}, c{result['concurrency']}): {result['requests']:,} "
+            f"requests, {result['bytes_per_request']:.2f} B/request"
+        )
         line = axes.plot(t, rss, label=label)[0]
         axes.axvline(result["warmup_s"] / 60, color=line.get_color(), linestyle=":", linewidth=1)
     axes.set_xlabel("minutes (dotted: end of warm-up)")
@@ -276,9 +350,12 @@ def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--doors", default="rest", help="comma-separated: rest, grpc, vote")
     parser.add_argument("--minutes", type=float, default=15.0, help="load time (default 15)")
-    parser.add_argument("--warmup-s", type=float, default=None,
-                        help="samples before this are not judged (default: 600 s, or two thirds "
-                             "of a shorter run)")  # fmt: skip
+    parser.add_argument(
+        "--warmup-s",
+        type=float,
+        default=None,
+        help="samples before this are not judged (default: 600 s, or two thirds of a shorter run)",
+    )
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--sample-s", type=float, default=5.0, help="RSS sampling interval")
     parser.add_argument("--max-bytes-per-request", type=float, default=4.0)
@@ -286,9 +363,14 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-failed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--png", type=Path, default=PNG)
-    parser.add_argument("--rejudge", type=Path, nargs="+", metavar="RESULT",
-                        help="judge these stored results' samples again (with --warmup-s and the "
-                             "limits given) and rewrite them; runs nothing")  # fmt: skip
+    parser.add_argument(
+        "--rejudge",
+        type=Path,
+        nargs="+",
+        metavar="RESULT",
+        help="judge these stored results' samples again (with --warmup-s and the "
+        "limits given) and rewrite them; runs nothing",
+    )
     return parser
 
 
@@ -304,20 +386,28 @@ def main(argv: list[str] | None = None) -> int:
     seconds = args.minutes * 60
     warmup_s = args.warmup_s if args.warmup_s is not None else default_warmup_s(seconds)
     raise_on_sigterm()
-    verdicts = soak(names, seconds=seconds, warmup_s=warmup_s, concurrency=args.concurrency,
-                    every_s=args.sample_s, limits=args)  # fmt: skip
+    verdicts = soak(
+        names,
+        seconds=seconds,
+        warmup_s=warmup_s,
+        concurrency=args.concurrency,
+        every_s=args.sample_s,
+        limits=args,
+    )
     return _report([(v, None) for v in verdicts], args)
 
 
 def _report(verdicts: list[tuple[Verdict, Path | None]], args: argparse.Namespace) -> int:
     for verdict, stored in verdicts:
         path = write(verdict, args.out, stored)
-        print(f"{verdict.door}: {verdict.requests:,} requests, {verdict.failed} failed, RSS "
-              f"{verdict.rss_start_mb:.1f} -> {verdict.rss_after_warmup_mb:.1f} (after "
-              f"{verdict.warmup_s:.0f} s) -> {verdict.rss_end_mb:.1f} MB, "
-              f"{verdict.bytes_per_request:.2f} bytes/request: "
-              f"{'PASS' if verdict.passed else 'FAIL ' + '; '.join(verdict.why)} "
-              f"({path})")  # fmt: skip
+        print(
+            f"{verdict.door}: {verdict.requests:,} requests, {verdict.failed} failed, RSS "
+            f"{verdict.rss_start_mb:.1f} -> {verdict.rss_after_warmup_mb:.1f} (after "
+            f"{verdict.warmup_s:.0f} s) -> {verdict.rss_end_mb:.1f} MB, "
+            f"{verdict.bytes_per_request:.2f} bytes/request: "
+            f"{'PASS' if verdict.passed else 'FAIL ' + '; '.join(verdict.why)} "
+            f"({path})"
+        )
     png = plot(args.out, args.png)
     if png is not None:
         print(f"RSS curves: {png}")

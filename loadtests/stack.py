@@ -162,8 +162,13 @@ def _fault_request(proc: Proc, faults: dict[str, Any] | None) -> dict[str, Any]:
     if proc.fault_key is None:
         raise ValueError(f"{proc.name} was not started with faults")
     method = "POST" if faults is not None else "DELETE"
-    return {"method": method, "url": f"{proc.url}/admin/faults", "json": faults,
-            "headers": bearer(proc.fault_key), "timeout": ADMIN_TIMEOUT_S}  # fmt: skip
+    return {
+        "method": method,
+        "url": f"{proc.url}/admin/faults",
+        "json": faults,
+        "headers": bearer(proc.fault_key),
+        "timeout": ADMIN_TIMEOUT_S,
+    }
 
 
 def inject_faults(proc: Proc, **faults: Any) -> None:

@@ -37,9 +37,16 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args()
     uvicorn.run(
-        app, host="127.0.0.1", port=args.port, loop="uvloop", http="httptools", lifespan="off",
-        access_log=False, server_header=False, log_level="warning",
-    )  # fmt: skip
+        app,
+        host="127.0.0.1",
+        port=args.port,
+        loop="uvloop",
+        http="httptools",
+        lifespan="off",
+        access_log=False,
+        server_header=False,
+        log_level="warning",
+    )
 
 
 if __name__ == "__main__":

@@ -27,13 +27,35 @@ from gateway.readiness import Readiness
 from gateway.runtime import Gateway
 
 _BODY = Body(default=None)
-Reload = Callable[[str, str], Awaitable[dict[str, Any]]]  # (who, reason): the reload's result
+# (who, reason): the reload's result
+Reload = Callable[[str, str], Awaitable[dict[str, Any]]]
 
 
-def build_admin_app(gateway: Gateway, reload: Reload | None = None) -> FastAPI:  # noqa: C901
+def build_admin_app(gateway: Gateway, reload: Reload | None = None) -> FastAPI:
+    """The control plane's app: its routes in the order FastAPI matches them."""
     app = FastAPI(title="v2-gateway", version=__version__, docs_url=None, redoc_url=None)
-    install_openapi(app)  # infer (served outside FastAPI) in /openapi.json; /docs offline
+    # infer (served outside FastAPI) in /openapi.json; /docs offline
+    install_openapi(app)
     _install_error_handlers(app)
+    _install_v2_server(app, gateway)
+    _install_v2_models(app, gateway)
+    _install_triton_parity(app, gateway)
+    _install_state(app, gateway)
+    # the page at /status and /dashboard, its files under /dashboard/
+    install_dashboard(app)
+    _install_reload(app, reload)
+    # operators' drain, eject, restore, pause, resume
+    install_controls(app, gateway)
+    # rollouts: their state, start, pause, promote, abort
+    install_rollouts(app, gateway)
+    # every gateway of the namespace; this one's heartbeat
+    install_fleet(app, gateway)
+    _install_telemetry(app, gateway)
+    return app
+
+
+def _install_v2_server(app: FastAPI, gateway: Gateway) -> None:
+    """V2 server metadata and health."""
 
     @app.get("/v2")
     @app.get("/v2/")
@@ -49,7 +71,12 @@ def build_admin_app(gateway: Gateway, reload: Reload | None = None) -> FastAPI: 
         ok = gateway.ready()
         return JSONResponse(gateway.readiness(), status_code=200 if ok else 503)
 
-    @app.get("/v2/models/stats")  # before /v2/models/{name}, which would take "stats"
+
+def _install_v2_models(app: FastAPI, gateway: Gateway) -> None:
+    """V2 model metadata and readiness, and every model's statistics."""
+
+    # before /v2/models/{name}, which would take "stats"
+    @app.get("/v2/models/stats")
     async def all_statistics() -> dict[str, Any]:
         return gateway.statistics()
 
@@ -69,7 +96,10 @@ def build_admin_app(gateway: Gateway, reload: Reload | None = None) -> FastAPI: 
     async def model_version_ready(name: str, version: str) -> Response:
         return _ready(name, gateway.model_readiness(gateway.model(name, version)))
 
-    # Triton/KServe parity: what tritonclient calls besides health, metadata and infer
+
+def _install_triton_parity(app: FastAPI, gateway: Gateway) -> None:
+    """Triton/KServe parity: what tritonclient calls besides health, metadata and infer."""
+
     @app.post("/v2/repository/index")
     async def repository_index() -> list[dict[str, Any]]:
         return gateway.repository_index()
@@ -92,6 +122,10 @@ def build_admin_app(gateway: Gateway, reload: Reload | None = None) -> FastAPI: 
         gateway.model(name, version)
         return gateway.statistics(name)
 
+
+def _install_state(app: FastAPI, gateway: Gateway) -> None:
+    """The gateway's state and its history, as the dashboard reads them."""
+
     @app.get("/admin/state")
     async def admin_state() -> dict[str, Any]:
         return state_document(gateway)
@@ -103,7 +137,9 @@ def build_admin_app(gateway: Gateway, reload: Reload | None = None) -> FastAPI: 
     ) -> dict[str, Any]:
         return gateway.history.to_json(seconds, events)
 
-    install_dashboard(app)  # the page at /status and /dashboard, its files under /dashboard/
+
+def _install_reload(app: FastAPI, reload: Reload | None) -> None:
+    """``POST /admin/reload``: the config file read again (absent: a 409)."""
 
     @app.post("/admin/reload")
     async def admin_reload(request: Request, body: ReasonBody | None = _BODY) -> dict[str, Any]:
@@ -112,9 +148,9 @@ def build_admin_app(gateway: Gateway, reload: Reload | None = None) -> FastAPI: 
             raise Conflict("reload is not available here")
         return await reload(operator_of(request.scope), body.reason if body else "")
 
-    install_controls(app, gateway)  # operators' drain, eject, restore, pause, resume
-    install_rollouts(app, gateway)  # rollouts: their state, start, pause, promote, abort
-    install_fleet(app, gateway)  # every gateway of the namespace; this one's heartbeat
+
+def _install_telemetry(app: FastAPI, gateway: Gateway) -> None:
+    """``/slo`` and ``/metrics``."""
 
     @app.get("/slo")
     async def slo() -> dict[str, Any]:
@@ -124,8 +160,6 @@ def build_admin_app(gateway: Gateway, reload: Reload | None = None) -> FastAPI: 
     async def metrics(request: Request) -> Response:
         body, content_type = gateway.metrics.render(request.headers.get("accept"))
         return Response(body, media_type=content_type)
-
-    return app
 
 
 def _ready(name: str, state: Readiness) -> Response:

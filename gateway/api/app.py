@@ -29,10 +29,10 @@ from gateway.carry_over import carry_over
 from gateway.config import ConfigError, GatewayConfig
 from gateway.config.loader import read_config
 from gateway.errors import BadRequest, Conflict, GatewayError
+from gateway.memory.heap_trim import HeapTrim
+from gateway.memory.inflight_bytes import InflightBytes
 from gateway.pipeline.build import build_edge
 from gateway.pipeline.edge import Edge
-from gateway.policies.byte_budget import InflightBytes
-from gateway.policies.heap_trim import HeapTrim
 from gateway.preflight import config_problems
 from gateway.rollout.handover import promoted_config
 from gateway.runtime import Gateway
@@ -44,23 +44,40 @@ RETIRE_GRACE_S = 60.0
 RETIRE_POLL_S = 0.05
 # Server settings the running server holds (the socket, the protocol, the parser).
 RESTART_FIELDS = (
-    "host", "port", "grpc_port", "max_header_bytes", "header_timeout_s", "body_timeout_s",
-    "parse_inline_max_bytes", "parse_fast_inline_max_bytes", "parse_offload", "parse_workers",
+    "host",
+    "port",
+    "grpc_port",
+    "max_header_bytes",
+    "header_timeout_s",
+    "body_timeout_s",
+    "parse_inline_max_bytes",
+    "parse_fast_inline_max_bytes",
+    "parse_offload",
+    "parse_processes",
     "watch_config",
-    "inflight_bytes", "inflight_wait_s", "inflight_small_bytes", "inflight_small_reserve",
-    "inflight_peer_share", "grpc", "workers",
+    "inflight_bytes",
+    "inflight_wait_s",
+    "inflight_small_bytes",
+    "inflight_small_reserve",
+    "inflight_peer_share",
+    "grpc",
+    "workers",
     "max_connections",
-)  # fmt: skip
+)
 DRAIN_SLACK_S = 1.0
 _READS = frozenset({"GET", "HEAD"})
-READ_BARRIER_S = 0.5  # a read waits this long at most for the workers' latest answers
-WRITE_BARRIER_S = 10.0  # a change waits this long at most for the workers to take it in
+# a read waits this long at most for the workers' latest answers
+READ_BARRIER_S = 0.5
+# a change waits this long at most for the workers to take it in
+WRITE_BARRIER_S = 10.0
 Barrier = Callable[[float], Awaitable[object]]
-PEER_HEADER = b"x-gateway-peer"  # set by a worker's proxy (`gateway.worker.http.proxy`)
+# set by a worker's proxy (`gateway.worker.http.proxy`)
+PEER_HEADER = b"x-gateway-peer"
 INFER_PATH = re.compile(r"^/v2/models/([^/]+)(?:/versions/([^/]+))?/infer$")
 
 
-Reloaded = Callable[[Gateway, str, tuple[str, ...]], None]  # gateway, config text, promoted
+# gateway, config text, promoted
+Reloaded = Callable[[Gateway, str, tuple[str, ...]], None]
 
 
 class GatewayApp:
@@ -78,7 +95,8 @@ class GatewayApp:
         process parses infer bodies itself (False in a control process: its workers do)."""
         self._config_path = config_path
         self.config_text = config_text
-        self.promoted: tuple[str, ...] = ()  # models handed over since the file was read
+        # models handed over since the file was read
+        self.promoted: tuple[str, ...] = ()
         self._parses = parses
         # who hears of each gateway a reload or a promotion swaps in (a control's workers)
         self.on_reload: list[Reloaded] = []
@@ -86,18 +104,21 @@ class GatewayApp:
         # (`ControlPlane.barrier`); None: no workers
         self.barrier: Barrier | None = None
         self._retiring: set[asyncio.Task[None]] = set()
-        self._reloading = asyncio.Lock()  # one reload at a time (HTTP, SIGHUP, file watch)
-        server = gateway.config.server  # where and how to listen: fixed until a restart
+        # one reload at a time (HTTP, SIGHUP, file watch)
+        self._reloading = asyncio.Lock()
+        # where and how to listen: fixed until a restart
+        server = gateway.config.server
         self.bind_host = bind_host or server.host
         self.parser = RequestParser(
             server.parse_inline_max_bytes,
             server.parse_offload,
-            server.parse_workers,
+            server.parse_processes,
             server.parse_fast_inline_max_bytes,
         )
         # bytes in flight, across reloads: one per server
         self.memory = InflightBytes.from_config(server, HeapTrim().soon)
-        self.auth_failures = AuthFailures(gateway.clock)  # wrong keys by address, kept
+        # wrong keys by address, kept
+        self.auth_failures = AuthFailures(gateway.clock)
         self._install(gateway, self._access(gateway.config))
 
     def _access(self, config: GatewayConfig) -> ControlAccess:
@@ -111,14 +132,23 @@ class GatewayApp:
         """``keys``: the tenants' keys (None: read from ``gateway.config`` now)."""
         self.gateway = gateway
         keys = keys if keys is not None else TenantKeys.load(gateway.config.tenants)
-        self._installed = (access, keys)  # what a promotion's swap keeps
-        gateway.rollouts.hand_over = self._hand_over  # a promotion swaps the model's pool in
+        # what a promotion's swap keeps
+        self._installed = (access, keys)
+        # a promotion swaps the model's pool in
+        gateway.rollouts.hand_over = self._hand_over
         self.edge = build_edge(  # the steps before the pipeline, one edge for every door
-            gateway.infer, gateway.clock, gateway.tracer, gateway.observe,
-            tenant_of=keys.tenant, model_of=gateway.model, tenants=gateway.tenants,
-            max_body_bytes=gateway.config.server.max_body_bytes, parser=self.parser,
-            schema_of=gateway.schema, memory=self.memory,
-        )  # fmt: skip
+            gateway.infer,
+            gateway.clock,
+            gateway.tracer,
+            gateway.observe,
+            tenant_of=keys.tenant,
+            model_of=gateway.model,
+            tenants=gateway.tenants,
+            max_body_bytes=gateway.config.server.max_body_bytes,
+            parser=self.parser,
+            schema_of=gateway.schema,
+            memory=self.memory,
+        )
         self._infer = InferEndpoint(self.edge)
         hosts = allowed_hosts(gateway.config.server.allowed_hosts, self.bind_host)
         guarded = ControlPlaneGuard(
@@ -202,13 +232,15 @@ class GatewayApp:
         promoted: tuple[str, ...],
     ) -> dict[str, list[str]]:
         """Starts a gateway built from ``config`` (on failure it stops whatever it started and
-        this raises), carries the running one's state over and hands it the traffic; the old
-        one retires once the requests it admitted are answered. ``text``: the file's text
+        this raises), carries the running one's state over and hands it the traffic; the
+        outgoing one retires once the requests it admitted are answered. ``text``: the file's text
         ``config`` comes from, with ``promoted`` models handed over (for `on_reload`)."""
         old, old_edge = self.gateway, self.edge
-        fresh = Gateway(config, clock=old.clock)  # one clock: carried deadlines stay valid
+        # one clock: carried deadlines stay valid
+        fresh = Gateway(config, clock=old.clock)
         await fresh.start()
-        carried = carry_over(old, fresh)  # no await from here to the swap: nothing is missed
+        # no await from here to the swap: nothing is missed
+        carried = carry_over(old, fresh)
         self._install(fresh, access, keys)
         self.config_text, self.promoted = text, promoted
         for hear in self.on_reload:
@@ -234,12 +266,17 @@ class GatewayApp:
                 config = promoted_config(self.gateway.config, promoted)
                 handed = (*self.promoted, *promoted)
                 await self._swap(config, *self._installed, self.config_text, handed)
-            except Exception:  # the rollout still sends everything to the candidate
-                log.warning("promotion of %s: the new gateway did not start", promoted,
-                            exc_info=True)  # fmt: skip
+            except Exception:
+                # the rollout still sends everything to the candidate
+                log.warning(
+                    "promotion of %s: the new gateway did not start", promoted, exc_info=True
+                )
                 return
-            log.info("rollout promoted: %s now served by the candidate pool (edit the config "
-                     "file to match; a reload keeps the promotion)", promoted)  # fmt: skip
+            log.info(
+                "rollout promoted: %s now served by the candidate pool (edit the config "
+                "file to match; a reload keeps the promotion)",
+                promoted,
+            )
 
     def drain(self) -> float:
         """Readiness says "draining" from now on; returns how long in-flight requests may
@@ -259,7 +296,8 @@ class GatewayApp:
             if match is not None:
                 try:
                     await self._infer(scope, receive, send, match[1], match[2])
-                except Exception:  # the one place an unexpected bug meets the client
+                except Exception:
+                    # the one place an unexpected bug meets the client
                     log.exception("unexpected error on %s", scope["path"])
                     await send_json(send, 500, {"error": "internal gateway error (logged)"})
                 return
@@ -267,7 +305,8 @@ class GatewayApp:
         if barrier is None or scope["type"] != "http":
             await self._admin(scope, receive, send)
         elif scope["method"] in _READS:
-            await barrier(READ_BARRIER_S)  # what it reads counts every worker's requests so far
+            # what it reads counts every worker's requests so far
+            await barrier(READ_BARRIER_S)
             await self._admin(scope, receive, send)
         else:
             await self._admin(scope, receive, _after(barrier, send))
@@ -288,13 +327,15 @@ class GatewayApp:
                     await self.gateway.start()
                     if self._parses:
                         await self.parser.start()
-                    self.gateway.rollouts.activate()  # a reload's activates in its carry-over
+                    # a reload's activates in its carry-over
+                    self.gateway.rollouts.activate()
                 except Exception as exc:
                     log.exception("gateway failed to start")
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})
                     return
                 _settle_garbage_collector()
-                if self._parses:  # the requests are served here, not by workers
+                if self._parses:
+                    # the requests are served here, not by workers
                     install_call_count(asyncio.get_running_loop(), self._settle)
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":

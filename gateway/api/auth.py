@@ -1,7 +1,7 @@
 """Keys of the control plane: read once, kept as SHA-256 digests, compared in constant time.
 
-A `KeyRing` is the one primitive: the digests of the keys that may pass one door. The control
-plane has two doors (admin, and read-only ``/metrics``), described by `ControlAccess`, and its
+A `KeyRing` is the one primitive: the digests of the keys that may pass one gate. The control
+plane has two gates (admin, and read-only ``/metrics``), described by `ControlAccess`, and its
 admin keys are named (``server.admin.operators``; the single ``key_file``/``key_env`` act as
 ``admin``), so a manual action is logged with who took it, never with the key; a
 tenant's key for infer is meant to be one more `KeyRing` beside them. Anonymous admin is
@@ -29,13 +29,17 @@ LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 BEARER = b"bearer "
 
 
-class Door(Enum):
+class Gate(Enum):
     """Which credential a path needs."""
 
-    OPEN = "open"  # the data plane: V2 health, metadata, infer
-    PAGE = "page"  # the dashboard's page: no data in it (it fetches with a key); Host checked
-    METRICS = "metrics"  # an admin key or a metrics key
-    ADMIN = "admin"  # an admin key
+    # the data plane: V2 health, metadata, infer
+    OPEN = "open"
+    # the dashboard's page: no data in it (it fetches with a key); Host checked
+    PAGE = "page"
+    # an admin key or a metrics key
+    METRICS = "metrics"
+    # an admin key
+    ADMIN = "admin"
 
 
 def digest(key: str) -> bytes:
@@ -47,7 +51,7 @@ def digest_bytes(key: bytes) -> bytes:
 
 
 class KeyRing:
-    """The digests of the keys that open one door; the keys themselves are not kept."""
+    """The digests of the keys that open one gate; the keys themselves are not kept."""
 
     __slots__ = ("_digests",)
 
@@ -92,12 +96,14 @@ def bearer_token(authorization: bytes | None) -> bytes | None:
 
 @dataclass(frozen=True, slots=True)
 class ControlAccess:
-    """Who may pass each door of the control plane."""
+    """Who may pass each gate of the control plane."""
 
     admin: KeyRing
     metrics: KeyRing
-    anonymous: bool  # no admin key and a loopback bind: everyone local is admin
-    names: tuple[str, ...] = ()  # the operator of each of ``admin``'s digests, in order
+    # no admin key and a loopback bind: everyone local is admin
+    anonymous: bool
+    # the operator of each of ``admin``'s digests, in order
+    names: tuple[str, ...] = ()
 
     @classmethod
     def load(
@@ -134,13 +140,13 @@ class ControlAccess:
                 found = self.names[index] if index < len(self.names) else LEGACY_OPERATOR
         return found
 
-    def allows(self, door: Door, authorization: bytes | None) -> bool:
-        if door is Door.OPEN or door is Door.PAGE or self.anonymous:
+    def allows(self, gate: Gate, authorization: bytes | None) -> bool:
+        if gate is Gate.OPEN or gate is Gate.PAGE or self.anonymous:
             return True
         token = bearer_token(authorization)
         if self.admin.admits(token):
             return True
-        return door is Door.METRICS and self.metrics.admits(token)
+        return gate is Gate.METRICS and self.metrics.admits(token)
 
 
 def read_keys(what: str, file: str | None, env: str | None, environ: Mapping[str, str]) -> KeyRing:
@@ -177,7 +183,8 @@ def is_loopback(host: str) -> bool:
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
-        return False  # a name: it may resolve anywhere
+        # a name: it may resolve anywhere
+        return False
 
 
 def refuse_unprotected(config: AdminAccessConfig, bind_host: str) -> None:

@@ -28,20 +28,30 @@ from gateway.clock import Clock
 
 log = logging.getLogger(__name__)
 
-STEP_S = 0.05  # the first failure's delay; each next one in a row doubles it
-MAX_DELAY_S = 2.0  # the most one failure is delayed
-MAX_QUEUE_S = 10.0  # an address with more answers queued than this gets 429 at once
-FORGET_AFTER_S = 60.0  # an address quiet this long starts afresh
-MAX_ADDRESSES = 4096  # addresses remembered; the least recently failing goes first
-LOG_EVERY_S = 10.0  # at most one line per this long
-MAX_COUNTED_ADDRESSES = 1024  # distinct addresses a log line counts exactly
+# the first failure's delay; each next one in a row doubles it
+STEP_S = 0.05
+# the most one failure is delayed
+MAX_DELAY_S = 2.0
+# an address with more answers queued than this gets 429 at once
+MAX_QUEUE_S = 10.0
+# an address quiet this long starts afresh
+FORGET_AFTER_S = 60.0
+# addresses remembered; the least recently failing goes first
+MAX_ADDRESSES = 4096
+# at most one line per this long
+LOG_EVERY_S = 10.0
+# distinct addresses a log line counts exactly
+MAX_COUNTED_ADDRESSES = 1024
 
 
 @dataclass(slots=True)
 class _Address:
-    failures: int = 0  # in a row, since it was last quiet for FORGET_AFTER_S
-    last: float = 0.0  # when it last failed
-    free_at: float = 0.0  # when its queued answers are all out
+    # in a row, since it was last quiet for FORGET_AFTER_S
+    failures: int = 0
+    # when it last failed
+    last: float = 0.0
+    # when its queued answers are all out
+    free_at: float = 0.0
 
 
 class AuthFailures:
@@ -82,7 +92,8 @@ class AuthFailures:
         entry.last = now
         delay = min(STEP_S * 2 ** min(entry.failures - 1, 30), MAX_DELAY_S)
         entry.free_at = max(now, entry.free_at) + delay
-        self._addresses[address] = entry  # the most recently failing last
+        # the most recently failing last
+        self._addresses[address] = entry
         self._log(address, now)
         return entry.free_at - now
 

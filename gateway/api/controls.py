@@ -52,14 +52,16 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
 
 def install_controls(app: FastAPI, gateway: Gateway) -> None:
     """The routes, and this gateway's audit trail and control changes into its timeline."""
-    if isinstance(gateway, Gateway):  # not when the app is built for its OpenAPI document
+    if isinstance(gateway, Gateway):
+        # not when the app is built for its OpenAPI document
         gateway.shared.listen(gateway.history.audit, gateway.history.controls_changed)
 
     @app.post("/admin/replicas/{replica_id}/drain", responses=_RESPONSES)
     async def drain(replica_id: str, request: Request, body: ControlBody | None = _BODY) -> Any:
         """No new requests to the replica; those in flight finish. Holds until restored."""
-        return await _act(gateway, request, replica_key(_replica(gateway, replica_id)), "drain",
-                          body)  # fmt: skip
+        return await _act(
+            gateway, request, replica_key(_replica(gateway, replica_id)), "drain", body
+        )
 
     @app.post("/admin/replicas/{replica_id}/eject", responses=_RESPONSES)
     async def eject(replica_id: str, request: Request, body: ControlBody | None = _BODY) -> Any:

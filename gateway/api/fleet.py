@@ -19,10 +19,17 @@ from gateway.state.fleet import fleet_document
 
 def install_fleet(app: FastAPI, gateway: Gateway) -> None:
     """The route, and this gateway's heartbeat for the state sync to publish."""
-    if isinstance(gateway, Gateway):  # not when the app is built for its OpenAPI document
+    if isinstance(gateway, Gateway):
+        # not when the app is built for its OpenAPI document
         shared = gateway.shared
-        beacon = FleetBeacon(shared.origin, gateway.registry, gateway.history.samples,
-                             shared.decisions.get, gateway.clock, shared.started)  # fmt: skip
+        beacon = FleetBeacon(
+            shared.origin,
+            gateway.registry,
+            gateway.history.samples,
+            shared.decisions.get,
+            gateway.clock,
+            shared.started,
+        )
         shared.beat_with(beacon.heartbeat)
 
     @app.get("/admin/fleet")
@@ -34,5 +41,6 @@ def install_fleet(app: FastAPI, gateway: Gateway) -> None:
             sync = shared.sync.snapshot()
             store = {k: sync[k] for k in ("degraded", "since", "last_ok", "last_error")}
         wall = gateway.clock.wall()
-        return fleet_document(beacon.heartbeat(), shared.heartbeats, wall,
-                              scope=shared.fleet_scope, store=store)  # fmt: skip
+        return fleet_document(
+            beacon.heartbeat(), shared.heartbeats, wall, scope=shared.fleet_scope, store=store
+        )

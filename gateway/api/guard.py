@@ -1,4 +1,4 @@
-"""The control plane's door: Host check, then key, then JSON-only state changes.
+"""The control plane's gate: Host check, then key, then JSON-only state changes.
 
 Everything outside ``/v2`` is control plane (default deny: a route added later is keyed
 without anyone remembering to key it); ``/metrics`` also opens to a metrics key. In order:
@@ -8,13 +8,13 @@ without anyone remembering to key it); ``/metrics`` also opens to a metrics key.
 2. ``Authorization: Bearer <key>`` (`ControlAccess`), else 401 with ``WWW-Authenticate``; a
    wrong key's 401 comes after a delay that grows with its address's failures, and an address
    with too many queued gets 429 before its key is read (`gateway.api.auth_failures`). Every
-   refusal is counted by door (``gateway_admin_auth_failures_total``).
+   refusal is counted by gate (``gateway_admin_auth_failures_total``).
 3. A method other than GET/HEAD needs ``Content-Type: application/json``, else 415: a
    browser's cross-site "simple" request (text/plain, form) is never a state change, and
    no CORS header is ever sent, so no page may send the JSON one.
 
 The data plane (``/v2/...``) is not checked here (see docs/access.md, "Who may call what"). A
-request let through the admin door carries its operator's name (never the key) in
+request let through the admin gate carries its operator's name (never the key) in
 ``scope["state"]["operator"]`` for the audit trail (`operator_of`).
 """
 
@@ -24,25 +24,27 @@ import ipaddress
 import math
 from collections.abc import Awaitable, Callable
 
-from gateway.api.auth import LOOPBACK_NAMES, ControlAccess, Door, bearer_token
+from gateway.api.auth import LOOPBACK_NAMES, ControlAccess, Gate, bearer_token
 from gateway.api.auth_failures import AuthFailures
 from gateway.api.dashboard import PAGE_PATHS
 from gateway.api.responses import Receive, Scope, Send, send_json
 from gateway.clock import MonotonicClock
 
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
-Refused = Callable[[str, int], None]  # (door, status): one refusal, for the metrics
+# (gate, status): one refusal, for the metrics
+Refused = Callable[[str, int], None]
 
 SAFE_METHODS = frozenset({"GET", "HEAD"})
 WILDCARD_BINDS = frozenset({"", "0.0.0.0", "::", "[::]"})
 
 
-def door_of(path: str) -> Door:
+def gate_of(path: str) -> Gate:
     if path == "/v2" or path.startswith("/v2/"):
-        return Door.OPEN
-    if path in PAGE_PATHS:  # the page and its files: a browser opens it, then fetches with a key
-        return Door.PAGE
-    return Door.METRICS if path == "/metrics" else Door.ADMIN
+        return Gate.OPEN
+    if path in PAGE_PATHS:
+        # the page and its files: a browser opens it, then fetches with a key
+        return Gate.PAGE
+    return Gate.METRICS if path == "/metrics" else Gate.ADMIN
 
 
 def allowed_hosts(configured: tuple[str, ...] | None, bind_host: str) -> frozenset[str]:
@@ -93,14 +95,14 @@ class ControlPlaneGuard:
         self._hosts = hosts
         self._any_host = "*" in hosts
         self.failures = failures if failures is not None else AuthFailures(MonotonicClock())
-        self._refused: Refused = refused or (lambda door, status: None)
+        self._refused: Refused = refused or (lambda gate, status: None)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self._app(scope, receive, send)
             return
-        door = door_of(scope["path"])
-        if door is Door.OPEN:
+        gate = gate_of(scope["path"])
+        if gate is Gate.OPEN:
             await self._app(scope, receive, send)
             return
         host = authorization = content_type = None
@@ -115,42 +117,43 @@ class ControlPlaneGuard:
             shown = host.decode("latin-1")[:100] if host is not None else "(none)"
             message = f"Host {shown!r} is not allowed here (server.allowed_hosts)"
             await send_json(send, 421, {"error": message})
-        elif door is Door.PAGE or self.access.anonymous:  # no key to check
-            await self._allowed(scope, receive, send, door, content_type, authorization)
+        elif gate is Gate.PAGE or self.access.anonymous:
+            # no key to check
+            await self._allowed(scope, receive, send, gate, content_type, authorization)
         else:
-            await self._keyed(scope, receive, send, door, content_type, authorization)
+            await self._keyed(scope, receive, send, gate, content_type, authorization)
 
     async def _keyed(
         self,
         scope: Scope,
         receive: Receive,
         send: Send,
-        door: Door,
+        gate: Gate,
         content_type: bytes | None,
         authorization: bytes | None,
     ) -> None:
-        """A door that needs a key: 429 while the address is held back, 401 without the key."""
+        """A gate that needs a key: 429 while the address is held back, 401 without the key."""
         address = client_address(scope)
         wait = self.failures.held_back(address)
         if wait is not None:
-            self._refused(door.value, 429)
+            self._refused(gate.value, 429)
             message = "too many wrong keys from this address: try again later"
             retry_after = str(math.ceil(wait)).encode()
             await send_json(send, 429, {"error": message}, [(b"retry-after", retry_after)])
-        elif not self.access.allows(door, authorization):
-            await self._unauthorized(send, door, authorization, address)
+        elif not self.access.allows(gate, authorization):
+            await self._unauthorized(send, gate, authorization, address)
         else:
             self.failures.succeeded(address)
-            await self._allowed(scope, receive, send, door, content_type, authorization)
+            await self._allowed(scope, receive, send, gate, content_type, authorization)
 
     async def _unauthorized(
-        self, send: Send, door: Door, authorization: bytes | None, address: str
+        self, send: Send, gate: Gate, authorization: bytes | None, address: str
     ) -> None:
         """401; a wrong key's after its address's delay (a missing one is no guess: at once)."""
         if bearer_token(authorization) is not None:
             await self.failures.wait(self.failures.failed(address))
-        self._refused(door.value, 401)
-        which = "an admin or metrics key" if door is Door.METRICS else "an admin key"
+        self._refused(gate.value, 401)
+        which = "an admin or metrics key" if gate is Gate.METRICS else "an admin key"
         await send_json(
             send,
             401,
@@ -163,7 +166,7 @@ class ControlPlaneGuard:
         scope: Scope,
         receive: Receive,
         send: Send,
-        door: Door,
+        gate: Gate,
         content_type: bytes | None,
         authorization: bytes | None,
     ) -> None:
@@ -171,7 +174,7 @@ class ControlPlaneGuard:
             message = f"{scope['method']} {scope['path']} takes Content-Type: application/json"
             await send_json(send, 415, {"error": message})
         else:
-            if door is Door.ADMIN:
+            if gate is Gate.ADMIN:
                 who = self.access.operator(authorization)
                 scope.setdefault("state", {})["operator"] = who or "unknown"
             await self._app(scope, receive, send)

@@ -23,7 +23,7 @@ from gateway.api.responses import Receive, Scope, Send, send_error, send_lines
 from gateway.api.tenants import HEADERS as TENANT_HEADERS
 from gateway.errors import CLIENT_CLOSED, BadRequest, GatewayError
 from gateway.pipeline.edge import HEADERS as EDGE_HEADERS
-from gateway.pipeline.edge import Edge, Intake
+from gateway.pipeline.edge import Arrival, Edge
 
 _WANTED = frozenset(name.encode() for name in (*EDGE_HEADERS, *TENANT_HEADERS))
 
@@ -38,7 +38,7 @@ class InferEndpoint:
         edge = self.edge
         client = scope.get("client")  # (host, port); None where the server knows none
         peer = client[0] if client else ""
-        intake = edge.arrive(model_name, version, _wanted_headers(scope["headers"]), peer)
+        arrival = edge.arrive(model_name, version, _wanted_headers(scope["headers"]), peer)
 
         async def read() -> tuple[bytes, bool]:
             message = await receive()
@@ -47,19 +47,21 @@ class InferEndpoint:
             return message.get("body", b""), message.get("more_body", False)
 
         try:
-            result = await edge.infer(intake, read)
+            result = await edge.infer(arrival, read)
         except asyncio.CancelledError:
-            edge.done(intake, CLIENT_CLOSED)
+            edge.done(arrival, CLIENT_CLOSED)
             raise
         except GatewayError as error:
-            await self._refuse(send, scope, intake, error)
+            await self._refuse(send, scope, arrival, error)
             return
-        await send_lines(send, scope, result.status, answer_lines(intake, result), result.body)
-        edge.done(intake, result.status, result.served_by, result.degraded, len(result.body))
+        await send_lines(send, scope, result.status, answer_lines(arrival, result), result.body)
+        edge.done(arrival, result.status, result.served_by, result.degraded, len(result.body))
 
-    async def _refuse(self, send: Send, scope: Scope, intake: Intake, error: GatewayError) -> None:
-        await send_error(send, scope, error, refusal_lines(intake))
-        self.edge.done(intake, error.status)
+    async def _refuse(
+        self, send: Send, scope: Scope, arrival: Arrival, error: GatewayError
+    ) -> None:
+        await send_error(send, scope, error, refusal_lines(arrival))
+        self.edge.done(arrival, error.status)
 
 
 def _wanted_headers(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:

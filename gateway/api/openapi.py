@@ -25,9 +25,21 @@ PARAMETERS = {  # spec: no standard parameters; values are strings, numbers or b
     "additionalProperties": {"anyOf": _SCALAR},
 }
 DATATYPES = [
-    "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
-    "FP16", "BF16", "FP32", "FP64", "BYTES",
-]  # fmt: skip
+    "BOOL",
+    "UINT8",
+    "UINT16",
+    "UINT32",
+    "UINT64",
+    "INT8",
+    "INT16",
+    "INT32",
+    "INT64",
+    "FP16",
+    "BF16",
+    "FP32",
+    "FP64",
+    "BYTES",
+]
 _SHAPE = {"type": "array", "items": {"type": "integer", "minimum": 0}}
 _TENSOR = {"name": {"type": "string"}, "shape": _SHAPE, "datatype": {"enum": DATATYPES}}
 SCHEMAS: dict[str, Any] = {
@@ -150,9 +162,7 @@ def _errors_as_sent(path: str, responses: dict[str, Any]) -> None:
         responses["409"] = _error("This gateway was not started from a config file")
     if path == "/metrics":
         text = {"schema": {"type": "string"}}
-        responses["200"]["content"] = {
-            "text/plain": text, "application/openmetrics-text": text
-        }  # fmt: skip
+        responses["200"]["content"] = {"text/plain": text, "application/openmetrics-text": text}
 
 
 def _error(description: str) -> dict[str, Any]:

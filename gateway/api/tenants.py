@@ -25,7 +25,8 @@ from gateway.errors import Unauthorized
 
 AUTHORIZATION = "authorization"
 API_KEY = "x-api-key"
-HEADERS = (AUTHORIZATION, API_KEY)  # what the edge must decode for `TenantKeys.tenant`
+# what the edge must decode for `TenantKeys.tenant`
+HEADERS = (AUTHORIZATION, API_KEY)
 
 
 class TenantKeys:

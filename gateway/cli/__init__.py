@@ -111,7 +111,8 @@ def _workers(text: str) -> Workers:
 
 
 def main(argv: list[str] | None = None) -> int:
-    configure_logging(json=False, level=logging.INFO)  # until a config says otherwise
+    # until a config says otherwise
+    configure_logging(json=False, level=logging.INFO)
     args = parser().parse_args(argv)
     try:
         result: int = args.func(args)

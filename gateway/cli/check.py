@@ -36,7 +36,8 @@ NO_FILES_HINT = (
 
 def check(args: argparse.Namespace) -> int:
     config = load_config(args.config)
-    refuse_unprotected(config.server.admin, config.server.host)  # as `serve` would (exit 2)
+    # as `serve` would (exit 2)
+    refuse_unprotected(config.server.admin, config.server.host)
     replicas = sum(len(p.replicas) for p in config.pools.values())
     counts = f"{len(config.models)} models, {len(config.pools)} pools, {replicas} replicas"
     problems = [] if args.no_files else config_problems(config) + _key_problems(config)
@@ -54,8 +55,10 @@ def check(args: argparse.Namespace) -> int:
         return 2
     if args.explain is not None:
         if args.explain not in config.models:
-            print(f"{args.config}: no model {args.explain!r} (have {sorted(config.models)})",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"{args.config}: no model {args.explain!r} (have {sorted(config.models)})",
+                file=sys.stderr,
+            )
             return 2
         print(f"{args.explain}: " + " -> ".join(explain(config, args.explain)))
     if not args.probe:
@@ -65,7 +68,8 @@ def check(args: argparse.Namespace) -> int:
     for finding in findings:
         print(finding)
     errors = sum(1 for f in findings if f.level == "error")
-    warnings = len(unsafe) + sum(1 for f in findings if f.level == "warning")  # not "info"
+    # not "info"
+    warnings = len(unsafe) + sum(1 for f in findings if f.level == "warning")
     verdict = "ok" if not errors else f"{errors} mismatch(es)"
     print(f"{args.config}: {verdict} ({counts} probed; {warnings} warning(s))")
     return 1 if errors else 0
@@ -120,7 +124,8 @@ def _redis_endpoint(url: str) -> tuple[list[str], bool, bool]:
     """The hosts a state URL names, whether it carries a password (in the URL or its query,
     as redis-py reads them), and whether it speaks TLS."""
     if url.partition("://")[0].lower() == "unix":
-        return [], True, True  # a socket on this machine
+        # a socket on this machine
+        return [], True, True
     target = redis_target.parse(url)
     parts = urlsplit(url)
     in_query = any(parse_qs(parts.query).get("password", []))
@@ -131,7 +136,8 @@ def _redis_endpoint(url: str) -> tuple[list[str], bool, bool]:
 
 
 async def _probe(config: GatewayConfig) -> list[Finding]:
-    transport = ProtocolTransport(Http1Transport(), GrpcTransport())  # grpc:// replicas too
+    # grpc:// replicas too
+    transport = ProtocolTransport(Http1Transport(), GrpcTransport())
     try:
         return await probe_config(config, transport, fallback_signatures(config))
     finally:

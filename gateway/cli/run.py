@@ -33,14 +33,15 @@ from gateway.control.plane import ControlPlane
 from gateway.control.sockets import reserve_port, rest_listener
 from gateway.control.worker_count import chosen_workers
 from gateway.launcher import Launcher
-from gateway.policies.heap_trim import return_large_buffers_to_the_os
+from gateway.memory.heap_trim import return_large_buffers_to_the_os
 from gateway.preflight import config_problems
 from gateway.runtime import Gateway
 from gateway.server import GatewayServer
 from gateway.telemetry.logging import configure_logging
 
 DEFAULT_CONFIG = "config/local.yaml"
-UP_GRPC_PORT = 8001  # `gateway up` serves gRPC here unless told otherwise (Triton's convention)
+# `gateway up` serves gRPC here unless told otherwise (Triton's convention)
+UP_GRPC_PORT = 8001
 log = logging.getLogger("gateway")
 
 
@@ -93,7 +94,8 @@ def _control(
     except BaseException:
         rest.close()
         raise
-    run_dir = Path(tempfile.mkdtemp(prefix="gateway-"))  # mode 0700: this user's only
+    # mode 0700: this user's only
+    run_dir = Path(tempfile.mkdtemp(prefix="gateway-"))
     gateway = Gateway(config)
     app = GatewayApp(gateway, config_path=path, bind_host=bind_host, config_text=text, parses=False)
     plane = ControlPlane(
@@ -138,7 +140,8 @@ def _raise_fd_limit(config: GatewayConfig) -> None:
         try:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
             now = hard
-        except (OSError, ValueError) as exc:  # a hard limit above what the kernel allows
+        except (OSError, ValueError) as exc:
+            # a hard limit above what the kernel allows
             log.warning("file descriptors: soft limit %s not raised: %s", _shown(soft), exc)
     how = f"raised from {_shown(soft)}" if now != soft else "not raised"
     log.info(
@@ -184,19 +187,22 @@ def up(args: argparse.Namespace) -> int:
     launcher = Launcher(config)
     grpc_port = args.grpc_port if args.grpc_port is not None else config.server.grpc_port
     grpc_port = UP_GRPC_PORT if grpc_port is None else grpc_port
-    control = _control(config, text, args, grpc_port)  # its ports bound before any spawn
+    # its ports bound before any spawn
+    control = _control(config, text, args, grpc_port)
     server = control.server
     host = args.host or config.server.host
 
     async def run() -> None:
-        with _cancel_on_signals():  # until the server takes the signals over
+        with _cancel_on_signals():
+            # until the server takes the signals over
             await launcher.wait_ready()
         log.info("%d local replica(s) ready; starting the gateway", len(launcher.replicas))
         # exits and restarts to the timeline of the gateway of the moment (a reload replaces it)
         launcher.on_event = lambda *event: server.app.gateway.history.supervisor(*event)
         supervisor = asyncio.create_task(launcher.supervise(), name="replica-supervisor")
         text = banner(config, host, control.rest_port, len(launcher.replicas), grpc_port)
-        serving = control.plane.serving  # every worker serves (and the control's own server)
+        # every worker serves (and the control's own server)
+        serving = control.plane.serving
         announcer = asyncio.create_task(announce_when_listening(serving, text))
         try:
             await server.serve()

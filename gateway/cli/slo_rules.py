@@ -44,8 +44,10 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     else:
         Path(args.output).write_text(text, encoding="utf-8")
-        print(f"{args.output}: {sum(len(g['rules']) for g in groups)} rules for "
-              f"{len(groups)} SLO(s)", file=sys.stderr)  # fmt: skip
+        print(
+            f"{args.output}: {sum(len(g['rules']) for g in groups)} rules for {len(groups)} SLO(s)",
+            file=sys.stderr,
+        )
     return 0
 
 

@@ -16,7 +16,8 @@ from gateway.frozen import Frozen
 # A name, an IPv4 address, an IPv6 address (bracketed or not), or "*" (any Host).
 HOST_PATTERN = r"^(\*|\[[0-9a-f:.]+\]|[0-9a-f:.]*:[0-9a-f:.]*|[a-z0-9._-]+)$"
 OPERATOR_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$"
-LEGACY_OPERATOR = "admin"  # the name ``key_file``/``key_env`` act under in the audit trail
+# the name ``key_file``/``key_env`` act under in the audit trail
+LEGACY_OPERATOR = "admin"
 
 
 class OperatorKey(Frozen):

@@ -2,7 +2,7 @@
 or a default derived from this process's file-descriptor limit.
 
 Every client connection is a file descriptor, and so is every connection to a replica, every
-probe, the parse workers' pipes, the log, the config and the models read at a reload. With no
+probe, the parse processes' pipes, the log, the config and the models read at a reload. With no
 cap, enough clients that connect and send nothing take every descriptor the process has: the
 doors can no longer accept anyone, and the gateway can no longer reach its replicas. A door at
 its cap refuses the next connection at once (it is closed), so a client sees a refusal it can
@@ -28,12 +28,18 @@ import resource
 
 from gateway.config.models import GatewayConfig
 
-FIXED_RESERVE = 128  # descriptors kept for the process itself, whatever the limit
-CONTROL_CONNECTIONS = 2  # per replica, beside its infer pool: probes, metadata, readings
-DOORS = 2  # REST and gRPC: each gets its share whether or not gRPC is served
-MIN_DEFAULT = 16  # even at a tiny limit, a door takes this many
-MAX_DEFAULT = 16_384  # the default's ceiling, however high the limit
-UNLIMITED = 1 << 20  # what RLIM_INFINITY counts as
+# descriptors kept for the process itself, whatever the limit
+FIXED_RESERVE = 128
+# per replica, beside its infer pool: probes, metadata, readings
+CONTROL_CONNECTIONS = 2
+# REST and gRPC: each gets its share whether or not gRPC is served
+DOORS = 2
+# even at a tiny limit, a door takes this many
+MIN_DEFAULT = 16
+# the default's ceiling, however high the limit
+MAX_DEFAULT = 16_384
+# what RLIM_INFINITY counts as
+UNLIMITED = 1 << 20
 
 
 def fd_limit() -> int:

@@ -16,7 +16,8 @@ from pydantic import Field, field_validator, model_validator
 from gateway.frozen import Frozen
 
 DNS_PORT = 53
-MAX_MEMBERS = 32  # a 512-byte UDP answer holds about 30 A records: a pool past that is unusual
+# a 512-byte UDP answer holds about 30 A records: a pool past that is unusual
+MAX_MEMBERS = 32
 
 
 class DiscoveryConfig(Frozen):
@@ -42,9 +43,11 @@ class DiscoveryConfig(Frozen):
         30.0, gt=0, description="a removed replica's in-flight requests get this long to finish"
     )
     max_members: int = Field(
-        MAX_MEMBERS, ge=1, le=1024,
+        MAX_MEMBERS,
+        ge=1,
+        le=1024,
         description="the most replicas the answer may make; the rest are ignored (logged)",
-    )  # fmt: skip
+    )
 
     @field_validator("nameserver")
     @classmethod

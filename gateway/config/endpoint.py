@@ -18,7 +18,8 @@ from gateway.config.headers import NO_HEADERS, ExtraHeaders
 from gateway.config.tls import DEFAULT_TLS, TlsConfig
 from gateway.redact import mask_url
 
-DEFAULT_PORTS = {"http": 80, "https": 443, "grpc": 8001, "grpcs": 8001}  # gRPC: Triton's port
+# gRPC: Triton's port
+DEFAULT_PORTS = {"http": 80, "https": 443, "grpc": 8001, "grpcs": 8001}
 TLS_SCHEMES = frozenset({"https", "grpcs"})
 GRPC_SCHEMES = frozenset({"grpc", "grpcs"})
 Scheme = Literal["http", "https", "grpc", "grpcs"]
@@ -40,8 +41,10 @@ class Endpoint:
     host: str
     port: int
     prefix: str = ""
-    scheme: Scheme = "http"  # grpc, grpcs: the V2 gRPC protocol (`GrpcTransport`)
-    tls: TlsConfig | None = None  # how to speak TLS; set exactly when the scheme is https/grpcs
+    # grpc, grpcs: the V2 gRPC protocol (`GrpcTransport`)
+    scheme: Scheme = "http"
+    # how to speak TLS; set exactly when the scheme is https/grpcs
+    tls: TlsConfig | None = None
     headers: ExtraHeaders = field(default=NO_HEADERS, compare=False, repr=False)
     keep_alive: bool = True
     fixed_head: str = field(init=False, compare=False, repr=False)
@@ -81,7 +84,8 @@ class Endpoint:
             )
         if parts.scheme in GRPC_SCHEMES and parts.path.strip("/"):
             raise ValueError(f"a {parts.scheme}:// replica url has no path, got {mask_url(url)!r}")
-        if "@" in parts.netloc:  # silently dropping them (as before) sent requests unauthenticated
+        if "@" in parts.netloc:
+            # silently dropping them (as before) sent requests unauthenticated
             raise ValueError(
                 f"replica url must not carry credentials (user:password@), got {mask_url(url)!r}: "
                 "the gateway does not send them; set the pool's headers (e.g. Authorization) "

@@ -6,6 +6,7 @@ with the bad key named, instead of failing a request at 3 a.m.
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any, Literal
 
@@ -30,7 +31,9 @@ from gateway.config.policies import (
     RetryConfig,
     VoteConfig,
 )
-from gateway.config.replica import LocalLaunch as LocalLaunch  # re-exported
+
+# re-exported
+from gateway.config.replica import LocalLaunch as LocalLaunch
 from gateway.config.replica import ReplicaConfig as ReplicaConfig
 from gateway.config.rollout import RolloutConfig
 from gateway.config.signature import SignatureConfig
@@ -44,6 +47,8 @@ from gateway.frozen import Frozen
 from gateway.slo.config import BurnPolicyConfig, SloConfig, unique_names
 from gateway.telemetry.tracing import TracingConfig
 
+log = logging.getLogger(__name__)
+
 # The largest digits request a replica answers inside the shortest learned per-try timeout, so
 # it is not retried onto a second replica just for being large.
 DEFAULT_MAX_ROWS = 1024
@@ -56,12 +61,37 @@ DEFAULT_PARSE_INLINE_MAX_BYTES = 64 * 1024
 DEFAULT_PARSE_FAST_INLINE_MAX_BYTES = 2 * 1024 * 1024
 
 
+# server.<old> -> server.<new>: read, with a warning, for one release
+RENAMED_IN_SERVER = {"parse_workers": "parse_processes"}
+
+
+def renamed_in_server(server: dict[str, Any]) -> dict[str, Any]:
+    """An older config's renamed ``server:`` keys under their new names, each with a WARNING;
+    a setting given under both its names is an error."""
+    if not RENAMED_IN_SERVER.keys() & server.keys():
+        return server
+    server = dict(server)
+    for old, new in RENAMED_IN_SERVER.items():
+        if old not in server:
+            continue
+        if new in server:
+            raise ValueError(f"server.{old} and server.{new} are one setting: keep server.{new}")
+        log.warning("server.%s is deprecated: it is server.%s now", old, new)
+        server[new] = server.pop(old)
+    return server
+
+
 class ServerConfig(Frozen):
     """Where the gateway listens, what it accepts from clients, and its control plane.
 
     The client limits keep one big or slow client from hurting the others; what the gateway
     accepts from replicas is the ``upstream`` section's (`UpstreamConfig`).
     """
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        return renamed_in_server(data) if isinstance(data, dict) else data
 
     host: str = Field(
         "127.0.0.1",
@@ -117,11 +147,15 @@ class ServerConfig(Frozen):
     )
     parse_offload: Literal["process", "thread", "inline"] = Field(
         "process",
-        description="where large bodies are parsed: worker processes, a thread (no help: orjson "
+        description="where large bodies are parsed: parse processes, a thread (no help: orjson "
         "holds the GIL) or the event loop itself",
     )
-    parse_workers: int = Field(
-        1, ge=1, le=64, description="worker processes (or threads) of the parse offload"
+    parse_processes: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="parse processes (or threads) of the parse offload; was parse_workers, "
+        "still read (with a warning) for one release",
     )
     inflight_bytes: int | None = Field(
         None,
@@ -468,8 +502,10 @@ class GatewayConfig(Frozen):
                     raise ValueError(f"{where}: unknown pool {pool_ref!r} (have {known})")
             if model.rollout is not None and model.rollout.candidate not in self.pools:
                 known = ", ".join(sorted(self.pools))
-                raise ValueError(f"models.{name}.rollout.candidate: unknown pool "
-                                 f"{model.rollout.candidate!r} (have {known})")  # fmt: skip
+                raise ValueError(
+                    f"models.{name}.rollout.candidate: unknown pool "
+                    f"{model.rollout.candidate!r} (have {known})"
+                )
             _check_named_pools(name, model, self.pools)
         ids: dict[str, str] = {}
         for pool_name, pool in self.pools.items():

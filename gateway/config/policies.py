@@ -45,7 +45,9 @@ class BreakerConfig(Frozen):
     failure_threshold: int = Field(5, ge=1, description="consecutive failures that open it")
     reset_timeout_s: float = Field(2.0, gt=0, description="open -> half-open after this")
     success_threshold: int = Field(2, ge=1, description="half-open passes that close it")
-    half_open_max_calls: int = Field(1, ge=1, description="concurrent probes while half-open")
+    half_open_max_calls: int = Field(
+        1, ge=1, description="concurrent trial attempts while half-open"
+    )
 
 
 class TryTimeoutConfig(Frozen):

@@ -76,6 +76,7 @@ class RolloutConfig(Frozen):
         if any(b <= a for a, b in pairwise(steps)):
             raise ValueError("steps must increase")
         if steps[-1] != 100:
-            raise ValueError("the last step is 100 (the candidate serves everything, then is "
-                             "promoted)")  # fmt: skip
+            raise ValueError(
+                "the last step is 100 (the candidate serves everything, then is promoted)"
+            )
         return steps

@@ -8,7 +8,7 @@ second, a model's audits in flight and per second, the extra vote legs its burn 
 may hold, and ``server.inflight_bytes``. Counts are rounded up, so a worker always admits at
 least one; the sum may exceed the configured bound by less than one per worker. With one
 worker the config is returned unchanged. Ratios (the retry budget's ``ratio``, shares of the
-byte budget) hold per worker as they hold for the whole.
+in-flight bytes) hold per worker as they hold for the whole.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from gateway.config.tenants import TenantConfig
 
 def worker_share(config: GatewayConfig, workers: int, inflight_bytes: int) -> GatewayConfig:
     """``config`` with each gateway-wide bound divided among ``workers``; ``inflight_bytes``:
-    the gateway's byte budget (the configured one, or the machine's default)."""
+    the gateway's in-flight bytes bound (the configured one, or the machine's default)."""
     if workers <= 1:
         return config
     server = config.server.model_copy(update={"inflight_bytes": max(1, inflight_bytes // workers)})

@@ -23,7 +23,8 @@ from gateway.frozen import Frozen
 from gateway.state import redis_target
 from gateway.state.sentinel_auth import SentinelAuth, read_password
 
-_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")  # as in gateway.config.headers
+# as in gateway.config.headers
+_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def expand(template: str, environ: Mapping[str, str]) -> str:
@@ -87,7 +88,8 @@ class StateConfig(Frozen):
     @field_validator("redis_url")
     @classmethod
     def _redis_url_parses(cls, value: str) -> str:
-        redis_target.parse(expand(value, os.environ))  # messages never quote the URL
+        # messages never quote the URL
+        redis_target.parse(expand(value, os.environ))
         return value
 
     def url(self, environ: Mapping[str, str]) -> str:
@@ -108,7 +110,8 @@ class StateConfig(Frozen):
         if redis_target.parse(self.url(os.environ)).mode != "sentinel":
             raise ValueError("a sentinel password needs a redis+sentinel:// redis_url")
         if env is not None:
-            read_password(env, None, os.environ)  # unset or empty: refused now, not at connect
+            # unset or empty: refused now, not at connect
+            read_password(env, None, os.environ)
         return self
 
     def sentinel_auth(self, environ: Mapping[str, str]) -> SentinelAuth | None:

@@ -16,7 +16,8 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel
 
-CUTOFF = 0.6  # difflib's ratio: "helth" ~ "health" 0.91, "sever" ~ "server" 0.91
+# difflib's ratio: "helth" ~ "health" 0.91, "sever" ~ "server" 0.91
+CUTOFF = 0.6
 
 
 def did_you_mean(root: type[BaseModel], loc: Sequence[int | str]) -> str:
@@ -37,7 +38,8 @@ def _models_at(root: type[BaseModel], path: Iterable[int | str]) -> list[type[Ba
                 field = kind.model_fields.get(str(part))
                 if field is not None:
                     step.append(field.annotation)
-                elif part == kind.__name__:  # pydantic names the union member it tried
+                elif part == kind.__name__:
+                    # pydantic names the union member it tried
                     step.append(kind)
             elif typing.get_origin(kind) in (dict, abc.Mapping):
                 step.append(typing.get_args(kind)[-1])

@@ -16,11 +16,15 @@ import re
 from pydantic import Field, model_validator
 
 from gateway.frozen import Frozen
-from gateway.telemetry.metrics import ANONYMOUS  # the tenant of a request with no key
+
+# the tenant of a request with no key
+from gateway.telemetry.metrics import ANONYMOUS
 
 __all__ = ["ANONYMOUS", "DEFAULT_WEIGHT", "ModelAuthConfig", "TenantConfig", "check_tenants"]
-TENANT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"  # also a metrics label value
-DEFAULT_WEIGHT = 1.0  # every tenant's, anonymous included, unless its config says otherwise
+# also a metrics label value
+TENANT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+# every tenant's, anonymous included, unless its config says otherwise
+DEFAULT_WEIGHT = 1.0
 
 
 class TenantConfig(Frozen):

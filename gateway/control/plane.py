@@ -45,8 +45,10 @@ from gateway.snapshot.publisher import SnapshotPublisher
 
 log = logging.getLogger(__name__)
 
-BARRIER_S = 0.5  # the longest a control-plane request waits for the workers' flush
-WORKER_PREFIX_ENV = "GATEWAY_WORKER_PREFIX"  # a command the workers run under (benchmarks)
+# the longest a control-plane request waits for the workers' flush
+BARRIER_S = 0.5
+# a command the workers run under (benchmarks)
+WORKER_PREFIX_ENV = "GATEWAY_WORKER_PREFIX"
 
 
 class ControlPlane:
@@ -78,7 +80,8 @@ class ControlPlane:
         self.intake = BatchIntake(gateway, self.view)
         self.intake.on_flushed = self._flush_answered
         self._token = 0
-        self._waiters: list[asyncio.Future[None]] = []  # barriers waiting for flushes
+        # barriers waiting for flushes
+        self._waiters: list[asyncio.Future[None]] = []
         self.link = LinkServer(str(run_dir / "control.sock"), self._hello, self._batch, self._lost)
         self.publisher = SnapshotPublisher(self.view.snapshot, self.link.broadcast, self._clock)
         self._publishing: Periodic | None = None
@@ -103,7 +106,8 @@ class ControlPlane:
         self.publisher.tick()
         self.supervisor.on_event = self._worker_event
         await self.supervisor.start()
-        if os.environ.get(CALL_COUNT_ENV):  # the calls guard counts in the workers
+        if os.environ.get(CALL_COUNT_ENV):
+            # the calls guard counts in the workers
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGUSR1, signal.SIGUSR2):
                 loop.add_signal_handler(sig, self._forward, sig)
@@ -118,7 +122,8 @@ class ControlPlane:
         applied every snapshot sent before (True), or after ``timeout_s`` (False): what the
         control reads next counts every worker's requests, and an operator's decision just
         taken reaches every worker before its answer does."""
-        self.publisher.tick()  # a change not yet sent goes before the flush
+        # a change not yet sent goes before the flush
+        self.publisher.tick()
         self._token += 1
         token = self._token
         waiting = {c.worker for c in self.link.connections if c.worker is not None}
@@ -150,7 +155,8 @@ class ControlPlane:
     async def stop(self, grace_s: float) -> None:
         """No new connections; the workers finish what they hold within ``grace_s`` (then
         are killed); the link closes."""
-        self._rest.close()  # the workers' copies close as they stop: then nobody listens
+        # the workers' copies close as they stop: then nobody listens
+        self._rest.close()
         # the standby holds a copy too: it goes at once, as the workers are told to stop
         await asyncio.gather(self._spawner.close(), self.supervisor.stop(grace_s))
         if self._publishing is not None:
@@ -221,7 +227,8 @@ class ControlPlane:
     def _lost(self, connection: WorkerConnection) -> None:
         if connection.worker is not None:
             self.intake.forget(connection.worker)
-            self._flush_answered()  # a barrier waiting on it waits no more
+            # a barrier waiting on it waits no more
+            self._flush_answered()
 
     # --- the workers --------------------------------------------------------------------
 

@@ -41,7 +41,8 @@ def reserve_port(host: str, port: int) -> socket.socket:
     (even with ``SO_REUSEPORT``: another gateway's gRPC door would share the connections)."""
     refuse_taken("the gateway's gRPC door", host, port, GRPC_PORT_HINT)
     sock = _bound("the gateway's gRPC door", host, port, GRPC_PORT_HINT, reuse_port=True)
-    sock.set_inheritable(False)  # the control's alone: the workers bind their own
+    # the control's alone: the workers bind their own
+    sock.set_inheritable(False)
     return sock
 
 

@@ -17,7 +17,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Protocol
 
 PR_SET_PDEATHSIG = 1
-WorkerArgv = Callable[[int], Sequence[str]]  # a worker's index -> its command line
+# a worker's index -> its command line
+WorkerArgv = Callable[[int], Sequence[str]]
 
 
 class Child(Protocol):
@@ -34,7 +35,8 @@ class Child(Protocol):
     def send_signal(self, signal: int) -> None: ...
 
 
-Spawn = Callable[[int], Awaitable[Child]]  # starts the worker of an index
+# starts the worker of an index
+Spawn = Callable[[int], Awaitable[Child]]
 
 
 def process_spawner(

@@ -24,19 +24,22 @@ from gateway.control.spawn import Child, process_spawner
 
 log = logging.getLogger(__name__)
 
-STANDBY_INDEX = -1  # what a standby's spawn is asked for: no index yet
+# what a standby's spawn is asked for: no index yet
+STANDBY_INDEX = -1
 KILL_WAIT_S = 5.0
 
 
 @dataclass
 class _Standby:
     process: Child
-    index_pipe: int  # the write end; closed once the index is written, or to dismiss it
+    # the write end; closed once the index is written, or to dismiss it
+    index_pipe: int
 
     def assign(self, index: int) -> None:
         """Tells the standby its index; from now on it is that worker."""
         try:
-            os.write(self.index_pipe, b"%d\n" % index)  # a few bytes: a pipe never blocks on it
+            # a few bytes: a pipe never blocks on it
+            os.write(self.index_pipe, b"%d\n" % index)
         finally:
             os.close(self.index_pipe)
 
@@ -74,12 +77,14 @@ class StandbySpawner:
             raise RuntimeError("the standby spawner is closed")
         ready, self._standby = self._standby, None
         if ready is None or ready.process.returncode is not None:
-            if ready is not None:  # it died waiting: started anew, cold
+            if ready is not None:
+                # it died waiting: started anew, cold
                 os.close(ready.index_pipe)
                 log.warning("the standby worker (pid %d) had exited", ready.process.pid)
             ready = await self._start()
         ready.assign(index)
-        self._standby = await self._start()  # the next one warms up while this one serves
+        # the next one warms up while this one serves
+        self._standby = await self._start()
         return ready.process
 
     async def close(self, grace_s: float = 2.0) -> None:
@@ -99,7 +104,8 @@ class StandbySpawner:
             await asyncio.wait_for(standby.process.wait(), KILL_WAIT_S)
 
     async def _start(self) -> _Standby:
-        read_end, write_end = os.pipe()  # close-on-exec: no other child holds the write end
+        # close-on-exec: no other child holds the write end
+        read_end, write_end = os.pipe()
         try:
             spawn = process_spawner(
                 lambda _: self._argv(read_end),

@@ -28,7 +28,8 @@ from gateway.control.spawn import Child, Spawn
 
 log = logging.getLogger(__name__)
 
-KILL_WAIT_S = 5.0  # after SIGKILL: how long to wait for the exits before giving up on them
+# after SIGKILL: how long to wait for the exits before giving up on them
+KILL_WAIT_S = 5.0
 EventKind = Literal["started", "exited", "replaced"]
 
 
@@ -87,7 +88,8 @@ class _Worker:
     index: int
     process: Child | None = None
     watcher: asyncio.Task[None] | None = None
-    started_at: float = 0.0  # the clock's time
+    # the clock's time
+    started_at: float = 0.0
     started_wall: float = 0.0
     restarts: int = 0
     exits_in_a_row: int = 0

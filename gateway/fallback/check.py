@@ -36,7 +36,8 @@ def runtime_missing() -> str | None:
     extra brings it); None when it can. Looks for the package without importing it."""
     try:
         found = importlib.util.find_spec("onnxruntime") is not None
-    except ImportError:  # a finder that refuses the package outright
+    except ImportError:
+        # a finder that refuses the package outright
         found = False
     if found:
         return None
@@ -44,7 +45,7 @@ def runtime_missing() -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
-class Loaded:
+class VerifiedModel:
     """A verified onnxruntime session and what it was verified as."""
 
     session: ort.InferenceSession
@@ -60,7 +61,7 @@ class Loaded:
 
 
 @dataclass(frozen=True, slots=True)
-class FallbackVerdict:
+class FallbackCheck:
     ok: bool
     reason: str
     sha256: str | None = None
@@ -70,51 +71,54 @@ class FallbackVerdict:
 
 def open_session(data: bytes) -> ort.InferenceSession:
     """A CPU session on one thread (measured fastest for small models on this machine)."""
-    import onnxruntime as ort  # here, not at the top: see RUNTIME_EXTRA
+    # here, not at the top: see RUNTIME_EXTRA
+    import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.log_severity_level = 3  # errors only: a refused file is reported by us, once
+    # errors only: a refused file is reported by us, once
+    options.log_severity_level = 3
     return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
 
 
 def check_model(
-    manifest: Path, name: str, current: Loaded | None = None
-) -> tuple[FallbackVerdict, Loaded | None]:
+    manifest: Path, name: str, current: VerifiedModel | None = None
+) -> tuple[FallbackCheck, VerifiedModel | None]:
     """Verifies ``name`` from ``manifest``; the session is reused if the bytes are unchanged."""
     try:
         files = find_model(manifest, name)
     except ManifestError as exc:
-        return FallbackVerdict(False, f"manifest: {exc}"), None
+        return FallbackCheck(False, f"manifest: {exc}"), None
     entry = files.entry
     try:
         data, digest = read_hashed(files.model_path)
     except OSError as exc:
-        return FallbackVerdict(False, f"cannot read {files.model_path}: {exc}"), None
+        return FallbackCheck(False, f"cannot read {files.model_path}: {exc}"), None
     if digest != entry.sha256:
         reason = f"sha256 mismatch: manifest {entry.sha256[:12]}…, file {digest[:12]}…"
-        return FallbackVerdict(False, reason, digest), None
+        return FallbackCheck(False, reason, digest), None
     if current is not None and current.sha256 == digest and current.version == entry.version:
         loaded = current
     else:
         try:
             session = open_session(data)
         except ImportError as exc:
-            return FallbackVerdict(False, f"cannot load it: {exc}: {RUNTIME_EXTRA}", digest), None
-        except Exception as exc:  # onnxruntime raises its own untyped errors
-            return FallbackVerdict(False, f"onnxruntime cannot load it: {exc}", digest), None
-        loaded = Loaded(session, signature_of(session), digest, entry.version)
+            return FallbackCheck(False, f"cannot load it: {exc}: {RUNTIME_EXTRA}", digest), None
+        except Exception as exc:
+            # onnxruntime raises its own untyped errors
+            return FallbackCheck(False, f"onnxruntime cannot load it: {exc}", digest), None
+        loaded = VerifiedModel(session, signature_of(session), digest, entry.version)
     expected = Signature(entry.inputs, entry.outputs)
     if loaded.signature != expected:
         reason = f"signature {loaded.signature} differs from the manifest's {expected}"
-        return FallbackVerdict(False, reason, digest), None
+        return FallbackCheck(False, reason, digest), None
     verdict = _golden(files.golden_path, entry.golden.min_accuracy if entry.golden else 1.0, loaded)
     return verdict, loaded if verdict.ok else None
 
 
-def _golden(path: Path, pinned_min: float, loaded: Loaded) -> FallbackVerdict:
+def _golden(path: Path, pinned_min: float, loaded: VerifiedModel) -> FallbackCheck:
     """Accuracy of the label output on the golden set against the stricter minimum of the two.
 
     The golden file is not hashed in the manifest, so its own ``min_accuracy`` may only raise
@@ -123,19 +127,20 @@ def _golden(path: Path, pinned_min: float, loaded: Loaded) -> FallbackVerdict:
     try:
         golden = GoldenSet.read(path)
     except ManifestError as exc:
-        return FallbackVerdict(False, f"golden set: {exc}", loaded.sha256)
+        return FallbackCheck(False, f"golden set: {exc}", loaded.sha256)
     inputs = loaded.signature.inputs
     if len(inputs) != 1 or loaded.signature.output(LABEL_OUTPUT) is None:
         reason = f"golden set needs one input and a {LABEL_OUTPUT!r} output"
-        return FallbackVerdict(False, reason, loaded.sha256)
+        return FallbackCheck(False, reason, loaded.sha256)
     try:
         outputs = loaded.run({inputs[0].name: golden.inputs})
-    except Exception as exc:  # onnxruntime's own errors
-        return FallbackVerdict(False, f"golden set: inference failed: {exc}", loaded.sha256)
+    except Exception as exc:
+        # onnxruntime's own errors
+        return FallbackCheck(False, f"golden set: inference failed: {exc}", loaded.sha256)
     accuracy = golden.accuracy(np.asarray(outputs[LABEL_OUTPUT]))
     minimum = max(pinned_min, golden.min_accuracy)
     if accuracy < minimum:
         reason = f"golden accuracy {accuracy:.3f} is below the minimum {minimum:.3f}"
-        return FallbackVerdict(False, reason, loaded.sha256, accuracy, loaded.version)
+        return FallbackCheck(False, reason, loaded.sha256, accuracy, loaded.version)
     reason = f"verified: sha256 matches, golden accuracy {accuracy:.3f} >= {minimum:.3f}"
-    return FallbackVerdict(True, reason, loaded.sha256, accuracy, loaded.version)
+    return FallbackCheck(True, reason, loaded.sha256, accuracy, loaded.version)

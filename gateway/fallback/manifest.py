@@ -17,7 +17,8 @@ from v2proto.errors import ManifestError
 from v2proto.manifest import ModelEntry, read_manifest
 
 BLOCK_BYTES = 1 << 20
-MAX_MODEL_BYTES = 256 * 1024 * 1024  # a "small" model; anything bigger is refused unread
+# a "small" model; anything bigger is refused unread
+MAX_MODEL_BYTES = 256 * 1024 * 1024
 # The verified fallback models shipped in the package (package data; in a checkout, a link to
 # the repository's fallback_models/, which `replica build-models` writes).
 BUNDLED_MANIFEST = Path(__file__).resolve().parent / "models" / "MANIFEST.json"
@@ -59,7 +60,8 @@ def find_model(manifest: Path, name: str) -> FallbackFiles:
     """The manifest entry named ``name``; raises `ManifestError` if absent or without golden set."""
     manifest = manifest_file(manifest)
     entry = read_manifest(manifest).get(name)
-    if entry.golden is None:  # a fallback that cannot be checked is never trusted
+    if entry.golden is None:
+        # a fallback that cannot be checked is never trusted
         raise ManifestError(f"model {name!r} has no golden set in the manifest")
     return FallbackFiles(manifest, entry)
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from gateway.clock import Clock
 from gateway.errors import BadRequest, FallbackUnavailable
-from gateway.fallback.check import FallbackVerdict, Loaded, check_model
+from gateway.fallback.check import FallbackCheck, VerifiedModel, check_model
 from gateway.fallback.manifest import FileStamp, find_model, manifest_file, stamp
 from gateway.v2.fit import FallbackMisfit
 from v2proto.errors import ManifestError
@@ -36,7 +36,8 @@ class FallbackStatus:
 
     ok: bool
     reason: str
-    checked_at: float | None = None  # None: never checked
+    # None: never checked
+    checked_at: float | None = None
     sha256: str | None = None
     accuracy: float | None = None
     model: str = ""
@@ -61,8 +62,9 @@ class FallbackModel:
         self.manifest = manifest_file(manifest)
         self.name = name
         self._clock = clock
-        self._executor = executor  # None: the event loop's default thread pool
-        self._loaded: Loaded | None = None
+        # None: the event loop's default thread pool
+        self._executor = executor
+        self._loaded: VerifiedModel | None = None
         self._lock = asyncio.Lock()
         self.status = FallbackStatus(False, "not verified yet", model=name)
         self.verifications = 0
@@ -100,7 +102,8 @@ class FallbackModel:
         loop = asyncio.get_running_loop()
         try:
             outputs = await loop.run_in_executor(self._executor, loaded.run, feed)
-        except Exception as exc:  # onnxruntime's own errors
+        except Exception as exc:
+            # onnxruntime's own errors
             raise FallbackUnavailable(f"fallback {self.name!r} failed: {exc}") from exc
         overflowed = nonfinite_output(outputs)
         if overflowed is not None:
@@ -121,7 +124,7 @@ class FallbackModel:
             pass
         return tuple(stamp(p) for p in paths)
 
-    def _record(self, verdict: FallbackVerdict) -> None:
+    def _record(self, verdict: FallbackCheck) -> None:
         self.verifications += 1
         previous = self.status
         self.status = FallbackStatus(

@@ -70,6 +70,7 @@ class FallbackWatcher:
         while True:
             try:
                 await self.check()
-            except Exception:  # a watcher that dies silently would freeze a stale verdict
+            except Exception:
+                # a watcher that dies silently would freeze a stale verdict
                 log.exception("fallback %s: check failed", self._model.name)
             await self._clock.sleep(self.poll_s)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from gateway.memory.inflight_bytes import InflightBytes
 from gateway.pipeline.edge import Edge
-from gateway.policies.byte_budget import InflightBytes
 from gateway.serving import Serving
 
 

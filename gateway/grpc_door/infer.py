@@ -38,13 +38,16 @@ from gateway.api.tenants import HEADERS as TENANT_HEADERS
 from gateway.deadline import TIMEOUT_HEADER
 from gateway.errors import CLIENT_CLOSED, BadRequest, GatewayError
 from gateway.grpc_door.door_app import DoorApp
-from gateway.grpc_door.receive import MessageReader, Refused, missing_request
+from gateway.grpc_door.receive import CallRefused, MessageReader, missing_request
 from gateway.grpc_door.status import code_of, error_metadata
 from gateway.grpc_door.typed import typed_to_raw
-from gateway.pipeline.edge import Intake
-from gateway.policies.byte_budget import Hold
+from gateway.memory.inflight_bytes import Hold
+from gateway.pipeline.call import InferResult
+from gateway.pipeline.edge import Arrival, Edge
+from gateway.pipeline.edge_steps import BodyReader
 from gateway.v2.request import HEADER_LENGTH
 from v2proto.errors import ProtocolError
+from v2proto.grpc import grpc_service_pb2 as pb
 from v2proto.grpc.contents import Raw
 from v2proto.grpc.convert import grpc_to_rest_parts, rest_to_grpc_response
 from v2proto.grpc.wire import read_infer_request
@@ -59,16 +62,18 @@ DEADLINE_SKEW_S = 0.05
 
 
 @dataclass(frozen=True, slots=True)
-class Answer:
+class GrpcAnswer:
     """One ModelInfer request's outcome, for the unary call or a stream to send: the response,
     or the code and message to refuse it with; the metadata REST's headers would carry."""
 
-    response: Any  # pb.ModelInferResponse, or None when refused
+    # pb.ModelInferResponse, or None when refused
+    response: Any
     code: grpc.StatusCode
     message: str
     metadata: tuple[tuple[str, str], ...]
-    request_id: str  # the client's own id for the request ("" if it sent none, or none read)
-    # For a response: gives its bytes back in the in-flight budget once grpc has taken it
+    # the client's own id for the request ("" if it sent none, or none read)
+    request_id: str
+    # For a response: gives its bytes back within the in-flight bytes once grpc has taken it
     # (`Edge.written`); the door calls it then (with the call's context, as grpc's done
     # callback is), or when the call ends unsent. A second call does nothing.
     written: Callable[[object], None] | None = None
@@ -78,7 +83,8 @@ class InferDoor:
     """``reader``: how a call's message is read (under the memory bound and body timeout)."""
 
     def __init__(self, app: DoorApp, reader: MessageReader) -> None:
-        self._app = app  # its edge is read per call: a reload's takes over at once
+        # its edge is read per call: a reload's takes over at once
+        self._app = app
         self.reader = reader
 
     async def __call__(self, requests: Any, context: Context) -> Any:
@@ -99,106 +105,130 @@ class InferDoor:
         # this frame, in a reference cycle until a full collection (its bytes with them).
         await context.abort(answer.code, answer.message)
 
-    async def _receive_and_answer(self, context: Context) -> Answer:
+    async def _receive_and_answer(self, context: Context) -> GrpcAnswer:
         try:
             received = await self.reader.read(context)
             if received is None:
                 raise missing_request()
-        except Refused as refused:
-            return Answer(None, refused.code, refused.message, refused.metadata, "")
+        except CallRefused as refused:
+            return GrpcAnswer(None, refused.code, refused.message, refused.metadata, "")
         return await self.answer(
             received.data, context.invocation_metadata(), context.time_remaining, received.hold
         )
 
-    async def answer(  # noqa: C901
+    async def answer(
         self,
         data: bytes,
         metadata: Any,
         time_remaining: Callable[[], float | None],
         hold: Hold,
-    ) -> Answer:
+    ) -> GrpcAnswer:
         """The edge's answer to one ModelInfer message, under the call's ``metadata`` and
         deadline (``time_remaining``); recorded (`Edge.done`) before it returns. A cancelled
         call is recorded as 499, or 504 past its deadline, and re-raised. ``hold``: the
-        message's bytes in the in-flight budget, handed to the edge; a response's are given
+        message's bytes within the in-flight bytes, handed to the edge; a response's are given
         back when the door calls its ``written``, the rest at `done`."""
-        try:
-            request, views = read_infer_request(data)
-        except ProtocolError as exc:  # not a ModelInferRequest: gRPC's own refusal, named
-            self.reader.release(hold)
-            return Answer(None, grpc.StatusCode.INVALID_ARGUMENT, exc.message, (), "")
-        except BaseException:
-            self.reader.release(hold)
-            raise
+        parsed = self._parsed(data, hold)
+        if isinstance(parsed, GrpcAnswer):
+            return parsed
+        request, views = parsed
         edge = self._app.edge
         headers = edge_headers(metadata, time_remaining())
-        intake = edge.arrive(request.model_name, request.model_version or None, headers, hold.peer)
+        arrival = edge.arrive(request.model_name, request.model_version or None, headers, hold.peer)
         # the edge counts the message's bytes from here, and gives them back
-        intake.held, intake.account, intake.counted = hold.held, hold.account, True
-
-        tensors: list[Raw] = []  # the binary tensors still to read, last first
-
-        async def read() -> tuple[Raw, bool]:
-            if tensors:
-                return tensors.pop(), bool(tensors)
-            if not views:
-                await typed_to_raw(request)  # a slice at a time: the loop stays free
-            try:
-                head, raws = grpc_to_rest_parts(
-                    request, binary_outputs=True, raw_contents=views or None
-                )
-            except ProtocolError as exc:
-                raise BadRequest(exc.message) from exc
-            if raws:
-                headers[HEADER_LENGTH] = str(len(head))
-                tensors.extend(reversed(raws))
-            return head, bool(raws)
-
+        arrival.held, arrival.account, arrival.counted = hold.held, hold.account, True
         status, served_by, degraded, sent = CLIENT_CLOSED, "", None, -1
-        written = True  # a response's bytes stay held until grpc has taken it
+        # a response's bytes stay held until grpc has taken it
+        written = True
         try:
             try:
-                result = await edge.infer(intake, read)
-                if not 200 <= result.status < 300:  # the attempt layer passes only 2xx
-                    raise GatewayError(f"a replica answered {result.status}")
-                response = rest_to_grpc_response(result.body, result.header_length)
-            except ProtocolError as exc:  # a checked reply that gRPC cannot carry
+                result = await edge.infer(arrival, _body_reader(request, views, headers))
+                answer = _ok_answer(result, arrival, request.id, edge)
+            except ProtocolError as exc:
+                # a checked reply that gRPC cannot carry
                 log.error("reply not sent over gRPC: %s", exc.message)
                 raise GatewayError(f"the reply cannot be sent over gRPC: {exc.message}") from exc
-            served = [("x-served-by", result.served_by), ("x-attempts", str(result.attempts))]
-            if result.degraded:
-                served.append(("x-degraded", result.degraded))
-            if result.vote:
-                served.append(("x-vote", result.vote))
             status, served_by, degraded = 200, result.served_by, result.degraded
-            sent = len(result.body)
-            metadata_out = (*served, *_call_metadata(intake))
-            written = False
-            return Answer(
-                response,
-                grpc.StatusCode.OK,
-                "",
-                metadata_out,
-                request.id,
-                lambda _context: edge.written(intake),
-            )
+            sent, written = len(result.body), False
+            return answer
         except GatewayError as error:
             status = error.status
-            trailing = (*error_metadata(error), ("x-attempts", str(intake.attempts)))
-            metadata_out = (*trailing, *_call_metadata(intake))
-            return Answer(None, code_of(error.status), error.message, metadata_out, request.id)
+            trailing = (*error_metadata(error), ("x-attempts", str(arrival.attempts)))
+            metadata_out = (*trailing, *_call_metadata(arrival))
+            return GrpcAnswer(None, code_of(error.status), error.message, metadata_out, request.id)
         except asyncio.CancelledError:
             remaining = time_remaining()
             expired = remaining is not None and remaining <= DEADLINE_SKEW_S
             status = 504 if expired else CLIENT_CLOSED
             raise
-        except Exception:  # the one place an unexpected bug meets a gRPC client, as REST's
+        except Exception:
+            # the one place an unexpected bug meets a gRPC client, as REST's
             log.exception("unexpected error in ModelInfer for %r", request.model_name)
             status = 500
             internal = "internal gateway error (logged)"
-            return Answer(None, grpc.StatusCode.INTERNAL, internal, (), request.id)
+            return GrpcAnswer(None, grpc.StatusCode.INTERNAL, internal, (), request.id)
         finally:
-            edge.done(intake, status, served_by, degraded, sent, written)
+            edge.done(arrival, status, served_by, degraded, sent, written)
+
+    def _parsed(
+        self, data: bytes, hold: Hold
+    ) -> tuple[pb.ModelInferRequest, list[memoryview]] | GrpcAnswer:
+        """The message as a ModelInferRequest and its raw tensor views, or gRPC's refusal of
+        what is none; the message's hold is given back when it goes no further."""
+        try:
+            return read_infer_request(data)
+        except ProtocolError as exc:
+            # not a ModelInferRequest: gRPC's own refusal, named
+            self.reader.release(hold)
+            return GrpcAnswer(None, grpc.StatusCode.INVALID_ARGUMENT, exc.message, (), "")
+        except BaseException:
+            self.reader.release(hold)
+            raise
+
+
+def _body_reader(
+    request: pb.ModelInferRequest, views: list[memoryview], headers: dict[str, str]
+) -> BodyReader:
+    """The message's body as the edge reads it: the JSON head, then each binary tensor."""
+    # the binary tensors still to read, last first
+    tensors: list[Raw] = []
+
+    async def read() -> tuple[Raw, bool]:
+        if tensors:
+            return tensors.pop(), bool(tensors)
+        if not views:
+            # a slice at a time: the loop stays free
+            await typed_to_raw(request)
+        try:
+            head, raws = grpc_to_rest_parts(
+                request, binary_outputs=True, raw_contents=views or None
+            )
+        except ProtocolError as exc:
+            raise BadRequest(exc.message) from exc
+        if raws:
+            headers[HEADER_LENGTH] = str(len(head))
+            tensors.extend(reversed(raws))
+        return head, bool(raws)
+
+    return read
+
+
+def _ok_answer(result: InferResult, arrival: Arrival, request_id: str, edge: Edge) -> GrpcAnswer:
+    """A 2xx result as a ModelInferResponse, with the served metadata REST's door sends as
+    headers; its bytes are given back once grpc has written it (`Edge.written`)."""
+    if not 200 <= result.status < 300:
+        # the attempt layer passes only 2xx
+        raise GatewayError(f"a replica answered {result.status}")
+    response = rest_to_grpc_response(result.body, result.header_length)
+    served = [("x-served-by", result.served_by), ("x-attempts", str(result.attempts))]
+    if result.degraded:
+        served.append(("x-degraded", result.degraded))
+    if result.vote:
+        served.append(("x-vote", result.vote))
+    metadata_out = (*served, *_call_metadata(arrival))
+    return GrpcAnswer(
+        response, grpc.StatusCode.OK, "", metadata_out, request_id, lambda _: edge.written(arrival)
+    )
 
 
 def edge_headers(metadata: Any, remaining_s: float | None) -> dict[str, str]:
@@ -211,15 +241,16 @@ def edge_headers(metadata: Any, remaining_s: float | None) -> dict[str, str]:
         try:
             ms = min(ms, float(given)) if given else ms
         except ValueError:
-            pass  # the edge answers a bad header as REST's (400)
+            # the edge answers a bad header as REST's (400)
+            pass
         else:
             headers[TIMEOUT_HEADER] = f"{ms:.3f}"
     return headers
 
 
-def _call_metadata(intake: Intake) -> list[tuple[str, str]]:
+def _call_metadata(arrival: Arrival) -> list[tuple[str, str]]:
     """What every answer carries: the request's id, and its trace where traced."""
-    out = [("x-request-id", intake.request_id)]
-    if intake.span.traceparent:
-        out.append(("traceparent", intake.span.traceparent))
+    out = [("x-request-id", arrival.request_id)]
+    if arrival.span.traceparent:
+        out.append(("traceparent", arrival.span.traceparent))
     return out

@@ -17,7 +17,8 @@ from gateway.clock import Clock
 from gateway.telemetry.throttle import LogThrottle
 
 CYGRPC_LOGGER = "grpc._cython.cygrpc"
-_INVALID = "Invalid encoding on"  # how grpc's line begins
+# how grpc's line begins
+_INVALID = "Invalid encoding on"
 _SAID = "a gRPC client sent metadata that is not UTF-8 (read as Latin-1); %d such lines held back"
 
 

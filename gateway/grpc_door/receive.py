@@ -5,13 +5,13 @@ the message's declared length only once the handler asks for it; until then a st
 no more than its window (``server.grpc.stream_window_bytes``). So grpc's read is the door's one
 read, and the door cannot charge its bytes as they arrive, as REST's body step does: grpc says
 nothing of a message until it is whole. What it can charge is the room the read may fill: the
-door asks for a message only once it holds, in the gateway-wide budget (``server.inflight_bytes``),
+door asks for a message only once it holds, within the in-flight bytes (``server.inflight_bytes``),
 twice the most that message may be (``server.max_body_bytes``, grpc's own receive limit: while
 grpc hands a message over it holds it more than once, the pieces received, one buffer of them,
 the bytes object made of that), so what grpc buffers of messages being read is within the
 budget, as REST's bodies are. That room is lent, not held: it counts as a large request of the
 call's address (``context.peer()``), and when another address has to wait for room, the oldest
-loan of the address most over its share is taken back (`gateway.policies.byte_budget`): its
+loan of the address most over its share is taken back (`gateway.memory.inflight_bytes`): its
 read is refused with RESOURCE_EXHAUSTED (``x-http-status: 503``, ``retry-after``) and grpc
 drops what it had of the message. So calls that send only their headers hold the budget only
 while nobody else needs it. Once read, the message holds its own size and the rest goes back.
@@ -34,7 +34,7 @@ from typing import Any, Protocol
 import grpc
 
 from gateway.errors import Overloaded
-from gateway.policies.byte_budget import Hold, InflightBytes
+from gateway.memory.inflight_bytes import Hold, InflightBytes
 
 
 class Readable(Protocol):
@@ -45,12 +45,14 @@ class Readable(Protocol):
     def peer(self) -> str: ...
 
 
-SLOW_BODY = 408  # REST's status for a body not complete in time
-READ_COPIES = 2  # a message being handed over by grpc, in the most bytes it may be
+# REST's status for a body not complete in time
+SLOW_BODY = 408
+# a message being handed over by grpc, in the most bytes it may be
+READ_COPIES = 2
 MEMORY_REFUSED = 503
 
 
-class Refused(Exception):
+class CallRefused(Exception):
     """A call refused before its message was read: the code, details and trailing metadata."""
 
     def __init__(
@@ -63,7 +65,8 @@ class Refused(Exception):
 @dataclass(frozen=True, slots=True)
 class Received:
     data: bytes
-    hold: Hold  # its bytes in the budget: the caller gives them back (the edge, at `done`)
+    # its bytes in the budget: the caller gives them back (the edge, at `done`)
+    hold: Hold
 
 
 class _Read(Hold):
@@ -73,18 +76,22 @@ class _Read(Hold):
     __slots__ = ("reclaimed", "timeout")
 
     def __init__(self, peer: str) -> None:
-        self.peer = peer  # as `Hold`'s, without the call
+        # as `Hold`'s, without the call
+        self.peer = peer
         self.held = 0
         self.account = None
-        self.timeout: asyncio.Timeout | None = None  # set as the read begins
+        # set as the read begins
+        self.timeout: asyncio.Timeout | None = None
         self.reclaimed = False
 
     def reclaim(self) -> None:
         """Another address needs the room lent to this read: the read ends now, refused."""
         self.reclaimed = True
         timeout = self.timeout
-        if timeout is not None and not timeout.expired():  # else it is ending anyway
-            timeout.reschedule(0)  # in the past: at once
+        if timeout is not None and not timeout.expired():
+            # else it is ending anyway
+            # in the past: at once
+            timeout.reschedule(0)
 
 
 class MessageReader:
@@ -96,7 +103,7 @@ class MessageReader:
         self.timeout_s = timeout_s
 
     async def read(self, context: Readable) -> Received | None:
-        """The next message (None: the client's side ended between messages); `Refused` if it
+        """The next message (None: the client's side ended between messages); `CallRefused` if it
         does not fit, is not complete in time, its room is taken back, or the side ended
         inside one."""
         memory, reserve = self._memory, self._reserve
@@ -111,9 +118,11 @@ class MessageReader:
                 memory.release(hold)
                 raise
         try:
-            async with (timeout := asyncio.timeout(self.timeout_s)):  # no task, unlike wait_for
+            async with (timeout := asyncio.timeout(self.timeout_s)):
+                # no task, unlike wait_for
                 hold.timeout = timeout
-                if hold.reclaimed:  # taken back before its read began
+                if hold.reclaimed:
+                    # taken back before its read began
                     raise TimeoutError
                 data = await context.read()
         except TimeoutError:
@@ -124,7 +133,7 @@ class MessageReader:
                     f"server.inflight_bytes={memory.limit}",
                     None,
                 ) from None
-            raise Refused(
+            raise CallRefused(
                 grpc.StatusCode.DEADLINE_EXCEEDED,
                 f"no complete request message within {self.timeout_s:g} s (server.body_timeout_s)",
                 (("x-http-status", str(SLOW_BODY)),),
@@ -135,7 +144,8 @@ class MessageReader:
         if data is grpc.aio.EOF or not isinstance(data, bytes):
             memory.release(hold)
             return None
-        memory.settle(hold, len(data))  # not past grpc's own limit; counted all the same
+        # not past grpc's own limit; counted all the same
+        memory.settle(hold, len(data))
         return Received(data, hold)
 
     def release(self, hold: Hold) -> None:
@@ -143,15 +153,15 @@ class MessageReader:
         self._memory.release(hold)
 
 
-def _memory_refused(message: str, error: Overloaded | None) -> Refused:
+def _memory_refused(message: str, error: Overloaded | None) -> CallRefused:
     retry = error.headers() if error is not None else {"retry-after": "1"}
     metadata = (("x-http-status", str(MEMORY_REFUSED)), *retry.items())
-    return Refused(grpc.StatusCode.RESOURCE_EXHAUSTED, message, metadata)
+    return CallRefused(grpc.StatusCode.RESOURCE_EXHAUSTED, message, metadata)
 
 
-def missing_request() -> Refused:
+def missing_request() -> CallRefused:
     """A unary call whose client side ended with no (complete) message."""
-    return Refused(
+    return CallRefused(
         grpc.StatusCode.INTERNAL,
         "missing request: the call ended without a complete request message",
         (("x-http-status", "400"),),

@@ -45,9 +45,11 @@ class GrpcDoor:
         self._app = app
         self.host = host
         self.port = port
-        self._reuse_port = reuse_port  # the bound port once `bind` has run (0 asks for a free one)
+        # the bound port once `bind` has run (0 asks for a free one)
+        self._reuse_port = reuse_port
         self._server: grpc.aio.Server | None = None
-        self.max_connections = 0  # connections held at once, once `bind` has run
+        # connections held at once, once `bind` has run
+        self.max_connections = 0
 
     def bind(self) -> int:
         """Creates the server and binds its port (not serving yet); `OSError` if it cannot."""
@@ -79,7 +81,8 @@ class GrpcDoor:
         host = f"[{self.host}]" if ":" in self.host else self.host
         try:
             port = server.add_insecure_port(f"{host}:{self.port}")
-        except RuntimeError as exc:  # grpc's way of saying the address is taken
+        except RuntimeError as exc:
+            # grpc's way of saying the address is taken
             raise OSError(
                 f"gRPC: cannot listen on {host}:{self.port} (address already in use?): {exc}"
             ) from exc

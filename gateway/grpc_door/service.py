@@ -30,7 +30,8 @@ from v2proto.grpc import grpc_service_pb2 as pb
 from v2proto.grpc.service import MODEL_INFER, SERVICE, Handler
 
 log = logging.getLogger(__name__)
-MODEL_STREAM_INFER = "ModelStreamInfer"  # bidirectional: not a `Method` (those are unary)
+# bidirectional: not a `Method` (those are unary)
+MODEL_STREAM_INFER = "ModelStreamInfer"
 Context = grpc.aio.ServicerContext[Any, Any]
 M = TypeVar("M", bound=Message)
 
@@ -108,7 +109,8 @@ class V2Service:
 
     async def model_ready(self, request: pb.ModelReadyRequest) -> pb.ModelReadyResponse:
         gateway = self._app.gateway
-        model = gateway.model(request.name, request.version or None)  # NOT_FOUND
+        # NOT_FOUND
+        model = gateway.model(request.name, request.version or None)
         return pb.ModelReadyResponse(ready=gateway.model_readiness(model).ready)
 
     async def server_metadata(self, request: pb.ServerMetadataRequest) -> pb.ServerMetadataResponse:

@@ -13,7 +13,7 @@ At most ``server.grpc.stream_answers`` requests of one stream are served or answ
 written at once: the next request is read only when an answer has been handed to gRPC, which
 writes it as the client's HTTP/2 window allows, so a client that stops reading its answers stops
 its own requests (they wait in gRPC's flow control, not in the gateway's memory). Each request is
-read as a unary call's message is (`gateway.grpc_door.receive`: under the in-flight budget and
+read as a unary call's message is (`gateway.grpc_door.receive`: under the in-flight bytes and
 the body timeout, which bounds a stream idle between requests too); a refused read ends the
 stream with its code once the requests in flight are answered. When the client ends its side,
 the requests in flight are answered, then the stream ends; when it cancels, they are cancelled
@@ -29,12 +29,13 @@ from typing import Any
 
 import grpc
 
-from gateway.grpc_door.infer import Answer, InferDoor
-from gateway.grpc_door.receive import Received, Refused
+from gateway.grpc_door.infer import GrpcAnswer, InferDoor
+from gateway.grpc_door.receive import CallRefused, Received
 from v2proto.grpc import grpc_service_pb2 as pb
 
 Context = grpc.aio.ServicerContext[Any, Any]
-IN_FLIGHT = 64  # requests of one stream served or waiting to be written, by default
+# requests of one stream served or waiting to be written, by default
+IN_FLIGHT = 64
 
 
 class StreamDoor:
@@ -46,10 +47,11 @@ class StreamDoor:
         self, requests: AsyncIterator[bytes], context: Context
     ) -> AsyncIterator[pb.ModelStreamInferResponse]:
         metadata = context.invocation_metadata()
-        answers: asyncio.Queue[Answer | None] = asyncio.Queue()
-        slots = asyncio.Semaphore(self._in_flight)  # served, or answered and not yet written
+        answers: asyncio.Queue[GrpcAnswer | None] = asyncio.Queue()
+        # served, or answered and not yet written
+        slots = asyncio.Semaphore(self._in_flight)
         serving: set[asyncio.Task[None]] = set()
-        refused: list[Refused] = []
+        refused: list[CallRefused] = []
         message_reader = self._door.reader
 
         async def serve(received: Received) -> None:
@@ -64,31 +66,37 @@ class StreamDoor:
                     while True:
                         await slots.acquire()
                         received = await message_reader.read(context)
-                        if received is None:  # the client's side ended
+                        if received is None:
+                            # the client's side ended
                             break
                         task = asyncio.create_task(serve(received))
                         serving.add(task)
                         task.add_done_callback(serving.discard)
-                except Refused as refusal:
+                except CallRefused as refusal:
                     refused.append(refusal)
-                while serving:  # answer what is in flight
+                while serving:
+                    # answer what is in flight
                     await asyncio.wait(set(serving))
             finally:
-                answers.put_nowait(None)  # the end, however reading ended
+                # the end, however reading ended
+                answers.put_nowait(None)
 
         reader = asyncio.create_task(read())
-        answer: Answer | None = None
+        answer: GrpcAnswer | None = None
         try:
             while (answer := await answers.get()) is not None:
-                yield stream_response(answer)  # back here once gRPC has written it
+                # back here once gRPC has written it
+                yield stream_response(answer)
                 _written(answer, context)
                 slots.release()
-            await reader  # a failure to read the stream ends the call with it
+            # a failure to read the stream ends the call with it
+            await reader
             if refused:
                 context.set_trailing_metadata(refused[0].metadata)
                 await context.abort(refused[0].code, refused[0].message)
         finally:
-            if answer is not None:  # ended while gRPC wrote it, or before
+            if answer is not None:
+                # ended while gRPC wrote it, or before
                 _written(answer, context)
             reader.cancel()
             for task in list(serving):
@@ -98,13 +106,13 @@ class StreamDoor:
             _unsent(answers, context)
 
 
-def _written(answer: Answer, context: Context) -> None:
-    """Gives an answer's bytes back in the in-flight budget (a second call does nothing)."""
+def _written(answer: GrpcAnswer, context: Context) -> None:
+    """Gives an answer's bytes back within the in-flight bytes (a second call does nothing)."""
     if answer.written is not None:
         answer.written(context)
 
 
-def _unsent(answers: asyncio.Queue[Answer | None], context: Context) -> None:
+def _unsent(answers: asyncio.Queue[GrpcAnswer | None], context: Context) -> None:
     """The answers of a stream that ended before they were written: their bytes go back."""
     while not answers.empty():
         answer = answers.get_nowait()
@@ -112,7 +120,7 @@ def _unsent(answers: asyncio.Queue[Answer | None], context: Context) -> None:
             _written(answer, context)
 
 
-def stream_response(answer: Answer) -> pb.ModelStreamInferResponse:
+def stream_response(answer: GrpcAnswer) -> pb.ModelStreamInferResponse:
     if answer.response is not None:
         return pb.ModelStreamInferResponse(infer_response=answer.response)
     named = pb.ModelInferResponse(id=answer.request_id)

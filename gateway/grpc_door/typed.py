@@ -27,7 +27,8 @@ from v2proto.grpc import grpc_service_pb2 as pb
 from v2proto.grpc.contents import TYPED_FIELD
 from v2proto.signature import DATATYPES
 
-SLICE = 65_536  # values converted between two turns of the event loop
+# values converted between two turns of the event loop
+SLICE = 65_536
 
 
 async def typed_to_raw(request: pb.ModelInferRequest, slice_values: int = SLICE) -> None:
@@ -42,7 +43,8 @@ async def typed_to_raw(request: pb.ModelInferRequest, slice_values: int = SLICE)
             return
         values = getattr(tensor.contents, typed)
         if len(values) != math.prod(tensor.shape):
-            return  # the conversion says what is wrong, naming the field
+            # the conversion says what is wrong, naming the field
+            return
         fields.append(values)
     raws = []
     for tensor, values in zip(inputs, fields, strict=True):
@@ -54,7 +56,8 @@ async def typed_to_raw(request: pb.ModelInferRequest, slice_values: int = SLICE)
 
 
 async def _raw(values: Any, datatype: str, where: str, slice_values: int) -> bytes:
-    dtype = DATATYPES[datatype]  # little-endian, as raw contents are
+    # little-endian, as raw contents are
+    dtype = DATATYPES[datatype]
     count = len(values)
     if count <= slice_values:
         data: bytes = _values(iter(values), dtype, count, where, datatype).tobytes()
@@ -64,7 +67,8 @@ async def _raw(values: Any, datatype: str, where: str, slice_values: int) -> byt
     for start in range(0, count, slice_values):
         stop = min(count, start + slice_values)
         out[start:stop] = _values(items, dtype, stop - start, where, datatype)
-        await asyncio.sleep(0)  # the other requests' turn
+        # the other requests' turn
+        await asyncio.sleep(0)
     data = out.tobytes()
     return data
 

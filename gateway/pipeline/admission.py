@@ -21,7 +21,8 @@ from gateway.pipeline.call import Handler, InferCall, InferResult
 from gateway.policies.fair_share import FairShare, model_weights
 from gateway.telemetry.metrics import RequestMetrics
 
-OVER_SHARE = "tenant_share"  # the shed metric's reason for a tenant over its share (429)
+# the shed metric's reason for a tenant over its share (429)
+OVER_SHARE = "tenant_share"
 
 
 class AdmissionLayer:
@@ -42,10 +43,13 @@ class AdmissionLayer:
         self._inner = inner
         self._paths = dict(paths or {})
         self._tenants = dict(tenants or {})
-        self.models: dict[str, FairShare] = {}  # by model name, made at its first request
-        self.shed: dict[str, int] = defaultdict(int)  # refused, 429 and 503 alike
+        # by model name, made at its first request
+        self.models: dict[str, FairShare] = {}
+        # refused, 429 and 503 alike
+        self.shed: dict[str, int] = defaultdict(int)
         self._total = 0
-        self.idle = asyncio.Event()  # set while nothing is in flight (for draining)
+        # set while nothing is in flight (for draining)
+        self.idle = asyncio.Event()
         self.idle.set()
 
     @property
@@ -69,7 +73,8 @@ class AdmissionLayer:
             self.shed[name] += 1
             self._metrics.shed(name, OVER_SHARE)
             raise
-        except Overloaded:  # the model is full
+        except Overloaded:
+            # the model is full
             self.shed[name] += 1
             self._metrics.shed(name)
             raise

@@ -1,15 +1,15 @@
 """Attempt layer: one upstream exchange with the `Try`'s replica, classified exactly once.
 
 It owns the per-try timeout. The exchange (`_exchange`) sends, classifies the reply once
-(`_judge_reply`), translates a pool's dialect, and hands every `Outcome` to the reactions
+(`_classify_reply`), translates a pool's dialect, and hands every `Outcome` to the reactions
 (`gateway.pipeline.reactions`: ledger, replica counts, breaker, outlier detector, latency
 window, metrics) however it ended. Failures leave as an `UpstreamError` carrying their
 `Outcome` for the layers above (`_refused`). A 200 counts only if it is a V2 reply to this very
 request (`check_reply`: well-formed, the attempt's ``id`` echoed); an error answer the fault
-judge disputes (`gateway.policies.fault.disputed`: 4xx, 500, 501) is a `Dispute` whose verdict
+judge disputes (`gateway.faults.judge.disputed`: 4xx, 500, 501) is a `Dispute` whose verdict
 waits for evidence (`gateway.upstream.fault_actions`), recorded with the digest of its input
 (in a pool of one) in the pool's `FaultRecord`; every other failure counts at once. A reply
-refused as a protocol error is discarded (`UpstreamResponse.discard`): its connection closes,
+refused as a protocol error is discarded (`Reply.discard`): its connection closes,
 so the refused request's real answer, sent late, is never read as another request's.
 
 Speculative tries: while a retry is still possible (`RetryPolicy.possible`, the rules the retry
@@ -39,26 +39,26 @@ from gateway.errors import (
     UpstreamStatusError,
     UpstreamTimeout,
 )
+from gateway.faults.classify import classify_error, classify_status
+from gateway.faults.judge import NONFINITE_STATUS, disputed, input_is_evidence
 from gateway.outcome import Outcome, OutcomeKind
 from gateway.pipeline.call import InferCall, InferResult, Ledger, Leg, Try
 from gateway.pipeline.cancel import cancel_all
 from gateway.pipeline.reactions import Reactions
 from gateway.pipeline.retry_policy import RetryPolicy
-from gateway.policies.classify import classify_error, classify_status
-from gateway.policies.fault import NONFINITE_STATUS, disputed, input_is_evidence
-from gateway.policies.try_timeout import try_timeout
 from gateway.redact import printable
+from gateway.retry.try_timeout import try_timeout
 from gateway.telemetry.metrics import RequestMetrics
 from gateway.upstream.fault_actions import Dispute
 from gateway.upstream.registry import Pool
 from gateway.upstream.replica import Replica
-from gateway.upstream.transport.base import Transport, UpstreamResponse
+from gateway.upstream.transport.base import Reply, Transport
+from gateway.v2.answer import encode_answer
 from gateway.v2.codec import EncodedBody, decode_outputs
 from gateway.v2.dialect import Dialect
 from gateway.v2.input_digest import OFF_LOOP_BYTES, input_digest
-from gateway.v2.reply import encode_reply, error_text
+from gateway.v2.reply import check_reply, error_text, overflowed_output, with_reply_id
 from gateway.v2.request import HEADER_LENGTH
-from gateway.v2.response import check_reply, overflowed_output, with_reply_id
 from v2proto.tensors import nonfinite_message
 
 MIN_TRY_TIMEOUT_S = 0.001
@@ -92,12 +92,14 @@ class AttemptLayer:
         leg, replica, breaker_state = attempt.leg, attempt.replica, attempt.breaker_state
         remaining = leg.call.deadline.remaining()
         if remaining < MIN_TRY_TIMEOUT_S:
-            if replica.breaker is not None:  # hand back a half-open permit
+            if replica.breaker is not None:
+                # hand back a half-open permit
                 cancelled = Outcome(OutcomeKind.CANCELLED, replica.id, 0.0)
                 replica.breaker.record(cancelled, breaker_state)
             raise UpstreamTimeout("no time left for another attempt")
-        if leg.call.ledger.attempts == 1:  # the request's first send (taken just now, no await)
-            self._metrics.queued(leg.call.model_name, leg.call.deadline.budget - remaining)
+        if leg.call.ledger.attempts == 1:
+            # the request's first send (taken just now, no await)
+            self._metrics.queued(leg.call.model_name, leg.call.deadline.timeout_s - remaining)
         patience = try_timeout(
             leg.call.model.retry.try_timeout,
             leg.tries.pool.latency,
@@ -113,7 +115,8 @@ class AttemptLayer:
         self, attempt: Try, exchange: Coroutine[Any, Any, InferResult], patience: float
     ) -> InferResult:
         leg, replica = attempt.leg, attempt.replica
-        task = asyncio.get_running_loop().create_task(exchange)  # not ensure_future's checks
+        # not ensure_future's checks
+        task = asyncio.get_running_loop().create_task(exchange)
         try:
             await wait_first(self._clock, (task,), self._clock.now() + patience)
         except asyncio.CancelledError:
@@ -132,7 +135,8 @@ class AttemptLayer:
     def _finished_in_background(self, task: asyncio.Future[InferResult]) -> None:
         self.background.pop(task, None)
         if not task.cancelled():
-            task.exception()  # retrieved: its outcome was recorded by _exchange
+            # retrieved: its outcome was recorded by _exchange
+            task.exception()
 
     async def stop(self, call: InferCall) -> None:
         """The client of ``call`` left: its exchanges still running in the background are
@@ -153,7 +157,8 @@ class AttemptLayer:
         call, pool = leg.call, leg.tries.pool
         started = self._clock.now()
         replica.started()
-        outcome: Outcome | None = None  # None at the end: cancelled (or crashed) before a verdict
+        # None at the end: cancelled (or crashed) before a verdict
+        outcome: Outcome | None = None
         span = None
         if call.span:
             span = call.span.attempt(replica.id, call.ledger.attempts, attempt.breaker_state)
@@ -171,7 +176,7 @@ class AttemptLayer:
             except UpstreamError as exc:
                 outcome = classify_error(replica.id, exc, self._clock.now() - started)
                 raise exc.classified(outcome) from exc
-            outcome = _judge_reply(
+            outcome = _classify_reply(
                 call, replica.id, response, self._clock.now() - started, pool.config.echoes_id
             )
             translated: EncodedBody | None = None
@@ -197,14 +202,15 @@ class AttemptLayer:
 
 
 async def _refused(
-    leg: Leg, replica: Replica, response: UpstreamResponse, outcome: Outcome, reactions: Reactions
+    leg: Leg, replica: Replica, response: Reply, outcome: Outcome, reactions: Reactions
 ) -> None:
     """Raises the error of a reply that is not an answer: a protocol error's connection is
     dropped (its real answer may follow on it); a disputed refusal is recorded, with its
     input's digest where that is evidence, for the fault judge to decide later."""
     pool = leg.tries.pool
     if outcome.kind is OutcomeKind.PROTOCOL_ERROR:
-        response.discard()  # out of step: its real answer may follow on the connection
+        # out of step: its real answer may follow on the connection
+        response.discard()
         raise UpstreamProtocolError(outcome.describe(), outcome=outcome)
     error = UpstreamStatusError(outcome.describe(), response.status, response.body, outcome=outcome)
     if not disputed(outcome):
@@ -224,7 +230,7 @@ def _answer(
     call: InferCall,
     pool: Pool,
     replica_id: str,
-    response: UpstreamResponse,
+    response: Reply,
     translated: EncodedBody | None,
 ) -> InferResult:
     """The replica's answer as the pipeline hands it up: re-encoded in the client's dialect
@@ -254,10 +260,10 @@ def _answer(
     )
 
 
-def _judge_reply(
+def _classify_reply(
     call: InferCall,
     replica_id: str,
-    response: UpstreamResponse,
+    response: Reply,
     latency_s: float,
     echoes_id: bool,
 ) -> Outcome:
@@ -271,8 +277,10 @@ def _judge_reply(
         expected = call.request.id if call.request is not None else None
         length = response.headers.get(HEADER_LENGTH)
         problem = check_reply(response.body, length, expected, echoes_id=echoes_id)
-        overflowed = None  # NaN out of a finite input: a refusal, judged by evidence
-        if problem is not None or b"null" in response.body:  # JSON that parsed has no NaN
+        # NaN out of a finite input: a refusal, judged by evidence
+        overflowed = None
+        if problem is not None or b"null" in response.body:
+            # JSON that parsed has no NaN
             overflowed = overflowed_output(response.body, length, expected, echoes_id=echoes_id)
         if overflowed is not None:
             message = printable(nonfinite_message(overflowed))
@@ -288,20 +296,21 @@ async def _input_of(call: InferCall) -> str:
     event loop."""
     request_id = call.request.id if call.request is not None else None
     header_length = call.upstream_headers.get(HEADER_LENGTH)
-    body = call.body  # hashed in its pieces, not joined
+    # hashed in its pieces, not joined
+    body = call.body
     if len(body) <= OFF_LOOP_BYTES:
         return input_digest(body, header_length, request_id)
     return await asyncio.to_thread(input_digest, body, header_length, request_id)
 
 
 def _in_client_dialect(
-    call: InferCall, dialect: Dialect, response: UpstreamResponse, outcome: Outcome
+    call: InferCall, dialect: Dialect, response: Reply, outcome: Outcome
 ) -> tuple[EncodedBody | None, Outcome]:
     """A pool's reply in the client's names, shapes and form; one that does not map to the
     model's outputs is the replica's protocol error."""
     try:
         outputs = decode_outputs(response.body, response.headers.get(HEADER_LENGTH))
-        return encode_reply(call, dialect.client_outputs(outputs)), outcome
+        return encode_answer(call, dialect.client_outputs(outputs)), outcome
     except BadRequest as exc:
         problem = printable(f"its reply does not map to the model's outputs: {exc.message}")
         kind = OutcomeKind.PROTOCOL_ERROR

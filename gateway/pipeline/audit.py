@@ -49,20 +49,26 @@ from gateway.pipeline.rollout import ONE_TRY, SHED_LOAD
 from gateway.pipeline.route import speak
 from gateway.pipeline.vote import conform
 from gateway.policies.copy_gate import CopyGate
-from gateway.policies.voting import VoteRule, vote
 from gateway.rollout.compare import compare
 from gateway.upstream.registry import Pool, Registry
 from gateway.v2.codec import decode_outputs
+from gateway.voting.rule import VoteRule, vote
 
 log = logging.getLogger(__name__)
 Outputs = Mapping[str, Any]
-Judged = list[tuple[str, int, int]]  # (replica id or fallback/<name>, rows, rows found wrong)
+# (replica id or fallback/<name>, rows, rows found wrong)
+Judged = list[tuple[str, int, int]]
 
-AGREED = "agreed"  # the two answers agree
-WRONG = "wrong"  # the client's answer, by the third opinion
-AUDITOR_WRONG = "auditor_wrong"  # the audit's answer, by the third opinion
-UNDECIDED = "undecided"  # they disagree and no third opinion settled it
-FAILED = "failed"  # no audit answer to compare with
+# the two answers agree
+AGREED = "agreed"
+# the client's answer, by the third opinion
+WRONG = "wrong"
+# the audit's answer, by the third opinion
+AUDITOR_WRONG = "auditor_wrong"
+# they disagree and no third opinion settled it
+UNDECIDED = "undecided"
+# no audit answer to compare with
+FAILED = "failed"
 VERDICTS = (AGREED, WRONG, AUDITOR_WRONG, UNDECIDED, FAILED)
 
 
@@ -131,7 +137,8 @@ class Auditor:
         task = asyncio.create_task(self._audit(call, audit, body, header_length, served))
         self._tasks.add(task)
 
-        def done(task: asyncio.Task[None]) -> None:  # even when cancelled before it ran
+        def done(task: asyncio.Task[None]) -> None:
+            # even when cancelled before it ran
             self._tasks.discard(task)
             gate.release()
 
@@ -150,7 +157,8 @@ class Auditor:
         try:
             verdict, judged = await self._judge(call, audit, body, length, served)
             self._sink.audited(name, verdict, judged)
-        except Exception:  # an audit must never take anything else down
+        except Exception:
+            # an audit must never take anything else down
             log.exception("audit of a %s answer failed", name)
 
     async def _judge(
@@ -204,7 +212,8 @@ class Auditor:
             return None
         try:
             outputs = await fallback_outputs(copy, runner)
-        except Exception:  # a fallback that cannot answer gives no opinion
+        except Exception:
+            # a fallback that cannot answer gives no opinion
             log.warning("audit of %s: the fallback gave no third opinion", copy.model_name)
             return None
         return f"fallback/{fallback.model}", outputs

@@ -75,6 +75,7 @@ from dataclasses import dataclass
 from gateway.clock import Clock
 from gateway.config.models import GatewayConfig, ModelConfig
 from gateway.config.tenants import TenantConfig
+from gateway.memory.inflight_bytes import InflightBytes
 from gateway.pipeline.admission import AdmissionLayer
 from gateway.pipeline.attempt import AttemptLayer
 from gateway.pipeline.audit import AuditedRoute, Auditor, AuditSink
@@ -103,10 +104,9 @@ from gateway.pipeline.retry_policy import RetryPolicy
 from gateway.pipeline.rollout import RolloutRoute
 from gateway.pipeline.route import Counted, Router, SingleRoute
 from gateway.pipeline.vote import VoteRoute
-from gateway.policies.budget import RetryBudget
-from gateway.policies.byte_budget import InflightBytes
 from gateway.policies.selection import PowerOfTwoChoices
 from gateway.policies.tenant_limits import TenantLimits
+from gateway.retry.budget import RetryBudget
 from gateway.rollout.controller import Rollouts
 from gateway.telemetry.metrics import Metrics, RequestMetrics
 from gateway.telemetry.tracing import Tracer

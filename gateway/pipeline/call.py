@@ -40,7 +40,8 @@ class Ledger:
     """What one request has cost: attempts on every pool, and each one's outcome."""
 
     attempts: int = 0
-    outcomes: list[Outcome] = field(default_factory=list)  # in the order they were known
+    # in the order they were known
+    outcomes: list[Outcome] = field(default_factory=list)
 
     def record(self, outcome: Outcome) -> None:
         self.outcomes.append(outcome)
@@ -50,14 +51,19 @@ class Ledger:
 class InferCall:
     model_name: str
     model: ModelConfig
-    body: Body  # the buffers it arrived in, the id spliced in (`gateway.v2.body`)
+    # the buffers it arrived in, the id spliced in (`gateway.v2.body`)
+    body: Body
     upstream_headers: Mapping[str, str]
     deadline: Deadline
     request_id: str
-    request: InferRequestInfo | None = None  # the parsed JSON header, when the edge parsed it
-    span: RequestSpan | None = None  # the request's trace span, when tracing is on
-    tenant: str = ANONYMOUS  # who asked: admission shares each model's bound among tenants
-    client_id: str | None = None  # the id the client's answer carries (`request.id` is unique)
+    # the parsed JSON header, when the edge parsed it
+    request: InferRequestInfo | None = None
+    # the request's trace span, when tracing is on
+    span: RequestSpan | None = None
+    # who asked: admission shares each model's bound among tenants
+    tenant: str = ANONYMOUS
+    # the id the client's answer carries (`request.id` is unique)
+    client_id: str | None = None
     ledger: Ledger = field(default_factory=Ledger, compare=False)
 
     @property
@@ -72,10 +78,12 @@ class Tries:
 
     ledger: Ledger
     pool: Pool
-    zones: set[str] | None = None  # shared by a vote's legs, to land in distinct zones
+    # shared by a vote's legs, to land in distinct zones
+    zones: set[str] | None = None
     attempts: int = 0
     tried: set[str] = field(default_factory=set)
-    disputes: list[Dispute] = field(default_factory=list)  # error answers awaiting a verdict
+    # error answers awaiting a verdict
+    disputes: list[Dispute] = field(default_factory=list)
 
     def take(self, replica: Replica) -> None:
         """The balancer chose ``replica`` for the next attempt."""
@@ -113,7 +121,8 @@ class Leg:
 class Try:
     leg: Leg
     replica: Replica
-    breaker_state: str  # the state it was admitted under: a half-open permit is handed back
+    # the state it was admitted under: a half-open permit is handed back
+    breaker_state: str
 
 
 @dataclass(slots=True)
@@ -121,11 +130,13 @@ class InferResult:
     status: int
     body: bytes
     content_type: str | None
-    header_length: str | None  # Inference-Header-Content-Length of a binary reply
+    # Inference-Header-Content-Length of a binary reply
+    header_length: str | None
     served_by: str
     attempts: int
     degraded: str | None = None
-    vote: str | None = None  # e.g. "3/3": legs agreeing / legs answered
+    # e.g. "3/3": legs agreeing / legs answered
+    vote: str | None = None
     # the audit of this answer, started by the edge once its door has answered (sampled:
     # `gateway.pipeline.audit`); None for almost every answer
     audit: Callable[[], None] | None = None
@@ -134,7 +145,8 @@ class InferResult:
 Handler = Callable[[InferCall], Awaitable[InferResult]]
 LegHandler = Callable[[Leg], Awaitable[InferResult]]
 TryHandler = Callable[[Try], Awaitable[InferResult]]
-Adjuster = Callable[[str], PolicyAdjustment]  # model name -> the burn policy's adjustment
+# model name -> the burn policy's adjustment
+Adjuster = Callable[[str], PolicyAdjustment]
 
 
 def no_adjustment(model: str) -> PolicyAdjustment:

@@ -39,7 +39,7 @@ class DeadlineLayer:
 
     @staticmethod
     def _expired_message(call: InferCall) -> str:
-        ms = round(call.deadline.budget * 1000)
+        ms = round(call.deadline.timeout_s * 1000)
         return f"deadline of {ms} ms exceeded after {call.attempts} attempt(s)"
 
 

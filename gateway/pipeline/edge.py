@@ -9,7 +9,7 @@ and writes what the edge returns or the `GatewayError` it raises, then calls `Ed
 steps (`gateway.pipeline.edge_steps`) are composed in `gateway.pipeline.build.build_edge`; most
 are plain calls, since the small request's CPU is what the gateway is measured by.
 
-`Intake` is the request's record at the edge, filled as the steps learn things (tenant, model,
+`Arrival` is the request's record at the edge, filled as the steps learn things (tenant, model,
 bytes received, rows, the call), so that `done` can report a refused request as precisely as an
 answered one.
 
@@ -30,6 +30,8 @@ from gateway.config.models import ModelConfig
 from gateway.config.tenants import ANONYMOUS
 from gateway.deadline import TIMEOUT_HEADER
 from gateway.errors import CLIENT_CLOSED, GatewayError
+from gateway.memory.inflight_bytes import InflightBytes
+from gateway.memory.peer_share import PeerAccount
 from gateway.pipeline.call import Handler, InferCall, InferResult
 from gateway.pipeline.cancel import LeftLines
 from gateway.pipeline.edge_steps import (
@@ -41,21 +43,25 @@ from gateway.pipeline.edge_steps import (
     SchemaCheck,
     rows,
 )
-from gateway.policies.byte_budget import InflightBytes
-from gateway.policies.peer_share import PeerAccount
 from gateway.policies.tenant_limits import TenantLimits
 from gateway.telemetry.logging import bind_request, unbind_request
 from gateway.telemetry.spans import RequestSpan
 from gateway.telemetry.tracing import Tracer
 from gateway.v2.identity import request_id_of, with_client_id
+from gateway.v2.reply import rename_reply
 from gateway.v2.request import HEADER_LENGTH
-from gateway.v2.response import rename_reply
 
 # The request headers the edge reads (the tenant's key headers come with the tenant lookup).
 HEADERS = (
-    HEADER_LENGTH, TIMEOUT_HEADER, "content-length", "x-request-id", "traceparent", "tracestate",
-)  # fmt: skip
-Timeout = Callable[[str | None, ModelConfig], float]  # header value, model -> seconds (400)
+    HEADER_LENGTH,
+    TIMEOUT_HEADER,
+    "content-length",
+    "x-request-id",
+    "traceparent",
+    "tracestate",
+)
+# header value, model -> seconds (400)
+Timeout = Callable[[str | None, ModelConfig], float]
 
 
 class Observer(Protocol):
@@ -63,39 +69,56 @@ class Observer(Protocol):
     when (`Clock.now`)."""
 
     def __call__(
-        self, model: str, status: int, served_by: str, latency_s: float, degraded: str | None,
-        deadline_s: float | None, tenant: str, request_bytes: int, response_bytes: int,
-        rows: int, at: float, /,
-    ) -> None: ...  # fmt: skip
+        self,
+        model: str,
+        status: int,
+        served_by: str,
+        latency_s: float,
+        degraded: str | None,
+        deadline_s: float | None,
+        tenant: str,
+        request_bytes: int,
+        response_bytes: int,
+        rows: int,
+        at: float,
+        /,
+    ) -> None: ...
 
 
 @dataclass(slots=True, eq=False)
-class Intake:
+class Arrival:
     """One request at the edge: what its door gave, then what the steps learned."""
 
     model_name: str
     version: str | None
-    headers: Mapping[str, str]  # decoded, lower-case names
+    # decoded, lower-case names
+    headers: Mapping[str, str]
     arrived: float
     request_id: str
     span: RequestSpan
     log_token: Token[Any]
     tenant: str = ANONYMOUS
     model: ModelConfig | None = None
-    client_timeout_s: float | None = None  # for the SLOs: only a deadline the client chose
-    received: int = -1  # the body's bytes, once read
-    rows: int = -1  # the request's rows, once parsed
+    # for the SLOs: only a deadline the client chose
+    client_timeout_s: float | None = None
+    # the body's bytes, once read
+    received: int = -1
+    # the request's rows, once parsed
+    rows: int = -1
     call: InferCall | None = None
-    peer: str = ""  # the client's address, as its door knows it
-    # The in-flight budget (`gateway.policies.byte_budget.Holder`): the bytes it holds, given
+    # the client's address, as its door knows it
+    peer: str = ""
+    # The in-flight bytes (`gateway.memory.inflight_bytes.Holder`): the bytes it holds, given
     # back at `Edge.done` (its answer's at `Edge.written` where the door writes it later), and
     # its address's account while it holds as a large request. A door that read the body under
     # the budget itself (gRPC's) hands them over before `Edge.infer`, and sets ``counted``.
     held: int = 0
     account: PeerAccount | None = None
     counted: bool = False
-    answer_held: int = 0  # of ``held``, its answer's bytes
-    audit: Callable[[], None] | None = None  # its answer's audit, started once it is answered
+    # of ``held``, its answer's bytes
+    answer_held: int = 0
+    # its answer's audit, started once it is answered
+    audit: Callable[[], None] | None = None
 
     @property
     def attempts(self) -> int:
@@ -119,8 +142,10 @@ class Edge:
         observe: Observer,
         memory: InflightBytes | None = None,
     ) -> None:
-        self._memory = memory  # the gateway-wide budget of bytes in flight (None: unbounded)
-        self.open = 0  # requests arrived and not yet done (a replaced edge retires at 0)
+        # the gateway-wide bound on bytes in flight (None: unbounded)
+        self._memory = memory
+        # requests arrived and not yet done (a replaced edge retires at 0)
+        self.open = 0
         self._clock = clock
         self._tracer = tracer
         self._caller = caller
@@ -136,7 +161,7 @@ class Edge:
 
     def arrive(
         self, model_name: str, version: str | None, headers: Mapping[str, str], peer: str = ""
-    ) -> Intake:
+    ) -> Arrival:
         """The request arrived: its clock starts, it gets its id and span, its log lines their
         tags. ``peer``: the client's address (REST: ASGI's client host; gRPC: ``context.peer()``,
         either form), to which its bytes in flight count. Every `arrive` is followed by one
@@ -146,46 +171,62 @@ class Edge:
         span = self._tracer.start_request(headers, model_name, request_id)
         log_token = bind_request(request_id, span)
         self.open += 1
-        return Intake(model_name, version, headers, arrived, request_id, span, log_token, peer=peer)
+        return Arrival(
+            model_name, version, headers, arrived, request_id, span, log_token, peer=peer
+        )
 
-    async def infer(self, intake: Intake, read: BodyReader) -> InferResult:
+    async def infer(self, arrival: Arrival, read: BodyReader) -> InferResult:
         """The steps in order, then the pipeline; raises the `GatewayError` of the first refusal."""
-        headers = intake.headers
-        tenant = intake.tenant = self._caller.tenant(headers)
-        model = intake.model = self._caller.model(intake.model_name, intake.version, tenant)
+        headers = arrival.headers
+        tenant = arrival.tenant = self._caller.tenant(headers)
+        model = arrival.model = self._caller.model(arrival.model_name, arrival.version, tenant)
         # a gateway whose tenants set no limits (or has none) has no limits step
         limiter = self._limits.get(tenant) if self._limits.limiters else None
         if limiter is not None:
-            limiter.enter()  # before the body is read: a refusal costs ≈ nothing
+            # before the body is read: a refusal costs ≈ nothing
+            limiter.enter()
         try:
             memory = self._memory
             holder = None
-            if memory is not None and not intake.counted:  # gRPC's door counted its message
+            if memory is not None and not arrival.counted:
+                # gRPC's door counted its message
                 size = self._body.first_hold(headers.get("content-length"))
-                if memory.fits(size):  # a small body (the usual case): no await
+                if memory.fits(size):
+                    # a small body (the usual case): no await
                     memory.add(size)
-                    intake.held = size
-                elif not memory.hold(intake, size):
-                    await memory.wait(intake, size)
-                holder = intake  # the body step grows its hold as the body arrives
+                    arrival.held = size
+                elif not memory.hold(arrival, size):
+                    await memory.wait(arrival, size)
+                # the body step grows its hold as the body arrives
+                holder = arrival
             body = await self._body(headers.get("content-length"), read, holder)
-            intake.received = body.size
+            arrival.received = body.size
             timeout_s = self._timeout(headers.get(TIMEOUT_HEADER), model)
             if TIMEOUT_HEADER in headers:
-                intake.client_timeout_s = timeout_s
+                arrival.client_timeout_s = timeout_s
             header_length = headers.get(HEADER_LENGTH)
             request = await self._parse(body, header_length, model.max_rows)
-            self._schema(intake.model_name, request)
-            intake.rows = rows(request)
-            call = intake.call = self._build_call(
-                intake.model_name, model, body, header_length, request, intake.request_id,
-                intake.arrived, timeout_s, intake.span, tenant,
-            )  # fmt: skip
+            self._schema(arrival.model_name, request)
+            arrival.rows = rows(request)
+            call = arrival.call = self._build_call(
+                arrival.model_name,
+                model,
+                body,
+                header_length,
+                request,
+                arrival.request_id,
+                arrival.arrived,
+                timeout_s,
+                arrival.span,
+                tenant,
+            )
             result = await self._pipeline(call)
         except GatewayError:
-            raise  # the door answers it, then calls `done`
+            # the door answers it, then calls `done`
+            raise
         except BaseException:
-            self._release(intake)  # no `done` follows a crash or a cancellation
+            # no `done` follows a crash or a cancellation
+            self._release(arrival)
             raise
         finally:
             if limiter is not None:
@@ -193,22 +234,23 @@ class Edge:
         if result.status == 200 and result.vote is None and result.degraded is None:
             # the replica's answer in the client's names (a vote's and a fallback's already are)
             result.body, result.header_length = rename_reply(
-                result.body, result.header_length, intake.model_name, model.version
+                result.body, result.header_length, arrival.model_name, model.version
             )
         if result.status == 200 and call.request is not None and call.client_id is not None:
             # the client's own id back in place of the unique one its replicas saw
             result.body, result.header_length = with_client_id(
                 result.body, result.header_length, call.request.id or "", call.client_id
             )
-        if self._memory is not None:  # the answer is in memory until the door has written it
-            answer = intake.answer_held = len(result.body)
-            self._memory.settle(intake, intake.held + answer)
-        intake.audit = result.audit
+        if self._memory is not None:
+            # the answer is in memory until the door has written it
+            answer = arrival.answer_held = len(result.body)
+            self._memory.settle(arrival, arrival.held + answer)
+        arrival.audit = result.audit
         return result
 
     def done(
         self,
-        intake: Intake,
+        arrival: Arrival,
         status: int,
         served_by: str = "",
         degraded: str | None = None,
@@ -223,25 +265,37 @@ class Edge:
         now = self._clock.now()
         self.open -= 1
         self._observe(
-            intake.model_name, status, served_by, now - intake.arrived, degraded,
-            intake.client_timeout_s, intake.tenant, intake.received, sent, intake.rows, now,
-        )  # fmt: skip
-        if status == CLIENT_CLOSED:  # its client left: no answer (tagged: still bound)
-            self._left_lines(intake.model_name, intake.attempts, now - intake.arrived)
-        elif intake.audit is not None and status == 200:  # sampled: after the client's answer
-            intake.audit()
-        intake.span.end(status, served_by or None, degraded)
-        unbind_request(intake.log_token)
+            arrival.model_name,
+            status,
+            served_by,
+            now - arrival.arrived,
+            degraded,
+            arrival.client_timeout_s,
+            arrival.tenant,
+            arrival.received,
+            sent,
+            arrival.rows,
+            now,
+        )
+        if status == CLIENT_CLOSED:
+            # its client left: no answer (tagged: still bound)
+            self._left_lines(arrival.model_name, arrival.attempts, now - arrival.arrived)
+        elif arrival.audit is not None and status == 200:
+            # sampled: after the client's answer
+            arrival.audit()
+        arrival.span.end(status, served_by or None, degraded)
+        unbind_request(arrival.log_token)
         if written:
-            self._release(intake)
-        elif self._memory is not None:  # the request's bytes go; its answer's stay held
-            self._memory.release(intake, intake.answer_held)
+            self._release(arrival)
+        elif self._memory is not None:
+            # the request's bytes go; its answer's stay held
+            self._memory.release(arrival, arrival.answer_held)
 
-    def written(self, intake: Intake) -> None:
+    def written(self, arrival: Arrival) -> None:
         """The door's transport has flushed the answer of a request `done` with ``written``
         False: its bytes are given back (once; a second call does nothing)."""
-        self._release(intake)
+        self._release(arrival)
 
-    def _release(self, intake: Intake) -> None:
-        if self._memory is not None and (intake.held or intake.account is not None):
-            self._memory.release(intake)
+    def _release(self, arrival: Arrival) -> None:
+        if self._memory is not None and (arrival.held or arrival.account is not None):
+            self._memory.release(arrival)

@@ -16,8 +16,8 @@ from gateway.config.models import ModelConfig
 from gateway.config.tenants import ANONYMOUS
 from gateway.deadline import Deadline, timeout_from_header
 from gateway.errors import PayloadTooLarge, Unauthorized
+from gateway.memory.inflight_bytes import READ_BYTES, Holder, InflightBytes
 from gateway.pipeline.call import InferCall
-from gateway.policies.byte_budget import READ_BYTES, Holder, InflightBytes
 from gateway.telemetry.spans import RequestSpan
 from gateway.v2.body import Body, Piece
 from gateway.v2.identity import upstream_id, with_request_id
@@ -33,9 +33,12 @@ from v2proto.codec import BINARY_CONTENT_TYPE
 # The next chunk (bytes, or a view of a buffer the door holds: gRPC's message), and whether more
 # follow.
 BodyReader = Callable[[], Awaitable[tuple[Piece, bool]]]
-TenantOf = Callable[[Mapping[str, str]], str]  # decoded headers -> tenant (`Unauthorized`)
-ModelOf = Callable[[str, str | None], ModelConfig]  # name, version -> the model (`NotFound`)
-SchemaOf = Callable[[str], ModelSchema | None]  # model name -> its signature, once known
+# decoded headers -> tenant (`Unauthorized`)
+TenantOf = Callable[[Mapping[str, str]], str]
+# name, version -> the model (`NotFound`)
+ModelOf = Callable[[str, str | None], ModelConfig]
+# model name -> its signature, once known
+SchemaOf = Callable[[str], ModelSchema | None]
 JSON_BODY: Mapping[str, str] = MappingProxyType({"content-type": "application/json"})
 
 
@@ -78,7 +81,7 @@ class BoundedBody:
     a byte is read, and reading stops at the first chunk that crosses it. The body is kept as
     the chunks it arrived in (`Body`): nothing joins them unless it needs one buffer.
 
-    Under the in-flight budget (``memory``), a body holds what has arrived plus ``ahead`` (one
+    Under the in-flight bytes (``memory``), a body holds what has arrived plus ``ahead`` (one
     read's worth, `READ_BYTES`), never more than it declared: the edge holds `first_hold`
     before the first read, and each further read waits for room for the next (`InflightBytes.
     hold`, else `wait`: 503 when none comes). Once read whole it holds its size. A body that
@@ -92,7 +95,8 @@ class BoundedBody:
         self.max_bytes = max_bytes
         self._memory = memory
         self._ahead = ahead
-        self._first = min(ahead, max_bytes)  # what an undeclared body holds before it is read
+        # what an undeclared body holds before it is read
+        self._first = min(ahead, max_bytes)
 
     def first_hold(self, declared: str | None) -> int:
         """The bytes to hold before the body is read: a declared body up to one read's worth,
@@ -112,7 +116,8 @@ class BoundedBody:
         """``holder``: whose hold grows as the body arrives (None: the body is not counted
         here)."""
         limit = self.max_bytes
-        end = limit  # the most the body may hold
+        # the most the body may hold
+        end = limit
         if declared is not None and declared.isdigit():
             end = int(declared)
             if end > limit:
@@ -120,11 +125,13 @@ class BoundedBody:
         chunk, more = await read()
         if more:
             return await self._chunks(chunk, read, end, holder)
-        size = len(chunk)  # the usual case: one chunk
+        # the usual case: one chunk
+        size = len(chunk)
         if size > limit:
             raise PayloadTooLarge(f"request body over {limit} bytes")
         if holder is not None and size != holder.held and self._memory is not None:
-            self._memory.settle(holder, size)  # not the small body it declared: its size
+            # not the small body it declared: its size
+            self._memory.settle(holder, size)
         return Body((chunk,), size)
 
     async def _chunks(
@@ -149,7 +156,8 @@ class BoundedBody:
         if size > limit:
             raise PayloadTooLarge(f"request body over {limit} bytes")
         if holder is not None and size != holder.held and memory is not None:
-            memory.settle(holder, size)  # read whole: its size (a chunked one's)
+            # read whole: its size (a chunked one's)
+            memory.settle(holder, size)
         return Body([c for c in chunks if c], size)
 
 
@@ -235,7 +243,8 @@ class CallBuilder:
         forwarded: Mapping[str, str]
         if header_length is None:
             forwarded = JSON_BODY
-        else:  # binary tensors after the JSON header: not a JSON body (KServe parses those)
+        else:
+            # binary tensors after the JSON header: not a JSON body (KServe parses those)
             forwarded = {"content-type": BINARY_CONTENT_TYPE, HEADER_LENGTH: header_length}
         return InferCall(
             model_name=model_name,

@@ -20,7 +20,8 @@ from collections.abc import Awaitable, Mapping
 from gateway.config.models import ModelConfig
 from gateway.pipeline.call import Handler, InferCall, InferResult
 
-ESCALATED = "escalated"  # what an escalated answer's x-vote says after its tally
+# what an escalated answer's x-vote says after its tally
+ESCALATED = "escalated"
 
 
 class EscalatingRoute:
@@ -39,10 +40,13 @@ class EscalatingRoute:
         self._vote = vote
         self._escalated = escalated
         self._voted = model.model_copy(update={"vote": voted, "pool": None})
-        self._extra = len(voted.pools) - 1  # legs per request beyond the single route's
+        # legs per request beyond the single route's
+        self._extra = len(voted.pools) - 1
         self._cap = model.burn_policy.vote.max_extra_in_flight
-        self.in_flight = 0  # voted requests in flight
-        self.over_cap = 0  # requests that took the single route for the cap
+        # voted requests in flight
+        self.in_flight = 0
+        # requests that took the single route for the cap
+        self.over_cap = 0
 
     def __call__(self, call: InferCall) -> Awaitable[InferResult]:
         if self._name not in self._escalated:

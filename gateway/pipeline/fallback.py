@@ -26,10 +26,10 @@ from gateway.errors import (
 )
 from gateway.pipeline.call import Adjuster, Handler, InferCall, InferResult
 from gateway.telemetry.metrics import RequestMetrics
+from gateway.v2.answer import encode_answer
 from gateway.v2.codec import decode_inputs
 from gateway.v2.dialect import Dialect
 from gateway.v2.fit import FallbackMisfit
-from gateway.v2.reply import encode_reply
 from gateway.v2.request import HEADER_LENGTH
 
 log = logging.getLogger(__name__)
@@ -96,7 +96,8 @@ class FallbackLayer:
                 raise
             try:
                 return await self._answer(call, policy.model, runner, reason)
-            except FallbackMisfit as misfit:  # not the model's tensors: readiness says so
+            except FallbackMisfit as misfit:
+                # not the model's tensors: readiness says so
                 if isinstance(error, TimeoutError):
                     raise DeadlineExceeded("the primary path did not answer in time") from misfit
                 raise error from misfit
@@ -106,7 +107,7 @@ class FallbackLayer:
     ) -> InferResult:
         outputs = await fallback_outputs(call, runner)
         served = {"degraded": reason, "served_by": f"fallback/{name}"}
-        reply = encode_reply(call, outputs, served)
+        reply = encode_answer(call, outputs, served)
         self._metrics.fallback(call.model_name, reason)
         return InferResult(
             status=200,
@@ -123,7 +124,8 @@ async def fallback_outputs(call: InferCall, runner: FallbackRunner) -> Mapping[s
     """The fallback model's outputs for ``call``'s inputs, in the client's names (an answer
     of its own, or an audit's third opinion)."""
     assert call.model.fallback is not None, "only a model with a fallback gets here"
-    speaks = Dialect(call.model.fallback.tensors)  # the fallback model's tensor names
+    # the fallback model's tensor names
+    speaks = Dialect(call.model.fallback.tensors)
     body, header_length = call.body, call.upstream_headers.get(HEADER_LENGTH)
     # off the event loop: binary tensors become numpy views of the received buffers
     # (frombuffer, no copy), but a large JSON body's numbers take milliseconds to decode

@@ -42,7 +42,8 @@ class HedgeLayer:
         if not policy.enabled or pool.latency.count < policy.min_samples:
             return None
         if not self._adjust(call.model_name).hedging_enabled:
-            return None  # the burn policy protects the error budget
+            # the burn policy protects the error budget
+            return None
         observed = pool.latency.quantile(policy.quantile)
         if observed is None:
             return None
@@ -93,4 +94,5 @@ class HedgeLayer:
                         self.hedges_won += 1
                     return task.result()
                 errors[task] = error
-        raise errors.get(primary) or errors[hedge]  # both failed: the primary's story
+        # both failed: the primary's story
+        raise errors.get(primary) or errors[hedge]

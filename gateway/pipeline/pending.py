@@ -58,7 +58,8 @@ class PendingAnswers:
         return None
 
     def _settle(self, done: set[asyncio.Future[InferResult]]) -> InferResult | None:
-        for task in [t for t in self._tasks if t in done]:  # the order they were sent in
+        for task in [t for t in self._tasks if t in done]:
+            # the order they were sent in
             self._tasks.remove(task)
             if not task.cancelled() and task.exception() is None:
                 return task.result()

@@ -4,7 +4,7 @@ Every attempt ends here once (`Reactions.ended`), however it ended: its request'
 replica's counts (outstanding, latency, failure streak), the replica's breaker (its half-open
 permit given back, then judged), the pool's latency window and fault record, and what is
 decided across the whole fleet (`fleet`): the outlier detector and the attempt's metrics. A
-disputed answer (`gateway.policies.fault.disputed`) is judged later, by evidence; when the
+disputed answer (`gateway.faults.judge.disputed`) is judged later, by evidence; when the
 fault judge charges it (`gateway.upstream.fault_actions.charge`), `charged` counts it as the
 replica's failure.
 
@@ -15,9 +15,9 @@ its registry, so ejections and metrics see every worker's attempts.
 
 from __future__ import annotations
 
+from gateway.faults.judge import judged_now
 from gateway.outcome import REPLICA_FAILURES, Outcome, OutcomeKind
 from gateway.pipeline.call import InferCall
-from gateway.policies.fault import judged_now
 from gateway.telemetry.metrics import RequestMetrics
 from gateway.upstream.registry import Pool
 from gateway.upstream.replica import Replica
@@ -42,7 +42,8 @@ class Reactions:
     ) -> None:
         """An attempt of ``call`` on ``replica`` ended as ``outcome``."""
         call.ledger.record(outcome)
-        judged = judged_now(outcome)  # a disputed answer later, the gateway's own never
+        # a disputed answer later, the gateway's own never
+        judged = judged_now(outcome)
         error = outcome.describe() if outcome.kind in REPLICA_FAILURES else None
         # a cancelled try says nothing of its replica: not even a success clearing a streak
         replica.finished(outcome.latency_s, error, judged=judged and outcome.kind is not _CANCELLED)
@@ -50,7 +51,7 @@ class Reactions:
         if breaker is not None:
             breaker.release(breaker_state)
             if judged:
-                breaker.judge(outcome)
+                breaker.count(outcome)
         if outcome.kind is _SUCCESS:
             pool.latency.record(outcome.latency_s)
             pool.record.answered()
@@ -69,5 +70,5 @@ class Reactions:
         and for the outlier detector."""
         replica.charge(refuted.describe())
         if replica.breaker is not None:
-            replica.breaker.judge(refuted)
+            replica.breaker.count(refuted)
         pool.outlier.observe(replica, refuted)

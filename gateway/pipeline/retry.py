@@ -6,7 +6,7 @@ towards the budget's allowance once, at its route, however many legs it has.)
 After a failure the loop asks the policy for the next try (it waits out the backoff and pays
 for the retry), and
 - a slow try keeps running (`PendingAnswers`): whichever exchange answers well first wins;
-- error answers are disputes the fault judge settles (`gateway.policies.fault`, carried out by
+- error answers are disputes the fault judge settles (`gateway.faults.judge`, carried out by
   `gateway.upstream.fault_actions`): after each refused retry, when the tries end, and when another
   replica answers; a verdict that blames the request ends the tries, charging no one;
 - no replica left to try (`NoReplicaAvailable`) ends the tries with how the last try failed.
@@ -46,11 +46,13 @@ class RetryLayer:
                 rejected = fault_actions.refused(
                     leg.tries.disputes, leg.call.model_name, leg.call.model.retry.max_attempts
                 )
-                if rejected is not None:  # the request's fault: nobody is charged
+                if rejected is not None:
+                    # the request's fault: nobody is charged
                     leg.tries.settle()
                     raise rejected from exc
                 error = exc
-            except NoReplicaAvailable:  # every admissible replica tried: the last try's story
+            except NoReplicaAvailable:
+                # every admissible replica tried: the last try's story
                 break
         return await self._settle(leg, pending, error)
 
@@ -61,7 +63,7 @@ class RetryLayer:
         result = await pending.first_good()
         if result is not None:
             return result
-        rejected, refusals = fault_actions.tries_ended(leg.tries.settle(), leg.call.model_name)
+        rejected, refusals = fault_actions.attempts_ended(leg.tries.settle(), leg.call.model_name)
         for refusal in refusals:
             leg.tries.dispute(refusal)
         if rejected is not None:

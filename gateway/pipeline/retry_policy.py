@@ -4,7 +4,7 @@ The retry layer's loop, the attempt layer's per-try timeout ("is a retry still p
 the hedge layer ("may a second copy go?") ask this one object, so they cannot disagree.
 Another try follows only
 - a retryable outcome: connect error, timeout, slow, protocol error, 5xx, or a 4xx, which
-  the fault judge disputes until another replica's answer settles it (`gateway.policies.fault`);
+  the fault judge disputes until another replica's answer settles it (`gateway.faults.judge`);
 - within ``max_attempts`` tries in all, while a replica this request has not tried is left and
   admits traffic (the balance layer's eligibility: health, ejection, breaker);
 - after `FullJitter` backoff (exponential, full jitter), except after a SLOW try, which is still
@@ -33,12 +33,13 @@ from gateway.clock import Clock
 from gateway.errors import UpstreamError
 from gateway.outcome import OutcomeKind
 from gateway.pipeline.call import Adjuster, Leg
-from gateway.policies.backoff import FullJitter
-from gateway.policies.budget import RetryBudget
+from gateway.retry.backoff import FullJitter
+from gateway.retry.budget import RetryBudget
 from gateway.telemetry.metrics import RequestMetrics
 from gateway.upstream.eligibility import eligible
 
-MIN_TRY_S = 0.005  # a retry needs at least this much time left after its backoff
+# a retry needs at least this much time left after its backoff
+MIN_TRY_S = 0.005
 
 
 class RetryPolicy:
@@ -55,7 +56,8 @@ class RetryPolicy:
         self._metrics = metrics
         self._clock = clock
         self._rng = rng
-        self._backoffs: dict[tuple[float, float], Retrying] = {}  # by (base ms, max ms)
+        # by (base ms, max ms)
+        self._backoffs: dict[tuple[float, float], Retrying] = {}
 
     def count_request(self) -> None:
         """A client request reached its route: it adds to what the budget allows, once
@@ -93,7 +95,8 @@ class RetryPolicy:
         wait = 0.0 if outcome.kind is OutcomeKind.SLOW else self._backoff(leg)
         if leg.call.deadline.remaining() - wait < MIN_TRY_S:
             return None
-        if not self._budget.affordable(self._scale(leg)):  # don't wait for a certain no
+        if not self._budget.affordable(self._scale(leg)):
+            # don't wait for a certain no
             self._metrics.retry_refused(leg.call.model_name)
             return None
         return wait
@@ -103,7 +106,8 @@ class RetryPolicy:
         tie-break): an admissible replica is left and the budget still pays (others may have
         spent it meanwhile). True: one retry spent and recorded."""
         if not eligible(leg.pool, leg.tries.tried, self._clock.now()):
-            return False  # the untried replicas are down, ejected or tripped
+            # the untried replicas are down, ejected or tripped
+            return False
         if not self._budget.try_spend(self._scale(leg)):
             self._metrics.retry_refused(leg.call.model_name)
             return False

@@ -37,7 +37,8 @@ from gateway.upstream.registry import Pool, Registry
 from gateway.v2.codec import decode_outputs
 
 log = logging.getLogger(__name__)
-SHED_LOAD = 0.75  # the model's in-flight share of its bound above which copies are not sent
+# the model's in-flight share of its bound above which copies are not sent
+SHED_LOAD = 0.75
 ONE_TRY = RetryConfig(max_attempts=1, try_timeout=TryTimeoutConfig(adaptive=False))
 
 
@@ -92,7 +93,8 @@ class RolloutRoute:
         task = asyncio.create_task(self._compare(call, answer, pool))
         self._copies.add(task)
 
-        def done(task: asyncio.Task[None]) -> None:  # even when cancelled before it ran
+        def done(task: asyncio.Task[None]) -> None:
+            # even when cancelled before it ran
             self._copies.discard(task)
             gate.release()
 
@@ -120,7 +122,8 @@ class RolloutRoute:
                 return
             agreed, differing = compare(mine, theirs, self._rollouts.runs[name].rule)
             self._rollouts.compared(name, agreed, differing, took)
-        except Exception:  # a copy must never take anything else down
+        except Exception:
+            # a copy must never take anything else down
             log.exception("shadow copy of a %s request failed", name)
 
     def _copy_call(self, call: InferCall) -> InferCall:
@@ -133,8 +136,9 @@ class RolloutRoute:
             self._copy_models[id(model)] = copy_model
         assert model.rollout is not None
         deadline = Deadline.after(self._clock, model.rollout.shadow_timeout_ms / 1000)
-        return dataclasses.replace(call, model=copy_model, deadline=deadline, span=None,
-                                   ledger=Ledger())  # fmt: skip
+        return dataclasses.replace(
+            call, model=copy_model, deadline=deadline, span=None, ledger=Ledger()
+        )
 
     async def aclose(self) -> None:
         """Cancels the copies still in flight (the gateway stops)."""

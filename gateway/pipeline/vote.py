@@ -29,16 +29,16 @@ from gateway.errors import BadRequest, GatewayError, NoQuorum
 from gateway.pipeline.call import InferCall, InferResult, Leg, LegHandler, Tries
 from gateway.pipeline.cancel import cancel_all
 from gateway.pipeline.route import speak
-from gateway.policies.voting import VoteResult, VoteRule, other_outputs, vote
 from gateway.telemetry.metrics import RequestMetrics
 from gateway.telemetry.throttle import LogThrottle
 from gateway.upstream import fault_actions
 from gateway.upstream.registry import Registry
 from gateway.upstream.suspects import DissentSink
+from gateway.v2.answer import encode_answer
 from gateway.v2.codec import decode_outputs
 from gateway.v2.outputs import asking_for
-from gateway.v2.reply import encode_reply
 from gateway.v2.request import HEADER_LENGTH, InferRequestInfo
+from gateway.voting.rule import VoteResult, VoteRule, other_outputs, vote
 from v2proto.outputs import requested_outputs
 
 log = logging.getLogger(__name__)
@@ -95,14 +95,15 @@ class VoteRoute:
         if result is None or not result.agreed:
             self._metrics.vote(call.model_name, "no_quorum")
             rejected = fault_actions.no_quorum(refusals, call.model_name)
-            if rejected is not None:  # legs of two versions refused it alike: the request's fault
+            if rejected is not None:
+                # legs of two versions refused it alike: the request's fault
                 raise rejected
             raise NoQuorum(_no_quorum_message(call.model_name, config, answers, result))
         fault_actions.answered(refusals, "the vote's quorum")
-        self._judge(call.model_name, config, result, served, replaced)
+        self._count_dissents(call.model_name, config, result, served, replaced)
         dissenters = [served[leg] for leg, rows in result.dissenters.items() if rows]
         self._metrics.vote(call.model_name, result.tally, dissenters)
-        reply = encode_reply(call, result.outputs, {"vote": result.tally})
+        reply = encode_answer(call, result.outputs, {"vote": result.tally})
         return InferResult(
             status=200,
             body=reply.body,
@@ -119,7 +120,8 @@ class VoteRoute:
         tasks = {asyncio.ensure_future(self._leg(leg)): name for name, leg in legs.items()}
         answers: dict[str, Outputs] = {}
         served: dict[str, str] = {}
-        pending = list(tasks)  # in the legs' order, so that answers are taken in that order
+        # in the legs' order, so that answers are taken in that order
+        pending = list(tasks)
         grace_until: float | None = None
         grace = config.straggler_grace_ms / 1000
         rule = VoteRule(config.quorum, config.label_outputs)
@@ -128,7 +130,8 @@ class VoteRoute:
                 await wait_first(self._clock, pending, grace_until)
                 done = [task for task in pending if task.done()]
                 if not done:
-                    break  # the stragglers' grace is over
+                    # the stragglers' grace is over
+                    break
                 pending = [task for task in pending if not task.done()]
                 for task in done:
                     name = tasks[task]
@@ -199,13 +202,15 @@ class VoteRoute:
             if held is not None:
                 log.warning(
                     "vote leg %s answered outputs %s, not the compared %s: a missing answer%s",
-                    replica_id, sorted(outputs), list(compared),
+                    replica_id,
+                    sorted(outputs),
+                    list(compared),
                     f" ({held} more since its last line)" if held else "",
-                )  # fmt: skip
+                )
             return None
         return {name: outputs[name] for name in compared}
 
-    def _judge(
+    def _count_dissents(
         self,
         model: str,
         config: VoteConfig,
@@ -220,11 +225,16 @@ class VoteRoute:
         ]
         for replica_id, dissented in judged:
             held = self._dissent_lines.allow((model, replica_id)) if dissented else None
-            if held is not None:  # at most one line per replica and model per interval
+            if held is not None:
+                # at most one line per replica and model per interval
                 log.info(
-                    "vote on %s: %s dissented on %d of %d rows%s", model, replica_id, dissented,
-                    rows, f" ({held} more dissents since its last line)" if held else "",
-                )  # fmt: skip
+                    "vote on %s: %s dissented on %d of %d rows%s",
+                    model,
+                    replica_id,
+                    dissented,
+                    rows,
+                    f" ({held} more dissents since its last line)" if held else "",
+                )
             self._suspects.observe(model, config, replica_id, rows, dissented)
 
 
@@ -248,7 +258,8 @@ def _decoded(task: asyncio.Future[InferResult], compared: tuple[str, ...] | None
         return None
     try:
         return decode_outputs(result.body, result.header_length, compared)
-    except BadRequest:  # a malformed answer is a missing answer, not a crash
+    except BadRequest:
+        # a malformed answer is a missing answer, not a crash
         log.warning("vote leg %s sent an undecodable answer", result.served_by)
         return None
 

@@ -40,7 +40,8 @@ from gateway.config.policies import AdmissionConfig
 from gateway.config.tenants import ANONYMOUS, DEFAULT_WEIGHT, TenantConfig
 from gateway.errors import GatewayError, Overloaded, TooManyRequests
 
-_EPSILON = 1e-9  # 3 × (4/3) is 4 to a person: float shares are rounded as one would
+# 3 × (4/3) is 4 to a person: float shares are rounded as one would
+_EPSILON = 1e-9
 
 
 class Seat:
@@ -53,10 +54,13 @@ class Seat:
         self.quota = quota
         self.reserve = reserve
         self.held = 0
-        self.owed = 0  # slots of its claim that are not free now: it took them itself
+        # slots of its claim that are not free now: it took them itself
+        self.owed = 0
         self.admitted = 0
-        self.over_share = 0  # refused with 429
-        self.shed = 0  # refused with 503
+        # refused with 429
+        self.over_share = 0
+        # refused with 503
+        self.shed = 0
 
     def claim(self, held: int) -> int:
         """The room the other tenants keep free for this one while it holds ``held``."""
@@ -69,10 +73,14 @@ class Seat:
 
     def to_json(self) -> dict[str, int]:
         return {
-            "in_flight": self.held, "quota": self.quota, "reserve": self.reserve,
-            "owed": self.owed, "admitted": self.admitted, "over_share": self.over_share,
+            "in_flight": self.held,
+            "quota": self.quota,
+            "reserve": self.reserve,
+            "owed": self.owed,
+            "admitted": self.admitted,
+            "over_share": self.over_share,
             "shed": self.shed,
-        }  # fmt: skip
+        }
 
 
 class FairShare:
@@ -88,9 +96,12 @@ class FairShare:
             name: Seat(name, quota, reserve)
             for name, (quota, reserve) in shares(self.bound, weights, config.tenant_reserve).items()
         }
-        self.held = 0  # requests in flight, all tenants
-        self.kept = sum(seat.kept() for seat in self.seats.values())  # free slots kept, all
-        self.owed = 0  # claims not covered by free room, all tenants
+        # requests in flight, all tenants
+        self.held = 0
+        # free slots kept, all
+        self.kept = sum(seat.kept() for seat in self.seats.values())
+        # claims not covered by free room, all tenants
+        self.owed = 0
 
     def enter(self, tenant: str) -> Seat:
         """Admits one request of ``tenant`` (pass its seat to `leave`) or raises its refusal:
@@ -102,18 +113,22 @@ class FairShare:
         lacking = seat.quota - held
         claim = seat.reserve if lacking >= seat.reserve else (lacking if lacking > 0 else 0)
         owed = seat.owed
-        if self.bound - self.held <= self.kept - claim + owed:  # only others' kept room free
+        if self.bound - self.held <= self.kept - claim + owed:
+            # only others' kept room free
             raise self._refusal(seat)
         seat.held = held + 1
         seat.admitted += 1
         self.held += 1
-        if 0 < lacking <= seat.reserve:  # its claim shrinks by the slot it now holds
-            if owed == claim:  # none of it was free: it took unkept room and owes one less
+        if 0 < lacking <= seat.reserve:
+            # its claim shrinks by the slot it now holds
+            if owed == claim:
+                # none of it was free: it took unkept room and owes one less
                 seat.owed = owed - 1
                 self.owed -= 1
             else:
                 self.kept -= 1
-        elif self.kept > self.bound - self.held:  # it took a slot kept for it, claim unchanged
+        elif self.kept > self.bound - self.held:
+            # it took a slot kept for it, claim unchanged
             seat.owed = owed + 1
             self.owed += 1
             self.kept -= 1
@@ -122,9 +137,11 @@ class FairShare:
     def leave(self, seat: Seat) -> None:
         seat.held -= 1
         self.held -= 1
-        if 0 < seat.quota - seat.held <= seat.reserve:  # its claim grows by the freed slot
+        if 0 < seat.quota - seat.held <= seat.reserve:
+            # its claim grows by the freed slot
             self.kept += 1
-        elif self.owed:  # the freed slot pays back what a tenant owes, its own first
+        elif self.owed:
+            # the freed slot pays back what a tenant owes, its own first
             owing = seat if seat.owed else next(s for s in self.seats.values() if s.owed)
             owing.owed -= 1
             self.owed -= 1

@@ -17,7 +17,8 @@ from gateway.config.tenants import TenantConfig
 from gateway.errors import TooManyRequests
 from gateway.policies.token_bucket import TokenBucket
 
-BUSY_RETRY_AFTER_S = 1.0  # a request of the tenant's is in flight: it may end any moment
+# a request of the tenant's is in flight: it may end any moment
+BUSY_RETRY_AFTER_S = 1.0
 
 
 class Limiter(Protocol):

@@ -19,7 +19,8 @@ class TokenBucket:
         self._rate = rate_per_s
         self._burst = float(burst)
         self._clock = clock
-        self._tokens = float(burst)  # a new bucket is full
+        # a new bucket is full
+        self._tokens = float(burst)
         self._at = clock.now()
 
     @property

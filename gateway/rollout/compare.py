@@ -1,7 +1,7 @@
 """One shadow comparison: the client's answer and the other pool's, as the vote compares.
 
 Both answers are in the client's tensor names (each pool's dialect mapped them back). The
-outputs both hold are compared with the vote's rule (`gateway.policies.voting`: labels
+outputs both hold are compared with the vote's rule (`gateway.voting.rule`: labels
 exactly, numbers within tolerance, probabilities beside labels not held to it): the answers
 agree when a vote of the two reaches a quorum of two on every row. Each output is also
 compared on its own, for the disagreements by output. Shapes that differ only by dimensions
@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from gateway.config.rollout import RolloutConfig
-from gateway.policies.voting import VoteRule, vote
+from gateway.voting.rule import VoteRule, vote
 
 Outputs = Mapping[str, Any]
 MISSING = "(outputs missing)"
@@ -34,7 +34,8 @@ def compare(client: Outputs, other: Outputs, rule: VoteRule) -> tuple[bool, list
     mine = {name: np.asarray(client[name]) for name in names}
     theirs = {name: _like(np.asarray(other[name]), mine[name]) for name in names}
     if all(np.array_equal(mine[n], theirs[n]) for n in names):
-        return True, []  # the same answer (the common case): no vote needed
+        # the same answer (the common case): no vote needed
+        return True, []
     agreed = vote({"client": mine, "other": theirs}, rule).agreed
     differing = [
         name

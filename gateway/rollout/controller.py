@@ -28,17 +28,17 @@ from gateway.config.models import ModelConfig
 from gateway.config.rollout import RolloutConfig
 from gateway.errors import Conflict
 from gateway.policies.copy_gate import CopyGate
-from gateway.policies.voting import VoteRule
 from gateway.rollout.compare import rule_of
 from gateway.rollout.evidence import RolloutEvidence
 from gateway.rollout.pooled import COUNTS, DISAGREE, EvidencePool, step_key
 from gateway.rollout.progress import COMPARING_PHASES, Progress, fingerprint, rollout_key
 from gateway.rollout.split import SmoothSplit
-from gateway.rollout.steps import judge_canary
+from gateway.rollout.steps import next_move
 from gateway.rollout.transitions import legal, target
 from gateway.state.decisions import Decision
 from gateway.state.lease import Lease, fenced_version, token_of
 from gateway.telemetry.audit import AuditEvent
+from gateway.voting.rule import VoteRule
 
 OPERATOR_ACTIONS = frozenset({"start", "pause", "promote", "abort"})
 
@@ -48,12 +48,14 @@ class Decide(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class Plan:
-    candidate: bool  # the candidate serves this request
-    compare: bool  # a copy goes to the other pool, compared off the client's path
+class RolloutPlan:
+    # the candidate serves this request
+    candidate: bool
+    # a copy goes to the other pool, compared off the client's path
+    compare: bool
 
 
-KEEP = Plan(False, False)
+KEEP = RolloutPlan(False, False)
 
 
 @dataclass(slots=True, eq=False)
@@ -64,12 +66,16 @@ class Run:
     declared: str
     gate: CopyGate
     rule: VoteRule
-    split: SmoothSplit  # which requests the candidate serves (a canary's share)
-    began: float  # monotonic: when the current step began here
-    progress: Progress | None = None  # None: not known yet (the store not read)
+    # which requests the candidate serves (a canary's share)
+    split: SmoothSplit
+    # monotonic: when the current step began here
+    began: float
+    # None: not known yet (the store not read)
+    progress: Progress | None = None
     step: RolloutEvidence = field(default_factory=RolloutEvidence)
     total: RolloutEvidence = field(default_factory=RolloutEvidence)
-    refused: bool = False  # the store held progress refused (`Rollouts.vet`): write ours again
+    # the store held progress refused (`Rollouts.vet`): write ours again
+    refused: bool = False
 
     def both(self) -> tuple[RolloutEvidence, RolloutEvidence]:
         return self.step, self.total
@@ -89,7 +95,8 @@ class Run:
         }
         if self.progress is None:
             unknown = {"phase": "unknown", "step": 0, "share_percent": 0.0, "version": 0}
-            return {**doc, **unknown, "trail": []}  # the store not read yet
+            # the store not read yet
+            return {**doc, **unknown, "trail": []}
         return {**doc, **self.progress.to_json(self.config), "trail": list(self.progress.trail)}
 
 
@@ -116,38 +123,50 @@ class Rollouts:
         self._decide, self._known, self._audit = decide, known, audit
         self._burning, self._synced, self._origin = burning, synced, origin
         self._fleet = leased
-        self._leases: dict[str, Lease] = {}  # by model: the latest answer of the store
+        # by model: the latest answer of the store
+        self._leases: dict[str, Lease] = {}
         self.pool = EvidencePool(clock.wall)
         self.active = False
-        self.unpublished = False  # decisions taken here since the last publish
-        self.hand_over: Callable[[], None] | None = None  # makes promoted candidates the pools
-        self.loop_lag: Callable[[], float] = lambda: 0.0  # seconds (`gateway.rollout.lag`)
+        # decisions taken here since the last publish
+        self.unpublished = False
+        # makes promoted candidates the pools
+        self.hand_over: Callable[[], None] | None = None
+        # seconds (`gateway.rollout.lag`)
+        self.loop_lag: Callable[[], float] = lambda: 0.0
         self.runs: dict[str, Run] = {}
         for name, model in models.items():
             if model.rollout is not None and model.pool is not None:
                 config = model.rollout
                 gate = CopyGate(config.shadow_concurrency, config.shadow_rate_per_s, clock)
-                self.runs[name] = Run(name, model.pool, config, fingerprint(model.pool, config),
-                                      gate, rule_of(config), SmoothSplit(rng),
-                                      clock.now())  # fmt: skip
-        self.declared = frozenset(self.runs)  # a promoted one is kept after its hand-over
+                self.runs[name] = Run(
+                    name,
+                    model.pool,
+                    config,
+                    fingerprint(model.pool, config),
+                    gate,
+                    rule_of(config),
+                    SmoothSplit(rng),
+                    clock.now(),
+                )
+        # a promoted one is kept after its hand-over
+        self.declared = frozenset(self.runs)
 
     # --- the request path -----------------------------------------------------------------
 
-    def plan(self, model: str) -> Plan:
+    def plan(self, model: str) -> RolloutPlan:
         run = self.runs.get(model)
         progress = run.progress if run is not None else None
         if run is None or progress is None:
             return KEEP
         if progress.phase == "promoted":
-            return Plan(True, False)
+            return RolloutPlan(True, False)
         if progress.phase not in COMPARING_PHASES:
             return KEEP
         if run.config.mode == "shadow":
             paused = progress.phase == "paused"
-            return Plan(False, not paused and self._draw(run.config.shadow_percent))
+            return RolloutPlan(False, not paused and self._draw(run.config.shadow_percent))
         candidate = run.split.take(progress.share(run.config))
-        return Plan(candidate, candidate and self._draw(run.config.compare_percent))
+        return RolloutPlan(candidate, candidate and self._draw(run.config.compare_percent))
 
     def _draw(self, percent: float) -> bool:
         return percent >= 100 or (percent > 0 and self._rng.random() * 100 < percent)
@@ -168,27 +187,33 @@ class Rollouts:
             for evidence in run.both():
                 side = evidence.candidate_latency if candidate else evidence.current_latency
                 side.append(latency_s)
-        self._judge(run)
+        self._decide_step(run)
 
     def compared(self, model: str, agreed: bool, differing: list[str], copy_s: float) -> None:
         """A copy's answer compared with the client's (the copy took ``copy_s``)."""
         run = self.runs[model]
         for evidence in run.both():
             evidence.disagreements.update(differing)
-        shadow = run.config.mode == "shadow"  # the copy went to the candidate
-        self._count(run, compared=1, agreed=int(agreed), candidate_requests=int(shadow),
-                    **{f"{DISAGREE}{name}": 1 for name in differing})  # fmt: skip
+        # the copy went to the candidate
+        shadow = run.config.mode == "shadow"
+        self._count(
+            run,
+            compared=1,
+            agreed=int(agreed),
+            candidate_requests=int(shadow),
+            **{f"{DISAGREE}{name}": 1 for name in differing},
+        )
         if shadow:
             for evidence in run.both():
                 evidence.candidate_latency.append(copy_s)
-        self._judge(run)
+        self._decide_step(run)
 
     def copy_failed(self, model: str) -> None:
         """A copy got no comparable answer (an error, a timeout, an undecodable reply)."""
         run = self.runs[model]
         shadow = int(run.config.mode == "shadow")
         self._count(run, compare_errors=1, candidate_requests=shadow, candidate_errors=shadow)
-        self._judge(run)
+        self._decide_step(run)
 
     def _count(self, run: Run, **counts: int) -> None:
         """Adds to the step's and the total evidence, and to what the fleet is told."""
@@ -219,18 +244,26 @@ class Rollouts:
     def tick(self) -> None:
         for run in self.runs.values():
             if run.refused and self.active and run.progress is not None and self._leading(run):
-                run.refused = False  # the leader's progress replaces the refused one in the store
-                self._take(run, run.progress.phase, run.progress.step, "rule:store", "lead",
-                           "the progress stored by someone else was refused")  # fmt: skip
+                # the leader's progress replaces the refused one in the store
+                run.refused = False
+                self._take(
+                    run,
+                    run.progress.phase,
+                    run.progress.step,
+                    "rule:store",
+                    "lead",
+                    "the progress stored by someone else was refused",
+                )
             self._adopt(run)
             if run.progress is None and self.active and self._synced() and self._leading(run):
                 phase = run.config.mode if run.config.auto_start else "waiting"
                 waits = "" if run.config.auto_start else " (auto_start false: waits for start)"
                 action = "start" if phase != "waiting" else "declare"
                 self._take(run, phase, 0, "rule:config", action, "declared in the config" + waits)
-            self._judge(run)
+            self._decide_step(run)
         if self.hand_over is not None and self.active and self.promoted():
-            hand_over, self.hand_over = self.hand_over, None  # once per gateway
+            # once per gateway
+            hand_over, self.hand_over = self.hand_over, None
             hand_over()
 
     def promoted(self) -> list[str]:
@@ -259,32 +292,30 @@ class Rollouts:
             run.step, run.began = RolloutEvidence(), self._clock.now()
         run.progress = progress
 
-    def _judge(self, run: Run) -> None:
+    def _decide_step(self, run: Run) -> None:
         progress = run.progress
         if not self.active or progress is None or progress.phase != "canary":
             return
         held_s = self._clock.now() - run.began
         step = self._step_key(run)
         evidence = self.pool.pooled(step, run.step) if step is not None else run.step
-        verdict = judge_canary(
-            run.config, progress.step, evidence, held_s, self._burning(run.model)
-        )
-        if verdict.action != "rollback" and not self._leading(run):
-            return  # the lease holder moves it on; any gateway rolls back on what it sees
-        if verdict.action == "advance":
-            self._take(run, "canary", progress.step + 1, "rule:evidence", "step", verdict.why)
-        elif verdict.action == "promote":
-            self._take(run, "promoted", progress.step, "rule:evidence", "promote", verdict.why)
-        elif verdict.action == "rollback":
-            self._take(run, "rolled_back", progress.step, f"rule:{verdict.rule}", "rollback",
-                       verdict.why)  # fmt: skip
+        move = next_move(run.config, progress.step, evidence, held_s, self._burning(run.model))
+        if move.action != "rollback" and not self._leading(run):
+            # the lease holder moves it on; any gateway rolls back on what it sees
+            return
+        if move.action == "advance":
+            self._take(run, "canary", progress.step + 1, "rule:evidence", "step", move.why)
+        elif move.action == "promote":
+            self._take(run, "promoted", progress.step, "rule:evidence", "promote", move.why)
+        elif move.action == "rollback":
+            self._take(run, "rolled_back", progress.step, f"rule:{move.rule}", "rollback", move.why)
 
     def vet(self, decision: Decision) -> str | None:
         """Why progress read back from the store must not be obeyed, or None (the decision
         book asks, `DecisionBook.vet`): a step outside the plan; or, once progress is known
         here, a fencing token below the current lease's, or a move the plan has no action for
         (`gateway.rollout.transitions`). Progress of another declaration is not for this
-        gateway to judge_canary (it is not resumed either)."""
+        gateway to decide on (it is not resumed either)."""
         kind, _, model = decision.key.partition(":")
         run = self.runs.get(model)
         if kind != "rollout" or run is None:
@@ -297,7 +328,8 @@ class Rollouts:
             run.refused = True
             return f"not a progress of the plan of {len(run.config.steps)} steps"
         if run.progress is None:
-            return None  # the first read after a start: whatever the plan allows
+            # the first read after a start: whatever the plan allows
+            return None
         lease = self._leases.get(model)
         if lease is not None and token_of(decision.version) < lease.token:
             why: str | None = f"fencing token {token_of(decision.version)} below {lease.token}"
@@ -328,8 +360,14 @@ class Rollouts:
         if run is None or run.progress is None or not lease.held or not self.active:
             return
         if token_of(run.progress.version) < lease.token:
-            self._take(run, run.progress.phase, run.progress.step, "rule:lease", "lead",
-                       f"gateway {self._origin} decides (lease token {lease.token})")  # fmt: skip
+            self._take(
+                run,
+                run.progress.phase,
+                run.progress.step,
+                "rule:lease",
+                "lead",
+                f"gateway {self._origin} decides (lease token {lease.token})",
+            )
 
     def _floor(self, model: str) -> int:
         lease = self._leases.get(model)
@@ -356,21 +394,39 @@ class Rollouts:
         before = run.progress or Progress("waiting", 0, run.declared, wall)
         share_before = before.share(run.config)
         progress = before.then(phase, step, wall, {})
-        entry = {"at": wall, "who": who, "action": action, "phase": phase, "step": step,
-                 "share_percent": progress.share(run.config), "share_before": share_before,
-                 "why": why, "evidence": evidence, "gateway": self._origin}  # fmt: skip
+        entry = {
+            "at": wall,
+            "who": who,
+            "action": action,
+            "phase": phase,
+            "step": step,
+            "share_percent": progress.share(run.config),
+            "share_before": share_before,
+            "why": why,
+            "evidence": evidence,
+            "gateway": self._origin,
+        }
         progress = before.then(phase, step, wall, entry)
-        decision = self._decide(rollout_key(run.model), phase, who, progress.reason(),
-                                floor=self._floor(run.model))  # fmt: skip
+        decision = self._decide(
+            rollout_key(run.model), phase, who, progress.reason(), floor=self._floor(run.model)
+        )
         run.progress = replace(progress, version=decision.version)
         if (phase, step) != (before.phase, before.step):
             run.step, run.began = RolloutEvidence(), self._clock.now()
         self.unpublished = True
-        self._audit(AuditEvent(wall, who, f"rollout {action}", rollout_key(run.model),
-                               f"{why}; share {share_before:g} % -> "
-                               f"{progress.share(run.config):g} %; evidence "
-                               f"{orjson.dumps(evidence).decode()}",
-                               "applied", self._origin))  # fmt: skip
+        self._audit(
+            AuditEvent(
+                wall,
+                who,
+                f"rollout {action}",
+                rollout_key(run.model),
+                f"{why}; share {share_before:g} % -> "
+                f"{progress.share(run.config):g} %; evidence "
+                f"{orjson.dumps(evidence).decode()}",
+                "applied",
+                self._origin,
+            )
+        )
 
     # --- views and reloads ------------------------------------------------------------------
 
@@ -393,7 +449,8 @@ class Rollouts:
                 run.progress, run.step, run.total = before.progress, before.step, before.total
                 run.began = before.began
                 carried.append(name)
-        for name, before in old.runs.items():  # handed over: kept for its trail
+        for name, before in old.runs.items():
+            # handed over: kept for its trail
             progress = before.progress
             if name not in self.runs and progress is not None and progress.phase == "promoted":
                 self.runs[name] = before

@@ -13,7 +13,8 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
-LATENCY_SAMPLES = 512  # the latest latencies kept per side, for p50/p99
+# the latest latencies kept per side, for p50/p99
+LATENCY_SAMPLES = 512
 
 
 def wilson(successes: int, trials: int, z: float) -> tuple[float, float]:
@@ -32,7 +33,8 @@ def quantile(samples: list[float], q: float) -> float | None:
     if not samples:
         return None
     ordered = sorted(samples)
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]  # nearest rank
+    # nearest rank
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
 @dataclass(slots=True)
@@ -41,10 +43,14 @@ class RolloutEvidence:
 
     compared: int = 0
     agreed: int = 0
-    disagreements: Counter[str] = field(default_factory=Counter)  # output -> answers differing
-    compare_errors: int = 0  # a shadow copy failed (its answer missing), by either side
-    shadow_shed: int = 0  # copies not sent: over the concurrency or the rate bound
-    candidate_requests: int = 0  # served by the candidate (canary)
+    # output -> answers differing
+    disagreements: Counter[str] = field(default_factory=Counter)
+    # a shadow copy failed (its answer missing), by either side
+    compare_errors: int = 0
+    # copies not sent: over the concurrency or the rate bound
+    shadow_shed: int = 0
+    # served by the candidate (canary)
+    candidate_requests: int = 0
     candidate_errors: int = 0
     candidate_latency: deque[float] = field(default_factory=lambda: deque(maxlen=LATENCY_SAMPLES))
     current_latency: deque[float] = field(default_factory=lambda: deque(maxlen=LATENCY_SAMPLES))
@@ -82,12 +88,15 @@ class RolloutEvidence:
             "candidate_requests": self.candidate_requests,
             "candidate_errors": self.candidate_errors,
         }
-        for side, samples in (("candidate", self.candidate_latency),
-                              ("current", self.current_latency)):  # fmt: skip
+        for side, samples in (
+            ("candidate", self.candidate_latency),
+            ("current", self.current_latency),
+        ):
             values = list(samples)
             doc[f"{side}_latency_ms"] = {
-                "p50": _ms(quantile(values, 0.5)), "p99": _ms(quantile(values, 0.99)),
-            }  # fmt: skip
+                "p50": _ms(quantile(values, 0.5)),
+                "p99": _ms(quantile(values, 0.99)),
+            }
         return doc
 
 

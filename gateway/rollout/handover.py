@@ -18,6 +18,7 @@ def promoted_config(config: GatewayConfig, models: Iterable[str]) -> GatewayConf
     for name in models:
         model = changed[name]
         if model.rollout is not None:
-            changed[name] = model.model_copy(update={"pool": model.rollout.candidate,
-                                                     "rollout": None})  # fmt: skip
+            changed[name] = model.model_copy(
+                update={"pool": model.rollout.candidate, "rollout": None}
+            )
     return config.model_copy(update={"models": changed})

@@ -13,7 +13,8 @@ from gateway.clock import Clock
 from gateway.periodic import BackgroundTask
 
 INTERVAL_S = 0.02
-DECAY = 0.9  # per sample: a spike reads a tenth of itself half a second later
+# per sample: a spike reads a tenth of itself half a second later
+DECAY = 0.9
 
 
 class LoopLag(BackgroundTask):

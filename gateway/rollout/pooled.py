@@ -17,7 +17,8 @@ from gateway.rollout.evidence import RolloutEvidence
 from gateway.state.base import CounterDelta
 
 PREFIX = "ro:"
-TTL_S = 7 * 86_400.0  # a step's counts outlive any step's hold
+# a step's counts outlive any step's hold
+TTL_S = 7 * 86_400.0
 COUNTS = ("compared", "agreed", "candidate_requests", "candidate_errors", "compare_errors")
 DISAGREE = "dis:"
 

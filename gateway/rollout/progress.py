@@ -26,7 +26,8 @@ from gateway.state.limits import PROGRESS_CHARS, Wall
 MAX_TRAIL = 100
 # phases: waiting (declared, not started) | shadow | canary | paused | rolled_back | promoted
 # | aborted
-SERVING_PHASES = frozenset({"canary", "paused"})  # the candidate serves its step's share
+# the candidate serves its step's share
+SERVING_PHASES = frozenset({"canary", "paused"})
 COMPARING_PHASES = frozenset({"shadow", "canary", "paused"})
 
 
@@ -51,11 +52,15 @@ class _Stored(msgspec.Struct, frozen=True):
 @dataclass(frozen=True, slots=True)
 class Progress:
     phase: str
-    step: int  # index into the declaration's steps (canary)
-    declared: str  # the declaration's fingerprint
-    since: float  # wall seconds this phase and step began
+    # index into the declaration's steps (canary)
+    step: int
+    # the declaration's fingerprint
+    declared: str
+    # wall seconds this phase and step began
+    since: float
     trail: tuple[dict[str, Any], ...] = ()
-    version: int = 0  # of the decision that holds it (0: not stored yet)
+    # of the decision that holds it (0: not stored yet)
+    version: int = 0
 
     def share(self, config: RolloutConfig) -> float:
         """Percent of requests the candidate serves now."""
@@ -75,8 +80,12 @@ class Progress:
         """The decision's reason: within `PROGRESS_CHARS` (the oldest trail entries go)."""
         trail = list(self.trail)
         while True:
-            doc = {"declared": self.declared, "step": self.step, "since": self.since,
-                   "trail": trail}  # fmt: skip
+            doc = {
+                "declared": self.declared,
+                "step": self.step,
+                "since": self.since,
+                "trail": trail,
+            }
             text = orjson.dumps(doc).decode()
             if len(text) <= PROGRESS_CHARS or not trail:
                 return text
@@ -96,8 +105,9 @@ class Progress:
             last = len(config.steps) - 1
             if not 0 <= doc.step <= last or (decision.action == "promoted" and doc.step != last):
                 return None
-        return cls(decision.action, doc.step, doc.declared, doc.since, tuple(doc.trail),
-                   decision.version)  # fmt: skip
+        return cls(
+            decision.action, doc.step, doc.declared, doc.since, tuple(doc.trail), decision.version
+        )
 
     def to_json(self, config: RolloutConfig) -> dict[str, Any]:
         return {

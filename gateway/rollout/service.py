@@ -48,7 +48,8 @@ class RolloutTicker(BackgroundTask):
         self._lease = lease
         self._interval_s = interval_s
         self._renew_at = float("-inf")
-        self._lag = LoopLag(clock)  # read by the copies' shedding
+        # read by the copies' shedding
+        self._lag = LoopLag(clock)
         rollouts.loop_lag = lambda: self._lag.lag_s
 
     def start(self) -> None:
@@ -65,7 +66,8 @@ class RolloutTicker(BackgroundTask):
                     self._rollouts.unpublished = False
                     failed = await self._publish()
                     if failed is not None:
-                        self._rollouts.unpublished = True  # offered again next tick
+                        # offered again next tick
+                        self._rollouts.unpublished = True
                         log.warning("rollout decisions not shared yet: %s", failed)
             except asyncio.CancelledError:
                 raise

@@ -15,61 +15,71 @@ from typing import Literal
 from gateway.config.rollout import RolloutConfig
 from gateway.rollout.evidence import RolloutEvidence, wilson
 
-MIN_TO_REJECT = 10  # comparisons (or candidate requests) before the evidence may say no
+# comparisons (or candidate requests) before the evidence may say no
+MIN_TO_REJECT = 10
 
 Action = Literal["hold", "advance", "promote", "rollback"]
 
 
 @dataclass(frozen=True, slots=True)
-class CanaryVerdict:
+class CanaryMove:
     action: Action
-    rule: str  # which rule decided: agreement | errors | latency | slo_burn | evidence | hold
+    # which rule decided: agreement | errors | latency | slo_burn | evidence | hold
+    rule: str
     why: str
 
 
-def judge_canary(
+def next_move(
     config: RolloutConfig, step: int, evidence: RolloutEvidence, held_s: float, burning: bool
-) -> CanaryVerdict:
+) -> CanaryMove:
     """What the evidence of step ``step`` (an index into ``config.steps``) says now."""
     z = config.confidence_z
     low, high = evidence.interval(z)
     target = config.agreement_target
     if evidence.compared >= MIN_TO_REJECT and high < target:
-        why = (f"agreement {evidence.agreed}/{evidence.compared}, interval "
-               f"[{low:.3f}, {high:.3f}] below {target}")  # fmt: skip
-        return CanaryVerdict("rollback", "agreement", why)
+        why = (
+            f"agreement {evidence.agreed}/{evidence.compared}, interval "
+            f"[{low:.3f}, {high:.3f}] below {target}"
+        )
+        return CanaryMove("rollback", "agreement", why)
     requests, errors = evidence.candidate_requests, evidence.candidate_errors
     if requests >= config.min_requests_for_errors:
         error_low, _ = wilson(errors, requests, z)
         if error_low > config.max_error_rate:
-            return CanaryVerdict("rollback", "errors", f"candidate errors {errors}/{requests}, "
-                           f"at least {error_low:.3f} > {config.max_error_rate}")  # fmt: skip
+            return CanaryMove(
+                "rollback",
+                "errors",
+                f"candidate errors {errors}/{requests}, "
+                f"at least {error_low:.3f} > {config.max_error_rate}",
+            )
     slow = _too_slow(config, evidence)
     if slow is not None:
-        return CanaryVerdict("rollback", "latency", slow)
+        return CanaryMove("rollback", "latency", slow)
     if burning:
-        return CanaryVerdict(
-            "rollback", "slo_burn", "the model's SLOs burn fast (page alert firing)"
-        )
+        return CanaryMove("rollback", "slo_burn", "the model's SLOs burn fast (page alert firing)")
     held = held_s >= config.hold_s or requests >= config.hold_requests
     if not held:
-        return CanaryVerdict("hold", "hold", f"held {held_s:.1f}/{config.hold_s} s, "
-                       f"{requests}/{config.hold_requests} requests")  # fmt: skip
+        return CanaryMove(
+            "hold",
+            "hold",
+            f"held {held_s:.1f}/{config.hold_s} s, {requests}/{config.hold_requests} requests",
+        )
     agreement = evidence.agreement
     if evidence.compared < config.min_comparisons or agreement is None:
-        return CanaryVerdict("hold", "evidence", f"{evidence.compared}/{config.min_comparisons} "
-                       "comparisons")  # fmt: skip
+        return CanaryMove(
+            "hold", "evidence", f"{evidence.compared}/{config.min_comparisons} comparisons"
+        )
     if agreement < target:
-        return CanaryVerdict("hold", "agreement", f"agreement {agreement:.4f} below {target}")
+        return CanaryMove("hold", "agreement", f"agreement {agreement:.4f} below {target}")
     rate = evidence.error_rate or 0.0
     if rate > config.max_error_rate:
-        return CanaryVerdict(
-            "hold", "errors", f"error rate {rate:.4f} above {config.max_error_rate}"
-        )
+        return CanaryMove("hold", "errors", f"error rate {rate:.4f} above {config.max_error_rate}")
     last = step >= len(config.steps) - 1
-    why = (f"agreement {evidence.agreed}/{evidence.compared} ({low:.3f}..{high:.3f}), "
-           f"errors {errors}/{requests}")  # fmt: skip
-    return CanaryVerdict("promote" if last else "advance", "evidence", why)
+    why = (
+        f"agreement {evidence.agreed}/{evidence.compared} ({low:.3f}..{high:.3f}), "
+        f"errors {errors}/{requests}"
+    )
+    return CanaryMove("promote" if last else "advance", "evidence", why)
 
 
 def _too_slow(config: RolloutConfig, evidence: RolloutEvidence) -> str | None:

@@ -20,7 +20,8 @@ from gateway.rollout.progress import COMPARING_PHASES, Progress
 
 RUNNING = frozenset({"shadow", "canary"})
 STARTABLE = frozenset({"waiting", "paused", "rolled_back", "aborted"})
-State = tuple[str, int]  # (phase, step)
+# (phase, step)
+State = tuple[str, int]
 
 
 def target(action: str, state: State, config: RolloutConfig) -> State | None:
@@ -50,7 +51,8 @@ def legal(before: Progress, after: Progress, config: RolloutConfig) -> str | Non
     The moves are replayed from the newest trail entry both share (where two gateways'
     decisions forked, if they did: the fork the store kept is replayed from there)."""
     if (after.phase, after.step) == (before.phase, before.step):
-        return None  # the same phase and step: a new lead or trail, nothing moves
+        # the same phase and step: a new lead or trail, nothing moves
+        return None
     start = _shared(before, after.trail)
     if start is None:
         return "its trail shares no entry with the one known here"

@@ -25,10 +25,12 @@ from gateway.telemetry.metrics import Metrics
 class Fleet(Protocol):
     origin: str
     decisions: DecisionBook
-    sync: Any  # None without a shared store
+    # None without a shared store
+    sync: Any
 
-    def decide(self, key: str, action: str, by: str, reason: str, until: float = 0.0,
-               floor: int = 0) -> Decision: ...  # fmt: skip
+    def decide(
+        self, key: str, action: str, by: str, reason: str, until: float = 0.0, floor: int = 0
+    ) -> Decision: ...
 
     def audit(self, event: AuditEvent) -> None: ...
 
@@ -57,11 +59,20 @@ def rollouts_for(
     gateway leads and the evidence is pooled; their series set at each scrape."""
     shared = fleet.sync is not None
     rollouts = Rollouts(
-        models, clock, rng, decide=fleet.decide, known=fleet.decisions.get, audit=fleet.audit,
-        burning=burning, synced=fleet.synced, origin=fleet.origin, leased=shared,
-    )  # fmt: skip
+        models,
+        clock,
+        rng,
+        decide=fleet.decide,
+        known=fleet.decisions.get,
+        audit=fleet.audit,
+        burning=burning,
+        synced=fleet.synced,
+        origin=fleet.origin,
+        leased=shared,
+    )
     if rollouts.runs:
-        fleet.decisions.vet = rollouts.vet  # progress read back is checked against the plan
+        # progress read back is checked against the plan
+        fleet.decisions.vet = rollouts.vet
         if shared:
             fleet.share_counters(rollouts.pool.export_deltas, rollouts.pool.apply_remote)
         metrics.on_scrape(lambda: metrics.set_rollouts(rollouts.snapshot()))
@@ -70,5 +81,6 @@ def rollouts_for(
 
 def rollout_ticker(rollouts: Rollouts, fleet: Fleet, clock: Clock) -> RolloutTicker:
     """The rollouts' background chores, with the fleet's lease when a store is shared."""
-    return RolloutTicker(rollouts, fleet.publish, clock,
-                         fleet.lease if fleet.sync is not None else None)  # fmt: skip
+    return RolloutTicker(
+        rollouts, fleet.publish, clock, fleet.lease if fleet.sync is not None else None
+    )

@@ -44,7 +44,8 @@ log = logging.getLogger(__name__)
 
 WATCH_INTERVAL_S = 2.0
 DRAIN_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-STARTUP_FAILURE = 3  # uvicorn's exit code when it cannot start
+# uvicorn's exit code when it cannot start
+STARTUP_FAILURE = 3
 
 
 class DataPlane(Protocol):
@@ -89,11 +90,13 @@ class GatewayServer(uvicorn.Server):
             except OSError as exc:
                 log.error("%s", exc)
                 sys.exit(STARTUP_FAILURE)
-        if self.plane is not None:  # its workers start while the gateway starts
+        if self.plane is not None:
+            # its workers start while the gateway starts
             await self.plane.start()
         await super().startup(sockets)
         if self.plane is not None and (self.should_exit or not self.started):
-            await self.plane.stop(0.0)  # the gateway did not start: no shutdown follows
+            # the gateway did not start: no shutdown follows
+            await self.plane.stop(0.0)
         if self.grpc is not None and self.started and not self.should_exit:
             await self.grpc.start()
 
@@ -105,7 +108,8 @@ class GatewayServer(uvicorn.Server):
         if self.plane is not None:
             await self.plane.stop(0.0 if self.force_exit or timeout is None else float(timeout))
         if self.grpc is not None:
-            timeout = self.config.timeout_graceful_shutdown  # always set (see begin_drain)
+            # always set (see begin_drain)
+            timeout = self.config.timeout_graceful_shutdown
             grace = None if self.force_exit or timeout is None else float(timeout)
             self._grpc_stopped = asyncio.ensure_future(self.grpc.stop(grace))
         await super().shutdown(sockets)
@@ -121,7 +125,8 @@ class GatewayServer(uvicorn.Server):
     def capture_signals(self) -> Generator[None, None, None]:
         """Replaces uvicorn's handlers (which re-raise the signal after shutdown)."""
         if threading.current_thread() is not threading.main_thread():
-            yield  # signals reach only the main thread (a server run in a test's thread)
+            # signals reach only the main thread (a server run in a test's thread)
+            yield
             return
         loop = asyncio.get_running_loop()
         handled = (*DRAIN_SIGNALS, signal.SIGHUP)
@@ -141,7 +146,8 @@ class GatewayServer(uvicorn.Server):
 
     def begin_drain(self, sig: int = signal.SIGTERM) -> None:
         if self.draining:
-            if sig == signal.SIGINT:  # a second Ctrl-C: stop now
+            if sig == signal.SIGINT:
+                # a second Ctrl-C: stop now
                 log.warning("second SIGINT: stopping without waiting")
                 self.should_exit = self.force_exit = True
             return
@@ -160,7 +166,8 @@ class GatewayServer(uvicorn.Server):
     async def _close_after(self, drain_s: float) -> None:
         await asyncio.sleep(drain_s)
         log.info("drain period over: refusing new connections, finishing in-flight requests")
-        self.should_exit = True  # uvicorn's main loop sees it within 0.1 s
+        # uvicorn's main loop sees it within 0.1 s
+        self.should_exit = True
 
     async def _reload(self, why: str, who: str) -> None:
         """``who`` asked for it, as the audit trail names it (a signal, the file watch)."""

@@ -31,7 +31,8 @@ BURN_WINDOWS: dict[str, float] = {
 class AlertRule:
     name: str
     severity: Severity
-    long_window: str  # a key of BURN_WINDOWS
+    # a key of BURN_WINDOWS
+    long_window: str
     short_window: str
     factor: float
 
@@ -50,7 +51,8 @@ class AlertState:
         self.rule = rule
         self.slo = slo
         self.firing = False
-        self.since: float | None = None  # wall time of the last change; None: never fired
+        # wall time of the last change; None: never fired
+        self.since: float | None = None
         self.burn_long = 0.0
         self.burn_short = 0.0
 
@@ -67,9 +69,15 @@ class AlertState:
         if firing:
             log.warning(
                 "SLO %s: %s alert %s firing (burn %s %.1fx, %s %.1fx > %gx)",
-                self.slo, self.rule.severity, self.rule.name, self.rule.long_window,
-                self.burn_long, self.rule.short_window, self.burn_short, self.rule.factor,
-            )  # fmt: skip
+                self.slo,
+                self.rule.severity,
+                self.rule.name,
+                self.rule.long_window,
+                self.burn_long,
+                self.rule.short_window,
+                self.burn_short,
+                self.rule.factor,
+            )
         else:
             log.warning("SLO %s: alert %s resolved", self.slo, self.rule.name)
         return True

@@ -13,7 +13,8 @@ from pydantic import Field, model_validator
 
 from gateway.frozen import Frozen
 
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"  # also safe inside shared-state keys
+# also safe inside shared-state keys
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 # An availability SLO's floor on client deadlines when none is configured: shorter deadlines
 # ask for more than the digits path promises (its p99 on a busy machine, docs/measured.md).
 DEFAULT_MIN_DEADLINE_MS = 100.0

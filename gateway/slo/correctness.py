@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import math
 
-Z_95 = 1.959963984540054  # the normal quantile of a two-sided 95 % interval
+# the normal quantile of a two-sided 95 % interval
+Z_95 = 1.959963984540054
 ALPHA = 0.05
 
 

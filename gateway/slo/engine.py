@@ -43,7 +43,8 @@ class SloTracker:
         self.burn_rates = dict.fromkeys(BURN_WINDOWS, 0.0)
         self._threshold_s = (config.threshold_ms or 0.0) / 1000.0
         self._min_deadline_s = config.min_deadline_s
-        self.excluded = 0  # requests with a deadline under the floor, since start (this instance)
+        # requests with a deadline under the floor, since start (this instance)
+        self.excluded = 0
         # Events this instance counted since it started, never lowered: Prometheus counters
         # (``gateway_slo_events_total``, ``gateway_slo_bad_events_total``) that the rules of
         # `gateway.slo.rules` sum over every instance, as the shared window does here.

@@ -40,11 +40,15 @@ class VoteEscalation:
         self.model = model
         self.config = config
         self._clock = clock
-        self.reason: str | None = None  # set while engaged
-        self.since: float | None = None  # wall time of the last switch
+        # set while engaged
+        self.reason: str | None = None
+        # wall time of the last switch
+        self.since: float | None = None
         self.changes = 0
-        self._quiet_since: float | None = None  # monotonic: the burn stopped then
-        self.limit = 1.0  # a replica's excess wrong share it may go back at (set by the book)
+        # monotonic: the burn stopped then
+        self._quiet_since: float | None = None
+        # a replica's excess wrong share it may go back at (set by the book)
+        self.limit = 1.0
         # since the quiet time began, by replica of the model's pool: rows the votes judged,
         # rows it dissented on
         self.evidence: dict[str, list[int]] = {}

@@ -42,7 +42,8 @@ class BurnPolicy:
         self.config = config
         self._clock = clock
         self.current = NORMAL
-        self.since: float | None = None  # wall time of the last engage/disengage
+        # wall time of the last engage/disengage
+        self.since: float | None = None
         self.changes = 0
 
     @property

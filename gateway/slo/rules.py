@@ -28,7 +28,8 @@ PERIOD_ERROR_RATIO = "gateway_slo:sli_error:ratio_period"
 BUDGET_REMAINING = "gateway_slo:period_error_budget_remaining:ratio"
 CURRENT_BURN = "gateway_slo:current_burn_rate:ratio"
 _MATCHER = r'[a-zA-Z_][a-zA-Z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"'
-_LABEL_MATCHERS = re.compile(rf"^\s*({_MATCHER}\s*,?\s*)*$")  # job="x", namespace=~"a|b"
+# job="x", namespace=~"a|b"
+_LABEL_MATCHERS = re.compile(rf"^\s*({_MATCHER}\s*,?\s*)*$")
 
 
 def error_ratio(window: str) -> str:
@@ -39,8 +40,15 @@ def error_ratio(window: str) -> str:
 def recorded_names() -> tuple[str, ...]:
     """Every series the rules record, for dashboards and their tests."""
     windows = tuple(error_ratio(w) for w in BURN_WINDOWS)
-    return (*windows, PERIOD_ERROR_RATIO, OBJECTIVE, ERROR_BUDGET, PERIOD_DAYS,
-            BUDGET_REMAINING, CURRENT_BURN)  # fmt: skip
+    return (
+        *windows,
+        PERIOD_ERROR_RATIO,
+        OBJECTIVE,
+        ERROR_BUDGET,
+        PERIOD_DAYS,
+        BUDGET_REMAINING,
+        CURRENT_BURN,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +81,8 @@ def duration(seconds: float) -> str:
 
 
 def _number(value: float) -> str:
-    return format(value, ".12g")  # 1 - 0.999 is 0.0010000000000000009: written 0.001
+    # 1 - 0.999 is 0.0010000000000000009: written 0.001
+    return format(value, ".12g")
 
 
 def _quote(value: str) -> str:

@@ -19,11 +19,14 @@ from gateway.clock import Clock
 
 FINE_S = 10
 COARSE_S = 300
-FINE_HORIZON_S = 3600.0  # windows up to this long are counted in fine buckets
-EXPIRY_MARGIN_S = 120.0  # shared counters outlive the last window that reads them by this
+# windows up to this long are counted in fine buckets
+FINE_HORIZON_S = 3600.0
+# shared counters outlive the last window that reads them by this
+EXPIRY_MARGIN_S = 120.0
 
 Tag = Literal["f", "c"]
-Field = Literal["g", "t", "d"]  # good, total, degraded
+# good, total, degraded
+Field = Literal["g", "t", "d"]
 
 
 @dataclass(slots=True)
@@ -95,7 +98,8 @@ class _Series:
             self._dirty.add(start)
             self._prune(wall)
             if start < self._newest:
-                self._version += 1  # the wall clock went back: a closed bucket changes
+                # the wall clock went back: a closed bucket changes
+                self._version += 1
         counts = self.local.get(start)
         if counts is None:
             counts = self.local[start] = Counts()
@@ -144,9 +148,11 @@ class _Series:
     def set_remote(self, wall: float, start: int, field: Field, value: int) -> None:
         self._prune(wall)
         if start + self.step + self.horizon_s <= wall:
-            return  # too old to be counted by any window
+            # too old to be counted by any window
+            return
         if start < self.start_of(wall):
-            self._version += 1  # a closed bucket changed: cached sums are stale
+            # a closed bucket changed: cached sums are stale
+            self._version += 1
         counts = self.remote.get(start)
         if counts is None:
             counts = self.remote[start] = Counts()
@@ -171,7 +177,8 @@ class _Series:
                 if first >= oldest:
                     break
                 del book[first]
-        if len(self._dirty) > 2 * self.horizon_s / self.step:  # nobody takes deltas: trim
+        if len(self._dirty) > 2 * self.horizon_s / self.step:
+            # nobody takes deltas: trim
             self._dirty = {s for s in self._dirty if s >= oldest}
 
 

@@ -19,7 +19,8 @@ import msgspec
 from gateway.snapshot.messages import ControlMessage, WorkerMessage
 
 HEADER: Final = struct.Struct(">I")
-MAX_FRAME_BYTES: Final = 8 * 1024 * 1024  # a config text, or a batch of its shipper's most items
+# a config text, or a batch of its shipper's most items
+MAX_FRAME_BYTES: Final = 8 * 1024 * 1024
 
 T = TypeVar("T")
 

@@ -20,7 +20,8 @@ class Freshness:
     def __init__(self, clock: Clock, stale_s: float = STALE_S) -> None:
         self._clock = clock
         self.stale_s = stale_s
-        self.heard_at: float | None = None  # the clock's time of the last message (None: none)
+        # the clock's time of the last message (None: none)
+        self.heard_at: float | None = None
 
     def heard(self) -> None:
         self.heard_at = self._clock.now()

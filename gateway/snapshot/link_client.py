@@ -2,7 +2,7 @@
 control sends to ``on_message``; reconnects for as long as it runs.
 
 While control is gone (or hung) the worker goes on serving on what it last heard: the client
-reconnects with exponential backoff and full jitter (`gateway.policies.backoff.FullJitter`,
+reconnects with exponential backoff and full jitter (`gateway.retry.backoff.FullJitter`,
 capped, so that a control back again is found within ``backoff_cap_s``; the jitter keeps
 workers from reconnecting in step), and ``stale`` turns true once nothing came for
 ``stale_s``. `send_batch` never waits: while the link is down or control does not read, batches
@@ -24,7 +24,7 @@ from tenacity import AsyncRetrying, retry_if_result
 
 from gateway.clock import Clock, wait_first
 from gateway.periodic import BackgroundTask
-from gateway.policies.backoff import FullJitter
+from gateway.retry.backoff import FullJitter
 from gateway.snapshot.codec import MAX_FRAME_BYTES, FrameError, control_decoder, encode_frame
 from gateway.snapshot.freshness import STALE_S, Freshness
 from gateway.snapshot.messages import PROTOCOL, Batch, ControlMessage, Hello, Refused, Welcome
@@ -35,8 +35,10 @@ log = logging.getLogger(__name__)
 BACKOFF_BASE_S: Final = 0.05
 BACKOFF_CAP_S: Final = 1.0
 CONNECT_TIMEOUT_S: Final = 1.0
-CLOSE_TIMEOUT_S: Final = 1.0  # for what is written to reach control when the client stops
-MAX_HELD_BATCHES: Final = 50  # five seconds of batches at their usual pace
+# for what is written to reach control when the client stops
+CLOSE_TIMEOUT_S: Final = 1.0
+# five seconds of batches at their usual pace
+MAX_HELD_BATCHES: Final = 50
 MAX_HELD_BYTES: Final = 2 * MAX_FRAME_BYTES
 
 
@@ -111,9 +113,11 @@ class LinkClient(BackgroundTask):
         self._connection: _Connection | None = None
         self._stopping = False
         self.refused: str | None = None
-        self.connects = 0  # connections made (the first one included)
+        # connections made (the first one included)
+        self.connects = 0
         self.frame_errors = 0
-        self.oversize_batches = 0  # refused here, as control would refuse them
+        # refused here, as control would refuse them
+        self.oversize_batches = 0
 
     @property
     def stale(self) -> bool:
@@ -162,7 +166,8 @@ class LinkClient(BackgroundTask):
             )
             try:
                 await retrying(self._session)
-            except Exception:  # a bug in one session must not end the link for good
+            except Exception:
+                # a bug in one session must not end the link for good
                 log.exception("link to control failed")
                 await self._clock.sleep(self._backoff_cap_s)
 
@@ -183,7 +188,8 @@ class LinkClient(BackgroundTask):
         try:
             await connection.lost
         finally:
-            connection.abort()  # when cancelled (stop): never leave the socket open
+            # when cancelled (stop): never leave the socket open
+            connection.abort()
         if self._connection is connection:
             self._connection = None
         if self._stopping:
@@ -213,6 +219,7 @@ class LinkClient(BackgroundTask):
             connection.abort()
         try:
             self._on_message(message)
-        except Exception:  # one message's bug must not take the link down
+        except Exception:
+            # one message's bug must not take the link down
             log.exception("applying %s from control failed", type(message).__name__)
         return self.refused is None

@@ -39,7 +39,8 @@ from gateway.snapshot.outbox import Outbox
 
 log = logging.getLogger(__name__)
 
-SNAPSHOT: Final = "snapshot"  # the kind of frame of which only the newest is kept
+# the kind of frame of which only the newest is kept
+SNAPSHOT: Final = "snapshot"
 MAX_HELD_FRAMES: Final = 64
 MAX_HELD_BYTES: Final = 2 * MAX_FRAME_BYTES
 BACKLOG: Final = 128
@@ -168,7 +169,8 @@ class LinkServer:
         self.max_held_bytes = max_held_bytes
         self._server: asyncio.Server | None = None
         self._open: set[WorkerConnection] = set()
-        self.connections: list[WorkerConnection] = []  # those that said hello, in that order
+        # those that said hello, in that order
+        self.connections: list[WorkerConnection] = []
         self.frame_errors = 0
 
     async def start(self) -> None:
@@ -203,14 +205,16 @@ class LinkServer:
         self.connections.append(connection)
         try:
             self._on_hello(connection, connection.hello)
-        except Exception:  # a bug answering one worker must not take the link down
+        except Exception:
+            # a bug answering one worker must not take the link down
             log.exception("answering worker %s's hello failed", connection.worker)
             connection.close("its hello could not be answered")
 
     def _batch(self, connection: WorkerConnection, batch: Batch) -> None:
         try:
             self._on_batch(connection, batch)
-        except Exception:  # one batch's bug must not cost the next ones
+        except Exception:
+            # one batch's bug must not cost the next ones
             log.exception("applying batch %d of worker %s failed", batch.seq, connection.worker)
 
     def _lost(self, connection: WorkerConnection) -> None:

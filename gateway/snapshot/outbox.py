@@ -15,7 +15,8 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
-WRITE_HIGH_WATER = 256 * 1024  # the transport's own buffer, past which the peer is not reading
+# the transport's own buffer, past which the peer is not reading
+WRITE_HIGH_WATER = 256 * 1024
 
 
 class Outbox:
@@ -39,8 +40,10 @@ class Outbox:
         self._paused = False
         self._held: deque[tuple[str | None, bytes | bytearray]] = deque()
         self._held_bytes = 0
-        self.dropped = 0  # held frames dropped to make room
-        self.replaced = 0  # held frames replaced by a newer one of their kind
+        # held frames dropped to make room
+        self.dropped = 0
+        # held frames replaced by a newer one of their kind
+        self.replaced = 0
 
     @property
     def held(self) -> int:

@@ -56,7 +56,8 @@ class SnapshotPublisher:
         self._key = b""
         self._sent_at = float("-inf")
         self.version = 0
-        self.latest: Snapshot | None = None  # the last sent, as sent
+        # the last sent, as sent
+        self.latest: Snapshot | None = None
         self.sends = 0
 
     def tick(self) -> None:

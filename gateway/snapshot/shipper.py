@@ -26,7 +26,8 @@ log = logging.getLogger(__name__)
 
 INTERVAL_S: Final = 0.1
 CHECK_S: Final = 0.02
-MAX_ITEMS: Final = 4096  # a batch of about half a megabyte of answers
+# a batch of about half a megabyte of answers
+MAX_ITEMS: Final = 4096
 
 
 def no_gauges() -> Gauges | None:
@@ -57,10 +58,14 @@ class BatchShipper(BackgroundTask):
         self.interval_s = interval_s
         self.check_s = check_s
         self.max_items = max_items
-        self.answers: list[Answer] = []  # appended to by the request path
-        self.calls: list[Call] = []  # appended to by the request path
-        self.seq = 0  # of the last batch shipped
-        self.flushed = 0  # the last `Flush` token answered
+        # appended to by the request path
+        self.answers: list[Answer] = []
+        # appended to by the request path
+        self.calls: list[Call] = []
+        # of the last batch shipped
+        self.seq = 0
+        # the last `Flush` token answered
+        self.flushed = 0
 
     def ship(self, flushed: int = 0) -> Batch:
         """Ships everything recorded so far, now (``flushed``: the `Flush` token answered)."""
@@ -80,7 +85,8 @@ class BatchShipper(BackgroundTask):
     async def _run(self) -> None:
         clock = self._clock
         due = clock.now() + self.interval_s
-        busy = False  # records came in since the last batch, or the last batch had some
+        # records came in since the last batch, or the last batch had some
+        busy = False
         while True:
             left = due - clock.now()
             busy = busy or bool(self.answers or self.calls)
@@ -91,5 +97,6 @@ class BatchShipper(BackgroundTask):
             busy = bool(self.answers or self.calls)
             try:
                 self.ship()
-            except Exception:  # a bug in one batch must not end the shipping
+            except Exception:
+                # a bug in one batch must not end the shipping
                 log.exception("shipping batch %d failed", self.seq)

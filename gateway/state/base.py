@@ -77,11 +77,14 @@ class ReplicaSignal(msgspec.Struct, frozen=True, array_like=True):
     checks the bounds of every field (`gateway.state.limits`)."""
 
     replica_id: Name
-    breaker: str  # "closed" | "open" | "half-open"
-    ejected_until_wall: Wall  # Unix seconds; 0 when not ejected
+    # "closed" | "open" | "half-open"
+    breaker: str
+    # Unix seconds; 0 when not ejected
+    ejected_until_wall: Wall
     epoch: Version
     origin: Name
-    stamp: Wall  # the origin's wall time of the transition
+    # the origin's wall time of the transition
+    stamp: Wall
 
     def __post_init__(self) -> None:
         if self.breaker not in BREAKER_STATES:
@@ -133,8 +136,10 @@ class PushBatch:
 @dataclass(frozen=True, slots=True)
 class PushResult:
     generation: str
-    applied: bool  # False: this batch number was applied before
-    stale: tuple[str, ...] = ()  # replica ids whose signal lost to a newer stored one
+    # False: this batch number was applied before
+    applied: bool
+    # replica ids whose signal lost to a newer stored one
+    stale: tuple[str, ...] = ()
 
 
 class Cursor(NamedTuple):
@@ -148,7 +153,7 @@ START = Cursor("", 0)
 
 
 @dataclass(frozen=True, slots=True)
-class SharedSnapshot:
+class Pulled:
     """A pull: all stored signals, and counter totals of all instances changed since a cursor.
 
     ``full`` is True when ``counters`` holds every live key (the cursor was the start, or from
@@ -159,8 +164,10 @@ class SharedSnapshot:
     full: bool
     signals: dict[str, ReplicaSignal]
     counters: dict[str, int]
-    decisions: dict[str, Decision] = field(default_factory=dict)  # every stored one, by key
-    heartbeats: dict[str, Heartbeat] = field(default_factory=dict)  # live ones, by instance
+    # every stored one, by key
+    decisions: dict[str, Decision] = field(default_factory=dict)
+    # live ones, by instance
+    heartbeats: dict[str, Heartbeat] = field(default_factory=dict)
 
     @property
     def generation(self) -> str:
@@ -181,7 +188,8 @@ class SharedView:
     full: bool
     decisions: dict[str, Decision] = field(default_factory=dict)
     heartbeats: dict[str, Heartbeat] = field(default_factory=dict)
-    lost: bool = False  # the store lost its data since the last pull (a new generation)
+    # the store lost its data since the last pull (a new generation)
+    lost: bool = False
 
 
 class StateStore(Protocol):
@@ -203,7 +211,7 @@ class StateStore(Protocol):
         up (``release``); `StoreUnavailable` on failure."""
         ...
 
-    async def pull(self, since: Cursor = START) -> SharedSnapshot:
+    async def pull(self, since: Cursor = START) -> Pulled:
         """Signals, and counters changed after ``since``; `StoreUnavailable` on failure."""
         ...
 

@@ -35,8 +35,11 @@ def read_decisions(path: str, wall: float, rejects: Rejects | None = None) -> di
     except FileNotFoundError:
         return {}
     except OSError as exc:
-        log.error("decisions file %s: cannot read (%s); starting without its decisions", path,
-                  exc.strerror or exc)  # fmt: skip
+        log.error(
+            "decisions file %s: cannot read (%s); starting without its decisions",
+            path,
+            exc.strerror or exc,
+        )
         return {}
     decisions: dict[str, Decision] = {}
     for number, line in enumerate(lines, 1):
@@ -47,7 +50,8 @@ def read_decisions(path: str, wall: float, rejects: Rejects | None = None) -> di
         except (ValueError, TypeError) as exc:
             rejects.drop("decisions_file", "decision", f"{path}:{number}", str(exc))
             continue
-        if decision.at > wall + FUTURE_SKEW_S:  # a forged or restored stamp, not clock skew
+        if decision.at > wall + FUTURE_SKEW_S:
+            # a forged or restored stamp, not clock skew
             ahead = f"decided {decision.at - wall:.0f} s in the future"
             rejects.drop("decisions_file", "decision", f"{path}:{number}", ahead)
             continue

@@ -37,14 +37,17 @@ from gateway.state.rejects import Rejects
 Action = Literal["drain", "eject", "restore", "pause", "resume"]
 REPLICA_ACTIONS: frozenset[str] = frozenset({"drain", "eject", "restore"})
 POOL_ACTIONS: frozenset[str] = frozenset({"pause", "resume"})
-HOLDING: frozenset[str] = frozenset({"drain", "eject", "pause"})  # what takes a target out
+# what takes a target out
+HOLDING: frozenset[str] = frozenset({"drain", "eject", "pause"})
 # a rollout's progress rides as a decision whose action is its phase (`gateway.rollout.progress`)
 ROLLOUT_PHASES: frozenset[str] = frozenset(
     {"waiting", "shadow", "canary", "paused", "rolled_back", "promoted", "aborted"}
 )
 ACTIONS_BY_KIND: dict[str, frozenset[str]] = {
-    "replica": REPLICA_ACTIONS, "pool": POOL_ACTIONS, "rollout": ROLLOUT_PHASES,
-}  # fmt: skip
+    "replica": REPLICA_ACTIONS,
+    "pool": POOL_ACTIONS,
+    "rollout": ROLLOUT_PHASES,
+}
 
 
 def replica_key(replica_id: str) -> str:
@@ -62,14 +65,20 @@ class Decision(msgspec.Struct, frozen=True, array_like=True):
     checks every bound (`gateway.state.limits`) and that the action fits the target's kind.
     """
 
-    key: Key  # replica:<id> | pool:<name> | rollout:<model>
-    action: str  # one of Action (or a rollout phase)
-    until: Wall  # wall seconds an eject ends; 0: until another decision
-    by: Name  # the operator's name (never a key)
+    # replica:<id> | pool:<name> | rollout:<model>
+    key: Key
+    # one of Action (or a rollout phase)
+    action: str
+    # wall seconds an eject ends; 0: until another decision
+    until: Wall
+    # the operator's name (never a key)
+    by: Name
     reason: Reason
-    at: Wall  # wall seconds
+    # wall seconds
+    at: Wall
     version: Version
-    origin: Name  # the gateway instance that took it
+    # the gateway instance that took it
+    origin: Name
 
     def __post_init__(self) -> None:
         kind, _, target = self.key.partition(":")
@@ -121,7 +130,8 @@ class Decision(msgspec.Struct, frozen=True, array_like=True):
         }
 
 
-Vet = Callable[[Decision], str | None]  # why a stored decision must not be obeyed, or None
+# why a stored decision must not be obeyed, or None
+Vet = Callable[[Decision], str | None]
 
 
 class DecisionBook:
@@ -139,8 +149,10 @@ class DecisionBook:
         self.vet: Vet | None = None
         self._known: dict[str, Decision] = {}
         self._unsent: dict[str, Decision] = {}
-        self._floors: dict[str, int] = {}  # target -> version of a stored decision refused
-        self.forgotten = 0  # decisions from elsewhere forgotten once deleted from the store
+        # target -> version of a stored decision refused
+        self._floors: dict[str, int] = {}
+        # decisions from elsewhere forgotten once deleted from the store
+        self.forgotten = 0
 
     def decide(
         self,

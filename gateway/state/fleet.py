@@ -22,21 +22,35 @@ from msgspec import Meta
 
 from gateway.state.limits import FUTURE_SKEW_S, MAX_VERDICTS, Name, Rate, Share, Wall, Word
 
-HEARTBEAT_EVERY_S = 2.0  # how often an instance publishes its heartbeat
-STALE_AFTER_S = 10.0  # a heartbeat older than this: the instance is shown stale
-HEARTBEAT_TTL_S = 300.0  # a stale instance stays listed this long, then the store drops it
+# how often an instance publishes its heartbeat
+HEARTBEAT_EVERY_S = 2.0
+# a heartbeat older than this: the instance is shown stale
+STALE_AFTER_S = 10.0
+# a stale instance stays listed this long, then the store drops it
+HEARTBEAT_TTL_S = 300.0
 # A stored heartbeat stamped further than this past the store's clock keeps its place against no
 # later heartbeat of its instance: a forged stamp a year ahead would otherwise outrank every
 # heartbeat the instance publishes, and readers drop it as from the future, so the instance
 # would vanish from every fleet view. An honest one that far ahead is outrun by its next anyway.
 HELD_AHEAD_S = STALE_AFTER_S
-MAX_LISTED = 256  # instances ``/admin/fleet`` lists (this one first, then the freshest)
+# instances ``/admin/fleet`` lists (this one first, then the freshest)
+MAX_LISTED = 256
 THIS_INSTANCE_ONLY = "this instance only (no shared state configured)"
 
 
 # the words `gateway.fleet.verdict` says about a replica, most serious first
-VERDICTS = frozenset({"drained", "ejected", "quarantined", "unhealthy", "not probed",
-                      "breaker open", "half-open", "serving"})  # fmt: skip
+VERDICTS = frozenset(
+    {
+        "drained",
+        "ejected",
+        "quarantined",
+        "unhealthy",
+        "not probed",
+        "breaker open",
+        "half-open",
+        "serving",
+    }
+)
 Verdicts = Annotated[dict[Name, Word], Meta(max_length=MAX_VERDICTS)]
 
 
@@ -48,11 +62,16 @@ class Heartbeat(msgspec.Struct, frozen=True, array_like=True):
 
     instance: Name
     version: Word
-    started: Wall  # wall seconds the instance started
-    seen: Wall  # wall seconds it published this heartbeat
-    rate: Rate  # answers per second over the last `RATE_WINDOW_S` (gateway.fleet)
-    error_rate: Share  # share of those answers that were 5xx, 0..1
-    verdicts: Verdicts = msgspec.field(default_factory=dict)  # replica id -> verdict word
+    # wall seconds the instance started
+    started: Wall
+    # wall seconds it published this heartbeat
+    seen: Wall
+    # answers per second over the last `RATE_WINDOW_S` (gateway.fleet)
+    rate: Rate
+    # share of those answers that were 5xx, 0..1
+    error_rate: Share
+    # replica id -> verdict word
+    verdicts: Verdicts = msgspec.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         unknown = next((v for v in self.verdicts.values() if v not in VERDICTS), None)
@@ -118,7 +137,8 @@ def take_heartbeats(
             taken[name] = beat
             continue
         left.append((name, why))
-        if live and before is not None:  # the instance's own, until it goes quiet
+        if live and before is not None:
+            # the instance's own, until it goes quiet
             taken[name] = before
     return taken, left
 
@@ -135,13 +155,18 @@ def fleet_document(
     verdict per instance, within bounds (`MAX_LISTED` instances, `MAX_VERDICTS` replicas, none
     published in the future). ``scope``: what the list covers (the namespace), or None when no
     shared state is configured and the list is this instance alone."""
-    live = [b for n, b in others.items() if n != own.instance and b.expires_at() > wall
-            and believable(b, wall)]  # fmt: skip
-    live.sort(key=lambda b: b.seen, reverse=True)  # the freshest, if more than can be listed
+    live = [
+        b
+        for n, b in others.items()
+        if n != own.instance and b.expires_at() > wall and believable(b, wall)
+    ]
+    # the freshest, if more than can be listed
+    live.sort(key=lambda b: b.seen, reverse=True)
     beats = {own.instance: own, **{b.instance: b for b in live[: MAX_LISTED - 1]}}
     order = [own.instance, *sorted(n for n in beats if n != own.instance)]
     instances = [_instance(beats[name], wall, name == own.instance) for name in order]
-    replicas: dict[str, dict[str, str]] = {r: {} for r in own.verdicts}  # this one's first
+    # this one's first
+    replicas: dict[str, dict[str, str]] = {r: {} for r in own.verdicts}
     for name in order:
         for replica, verdict in beats[name].verdicts.items():
             row = replicas.get(replica)

@@ -19,14 +19,19 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-FENCE_BITS = 20  # a holder may take about a million decisions per token
-FENCED_PREFIX = "rollout:"  # decision targets the store fences
+# a holder may take about a million decisions per token
+FENCE_BITS = 20
+# decision targets the store fences
+FENCED_PREFIX = "rollout:"
 
 
 class Lease(NamedTuple):
-    held: bool  # by the instance that asked
-    token: int  # the current fencing token (0: never taken)
-    holder: str  # who holds it now ("" if nobody)
+    # by the instance that asked
+    held: bool
+    # the current fencing token (0: never taken)
+    token: int
+    # who holds it now ("" if nobody)
+    holder: str
 
 
 def fenced_version(token: int) -> int:
@@ -83,7 +88,8 @@ class MemoryLeases:
     """`LEASE` for one process, on the store's wall clock."""
 
     def __init__(self) -> None:
-        self._held: dict[str, tuple[str, float, int]] = {}  # name -> holder, until, token
+        # name -> holder, until, token
+        self._held: dict[str, tuple[str, float, int]] = {}
 
     def take(self, name: str, holder: str, ttl_s: float, wall: float, release: bool) -> Lease:
         current, until, token = self._held.get(name, ("", 0.0, 0))

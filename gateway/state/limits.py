@@ -17,22 +17,32 @@ from typing import Annotated
 from msgspec import Meta
 
 MAX_INT64 = 2**63 - 1
-MAX_WALL_S = 4_102_444_800.0  # 2100-01-01 UTC: no wall time the gateway writes is later
-MAX_NAME_CHARS = 256  # replica ids, instance ids, origins, operators' names
-MAX_KEY_CHARS = 300  # a decision's target: ``replica:`` and an id
-OPERATOR_REASON_CHARS = 500  # what an operator may give as the reason of an action
-PROGRESS_CHARS = 262_144  # a rollout's progress (its trail) held in a decision's reason
-MAX_EJECT_S = 7 * 86_400.0  # the longest eject an operator may ask for
-MAX_VERDICTS = 2_048  # replicas one heartbeat describes
-FUTURE_SKEW_S = 300.0  # a stamp this far past the reader's clock is a forgery, not skew
+# 2100-01-01 UTC: no wall time the gateway writes is later
+MAX_WALL_S = 4_102_444_800.0
+# replica ids, instance ids, origins, operators' names
+MAX_NAME_CHARS = 256
+# a decision's target: ``replica:`` and an id
+MAX_KEY_CHARS = 300
+# what an operator may give as the reason of an action
+OPERATOR_REASON_CHARS = 500
+# a rollout's progress (its trail) held in a decision's reason
+PROGRESS_CHARS = 262_144
+# the longest eject an operator may ask for
+MAX_EJECT_S = 7 * 86_400.0
+# replicas one heartbeat describes
+MAX_VERDICTS = 2_048
+# a stamp this far past the reader's clock is a forgery, not skew
+FUTURE_SKEW_S = 300.0
 
 # what a store script refuses to hand back at all (bytes of one stored value, before decoding)
 SIGNAL_BYTES = 2_048
 DECISION_BYTES = 4 * PROGRESS_CHARS + 4_096
 HEARTBEAT_BYTES = 1_048_576
 
-Version = Annotated[int, Meta(ge=0, le=MAX_INT64)]  # versions, epochs
-Wall = Annotated[float, Meta(ge=0.0, le=MAX_WALL_S)]  # Unix seconds
+# versions, epochs
+Version = Annotated[int, Meta(ge=0, le=MAX_INT64)]
+# Unix seconds
+Wall = Annotated[float, Meta(ge=0.0, le=MAX_WALL_S)]
 Name = Annotated[str, Meta(max_length=MAX_NAME_CHARS)]
 Key = Annotated[str, Meta(min_length=3, max_length=MAX_KEY_CHARS)]
 Reason = Annotated[str, Meta(max_length=PROGRESS_CHARS)]

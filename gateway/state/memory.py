@@ -15,10 +15,10 @@ from gateway.clock import Clock, MonotonicClock
 from gateway.state.base import (
     START,
     Cursor,
+    Pulled,
     PushBatch,
     PushResult,
     ReplicaSignal,
-    SharedSnapshot,
 )
 from gateway.state.decisions import Decision
 from gateway.state.fleet import Heartbeat
@@ -36,13 +36,19 @@ class MemoryStore:
         self._seq = 0
         self._totals: dict[str, int] = {}
         self._expiry: dict[str, float] = {}
-        self._changed: dict[str, int] = {}  # key -> seq of its last change, oldest first
+        # key -> seq of its last change, oldest first
+        self._changed: dict[str, int] = {}
         self._signals: dict[str, ReplicaSignal] = {}
-        self._signals_until: dict[str, float] = {}  # replica id -> when its entry expires
-        self._batches: dict[str, int] = {}  # origin -> highest batch number applied
-        self._decisions: dict[str, Decision] = {}  # target -> winner; never expires
-        self._heartbeats: dict[str, Heartbeat] = {}  # instance -> its newest heartbeat
-        self._leases = MemoryLeases()  # and their fencing tokens (`gateway.state.lease`)
+        # replica id -> when its entry expires
+        self._signals_until: dict[str, float] = {}
+        # origin -> highest batch number applied
+        self._batches: dict[str, int] = {}
+        # target -> winner; never expires
+        self._decisions: dict[str, Decision] = {}
+        # instance -> its newest heartbeat
+        self._heartbeats: dict[str, Heartbeat] = {}
+        # and their fencing tokens (`gateway.state.lease`)
+        self._leases = MemoryLeases()
         self._pruned_at = float("-inf")
 
     @property
@@ -64,11 +70,13 @@ class MemoryStore:
         for signal in batch.signals:
             rid, expires = signal.replica_id, signal.expires_at()
             if expires <= wall:
-                continue  # offered already expired: nothing to tell
+                # offered already expired: nothing to tell
+                continue
             kept = self._signals_until.get(rid, 0.0)
             current = self._signals.get(rid) if kept > wall else None
             if current is None:
-                kept = 0.0  # an expired entry not pruned yet counts as absent
+                # an expired entry not pruned yet counts as absent
+                kept = 0.0
             if signal.supersedes(current):
                 self._signals[rid] = signal
             elif current is not None and current.order() > signal.order():
@@ -77,7 +85,8 @@ class MemoryStore:
             self._signals_until[rid] = max(kept, expires)
         for decision in batch.decisions:
             if refused(decision.key, decision.version, self._leases.fence(decision.key)):
-                continue  # a stale lease holder's decision
+                # a stale lease holder's decision
+                continue
             if decision.supersedes(self._decisions.get(decision.key)):
                 self._decisions[decision.key] = decision
         beat = batch.heartbeat
@@ -93,7 +102,7 @@ class MemoryStore:
     async def lease(self, name: str, holder: str, ttl_s: float, release: bool = False) -> Lease:
         return self._leases.take(name, holder, ttl_s, self._clock.wall(), release)
 
-    async def pull(self, since: Cursor = START) -> SharedSnapshot:
+    async def pull(self, since: Cursor = START) -> Pulled:
         self._prune()
         full = since.generation != self.generation or not 0 < since.seq <= self._seq
         after = 0 if full else since.seq
@@ -107,7 +116,7 @@ class MemoryStore:
         signals = {r: s for r, s in self._signals.items() if self._signals_until[r] > wall}
         beats = {i: b for i, b in self._heartbeats.items() if b.expires_at() > wall}
         cursor = Cursor(self.generation, self._seq)
-        return SharedSnapshot(cursor, full, signals, counters, dict(self._decisions), beats)
+        return Pulled(cursor, full, signals, counters, dict(self._decisions), beats)
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from gateway.state.limits import DECISION_BYTES, HEARTBEAT_BYTES, MAX_KEY_CHARS, SIGNAL_BYTES
 
-MAX_SEQ_DIGITS = 17  # far from int64's end: INCR can never overflow it
+# far from int64's end: INCR can never overflow it
+MAX_SEQ_DIGITS = 17
 MAX_GENERATION_CHARS = 64
 
 GUARDS = (

@@ -47,7 +47,8 @@ from gateway.state.lease import FENCE_CHECK
 from gateway.state.limits import MAX_INT64
 from gateway.state.redis_guards import DECISION_LIMIT, GUARDS, HEARTBEAT_LIMIT, SIGNAL_LIMIT
 
-PRUNE = 1000  # expired counters, and expired signals, deleted per script call, at most
+# expired counters, and expired signals, deleted per script call, at most
+PRUNE = 1000
 
 _COMMON = (
     GUARDS

@@ -32,10 +32,10 @@ from gateway.state.base import (
     SIGNAL_TTL_S,
     START,
     Cursor,
+    Pulled,
     PushBatch,
     PushResult,
     ReplicaSignal,
-    SharedSnapshot,
     StoreUnavailable,
 )
 from gateway.state.decisions import Decision
@@ -49,9 +49,12 @@ T = TypeVar("T")
 
 OP_TIMEOUT_S = 0.2
 BULK_TIMEOUT_S = 2.0
-BULK_COUNTERS = 2_000  # a push with more counters than this gets the bulk timeout
-BATCH_MARK_TTL_S = 7 * 86_400  # how long a store remembers an origin's last batch number
-_SIGNAL_TTL_MS = int(SIGNAL_TTL_S * 1000)  # for signals the previous scripts stored without one
+# a push with more counters than this gets the bulk timeout
+BULK_COUNTERS = 2_000
+# how long a store remembers an origin's last batch number
+BATCH_MARK_TTL_S = 7 * 86_400
+# for signals the previous scripts stored without one
+_SIGNAL_TTL_MS = int(SIGNAL_TTL_S * 1000)
 
 
 class RedisStore:
@@ -67,14 +70,17 @@ class RedisStore:
         bulk_timeout_s: float = BULK_TIMEOUT_S,
         rejects: Rejects | None = None,
     ) -> None:
-        self.rejects = rejects or Rejects()  # values read back that failed their bounds
-        self.url = mask_url(url)  # the only form kept for display; the client holds the secret
+        # values read back that failed their bounds
+        self.rejects = rejects or Rejects()
+        # the only form kept for display; the client holds the secret
+        self.url = mask_url(url)
         extra = (sentinel_auth.password,) if sentinel_auth is not None else ()
         self._secrets = tuple(sorted({*url_secrets(url), *extra}, key=len, reverse=True))
         self.target = redis_target.parse(url)
         self._sentinel_auth = sentinel_auth
         self.namespace = namespace
-        self._tag = "{" + namespace + "}:"  # one hash tag: every key in one cluster slot
+        # one hash tag: every key in one cluster slot
+        self._tag = "{" + namespace + "}:"
         self._op_timeout = op_timeout_s
         self._bulk_timeout = bulk_timeout_s
         self._redis = redis_target.connect(
@@ -133,7 +139,7 @@ class RedisStore:
         held, token, who = await self._call(self._lease(self._keys("lease"), args), False)
         return lease.Lease(bool(held), int(token), str(who))
 
-    async def pull(self, since: Cursor = START) -> SharedSnapshot:
+    async def pull(self, since: Cursor = START) -> Pulled:
         keys = self._keys("gen", "seq", "chg", "exp", "sig", "cnt", "sexp", "dec", "hb", "hbexp")
         args: list[str | int] = [_new_generation(), since.generation, since.seq, _SIGNAL_TTL_MS]
         reply = await self._call(self._pull(keys, args), bulk=since.seq == 0)
@@ -157,9 +163,10 @@ class RedisStore:
         for field, beat in self._named("heartbeat", Heartbeat.decode, flat_beats):
             if beat.instance == field:
                 beats[field] = beat
-            else:  # written beside the scripts: a heartbeat comes from the instance it names
+            else:
+                # written beside the scripts: a heartbeat comes from the instance it names
                 self.rejects.drop("redis", "heartbeat", field, "names another instance")
-        return SharedSnapshot(cursor, bool(full), signals, counters, decisions, beats)
+        return Pulled(cursor, bool(full), signals, counters, decisions, beats)
 
     def _decoded(self, kind: str, decode: Callable[[str], T], flat: list[str]) -> Iterator[T]:
         """Each value of a flat field/value list that decodes within its bounds; the others
@@ -207,8 +214,9 @@ class RedisStore:
                 reply = await call
         except (RedisError, OSError, TimeoutError) as exc:
             self._healthy = False
-            error = redis_target.error_text(exc)
-            self.last_error = scrub(error, self._secrets)  # a client's message may quote it
+            error = redis_target.redis_error_text(exc)
+            # a client's message may quote it
+            self.last_error = scrub(error, self._secrets)
             raise StoreUnavailable(f"redis {self.url}: {self.last_error}") from exc
         self._healthy = True
         return reply

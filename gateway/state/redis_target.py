@@ -51,10 +51,12 @@ SENTINEL_AUTH_HINT = "a sentinel refused AUTH: its password is state.sentinel_pa
 
 @dataclass(frozen=True, slots=True)
 class RedisTarget:
-    url: str = field(repr=False)  # may hold the password
+    # may hold the password
+    url: str = field(repr=False)
     mode: Mode
     tls: bool
-    nodes: tuple[tuple[str, int], ...] = ()  # cluster start nodes or sentinels
+    # cluster start nodes or sentinels
+    nodes: tuple[tuple[str, int], ...] = ()
     master_name: str = ""
     db: int = 0
     username: str | None = None
@@ -88,7 +90,8 @@ def parse(url: str) -> RedisTarget:
     if mode == "cluster" and db != 0:
         raise ValueError("Redis Cluster has only database 0")
     username = unquote(user) if user and colon else None
-    secret = unquote(password) if colon else (unquote(user) if user else None)  # "pw@": password
+    # "pw@": password
+    secret = unquote(password) if colon else (unquote(user) if user else None)
     return RedisTarget(url, mode, tls, nodes, master, db, username, secret)
 
 
@@ -115,8 +118,9 @@ def connect(
         options.pop("health_check_interval", None)
         return RedisCluster(
             startup_nodes=[ClusterNode(host, port) for host, port in target.nodes],
-            **auth, **options,
-        )  # fmt: skip
+            **auth,
+            **options,
+        )
     # The sentinels get the data nodes' timeouts and retry too: redis-py's default retry backs
     # off for seconds on a ConnectionError, and a refused AUTH is one, so a sentinel that wants a
     # password would turn into a timeout instead of the AuthenticationError that says why.
@@ -138,13 +142,14 @@ async def close(client: aioredis.Redis | RedisCluster) -> None:
     primary client closes only its own pool, and each sentinel it asked keeps a connection
     open: one socket per sentinel left behind by every reload and every store closed."""
     await client.aclose()
-    pool = getattr(client, "connection_pool", None)  # a RedisCluster has one per node
+    # a RedisCluster has one per node
+    pool = getattr(client, "connection_pool", None)
     manager = getattr(pool, "sentinel_manager", None)
     if isinstance(manager, Sentinel):
         await manager.aclose()
 
 
-def error_text(exc: BaseException) -> str:
+def redis_error_text(exc: BaseException) -> str:
     """``Type: message`` for an error of the client, short enough to read in ``/admin/state``:
     a sentinel is ``sentinel host:port``, and a sentinel's refused AUTH says what to set.
     The caller still scrubs it (a message may quote a secret)."""

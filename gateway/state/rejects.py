@@ -13,19 +13,30 @@ from collections import Counter
 
 log = logging.getLogger(__name__)
 
-MAX_LOGGED_KEYS = 10_000  # keys remembered as logged; beyond it, drops are counted silently
+# keys remembered as logged; beyond it, drops are counted silently
+MAX_LOGGED_KEYS = 10_000
 MAX_WHY_CHARS = 200
 
 # kinds: signal | counter | decision | heartbeat | key (a key of the wrong type, deleted) |
 # seq (a corrupt change sequence, repaired) | oversized (a value the script would not return) |
 # progress (a rollout's progress refused) | capped (an ejection or drain over the pool's cap)
-KINDS = ("signal", "counter", "decision", "heartbeat", "key", "seq", "oversized", "progress",
-         "capped")  # fmt: skip
+KINDS = (
+    "signal",
+    "counter",
+    "decision",
+    "heartbeat",
+    "key",
+    "seq",
+    "oversized",
+    "progress",
+    "capped",
+)
 
 
 class Rejects:
     def __init__(self) -> None:
-        self.counts: Counter[tuple[str, str]] = Counter()  # (source, kind) -> values dropped
+        # (source, kind) -> values dropped
+        self.counts: Counter[tuple[str, str]] = Counter()
         self._logged: set[tuple[str, str]] = set()
 
     def drop(self, source: str, kind: str, key: str, why: str) -> None:
@@ -35,8 +46,13 @@ class Rejects:
         if seen in self._logged or len(self._logged) >= MAX_LOGGED_KEYS:
             return
         self._logged.add(seen)
-        log.warning("shared state: %s %s %r dropped (%s); the rest goes on", source, kind,
-                    key[:MAX_WHY_CHARS], why[:MAX_WHY_CHARS])  # fmt: skip
+        log.warning(
+            "shared state: %s %s %r dropped (%s); the rest goes on",
+            source,
+            kind,
+            key[:MAX_WHY_CHARS],
+            why[:MAX_WHY_CHARS],
+        )
 
     def total(self) -> int:
         return sum(self.counts.values())

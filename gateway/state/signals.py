@@ -1,4 +1,4 @@
-"""`SignalLedger`: the latest known breaker/ejection signal per replica, local or remote.
+"""`SignalBook`: the latest known breaker/ejection signal per replica, local or remote.
 
 It gives each local transition the next epoch (one more than the highest seen for that replica,
 a Lamport counter), queues it for `StateSync` to push, and from each pull picks the remote
@@ -22,16 +22,18 @@ from typing import Any
 from gateway.clock import Clock
 from gateway.state.base import BREAKER_STATES, ReplicaSignal
 
-FORGET_EVERY_S = 60.0  # how often expired signals are looked for (a pass over all known ones)
+# how often expired signals are looked for (a pass over all known ones)
+FORGET_EVERY_S = 60.0
 
 
-class SignalLedger:
+class SignalBook:
     def __init__(self, origin: str, clock: Clock) -> None:
         self.origin = origin
         self._clock = clock
         self._known: dict[str, ReplicaSignal] = {}
         self._unsent: dict[str, ReplicaSignal] = {}
-        self._stored: frozenset[str] = frozenset()  # replica ids the last pull carried
+        # replica ids the last pull carried
+        self._stored: frozenset[str] = frozenset()
         self._forgot_at = float("-inf")
 
     def local(
@@ -72,11 +74,14 @@ class SignalLedger:
         for signal in signals.values():
             rid = signal.replica_id
             if not signal.supersedes(self._known.get(rid)):
-                continue  # this run's own signals are known already, so never applied back
-            self._known[rid] = signal  # an expired one too: its epoch still orders
+                # this run's own signals are known already, so never applied back
+                continue
+            # an expired one too: its epoch still orders
+            self._known[rid] = signal
             pending = self._unsent.get(rid)
             if pending is not None and signal.supersedes(pending):
-                del self._unsent[rid]  # the store would refuse it as stale anyway
+                # the store would refuse it as stale anyway
+                del self._unsent[rid]
             if signal.expires_at() > wall:
                 fresh.append(signal)
         self._forget_expired(wall)

@@ -35,9 +35,9 @@ from gateway.state.base import (
     START,
     CounterDelta,
     Cursor,
+    Pulled,
     PushBatch,
     ReplicaSignal,
-    SharedSnapshot,
     SharedView,
     StateStore,
     make_origin,
@@ -50,7 +50,8 @@ log = logging.getLogger(__name__)
 Collect = Callable[[], tuple[Sequence[ReplicaSignal], Mapping[str, CounterDelta]]]
 Apply = Callable[[SharedView], None]
 CollectDecisions = Callable[[], Sequence[Decision]]
-MakeHeartbeat = Callable[[], Heartbeat | None]  # None: nothing to publish yet
+# None: nothing to publish yet
+MakeHeartbeat = Callable[[], Heartbeat | None]
 MAX_PENDING_KEYS = 100_000
 PRUNE_EVERY_S = 60.0
 
@@ -75,29 +76,37 @@ class StateSync:
         self._collect_decisions = decisions
         self._make_heartbeat = heartbeat
         self._heartbeat_every = heartbeat_every_s
-        self._beat_at = float("-inf")  # when (clock.now()) the last heartbeat was built
+        # when (clock.now()) the last heartbeat was built
+        self._beat_at = float("-inf")
         self._pending_heartbeat: Heartbeat | None = None
         self._apply = apply
         self._clock = clock
         self.interval_s = interval_s
         self.origin = origin or make_origin()
         self._max_pending = max_pending_keys
-        self._batch_origin = f"{self.origin}#{secrets.token_hex(4)}"  # this run's batches
+        # this run's batches
+        self._batch_origin = f"{self.origin}#{secrets.token_hex(4)}"
         self._next_number = 1
-        self._unconfirmed: PushBatch | None = None  # sent, reply not seen: resent as is
-        self._pending: dict[str, CounterDelta] = {}  # collected, not in a batch yet
+        # sent, reply not seen: resent as is
+        self._unconfirmed: PushBatch | None = None
+        # collected, not in a batch yet
+        self._pending: dict[str, CounterDelta] = {}
         self._pending_signals: dict[str, ReplicaSignal] = {}
         self._pending_decisions: dict[str, Decision] = {}
-        self._own: dict[str, CounterDelta] = {}  # confirmed in this generation, cumulative
+        # confirmed in this generation, cumulative
+        self._own: dict[str, CounterDelta] = {}
         self._own_signals: dict[str, ReplicaSignal] = {}
         self._cursor: Cursor = START
         self._pruned_at = float("-inf")
         self._task: asyncio.Task[None] | None = None
-        self._lock = asyncio.Lock()  # one tick at a time (the loop, a test, the final flush)
-        self._lost = False  # the store lost its data since the last apply
+        # one tick at a time (the loop, a test, the final flush)
+        self._lock = asyncio.Lock()
+        # the store lost its data since the last apply
+        self._lost = False
         self.degraded = False
         self.last_error: str | None = None
-        self.since: float | None = None  # wall time degraded began (or last recovered)
+        # wall time degraded began (or last recovered)
+        self.since: float | None = None
         self.ticks = self.failures = self.dropped_keys = self.resyncs = self.stale_signals = 0
         self.last_ok_wall: float | None = None
         self.last_round_trip_ms: float | None = None
@@ -139,7 +148,8 @@ class StateSync:
             await self._push_all()
             snapshot = await self.store.pull(self._cursor)
             if self._check_generation(snapshot.generation):
-                await self._push_all()  # the store lost its data: ours goes back at once
+                # the store lost its data: ours goes back at once
+                await self._push_all()
                 snapshot = await self.store.pull(self._cursor)
         except asyncio.CancelledError:
             raise
@@ -188,8 +198,12 @@ class StateSync:
         # at most: the unconfirmed batch, the pending one, and a resync after a new generation
         for _ in range(3):
             if self._unconfirmed is None:
-                if not (self._pending or self._pending_signals or self._pending_decisions
-                        or self._pending_heartbeat):  # fmt: skip
+                if not (
+                    self._pending
+                    or self._pending_signals
+                    or self._pending_decisions
+                    or self._pending_heartbeat
+                ):
                     return
                 self._unconfirmed = PushBatch(
                     self._batch_origin,
@@ -214,7 +228,7 @@ class StateSync:
                 if signal.supersedes(self._own_signals.get(signal.replica_id)):
                     self._own_signals[signal.replica_id] = signal
 
-    def _absorb(self, snapshot: SharedSnapshot) -> None:
+    def _absorb(self, snapshot: Pulled) -> None:
         self._check_generation(snapshot.generation)
         self._cursor = snapshot.cursor
         others = {}
@@ -223,8 +237,16 @@ class StateSync:
             others[key] = max(0, total - (mine.amount if mine is not None else 0))
         try:
             lost, self._lost = self._lost, False
-            self._apply(SharedView(snapshot.signals, others, snapshot.full, snapshot.decisions,
-                                   snapshot.heartbeats, lost))  # fmt: skip
+            self._apply(
+                SharedView(
+                    snapshot.signals,
+                    others,
+                    snapshot.full,
+                    snapshot.decisions,
+                    snapshot.heartbeats,
+                    lost,
+                )
+            )
         except Exception:
             log.exception("state sync: apply failed; the next pull fetches everything again")
             self._cursor = Cursor(self._cursor.generation, 0)
@@ -242,8 +264,12 @@ class StateSync:
         log.warning(
             "state store %s lost its data (generation %s -> %s): pushing %d counters and %d "
             "signals of this instance again",
-            self.store.name, known, generation, len(self._own), len(self._own_signals),
-        )  # fmt: skip
+            self.store.name,
+            known,
+            generation,
+            len(self._own),
+            len(self._own_signals),
+        )
         for key, delta in self._own.items():
             current = self._pending.get(key)
             self._pending[key] = delta if current is None else current.plus(delta)
@@ -263,7 +289,8 @@ class StateSync:
         excess = len(self._pending) + waiting - self._max_pending
         if excess <= 0:
             return
-        for key in list(self._pending)[:excess]:  # the oldest keys first
+        for key in list(self._pending)[:excess]:
+            # the oldest keys first
             del self._pending[key]
         self.dropped_keys += excess
 
@@ -288,16 +315,18 @@ class StateSync:
             self.since = self._clock.wall()
             log.warning(
                 "state store %s unavailable, serving on local state: %s",
-                self.store.name, self.last_error,
-            )  # fmt: skip
+                self.store.name,
+                self.last_error,
+            )
 
     def _recovered(self) -> None:
         self.last_ok_wall = self._clock.wall()
         if self.degraded:
             log.info(
                 "state store %s back after %.1f s; reconciled",
-                self.store.name, self.last_ok_wall - (self.since or self.last_ok_wall),
-            )  # fmt: skip
+                self.store.name,
+                self.last_ok_wall - (self.since or self.last_ok_wall),
+            )
             self.degraded = False
             self.since = self.last_ok_wall
 

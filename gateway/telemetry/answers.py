@@ -30,7 +30,8 @@ from gateway.periodic import Periodic
 # latency_s, deadline_s, request_bytes, response_bytes, rows, and the loop time (`Clock.now`)
 # it was answered at
 Answer = tuple[str, int, str, str | None, str, float, float | None, int, int, int, float]
-AT: Final = 10  # where an answer's time is
+# where an answer's time is
+AT: Final = 10
 FOLD_EVERY_S = 1.0
 
 
@@ -43,14 +44,16 @@ class AnswerTape:
     def __init__(self, consume: Callable[[list[Answer], float, float], None], clock: Clock) -> None:
         self._consume = consume
         self._clock = clock
-        self.answers: list[Answer] = []  # appended to by the request path (``answers.append``)
+        # appended to by the request path (``answers.append``)
+        self.answers: list[Answer] = []
 
     def fold(self) -> None:
         """Folds every answer recorded so far into the telemetry (readers call this first)."""
         answers = self.answers
         if not answers:
             return
-        self.answers = []  # swapped first: an answer recorded during the fold waits for the next
+        # swapped first: an answer recorded during the fold waits for the next
+        self.answers = []
         self._consume(answers, self._clock.now(), self._clock.wall())
 
     def service(self) -> Periodic:

@@ -19,13 +19,20 @@ log = logging.getLogger("gateway.audit")
 
 @dataclass(frozen=True, slots=True)
 class AuditEvent:
-    at: float  # wall seconds
-    who: str  # an operator's name, or the rule that decided
-    action: str  # drain | eject | restore | pause | resume | ...
-    target: str  # replica:<id> | pool:<name>
-    reason: str  # the operator's own words ("" when none given)
-    outcome: str  # applied | applied, not shared: ... | obeyed (decided on gateway X) | ...
-    gateway: str  # the instance that wrote this event
+    # wall seconds
+    at: float
+    # an operator's name, or the rule that decided
+    who: str
+    # drain | eject | restore | pause | resume | ...
+    action: str
+    # replica:<id> | pool:<name>
+    target: str
+    # the operator's own words ("" when none given)
+    reason: str
+    # applied | applied, not shared: ... | obeyed (decided on gateway X) | ...
+    outcome: str
+    # the instance that wrote this event
+    gateway: str
 
     def to_json(self) -> dict[str, Any]:
         return {

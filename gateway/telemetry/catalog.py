@@ -25,12 +25,17 @@ QUEUE_BUCKETS = (
     1.0,
 )  # fmt: skip
 # Payloads from a one-row JSON request (≈ 500 B) to the body limit (tens of MiB): powers of 4.
-BYTES_BUCKETS = tuple(float(256 * 4**i) for i in range(10))  # 256 B ... 64 MiB
+# 256 B ... 64 MiB
+BYTES_BUCKETS = tuple(float(256 * 4**i) for i in range(10))
 ROWS_BUCKETS = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 4096.0)
-BREAKER_STATES = ("closed", "open", "half_open")  # the state set of gateway_breaker_state
-REPLICA = ("model", "pool", "replica")  # the labels of every replica series
-SLO = ("model", "slo", "tenant")  # the labels naming one SLO
-ROLLOUT = ("model", "candidate")  # the labels naming one rollout
+# the state set of gateway_breaker_state
+BREAKER_STATES = ("closed", "open", "half_open")
+# the labels of every replica series
+REPLICA = ("model", "pool", "replica")
+# the labels naming one SLO
+SLO = ("model", "slo", "tenant")
+# the labels naming one rollout
+ROLLOUT = ("model", "candidate")
 ROLLOUT_PHASES = ("waiting", "shadow", "canary", "paused", "rolled_back", "promoted", "aborted")
 
 
@@ -101,7 +106,9 @@ class Catalog:
             "Retries not sent because the retry budget was spent.",
             ("model",),
         )
-        self.budget = GaugeFamily("gateway_retry_budget_balance", "Retries the budget allows now.")
+        self.retry_budget = GaugeFamily(
+            "gateway_retry_budget_balance", "Retries the budget allows now."
+        )
         self.hedges = CounterFamily(
             "gateway_hedges_total",
             "Hedged requests, by whether the hedge won.",
@@ -231,8 +238,10 @@ class Catalog:
         )
         self.info = GaugeFamily("gateway_build_info", "Gateway version; always 1.", ("version",))
         self.info.labels(__version__).set(1)
-        self.slo = SloFamilies()  # gateway_slo_*: objective, budget, burn, alerts, events
-        self.rollout = RolloutFamilies()  # gateway_rollout_*: comparisons, share, phase
+        # gateway_slo_*: objective, budget, burn, alerts, events
+        self.slo = SloFamilies()
+        # gateway_rollout_*: comparisons, share, phase
+        self.rollout = RolloutFamilies()
 
     @property
     def families(self) -> list[Family]:
@@ -247,7 +256,7 @@ class SloFamilies:
         self.objective = GaugeFamily(
             "gateway_slo_objective", "Target fraction of good events.", SLO
         )
-        self.budget = GaugeFamily(
+        self.error_budget = GaugeFamily(
             "gateway_slo_error_budget_remaining",
             "Fraction of the error budget left in the SLO period (negative when overspent).",
             SLO,
@@ -280,9 +289,14 @@ class SloFamilies:
             (*SLO, "bound"),
         )
         self.families = (
-            self.objective, self.budget, self.burn, self.alert, self.events, self.bad_events,
+            self.objective,
+            self.error_budget,
+            self.burn,
+            self.alert,
+            self.events,
+            self.bad_events,
             self.wrong_rate,
-        )  # fmt: skip
+        )
 
 
 class RolloutFamilies:
@@ -317,5 +331,11 @@ class RolloutFamilies:
         self.phase = GaugeFamily(
             "gateway_rollout_phase", "1 for the rollout's phase now.", (*ROLLOUT, "phase")
         )
-        self.families = (self.comparisons, self.disagreements, self.copies, self.candidate,
-                         self.share, self.phase)  # fmt: skip
+        self.families = (
+            self.comparisons,
+            self.disagreements,
+            self.copies,
+            self.candidate,
+            self.share,
+            self.phase,
+        )

@@ -17,9 +17,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-SKETCH_FLOOR_S = 1e-5  # answers faster than this share the first bucket
-SKETCH_CEILING_S = 3600.0  # answers slower than an hour share the last bucket
-SKETCH_GROWTH = 1.05  # each bucket 5 % wider than the previous: quantiles within ±2.5 %
+# answers faster than this share the first bucket
+SKETCH_FLOOR_S = 1e-5
+# answers slower than an hour share the last bucket
+SKETCH_CEILING_S = 3600.0
+# each bucket 5 % wider than the previous: quantiles within ±2.5 %
+SKETCH_GROWTH = 1.05
 _LOG_GROWTH = math.log(SKETCH_GROWTH)
 LEVELS = ("info", "ok", "warn", "bad")
 MAX_SKETCH_BUCKETS = int(math.log(SKETCH_CEILING_S / SKETCH_FLOOR_S) / _LOG_GROWTH) + 2
@@ -68,9 +71,12 @@ class SecondCounts:
     """One model's answers since the last sample, as its clients saw them."""
 
     answers: int = 0
-    errors: int = 0  # 5xx: the gateway could not answer (4xx are the client's own)
-    degraded: int = 0  # 200s served degraded (a fallback, a vote short of quorum...)
-    fallback: Counter[str] = field(default_factory=Counter)  # fallback answers by reason
+    # 5xx: the gateway could not answer (4xx are the client's own)
+    errors: int = 0
+    # 200s served degraded (a fallback, a vote short of quorum...)
+    degraded: int = 0
+    # fallback answers by reason
+    fallback: Counter[str] = field(default_factory=Counter)
     latency: LatencySketch = field(default_factory=LatencySketch)
 
     def add_all(
@@ -145,8 +151,10 @@ class Event:
     kind: str
     subject: str
     detail: str
-    level: str = "info"  # one of LEVELS: the colour the dashboard gives it
-    by: str | None = None  # who acted (an operator's name), for an audited action
+    # one of LEVELS: the colour the dashboard gives it
+    level: str = "info"
+    # who acted (an operator's name), for an audited action
+    by: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {

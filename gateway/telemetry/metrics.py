@@ -26,12 +26,17 @@ from gateway.telemetry.series import Buckets, FamilyCollector, Value
 from gateway.telemetry.slo_metrics import set_slos
 from gateway.telemetry.topology import Topology
 
-UNKNOWN_MODEL = "_unknown"  # pass this for requests naming a model that is not configured
-NOBODY = "none"  # served_by when no replica or fallback answered (shed, 404, 504 ...)
-MAX_LABEL_VALUES = 64  # distinct values per free-text label before they become "other"
-ANONYMOUS = "anonymous"  # the tenant of a request with no API key, and every unknown tenant
+# pass this for requests naming a model that is not configured
+UNKNOWN_MODEL = "_unknown"
+# served_by when no replica or fallback answered (shed, 404, 504 ...)
+NOBODY = "none"
+# distinct values per free-text label before they become "other"
+MAX_LABEL_VALUES = 64
+# the tenant of a request with no API key, and every unknown tenant
+ANONYMOUS = "anonymous"
 _LABEL_VALUE = re.compile(r"[A-Za-z0-9_./:-]{1,64}")
-RequestKey = tuple[str, str, int, str, str]  # model, route, status, served_by, tenant
+# model, route, status, served_by, tenant
+RequestKey = tuple[str, str, int, str, str]
 
 
 class RequestMetrics(Protocol):
@@ -140,8 +145,18 @@ class Metrics:
         Sizes and ``rows`` are observed where known (-1: not known, as for a body never read,
         a request refused before parsing, or an error answer).
         """
-        self.requests(model, route, status, served_by, degraded_reason, tenant,
-                      (latency_s,), (request_bytes,), (response_bytes,), (rows,))  # fmt: skip
+        self.requests(
+            model,
+            route,
+            status,
+            served_by,
+            degraded_reason,
+            tenant,
+            (latency_s,),
+            (request_bytes,),
+            (response_bytes,),
+            (rows,),
+        )
 
     def requests(
         self,
@@ -343,7 +358,7 @@ class Metrics:
         self._m.in_flight.labels(model).set(value)
 
     def set_retry_budget(self, balance: float) -> None:
-        self._m.budget.labels().set(balance)
+        self._m.retry_budget.labels().set(balance)
 
     def set_replica(self, replica: str, *, healthy: bool, ejected: bool, outstanding: int) -> None:
         labels = self._topology.replica_labels(replica)

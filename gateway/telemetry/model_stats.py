@@ -21,7 +21,8 @@ NS = 1_000_000_000
 class _Counts:
     success: int = 0
     success_ns: int = 0
-    rows: int = 0  # of the successful requests
+    # of the successful requests
+    rows: int = 0
     fail: int = 0
     fail_ns: int = 0
     last_ms: int = 0

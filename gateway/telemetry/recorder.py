@@ -61,7 +61,8 @@ class SpanRecorder:
         )
         try:
             self.processor.on_end(span)
-        except Exception:  # an exporter's trouble must never fail a request
+        except Exception:
+            # an exporter's trouble must never fail a request
             if not self._failed_once:
                 self._failed_once = True
                 log.warning("span processor failed; later failures are not logged", exc_info=True)

@@ -42,7 +42,8 @@ class Value:
         self.value = value
 
 
-_SORT_FROM = 8  # a batch of more values is sorted once (`Buckets.observe_all`)
+# a batch of more values is sorted once (`Buckets.observe_all`)
+_SORT_FROM = 8
 
 
 class Buckets:
@@ -73,7 +74,8 @@ class Buckets:
         else:
             ordered = sorted(values)
             below = 0
-            for index, bound in enumerate(bounds):  # bucket i: bounds[i-1] < value <= bounds[i]
+            for index, bound in enumerate(bounds):
+                # bucket i: bounds[i-1] < value <= bounds[i]
                 upto = bisect_right(ordered, bound, below)
                 counts[index] += upto - below
                 below = upto
@@ -147,7 +149,8 @@ class HistogramFamily(_Family[Buckets]):
         self.bounds = tuple(sorted(float(b) for b in bounds))
         if not self.bounds or self.bounds[-1] == float("inf"):
             raise ValueError("histogram bounds must be finite and non-empty (+Inf is implied)")
-        self._le = [repr(b) for b in self.bounds] + ["+Inf"]  # as prometheus_client writes le
+        # as prometheus_client writes le
+        self._le = [repr(b) for b in self.bounds] + ["+Inf"]
         # Whole-number bounds (bytes, rows) compare as ints: an int observed against float
         # bounds costs bisect a conversion per comparison.
         bounds_: tuple[float, ...] = self.bounds
@@ -185,10 +188,12 @@ class FamilyCollector(Collector):
         for hook in self._hooks:
             try:
                 hook()
-            except Exception:  # a broken hook must not break the whole scrape
+            except Exception:
+                # a broken hook must not break the whole scrape
                 log.warning("metrics scrape hook %r failed", hook, exc_info=True)
         for family in self._families:
             yield family.collect()
 
     def describe(self) -> Iterator[Metric]:
-        return iter(())  # names are fixed in code and checked by the tests
+        # names are fixed in code and checked by the tests
+        return iter(())

@@ -80,7 +80,7 @@ def set_slo(
     if objective is not None:
         families.objective.labels(*labels).set(objective)
     if budget_remaining is not None:
-        families.budget.labels(*labels).set(budget_remaining)
+        families.error_budget.labels(*labels).set(budget_remaining)
     for window, rate in (burn_rates or {}).items():
         families.burn.labels(*labels, window).set(rate)
     for severity, firing in (alerts or {}).items():

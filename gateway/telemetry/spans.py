@@ -58,9 +58,20 @@ class RequestSpan(Protocol):
 class TracedRequest:
     """The gateway's server span; records only when sampled and an exporter is configured."""
 
-    __slots__ = ("_attempts", "_attributes", "_current", "_ended", "_parent", "_recorder",
-                 "_start_ns", "_unrecorded", "span_id", "trace_id", "traceparent",
-                 "tracestate")  # fmt: skip
+    __slots__ = (
+        "_attempts",
+        "_attributes",
+        "_current",
+        "_ended",
+        "_parent",
+        "_recorder",
+        "_start_ns",
+        "_unrecorded",
+        "span_id",
+        "trace_id",
+        "traceparent",
+        "tracestate",
+    )
 
     def __init__(
         self,
@@ -133,8 +144,19 @@ class TracedAttempt:
     of freeing them when the request ends.
     """
 
-    __slots__ = ("_ended", "_parent_id", "_recorder", "_start_ns", "_trace_id", "_tracestate",
-                 "attempt_no", "breaker_state", "replica_id", "span_id", "traceparent")  # fmt: skip
+    __slots__ = (
+        "_ended",
+        "_parent_id",
+        "_recorder",
+        "_start_ns",
+        "_trace_id",
+        "_tracestate",
+        "attempt_no",
+        "breaker_state",
+        "replica_id",
+        "span_id",
+        "traceparent",
+    )
 
     def __init__(
         self,

@@ -11,7 +11,8 @@ from collections.abc import Hashable
 
 from gateway.clock import Clock
 
-MAX_KEYS = 1024  # keys are bounded upstream (replicas × models); this only guards memory
+# keys are bounded upstream (replicas × models); this only guards memory
+MAX_KEYS = 1024
 
 
 class LogThrottle:

@@ -19,10 +19,14 @@ def _nowhere(replica: str) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class Topology:
-    models: Mapping[str, str] = field(default_factory=dict)  # model -> its version
-    pools: Mapping[str, str] = field(default_factory=dict)  # pool -> the model it serves
-    replicas: dict[str, str] = field(default_factory=dict)  # replica id -> its pool
-    locate: Callable[[str], str | None] = _nowhere  # the pool of a replica not in `replicas`
+    # model -> its version
+    models: Mapping[str, str] = field(default_factory=dict)
+    # pool -> the model it serves
+    pools: Mapping[str, str] = field(default_factory=dict)
+    # replica id -> its pool
+    replicas: dict[str, str] = field(default_factory=dict)
+    # the pool of a replica not in `replicas`
+    locate: Callable[[str], str | None] = _nowhere
 
     def version(self, model: str) -> str:
         """The model's version; "" (no label value) for a model the config does not name."""
@@ -38,6 +42,7 @@ class Topology:
         if pool is None:
             pool = self.locate(replica)
             if pool is None:
-                return "", "", replica  # not known (yet): asked again next time
+                # not known (yet): asked again next time
+                return "", "", replica
             self.replicas[replica] = pool
         return self.pools.get(pool, ""), pool, replica

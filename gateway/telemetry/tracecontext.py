@@ -21,17 +21,21 @@ from typing import Final
 
 TRACEPARENT: Final = "traceparent"
 TRACESTATE: Final = "tracestate"
-MAX_TRACESTATE = 512  # W3C: a vendor may drop a longer tracestate
-MAX_TRACESTATE_MEMBERS = 32  # W3C: a list holds at most 32 list-members
+# W3C: a vendor may drop a longer tracestate
+MAX_TRACESTATE = 512
+# W3C: a list holds at most 32 list-members
+MAX_TRACESTATE_MEMBERS = 32
 # A future version's fields after the flags are opaque, but printable ASCII like the rest.
 _TRACEPARENT = re.compile(
     r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-[\x20-\x7e]*)?"
 )
 _VERSION_00 = re.compile(r"00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
-_SAMPLED_DIGITS = frozenset("13579bdf")  # the flags byte's low bit is "sampled"
+# the flags byte's low bit is "sampled"
+_SAMPLED_DIGITS = frozenset("13579bdf")
 _INVALID_TRACE = "0" * 32
 _INVALID_SPAN = "0" * 16
-_ID_LIMIT = 2**64  # TraceIdRatioBased compares the low 64 bits of the trace id
+# TraceIdRatioBased compares the low 64 bits of the trace id
+_ID_LIMIT = 2**64
 # A tracestate list-member, as W3C Trace Context (Level 2) writes it: a key of lower-case
 # letters, digits and ``_-*/@`` starting with a letter or digit (at most 256), "=", a value of
 # printable ASCII but "," and "=", ending in a non-space (at most 256). Level 1's keys are
@@ -39,7 +43,8 @@ _ID_LIMIT = 2**64  # TraceIdRatioBased compares the low 64 bits of the trace id
 _KEY = r"[a-z0-9][a-z0-9_\-*/@]{0,255}"
 _VALUE = r"[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e]"
 _MEMBER = re.compile(f"({_KEY})={_VALUE}")
-_OWS = " \t"  # optional whitespace around a list-member
+# optional whitespace around a list-member
+_OWS = " \t"
 
 
 @dataclass(slots=True)
@@ -55,12 +60,14 @@ def parse_traceparent(value: str | None) -> TraceParent | None:
     """The parsed header, or None when absent or invalid (then a new trace starts)."""
     if not value:
         return None
-    if len(value) != 55 or _VERSION_00.fullmatch(value) is None:  # fast path: version 00
+    if len(value) != 55 or _VERSION_00.fullmatch(value) is None:
+        # fast path: version 00
         match = _TRACEPARENT.fullmatch(value.strip(_OWS))
         if match is None or match.group(1) == "ff":
             return None
         if match.group(1) == "00" and match.group(5) is not None:
-            return None  # version 00 has exactly four fields
+            # version 00 has exactly four fields
+            return None
         value = match.group(0)
     trace_id, span_id = value[3:35], value[36:52]
     if trace_id == _INVALID_TRACE or span_id == _INVALID_SPAN:
@@ -76,7 +83,8 @@ def clean_traceparent(value: str | None) -> str | None:
     """The header to forward as it came (less surrounding whitespace) when valid, else None."""
     if parse_traceparent(value) is None:
         return None
-    assert value is not None  # a parsed header was given
+    # a parsed header was given
+    assert value is not None
     return value.strip(_OWS)
 
 

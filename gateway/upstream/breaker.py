@@ -5,7 +5,7 @@ own contract (`ClockStorage`): the state, the failure and success counters and w
 The adapter keeps no copy of any of them; ``closed``, ``state()`` and the counters are reads of
 that storage. Transitions go through pybreaker's public API: ``open()``, ``half_open()``,
 ``close()`` and the state objects' ``on_success()`` / ``on_failure()`` hooks, so pybreaker's
-rules (trip at ``fail_max``, a failed probe re-opens, ``success_threshold`` passes close) and
+rules (trip at ``fail_max``, a failed trial re-opens, ``success_threshold`` passes close) and
 its listeners decide and announce every change.
 
 Why not ``CircuitBreaker.call``: it runs the guarded function synchronously and judges it at
@@ -45,7 +45,8 @@ from gateway.outcome import GATEWAYS_OWN, REPLICA_FAILURES, Outcome, OutcomeKind
 log = logging.getLogger(__name__)
 
 CLOSED, OPEN, HALF_OPEN = pybreaker.STATE_CLOSED, pybreaker.STATE_OPEN, pybreaker.STATE_HALF_OPEN
-StateListener = Callable[[str, str, str], None]  # (replica id, old state, new state)
+# (replica id, old state, new state)
+StateListener = Callable[[str, str, str], None]
 
 
 _NO_VERDICT = frozenset(
@@ -73,7 +74,8 @@ class ClockStorage(pybreaker.CircuitBreakerStorage):
         self.state = state
         self.counter = 0
         self.success_counter = 0
-        self.opened_on_clock: float | None = None  # `Clock.now()` when it last opened
+        # `Clock.now()` when it last opened
+        self.opened_on_clock: float | None = None
 
     def increment_counter(self) -> None:
         self.counter += 1
@@ -96,7 +98,8 @@ class ClockStorage(pybreaker.CircuitBreakerStorage):
 
     @opened_at.setter
     def opened_at(self, wall_now: datetime) -> None:
-        self.opened_on_clock = self._clock.now()  # pybreaker's wall-clock reading is not ours
+        # pybreaker's wall-clock reading is not ours
+        self.opened_on_clock = self._clock.now()
 
 
 class _Failed(Exception):
@@ -124,10 +127,13 @@ class ReplicaBreaker:
         self.replica_id = replica_id
         self._clock = clock
         self._listeners = listeners
-        self._max_probes = config.half_open_max_calls
-        self._probes = 0  # half-open permits out now: the one bound pybreaker lacks
-        self.half_open_granted = 0  # permits given while half-open, for tests and state
-        self.half_open_peak = 0  # most half-open probes ever in flight at once
+        self._max_trials = config.half_open_max_calls
+        # half-open permits out now: the one bound pybreaker lacks
+        self._trials = 0
+        # permits given while half-open, for tests and state
+        self.half_open_granted = 0
+        # most half-open trials ever in flight at once
+        self.half_open_peak = 0
         self.transitions = 0
         self._storage = ClockStorage(clock)
         self._cb = pybreaker.CircuitBreaker(
@@ -154,7 +160,8 @@ class ReplicaBreaker:
         opened = storage.opened_on_clock
         if opened is not None and self._clock.now() < opened + self._cb.reset_timeout:
             return OPEN
-        self._cb.half_open()  # pybreaker notifies the listener -> on_state_change
+        # pybreaker notifies the listener -> on_state_change
+        self._cb.half_open()
         return HALF_OPEN
 
     def admits(self) -> bool:
@@ -162,32 +169,32 @@ class ReplicaBreaker:
         state = self.state()
         if state == CLOSED:
             return True
-        return state == HALF_OPEN and self._probes < self._max_probes
+        return state == HALF_OPEN and self._trials < self._max_trials
 
     def acquire(self) -> bool:
         """Takes a permit for one attempt; while half-open only a bounded number pass."""
         state = self.state()
         if state == CLOSED:
             return True
-        if state == HALF_OPEN and self._probes < self._max_probes:
-            self._probes += 1
+        if state == HALF_OPEN and self._trials < self._max_trials:
+            self._trials += 1
             self.half_open_granted += 1
-            self.half_open_peak = max(self.half_open_peak, self._probes)
+            self.half_open_peak = max(self.half_open_peak, self._trials)
             return True
         return False
 
     def record(self, outcome: Outcome, permitted_state: str) -> None:
         """Feeds one finished attempt; ``permitted_state`` is the state when it was admitted."""
         self.release(permitted_state)
-        self.judge(outcome)
+        self.count(outcome)
 
     def release(self, permitted_state: str) -> None:
         """Hands back the permit of a finished attempt (its verdict may come later)."""
         if permitted_state == HALF_OPEN:
-            self._probes = max(0, self._probes - 1)
+            self._trials = max(0, self._trials - 1)
 
-    def judge(self, outcome: Outcome) -> None:
-        """Feeds a verdict on the replica: now, or once evidence decided a disputed answer.
+    def count(self, outcome: Outcome) -> None:
+        """Counts one outcome against the replica: now, or once evidence decided a disputed answer.
 
         What pybreaker's ``_handle_success`` / ``_handle_error`` do after running a call,
         through its public pieces: the storage's counters, then the state object's rule.
@@ -197,12 +204,15 @@ class ReplicaBreaker:
         storage = self._storage
         state = storage.state
         if state == OPEN:
-            return  # a straggler from before the trip: the verdict is already in
-        if outcome.kind in REPLICA_FAILURES:  # `Outcome.is_failure`, without the property
+            # a straggler from before the trip: the verdict is already in
+            return
+        if outcome.kind in REPLICA_FAILURES:
+            # `Outcome.is_failure`, without the property
             storage.increment_counter()
             with contextlib.suppress(_Failed, pybreaker.CircuitBreakerError):
                 self._cb.state.on_failure(_Failed(outcome.describe()))
-        elif state == HALF_OPEN or storage.counter:  # closed with no failures: nothing to reset
+        elif state == HALF_OPEN or storage.counter:
+            # closed with no failures: nothing to reset
             storage.reset_counter()
             self._cb.state.on_success()
 
@@ -210,8 +220,8 @@ class ReplicaBreaker:
         """Moves an open breaker to half-open now (its replica passed health checks again).
 
         Envoy un-ejects a host on a successful active health check; waiting out the reset
-        timeout after the probes have seen the replica recover only keeps traffic on the
-        fallback longer. Half-open still lets just ``half_open_max_calls`` probes through.
+        timeout after the trials have seen the replica recover only keeps traffic on the
+        fallback longer. Half-open still lets just ``half_open_max_calls`` trial attempts through.
         """
         if self._storage.state != OPEN:
             return False
@@ -254,7 +264,7 @@ class ReplicaBreaker:
         return {
             "state": self.state(),
             "transitions": self.transitions,
-            "half_open_in_flight": self._probes,
+            "half_open_in_flight": self._trials,
             "half_open_granted": self.half_open_granted,
             "half_open_peak": self.half_open_peak,
         }
@@ -263,7 +273,8 @@ class ReplicaBreaker:
         if old == new:
             return
         self.transitions += 1
-        self._probes = 0  # permits belong to one half-open spell
+        # permits belong to one half-open spell
+        self._trials = 0
         log.warning("breaker of %s: %s -> %s", self.replica_id, old, new)
         for listener in self._listeners:
             listener(self.replica_id, old, new)

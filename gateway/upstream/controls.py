@@ -32,7 +32,8 @@ from gateway.upstream.registry import Pool, Registry
 from gateway.upstream.replica import Replica
 
 log = logging.getLogger(__name__)
-Change = tuple[str, str]  # (target, what happened to it)
+# (target, what happened to it)
+Change = tuple[str, str]
 
 
 # The author of the hardware rules' drains (`gateway.upstream.probes.accelerator`).
@@ -65,8 +66,10 @@ class ManualControls:
         self._clock = clock
         self._origin = origin
         self._rejects = rejects or Rejects()
-        self.held: dict[str, Decision] = {}  # replica id -> the decision holding it out
-        self.refused: dict[str, str] = {}  # replica id -> why a remote decision is not obeyed
+        # replica id -> the decision holding it out
+        self.held: dict[str, Decision] = {}
+        # replica id -> why a remote decision is not obeyed
+        self.refused: dict[str, str] = {}
 
     def find(self, replica_id: str) -> tuple[Pool, Replica] | None:
         """The replica with that id, serving or held (draining) in its pool."""
@@ -97,7 +100,8 @@ class ManualControls:
             self._rejects.drop("store", "capped", f"replica:{rid}", refused[rid])
         self.refused = refused
         for rid in [r for r in self.held if f"replica:{r}" not in decisions]:
-            changed += self._release(rid)  # its decision is gone (a reload's new book)
+            # its decision is gone (a reload's new book)
+            changed += self._release(rid)
         for target, what in changed:
             log.info("manual control: %s %s", target, what)
         return changed
@@ -132,7 +136,8 @@ class ManualControls:
         found = self.find(rid)
         self.held[rid] = decision
         if found is None:
-            return []  # not here (yet): held as soon as it joins, by the next apply
+            # not here (yet): held as soon as it joins, by the next apply
+            return []
         pool, replica = found
         pool.held = pool.held | {rid}
         if replica in pool.replicas:

@@ -20,7 +20,7 @@ from gateway.config.models import PoolConfig
 from gateway.upstream.replica import Replica
 
 
-class PoolView(Protocol):
+class PoolMembers(Protocol):
     """What eligibility reads of a pool (`gateway.upstream.registry.Pool` is one): its members
     and its panic threshold. A protocol, so the registry can import this module for its
     snapshot's ``panic`` without an import cycle."""
@@ -42,7 +42,7 @@ def _admitted(replica: Replica, now: float) -> bool:
     return breaker is None or breaker.closed or breaker.admits()
 
 
-def _usable(pool: PoolView, now: float) -> tuple[list[Replica], list[Replica], int]:
+def _usable(pool: PoolMembers, now: float) -> tuple[list[Replica], list[Replica], int]:
     """The usable replicas, the usable actives, and how many actives there are, in one pass
     over the members (every attempt runs it): usable is not known unhealthy, not ejected and
     `_admitted`."""
@@ -63,16 +63,16 @@ def _usable(pool: PoolView, now: float) -> tuple[list[Replica], list[Replica], i
     return usable, actives, active_total
 
 
-def _panics(pool: PoolView, usable: list[Replica]) -> bool:
+def _panics(pool: PoolMembers, usable: list[Replica]) -> bool:
     return len(usable) < pool.config.panic_threshold_percent / 100 * len(pool.replicas)
 
 
-def in_panic(pool: PoolView, now: float) -> bool:
+def in_panic(pool: PoolMembers, now: float) -> bool:
     """Whether too few replicas are usable now, so `eligible` spreads over all of them."""
     return _panics(pool, _usable(pool, now)[0])
 
 
-def eligible(pool: PoolView, tried: set[str], now: float) -> list[Replica]:
+def eligible(pool: PoolMembers, tried: set[str], now: float) -> list[Replica]:
     """The replicas not yet tried that may take this attempt (a new list: the caller may take
     from it); writes nothing."""
     if pool.paused is not None:

@@ -1,8 +1,8 @@
 """Carrying out the fault judge's verdicts on a request's error answers.
 
-The attempt layer records a disputed answer (`gateway.policies.fault.disputed`) as a `Dispute`
+The attempt layer records a disputed answer (`gateway.faults.judge.disputed`) as a `Dispute`
 and charges nothing; the retry and vote layers hand their disputes here at each stage, the
-judge (`gateway.policies.fault.judge`, with each pool's `FaultRecord`) gives the verdict, and
+judge (`gateway.faults.judge.judge`, with each pool's `FaultRecord`) gives the verdict, and
 this module carries it out: a charged replica gets one failure for its breaker and outlier
 detector (`REFUTED`); a request at fault gets the `RejectedByReplicas` (a 4xx naming the
 replicas and their status, `Outcome.summary`: never their own text, which stays in the logs
@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from gateway.errors import RejectedByReplicas
+from gateway.faults.judge import FaultVerdict, PoolFaultView, Stage, Witnesses, judge
 from gateway.outcome import Outcome, OutcomeKind
-from gateway.policies.fault import FaultVerdict, PoolFaultView, Stage, Witnesses, judge
 from gateway.upstream.registry import Pool
 from gateway.upstream.replica import Replica
 
@@ -32,10 +32,12 @@ class Dispute:
     replica: Replica
     pool: Pool
     outcome: Outcome
-    message: str  # the replica's own error text
+    # the replica's own error text
+    message: str
     # what counts the refusal against the replica once charged (`Reactions.charged`)
     charged: Callable[[Outcome], None]
-    input: str = ""  # the digest of the request's inputs (`gateway.v2.input_digest`)
+    # the digest of the request's inputs (`gateway.v2.input_digest`)
+    input: str = ""
 
     @property
     def status(self) -> int:
@@ -63,13 +65,13 @@ def refused(
     return _carry_out(_judged(Stage.REFUSED, disputes, max_attempts), model)
 
 
-def tries_ended(
+def attempts_ended(
     disputes: Sequence[Dispute], model: str
 ) -> tuple[RejectedByReplicas | None, list[Dispute]]:
     """No try may follow and nobody answered: the rejection to raise (None: the caller's own
     error stands) and the refusals still open, which a vote may refute with other legs'
     answers."""
-    verdict = _judged(Stage.TRIES_ENDED, disputes)
+    verdict = _judged(Stage.ATTEMPTS_ENDED, disputes)
     return _carry_out(verdict, model), list(verdict.open)
 
 
@@ -82,7 +84,8 @@ def no_quorum(refusals: Sequence[Dispute], model: str) -> RejectedByReplicas | N
 def charge(dispute: Dispute, reason: str) -> None:
     """The replica was wrong to refuse: one failure for its breaker and outlier detector."""
     replica = dispute.replica
-    said = f"{reason}: {dispute.message}" if dispute.message else reason  # its words, escaped
+    # its words, escaped
+    said = f"{reason}: {dispute.message}" if dispute.message else reason
     refuted = dataclasses.replace(dispute.outcome, kind=OutcomeKind.REFUTED, detail=said)
     dispute.charged(refuted)
     log.info("replica %s charged: %s", replica.id, refuted.describe())

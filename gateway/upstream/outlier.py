@@ -53,7 +53,8 @@ class OutlierDetector:
 
     def observe(self, replica: Replica, outcome: Outcome) -> None:
         kind = outcome.kind
-        if kind not in REPLICA_FAILURES:  # `Outcome.is_failure`, read once
+        if kind not in REPLICA_FAILURES:
+            # `Outcome.is_failure`, read once
             if kind is OutcomeKind.SUCCESS and replica.ejections and self._forgiven(replica):
                 replica.forget_ejections()
             return

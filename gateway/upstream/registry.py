@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from gateway.clock import Clock
 from gateway.config.models import GatewayConfig, PoolConfig, ReplicaConfig
-from gateway.policies.fault_record import FaultRecord
+from gateway.faults.record import FaultRecord
 from gateway.policies.latency import LatencyWindow
 from gateway.upstream.breaker import ReplicaBreaker, StateListener
 from gateway.upstream.eligibility import in_panic

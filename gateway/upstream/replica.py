@@ -17,13 +17,27 @@ from gateway.config.models import ReplicaConfig
 if TYPE_CHECKING:
     from gateway.upstream.breaker import ReplicaBreaker
 
-EWMA_WEIGHT = 0.2  # weight of the newest latency sample
+# weight of the newest latency sample
+EWMA_WEIGHT = 0.2
 # What a reload carries over (`carry_from`): every judgement, none of the identity or config.
 CARRIED = (
-    "healthy", "ewma_latency_s", "requests", "failures", "consecutive_failures", "last_error",
-    "probe_successes", "probe_failures", "ejected_until", "ejections", "last_ejected_at",
-    "ejection_reason", "quarantined_until", "quarantine_reason", "golden_failures", "golden_last",
-)  # fmt: skip
+    "healthy",
+    "ewma_latency_s",
+    "requests",
+    "failures",
+    "consecutive_failures",
+    "last_error",
+    "probe_successes",
+    "probe_failures",
+    "ejected_until",
+    "ejections",
+    "last_ejected_at",
+    "ejection_reason",
+    "quarantined_until",
+    "quarantine_reason",
+    "golden_failures",
+    "golden_last",
+)
 
 
 @dataclass(slots=True)
@@ -32,7 +46,8 @@ class Replica:
     pool: str
     endpoint: Endpoint
     zone: str | None = None
-    healthy: bool | None = None  # None until the first probe verdict
+    # None until the first probe verdict
+    healthy: bool | None = None
     outstanding: int = 0
     ewma_latency_s: float = 0.0
     requests: int = 0
@@ -46,11 +61,13 @@ class Replica:
     ejections: int = 0
     last_ejected_at: float = 0.0
     ejection_reason: str | None = None
-    quarantined_until: float = 0.0  # wrong answers: excluded even in panic mode
+    # wrong answers: excluded even in panic mode
+    quarantined_until: float = 0.0
     quarantine_reason: str | None = None
     golden_failures: int = 0
     golden_last: str | None = None
-    weight: float = 1.0  # the balancer's share: lowered while its accelerator is throttled
+    # the balancer's share: lowered while its accelerator is throttled
+    weight: float = 1.0
     breaker: ReplicaBreaker | None = field(default=None, repr=False)
 
     @classmethod

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from gateway.policies.suspects import SuspectRule, SuspectTracker
 from gateway.upstream.registry import Registry
+from gateway.voting.suspects import SuspectRule, SuspectTracker
 
 REASONS = {
     "vote": ("dissented from the {model} quorum too often", "vote_dissent"),
@@ -50,7 +50,8 @@ class Suspects:
     def __init__(self, registry: Registry) -> None:
         self._registry = registry
         self.trackers: dict[str, SuspectTracker] = {}
-        self.heard: Heard | None = None  # told each verdict (the burn policy's vote's evidence)
+        # told each verdict (the burn policy's vote's evidence)
+        self.heard: Heard | None = None
 
     def observe(
         self,

@@ -41,12 +41,14 @@ class Dialect:
     ) -> None:
         """``binary_tensors``: None to learn it (`learn_binary`); until then, JSON is sent."""
         self.mapping = mapping or TensorMapping()
-        self.configured = binary_tensors  # True/False: the config decides, never learned
+        # True/False: the config decides, never learned
+        self.configured = binary_tensors
         self._take_binary(bool(binary_tensors))
 
     def _take_binary(self, binary: bool) -> None:
         self.binary_tensors = binary
-        self.native = self.mapping.empty and binary  # speaks the client's dialect
+        # speaks the client's dialect
+        self.native = self.mapping.empty and binary
 
     def learn_binary(self, takes: bool) -> bool:
         """What the pool's servers say of the binary extension (their server metadata's

@@ -20,7 +20,7 @@ with ``min``/``max`` (integers) or one C conversion (floats, `gateway.v2.finite`
 one-row request pays a few microseconds; a large body's flat floating-point data is checked
 as raw bytes without these rules' Python objects where it can be (`gateway.v2.json_fast`,
 same verdicts), and a large body is checked in the worker process
-(`gateway.api.parse_worker`), off the event loop.
+(`gateway.api.parse_process`), off the event loop.
 """
 
 from __future__ import annotations
@@ -46,10 +46,18 @@ _RANGES = {
     **{f"UINT{b}": (0, 2**b - 1) for b in (8, 16, 32, 64)},
 }
 _TAKES = {bool: "true or false", str: "strings", int: "integers", float: "numbers"}
-_KINDS = {bool: "a boolean", str: "a string", int: "an integer", float: "a decimal number",
-          list: "a list", dict: "an object", type(None): "null"}  # fmt: skip
+_KINDS = {
+    bool: "a boolean",
+    str: "a string",
+    int: "an integer",
+    float: "a decimal number",
+    list: "a list",
+    dict: "an object",
+    type(None): "null",
+}
 DATATYPE_NAMES = tuple(_ALLOWED)
-ALLOWED_DATATYPES: frozenset[str] = frozenset(_ALLOWED)  # what `check_datatype` passes
+# what `check_datatype` passes
+ALLOWED_DATATYPES: frozenset[str] = frozenset(_ALLOWED)
 
 
 def check_datatype(datatype: str, name: str) -> None:
@@ -71,8 +79,9 @@ def check_json_data(data: list[Any], datatype: str, shape: list[int], name: str)
     if list in types:
         flat, types = _flatten(data, types, shape, name)
     if len(flat) != count:
-        raise BadRequest(f"input {name!r}: 'data' has {len(flat)} elements, shape {shape} "
-                         f"needs {count}")  # fmt: skip
+        raise BadRequest(
+            f"input {name!r}: 'data' has {len(flat)} elements, shape {shape} needs {count}"
+        )
     if not types <= allowed:
         index, value = next((i, v) for i, v in enumerate(flat) if type(v) not in allowed)
         raise BadRequest(
@@ -100,7 +109,8 @@ def _flatten(
     while True:
         if types != {list}:
             raise BadRequest(f"input {name!r}: 'data' mixes lists and values at depth {depth + 1}")
-        if DATA_LEVEL + depth >= MAX_JSON_DEPTH:  # the lists in ``level`` are one deeper
+        if DATA_LEVEL + depth >= MAX_JSON_DEPTH:
+            # the lists in ``level`` are one deeper
             raise too_deep(f"input {name!r}: 'data'")
         if depth >= len(shape) or len(level) != math.prod(shape[: depth + 1]):
             raise BadRequest(

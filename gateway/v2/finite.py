@@ -45,7 +45,8 @@ def check_json_finite(data: list[Any], datatype: str, name: str) -> None:
     try:
         numbers = np.asarray(data, dtype=np.float64)
     except (ValueError, TypeError):
-        return  # ragged or not numbers: the replica names what is wrong
+        # ragged or not numbers: the replica names what is wrong
+        return
     with np.errstate(over="ignore"):
         finite = np.isfinite(numbers.astype(dtype))
     if not finite.all():
@@ -63,11 +64,13 @@ def _fp32(data: list[Any]) -> array[float] | None:
         for row in data:
             values.extend(row)
     except TypeError:
-        return None  # deeper nesting, or not numbers (the replica names those)
+        # deeper nesting, or not numbers (the replica names those)
+        return None
     return values
 
 
-GROUP_BYTES = 128 * 1024  # segments smaller than this are checked joined (`_grouped`)
+# segments smaller than this are checked joined (`_grouped`)
+GROUP_BYTES = 128 * 1024
 
 
 def check_binary_finite(raw: memoryview | Iterable[memoryview], datatype: str, name: str) -> None:
@@ -79,10 +82,12 @@ def check_binary_finite(raw: memoryview | Iterable[memoryview], datatype: str, n
     """
     dtype = _FLOATS.get(datatype)
     if dtype is None:
-        return  # not a float type
+        # not a float type
+        return
     segments = [raw] if isinstance(raw, memoryview) else list(raw)
     if sum(map(len, segments)) % dtype.itemsize:
-        return  # a size the replica will reject with a precise message
+        # a size the replica will reject with a precise message
+        return
     bad = 0
     carry = b""
     for segment in _grouped(segments):
@@ -114,7 +119,8 @@ def _grouped(segments: list[memoryview]) -> Iterator[memoryview]:
     group: list[memoryview] = []
     size = 0
     for segment in segments:
-        if len(segment) >= GROUP_BYTES:  # checked in place, after the group before it
+        if len(segment) >= GROUP_BYTES:
+            # checked in place, after the group before it
             if group:
                 yield _joined(group)
                 group, size = [], 0

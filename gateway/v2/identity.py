@@ -1,6 +1,6 @@
 """Every request that leaves for a replica carries a V2 ``id``: the client's, or the gateway's.
 
-The reply must echo it (`gateway.v2.response.check_reply`), so an answer meant for another
+The reply must echo it (`gateway.v2.reply.check_reply`), so an answer meant for another
 request, however the byte stream got out of step, is caught before a client sees it. The id is
 spliced into the JSON header rather than re-encoding the body; binary tensor bytes stay put.
 The id is the caller's ``x-request-id`` when that is a sane token (at most 128 visible ASCII
@@ -17,8 +17,8 @@ import msgspec
 import orjson
 
 from gateway.v2.body import SMALL_BODY_BYTES, Body
+from gateway.v2.reply import raw_members
 from gateway.v2.request import InferRequestInfo, detached, parse_infer_request
-from gateway.v2.response import raw_members
 
 _SANE = re.compile(r"[\x21-\x7e]{1,128}")
 _ids = itertools.count(1)
@@ -42,7 +42,7 @@ def request_id_of(given: str | None) -> str:
 def upstream_id(client_id: str) -> str:
     """The id a request carries to replicas: one no other request of this gateway has, so a
     late answer to another client's request with the same id ("1") is caught
-    (`gateway.v2.response.check_reply`) rather than delivered: the client's plus a suffix,
+    (`gateway.v2.reply.check_reply`) rather than delivered: the client's plus a suffix,
     or the gateway's own id as it is."""
     if type(client_id) is GatewayId:
         return client_id
@@ -58,13 +58,15 @@ def with_request_id(
     encoded = orjson.dumps(request_id)
     end = body.size if header_length is None else int(header_length)
     if "id" not in info.header:
-        start = _opening(body)  # a validated request is a JSON object with inputs
+        # a validated request is a JSON object with inputs
+        start = _opening(body)
         new = _spliced(body, start, b'"id":' + encoded + b",", 0)
     else:
         at = _id_value(body, end, info.header["id"])
         if at is not None:
             new = _spliced(body, at[0], encoded, at[1] - at[0])
-        else:  # the id amid the header: re-encoded (small unless a large JSON body)
+        else:
+            # the id amid the header: re-encoded (small unless a large JSON body)
             full = parse_infer_request(body, header_length) if detached(info.header) else info
             head = orjson.dumps({**full.header, "id": request_id})
             new = Body([head, *body.views(end)])
@@ -113,7 +115,8 @@ _STRING = rb'("(?:[^"\\]|\\.)*")'
 # after a comma outside a string opens a key, and the last ``}`` closes the top level).
 _FIRST_ID = re.compile(rb'\s*\{\s*"id"\s*:\s*' + _STRING)
 _LAST_ID = re.compile(rb',\s*"id"\s*:\s*' + _STRING + rb"\s*\}\s*$")
-_FIRST_ID_SCAN = 4096  # bytes read at either end of the JSON header for it
+# bytes read at either end of the JSON header for it
+_FIRST_ID_SCAN = 4096
 
 
 def _id_value(body: Body, end: int, value: str) -> tuple[int, int] | None:

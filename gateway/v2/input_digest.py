@@ -16,7 +16,8 @@ import orjson
 
 from gateway.v2.body import Body
 
-OFF_LOOP_BYTES = 64 * 1024  # larger bodies are hashed off the event loop (hashlib frees the GIL)
+# larger bodies are hashed off the event loop (hashlib frees the GIL)
+OFF_LOOP_BYTES = 64 * 1024
 
 
 def input_digest(body: bytes | Body, header_length: str | None, request_id: str | None) -> str:

@@ -33,11 +33,14 @@ import numpy as np
 
 _UNSET: Any = msgspec.UNSET
 _FLOATS = frozenset({"FP16", "FP32", "FP64", "BF16"})
-_NUMBER_BYTES = b"0.eE+-, \t\r\n"  # after the digits became 0
-_DIGIT_RUN = b"0" * 39  # a 39-digit integer part could reach FP32's 3.4e38
+# after the digits became 0
+_NUMBER_BYTES = b"0.eE+-, \t\r\n"
+# a 39-digit integer part could reach FP32's 3.4e38
+_DIGIT_RUN = b"0" * 39
 _DIGITS_TO_ZERO = bytes.maketrans(b"0123456789", b"0000000000")
 _OPEN, _CLOSE, _QUOTE, _COMMA, _ZERO, _NINE = b'[]",09'
-_ALL_DIGITS = np.uint64(0x0101010101010101)  # eight bools, all True, as one word
+# eight bools, all True, as one word
+_ALL_DIGITS = np.uint64(0x0101010101010101)
 
 
 class _Tensor(msgspec.Struct, forbid_unknown_fields=True):
@@ -79,17 +82,22 @@ def _fits(tensor: _Tensor) -> bool:
     """Whether ``tensor.data`` passes the gateway's checks for its datatype and shape."""
     datatype, shape = tensor.datatype, tensor.shape
     if datatype not in _FLOATS or datatype == "FP16" or tensor.parameters is not _UNSET:
-        return False  # FP16's range needs the values; parameters may declare binary data
+        # FP16's range needs the values; parameters may declare binary data
+        return False
     if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
         return False
-    text = np.frombuffer(memoryview(tensor.data), np.uint8)  # the JSON value's bytes, no copy
+    # the JSON value's bytes, no copy
+    text = np.frombuffer(memoryview(tensor.data), np.uint8)
     if len(text) < 2 or text[0] != _OPEN or text[-1] != _CLOSE:
         return False
-    if np.count_nonzero(text > _NINE) != 2:  # a letter or bracket besides the outer two
+    if np.count_nonzero(text > _NINE) != 2:
+        # a letter or bracket besides the outer two
         return _fits_with_exponents(bytes(tensor.data), shape)
     if np.count_nonzero(text == _QUOTE):
-        return False  # a string: the full parse judges it
-    digits = (text - _ZERO) < 10  # uint8 arithmetic: bytes below "0" wrap past 10
+        # a string: the full parse judges it
+        return False
+    # uint8 arithmetic: bytes below "0" wrap past 10
+    digits = (text - _ZERO) < 10
     commas = np.count_nonzero(text == _COMMA)
     count = commas + 1 if commas or digits.any() else 0
     return count == math.prod(shape) and not _long_digit_run(digits)
@@ -109,9 +117,12 @@ def _long_digit_run(digits: np.ndarray[Any, np.dtype[np.bool_]]) -> bool:
 
 def _fits_with_exponents(raw: bytes, shape: list[int]) -> bool:
     """The rules with bytes methods, for data holding letters (exponents) or nested brackets."""
-    inner = raw[1:-1].translate(_DIGITS_TO_ZERO)  # every digit a 0: runs show, and fewer bytes
-    if inner.translate(None, _NUMBER_BYTES):  # to delete in the next pass
-        return False  # a string, literal or nested list: the full parse judges it
+    # every digit a 0: runs show, and fewer bytes
+    inner = raw[1:-1].translate(_DIGITS_TO_ZERO)
+    if inner.translate(None, _NUMBER_BYTES):
+        # to delete in the next pass
+        # a string, literal or nested list: the full parse judges it
+        return False
     count = inner.count(b",") + 1 if inner.strip() else 0
     if count != math.prod(shape):
         return False

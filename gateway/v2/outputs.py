@@ -16,8 +16,10 @@ import orjson
 from gateway.v2.body import Body
 from gateway.v2.request import InferRequestInfo, detached, parse_infer_request
 
-_OPENING = re.compile(rb"\s*\{")  # a JSON object's opening brace
-_OPENING_SCAN = 4096  # bytes read for it (a validated request has only whitespace before)
+# a JSON object's opening brace
+_OPENING = re.compile(rb"\s*\{")
+# bytes read for it (a validated request has only whitespace before)
+_OPENING_SCAN = 4096
 
 
 def asking_for(
@@ -35,11 +37,13 @@ def asking_for(
     if not needs_json_outputs_rewrite(info.header):
         if wanted is None or info.header.get("outputs") == wanted:
             return info, body, length
-        if "outputs" not in info.header:  # curl's default: neither parsed nor re-encoded
+        if "outputs" not in info.header:
+            # curl's default: neither parsed nor re-encoded
             spliced = _spliced(info, body, length, wanted)
             if spliced is not None:
                 return spliced
-    if detached(info.header):  # parsed in a worker, without its data: parse it whole
+    if detached(info.header):
+        # parsed in a worker, without its data: parse it whole
         info = parse_infer_request(body, length)
     header = _json_header(info.header)
     if wanted is not None:

@@ -48,7 +48,8 @@ class InferRequestInfo:
 
     id: str | None
     header: dict[str, Any]
-    binary_length: int  # bytes of binary tensor data after the JSON header
+    # bytes of binary tensor data after the JSON header
+    binary_length: int
 
 
 def detached(header: dict[str, Any]) -> bool:
@@ -84,7 +85,8 @@ def fast_json_request(body: bytes | Body, max_rows: int | None = None) -> InferR
     if header is None:
         return None
     try:
-        orjson.dumps(header)  # what orjson could not have read (an int past 64 bits)
+        # what orjson could not have read (an int past 64 bits)
+        orjson.dumps(header)
     except orjson.JSONEncodeError:
         return None
     return _checked(header, Body.of(data), len(data), 0, max_rows, detached_ok=True)
@@ -104,7 +106,8 @@ def parse_infer_request(
     try:
         header = orjson.loads(json_part)
     except orjson.JSONDecodeError as exc:
-        if str(exc).startswith("depth limit exceeded"):  # orjson's own bound, past ours
+        if str(exc).startswith("depth limit exceeded"):
+            # orjson's own bound, past ours
             raise too_deep("request body") from exc
         raise BadRequest(f"request body is not valid JSON: {exc}") from exc
     if not isinstance(header, dict):
@@ -148,7 +151,7 @@ def _split(body: Body, header_length: str | None) -> tuple[bytes, int]:
     return body.head(length), body.size - length
 
 
-def _check_inputs(  # noqa: C901
+def _check_inputs(
     inputs: Any, body: Body, start: int, max_rows: int | None, detached_ok: bool = False
 ) -> None:
     """Every input's structure; binary ones' sizes against the ``body`` bytes after ``start``.
@@ -157,31 +160,7 @@ def _check_inputs(  # noqa: C901
         raise BadRequest("'inputs' must be a non-empty list of tensors")
     offset = 0
     for index, tensor in enumerate(inputs):
-        # The messages' "where" is built only on failure: a valid request pays no f-strings.
-        if type(tensor) is not dict:
-            raise BadRequest(f"inputs[{index}] must be an object")
-        name = tensor.get("name")
-        if type(name) is not str or not name:
-            raise BadRequest(f"inputs[{index}].name must be a non-empty string")
-        datatype = tensor.get("datatype")
-        if type(datatype) is not str:
-            raise BadRequest(f"input {name!r}: 'datatype' must be a string such as \"FP32\"")
-        if datatype not in ALLOWED_DATATYPES:
-            check_datatype(datatype, name)  # raises, naming the datatypes
-        shape = tensor.get("shape")
-        if type(shape) is not list or not _dims(shape):
-            raise BadRequest(f"input {name!r}: 'shape' must be a list of non-negative integers")
-        if shape:
-            rows = shape[0]
-            if rows == 0:
-                raise BadRequest(f"input {name!r}: shape {shape} has no rows; send at least one")
-            if max_rows is not None and rows > max_rows:
-                raise BadRequest(
-                    f"input {name!r}: {rows} rows; this model takes at most {max_rows} rows a "
-                    "request"
-                )
-        if not tensor.keys() <= TENSOR_MEMBERS:
-            check_members(tensor, TENSOR_MEMBERS, 3, f"input {name!r}")
+        name, datatype, shape = _input_head(tensor, index, max_rows)
         parameters = tensor.get("parameters")
         binary_size = None if parameters is None else _binary_size(parameters, name)
         if binary_size is None and detached_ok and "data" not in tensor:
@@ -203,6 +182,36 @@ def _check_inputs(  # noqa: C901
         )
     if len(inputs) > 1:
         _check_unique(inputs, "input")
+
+
+def _input_head(tensor: Any, index: int, max_rows: int | None) -> tuple[str, str, list[Any]]:
+    """Input ``index``'s name, datatype and shape, checked with its rows and members."""
+    # The messages' "where" is built only on failure: a valid request pays no f-strings.
+    if type(tensor) is not dict:
+        raise BadRequest(f"inputs[{index}] must be an object")
+    name = tensor.get("name")
+    if type(name) is not str or not name:
+        raise BadRequest(f"inputs[{index}].name must be a non-empty string")
+    datatype = tensor.get("datatype")
+    if type(datatype) is not str:
+        raise BadRequest(f"input {name!r}: 'datatype' must be a string such as \"FP32\"")
+    if datatype not in ALLOWED_DATATYPES:
+        # raises, naming the datatypes
+        check_datatype(datatype, name)
+    shape = tensor.get("shape")
+    if type(shape) is not list or not _dims(shape):
+        raise BadRequest(f"input {name!r}: 'shape' must be a list of non-negative integers")
+    if shape:
+        rows = shape[0]
+        if rows == 0:
+            raise BadRequest(f"input {name!r}: shape {shape} has no rows; send at least one")
+        if max_rows is not None and rows > max_rows:
+            raise BadRequest(
+                f"input {name!r}: {rows} rows; this model takes at most {max_rows} rows a request"
+            )
+    if not tensor.keys() <= TENSOR_MEMBERS:
+        check_members(tensor, TENSOR_MEMBERS, 3, f"input {name!r}")
+    return name, datatype, shape
 
 
 def _dims(shape: list[Any]) -> bool:

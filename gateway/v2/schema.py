@@ -26,14 +26,17 @@ from v2proto.signature import DATATYPES
 @dataclass(frozen=True, slots=True)
 class InputSpec:
     name: str
-    datatype: str | None  # None: not declared
-    shape: tuple[int, ...] | None  # -1: any size; None: not declared
+    # None: not declared
+    datatype: str | None
+    # -1: any size; None: not declared
+    shape: tuple[int, ...] | None
 
 
 @dataclass(frozen=True, slots=True)
 class ModelSchema:
     inputs: Mapping[str, InputSpec]
-    outputs: frozenset[str] | None  # None: not declared, any name passes to the replica
+    # None: not declared, any name passes to the replica
+    outputs: frozenset[str] | None
 
     @classmethod
     def from_metadata(cls, metadata: Mapping[str, Any]) -> ModelSchema | None:
@@ -88,7 +91,8 @@ def _check_tensor(tensor: Mapping[str, Any], spec: InputSpec) -> None:
     if wanted is not None:
         fits = len(shape) == len(wanted)
         if fits:
-            for got, want in zip(shape, wanted, strict=True):  # a loop: no generator per request
+            for got, want in zip(shape, wanted, strict=True):
+                # a loop: no generator per request
                 if want != -1 and want != got:
                     fits = False
                     break
@@ -105,7 +109,8 @@ def _check_tensor(tensor: Mapping[str, Any], spec: InputSpec) -> None:
                 f"{count * dtype.itemsize}"
             )
         return
-    data = tensor.get("data")  # absent from a header parsed in the worker process: counted there
+    # absent from a header parsed in the worker process: counted there
+    data = tensor.get("data")
     elements = None if data is None else _count(data)
     if elements is not None and elements != count:
         raise BadRequest(f"{where}: 'data' has {elements} elements, shape {shape} needs {count}")

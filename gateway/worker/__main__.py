@@ -4,5 +4,6 @@ import sys
 
 from gateway.worker.main import main
 
-if __name__ == "__main__":  # not on import (a walk of the package imports every module)
+if __name__ == "__main__":
+    # not on import (a walk of the package imports every module)
     sys.exit(main())

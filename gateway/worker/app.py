@@ -4,7 +4,7 @@ The REST door (`gateway.worker.rest`) and the gRPC door read `runtime` and `edge
 request, so a reload takes over at once: `swap` starts a runtime built from the config the
 control process sent (verifying its fallbacks first), makes it the one the doors read, applies
 the latest snapshot to it, and retires the outgoing one once the requests it admitted are answered
-(bounded). The parser's worker processes and the byte budget outlive reloads, as in one process.
+(bounded). The parse processes and the in-flight bytes outlive reloads, as in one process.
 
 Statistics (Triton's) are the control process's: every worker's answers are counted there, so
 `statistics` asks it (`ControlReads`).
@@ -19,9 +19,9 @@ from typing import Any, Protocol
 
 from gateway.api.parsing import RequestParser
 from gateway.api.tenants import TenantKeys
+from gateway.memory.inflight_bytes import InflightBytes
 from gateway.pipeline.build import build_edge
 from gateway.pipeline.edge import Edge
-from gateway.policies.byte_budget import InflightBytes
 from gateway.snapshot.messages import Snapshot
 from gateway.worker.runtime import WorkerRuntime
 
@@ -48,7 +48,8 @@ class WorkerApp:
         self.parser = parser
         self.memory = memory
         self.control = control
-        self.latest: Snapshot | None = None  # the control's last snapshot
+        # the control's last snapshot
+        self.latest: Snapshot | None = None
         self._retiring: set[asyncio.Task[None]] = set()
         self._install(runtime)
 

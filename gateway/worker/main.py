@@ -41,9 +41,9 @@ from gateway.config.connections import door_connections
 from gateway.config.loader import ConfigError, config_from_text
 from gateway.config.models import GatewayConfig
 from gateway.grpc_door.server import GrpcDoor
+from gateway.memory.heap_trim import HeapTrim, return_large_buffers_to_the_os
+from gateway.memory.inflight_bytes import InflightBytes
 from gateway.pipeline.edge import HEADERS as EDGE_HEADERS
-from gateway.policies.byte_budget import InflightBytes
-from gateway.policies.heap_trim import HeapTrim, return_large_buffers_to_the_os
 from gateway.rollout.handover import promoted_config
 from gateway.snapshot.link_client import LinkClient
 from gateway.snapshot.messages import (
@@ -77,17 +77,21 @@ STALE_S = 3.0
 DRAIN_SLACK_S = 1.0
 FRAMING_BYTES = 64 * 1024
 LINGER_S = 10.0
-LINGER_BYTES = 64 * 1024 * 1024  # what chunked framing may add to a body the edge bounds
-REFUSED = 3  # the exit status when the control process refuses this worker
+# what chunked framing may add to a body the edge bounds
+LINGER_BYTES = 64 * 1024 * 1024
+# the exit status when the control process refuses this worker
+REFUSED = 3
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _arguments().parse_args(argv)
-    os.set_inheritable(args.rest_fd, False)  # no child of this worker (a parse process) keeps it
+    # no child of this worker (a parse process) keeps it
+    os.set_inheritable(args.rest_fd, False)
     index = args.index if args.index_fd is None else _read_index(args.index_fd)
     if index is None:
-        return 0  # a standby no longer needed
+        # a standby no longer needed
+        return 0
     configure_logging(json=True, level="INFO")
     return uvloop.run(Worker(args, index).run())
 
@@ -126,7 +130,8 @@ class Worker:
         self._workers = 1
         self._stopping: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self._reloading: asyncio.Task[None] | None = None  # the last reload, under way or done
+        # the last reload, under way or done
+        self._reloading: asyncio.Task[None] | None = None
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
@@ -170,7 +175,7 @@ class Worker:
         parser = RequestParser(
             server.parse_inline_max_bytes,
             server.parse_offload,
-            server.parse_workers,
+            server.parse_processes,
             server.parse_fast_inline_max_bytes,
         )
         await parser.start()
@@ -194,11 +199,13 @@ class Worker:
             await grpc.start()
         self.shipper.start()
         _settle_garbage_collector()
-        install_call_count(asyncio.get_running_loop(), self._settle)  # $GATEWAY_CALL_COUNT
+        # $GATEWAY_CALL_COUNT
+        install_call_count(asyncio.get_running_loop(), self._settle)
         loop = asyncio.get_running_loop()
         assert self._stopping is not None
         loop.add_signal_handler(signal.SIGTERM, self._stopping.set)
-        loop.add_signal_handler(signal.SIGINT, lambda: None)  # Ctrl-C is the control's to act on
+        # Ctrl-C is the control's to act on
+        loop.add_signal_handler(signal.SIGINT, lambda: None)
         log.info("worker %d serving (pid %d)", self.index, os.getpid())
         await self._stopping.wait()
         grace = _grace(app.gateway.config)
@@ -241,7 +248,8 @@ class Worker:
             self._stop()
         elif isinstance(message, Drain):
             self._drain(message.reason)
-        else:  # Welcome or Refused: the answer to this worker's Hello
+        else:
+            # Welcome or Refused: the answer to this worker's Hello
             self._answered(message)
 
     def _flush(self, token: int) -> None:
@@ -273,7 +281,8 @@ class Worker:
     def _answered(self, answer: Welcome | Refused) -> None:
         waiting = self._welcome
         if waiting is None or waiting.done():
-            return  # a reconnection's Welcome: the config comes by Reload
+            # a reconnection's Welcome: the config comes by Reload
+            return
         if isinstance(answer, Welcome):
             waiting.set_result(answer)
         else:

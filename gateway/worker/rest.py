@@ -6,7 +6,7 @@
     anything else                                        the control process (`fallback`)
 
 Answers are the ones the control plane's FastAPI gives for the same paths, byte for byte in
-their JSON. An infer answer's bytes stay in the in-flight budget until the server has flushed
+their JSON. An infer answer's bytes stay within the in-flight bytes until the server has flushed
 them to the client (`Edge.written`), so answers nobody reads cannot outgrow it. A client that
 goes away cancels its request's task (the server does it): every try stops, the request is
 recorded as `CLIENT_CLOSED` (499) and nothing is written.
@@ -24,12 +24,12 @@ from gateway.api.answer_lines import answer_lines, refusal_lines
 from gateway.api.ids import id_lines
 from gateway.api.responses import error_answer
 from gateway.errors import CLIENT_CLOSED, GatewayError
-from gateway.pipeline.edge import Edge, Intake
+from gateway.pipeline.edge import Arrival, Edge
 from gateway.readiness import Readiness
 from gateway.worker.app import WorkerApp
 from gateway.worker.http.answer import Answer
 from gateway.worker.http.request import Request
-from gateway.worker.http.router import Handler, Router
+from gateway.worker.http.router import Handler, PathRouter
 
 _JSON = b"content-type: application/json\r\n"
 
@@ -38,16 +38,17 @@ class RestDoor:
     def __init__(self, app: WorkerApp) -> None:
         self._app = app
 
-    def routes(self, fallback: Handler) -> Router:
+    def routes(self, fallback: Handler) -> PathRouter:
         """The worker's routes; what they do not take goes to ``fallback``."""
-        router = Router(fallback)
+        router = PathRouter(fallback)
         router.add("POST", "/v2/models/{model}/infer", self.infer)
         router.add("POST", "/v2/models/{model}/versions/{version}/infer", self.infer)
         router.add("GET", "/v2", self.server_metadata)
         router.add("GET", "/v2/", self.server_metadata)
         router.add("GET", "/v2/health/live", self.live)
         router.add("GET", "/v2/health/ready", self.ready)
-        router.add("GET", "/v2/models/stats", fallback)  # not a model: the control's statistics
+        # not a model: the control's statistics
+        router.add("GET", "/v2/models/stats", fallback)
         router.add("GET", "/v2/models/{model}", self.model_metadata)
         router.add("GET", "/v2/models/{model}/versions/{version}", self.model_metadata)
         router.add("GET", "/v2/models/{model}/ready", self.model_ready)
@@ -59,22 +60,23 @@ class RestDoor:
     async def infer(self, request: Request, answer: Answer) -> None:
         edge = self._app.edge
         params = request.params
-        intake = edge.arrive(params["model"], params.get("version"), request.wanted, request.peer)
+        arrival = edge.arrive(params["model"], params.get("version"), request.wanted, request.peer)
         try:
-            result = await edge.infer(intake, request.read)
+            result = await edge.infer(arrival, request.read)
         except asyncio.CancelledError:
-            edge.done(intake, CLIENT_CLOSED)  # the client left: nobody to answer
+            # the client left: nobody to answer
+            edge.done(arrival, CLIENT_CLOSED)
             raise
         except GatewayError as error:
-            head, body = error_answer(error, refusal_lines(intake))
+            head, body = error_answer(error, refusal_lines(arrival))
             answer.send(error.status, head, body)
-            edge.done(intake, error.status, written=False)
-            answer.when_flushed(_written(edge, intake))
+            edge.done(arrival, error.status, written=False)
+            answer.when_flushed(_written(edge, arrival))
             return
-        answer.send(result.status, answer_lines(intake, result), result.body)
+        answer.send(result.status, answer_lines(arrival, result), result.body)
         sent = len(result.body)
-        edge.done(intake, result.status, result.served_by, result.degraded, sent, written=False)
-        answer.when_flushed(_written(edge, intake))
+        edge.done(arrival, result.status, result.served_by, result.degraded, sent, written=False)
+        answer.when_flushed(_written(edge, arrival))
 
     # --- health and metadata ------------------------------------------------------------
 
@@ -123,9 +125,9 @@ class RestDoor:
         answer.send(error.status, head, body)
 
 
-def _written(edge: Edge, intake: Intake) -> Callable[[bool], None]:
+def _written(edge: Edge, arrival: Arrival) -> Callable[[bool], None]:
     def written(flushed: bool) -> None:
-        edge.written(intake)
+        edge.written(arrival)
 
     return written
 

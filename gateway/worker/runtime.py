@@ -22,8 +22,8 @@ from gateway.clock import Clock
 from gateway.config.models import GatewayConfig
 from gateway.config.shares import worker_share
 from gateway.config.tenants import ANONYMOUS
+from gateway.memory.inflight_bytes import machine_default
 from gateway.pipeline.fallback import FallbackRunner
-from gateway.policies.byte_budget import machine_default
 from gateway.serving import Serving
 from gateway.slo.policy import NORMAL, PolicyAdjustment
 from gateway.snapshot.messages import Gauges

@@ -21,7 +21,6 @@ from gateway.config.models import ModelConfig
 from gateway.outcome import Outcome
 from gateway.pipeline.audit import Judged
 from gateway.pipeline.reactions import Reactions
-from gateway.policies.suspects import SuspectRule
 from gateway.rollout.controller import Rollouts
 from gateway.rollout.progress import Progress
 from gateway.snapshot.messages import Call, RolloutView
@@ -29,6 +28,7 @@ from gateway.snapshot.outcomes import outcome_args
 from gateway.snapshot.shipper import BatchShipper
 from gateway.upstream.registry import Pool
 from gateway.upstream.replica import Replica
+from gateway.voting.suspects import SuspectRule
 
 
 class ShippedMetrics:
@@ -89,7 +89,7 @@ class ShippedReactions(Reactions):
     def charged(self, pool: Pool, replica: Replica, refuted: Outcome) -> None:
         replica.charge(refuted.describe())
         if replica.breaker is not None:
-            replica.breaker.judge(refuted)
+            replica.breaker.count(refuted)
         args = (pool.name, replica.id, outcome_args(refuted))
         self._shipper.calls.append(Call("fleet", "charged", args))
 

@@ -30,8 +30,13 @@ def clear(folder: Path) -> None:
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m loadtests.chaos", description=__doc__)
-    parser.add_argument("--scenario", action="append", choices=sorted(BY_NAME), default=[],
-                        help="run this scenario (repeatable); default: all")  # fmt: skip
+    parser.add_argument(
+        "--scenario",
+        action="append",
+        choices=sorted(BY_NAME),
+        default=[],
+        help="run this scenario (repeatable); default: all",
+    )
     parser.add_argument("--smoke", action="store_true", help="short runs, relaxed bounds")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results folder")
     parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
@@ -57,8 +62,11 @@ def main(argv: list[str] | None = None) -> int:
         readme = write_scenario(result, folder)
         failed += result.status in (FAIL, ERROR)
         note = f" {result.note}" if result.note else ""
-        print(f"{name:16} {result.status.upper():8} {time.monotonic() - began:5.1f} s  "
-              f"{readme}{note}", flush=True)  # fmt: skip
+        print(
+            f"{name:16} {result.status.upper():8} {time.monotonic() - began:5.1f} s  "
+            f"{readme}{note}",
+            flush=True,
+        )
     print(f"suite table: {write_suite(args.out)}")
     return 1 if failed else 0
 

@@ -43,14 +43,14 @@ def _admin(
 def set_faults(pool: str, indexes: Sequence[int], **faults: Any) -> Action:
     """POST /admin/faults with ``faults`` (latency_ms, error_rate, hang, corrupt_rate, ...)."""
     text = ", ".join(f"{k}={v}" for k, v in faults.items())
-    return Action(f"{text} on {_names(pool, indexes)}",
-                  lambda c: _admin(c, pool, indexes, faults))  # fmt: skip
+    return Action(f"{text} on {_names(pool, indexes)}", lambda c: _admin(c, pool, indexes, faults))
 
 
 def clear_faults(pool: str, indexes: Sequence[int]) -> Action:
     """DELETE /admin/faults: the replica is healthy again."""
-    return Action(f"clear faults on {_names(pool, indexes)}",
-                  lambda c: _admin(c, pool, indexes, None))  # fmt: skip
+    return Action(
+        f"clear faults on {_names(pool, indexes)}", lambda c: _admin(c, pool, indexes, None)
+    )
 
 
 def _signal(pool: str, indexes: Sequence[int], sig: signal.Signals) -> Callable[[Cluster], None]:

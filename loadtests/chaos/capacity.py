@@ -53,8 +53,18 @@ def measure(
     url: str, workdir: Path, name: str, users: list[int], step_s: float, pids: dict[str, int]
 ) -> list[Step]:
     """One step-shape run at ``url``; CPU of ``pids`` and of Locust is read around each step."""
-    extra = ("--shape", "step", "--step-users", ",".join(map(str, users)),
-             "--step-s", str(step_s), "--model", MODEL, "--tags", "single")  # fmt: skip
+    extra = (
+        "--shape",
+        "step",
+        "--step-users",
+        ",".join(map(str, users)),
+        "--step-s",
+        str(step_s),
+        "--model",
+        MODEL,
+        "--tags",
+        "single",
+    )
     load = Load(("DigitsUser",), max(users), 0.0, step_s * len(users), 1000, "step", extra)
     windows = step_windows(max(users), users, step_s, None)
     swarm = Swarm.start(load, url, workdir, name)
@@ -85,9 +95,13 @@ def best(steps: list[Step]) -> Step | None:
 def render(results: dict[str, list[Step]]) -> str:
     head = " | ".join(f"{t} req/s | {t} p50 ms | {t} p99 ms | {t} failed" for t in results)
     lines = [
-        "# Maximum sustainable throughput: gateway vs direct", "", __doc__.split("\n\n")[1], "",
-        f"| users | {head} |", "|---:|" + "---:|" * 4 * len(results),
-    ]  # fmt: skip
+        "# Maximum sustainable throughput: gateway vs direct",
+        "",
+        __doc__.split("\n\n")[1],
+        "",
+        f"| users | {head} |",
+        "|---:|" + "---:|" * 4 * len(results),
+    ]
     for i, step in enumerate(next(iter(results.values()))):
         cells = []
         for steps in results.values():
@@ -98,8 +112,9 @@ def render(results: dict[str, list[Step]]) -> str:
                 if (steps[i].rates)
                 else ""
             )
-            cells.append(f"{t.rate:.0f}{spread}{mark} | {t.p50_ms:.1f} | {t.p99_ms:.1f} "
-                         f"| {t.failed}")  # fmt: skip
+            cells.append(
+                f"{t.rate:.0f}{spread}{mark} | {t.p50_ms:.1f} | {t.p99_ms:.1f} | {t.failed}"
+            )
         lines.append(f"| {step.users} | " + " | ".join(cells) + " |")
     lines += [
         "",
@@ -121,9 +136,14 @@ def render(results: dict[str, list[Step]]) -> str:
     lines.append("")
     for target, steps in results.items():
         top = best(steps)
-        lines.append(f"- **{target}**: " + (
-            f"{top.totals.rate:.0f} req/s at {top.users} users "
-            f"(p99 {top.totals.p99_ms:.1f} ms)" if top else "no sustainable step"))  # fmt: skip
+        lines.append(
+            f"- **{target}**: "
+            + (
+                f"{top.totals.rate:.0f} req/s at {top.users} users (p99 {top.totals.p99_ms:.1f} ms)"
+                if top
+                else "no sustainable step"
+            )
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -171,11 +191,18 @@ def main(argv: list[str] | None = None) -> int:
         config = {"pools": {MODEL: pool}, "models": {MODEL: {"pool": MODEL}}}
         gateway = stack.gateway(config)
         results = {
-            "direct": measure(replica.url, stack.workdir, "direct", users, args.step_s,
-                              {"replica": replica.pid}),
-            "gateway": measure(gateway.url, stack.workdir, "gateway", users, args.step_s,
-                               {"gateway": gateway.pid, "replica": replica.pid}),
-        }  # fmt: skip
+            "direct": measure(
+                replica.url, stack.workdir, "direct", users, args.step_s, {"replica": replica.pid}
+            ),
+            "gateway": measure(
+                gateway.url,
+                stack.workdir,
+                "gateway",
+                users,
+                args.step_s,
+                {"gateway": gateway.pid, "replica": replica.pid},
+            ),
+        }
     args.out.mkdir(parents=True, exist_ok=True)
     text = render(results)
     (args.out / "README.md").write_text(text + "\n![capacity](capacity.png)\n")

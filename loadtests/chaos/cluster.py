@@ -89,8 +89,12 @@ class Cluster:
         path.write_text(yaml.safe_dump(self.config()))
         result = subprocess.run(
             [sys.executable, "-m", "gateway.cli", "check-config", str(path)],
-            cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
-        )  # fmt: skip
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         if result.returncode == 0:
             return None
         text = (result.stderr or result.stdout).strip()

@@ -47,8 +47,10 @@ def summarize(state: dict[str, Any]) -> list[str]:
     store = state.get("state_store") or {}
     if store.get("backend") == "redis":
         if store.get("degraded"):
-            lines.append(f"state store redis: degraded, serving on local state "
-                         f"(last error: {store.get('last_error') or '?'})")  # fmt: skip
+            lines.append(
+                f"state store redis: degraded, serving on local state "
+                f"(last error: {store.get('last_error') or '?'})"
+            )
         else:
             lines.append("state store redis: in sync")
     return lines or ["every replica healthy, breakers closed, none ejected or quarantined"]
@@ -83,7 +85,9 @@ def _rollouts(url: str, headers: dict[str, str]) -> list[str]:
     lines = []
     for model, r in rollouts.items():
         last = (r.get("trail") or [{}])[-1]
-        lines.append(f"rollout {model} -> {r.get('candidate', '?')}: {r.get('phase', '?')} at "
-                     f"{r.get('share_percent', '?')} %; last: {last.get('action', '?')} by "
-                     f"{last.get('who', '?')} ({last.get('why', '')})")  # fmt: skip
+        lines.append(
+            f"rollout {model} -> {r.get('candidate', '?')}: {r.get('phase', '?')} at "
+            f"{r.get('share_percent', '?')} %; last: {last.get('action', '?')} by "
+            f"{last.get('who', '?')} ({last.get('why', '')})"
+        )
     return lines

@@ -64,8 +64,9 @@ def delta(after: Mapping[str, float], before: Mapping[str, float]) -> dict[str, 
 def drains(url: str, t0: float) -> list[tuple[float, str, str]]:
     key = os.environ.get(ADMIN_KEY_ENV)
     headers = {"Authorization": f"Bearer {key}"} if key else {}
-    doc: dict[str, Any] = httpx.get(f"{url}/admin/history", headers=headers,
-                                    timeout=TIMEOUT_S, trust_env=False).json()  # fmt: skip
+    doc: dict[str, Any] = httpx.get(
+        f"{url}/admin/history", headers=headers, timeout=TIMEOUT_S, trust_env=False
+    ).json()
     events = doc.get("events") or []
     return sorted(
         (float(e["t"]) - t0, str(e["subject"]), str(e["detail"]))
@@ -85,11 +86,19 @@ def drained_before(action: str, lead_s: float, replica: str) -> HardwareCheck:
         ahead = None if struck is None or first is None else struck - first
         shown = "no hardware drain" if ahead is None else f"{ahead:.2f} s before"
         return [
-            Check(f"drained before {action}", f"≥ {lead_s:g} s before", shown,
-                  ahead is not None and ahead >= lead_s),
-            Check(f"failed attempts on {replica} (the crash's retries)", "0",
-                  f"{crashed:.0f} ({seen.retries:.0f} retries in all, any cause)", crashed == 0),
-        ]  # fmt: skip
+            Check(
+                f"drained before {action}",
+                f"≥ {lead_s:g} s before",
+                shown,
+                ahead is not None and ahead >= lead_s,
+            ),
+            Check(
+                f"failed attempts on {replica} (the crash's retries)",
+                "0",
+                f"{crashed:.0f} ({seen.retries:.0f} retries in all, any cause)",
+                crashed == 0,
+            ),
+        ]
 
     return check
 
@@ -101,8 +110,14 @@ def drained_within(action: str, within_s: float) -> HardwareCheck:
         struck = seen.acted(action)
         after = [t - struck for t, _, _ in seen.drains if struck is not None and t >= struck - 1]
         shown = "no hardware drain" if not after else f"{after[0]:.2f} s after"
-        return [Check(f"drained after {action}", f"≤ {within_s:g} s", shown,
-                      bool(after) and after[0] <= within_s)]  # fmt: skip
+        return [
+            Check(
+                f"drained after {action}",
+                f"≤ {within_s:g} s",
+                shown,
+                bool(after) and after[0] <= within_s,
+            )
+        ]
 
     return check
 
@@ -115,9 +130,13 @@ def no_drain_and_retries(replica: str) -> HardwareCheck:
         crashed = seen.failed_on.get(replica, 0.0)
         return [
             Check("hardware drains (signals off)", "0", str(len(seen.drains)), not seen.drains),
-            Check(f"failed attempts on {replica} (what the drain saves)", "> 0",
-                  f"{crashed:.0f} ({seen.retries:.0f} retries in all)", crashed > 0),
-        ]  # fmt: skip
+            Check(
+                f"failed attempts on {replica} (what the drain saves)",
+                "> 0",
+                f"{crashed:.0f} ({seen.retries:.0f} retries in all)",
+                crashed > 0,
+            ),
+        ]
 
     return check
 
@@ -126,7 +145,6 @@ def no_drain() -> HardwareCheck:
     """Signals off: the replica keeps serving on a GPU with an uncorrectable error."""
 
     def check(seen: Seen) -> list[Check]:
-        return [Check("hardware drains (signals off)", "0", str(len(seen.drains)),
-                      not seen.drains)]  # fmt: skip
+        return [Check("hardware drains (signals off)", "0", str(len(seen.drains)), not seen.drains)]
 
     return check

@@ -93,44 +93,70 @@ def evaluate(objective: Objective, run: Run, windows: Sequence[Window]) -> Objec
     end = run.duration_s
     tail = run.between(max(0.0, end - objective.recover_s), end + 1e-6)
     checks = [
-        Check("requests", f"≥ {objective.min_sent}", str(whole.sent),
-              whole.sent >= objective.min_sent),
-        Check("failed", at_most(objective.max_failed_rate),
-              _rate(whole.failed, whole.failed_rate),
-              whole.failed_rate <= objective.max_failed_rate),
-        Check("over deadline", at_most(objective.max_late_rate),
-              _rate(whole.late, whole.late / whole.sent if whole.sent else 0.0),
-              whole.late <= objective.max_late_rate * whole.sent),
-        Check("wrong answers", at_most(objective.max_wrong_rate),
-              _rate(whole.wrong, whole.wrong_rate),
-              whole.wrong_rate <= objective.max_wrong_rate),
-    ]  # fmt: skip
+        Check(
+            "requests", f"≥ {objective.min_sent}", str(whole.sent), whole.sent >= objective.min_sent
+        ),
+        Check(
+            "failed",
+            at_most(objective.max_failed_rate),
+            _rate(whole.failed, whole.failed_rate),
+            whole.failed_rate <= objective.max_failed_rate,
+        ),
+        Check(
+            "over deadline",
+            at_most(objective.max_late_rate),
+            _rate(whole.late, whole.late / whole.sent if whole.sent else 0.0),
+            whole.late <= objective.max_late_rate * whole.sent,
+        ),
+        Check(
+            "wrong answers",
+            at_most(objective.max_wrong_rate),
+            _rate(whole.wrong, whole.wrong_rate),
+            whole.wrong_rate <= objective.max_wrong_rate,
+        ),
+    ]
     if objective.min_degraded_during is not None:
         checks.append(
-            Check("degraded during fault", f"≥ {pct(objective.min_degraded_during)}",
-                  _rate(during.degraded, during.degraded_rate),
-                  during.answered > 0 and during.degraded_rate >= objective.min_degraded_during)
-        )  # fmt: skip
+            Check(
+                "degraded during fault",
+                f"≥ {pct(objective.min_degraded_during)}",
+                _rate(during.degraded, during.degraded_rate),
+                during.answered > 0 and during.degraded_rate >= objective.min_degraded_during,
+            )
+        )
     if objective.max_degraded_during is not None:
         checks.append(
-            Check("degraded during fault", f"≤ {pct(objective.max_degraded_during)}",
-                  _rate(during.degraded, during.degraded_rate),
-                  during.degraded_rate <= objective.max_degraded_during)
-        )  # fmt: skip
+            Check(
+                "degraded during fault",
+                f"≤ {pct(objective.max_degraded_during)}",
+                _rate(during.degraded, during.degraded_rate),
+                during.degraded_rate <= objective.max_degraded_during,
+            )
+        )
     if objective.max_p99_during_ms is not None:
         checks.append(
-            Check("p99 during fault", f"≤ {objective.max_p99_during_ms:g} ms",
-                  f"{during.p99_ms:.1f} ms", during.p99_ms <= objective.max_p99_during_ms)
-        )  # fmt: skip
+            Check(
+                "p99 during fault",
+                f"≤ {objective.max_p99_during_ms:g} ms",
+                f"{during.p99_ms:.1f} ms",
+                during.p99_ms <= objective.max_p99_during_ms,
+            )
+        )
     checks.append(
-        Check(f"failed in last {objective.recover_s:g} s", "0", str(tail.failed),
-              tail.sent > 0 and tail.failed == 0)
-    )  # fmt: skip
+        Check(
+            f"failed in last {objective.recover_s:g} s",
+            "0",
+            str(tail.failed),
+            tail.sent > 0 and tail.failed == 0,
+        )
+    )
     if objective.max_degraded_end is not None:
         checks.append(
-            Check(f"degraded in last {objective.recover_s:g} s",
-                  f"≤ {pct(objective.max_degraded_end)}",
-                  _rate(tail.degraded, tail.degraded_rate),
-                  tail.degraded_rate <= objective.max_degraded_end)
-        )  # fmt: skip
+            Check(
+                f"degraded in last {objective.recover_s:g} s",
+                f"≤ {pct(objective.max_degraded_end)}",
+                _rate(tail.degraded, tail.degraded_rate),
+                tail.degraded_rate <= objective.max_degraded_end,
+            )
+        )
     return ObjectiveVerdict(tuple(checks))

@@ -42,12 +42,11 @@ def timeline(
     x = [i + 0.5 for i in range(len(seconds))]
     panels = [
         ("req/s", [[s.rate for s in seconds]], ["sent"]),
-        ("latency ms", [[s.p50_ms for s in seconds], [s.p99_ms for s in seconds]],
-         ["p50", "p99"]),
+        ("latency ms", [[s.p50_ms for s in seconds], [s.p99_ms for s in seconds]], ["p50", "p99"]),
         ("failed %", [[s.failed_rate * 100 for s in seconds]], ["failed"]),
         ("degraded %", [[s.degraded_rate * 100 for s in seconds]], ["degraded"]),
         ("wrong %", [[s.wrong_rate * 100 for s in seconds]], ["wrong"]),
-    ]  # fmt: skip
+    ]
     fig, axes = plt.subplots(len(panels), 1, figsize=(9, 10), sharex=True)
     for ax, (label, series, names) in zip(axes, panels, strict=True):
         for values, name in zip(series, names, strict=True):
@@ -67,8 +66,15 @@ def timeline(
     if deadline_ms is not None and axes[1].get_ylim()[1] >= deadline_ms:
         axes[1].axhline(deadline_ms, color="red", linestyle="--", linewidth=0.8)
     for w in windows:
-        axes[0].text(w.start, axes[0].get_ylim()[1] * 0.97, w.label, fontsize=7,
-                     va="top", ha="left", color="#8a4b08")  # fmt: skip
+        axes[0].text(
+            w.start,
+            axes[0].get_ylim()[1] * 0.97,
+            w.label,
+            fontsize=7,
+            va="top",
+            ha="left",
+            color="#8a4b08",
+        )
     axes[-1].set_xlabel("seconds since the first request (shaded: fault windows)")
     axes[0].set_title(title, fontsize=10)
     fig.tight_layout()

@@ -55,20 +55,29 @@ def _phase_row(name: str, t: Totals) -> str:
 
 def summary(result: Result) -> dict[str, Any]:
     row: dict[str, Any] = {
-        "name": result.scenario.name, "title": result.scenario.title,
-        "status": result.status, "note": result.note, "smoke": result.smoke,
-        "objective": result.objective.describe(), "when": time.strftime("%Y-%m-%d %H:%M"),
+        "name": result.scenario.name,
+        "title": result.scenario.title,
+        "status": result.status,
+        "note": result.note,
+        "smoke": result.smoke,
+        "objective": result.objective.describe(),
+        "when": time.strftime("%Y-%m-%d %H:%M"),
         "failures": [c.name for c in result.verdict.failures] if result.verdict else [],
         "machine": machine(),
-    }  # fmt: skip
+    }
     if result.run is not None:
         whole, phases = result.run.overall(), result.run.phases(result.windows)
         before, during = phases["before"], phases["during"]
         row.update(
-            sent=whole.sent, failed=whole.failed, late=whole.late, wrong=whole.wrong,
-            degraded_during=during.degraded_rate, p99_before=before.p99_ms,
-            p99_during=during.p99_ms, rate_ratio=during.rate / before.rate if before.rate else 0,
-        )  # fmt: skip
+            sent=whole.sent,
+            failed=whole.failed,
+            late=whole.late,
+            wrong=whole.wrong,
+            degraded_during=during.degraded_rate,
+            p99_before=before.p99_ms,
+            p99_during=during.p99_ms,
+            rate_ratio=during.rate / before.rate if before.rate else 0,
+        )
     return row
 
 
@@ -77,22 +86,39 @@ def write_scenario(result: Result, folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     s = result.scenario
     mode = "smoke run" if result.smoke else "full run"
-    lines = [f"# {s.name}: {s.title}", "",
-             f"**{result.status.upper()}** ({mode}, {time.strftime('%Y-%m-%d %H:%M')})"
-             + (f": {result.note}" if result.note else ""), "",
-             f"Expected: {s.expect}.", "",
-             f"Objective: {result.objective.describe()}.", ""]  # fmt: skip
+    lines = [
+        f"# {s.name}: {s.title}",
+        "",
+        f"**{result.status.upper()}** ({mode}, {time.strftime('%Y-%m-%d %H:%M')})"
+        + (f": {result.note}" if result.note else ""),
+        "",
+        f"Expected: {s.expect}.",
+        "",
+        f"Objective: {result.objective.describe()}.",
+        "",
+    ]
     if result.run is not None and result.verdict is not None:
         seconds = result.run.per_second()
         _write_csv(folder / "seconds.csv", seconds)
-        png = plots.timeline(folder / "timeline.png", f"{s.name}: {s.title}", seconds,
-                             result.windows, result.run.deadline_ms)  # fmt: skip
+        png = plots.timeline(
+            folder / "timeline.png",
+            f"{s.name}: {s.title}",
+            seconds,
+            result.windows,
+            result.run.deadline_ms,
+        )
         lines += ["![timeline](timeline.png)", ""] if png else ["(no plot: matplotlib missing)"]
         lines += ["| check | bound | measured | ok |", "|---|---|---|---|"]
-        lines += [f"| {c.name} | {c.bound} | {c.actual} | {'yes' if c.passed else '**no**'} |"
-                  for c in result.verdict.checks]  # fmt: skip
-        lines += ["", "| phase | s | sent | req/s | p50 ms | p99 ms | max ms | failed "
-                  "| over deadline | degraded | wrong |", "|---|" + "---:|" * 10]  # fmt: skip
+        lines += [
+            f"| {c.name} | {c.bound} | {c.actual} | {'yes' if c.passed else '**no**'} |"
+            for c in result.verdict.checks
+        ]
+        lines += [
+            "",
+            "| phase | s | sent | req/s | p50 ms | p99 ms | max ms | failed "
+            "| over deadline | degraded | wrong |",
+            "|---|" + "---:|" * 10,
+        ]
         for name, totals in result.run.phases(result.windows).items():
             lines.append(_phase_row(name, totals))
         lines.append(_phase_row("whole run", result.run.overall()))
@@ -102,17 +128,23 @@ def write_scenario(result: Result, folder: Path) -> Path:
             lines += [f"- {line}" for line in seen]
         lines += ["", "Timeline (seconds since the first request):", ""]
         lines += [f"- {at:6.2f} s: {label}" for at, label in result.log]
-        lines += [f"- fault window {w.label!r}: {w.start:.2f}-{w.end:.2f} s"
-                  for w in result.windows]  # fmt: skip
+        lines += [
+            f"- fault window {w.label!r}: {w.start:.2f}-{w.end:.2f} s" for w in result.windows
+        ]
         users = "+".join(s.users)
-        lines += ["", f"Load: {users}, {result.users} users (Locust FastHttpUser)"
-                  f" at {s.rate:g} requests/s each, deadline {result.run.deadline_ms:g} ms. "
-                  f"Stack: {', '.join(f'{n} × {p}' for p, n in s.topology.pools)}"
-                  f"{', redis' if s.topology.redis else ''}, one gateway.",
-                  "Per-second numbers: [seconds.csv](seconds.csv)."]  # fmt: skip
+        lines += [
+            "",
+            f"Load: {users}, {result.users} users (Locust FastHttpUser)"
+            f" at {s.rate:g} requests/s each, deadline {result.run.deadline_ms:g} ms. "
+            f"Stack: {', '.join(f'{n} × {p}' for p, n in s.topology.pools)}"
+            f"{', redis' if s.topology.redis else ''}, one gateway.",
+            "Per-second numbers: [seconds.csv](seconds.csv).",
+        ]
     if result.logs:
-        lines += ["", "Process logs: " + ", ".join(f"[{n}](logs/{p.name})"
-                                                   for n, p in result.logs.items())]  # fmt: skip
+        lines += [
+            "",
+            "Process logs: " + ", ".join(f"[{n}](logs/{p.name})" for n, p in result.logs.items()),
+        ]
     lines += ["", f"Rerun: `{RERUN.format(name=s.name)}`", ""]
     readme = folder / "README.md"
     readme.write_text("\n".join(lines))
@@ -126,25 +158,44 @@ def _breakdowns(run: Run) -> list[str]:
     parts = [
         ("answers by x-vote", tally(events, lambda e: e.vote, lambda e: e.ok)),
         ("degraded answers by x-degraded", tally(events, lambda e: e.reason, lambda e: e.ok)),
-        ("wrong answers by x-served-by", tally(events, lambda e: e.served_by or "?",
-                                               lambda e: e.ok and e.wrong)),
+        (
+            "wrong answers by x-served-by",
+            tally(events, lambda e: e.served_by or "?", lambda e: e.ok and e.wrong),
+        ),
         ("wrong answers by x-vote", tally(events, lambda e: e.vote, lambda e: e.ok and e.wrong)),
-        ("failed requests by kind", tally(events, lambda e: f"{e.error} {e.status}",
-                                          lambda e: not e.ok)),
-    ]  # fmt: skip
-    lines = [f"- {name}: " + ", ".join(f"{k} × {n}" for k, n in counts.most_common(8))
-             for name, counts in parts if counts]  # fmt: skip
+        (
+            "failed requests by kind",
+            tally(events, lambda e: f"{e.error} {e.status}", lambda e: not e.ok),
+        ),
+    ]
+    lines = [
+        f"- {name}: " + ", ".join(f"{k} × {n}" for k, n in counts.most_common(8))
+        for name, counts in parts
+        if counts
+    ]
     return ["", *lines] if lines else []
 
 
 def _write_csv(path: Path, seconds: list[Totals]) -> None:
     with path.open("w", newline="") as out:
         writer = csv.writer(out)
-        writer.writerow(["second", "sent", "failed", "late", "degraded", "wrong",
-                         "p50_ms", "p99_ms", "max_ms"])  # fmt: skip
+        writer.writerow(
+            ["second", "sent", "failed", "late", "degraded", "wrong", "p50_ms", "p99_ms", "max_ms"]
+        )
         for i, t in enumerate(seconds):
-            writer.writerow([i, t.sent, t.failed, t.late, t.degraded, t.wrong,
-                             _ms(t.p50_ms), _ms(t.p99_ms), _ms(t.max_ms)])  # fmt: skip
+            writer.writerow(
+                [
+                    i,
+                    t.sent,
+                    t.failed,
+                    t.late,
+                    t.degraded,
+                    t.wrong,
+                    _ms(t.p50_ms),
+                    _ms(t.p99_ms),
+                    _ms(t.max_ms),
+                ]
+            )
 
 
 def _suite_row(row: dict[str, Any]) -> str:

@@ -102,8 +102,13 @@ def run_scenario(
         result.verdict = evaluate(objective, result.run, result.windows)
         if scenario.checks is not None:
             failed = hw.delta(hw.failed_attempts(gateway.url), failed_before)
-            seen = hw.Seen(t0, result.log, hw.drains(gateway.url, t0),
-                           hw.retries(gateway.url) - retries_before, failed)  # fmt: skip
+            seen = hw.Seen(
+                t0,
+                result.log,
+                hw.drains(gateway.url, t0),
+                hw.retries(gateway.url) - retries_before,
+                failed,
+            )
             checks = result.verdict.checks + tuple(scenario.checks(seen))
             result.verdict = ObjectiveVerdict(checks)
         result.status = PASS if result.verdict.passed else FAIL

@@ -38,12 +38,32 @@ class Load:
 
     def argv(self, host: str) -> list[str]:
         return [
-            sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
-            "-u", str(self.user_count), "-r", str(self.user_count * SPAWN_PER_USER),
-            "-t", f"{math.ceil(self.run_s)}s", "--host", host, "--only-summary",
-            "--stop-timeout", "2", "--shape", self.shape, "--rate", str(self.rate),
-            "--deadline-ms", str(self.deadline_ms), *self.extra, *self.users,
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            str(LOCUSTFILE),
+            "--headless",
+            "-u",
+            str(self.user_count),
+            "-r",
+            str(self.user_count * SPAWN_PER_USER),
+            "-t",
+            f"{math.ceil(self.run_s)}s",
+            "--host",
+            host,
+            "--only-summary",
+            "--stop-timeout",
+            "2",
+            "--shape",
+            self.shape,
+            "--rate",
+            str(self.rate),
+            "--deadline-ms",
+            str(self.deadline_ms),
+            *self.extra,
+            *self.users,
+        ]
 
 
 @dataclass
@@ -60,9 +80,13 @@ class Swarm:
         env = {**os.environ, ENV_VAR: str(events), "PYTHONUNBUFFERED": "1"}
         with log.open("wb") as out:
             process = subprocess.Popen(
-                load.argv(host), stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env,
+                load.argv(host),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=ROOT,
+                env=env,
                 stdin=subprocess.DEVNULL,
-            )  # fmt: skip
+            )
         deadline = time.monotonic() + START_TIMEOUT_S + load.run_s + GRACE_S
         return cls(process, events, log, deadline)
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from gateway.upstream.transport.base import Transport
 from gateway.upstream.transport.http1 import Http1Transport
-from gateway.upstream.transport.http1_connection import (
+from gateway.upstream.transport.limits import (
     MAX_REPLY_BODY_BYTES,
     MAX_REPLY_HEADER_BYTES,
     MAX_REPLY_HEADER_COUNT,

@@ -19,7 +19,7 @@ from gateway.errors import (
     UpstreamProtocolError,
     UpstreamTimeout,
 )
-from gateway.upstream.transport.base import UpstreamResponse
+from gateway.upstream.transport.base import Reply
 from gateway.v2.body import Body, as_bytes
 
 # aiohttp adds these unless told not to. A proxy hop needs none of them, and without an
@@ -101,7 +101,7 @@ class AiohttpTransport:
         body: bytes | Body = b"",
         headers: Mapping[str, str] | None = None,
         timeout: float,
-    ) -> UpstreamResponse:
+    ) -> Reply:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         url = f"{endpoint.base_url}{path}"
@@ -126,7 +126,7 @@ class AiohttpTransport:
         body: bytes,
         headers: Mapping[str, str] | None,
         timeout: float,
-    ) -> UpstreamResponse:
+    ) -> Reply:
         session = self._session
         if session is None:
             session = self._session = new_session(self._max_connections)
@@ -138,7 +138,7 @@ class AiohttpTransport:
             method, url, data=body or None, headers=headers, timeout=limits
         ) as resp:
             content = await resp.read()
-            return UpstreamResponse(resp.status, _lower_names(resp.headers), content)
+            return Reply(resp.status, _lower_names(resp.headers), content)
 
     def forget(self, endpoint: Endpoint) -> None:
         """aiohttp pools by origin and cannot drop one: its idle connections age out."""

@@ -20,7 +20,7 @@ from gateway.errors import (
     UpstreamProtocolError,
     UpstreamTimeout,
 )
-from gateway.upstream.transport.base import UpstreamResponse
+from gateway.upstream.transport.base import Reply
 from gateway.v2.body import Body, as_bytes
 
 # httpcore's message when the connection closed before any byte of the reply
@@ -80,7 +80,7 @@ class HttpxTransport:
         body: bytes | Body = b"",
         headers: Mapping[str, str] | None = None,
         timeout: float,
-    ) -> UpstreamResponse:
+    ) -> Reply:
         url = f"{endpoint.base_url}{path}"
         limits = httpx.Timeout(timeout, connect=min(timeout, self._connect_timeout))
         try:
@@ -99,7 +99,7 @@ class HttpxTransport:
                     )
         except (httpx.HTTPError, TimeoutError) as exc:
             raise translate(exc, endpoint) from exc
-        return UpstreamResponse(resp.status_code, dict(resp.headers.items()), resp.content)
+        return Reply(resp.status_code, dict(resp.headers.items()), resp.content)
 
     def forget(self, endpoint: Endpoint) -> None:
         """httpx pools by origin and cannot drop one: its idle connections age out."""

@@ -40,8 +40,14 @@ SLOS = [
     {"name": "fast", "kind": "latency", "objective": 0.95, "threshold_ms": 50},
 ]
 SEEN_DOWN_WITHIN_S = 15.0  # probes every 0.2 s, one miss: seen in ~1 s, drawn within 2 s more
-CHARTS = ("retry-budget", "digits-rate", "digits-errors", "digits-latency", "digits-burn",
-          "primary-replicas")  # fmt: skip
+CHARTS = (
+    "retry-budget",
+    "digits-rate",
+    "digits-errors",
+    "digits-latency",
+    "digits-burn",
+    "primary-replicas",
+)
 
 
 def wait_for(page: Any, what: str, check: Callable[[], bool], timeout_s: float) -> float:
@@ -67,8 +73,9 @@ def stack(models_dir: Path) -> Iterator[tuple[list[ReplicaProcess], GatewayProce
     replicas: list[ReplicaProcess] = []
     gateway: GatewayProcess | None = None
     try:
-        replicas = [start_replica(models_dir / "digits-mlp.onnx", name="digits-mlp")
-                    for _ in range(3)]  # fmt: skip
+        replicas = [
+            start_replica(models_dir / "digits-mlp.onnx", name="digits-mlp") for _ in range(3)
+        ]
         health = {"interval_s": 0.2, "unhealthy_threshold": 1}
         config = pool_config(replicas, pool={"health": health}, slos=SLOS)
         gateway = start_gateway(config)
@@ -116,9 +123,12 @@ def test_the_dashboard_shows_a_killed_replica(
             page.on("pageerror", lambda e: problems.append(f"uncaught: {e}"))
             page.on(
                 "request",
-                lambda r: None if r.url.startswith(gateway.url) or r.url.startswith("data:")
-                else problems.append(f"foreign request: {r.url}"),
-            )  # fmt: skip
+                lambda r: (
+                    None
+                    if r.url.startswith(gateway.url) or r.url.startswith("data:")
+                    else problems.append(f"foreign request: {r.url}")
+                ),
+            )
             page.goto(f"{gateway.url}/status")
             healthy = page.locator("[data-replica][data-health='healthy']")
             wait_for(page, "3 healthy replicas", lambda: healthy.count() == 3, 15)
@@ -146,11 +156,15 @@ def test_the_dashboard_shows_a_killed_replica(
             r1 = page.locator("[data-replica='r1']")
             event = page.locator(".ev[data-kind='health'][data-subject='r1']")
             took = wait_for(
-                page, "r1 unhealthy (tile and timeline)",
-                lambda: r1.get_attribute("data-health") == "unhealthy"
-                and r1.get_attribute("data-level") == "bad" and event.count() == 1,
+                page,
+                "r1 unhealthy (tile and timeline)",
+                lambda: (
+                    r1.get_attribute("data-health") == "unhealthy"
+                    and r1.get_attribute("data-level") == "bad"
+                    and event.count() == 1
+                ),
                 SEEN_DOWN_WITHIN_S,
-            )  # fmt: skip
+            )
             print(f"the dashboard showed the SIGKILL after {took:.1f} s")
             tile = page.locator("[data-replica='r1']").inner_text()
             assert "unhealthy" in tile and "since" in tile

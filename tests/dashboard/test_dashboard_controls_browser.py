@@ -32,8 +32,9 @@ def stack(models_dir: Path) -> Iterator[GatewayProcess]:
     replicas: list[ReplicaProcess] = []
     gateway: GatewayProcess | None = None
     try:
-        replicas = [start_replica(models_dir / "digits-mlp.onnx", name="digits-mlp")
-                    for _ in range(2)]  # fmt: skip
+        replicas = [
+            start_replica(models_dir / "digits-mlp.onnx", name="digits-mlp") for _ in range(2)
+        ]
         config = pool_config(replicas, pool={"health": {"interval_s": 0.2}})
         config["server"] = {"admin": {"operators": {"alice": {"key_env": "ALICE_KEY"}}}}
         gateway = start_gateway(config, env={"ALICE_KEY": ALICE})
@@ -88,9 +89,11 @@ def test_the_drain_button_asks_then_drains_and_the_tile_shows_it(stack: GatewayP
             r1.locator("button[data-action='drain']").click()
             event = page.locator(".ev[data-kind='manual'][data-subject='replica:r1']")
             took = wait_for(
-                page, "r1 drained (tile and timeline)",
-                lambda: r1.get_attribute("data-held") == "drain" and event.count() == 1, 10,
-            )  # fmt: skip
+                page,
+                "r1 drained (tile and timeline)",
+                lambda: r1.get_attribute("data-held") == "drain" and event.count() == 1,
+                10,
+            )
             print(f"the tile showed the drain {took:.1f} s after the click")
             assert "drained by alice: browser test" in r1.inner_text()
             assert "drain by alice: browser test (applied)" in event.inner_text()

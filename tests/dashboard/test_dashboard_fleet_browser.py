@@ -38,16 +38,23 @@ def fleet(models_dir: Path) -> Iterator[tuple[list[ReplicaProcess], list[Gateway
     gateways: list[GatewayProcess] = []
     try:
         redis.start()
-        replicas = [start_replica(models_dir / "digits-mlp.onnx", name="digits-mlp")
-                    for _ in range(3)]  # fmt: skip
+        replicas = [
+            start_replica(models_dir / "digits-mlp.onnx", name="digits-mlp") for _ in range(3)
+        ]
         for name in ("gw-a", "gw-b"):
-            config = pool_config(replicas, pool={"health": {"interval_s": 0.2,
-                                                            "unhealthy_threshold": 1}})  # fmt: skip
+            config = pool_config(
+                replicas, pool={"health": {"interval_s": 0.2, "unhealthy_threshold": 1}}
+            )
             models = config["models"]
             models["digits-hedged"] = {"pool": "primary", "hedge": {"enabled": True}}
             models.update({m: {"pool": "primary"} for m in IDLE_MODELS})
-            config["state"] = {"backend": "redis", "redis_url": redis.url, "instance": name,
-                               "namespace": "fleet", "sync_interval_s": 0.2}  # fmt: skip
+            config["state"] = {
+                "backend": "redis",
+                "redis_url": redis.url,
+                "instance": name,
+                "namespace": "fleet",
+                "sync_interval_s": 0.2,
+            }
             gateways.append(start_gateway(config))
         yield replicas, gateways
     finally:
@@ -80,8 +87,9 @@ def traffic(url: str) -> Iterator[None]:
 
 def in_view(page: Any, selector: str) -> bool:
     """Every element matching ``selector`` lies inside the first screen (no scrolling)."""
-    boxes = [page.locator(selector).nth(i).bounding_box()
-             for i in range(page.locator(selector).count())]  # fmt: skip
+    boxes = [
+        page.locator(selector).nth(i).bounding_box() for i in range(page.locator(selector).count())
+    ]
     return bool(boxes) and all(b and b["y"] + b["height"] <= VIEWPORT["height"] for b in boxes)
 
 
@@ -138,17 +146,24 @@ def test_one_view_of_the_fleet_at_1400_by_1800(
 
             replicas[1].send_signal(signal.SIGKILL)
             r1 = page.locator("[data-replica='r1']")
-            wait_for(page, "r1 unhealthy", lambda: r1.get_attribute("data-health") == "unhealthy",
-                     15)  # fmt: skip
+            wait_for(
+                page, "r1 unhealthy", lambda: r1.get_attribute("data-health") == "unhealthy", 15
+            )
             for _ in range(3):  # three polls: the chart always ends on the tiles' count
                 tiles, chart = pool_counts(page)
                 assert chart == str(tiles) == "2", (tiles, chart)
                 page.wait_for_timeout(2_000)
             last_error = r1.locator("[data-last-error]").inner_text()
             assert re.search(r"last error \d\d:\d\d:\d\d \(\d+ s ago\): ", last_error), last_error
-            wait_for(page, "both gateways' verdict on r1: unhealthy",
-                     lambda: "unhealthy" in verdict(page, "gw-a", "r1")
-                     and "unhealthy" in verdict(page, "gw-b", "r1"), 15)  # fmt: skip
+            wait_for(
+                page,
+                "both gateways' verdict on r1: unhealthy",
+                lambda: (
+                    "unhealthy" in verdict(page, "gw-a", "r1")
+                    and "unhealthy" in verdict(page, "gw-b", "r1")
+                ),
+                15,
+            )
             page.screenshot(path=str(ARTIFACTS / "fleet.png"))
         finally:
             browser.close()

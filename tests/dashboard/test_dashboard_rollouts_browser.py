@@ -27,12 +27,21 @@ def canary(models_dir: Path) -> Iterator[GatewayProcess]:
     replicas: list[ReplicaProcess] = []
     gateway: GatewayProcess | None = None
     try:
-        replicas = [start_replica(models_dir / "digits-mlp.onnx", name="digits-mlp")
-                    for _ in range(2)]  # fmt: skip
-        pools = {name: {"model": "digits-mlp", "replicas": [{"id": name, "url": r.url}]}
-                 for name, r in zip(("now", "next"), replicas, strict=True)}  # fmt: skip
-        rollout = {"candidate": "next", "mode": "canary", "steps": [20, 100], "hold_s": 4,
-                   "hold_requests": 100000, "min_comparisons": 10}  # fmt: skip
+        replicas = [
+            start_replica(models_dir / "digits-mlp.onnx", name="digits-mlp") for _ in range(2)
+        ]
+        pools = {
+            name: {"model": "digits-mlp", "replicas": [{"id": name, "url": r.url}]}
+            for name, r in zip(("now", "next"), replicas, strict=True)
+        }
+        rollout = {
+            "candidate": "next",
+            "mode": "canary",
+            "steps": [20, 100],
+            "hold_s": 4,
+            "hold_requests": 100000,
+            "min_comparisons": 10,
+        }
         gateway = start_gateway(
             {"pools": pools, "models": {"digits": {"pool": "now", "rollout": rollout}}}
         )

@@ -92,8 +92,11 @@ def test_a_sample_holds_the_seconds_rate_shares_and_percentiles(
     assert m["p99_ms"][0] == pytest.approx(100, rel=0.03) and m["p99_ms"][1] is None
     assert m["slo"]["availability"]["budget_remaining"][0] is not None
     assert doc["pools"]["p"] == {
-        "healthy": [0, 0], "ejected": [0, 0], "quarantined": [0, 0], "open_breakers": [0, 0]
-    }  # fmt: skip
+        "healthy": [0, 0],
+        "ejected": [0, 0],
+        "quarantined": [0, 0],
+        "open_breakers": [0, 0],
+    }
     assert doc["retry_budget"][0] == gw.budget.balance()
 
 

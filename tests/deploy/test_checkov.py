@@ -37,10 +37,23 @@ def reports() -> dict[str, dict[str, Any]]:
             f"{TOOLS_VENV}) or set CHECKOV=/path/to/checkov"
         )
     out = subprocess.run(
-        [checkov, "-d", str(DEPLOY.relative_to(ROOT)), "--framework", *FRAMEWORKS,
-         "--compact", "--skip-download", "--output", "json"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+        [
+            checkov,
+            "-d",
+            str(DEPLOY.relative_to(ROOT)),
+            "--framework",
+            *FRAMEWORKS,
+            "--compact",
+            "--skip-download",
+            "--output",
+            "json",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert out.returncode in (0, 1), out.stderr[-2000:]  # 1: failed checks, reported below
     parsed = json.loads(out.stdout)
     runs = parsed if isinstance(parsed, list) else [parsed]

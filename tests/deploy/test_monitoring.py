@@ -102,9 +102,11 @@ def test_the_service_monitor_scrapes_the_gateway_service_with_the_metrics_key() 
         s
         for s in of_kind("Service")
         if s.obj["metadata"]["namespace"] in spec["namespaceSelector"]["matchNames"]
-        and all(s.obj["metadata"]["labels"].get(k) == v
-                for k, v in spec["selector"]["matchLabels"].items())
-    ]  # fmt: skip
+        and all(
+            s.obj["metadata"]["labels"].get(k) == v
+            for k, v in spec["selector"]["matchLabels"].items()
+        )
+    ]
     assert [s.name for s in selected] == ["gateway"]
     (endpoint,) = spec["endpoints"]
     assert endpoint["port"] in {p["name"] for p in selected[0].obj["spec"]["ports"]}
@@ -146,8 +148,9 @@ def test_the_shipped_rules_are_what_slo_rules_writes_now(
 
 
 def test_the_rules_cover_the_slos_of_the_deployed_config() -> None:
-    source = yaml.safe_load((ROOT / _header_command(MONITORING / "prometheusrule.yaml")[2])
-                           .read_text(encoding="utf-8"))  # fmt: skip
+    source = yaml.safe_load(
+        (ROOT / _header_command(MONITORING / "prometheusrule.yaml")[2]).read_text(encoding="utf-8")
+    )
     deployed = yaml.safe_load(find("ConfigMap", "gateway-config").obj["data"]["gateway.yaml"])
 
     def slos(config: dict[str, Any]) -> dict[str, Any]:
@@ -164,8 +167,13 @@ def test_promtool_checks_the_shipped_rules(tmp_path: Path) -> None:
     plain = tmp_path / "rules.yaml"
     plain.write_text(yaml.safe_dump({"groups": RULE.obj["spec"]["groups"]}), encoding="utf-8")
     assert PROMTOOL is not None
-    out = subprocess.run([PROMTOOL, "check", "rules", str(plain)],
-                         capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    out = subprocess.run(
+        [PROMTOOL, "check", "rules", str(plain)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
 
 
@@ -175,8 +183,23 @@ _STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _GROUPING = re.compile(r"\b(by|without|on|ignoring|group_left|group_right)\s*\(([^)]*)\)")
 _WORD = re.compile(r"(?<![\w.:$])[a-zA-Z_:][a-zA-Z0-9_:]*")
 _SELECTOR = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\s*\{([^}]*)\}")
-KEYWORDS = {"and", "or", "unless", "bool", "offset", "by", "without", "on", "ignoring",
-            "group_left", "group_right", "inf", "nan", "Inf", "NaN"}  # fmt: skip
+KEYWORDS = {
+    "and",
+    "or",
+    "unless",
+    "bool",
+    "offset",
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+    "inf",
+    "nan",
+    "Inf",
+    "NaN",
+}
 RANGE_VARIABLES = ("$__rate_interval", "$__interval", "$__range")
 
 
@@ -187,8 +210,13 @@ def exported() -> dict[str, set[str]]:
     for family in Catalog().families:
         labels = set(family.labelnames)
         if isinstance(family, HistogramFamily):
-            out.update({family.name + "_bucket": labels | {"le"}, family.name + "_sum": labels,
-                        family.name + "_count": labels})  # fmt: skip
+            out.update(
+                {
+                    family.name + "_bucket": labels | {"le"},
+                    family.name + "_sum": labels,
+                    family.name + "_count": labels,
+                }
+            )
         else:
             out[family.name] = labels
     out.update({name: {"model", "slo", "tenant"} for name in recorded_names()})
@@ -248,8 +276,10 @@ def test_every_query_names_only_exported_series_and_their_labels(where: str, exp
 
 
 def test_the_name_finder_finds_names_and_ignores_the_rest() -> None:
-    expr = ('histogram_quantile(0.99, sum by (le, model) (rate(a_bucket{model=~"x|y"}[5m])))'
-            " / on (model) group_left b:rec:ratio offset 1h > bool 1e-3 and c")  # fmt: skip
+    expr = (
+        'histogram_quantile(0.99, sum by (le, model) (rate(a_bucket{model=~"x|y"}[5m])))'
+        " / on (model) group_left b:rec:ratio offset 1h > bool 1e-3 and c"
+    )
     assert metric_names(expr) == {"a_bucket", "b:rec:ratio", "c"}
 
 
@@ -264,6 +294,11 @@ def test_promtool_parses_every_dashboard_query(tmp_path: Path) -> None:
     path = tmp_path / "queries.yaml"
     path.write_text(yaml.safe_dump({"groups": [{"name": "q", "rules": rules}]}), encoding="utf-8")
     assert PROMTOOL is not None
-    out = subprocess.run([PROMTOOL, "check", "rules", str(path)],
-                         capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    out = subprocess.run(
+        [PROMTOOL, "check", "rules", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert out.returncode == 0, out.stdout + out.stderr

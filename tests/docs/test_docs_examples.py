@@ -64,8 +64,15 @@ def run(example: Example, code: str) -> subprocess.CompletedProcess[str]:
         argv = [sys.executable, "-c", code]
     else:
         argv = ["bash", "-euo", "pipefail", "-c", code]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
-                          cwd=REPO_ROOT, env=env, check=False)  # fmt: skip
+    return subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+        cwd=REPO_ROOT,
+        env=env,
+        check=False,
+    )
 
 
 def check(example: Example, done: subprocess.CompletedProcess[str]) -> None:

@@ -40,7 +40,7 @@ ALLOWED = {
     ("gateway/config/rollout.py", "(1.96: 95 %)"): "z = 1.96 defines the 95 % interval",
     ("gateway/config/models.py", "one read (256 KiB)"): "the read size, in the reference",
     ("gateway/config/models.py", "from 64 MiB to 1 GiB"): "the default's clamp, in the reference",
-    ("gateway/policies/byte_budget.py", "from 64 MiB to 1 GiB"): "the clamp its last line applies",
+    ("gateway/memory/inflight_bytes.py", "from 64 MiB to 1 GiB"): "the clamp its last line applies",
     ("gateway/telemetry/catalog.py", "256 B ... 64 MiB"): "the byte buckets' range",
     ("gateway/telemetry/history_buffers.py", "5 % wider"): "the sketch's growth, by definition",
     ("gateway/slo/correctness.py", "at a 95 % confidence level"): "the interval's definition",
@@ -51,9 +51,6 @@ ALLOWED = {
     ("gateway/slo/engine.py", "95 % Wilson score"): "the interval's name in /slo",
     ("gateway/telemetry/catalog.py", "bounds of its 95 %"): "the interval's definition",
     ("gateway/telemetry/history_buffers.py", "within ±2.5 %"): "the error bound that growth gives",
-    # The outgoing gateway of a reload, not history: reworded with the reload's vocabulary once
-    # issue 39's edit of the docstring's next line has landed (one change, no merge conflict).
-    ("gateway/api/app.py", "hands it the traffic; the old"): "a reload's outgoing gateway",
 }
 
 

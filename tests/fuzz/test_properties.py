@@ -17,9 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.config.policies import RetryBudgetConfig
-from gateway.policies.budget import RetryBudget
-from gateway.policies.voting import VoteResult, VoteRule, vote
+from gateway.retry.budget import RetryBudget
 from gateway.slo.window import COARSE_S, FINE_HORIZON_S, FINE_S, SloWindow
+from gateway.voting.rule import VoteResult, VoteRule, vote
 from tests.support.clock import FakeClock
 
 FAST = settings(max_examples=int(os.environ.get("PROPERTY_EXAMPLES", 150)), deadline=None)

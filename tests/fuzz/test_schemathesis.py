@@ -51,8 +51,11 @@ MIN_CASES = 200  # make test with two busy loops beside it (both cores taken) ra
 WALL_CAP_S = 90.0  # generation stops here even if fewer cases ran (the count is then asserted)
 CALL_TIMEOUT_S = 10.0  # a request not answered in this long is a hang
 # POSTs that change nothing; every other POST (/admin/reload, ...) may change state: left out
-READ_ONLY_POSTS = {"/v2/models/{name}/infer", "/v2/models/{name}/versions/{version}/infer",
-                   "/v2/repository/index"}  # fmt: skip
+READ_ONLY_POSTS = {
+    "/v2/models/{name}/infer",
+    "/v2/models/{name}/versions/{version}/infer",
+    "/v2/repository/index",
+}
 MAX_EXAMPLES = {"infer": 90, "other": 20}  # per operation and variant
 CHECKS = [  # schemathesis' not_a_server_error is `_gateway_rules`, which allows explained 504s
     status_code_conformance,

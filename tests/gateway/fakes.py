@@ -12,10 +12,10 @@ import orjson
 from gateway.clock import Clock
 from gateway.config.endpoint import Endpoint
 from gateway.errors import UpstreamTimeout
-from gateway.upstream.transport.base import UpstreamResponse
+from gateway.upstream.transport.base import Reply
 from gateway.v2.body import Body, as_bytes
 
-Behaviour = Callable[[str, str, bytes], Awaitable[UpstreamResponse]]
+Behaviour = Callable[[str, str, bytes], Awaitable[Reply]]
 
 
 def reply(
@@ -24,9 +24,9 @@ def reply(
     """Answers ``body``; a 200 carries the request's V2 id, as a V2 server returns it, unless
     ``body`` has an id of its own or ``echo_id`` is False (a server that never echoes it)."""
 
-    async def behave(method: str, path: str, payload: bytes) -> UpstreamResponse:
+    async def behave(method: str, path: str, payload: bytes) -> Reply:
         sent = with_echoed_id(payload, body) if echo_id and status == 200 else body
-        return UpstreamResponse(status, {"content-type": "application/json"}, sent)
+        return Reply(status, {"content-type": "application/json"}, sent)
 
     return behave
 
@@ -49,14 +49,14 @@ def with_echoed_id(request: bytes, body: bytes) -> bytes:
 
 
 def fail(error: Exception) -> Behaviour:
-    async def behave(method: str, path: str, payload: bytes) -> UpstreamResponse:
+    async def behave(method: str, path: str, payload: bytes) -> Reply:
         raise error
 
     return behave
 
 
 def hang() -> Behaviour:
-    async def behave(method: str, path: str, payload: bytes) -> UpstreamResponse:
+    async def behave(method: str, path: str, payload: bytes) -> Reply:
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
 
@@ -86,7 +86,7 @@ class FakeTransport:
         body: bytes | Body = b"",
         headers: Mapping[str, str] | None = None,
         timeout: float,
-    ) -> UpstreamResponse:
+    ) -> Reply:
         body = as_bytes(body)
         self.calls[endpoint.authority].append(f"{method} {path}")
         behave = self.behaviours.get(endpoint.authority, reply())

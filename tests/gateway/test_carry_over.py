@@ -147,8 +147,10 @@ def test_a_discovered_pool_keeps_its_members_and_their_verdicts() -> None:
     old = gateway(discovered(), clock)
     pool = old.registry.pools["p"]
     for host in ("10.0.0.1", "10.0.0.2"):
-        joined = old.registry.add(pool, ReplicaConfig(id=f"p-{host}", url=f"http://{host}:8000",
-                                                      standby=host.endswith("2")))  # fmt: skip
+        joined = old.registry.add(
+            pool,
+            ReplicaConfig(id=f"p-{host}", url=f"http://{host}:8000", standby=host.endswith("2")),
+        )
         joined.mark_health(True)
     old.registry.quarantine(replica(old, "p-10.0.0.2"), 300.0, "golden probe: 2/8", "golden")
 

@@ -19,8 +19,16 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert _help(["--version"], capsys).strip() == f"gateway {__version__}"
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["serve", "--help"], ["up", "--help"],
-                                  ["check-config", "--help"], ["slo-rules", "--help"]])  # fmt: skip
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--help"],
+        ["serve", "--help"],
+        ["up", "--help"],
+        ["check-config", "--help"],
+        ["slo-rules", "--help"],
+    ],
+)
 def test_help_is_plain_text_and_every_option_is_explained(
     argv: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:

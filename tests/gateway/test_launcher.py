@@ -253,8 +253,15 @@ def test_gateway_up_on_a_port_in_use_says_so_on_its_last_line(
     path = tmp_path / "gateway.yaml"
     path.write_text(config(False, replica_port).model_dump_json(exclude_defaults=True))
     ports = {name: listening if whose == name else free_port() for name in ("gateway", "grpc")}
-    argv = ["up", "--config", str(path), "--port", str(ports["gateway"]),
-            "--grpc-port", str(ports["grpc"])]  # fmt: skip
+    argv = [
+        "up",
+        "--config",
+        str(path),
+        "--port",
+        str(ports["gateway"]),
+        "--grpc-port",
+        str(ports["grpc"]),
+    ]
     assert main(argv) == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last.startswith(f"error: {what}: address 127.0.0.1:{listening} is already in use (")

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 from gateway.errors import UpstreamConnectError
+from gateway.faults.classify import classify_error, classify_status
 from gateway.outcome import Outcome, OutcomeKind, status_phrase
-from gateway.policies.classify import classify_error, classify_status
 from gateway.redact import printable
 from gateway.v2.reply import error_text
 
@@ -33,8 +33,11 @@ def test_printable_escapes_controls_and_bidirectional_marks_only() -> None:
 
 
 def test_a_replicas_error_text_is_kept_escaped_on_one_line() -> None:
-    body = ('{"error": "' + HOSTILE.replace("\n", "\\n").replace("\r", "\\r")
-            .replace("\x1b", "\\u001b") + '"}').encode()  # fmt: skip
+    body = (
+        '{"error": "'
+        + HOSTILE.replace("\n", "\\n").replace("\r", "\\r").replace("\x1b", "\\u001b")
+        + '"}'
+    ).encode()
     text = error_text(body)
     assert "\n" not in text and "\x1b" not in text and "10.9.8.7" in text
     assert error_text(b"not json\r\nX-Forged: 1") == "not json\\r\\nX-Forged: 1"
@@ -66,6 +69,7 @@ def test_an_error_without_a_status_is_told_by_its_kind() -> None:
     assert outcome.summary() == "replica r1: could not connect"
     assert outcome.detail.endswith("connection refused\\n")
     assert {Outcome(kind, "r", 0.0).summary() for kind in OutcomeKind} >= {
-        "replica r: no reply in time", "replica r: invalid reply",
-    }  # fmt: skip
+        "replica r: no reply in time",
+        "replica r: invalid reply",
+    }
     assert status_phrase(200) == "not an error"

@@ -2,7 +2,7 @@
 
 The largest allowed body, sent back to back, leaves ``/v2/health/live`` and other clients'
 p99 within twice their unloaded p99 (or a small floor: a 2-core machine running a gateway,
-replicas, a parse worker and these clients is never quiet) and the gateway's memory returns
+replicas, a parse process and these clients is never quiet) and the gateway's memory returns
 to its baseline; the issue's 60 MB body is refused at once; trickling clients are cut off;
 a 55 MB head is refused; microsecond deadlines do not burn the SLO's budget; bad parameters
 and non-finite inputs get a precise 400 (the vote route answered 500, NaN inputs a 200).
@@ -286,17 +286,22 @@ def test_bad_parameters_and_non_finite_inputs_are_a_precise_400(
 ) -> None:
     replicas = start_replicas(2)
     config = pool_config(replicas[:1])
-    config["pools"]["second"] = {**config["pools"]["primary"], "replicas": [
-        {"id": "s0", "url": replicas[1].url}
-    ]}  # fmt: skip
+    config["pools"]["second"] = {
+        **config["pools"]["primary"],
+        "replicas": [{"id": "s0", "url": replicas[1].url}],
+    }
     config["models"]["digits-vote"] = {"vote": {"pools": ["primary", "second"], "quorum": 2}}
     gateway = start_gw(config)
 
     def post(model: str, doc: dict[str, Any], raw: bytes = b"") -> httpx.Response:
         head = orjson.dumps(doc)
         headers = {"inference-header-content-length": str(len(head))} if raw else {}
-        return httpx.post(f"{gateway.url}/v2/models/{model}/infer", content=head + raw,
-                          headers=headers, trust_env=False)  # fmt: skip
+        return httpx.post(
+            f"{gateway.url}/v2/models/{model}/infer",
+            content=head + raw,
+            headers=headers,
+            trust_env=False,
+        )
 
     request = orjson.loads(small_body())
     assert post("digits-vote", request).status_code == 200
@@ -306,8 +311,12 @@ def test_bad_parameters_and_non_finite_inputs_are_a_precise_400(
 
     values = np.full((1, 64), 0.5, dtype=np.float32)
     values[0, 9] = np.nan
-    tensor = {"name": "input", "shape": [1, 64], "datatype": "FP32",
-              "parameters": {"binary_data_size": values.nbytes}}  # fmt: skip
+    tensor = {
+        "name": "input",
+        "shape": [1, 64],
+        "datatype": "FP32",
+        "parameters": {"binary_data_size": values.nbytes},
+    }
     nan = post("digits", {"inputs": [tensor]}, values.tobytes())
     assert nan.status_code == 400, nan.text  # was a 200 with null probabilities
     assert "binary FP32 data holds NaN or infinity" in nan.json()["error"]

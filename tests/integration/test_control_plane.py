@@ -57,9 +57,14 @@ async def test_admin_routes_need_the_key_and_the_data_plane_does_not(
         assert (await http.get("/admin/state", headers=scrape)).status_code == 401
         assert (await http.post("/admin/reload", headers=scrape, json={})).status_code == 401
         open_paths = (
-            "/v2/health/live", "/v2/health/ready", "/v2", "/v2/models/digits",
-            "/v2/models/digits/ready", "/v2/models/digits/config", "/v2/models/stats",
-        )  # fmt: skip
+            "/v2/health/live",
+            "/v2/health/ready",
+            "/v2",
+            "/v2/models/digits",
+            "/v2/models/digits/ready",
+            "/v2/models/digits/config",
+            "/v2/models/stats",
+        )
         for path in open_paths:
             assert (await http.get(path)).status_code == 200, path
         assert (await http.post("/v2/repository/index")).status_code == 200
@@ -85,13 +90,30 @@ async def test_a_simple_cross_site_reload_is_415_and_a_foreign_host_421(
 @pytest.mark.parametrize("command", ["serve", "up"])
 def test_protected_mode_refuses_a_wildcard_bind_without_a_key(tmp_path: Path, command: str) -> None:
     config = tmp_path / "gateway.yaml"
-    config.write_text(yaml.safe_dump({
-        "pools": {"p": {"model": "m", "replicas": [{"id": "a", "url": "http://127.0.0.1:9"}]}},
-        "models": {"d": {"pool": "p"}},
-    }))  # fmt: skip
-    argv = [sys.executable, "-m", "gateway.cli", command, "--config", str(config),
-            "--host", "0.0.0.0", "--port", str(free_port()),
-            "--grpc-port", str(free_port())]  # fmt: skip
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "pools": {
+                    "p": {"model": "m", "replicas": [{"id": "a", "url": "http://127.0.0.1:9"}]}
+                },
+                "models": {"d": {"pool": "p"}},
+            }
+        )
+    )
+    argv = [
+        sys.executable,
+        "-m",
+        "gateway.cli",
+        command,
+        "--config",
+        str(config),
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(free_port()),
+        "--grpc-port",
+        str(free_port()),
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
     assert done.returncode == 2, done.stderr
     assert "protected mode" in done.stderr and "server.admin.key_env" in done.stderr

@@ -45,8 +45,13 @@ def answer(records: ChangingResolver, replicas: dict[str, ReplicaProcess]) -> No
 
 def discovered_config(replica: ReplicaProcess, dns_port: int) -> dict[str, Any]:
     """One pool of ``replica``'s model whose members come from ``NAME``'s SRV records."""
-    discovery = {"dns": NAME, "record": "SRV", "nameserver": f"127.0.0.1:{dns_port}",
-                 "interval_s": 0.5, "timeout_s": 1.0}  # fmt: skip
+    discovery = {
+        "dns": NAME,
+        "record": "SRV",
+        "nameserver": f"127.0.0.1:{dns_port}",
+        "interval_s": 0.5,
+        "timeout_s": 1.0,
+    }
     pool = {"model": replica.model_name, "version": replica.model_version, "discovery": discovery}
     return {"pools": {"primary": pool}, "models": {"digits": {"pool": "primary"}}}
 
@@ -121,8 +126,9 @@ async def test_replicas_follow_dns_under_load_without_a_failed_request(
                 assert set(load.served_by()) == {id_a}
 
                 answer(records, {"a": a, "b": b})
-                await wait_until_async(lambda: load.served_by()[id_b] >= 20, 30,
-                                       message="B to serve")  # fmt: skip
+                await wait_until_async(
+                    lambda: load.served_by()[id_b] >= 20, 30, message="B to serve"
+                )
 
                 answer(records, {"b": b})
                 in_flight_on_a = 0
@@ -146,14 +152,17 @@ async def test_replicas_follow_dns_under_load_without_a_failed_request(
             finally:
                 load.stop()
                 await asyncio.wait_for(running, 30)
-        logged = re.search(rf"replica {re.escape(id_a)} draining \((\d+) in flight\)",
-                           gateway.log_text())  # fmt: skip
+        logged = re.search(
+            rf"replica {re.escape(id_a)} draining \((\d+) in flight\)", gateway.log_text()
+        )
         in_flight_on_a = max(in_flight_on_a, int(logged.group(1)) if logged else 0)
     failed = [d for d in load.done if d[1] != 200]
     total = len(load.done) + len(load.errors)
-    print(f"discovery under load: {total} requests, {len(failed) + len(load.errors)} failed, "
-          f"served by {dict(load.served_by())}, A had up to {in_flight_on_a} in flight "
-          f"when drained")  # fmt: skip
+    print(
+        f"discovery under load: {total} requests, {len(failed) + len(load.errors)} failed, "
+        f"served by {dict(load.served_by())}, A had up to {in_flight_on_a} in flight "
+        f"when drained"
+    )
     assert not failed and not load.errors, (failed[:5], load.errors[:5])
     assert load.served_by(left_at)[id_a] == 0  # nothing sent after A had left reached it
     assert in_flight_on_a >= 1  # A was drained with attempts in flight, and they all succeeded
@@ -177,10 +186,12 @@ async def test_a_reload_keeps_the_discovered_replicas_serving(
                 reply = await client.post(f"{gateway.url}/admin/reload", json={})
                 statuses.append(reply.status_code)
 
-        traffic = await drive(gateway.url, requests=300, concurrency=8,
-                              events={50: reload, 100: reload})  # fmt: skip
-    print(f"reload with discovered replicas: {len(traffic.answers)} answers, "
-          f"{traffic.failed} failed")  # fmt: skip
+        traffic = await drive(
+            gateway.url, requests=300, concurrency=8, events={50: reload, 100: reload}
+        )
+    print(
+        f"reload with discovered replicas: {len(traffic.answers)} answers, {traffic.failed} failed"
+    )
     assert statuses == [200, 200]
     assert traffic.failed == 0 and len(traffic.answers) == 300
 
@@ -198,9 +209,12 @@ async def test_a_hostile_answer_makes_only_usable_members_up_to_the_cap(
     with dns_server() as (records, dns_port):
         srv = [f"{NAME}. 1 IN SRV 0 0 {port} a.digits.test."]
         records.set("a.digits.test", "A", [f"a.digits.test. 1 IN A {host}"])
-        for label, address, target_port in (("zero", host, 0), ("any", "0.0.0.0", 9000),
-                                             ("multi", "239.1.2.3", 9000),
-                                             ("bcast", "255.255.255.255", 9000)):  # fmt: skip
+        for label, address, target_port in (
+            ("zero", host, 0),
+            ("any", "0.0.0.0", 9000),
+            ("multi", "239.1.2.3", 9000),
+            ("bcast", "255.255.255.255", 9000),
+        ):
             srv.append(f"{NAME}. 1 IN SRV 0 0 {target_port} {label}.digits.test.")
             records.set(f"{label}.digits.test", "A", [f"{label}.digits.test. 1 IN A {address}"])
         for i in range(40):  # a lower priority: never preferred to the real replica
@@ -213,8 +227,9 @@ async def test_a_hostile_answer_makes_only_usable_members_up_to_the_cap(
         gateway = start_gw(config)
         async with httpx.AsyncClient(base_url=gateway.url, trust_env=False, timeout=10) as http:
             answered = records.queries
-            await wait_until_async(lambda: records.queries >= answered + 6, 30,
-                                   message="three more refreshes")  # fmt: skip
+            await wait_until_async(
+                lambda: records.queries >= answered + 6, 30, message="three more refreshes"
+            )
             traffic = await drive(gateway.url, requests=50, concurrency=4)
             pool = (await http.get("/admin/state")).json()["pools"][0]
             scraped = (await http.get("/metrics")).text

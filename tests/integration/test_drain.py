@@ -82,8 +82,10 @@ async def test_sigterm_drains_then_exits_0(
     code = await asyncio.to_thread(gateway.wait, EXIT_TIMEOUT_S)
     assert code == 0, gateway.log_text()
     assert refused_s >= 2.0 and served >= 3
-    print(f"ready 503 after {turned_s * 1000:.0f} ms; {served} served while draining; "
-          f"connections refused after {refused_s:.2f} s; exit 0")  # fmt: skip
+    print(
+        f"ready 503 after {turned_s * 1000:.0f} ms; {served} served while draining; "
+        f"connections refused after {refused_s:.2f} s; exit 0"
+    )
 
 
 async def test_sighup_reloads_and_a_refused_reload_changes_nothing(
@@ -234,8 +236,10 @@ async def test_rolling_restart_behind_nginx_loses_no_request(
             gateway.cleanup()
     total = sum(outcomes.values())
     failed = total - outcomes["200"]
-    print(f"rolling restart of 2 gateways behind nginx: {total} requests in {elapsed:.1f} s, "
-          f"{failed} failed {dict(outcomes)}; exit codes {exits}")  # fmt: skip
+    print(
+        f"rolling restart of 2 gateways behind nginx: {total} requests in {elapsed:.1f} s, "
+        f"{failed} failed {dict(outcomes)}; exit codes {exits}"
+    )
     assert exits == [0, 0]
     assert failed == 0, outcomes
     assert total > 100

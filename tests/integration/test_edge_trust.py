@@ -45,8 +45,15 @@ class Setup:
 
 def _rogue(mode: str) -> ReplicaProcess:
     port = free_port()
-    argv = [sys.executable, "-m", "tests.support.rogue_replica", "--port", str(port),
-            "--mode", mode]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "tests.support.rogue_replica",
+        "--port",
+        str(port),
+        "--mode",
+        mode,
+    ]
     proc = ReplicaProcess(argv, host="127.0.0.1", port=port, name="digits-mlp", version="1")
     wait_until(lambda: proc.ready() or not proc.alive(), 20, message=proc.log_text)
     assert proc.alive(), proc.log_text()
@@ -69,14 +76,19 @@ def setup(models_dir: Path) -> Iterator[Setup]:
             }
 
         config = {
-            "pools": {"primary": pool("r0", honest), "hostile": pool("rogue", started[1]),
-                      "hostile5": pool("rogue5", started[2])},
-            "models": {"digits": {"pool": "primary"},
-                       "hostile": {"pool": "hostile", "required": False},
-                       "hostile5": {"pool": "hostile5", "required": False}},
+            "pools": {
+                "primary": pool("r0", honest),
+                "hostile": pool("rogue", started[1]),
+                "hostile5": pool("rogue5", started[2]),
+            },
+            "models": {
+                "digits": {"pool": "primary"},
+                "hostile": {"pool": "hostile", "required": False},
+                "hostile5": {"pool": "hostile5", "required": False},
+            },
             "server": {"admin": {"operators": {"alice": {"key_env": "ALICE_KEY"}}}},
             "log": {"json_lines": False},
-        }  # fmt: skip
+        }
         gateway = start_gateway(config, env={"ALICE_KEY": ALICE}, grpc=True)
         try:
             yield Setup(gateway, honest)
@@ -102,8 +114,12 @@ def replica_state(gateway: GatewayProcess, replica_id: str) -> dict[str, Any]:
 
 
 def rest(gateway: GatewayProcess, model: str, request: dict[str, Any]) -> httpx.Response:
-    return httpx.post(f"{gateway.url}/v2/models/{model}/infer", content=orjson.dumps(request),
-                      trust_env=False, timeout=10)  # fmt: skip
+    return httpx.post(
+        f"{gateway.url}/v2/models/{model}/infer",
+        content=orjson.dumps(request),
+        trust_env=False,
+        timeout=10,
+    )
 
 
 def tensor(name: str = "input", rows: int = 1) -> dict[str, Any]:
@@ -113,13 +129,17 @@ def tensor(name: str = "input", rows: int = 1) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("request_", "message"),
     [
-        ({"inputs": [{**tensor(), "shape": [0, 64], "data": []}]},
-         "input 'input': shape [0, 64] has no rows; send at least one"),
+        (
+            {"inputs": [{**tensor(), "shape": [0, 64], "data": []}]},
+            "input 'input': shape [0, 64] has no rows; send at least one",
+        ),
         ({"inputs": [tensor(), tensor()]}, "inputs[1].name: input 'input' is named more than once"),
-        ({"inputs": [tensor()], "outputs": [{"name": "label"}, {"name": "label"}]},
-         "outputs[1].name: output 'label' is named more than once"),
+        (
+            {"inputs": [tensor()], "outputs": [{"name": "label"}, {"name": "label"}]},
+            "outputs[1].name: output 'label' is named more than once",
+        ),
     ],
-)  # fmt: skip
+)
 def test_rest_refuses_what_every_server_refuses_before_a_replica_sees_it(
     setup: Setup, request_: dict[str, Any], message: str
 ) -> None:
@@ -146,10 +166,12 @@ def _grpc_request(rows: int = 1, inputs: int = 1, outputs: tuple[str, ...] = ())
     [
         (_grpc_request(rows=0), "input 'input': shape [0, 64] has no rows"),
         (_grpc_request(inputs=2), "inputs[1].name: input 'input' is named more than once"),
-        (_grpc_request(outputs=("label", "label")),
-         "outputs[1].name: output 'label' is named more than once"),
+        (
+            _grpc_request(outputs=("label", "label")),
+            "outputs[1].name: output 'label' is named more than once",
+        ),
     ],
-)  # fmt: skip
+)
 def test_the_grpc_door_refuses_them_with_invalid_argument_and_logs_no_error(
     setup: Setup, request_: Any, message: str
 ) -> None:
@@ -200,8 +222,13 @@ def test_a_replicas_error_text_reaches_clients_only_as_a_fixed_summary(
 def test_a_pause_reason_is_shown_to_clients_as_paused_only(setup: Setup) -> None:
     gateway = setup.gateway
     reason = {"reason": "maintenance of node 10.9.8.7"}
-    paused = httpx.post(f"{gateway.url}/admin/pools/hostile/pause", json=reason, headers=AS_ALICE,
-                        trust_env=False, timeout=5)  # fmt: skip
+    paused = httpx.post(
+        f"{gateway.url}/admin/pools/hostile/pause",
+        json=reason,
+        headers=AS_ALICE,
+        trust_env=False,
+        timeout=5,
+    )
     assert paused.status_code == 200, paused.text
     try:
         answer = rest(gateway, "hostile", {"inputs": [tensor()]})
@@ -211,21 +238,35 @@ def test_a_pause_reason_is_shown_to_clients_as_paused_only(setup: Setup) -> None
         assert pool["paused"] == "paused by alice: maintenance of node 10.9.8.7"
         assert httpx.get(f"{gateway.url}/admin/state", trust_env=False).status_code == 401
     finally:
-        resumed = httpx.post(f"{gateway.url}/admin/pools/hostile/resume", json={},
-                             headers=AS_ALICE, trust_env=False, timeout=5)  # fmt: skip
+        resumed = httpx.post(
+            f"{gateway.url}/admin/pools/hostile/resume",
+            json={},
+            headers=AS_ALICE,
+            trust_env=False,
+            timeout=5,
+        )
         assert resumed.status_code == 200
 
 
 def test_a_reload_is_audited_with_the_operators_name(setup: Setup) -> None:
     gateway = setup.gateway
-    answer = httpx.post(f"{gateway.url}/admin/reload", json={"reason": "rotate keys"},
-                        headers=AS_ALICE, trust_env=False, timeout=30)  # fmt: skip
+    answer = httpx.post(
+        f"{gateway.url}/admin/reload",
+        json={"reason": "rotate keys"},
+        headers=AS_ALICE,
+        trust_env=False,
+        timeout=30,
+    )
     assert answer.status_code == 200, answer.text
-    wait_until(lambda: "audit: config reload by alice: rotate keys (applied)" in
-               gateway.log_text(), 10, message=gateway.log_text)  # fmt: skip
+    wait_until(
+        lambda: "audit: config reload by alice: rotate keys (applied)" in gateway.log_text(),
+        10,
+        message=gateway.log_text,
+    )
     history = httpx.get(f"{gateway.url}/admin/history", headers=AS_ALICE, trust_env=False).json()
     audited = [e for e in history["events"] if e["kind"] == "manual" and e["subject"] == "config"]
     assert audited, history["events"]
     assert (audited[0]["by"], audited[0]["detail"]) == (
-        "alice", "reload by alice: rotate keys (applied)",
-    )  # fmt: skip
+        "alice",
+        "reload by alice: rotate keys (applied)",
+    )

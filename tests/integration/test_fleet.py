@@ -49,15 +49,26 @@ def test_two_gateways_on_one_redis_see_each_other(
     gateways = {}
     for name in ("gw-a", "gw-b"):
         config = pool_config(replicas)
-        config["state"] = {"backend": "redis", "redis_url": redis.url, "instance": name,
-                           "namespace": "fleet", "sync_interval_s": 0.2}  # fmt: skip
+        config["state"] = {
+            "backend": "redis",
+            "redis_url": redis.url,
+            "instance": name,
+            "namespace": "fleet",
+            "sync_interval_s": 0.2,
+        }
         gateways[name] = start_gw(config)
     a, b = gateways["gw-a"], gateways["gw-b"]
     started = time.monotonic()
-    wait_until(lambda: both_alive(a.url), SEEN_WITHIN_S,
-               message=lambda: f"A to list both gateways: {fleet(a.url)}")  # fmt: skip
-    wait_until(lambda: both_alive(b.url), SEEN_WITHIN_S,
-               message=lambda: f"B to list both gateways: {fleet(b.url)}")  # fmt: skip
+    wait_until(
+        lambda: both_alive(a.url),
+        SEEN_WITHIN_S,
+        message=lambda: f"A to list both gateways: {fleet(a.url)}",
+    )
+    wait_until(
+        lambda: both_alive(b.url),
+        SEEN_WITHIN_S,
+        message=lambda: f"B to list both gateways: {fleet(b.url)}",
+    )
     print(f"both gateways listed each other after {time.monotonic() - started:.1f} s")
     doc = fleet(a.url)
     assert doc["shared"] and "'fleet'" in doc["scope"]

@@ -58,24 +58,43 @@ def fleet(models_dir: Path) -> Iterator[Fleet]:
     started: list[ReplicaProcess | GatewayProcess] = []
     try:
         model = models_dir / "digits-mlp.onnx"
-        replicas = [start_replica(model, name="digits-mlp", enable_faults=True)
-                    for _ in range(3)]  # fmt: skip
+        replicas = [start_replica(model, name="digits-mlp", enable_faults=True) for _ in range(3)]
         started += replicas
         inject_faults(replicas[2].url, corrupt_rate=1.0)  # the candidate answers wrong
 
         def config(instance: str) -> dict[str, Any]:
             listed = [{"id": rid, "url": r.url} for rid, r in zip(NOW_IDS, replicas, strict=False)]
             return {
-                "pools": {"now": {"model": "digits-mlp", "replicas": listed,
-                                  "outlier": {"max_ejection_s": 2}},
-                          "next": {"model": "digits-mlp",
-                                   "replicas": [{"id": "next-0", "url": replicas[2].url}]}},
-                "models": {"digits": {"pool": "now", "rollout": {
-                    "candidate": "next", "mode": "canary", "auto_start": False,
-                    "steps": [10, 50, 100]}}},
-                "state": {"backend": "redis", "redis_url": server.url, "namespace": NS,
-                          "sync_interval_s": SYNC_S, "instance": instance},
-            }  # fmt: skip
+                "pools": {
+                    "now": {
+                        "model": "digits-mlp",
+                        "replicas": listed,
+                        "outlier": {"max_ejection_s": 2},
+                    },
+                    "next": {
+                        "model": "digits-mlp",
+                        "replicas": [{"id": "next-0", "url": replicas[2].url}],
+                    },
+                },
+                "models": {
+                    "digits": {
+                        "pool": "now",
+                        "rollout": {
+                            "candidate": "next",
+                            "mode": "canary",
+                            "auto_start": False,
+                            "steps": [10, 50, 100],
+                        },
+                    }
+                },
+                "state": {
+                    "backend": "redis",
+                    "redis_url": server.url,
+                    "namespace": NS,
+                    "sync_interval_s": SYNC_S,
+                    "instance": instance,
+                },
+            }
 
         a = start_gateway(config("gw-a"))
         started.append(a)
@@ -83,10 +102,16 @@ def fleet(models_dir: Path) -> Iterator[Fleet]:
         started.append(b)
         store = redis.Redis.from_url(server.url, decode_responses=True)
         fleet = Fleet(store, a, b, replicas[0])
-        wait_until(lambda: store.hget(key("dec"), "rollout:digits") is not None, SEEN_S,
-                   message="the declared rollout's progress in the store")  # fmt: skip
-        wait_until(lambda: all(phase(g) == "waiting" for g in fleet.gateways), SEEN_S,
-                   message="both gateways to know the rollout is waiting")  # fmt: skip
+        wait_until(
+            lambda: store.hget(key("dec"), "rollout:digits") is not None,
+            SEEN_S,
+            message="the declared rollout's progress in the store",
+        )
+        wait_until(
+            lambda: all(phase(g) == "waiting" for g in fleet.gateways),
+            SEEN_S,
+            message="both gateways to know the rollout is waiting",
+        )
         yield fleet
         store.close()
     finally:
@@ -119,8 +144,11 @@ def answers_are_right(gateway: GatewayProcess, count: int = 6) -> None:
     """Every answer 200 and from the model's own pool (the candidate answers wrong)."""
     with httpx.Client(base_url=gateway.url, trust_env=False, timeout=10) as client:
         for body in request_bodies(count):
-            answer = client.post("/v2/models/digits/infer", content=body,
-                                 headers={"content-type": "application/json"})  # fmt: skip
+            answer = client.post(
+                "/v2/models/digits/infer",
+                content=body,
+                headers={"content-type": "application/json"},
+            )
             assert answer.status_code == 200, answer.text[:300]
             assert answer.headers["x-served-by"].startswith("now-"), answer.headers
 
@@ -133,8 +161,12 @@ def out_of_service(gateway: GatewayProcess) -> int:
 
 
 def operator(gateway: GatewayProcess, action: str, rid: str) -> dict[str, Any]:
-    answer = httpx.post(f"{gateway.url}/admin/replicas/{rid}/{action}", json={"reason": "t"},
-                        trust_env=False, timeout=10)  # fmt: skip
+    answer = httpx.post(
+        f"{gateway.url}/admin/replicas/{rid}/{action}",
+        json={"reason": "t"},
+        trust_env=False,
+        timeout=10,
+    )
     assert answer.status_code == 200, answer.text[:300]
     assert answer.json()["shared"] is True
     return dict(answer.json())
@@ -203,35 +235,53 @@ class Forgery:
 FORGERIES = {
     "decision-version-1e25": Forgery(
         lambda s: s.hset(key("dec"), "replica:now-1", decision("replica:now-1", "drain", 1e25)),
-        "decision", (("dec", "replica:now-1"),)),
-    "progress-promoted": Forgery(
-        forged_progress(action="promoted", doc={"step": 2}), "progress"),
+        "decision",
+        (("dec", "replica:now-1"),),
+    ),
+    "progress-promoted": Forgery(forged_progress(action="promoted", doc={"step": 2}), "progress"),
     "progress-promoted-same-step": Forgery(forged_progress(action="promoted"), "progress"),
     "progress-step-minus-100": Forgery(forged_progress(doc={"step": -100}), "progress"),
     "counter-not-an-integer": Forgery(counters, "counter", (("cnt", "forged"),)),
     "seq-not-a-number": Forgery(lambda s: s.set(key("seq"), "NaN-seq"), "seq"),
     "dec-of-the-wrong-type": Forgery(wrong_type_dec, "key"),
     "signals-eject-all-for-228-years": Forgery(
-        signals_until(lambda: time.time() + 228 * YEAR), "signal",
-        tuple(("sig", r) for r in NOW_IDS)),
+        signals_until(lambda: time.time() + 228 * YEAR),
+        "signal",
+        tuple(("sig", r) for r in NOW_IDS),
+    ),
     "signals-eject-all-for-a-year": Forgery(
-        signals_until(lambda: time.time() + YEAR), "capped",
-        tuple(("sig", r) for r in NOW_IDS), at_most_out=1),
+        signals_until(lambda: time.time() + YEAR),
+        "capped",
+        tuple(("sig", r) for r in NOW_IDS),
+        at_most_out=1,
+    ),
     "drain-every-replica": Forgery(
-        lambda s: [s.hset(key("dec"), f"replica:{r}", decision(f"replica:{r}", "drain", 10**6))
-                   for r in NOW_IDS], "capped",
-        tuple(("dec", f"replica:{r}") for r in NOW_IDS), at_most_out=1),
+        lambda s: [
+            s.hset(key("dec"), f"replica:{r}", decision(f"replica:{r}", "drain", 10**6))
+            for r in NOW_IDS
+        ],
+        "capped",
+        tuple(("dec", f"replica:{r}") for r in NOW_IDS),
+        at_most_out=1,
+    ),
     "decision-reason-20MB": Forgery(
-        lambda s: s.hset(key("dec"), "replica:now-1",
-                         decision("replica:now-1", "drain", 10**6, "x" * 20_000_000)),
-        "oversized", (("dec", "replica:now-1"),)),
+        lambda s: s.hset(
+            key("dec"), "replica:now-1", decision("replica:now-1", "drain", 10**6, "x" * 20_000_000)
+        ),
+        "oversized",
+        (("dec", "replica:now-1"),),
+    ),
     "heartbeat-of-a-dead-instance": Forgery(
-        heartbeat("gw-dead", time.time() + YEAR, {"now-0": "serving"}), "heartbeat",
-        (("hb", "gw-dead"),)),
+        heartbeat("gw-dead", time.time() + YEAR, {"now-0": "serving"}),
+        "heartbeat",
+        (("hb", "gw-dead"),),
+    ),
     "ghost-with-50k-verdicts": Forgery(
         heartbeat("gw-ghost", time.time(), {f"ghost-{i}": "serving" for i in range(50_000)}),
-        "oversized", (("hb", "gw-ghost"),)),
-}  # fmt: skip
+        "oversized",
+        (("hb", "gw-ghost"),),
+    ),
+}
 
 
 @pytest.mark.parametrize("name", list(FORGERIES))
@@ -242,9 +292,14 @@ def test_a_forged_value_in_redis_is_dropped_and_the_fleet_goes_on(fleet: Fleet, 
     forged_at = time.time()
     forgery.write(fleet.redis)
     try:
-        wait_until(lambda: any(rejected(g, forgery.kind) > counted[g.url] for g in fleet.gateways),
-                   SEEN_S, message=lambda: f"a gateway to drop the forged {forgery.kind}: "
-                   f"{[sync_state(g) for g in fleet.gateways]}")  # fmt: skip
+        wait_until(
+            lambda: any(rejected(g, forgery.kind) > counted[g.url] for g in fleet.gateways),
+            SEEN_S,
+            message=lambda: (
+                f"a gateway to drop the forged {forgery.kind}: "
+                f"{[sync_state(g) for g in fleet.gateways]}"
+            ),
+        )
         for gateway in fleet.gateways:
             serves_as_before(gateway, forgery, forged_at)
         shares_as_before(fleet, failures)
@@ -256,8 +311,11 @@ def test_a_forged_value_in_redis_is_dropped_and_the_fleet_goes_on(fleet: Fleet, 
 
 def serves_as_before(gateway: GatewayProcess, forgery: Forgery, forged_at: float) -> None:
     """No 500 on any page, no ghost listed, nothing promoted, right answers, caps kept."""
-    wait_until(lambda: (sync_state(gateway)["last_ok"] or 0) > forged_at, SEEN_S,
-               message="a sync tick that succeeds after the forgery")  # fmt: skip
+    wait_until(
+        lambda: (sync_state(gateway)["last_ok"] or 0) > forged_at,
+        SEEN_S,
+        message="a sync tick that succeeds after the forgery",
+    )
     for path in ("/admin/state", "/admin/rollouts", "/admin/controls", "/metrics"):
         httpx.get(gateway.url + path, trust_env=False, timeout=10).raise_for_status()
     fleet_doc = httpx.get(gateway.url + "/admin/fleet", trust_env=False, timeout=10)
@@ -274,16 +332,22 @@ def shares_as_before(fleet: Fleet, failures: dict[str, int]) -> None:
     and no tick failed on it (a busy machine may time one out)."""
     operator(fleet.a, "drain", "now-1")
     try:
-        wait_until(lambda: "replica:now-1" in get(fleet.b, "/admin/controls")["decisions"],
-                   SEEN_S, message="B to learn of A's drain")  # fmt: skip
+        wait_until(
+            lambda: "replica:now-1" in get(fleet.b, "/admin/controls")["decisions"],
+            SEEN_S,
+            message="B to learn of A's drain",
+        )
     finally:
         operator(fleet.a, "restore", "now-1")
     for gateway in fleet.gateways:
         state = sync_state(gateway)
         failed = state["failures"] > failures[gateway.url]
         assert not failed or "TimeoutError" in str(state["last_error"]), state["last_error"]
-        wait_until(lambda: sync_state(gateway)["degraded"] is False, SEEN_S,  # noqa: B023
-                   message="the sync to be up")  # fmt: skip
+        wait_until(
+            lambda: sync_state(gateway)["degraded"] is False,  # noqa: B023 (this iteration's)
+            SEEN_S,
+            message="the sync to be up",
+        )
 
 
 def stays_gone(fleet: Fleet, forgery: Forgery) -> None:
@@ -293,12 +357,18 @@ def stays_gone(fleet: Fleet, forgery: Forgery) -> None:
     for hash_name, field in forgery.hash_fields:
         again = store.hget(key(hash_name), field)
         assert again is None or "gw-x" not in again, (hash_name, field, again[:200])
-    wait_until(lambda: '"gw-x"' not in (store.hget(key("dec"), "rollout:digits") or ""),
-               SEEN_S, message="the leader's progress written over a forged one")  # fmt: skip
+    wait_until(
+        lambda: '"gw-x"' not in (store.hget(key("dec"), "rollout:digits") or ""),
+        SEEN_S,
+        message="the leader's progress written over a forged one",
+    )
     assert store.type(key("dec")) == "hash"
     for gateway in fleet.gateways:
-        wait_until(lambda: out_of_service(gateway) == 0, SEEN_S,  # noqa: B023
-                   message="every replica back in service")  # fmt: skip
+        wait_until(
+            lambda: out_of_service(gateway) == 0,  # noqa: B023 (this iteration's)
+            SEEN_S,
+            message="every replica back in service",
+        )
 
 
 def test_a_decisions_file_with_a_version_of_1e25_does_not_break_operator_actions(
@@ -307,10 +377,11 @@ def test_a_decisions_file_with_a_version_of_1e25_does_not_break_operator_actions
     replica = fleet.replica
     path = tmp_path / "decisions.jsonl"
     path.write_text(decision("replica:r0", "drain", 1e25) + "\n")
-    config = {"pools": {"p": {"model": "digits-mlp",
-                              "replicas": [{"id": "r0", "url": replica.url}]}},
-              "models": {"digits": {"pool": "p"}},
-              "state": {"decisions_file": str(path)}}  # fmt: skip
+    config = {
+        "pools": {"p": {"model": "digits-mlp", "replicas": [{"id": "r0", "url": replica.url}]}},
+        "models": {"digits": {"pool": "p"}},
+        "state": {"decisions_file": str(path)},
+    }
     gateway = start_gateway(config)
     try:
         assert sync_state(gateway)["rejected"] == {"decisions_file/decision": 1}
@@ -330,8 +401,12 @@ def test_a_decisions_file_with_a_version_of_1e25_does_not_break_operator_actions
 
 
 def operator_local(gateway: GatewayProcess, action: str) -> dict[str, Any]:
-    answer = httpx.post(f"{gateway.url}/admin/replicas/r0/{action}", json={"reason": "t"},
-                        trust_env=False, timeout=10)  # fmt: skip
+    answer = httpx.post(
+        f"{gateway.url}/admin/replicas/r0/{action}",
+        json={"reason": "t"},
+        trust_env=False,
+        timeout=10,
+    )
     assert answer.status_code == 200, answer.text[:300]
     assert answer.headers["content-type"].startswith("application/json")
     return dict(answer.json())
@@ -340,8 +415,11 @@ def operator_local(gateway: GatewayProcess, action: str) -> dict[str, Any]:
 def answers_are_right_anywhere(gateway: GatewayProcess) -> None:
     with httpx.Client(base_url=gateway.url, trust_env=False, timeout=10) as client:
         for body in request_bodies(4):
-            answer = client.post("/v2/models/digits/infer", content=body,
-                                 headers={"content-type": "application/json"})  # fmt: skip
+            answer = client.post(
+                "/v2/models/digits/infer",
+                content=body,
+                headers={"content-type": "application/json"},
+            )
             assert answer.status_code == 200, answer.text[:300]
 
 

@@ -35,8 +35,9 @@ BODY_LIMIT = 2 * 1024 * 1024
 ROWS = load_split()[1][:3].astype(np.float32)  # real digits: the vote's models agree on them
 
 
-def _config(mlp: ReplicaProcess, svm: ReplicaProcess, forest: ReplicaProcess,
-            slow: ReplicaProcess) -> dict[str, Any]:  # fmt: skip
+def _config(
+    mlp: ReplicaProcess, svm: ReplicaProcess, forest: ReplicaProcess, slow: ReplicaProcess
+) -> dict[str, Any]:
     def pool(model: str, replica: str, rid: str) -> dict[str, Any]:
         return {"model": model, "replicas": [{"id": rid, "url": replica}]}
 
@@ -73,8 +74,9 @@ def gateway(models_dir: Path) -> Iterator[GatewayProcess]:
             started.append(start_replica(onnx, name=model, enable_faults=True))
         mlp, svm, forest, slow = started
         inject_faults(slow.url, latency_ms=3000)
-        proc = start_gateway(_config(mlp, svm, forest, slow), grpc=True,
-                             env={"GW_TEST_GLOBEX_KEY": GLOBEX})  # fmt: skip
+        proc = start_gateway(
+            _config(mlp, svm, forest, slow), grpc=True, env={"GW_TEST_GLOBEX_KEY": GLOBEX}
+        )
         try:
             yield proc
         finally:
@@ -118,10 +120,17 @@ def infer_request(model: str, rows: np.ndarray) -> service_pb2.ModelInferRequest
 
 
 def rest_labels(gateway: GatewayProcess, model: str, rows: np.ndarray) -> list[int]:
-    body = {"inputs": [{"name": "input", "shape": list(rows.shape), "datatype": "FP32",
-                        "data": rows.tolist()}]}  # fmt: skip
-    answer = httpx.post(f"{gateway.url}/v2/models/{model}/infer", content=orjson.dumps(body),
-                        trust_env=False, timeout=10)  # fmt: skip
+    body = {
+        "inputs": [
+            {"name": "input", "shape": list(rows.shape), "datatype": "FP32", "data": rows.tolist()}
+        ]
+    }
+    answer = httpx.post(
+        f"{gateway.url}/v2/models/{model}/infer",
+        content=orjson.dumps(body),
+        trust_env=False,
+        timeout=10,
+    )
     assert answer.status_code == 200, answer.text
     label = next(o for o in answer.json()["outputs"] if o["name"] == "label")
     return [int(v) for v in label["data"]]
@@ -155,7 +164,7 @@ def test_health_metadata_and_the_triton_extensions(
 
 
 def test_the_log_stays_json_lines_while_grpc_serves(gateway: GatewayProcess) -> None:
-    """gRPC's fork handlers would write a glog line at each fork (the parse worker's at start)."""
+    """gRPC's fork handlers would write a glog line at each fork (the parse process's at start)."""
     lines = [line for line in gateway.log_text().splitlines() if line.strip()]
     assert lines and all(line.startswith("{") for line in lines), lines
 
@@ -339,8 +348,12 @@ def test_the_grpc_deadline_is_the_requests_deadline(
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
         metrics = httpx.get(f"{gateway.url}/metrics", trust_env=False).text
-        if any(line.startswith("gateway_requests_total{") and 'model="digits-slow"' in line
-               and 'code="504"' in line for line in metrics.splitlines()):  # fmt: skip
+        if any(
+            line.startswith("gateway_requests_total{")
+            and 'model="digits-slow"' in line
+            and 'code="504"' in line
+            for line in metrics.splitlines()
+        ):
             return
         time.sleep(0.05)
     raise AssertionError("no 504 recorded for digits-slow")
@@ -367,8 +380,9 @@ async def test_sigterm_drains_the_grpc_door_too(models_dir: Path) -> None:
             gateway.send_signal(signal.SIGTERM)
             while (await stub.ServerReady(ready)).ready:
                 assert time.monotonic() - signalled < 0.5, "still ready 0.5 s after SIGTERM"
-            in_flight = asyncio.ensure_future(stub.ModelInfer(infer_request("digits", ROWS),
-                                                              timeout=10))  # fmt: skip
+            in_flight = asyncio.ensure_future(
+                stub.ModelInfer(infer_request("digits", ROWS), timeout=10)
+            )
             await asyncio.to_thread(
                 wait_until, lambda: not _accepts(gateway.grpc_port), 5.0, message="gRPC closed"
             )

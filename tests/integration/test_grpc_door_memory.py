@@ -51,13 +51,22 @@ def replica(models_dir: Path) -> Iterator[ReplicaProcess]:
 @pytest.fixture(scope="module")
 def gateway(replica: ReplicaProcess) -> Iterator[GatewayProcess]:
     config = {
-        "pools": {"p": {"model": "digits-mlp", "version": "1",
-                        "replicas": [{"id": "r0", "url": replica.url}]}},
+        "pools": {
+            "p": {
+                "model": "digits-mlp",
+                "version": "1",
+                "replicas": [{"id": "r0", "url": replica.url}],
+            }
+        },
         "models": {"digits": {"pool": "p"}},
-        "server": {"inflight_bytes": BUDGET, "max_body_bytes": MAX_MESSAGE,
-                   "body_timeout_s": BODY_TIMEOUT_S, "inflight_wait_s": 0.5,
-                   "grpc": {"stream_answers": STREAM_ANSWERS}},
-    }  # fmt: skip
+        "server": {
+            "inflight_bytes": BUDGET,
+            "max_body_bytes": MAX_MESSAGE,
+            "body_timeout_s": BODY_TIMEOUT_S,
+            "inflight_wait_s": 0.5,
+            "grpc": {"stream_answers": STREAM_ANSWERS},
+        },
+    }
     proc = start_gateway(config, grpc=True)
     try:
         yield proc
@@ -140,8 +149,10 @@ async def test_messages_sent_all_but_their_last_byte_stay_within_the_budget(
     ended = [e for e in ends if e is not None]
     refused = [e for e in ended if e.code == RESOURCE_EXHAUSTED]
     timed_out = [e for e in ended if e.code == DEADLINE_EXCEEDED]
-    print(f"RSS {base / MIB:.0f} -> peak {peak.most / MIB:.0f} -> {after / MIB:.0f} MiB; "
-          f"{len(refused)} refused, {len(timed_out)} timed out")  # fmt: skip
+    print(
+        f"RSS {base / MIB:.0f} -> peak {peak.most / MIB:.0f} -> {after / MIB:.0f} MiB; "
+        f"{len(refused)} refused, {len(timed_out)} timed out"
+    )
     assert len(refused) >= 16 - BUDGET // MAX_MESSAGE and len(refused) + len(timed_out) == 16
     assert timed_out, "no stream was read at all"
     # refused before their bytes are taken in, long before the body timeout cuts the others
@@ -168,8 +179,10 @@ async def test_a_stream_whose_answers_are_never_read_stops_its_own_requests(
             await asyncio.sleep(0.02)
         taken = sent - c.unsent(sid) // len(message)
     after = await back_to(gateway, base)
-    print(f"RSS {base / MIB:.0f} -> peak {peak.most / MIB:.0f} -> {after / MIB:.0f} MiB; "
-          f"the gateway took {taken} of {sent} requests")  # fmt: skip
+    print(
+        f"RSS {base / MIB:.0f} -> peak {peak.most / MIB:.0f} -> {after / MIB:.0f} MiB; "
+        f"the gateway took {taken} of {sent} requests"
+    )
     # the answers it may hold, those the client's window took before grpc's writes stopped,
     # and what the stream's window lets in besides (without the bound: all it was sent)
     assert taken <= 2 * STREAM_ANSWERS, taken
@@ -203,8 +216,9 @@ async def test_clients_sending_messages_that_max_rows_refuses_stay_within_the_bu
     after = await back_to(gateway, base)
     print(f"RSS {base / MIB:.0f} -> peak {peak.most / MIB:.0f} -> {after / MIB:.0f} MiB; {codes}")
     assert codes.get("INVALID_ARGUMENT", 0) >= 8 and set(codes) <= {
-        "INVALID_ARGUMENT", "RESOURCE_EXHAUSTED",
-    }  # fmt: skip
+        "INVALID_ARGUMENT",
+        "RESOURCE_EXHAUSTED",
+    }
     assert peak.most < base + 2 * BUDGET
     assert after <= base * 1.1
 

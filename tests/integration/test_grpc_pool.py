@@ -32,9 +32,10 @@ def grpc_replicas(models_dir: Path) -> Iterator[list[ReplicaProcess]]:
     try:
         for _ in range(3):
             started.append(
-                start_replica(models_dir / "digits-mlp.onnx", name="digits-mlp",
-                              enable_faults=True, grpc=True)
-            )  # fmt: skip
+                start_replica(
+                    models_dir / "digits-mlp.onnx", name="digits-mlp", enable_faults=True, grpc=True
+                )
+            )
         yield started
     finally:
         for proc in started:
@@ -47,8 +48,10 @@ def config(replicas: list[ReplicaProcess], **pool: Any) -> dict[str, Any]:
 
     def members(grpc: bool) -> list[dict[str, str]]:
         prefix = "r" if grpc else "h"  # replica ids are unique across pools
-        return [{"id": f"{prefix}{i}", "url": (r.grpc_url if grpc else r.url) or ""}
-                for i, r in enumerate(replicas)]  # fmt: skip
+        return [
+            {"id": f"{prefix}{i}", "url": (r.grpc_url if grpc else r.url) or ""}
+            for i, r in enumerate(replicas)
+        ]
 
     common = {"model": "digits-mlp", "version": "1", **pool}
     return {
@@ -82,16 +85,18 @@ async def test_a_grpc_pool_answers_as_the_same_replicas_over_rest(
     x = x.reshape(8, 64).astype(np.float32)
     bodies = [
         encode_infer_request({"input": x}, request_id="j1"),
-        encode_infer_request({"input": x}, binary_inputs=True, binary_outputs=True,
-                             request_id="b1"),
+        encode_infer_request(
+            {"input": x}, binary_inputs=True, binary_outputs=True, request_id="b1"
+        ),
         encode_infer_request({"input": x[:1]}, ["label"], request_id="one"),
-    ]  # fmt: skip
+    ]
     async with httpx.AsyncClient(base_url=gateway.url, trust_env=False, timeout=10) as client:
         for sent in bodies:
             answers = []
             for model in ("digits", "digits-rest"):
-                r = await client.post(f"/v2/models/{model}/infer", content=sent.body,
-                                      headers=sent.headers())  # fmt: skip
+                r = await client.post(
+                    f"/v2/models/{model}/infer", content=sent.body, headers=sent.headers()
+                )
                 assert r.status_code == 200, r.text
                 answers.append(decode_infer_response(r.content, r.headers.get(HEADER_LENGTH)))
                 assert (HEADER_LENGTH in r.headers) is (sent.json_length is not None)
@@ -112,8 +117,12 @@ async def test_sigkill_one_of_three_under_16_in_flight_fails_no_request(
 ) -> None:
     gateway = start_gw(config(grpc_replicas))
     victim = grpc_replicas[0]
-    traffic = await drive(gateway.url, requests=600, concurrency=16,
-                          events={150: lambda: os.kill(victim.pid, signal.SIGKILL)})  # fmt: skip
+    traffic = await drive(
+        gateway.url,
+        requests=600,
+        concurrency=16,
+        events={150: lambda: os.kill(victim.pid, signal.SIGKILL)},
+    )
     assert traffic.failed == 0, [a.body for a in traffic.answers if a.status != 200][:3]
     assert len(traffic.answers) == 600
     wait_until(lambda: admin_replica(gateway, "grpc", "r0")["healthy"] is False, 10)
@@ -150,8 +159,10 @@ async def test_sigstop_one_of_three_under_16_in_flight_fails_no_request(
         os.kill(victim.pid, signal.SIGCONT)
     assert traffic.failed == 0, [a.body for a in traffic.answers if a.status != 200][:3]
     assert traffic.max_latency_s < 1.0 + SCHEDULING_SLACK_S  # every answer by its deadline
-    print(f"{pool} SIGSTOP ({'warm' if warm else 'cold'}): max client latency "
-          f"{traffic.max_latency_s * 1000:.0f} ms")  # fmt: skip
+    print(
+        f"{pool} SIGSTOP ({'warm' if warm else 'cold'}): max client latency "
+        f"{traffic.max_latency_s * 1000:.0f} ms"
+    )
 
 
 async def test_internal_errors_of_one_of_three_fail_no_request(

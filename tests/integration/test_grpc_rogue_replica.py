@@ -34,17 +34,23 @@ def gateway(models_dir: Path) -> Iterator[GatewayProcess]:
         name="rogue-grpc",
     )
     try:
-        wait_until(lambda: "listening" in rogue.log_text() or not rogue.alive(), 20,
-                   message=rogue.log_text)  # fmt: skip
+        wait_until(
+            lambda: "listening" in rogue.log_text() or not rogue.alive(), 20, message=rogue.log_text
+        )
         assert rogue.alive(), rogue.log_text()
         config = {
-            "pools": {"primary": {
-                "model": "digits-mlp", "version": "1",
-                "replicas": [{"id": "honest", "url": honest.grpc_url},
-                             {"id": "rogue", "url": f"grpc://127.0.0.1:{port}"}],
-            }},
+            "pools": {
+                "primary": {
+                    "model": "digits-mlp",
+                    "version": "1",
+                    "replicas": [
+                        {"id": "honest", "url": honest.grpc_url},
+                        {"id": "rogue", "url": f"grpc://127.0.0.1:{port}"},
+                    ],
+                }
+            },
             "models": {"digits": {"pool": "primary"}},
-        }  # fmt: skip
+        }
         proc = start_gateway(config, grpc=True)
         try:
             yield proc

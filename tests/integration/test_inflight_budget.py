@@ -1,4 +1,4 @@
-"""The in-flight byte budget on a real gateway: large bodies wait or get 503, memory stays bound.
+"""The in-flight bytes on a real gateway: large bodies wait or get 503, memory stays bound.
 
 Bounded and with generous margins (the timed figures are `loadtests/bench_pressure.py`'s): 16
 clients send 6 MB binary images to a gateway whose ``server.inflight_bytes`` is 16 MiB, for
@@ -65,8 +65,12 @@ def gateway(replica: ReplicaProcess) -> Iterator[GatewayProcess]:
 
 def _batch() -> tuple[bytes, dict[str, str]]:
     images = np.random.default_rng(6).uniform(0, 1, (10, 3, 224, 224)).astype("<f4").tobytes()
-    spec = {"name": "image", "shape": [10, 3, 224, 224], "datatype": "FP32",
-            "parameters": {"binary_data_size": len(images)}}  # fmt: skip
+    spec = {
+        "name": "image",
+        "shape": [10, 3, 224, 224],
+        "datatype": "FP32",
+        "parameters": {"binary_data_size": len(images)},
+    }
     header = orjson.dumps({"inputs": [spec]})
     return header + images, {"inference-header-content-length": str(len(header))}
 
@@ -81,9 +85,13 @@ async def _load(url: str, body: bytes, headers: dict[str, str]) -> tuple[Counter
     async def client() -> None:
         while time.monotonic() < stop:
             reply = await transport.request(
-                endpoint, "POST", "/v2/models/image/infer", body=body, headers=headers,
+                endpoint,
+                "POST",
+                "/v2/models/image/infer",
+                body=body,
+                headers=headers,
                 timeout=30.0,
-            )  # fmt: skip
+            )
             statuses[reply.status] += 1
             if reply.status == 503:
                 retry_after.add(reply.headers.get("retry-after", ""))
@@ -122,9 +130,13 @@ def test_large_bodies_wait_or_get_503_and_memory_stays_bound(
     assert set(statuses) <= {200, 503} and statuses[200] > 0
     assert statuses[503] > 0 and retry_after == {"1"}  # 16 x 6 MB never fit in 16 MiB
     assert peak <= baseline + 8 * BUDGET, (baseline, peak)
-    wait_until(lambda: _rss(gateway.data_pid) <= baseline * 1.25, timeout=10.0,
-               message=lambda: f"RSS back near its baseline {baseline} (peak {peak}): "
-                               f"{_rss(gateway.data_pid)}")  # fmt: skip
+    wait_until(
+        lambda: _rss(gateway.data_pid) <= baseline * 1.25,
+        timeout=10.0,
+        message=lambda: (
+            f"RSS back near its baseline {baseline} (peak {peak}): {_rss(gateway.data_pid)}"
+        ),
+    )
 
 
 # --- clients that declare much and send nothing (a flood from another address) -------------
@@ -147,12 +159,20 @@ def digits(models_dir: Path) -> Iterator[ReplicaProcess]:
 @pytest.fixture(scope="module")
 def flooded(digits: ReplicaProcess) -> Iterator[GatewayProcess]:
     config = {
-        "server": {"inflight_bytes": FLOOD_BUDGET, "max_body_bytes": FLOOD_MAX_BODY,
-                   "inflight_wait_s": 0.5},
-        "pools": {"p": {"model": "digits-mlp", "version": "1",
-                        "replicas": [{"id": "r0", "url": digits.url}]}},
+        "server": {
+            "inflight_bytes": FLOOD_BUDGET,
+            "max_body_bytes": FLOOD_MAX_BODY,
+            "inflight_wait_s": 0.5,
+        },
+        "pools": {
+            "p": {
+                "model": "digits-mlp",
+                "version": "1",
+                "replicas": [{"id": "r0", "url": digits.url}],
+            }
+        },
         "models": {"digits": {"pool": "p"}},
-    }  # fmt: skip
+    }
     proc = start_gateway(config, grpc=True)
     yield proc
     proc.cleanup()
@@ -199,9 +219,13 @@ async def _flood_and_infer(gateway: GatewayProcess) -> tuple[Counter[int], list[
         while time.monotonic() < stop:
             for body, headers in (small, small, small, large):
                 reply = await transport.request(
-                    endpoint, "POST", "/v2/models/digits/infer", body=body, headers=headers,
+                    endpoint,
+                    "POST",
+                    "/v2/models/digits/infer",
+                    body=body,
+                    headers=headers,
                     timeout=10.0,
-                )  # fmt: skip
+                )
                 statuses[reply.status] += 1
         ends = [await h2.wait(sid, 0.1) for sid in calls]
     finally:

@@ -79,8 +79,15 @@ class Setup:
 @pytest.fixture(scope="module")
 def setup() -> Iterator[Setup]:
     port = free_port()
-    argv = [sys.executable, "-m", "tests.support.rogue_replica", "--port", str(port),
-            "--mode", "headers"]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "tests.support.rogue_replica",
+        "--port",
+        str(port),
+        "--mode",
+        "headers",
+    ]
     replica = ReplicaProcess(argv, host="127.0.0.1", port=port, name="digits-mlp", version="1")
     try:
         wait_until(lambda: replica.ready() or not replica.alive(), 20, message=replica.log_text)

@@ -71,8 +71,12 @@ async def test_a_drained_replica_gets_no_new_requests_while_its_in_flight_ones_f
         await inject_faults_async(replicas[0].url, latency_ms=1500)  # r0's answers take 1.5 s
         headers = {"x-request-timeout-ms": "10000"}
         async with httpx.AsyncClient(base_url=gateway.url, trust_env=False, timeout=20) as http:
-            slow = [asyncio.create_task(http.post("/v2/models/digits/infer", content=REQUEST,
-                                                  headers=headers)) for _ in range(6)]  # fmt: skip
+            slow = [
+                asyncio.create_task(
+                    http.post("/v2/models/digits/infer", content=REQUEST, headers=headers)
+                )
+                for _ in range(6)
+            ]
 
             async def r0_busy() -> bool:  # asked on the loop: the slow requests go on meanwhile
                 doc = (await http.get("/admin/state", headers=AS_ALICE)).json()
@@ -83,8 +87,9 @@ async def test_a_drained_replica_gets_no_new_requests_while_its_in_flight_ones_f
             while not await r0_busy():
                 assert loop.time() < deadline, "no request in flight on r0 in 30 s"
                 await asyncio.sleep(0.01)
-            drained = await http.post("/admin/replicas/r0/drain", json={"reason": "test"},
-                                      headers=AS_ALICE)  # fmt: skip
+            drained = await http.post(
+                "/admin/replicas/r0/drain", json={"reason": "test"}, headers=AS_ALICE
+            )
             assert drained.status_code == 200, drained.text
             assert draining(gateway.url) == ["r0"]
             after = await served_by(http, 20)  # while r0's requests are still in flight
@@ -115,14 +120,16 @@ async def test_an_ejected_replica_comes_back_after_its_duration(
         assert ejected.status_code == 200 and ejected.json()["by"] == "anonymous"
         started = time.monotonic()
         assert set(await served_by(http, 10)) == {"r0"}
-        await wait_until_async(lambda: draining(gateway.url) == [], 5,
-                               message="r1 back after its eject")  # fmt: skip
+        await wait_until_async(
+            lambda: draining(gateway.url) == [], 5, message="r1 back after its eject"
+        )
         took = time.monotonic() - started
         print(f"r1 back {took:.2f} s after a 2 s eject")
         assert took >= 1.5  # not before its time (less the time the first answers took)
         history = (await http.get("/admin/history")).json()
-        assert any(e["kind"] == "manual" and e["detail"] == "back in service"
-                   for e in history["events"])  # fmt: skip
+        assert any(
+            e["kind"] == "manual" and e["detail"] == "back in service" for e in history["events"]
+        )
 
 
 async def test_two_gateways_on_one_redis_obey_one_action_and_keep_it_across_a_restart(
@@ -133,8 +140,13 @@ async def test_two_gateways_on_one_redis_obey_one_action_and_keep_it_across_a_re
     def config(name: str) -> dict[str, Any]:
         doc = pool_config(replicas)
         doc["server"] = OPERATORS
-        doc["state"] = {"backend": "redis", "redis_url": redis.url, "sync_interval_s": SYNC_S,
-                        "instance": name, "namespace": "controls"}  # fmt: skip
+        doc["state"] = {
+            "backend": "redis",
+            "redis_url": redis.url,
+            "sync_interval_s": SYNC_S,
+            "instance": name,
+            "namespace": "controls",
+        }
         return doc
 
     env = {"ALICE_KEY": ALICE}
@@ -145,11 +157,16 @@ async def test_two_gateways_on_one_redis_obey_one_action_and_keep_it_across_a_re
         b = start_gateway(config("gw-b"), env=env)
         gateways.append(b)
         async with httpx.AsyncClient(base_url=a.url, trust_env=False, timeout=10) as http:
-            drained = await http.post("/admin/replicas/r1/drain", json={"reason": "fleet"},
-                                      headers=AS_ALICE)  # fmt: skip
+            drained = await http.post(
+                "/admin/replicas/r1/drain", json={"reason": "fleet"}, headers=AS_ALICE
+            )
         assert drained.status_code == 200 and drained.json()["shared"] is True
-        wait_until(lambda: draining(b.url) == ["r1"], 5, interval=0.01,
-                   message="gateway B to obey A's drain")  # fmt: skip
+        wait_until(
+            lambda: draining(b.url) == ["r1"],
+            5,
+            interval=0.01,
+            message="gateway B to obey A's drain",
+        )
         events = await get_json(b.url, "/admin/history")
         [event] = [e for e in events["events"] if e["kind"] == "manual"]
         assert event["by"] == "alice" and "obeyed (decided on gateway gw-a)" in event["detail"]
@@ -188,8 +205,11 @@ async def test_a_lone_gateway_keeps_a_drain_across_a_restart_in_its_decisions_fi
         gateway.cleanup()
         gateway = start_gateway(config)
         assert draining(gateway.url) == ["r0"]
-        wait_until(lambda: state(gateway.url)["pools"][0]["draining"][0]["healthy"] is True, 10,
-                   message="the held replica probed from the start")  # fmt: skip
+        wait_until(
+            lambda: state(gateway.url)["pools"][0]["draining"][0]["healthy"] is True,
+            10,
+            message="the held replica probed from the start",
+        )
         async with httpx.AsyncClient(base_url=gateway.url, trust_env=False, timeout=10) as http:
             assert set(await served_by(http, 10)) == {"r1"}
     finally:

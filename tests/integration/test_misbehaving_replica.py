@@ -41,12 +41,22 @@ def start_rogue() -> Iterator[StartRogue]:
 
     def start(mode: str, model: str) -> ReplicaProcess:
         port = free_port()
-        argv = [sys.executable, "-m", "tests.support.rogue_replica", "--port", str(port),
-                "--mode", mode]  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "tests.support.rogue_replica",
+            "--port",
+            str(port),
+            "--mode",
+            mode,
+        ]
         proc = ReplicaProcess(argv, host="127.0.0.1", port=port, name=model, version="1")
         started.append(proc)
-        wait_until(lambda: proc.ready() or not proc.alive(), 20,
-                   message=lambda: f"rogue replica; log:\n{proc.log_text()}")  # fmt: skip
+        wait_until(
+            lambda: proc.ready() or not proc.alive(),
+            20,
+            message=lambda: f"rogue replica; log:\n{proc.log_text()}",
+        )
         assert proc.alive(), proc.log_text()
         return proc
 
@@ -82,11 +92,18 @@ async def send(
                 request["id"] = same_id or tag
                 request["parameters"] = {"tag": tag}
                 response = await client.post(
-                    f"/v2/models/{model}/infer", content=orjson.dumps(request),
+                    f"/v2/models/{model}/infer",
+                    content=orjson.dumps(request),
                     headers={"x-request-timeout-ms": "3000"},
-                )  # fmt: skip
-                results.append((response.status_code, tag, response.json(),
-                                response.headers.get("x-served-by")))  # fmt: skip
+                )
+                results.append(
+                    (
+                        response.status_code,
+                        tag,
+                        response.json(),
+                        response.headers.get("x-served-by"),
+                    )
+                )
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
     return results
@@ -99,21 +116,32 @@ async def test_clients_only_ever_get_the_honest_replicas_answers(
     (honest,) = start_replicas(1, "digits-mlp")
     rogue = start_rogue(mode, "digits-mlp")
     config = {
-        "pools": {"primary": {
-            "model": "digits-mlp", "version": "1",
-            "replicas": [{"id": "honest", "url": honest.url}, {"id": "rogue", "url": rogue.url}],
-        }},
+        "pools": {
+            "primary": {
+                "model": "digits-mlp",
+                "version": "1",
+                "replicas": [
+                    {"id": "honest", "url": honest.url},
+                    {"id": "rogue", "url": rogue.url},
+                ],
+            }
+        },
         "models": {"digits": {"pool": "primary"}},
         "server": {"max_reply_body_bytes": 1 << 20},  # the honest replies are < 1 KiB
-    }  # fmt: skip
+    }
     gateway = start_gw(config)
     results = await send(gateway.url, "digits", 60)
-    wrong = [(s, rid, body, by) for s, rid, body, by in results
-             if s != 200 or body.get("id") != rid or by != "honest"]  # fmt: skip
+    wrong = [
+        (s, rid, body, by)
+        for s, rid, body, by in results
+        if s != 200 or body.get("id") != rid or by != "honest"
+    ]
     assert not wrong, wrong[:3]
     rogue_state = admin_replica(gateway, "rogue")
-    print(f"{mode}: {len(results) - len(wrong)}/{len(results)} right; the rogue was tried "
-          f"{rogue_state['requests']} times, {rogue_state['failures']} charged")  # fmt: skip
+    print(
+        f"{mode}: {len(results) - len(wrong)}/{len(results)} right; the rogue was tried "
+        f"{rogue_state['requests']} times, {rogue_state['failures']} charged"
+    )
     assert rogue_state["failures"] >= 1, rogue_state
     # charged until out of the pool: a handful of tries at most, not a share of the traffic
     assert rogue_state["requests"] <= 15, rogue_state
@@ -131,10 +159,13 @@ async def test_a_refusing_vote_leg_is_outvoted_not_fatal(
         return {"model": model, "version": "1", "replicas": [{"id": rid, "url": proc.url}]}
 
     config = {
-        "pools": {"mlp": pool("digits-mlp", mlp, "mlp-0"), "svm": pool("digits-svm", svm, "svm-0"),
-                  "forest": pool("digits-forest", rogue, "forest-rogue")},
+        "pools": {
+            "mlp": pool("digits-mlp", mlp, "mlp-0"),
+            "svm": pool("digits-svm", svm, "svm-0"),
+            "forest": pool("digits-forest", rogue, "forest-rogue"),
+        },
         "models": {"digits-vote": {"vote": {"pools": ["mlp", "svm", "forest"], "quorum": 2}}},
-    }  # fmt: skip
+    }
     gateway = start_gw(config)
     results = await send(gateway.url, "digits-vote", 10, concurrency=2)
     assert all(status == 200 and body["id"] == rid for status, rid, body, _ in results), results
@@ -159,13 +190,15 @@ def honest_and_rogue(honest: str, rogue: str) -> dict[str, Any]:
     """One pool of an honest replica and a rogue; every try waits for its answer, so the late
     copy, not a faster retry, settles the try."""
     return {
-        "pools": {"primary": {
-            "model": "digits-mlp", "version": "1",
-            "replicas": [{"id": "honest", "url": honest}, {"id": "rogue", "url": rogue}],
-        }},
-        "models": {"digits": {"pool": "primary",
-                              "retry": {"try_timeout": {"adaptive": False}}}},
-    }  # fmt: skip
+        "pools": {
+            "primary": {
+                "model": "digits-mlp",
+                "version": "1",
+                "replicas": [{"id": "honest", "url": honest}, {"id": "rogue", "url": rogue}],
+            }
+        },
+        "models": {"digits": {"pool": "primary", "retry": {"try_timeout": {"adaptive": False}}}},
+    }
 
 
 @pytest.mark.parametrize("mode", ["late-idless", "late-stale", "idless"])
@@ -178,9 +211,11 @@ async def test_a_late_or_idless_answer_never_reaches_another_client(
     results = await send(gateway.url, "digits", 60)
     wrong = _misdelivered(results)
     rogue_state = admin_replica(gateway, "rogue")
-    print(f"{mode}: {len(wrong)} of {len(results)} answers not the client's own; the rogue "
-          f"was tried {rogue_state['requests']} times, {rogue_state['failures']} charged, "
-          f"last error: {rogue_state.get('last_error')}")  # fmt: skip
+    print(
+        f"{mode}: {len(wrong)} of {len(results)} answers not the client's own; the rogue "
+        f"was tried {rogue_state['requests']} times, {rogue_state['failures']} charged, "
+        f"last error: {rogue_state.get('last_error')}"
+    )
     assert not wrong, wrong[:3]
     assert rogue_state["failures"] >= 1, rogue_state
     assert admin_replica(gateway, "honest")["failures"] == 0
@@ -188,8 +223,9 @@ async def test_a_late_or_idless_answer_never_reaches_another_client(
         sent = rogue.log_text().count("wrong reply")
         assert rogue_state["failures"] == sent, (sent, rogue_state)
         # each connection that fell out of step was closed, not pooled for another request
-        wait_until(lambda: rogue.log_text().count("closed out of step") == sent, 10,
-                   message=rogue.log_text)  # fmt: skip
+        wait_until(
+            lambda: rogue.log_text().count("closed out of step") == sent, 10, message=rogue.log_text
+        )
 
 
 async def test_clients_sending_the_same_id_never_get_each_others_late_answers(
@@ -204,9 +240,11 @@ async def test_clients_sending_the_same_id_never_get_each_others_late_answers(
     results = await send(gateway.url, "digits", 60, same_id="1")
     wrong = _misdelivered(results, same_id="1")
     rogue_state = admin_replica(gateway, "rogue")
-    print(f"same id: {len(wrong)} of {len(results)} answers not the client's own; the rogue "
-          f"sent {rogue.log_text().count('wrong reply')} wrong replies, "
-          f"{rogue_state['failures']} charged")  # fmt: skip
+    print(
+        f"same id: {len(wrong)} of {len(results)} answers not the client's own; the rogue "
+        f"sent {rogue.log_text().count('wrong reply')} wrong replies, "
+        f"{rogue_state['failures']} charged"
+    )
     assert not wrong, wrong[:3]
     assert rogue.log_text().count("wrong reply") >= 1  # the hazard was there
     assert rogue_state["failures"] >= 1, rogue_state
@@ -220,13 +258,16 @@ async def test_a_pool_that_does_not_echo_ids_gets_one_exchange_per_connection(
     each client gets its own id back."""
     rogue = start_rogue("idless", "digits-mlp")
     config = {
-        "pools": {"primary": {
-            "model": "digits-mlp", "version": "1", "echoes_id": False,
-            "replicas": [{"id": "idless", "url": rogue.url}],
-        }},
-        "models": {"digits": {"pool": "primary",
-                              "retry": {"try_timeout": {"adaptive": False}}}},
-    }  # fmt: skip
+        "pools": {
+            "primary": {
+                "model": "digits-mlp",
+                "version": "1",
+                "echoes_id": False,
+                "replicas": [{"id": "idless", "url": rogue.url}],
+            }
+        },
+        "models": {"digits": {"pool": "primary", "retry": {"try_timeout": {"adaptive": False}}}},
+    }
     gateway = start_gw(config)
     results = await send(gateway.url, "digits", 60)
     assert all(by == "idless" for _, _, _, by in results), results[:3]

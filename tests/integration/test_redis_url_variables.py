@@ -41,8 +41,11 @@ def test_the_gateway_reaches_a_redis_with_a_password_from_the_environment(
             state = httpx.get(f"{gateway.url}/admin/state", trust_env=False, timeout=5).json()
             return dict(state["state_store"])
 
-        wait_until(lambda: store()["last_ok"] is not None and not store()["degraded"], 10,
-                   message=lambda: f"a sync with Redis: {store()}")  # fmt: skip
+        wait_until(
+            lambda: store()["last_ok"] is not None and not store()["degraded"],
+            10,
+            message=lambda: f"a sync with Redis: {store()}",
+        )
         shown = httpx.get(f"{gateway.url}/admin/state", trust_env=False, timeout=5).text
         assert PASSWORD not in shown
     finally:

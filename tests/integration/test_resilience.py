@@ -112,8 +112,12 @@ async def test_restarted_replica_rejoins_through_a_bounded_half_open(
     start_replicas: StartReplicas, start_gw: StartGateway
 ) -> None:
     replicas = start_replicas(3)
-    breaker = {"failure_threshold": 3, "reset_timeout_s": 0.5, "success_threshold": 2,
-               "half_open_max_calls": 1}  # fmt: skip
+    breaker = {
+        "failure_threshold": 3,
+        "reset_timeout_s": 0.5,
+        "success_threshold": 2,
+        "half_open_max_calls": 1,
+    }
     health = {"interval_s": 0.3, "healthy_threshold": 3, "unhealthy_threshold": 3}
     gateway = start_gw(pool_config(replicas, pool={"breaker": breaker, "health": health}))
     dead = replicas[0]
@@ -129,8 +133,9 @@ async def test_restarted_replica_rejoins_through_a_bounded_half_open(
     assert tripping.failed == 0
     wait_until(lambda: replica_state(gateway.url, "r0")["healthy"] is False, 10)
 
-    reborn = ReplicaProcess(dead.argv, host=dead.host, port=dead.port, name=dead.model_name,
-                            version=dead.model_version)  # fmt: skip
+    reborn = ReplicaProcess(
+        dead.argv, host=dead.host, port=dead.port, name=dead.model_name, version=dead.model_version
+    )
     try:
         wait_until(reborn.ready, 30, message="restarted replica to be ready")
         wait_until(lambda: replica_state(gateway.url, "r0")["healthy"] is True, 10)

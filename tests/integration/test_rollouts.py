@@ -29,22 +29,32 @@ ALICE = "alice-key-0123456789abcdef"
 AS_ALICE = {"authorization": f"Bearer {ALICE}"}  # ignored where no admin keys are set
 
 
-def rollout_config(current: list[ReplicaProcess], candidate: list[ReplicaProcess],
-                   **rollout: Any) -> dict[str, Any]:  # fmt: skip
+def rollout_config(
+    current: list[ReplicaProcess], candidate: list[ReplicaProcess], **rollout: Any
+) -> dict[str, Any]:
     def pool(replicas: list[ReplicaProcess], prefix: str) -> dict[str, Any]:
         listed = [{"id": f"{prefix}{i}", "url": r.url} for i, r in enumerate(replicas)]
         return {"model": replicas[0].model_name, "replicas": listed}
 
     return {
         "pools": {"now": pool(current, "now-"), "next": pool(candidate, "next-")},
-        "models": {"digits": {"pool": "now", "timeout_ms": 3000,
-                              "rollout": {"candidate": "next", **rollout}}},
-    }  # fmt: skip
+        "models": {
+            "digits": {
+                "pool": "now",
+                "timeout_ms": 3000,
+                "rollout": {"candidate": "next", **rollout},
+            }
+        },
+    }
 
 
 def body(rows: Rows) -> bytes:
-    tensor = {"name": "input", "shape": list(rows.shape), "datatype": "FP32",
-              "data": rows.ravel().tolist()}  # fmt: skip
+    tensor = {
+        "name": "input",
+        "shape": list(rows.shape),
+        "datatype": "FP32",
+        "data": rows.ravel().tolist(),
+    }
     return orjson.dumps({"inputs": [tensor]})
 
 
@@ -62,16 +72,18 @@ def direct_labels(replica: ReplicaProcess, rows: Rows) -> list[int]:
 
 
 def rollouts(gateway: GatewayProcess) -> dict[str, Any]:
-    doc = httpx.get(f"{gateway.url}/admin/rollouts", headers=AS_ALICE, trust_env=False,
-                    timeout=5).json()  # fmt: skip
+    doc = httpx.get(
+        f"{gateway.url}/admin/rollouts", headers=AS_ALICE, trust_env=False, timeout=5
+    ).json()
     return dict(doc["rollouts"]["digits"])
 
 
 Answer = tuple[int, int | None, str]
 
 
-async def drive(url: str, rows: Rows, until: Any, timeout_s: float,
-                concurrency: int = 8) -> list[tuple[int, Answer]]:  # fmt: skip
+async def drive(
+    url: str, rows: Rows, until: Any, timeout_s: float, concurrency: int = 8
+) -> list[tuple[int, Answer]]:
     """Rows in turn (one a request) until ``until()`` holds (checked between requests) or
     ``timeout_s``; every answer as (row index, (status, label, served by))."""
     answers: list[tuple[int, Answer]] = []
@@ -89,8 +101,9 @@ async def drive(url: str, rows: Rows, until: Any, timeout_s: float,
                     "/v2/models/digits/infer", content=body(rows[i : i + 1]), headers=headers
                 )
                 label = labels_of(response.json())[0] if response.status_code == 200 else None
-                answers.append((i, (response.status_code, label,
-                                    response.headers.get("x-served-by", ""))))  # fmt: skip
+                answers.append(
+                    (i, (response.status_code, label, response.headers.get("x-served-by", "")))
+                )
 
         async def watch() -> None:
             nonlocal done
@@ -111,8 +124,12 @@ def test_shadow_of_the_forest_measures_the_agreement_the_models_have_offline(
     mine, theirs = direct_labels(mlp, x_test), direct_labels(forest, x_test)
     offline = float(np.mean(np.array(mine) == np.array(theirs)))
     # bounds wide enough that no copy is shed or times out when the machine stalls a moment
-    wide = {"shadow_rate_per_s": 5000, "shadow_concurrency": 500, "shadow_timeout_ms": 10_000,
-            "shed_loop_lag_ms": 1000}  # fmt: skip
+    wide = {
+        "shadow_rate_per_s": 5000,
+        "shadow_concurrency": 500,
+        "shadow_timeout_ms": 10_000,
+        "shed_loop_lag_ms": 1000,
+    }
     gateway = start_gw(rollout_config([mlp], [forest], mode="shadow", **wide))
     answers = asyncio.run(each_once(gateway.url, x_test))
     served = [by for _, (status, _, by) in answers if status == 200]
@@ -152,8 +169,9 @@ async def each_once(url: str, rows: Rows) -> list[tuple[int, Answer]]:
                     "/v2/models/digits/infer", content=body(rows[i : i + 1])
                 )
                 label = labels_of(response.json())[0] if response.status_code == 200 else None
-                answers.append((i, (response.status_code, label,
-                                    response.headers.get("x-served-by", ""))))  # fmt: skip
+                answers.append(
+                    (i, (response.status_code, label, response.headers.get("x-served-by", "")))
+                )
 
         await asyncio.gather(*(worker() for _ in range(4)))
     return answers
@@ -223,8 +241,7 @@ def test_a_clean_canary_is_promoted_through_every_step_under_load_without_a_fail
     assert all(e["evidence"]["compared"] >= 25 for e in state["trail"][1:])
     assert [status for _, (status, _, _) in answers if status != 200] == []
     after = asyncio.run(each_once(gateway.url, x_test[:200]))  # the promotion answered all
-    assert len(after) == 200 and all(s == 200 and by.startswith("next-")
-                                     for _, (s, _, by) in after)  # fmt: skip
+    assert len(after) == 200 and all(s == 200 and by.startswith("next-") for _, (s, _, by) in after)
 
 
 def timeline(gateway: GatewayProcess) -> list[str]:
@@ -247,45 +264,66 @@ def test_a_rollout_survives_a_reload_and_a_restart_with_redis_and_keeps_its_audi
     current = start_replicas(1, "digits-mlp")
     candidate = start_replicas(1, "digits-mlp")
     _, x_test, _, _ = load_split()
-    config = rollout_config(current, candidate, **{**CANARY, "steps": [10, 50, 100],
-                                                   "min_comparisons": 10})  # fmt: skip
-    config["state"] = {"backend": "redis", "redis_url": redis.url, "sync_interval_s": 0.2,
-                       "namespace": new_namespace()}  # fmt: skip
+    config = rollout_config(
+        current, candidate, **{**CANARY, "steps": [10, 50, 100], "min_comparisons": 10}
+    )
+    config["state"] = {
+        "backend": "redis",
+        "redis_url": redis.url,
+        "sync_interval_s": 0.2,
+        "namespace": new_namespace(),
+    }
     config["server"] = {"admin": {"operators": {"alice": {"key_env": "ALICE_KEY"}}}}
     gateway = start_gateway(config, env={"ALICE_KEY": ALICE})
     try:
         asyncio.run(drive(gateway.url, x_test, lambda: rollouts(gateway)["step"] >= 1, 60))
-        paused = httpx.post(f"{gateway.url}/admin/rollouts/digits/pause", trust_env=False,
-                            json={"reason": "look at step 2"}, headers=AS_ALICE)  # fmt: skip
+        paused = httpx.post(
+            f"{gateway.url}/admin/rollouts/digits/pause",
+            trust_env=False,
+            json={"reason": "look at step 2"},
+            headers=AS_ALICE,
+        )
         assert paused.status_code == 200, paused.text
         before = rollouts(gateway)
         actions = [e.split(" by ")[0] for e in timeline(gateway)]
         assert actions == ["rollout start", "rollout step", "rollout pause"], actions
         assert (before["phase"], before["step"]) == ("paused", 1)
-        reloaded = httpx.post(f"{gateway.url}/admin/reload", trust_env=False, timeout=30,
-                              json={}, headers=AS_ALICE)  # fmt: skip
+        reloaded = httpx.post(
+            f"{gateway.url}/admin/reload", trust_env=False, timeout=30, json={}, headers=AS_ALICE
+        )
         assert reloaded.status_code == 200, reloaded.text
         assert reloaded.json()["carried_over"]["rollouts"] == ["digits"]
         kept = rollouts(gateway)
         assert (kept["phase"], kept["step"], kept["trail"]) == ("paused", 1, before["trail"])
-        again = httpx.post(f"{gateway.url}/admin/rollouts/digits/pause", trust_env=False,
-                           json={}, headers=AS_ALICE)  # fmt: skip
+        again = httpx.post(
+            f"{gateway.url}/admin/rollouts/digits/pause", trust_env=False, json={}, headers=AS_ALICE
+        )
         assert again.status_code == 409  # already paused: nothing to pause twice
     finally:
         gateway.cleanup()
     restarted = start_gateway(config, env={"ALICE_KEY": ALICE})
     try:
-        wait_until(lambda: rollouts(restarted)["phase"] == "paused", 10,
-                   message="the stored progress read back")  # fmt: skip
+        wait_until(
+            lambda: rollouts(restarted)["phase"] == "paused",
+            10,
+            message="the stored progress read back",
+        )
         # the restarted gateway is another instance: it takes the lease and records its lead
-        wait_until(lambda: rollouts(restarted)["trail"][-1]["action"] == "lead", 10,
-                   message="the restarted gateway's lead")  # fmt: skip
+        wait_until(
+            lambda: rollouts(restarted)["trail"][-1]["action"] == "lead",
+            10,
+            message="the restarted gateway's lead",
+        )
         after = rollouts(restarted)
         resumed = (after["phase"], after["step"], after["trail"][:-1])
         assert resumed == ("paused", 1, before["trail"])
         trail = [(e["action"], e["who"]) for e in after["trail"]]
-        assert trail == [("start", "rule:config"), ("step", "rule:evidence"),
-                         ("pause", "alice"), ("lead", "rule:lease")]  # fmt: skip
+        assert trail == [
+            ("start", "rule:config"),
+            ("step", "rule:evidence"),
+            ("pause", "alice"),
+            ("lead", "rule:lease"),
+        ]
         assert all("evidence" in e and "why" in e for e in after["trail"])
         assert after["trail"][1]["evidence"]["compared"] >= 10
         assert not any("rollout start" in e for e in timeline(restarted))  # nothing restarted
@@ -302,10 +340,16 @@ def test_two_gateways_on_one_redis_one_decides_on_the_evidence_of_both(
     namespace = new_namespace()
 
     def config(instance: str) -> dict[str, Any]:
-        doc = rollout_config(current, candidate, **{**CANARY, "steps": [10, 100],
-                                                    "min_comparisons": 15})  # fmt: skip
-        doc["state"] = {"backend": "redis", "redis_url": redis.url, "sync_interval_s": 0.2,
-                        "namespace": namespace, "instance": instance}  # fmt: skip
+        doc = rollout_config(
+            current, candidate, **{**CANARY, "steps": [10, 100], "min_comparisons": 15}
+        )
+        doc["state"] = {
+            "backend": "redis",
+            "redis_url": redis.url,
+            "sync_interval_s": 0.2,
+            "namespace": namespace,
+            "instance": instance,
+        }
         return doc
 
     leader = start_gateway(config("gw-a"))
@@ -313,8 +357,7 @@ def test_two_gateways_on_one_redis_one_decides_on_the_evidence_of_both(
         wait_until(lambda: rollouts(leader)["phase"] == "canary", 10, message="gw-a starts it")
         follower = start_gateway(config("gw-b"))
         try:
-            wait_until(lambda: rollouts(follower)["phase"] == "canary", 10,
-                       message="gw-b follows")  # fmt: skip
+            wait_until(lambda: rollouts(follower)["phase"] == "canary", 10, message="gw-b follows")
             # every request goes to gw-b; gw-a decides on what gw-b counted
 
             def promoted() -> bool:

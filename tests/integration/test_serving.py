@@ -95,8 +95,11 @@ def test_tritonclient_sees_errors_as_exceptions(gateway_url: str) -> None:
 
 def test_httpx_json_infer_and_headers(gateway_url: str) -> None:
     _, x_test, _, _ = load_split()
-    request = {"inputs": [{"name": "input", "shape": [2, 64], "datatype": "FP32",
-                           "data": x_test[:2].tolist()}]}  # fmt: skip
+    request = {
+        "inputs": [
+            {"name": "input", "shape": [2, 64], "datatype": "FP32", "data": x_test[:2].tolist()}
+        ]
+    }
     with httpx.Client(base_url=gateway_url, trust_env=False) as client:
         response = client.post("/v2/models/digits/versions/1/infer", content=orjson.dumps(request))
         assert response.status_code == 200, response.text
@@ -116,21 +119,39 @@ def test_httpx_json_infer_and_headers(gateway_url: str) -> None:
     [
         ("/v2/models/digits/infer", b"{nope", {}, 400, "JSON"),
         ("/v2/models/digits/infer", b'{"inputs": []}', {}, 400, "inputs"),
-        ("/v2/models/digits/infer",
-         b'{"inputs": [{"name": "input", "shape": [1, 63], "datatype": "FP32", "data": [1]}]}',
-         {}, 400, "input"),
-        ("/v2/models/digits/infer",
-         b'{"inputs": [{"name": "input", "shape": [1, 64], "datatype": "INT8", "data": [%s]}]}'
-         % b", ".join([b"1"] * 64), {}, 400, "datatype INT8, the model takes FP32"),
-        ("/v2/models/digits/infer",
-         b'{"inputs": [{"name": "input", "shape": [1, 1], "datatype": "FP32", "data": ["1"]}]}',
-         {}, 400, "input 'input': 'data' element 0 is a string"),
+        (
+            "/v2/models/digits/infer",
+            b'{"inputs": [{"name": "input", "shape": [1, 63], "datatype": "FP32", "data": [1]}]}',
+            {},
+            400,
+            "input",
+        ),
+        (
+            "/v2/models/digits/infer",
+            b'{"inputs": [{"name": "input", "shape": [1, 64], "datatype": "INT8", "data": [%s]}]}'
+            % b", ".join([b"1"] * 64),
+            {},
+            400,
+            "datatype INT8, the model takes FP32",
+        ),
+        (
+            "/v2/models/digits/infer",
+            b'{"inputs": [{"name": "input", "shape": [1, 1], "datatype": "FP32", "data": ["1"]}]}',
+            {},
+            400,
+            "input 'input': 'data' element 0 is a string",
+        ),
         ("/v2/models/nope/infer", b"{}", {}, 404, "nope"),
         ("/v2/models/digits/versions/7/infer", b"{}", {}, 404, "version"),
-        ("/v2/models/digits/infer", b"{}", {"x-request-timeout-ms": "-1"}, 400,
-         "x-request-timeout-ms"),
+        (
+            "/v2/models/digits/infer",
+            b"{}",
+            {"x-request-timeout-ms": "-1"},
+            400,
+            "x-request-timeout-ms",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_input_gets_a_precise_json_4xx(
     gateway_url: str,
     path: str,
@@ -149,8 +170,11 @@ def test_deadline_exceeded_is_504(start_replicas: StartReplicas, start_gw: Start
     gateway = start_gw(pool_config(replicas))
     inject_faults(replicas[0].url, latency_ms=400)
     _, x_test, _, _ = load_split()
-    request = {"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32",
-                           "data": x_test[0].tolist()}]}  # fmt: skip
+    request = {
+        "inputs": [
+            {"name": "input", "shape": [1, 64], "datatype": "FP32", "data": x_test[0].tolist()}
+        ]
+    }
     response = httpx.post(
         f"{gateway.url}/v2/models/digits/infer",
         json=request,
@@ -167,8 +191,11 @@ def test_no_replica_reachable_is_503(start_replicas: StartReplicas, start_gw: St
     gateway = start_gw(pool_config(replicas))
     replicas[0].stop()
     _, x_test, _, _ = load_split()
-    request = {"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32",
-                           "data": x_test[0].tolist()}]}  # fmt: skip
+    request = {
+        "inputs": [
+            {"name": "input", "shape": [1, 64], "datatype": "FP32", "data": x_test[0].tolist()}
+        ]
+    }
     response = httpx.post(f"{gateway.url}/v2/models/digits/infer", json=request, trust_env=False)
     assert response.status_code == 503
     assert "error" in response.json() and "retry-after" in response.headers
@@ -198,8 +225,11 @@ def test_check_config_probe_passes_the_projects_own_replicas(
 
 def test_every_answer_carries_the_request_id_and_the_trace(gateway_url: str) -> None:
     _, x_test, _, _ = load_split()
-    good = {"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32",
-                        "data": x_test[0].tolist()}]}  # fmt: skip
+    good = {
+        "inputs": [
+            {"name": "input", "shape": [1, 64], "datatype": "FP32", "data": x_test[0].tolist()}
+        ]
+    }
     bad = {"inputs": [{"name": "pixels", "shape": [1, 64], "datatype": "FP32", "data": [0] * 64}]}
     with httpx.Client(base_url=gateway_url, trust_env=False, timeout=10) as client:
         answers = [

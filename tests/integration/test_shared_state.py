@@ -59,8 +59,13 @@ def shared_config(
 ) -> dict[str, Any]:
     config = pool_config(replicas, slos=[SLO])
     config["retry_budget"] = {"window_s": 60}  # long enough that no count ages out mid-test
-    config["state"] = {"backend": "redis", "redis_url": redis.url, "sync_interval_s": SYNC_S,
-                       "instance": name, "namespace": namespace}  # fmt: skip
+    config["state"] = {
+        "backend": "redis",
+        "redis_url": redis.url,
+        "sync_interval_s": SYNC_S,
+        "instance": name,
+        "namespace": namespace,
+    }
     return config
 
 
@@ -125,8 +130,11 @@ async def test_redis_killed_under_load_fails_no_request_then_reconciles(
     assert traffic.failed == 0 and len(traffic.answers) == 600
     wait_until(lambda: get(gateway.url, "/admin/state")["state_store"]["degraded"], 10)
     redis.start()
-    wait_until(lambda: not get(gateway.url, "/admin/state")["state_store"]["degraded"], 10,
-               message="the store to recover")  # fmt: skip
+    wait_until(
+        lambda: not get(gateway.url, "/admin/state")["state_store"]["degraded"],
+        10,
+        message="the store to recover",
+    )
     assert (await drive(gateway.url, requests=50, concurrency=4)).failed == 0
 
 
@@ -202,23 +210,29 @@ async def test_three_gateways_on_a_cluster_under_load_one_killed(
     watcher = asyncio.create_task(_watch_r0({n: g.url for n, g in gws.items()}, out_at, stop))
     try:
         traffic = await drive_until(
-            gws["gw-a"].url, lambda _: "gw-a" in out_at, timeout_s=30,
+            gws["gw-a"].url,
+            lambda _: "gw-a" in out_at,
+            timeout_s=30,
             message=lambda: f"gateway A to take r0 out; r0: {r0_state(gws['gw-a'].url)}",
-        )  # fmt: skip
+        )
         await wait_until_async(lambda: len(out_at) == 3, 5, message=lambda: f"seen: {out_at}")
     finally:
         stop.set()
         await watcher
     assert traffic.failed == 0
     lag = {n: (out_at[n] - out_at["gw-a"]) * 1000 for n in ("gw-b", "gw-c")}
-    print(f"\nejection by A seen by B after {lag['gw-b']:.0f} ms, by C after {lag['gw-c']:.0f} ms "
-          f"(sync interval {SYNC_S * 1000:.0f} ms, 10 ms polling)")  # fmt: skip
+    print(
+        f"\nejection by A seen by B after {lag['gw-b']:.0f} ms, by C after {lag['gw-c']:.0f} ms "
+        f"(sync interval {SYNC_S * 1000:.0f} ms, 10 ms polling)"
+    )
     assert max(lag.values()) < 3000  # a few intervals; generous for a busy machine
 
     # 2. load on all three; C is SIGKILLed mid-load: A and B fail nothing, C only in-flight
     ok, failed, in_flight = await _load(gws, seconds=6.0, kill="gw-c", kill_after_s=2.5)
-    print(f"load 6 s, 3 clients per gateway, gw-c SIGKILLed at 2.5 s: ok {dict(ok)}, "
-          f"failed {dict(failed)}, in flight to gw-c at the kill {in_flight}")  # fmt: skip
+    print(
+        f"load 6 s, 3 clients per gateway, gw-c SIGKILLed at 2.5 s: ok {dict(ok)}, "
+        f"failed {dict(failed)}, in flight to gw-c at the kill {in_flight}"
+    )
     assert failed["gw-a"] == failed["gw-b"] == 0
     assert failed["gw-c"] <= in_flight <= 3
     assert ok["gw-a"] > 0 and ok["gw-b"] > 0 and ok["gw-c"] > 0

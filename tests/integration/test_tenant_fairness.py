@@ -57,8 +57,10 @@ async def test_anonymous_traffic_leaves_each_keyed_tenant_its_share(
 ) -> None:
     gateway, replica = setup
     assert {n: (s["quota"], s["reserve"]) for n, s in seats(gateway).items()} == {
-        "acme": (1, 1), "globex": (1, 1), "anonymous": (1, 1),
-    }  # fmt: skip
+        "acme": (1, 1),
+        "globex": (1, 1),
+        "anonymous": (1, 1),
+    }
     await inject_faults_async(replica.url, hang=True)
     async with httpx.AsyncClient(base_url=gateway.url, trust_env=False, timeout=30) as http:
 
@@ -120,8 +122,10 @@ async def test_two_floods_never_refuse_a_third_tenant_under_its_share(
     try:
         await inject_faults_async(replicas[0].url, latency_ms=30)  # the floods overlap
         assert {n: (s["quota"], s["reserve"]) for n, s in seats(gateway).items()} == {
-            "acme": (2, 1), "globex": (2, 1), "anonymous": (2, 1),
-        }  # fmt: skip
+            "acme": (2, 1),
+            "globex": (2, 1),
+            "anonymous": (2, 1),
+        }
         floods: dict[int, int] = {}
         third: list[tuple[int, str]] = []
         loop = asyncio.get_running_loop()
@@ -132,8 +136,9 @@ async def test_two_floods_never_refuse_a_third_tenant_under_its_share(
             return elapsed < 30 and (elapsed < 6 or len(third) < 40)
 
         limits = httpx.Limits(max_connections=32)
-        async with httpx.AsyncClient(base_url=gateway.url, trust_env=False, timeout=30,
-                                     limits=limits) as http:  # fmt: skip
+        async with httpx.AsyncClient(
+            base_url=gateway.url, trust_env=False, timeout=30, limits=limits
+        ) as http:
 
             async def flood(key: str | None) -> None:
                 headers = {"authorization": f"Bearer {key}"} if key else {}

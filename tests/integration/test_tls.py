@@ -46,12 +46,22 @@ def _start_tls_replica(
 ) -> tuple[ManagedProcess, int]:
     port = free_port()
     argv = [
-        sys.executable, "-m", "replicas.cli", "serve",
-        "--model", str(models_dir / "digits-mlp.onnx"), "--name", "digits-mlp",
-        "--port", str(port), "--ssl-certfile", str(certs.server_cert),
-        "--ssl-keyfile", str(certs.server_key),
+        sys.executable,
+        "-m",
+        "replicas.cli",
+        "serve",
+        "--model",
+        str(models_dir / "digits-mlp.onnx"),
+        "--name",
+        "digits-mlp",
+        "--port",
+        str(port),
+        "--ssl-certfile",
+        str(certs.server_cert),
+        "--ssl-keyfile",
+        str(certs.server_key),
         *(["--ssl-ca-certs", str(certs.ca)] if mtls else []),
-    ]  # fmt: skip
+    ]
     proc = ManagedProcess(argv, name="replica-tls")
     context = ssl.create_default_context(cafile=str(certs.ca))
     if mtls:

@@ -54,15 +54,24 @@ def test_gateway_up_restarts_a_killed_replica_and_stops_all_on_sigterm(
     }
     (site / "gateway.yaml").write_text(yaml.safe_dump(config))
     port = free_port()
-    argv = [sys.executable, "-m", "gateway.cli", "up", "--config", "../site/gateway.yaml",
-            "--port", str(port), "--grpc-port", str(free_port())]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "gateway.cli",
+        "up",
+        "--config",
+        "../site/gateway.yaml",
+        "--port",
+        str(port),
+        "--grpc-port",
+        str(free_port()),
+    ]
     env = {"PYTHONPATH": str(REPO)}
     ready = f"http://127.0.0.1:{port}/v2/health/ready"
     with ManagedProcess(argv, env=env, cwd=elsewhere, name="gateway-up") as up:
         wait_until(lambda: http_status(ready) == 200, 60, message=up.log_text)
         base = f"http://127.0.0.1:{port}"
-        wait_until(lambda: f"dashboard  {base}/dashboard" in up.log_text(), 10,
-                   message=up.log_text)  # fmt: skip
+        wait_until(lambda: f"dashboard  {base}/dashboard" in up.log_text(), 10, message=up.log_text)
         assert f"gateway up: 1 local replica(s) ready, serving {base}\n" in up.log_text()
         first = int(STARTED.findall(up.log_text())[0])
         os.kill(first, signal.SIGKILL)
@@ -70,8 +79,11 @@ def test_gateway_up_restarts_a_killed_replica_and_stops_all_on_sigterm(
         second = int(RESTARTED.findall(up.log_text())[0])
         assert "exited with code -9; restarting in 0.5 s" in up.log_text()
         timeline = httpx.get(f"{base}/admin/history", trust_env=False, timeout=5).json()
-        told = [(e["subject"], e["detail"], e["level"])
-                for e in reversed(timeline["events"]) if e["kind"] == "supervisor"]  # fmt: skip
+        told = [
+            (e["subject"], e["detail"], e["level"])
+            for e in reversed(timeline["events"])
+            if e["kind"] == "supervisor"
+        ]
         assert told == [
             ("r0", "exited with code -9; restart 1 in 0.5 s", "bad"),
             ("r0", f"restarted (pid {second}; restart 1)", "warn"),

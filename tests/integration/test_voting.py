@@ -33,9 +33,11 @@ def vote_config(
         return {
             "model": model,
             "replicas": [{"id": f"{prefix}{i}", "url": r.url} for i, r in enumerate(replicas)],
-            "golden": {"file": str(ROOT / "fallback_models" / "digits-golden.json"),
-                       "interval_s": 0.5},
-        }  # fmt: skip
+            "golden": {
+                "file": str(ROOT / "fallback_models" / "digits-golden.json"),
+                "interval_s": 0.5,
+            },
+        }
 
     return {
         "fallback_manifest": str(ROOT / "fallback_models" / "MANIFEST.json"),
@@ -56,8 +58,9 @@ def vote_config(
     }
 
 
-def stack(start_replicas: StartReplicas) -> tuple[list[ReplicaProcess], ReplicaProcess,
-                                                  ReplicaProcess]:  # fmt: skip
+def stack(
+    start_replicas: StartReplicas,
+) -> tuple[list[ReplicaProcess], ReplicaProcess, ReplicaProcess]:
     mlp = start_replicas(3, "digits-mlp")
     (svm,) = start_replicas(1, "digits-svm")
     (forest,) = start_replicas(1, "digits-forest")
@@ -79,8 +82,16 @@ async def classify(
         async def worker() -> None:
             while queue:
                 i = queue.pop(0)
-                body = {"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32",
-                                    "data": rows[i].tolist()}]}  # fmt: skip
+                body = {
+                    "inputs": [
+                        {
+                            "name": "input",
+                            "shape": [1, 64],
+                            "datatype": "FP32",
+                            "data": rows[i].tolist(),
+                        }
+                    ]
+                }
                 response = await client.post(
                     f"/v2/models/{model}/infer", content=orjson.dumps(body), headers=headers
                 )
@@ -124,18 +135,22 @@ async def test_voting_masks_a_replica_corrupting_ten_percent(
     for _ in range(passes):
         faulty += await classify(gateway.url, "digits-vote", x_test)
     expected = [label for _, label, _ in reference] * passes
-    differing = sum(1 for (s, label, _), want in zip(faulty, expected, strict=True)
-                    if s != 200 or label != want)  # fmt: skip
+    differing = sum(
+        1 for (s, label, _), want in zip(faulty, expected, strict=True) if s != 200 or label != want
+    )
     assert differing <= 0.001 * len(faulty), differing
-    accuracy = np.mean([label == y for (_, label, _), y in zip(faulty, list(y_test) * passes,
-                                                              strict=True)])  # fmt: skip
-    reference_accuracy = np.mean([label == y for (_, label, _), y in zip(reference, y_test,
-                                                                        strict=True)])  # fmt: skip
+    accuracy = np.mean(
+        [label == y for (_, label, _), y in zip(faulty, list(y_test) * passes, strict=True)]
+    )
+    reference_accuracy = np.mean(
+        [label == y for (_, label, _), y in zip(reference, y_test, strict=True)]
+    )
     # "no worse", up to the 0.1 % of answers the corruption may change
     assert accuracy >= reference_accuracy - 0.001
     mlp_alone = await classify(gateway.url, "digits", x_test)  # the plain route, no fault here
-    assert accuracy >= np.mean([label == y for (_, label, _), y in zip(mlp_alone, y_test,
-                                                                      strict=True)])  # fmt: skip
+    assert accuracy >= np.mean(
+        [label == y for (_, label, _), y in zip(mlp_alone, y_test, strict=True)]
+    )
     manifest = orjson.loads((ROOT / "models" / "MANIFEST.json").read_bytes())
     best_single = max(entry["accuracy"] for entry in manifest["models"])
     assert accuracy >= best_single - 0.001, (accuracy, best_single)
@@ -150,8 +165,10 @@ async def test_voting_masks_a_replica_corrupting_ten_percent(
     while not quarantined():
         assert loop.time() < deadline, ("mlp-0 not quarantined in 60 s", state(gateway)["suspects"])
         await classify(gateway.url, "digits-vote", x_test)
-    print(f"vote accuracy {accuracy:.4f}, reference {reference_accuracy:.4f}, "
-          f"differing {differing}/{len(faulty)}")  # fmt: skip
+    print(
+        f"vote accuracy {accuracy:.4f}, reference {reference_accuracy:.4f}, "
+        f"differing {differing}/{len(faulty)}"
+    )
 
 
 async def test_golden_probes_quarantine_a_replica_with_corrupted_weights(
@@ -160,8 +177,11 @@ async def test_golden_probes_quarantine_a_replica_with_corrupted_weights(
     mlp, svm, forest = stack(start_replicas)
     gateway = start_gw(vote_config(mlp, svm, forest))
     await inject_faults_async(mlp[1].url, corrupt_rate=1.0)
-    wait_until(lambda: replica(gateway, "mlp-1")["quarantined"], 20,
-               message="golden probes to quarantine mlp-1")  # fmt: skip
+    wait_until(
+        lambda: replica(gateway, "mlp-1")["quarantined"],
+        20,
+        message="golden probes to quarantine mlp-1",
+    )
     assert "golden probe" in replica(gateway, "mlp-1")["quarantine_reason"]
     _, x_test, _, _ = load_split()
     answers = await classify(gateway.url, "digits", x_test[:60])
@@ -184,8 +204,9 @@ async def test_all_primaries_down_the_fallback_answers_then_traffic_returns(
     for model in ("digits", "digits-vote"):
         answers = await classify(gateway.url, model, x_test)
         assert all(status == 200 for status, _, _ in answers)
-        assert all(h["x-served-by"] == "fallback/digits-logreg" and h["x-degraded"]
-                   for _, _, h in answers)  # fmt: skip
+        assert all(
+            h["x-served-by"] == "fallback/digits-logreg" and h["x-degraded"] for _, _, h in answers
+        )
         accuracy = np.mean([label == y for (_, label, _), y in zip(answers, y_test, strict=True)])
         assert accuracy >= 0.95
 
@@ -199,8 +220,13 @@ async def test_all_primaries_down_the_fallback_answers_then_traffic_returns(
             assert asyncio.get_running_loop().time() < until, doc
             await asyncio.sleep(0.05)
         assert (await client.get(f"{gateway.url}/v2/health/ready")).status_code == 200
-    reborn = ReplicaProcess(mlp[0].argv, host=mlp[0].host, port=mlp[0].port,
-                            name=mlp[0].model_name, version=mlp[0].model_version)  # fmt: skip
+    reborn = ReplicaProcess(
+        mlp[0].argv,
+        host=mlp[0].host,
+        port=mlp[0].port,
+        name=mlp[0].model_name,
+        version=mlp[0].model_version,
+    )
     try:
         recovery_s = await first_served_after_ready(gateway, reborn, "mlp-0", x_test[:40])
     finally:
@@ -208,32 +234,45 @@ async def test_all_primaries_down_the_fallback_answers_then_traffic_returns(
     health = HealthCheckConfig()  # the config above leaves health probes at their defaults
     # the gateway's first probe comes within one (jittered) interval of the replica's first
     # ready answer, the next pass after the edge interval, then the breaker gives it a trial
-    probes_s = (health.interval_s + health.healthy_edge_interval_s * (
-        health.healthy_threshold - 1)) * (1 + health.jitter)  # fmt: skip
+    probes_s = (
+        health.interval_s + health.healthy_edge_interval_s * (health.healthy_threshold - 1)
+    ) * (1 + health.jitter)
     one_request_s = 0.5  # one request on a busy 2-core machine, with room to spare
     print(f"recovery: first answer from mlp-0 {recovery_s * 1000:.0f} ms after its first ready")
     assert recovery_s <= probes_s + one_request_s, (recovery_s, replica(gateway, "mlp-0"))
 
 
 async def first_served_after_ready(
-    gateway: GatewayProcess, reborn: ReplicaProcess, replica_id: str, rows: np.ndarray,
+    gateway: GatewayProcess,
+    reborn: ReplicaProcess,
+    replica_id: str,
+    rows: np.ndarray,
     limit_s: float = 30.0,
-) -> float:  # fmt: skip
+) -> float:
     """Seconds from ``reborn``'s first ready answer to the first client answer it serves, with
     steady load on the gateway all along (the fallback answering until then)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + limit_s
     served_at: list[float] = []
     ready_at: list[float] = []
-    bodies = [orjson.dumps({"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32",
-                                        "data": row.tolist()}]}) for row in rows]  # fmt: skip
+    bodies = [
+        orjson.dumps(
+            {
+                "inputs": [
+                    {"name": "input", "shape": [1, 64], "datatype": "FP32", "data": row.tolist()}
+                ]
+            }
+        )
+        for row in rows
+    ]
     headers = {"x-request-timeout-ms": "2000"}
 
     async def load(client: httpx.AsyncClient) -> None:
         i = 0
         while not served_at and loop.time() < deadline:
-            response = await client.post("/v2/models/digits/infer", content=bodies[i % len(bodies)],
-                                         headers=headers)  # fmt: skip
+            response = await client.post(
+                "/v2/models/digits/infer", content=bodies[i % len(bodies)], headers=headers
+            )
             i += 1
             assert response.status_code == 200, response.text
             if response.headers["x-served-by"] == replica_id and not served_at:
@@ -251,8 +290,10 @@ async def first_served_after_ready(
                 pass
             await asyncio.sleep(0.01)
 
-    async with httpx.AsyncClient(base_url=gateway.url, trust_env=False, timeout=10) as client, \
-            httpx.AsyncClient(trust_env=False) as direct:  # fmt: skip
+    async with (
+        httpx.AsyncClient(base_url=gateway.url, trust_env=False, timeout=10) as client,
+        httpx.AsyncClient(trust_env=False) as direct,
+    ):
         await asyncio.gather(watch_ready(direct), *(load(client) for _ in range(4)))
     assert ready_at, f"{replica_id} never answered ready within {limit_s:g} s"
     assert served_at, f"{replica_id} served nothing in {limit_s:g} s: {state(gateway)}"

@@ -19,8 +19,9 @@ def _result(ok: int, other: dict[int, int] | None = None, latency_s: float = 0.0
 
 def test_the_sweep_covers_four_sizes_in_both_encodings() -> None:
     sizes = {(p.label, p.encoding): len(p.body) for p in sweep_payloads()}
-    assert set(sizes) == {(s, e) for s in ("300B", "60KB", "600KB", "6MB")
-                          for e in ("binary", "json")}  # fmt: skip
+    assert set(sizes) == {
+        (s, e) for s in ("300B", "60KB", "600KB", "6MB") for e in ("binary", "json")
+    }
     assert 250 < sizes["300B", "binary"] < 500 and 600_000 < sizes["600KB", "binary"] < 610_000
     assert 1.0e6 < sizes["600KB", "json"] < 1.4e6 and 6.0e6 < sizes["6MB", "binary"] < 6.1e6
     binary = next(p for p in sweep_payloads() if p.encoding == "binary")

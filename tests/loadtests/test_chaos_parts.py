@@ -26,10 +26,20 @@ from loadtests.chaos.stats import Run, Window
 
 def answer(labels: list[int], model: str = "digits") -> bytes:
     n = len(labels)
-    return orjson.dumps({"model_name": model, "outputs": [
-        {"name": "label", "shape": [n], "datatype": "INT64", "data": labels},
-        {"name": "probabilities", "shape": [n, 10], "datatype": "FP32", "data": [0.1] * 10 * n},
-    ]})  # fmt: skip
+    return orjson.dumps(
+        {
+            "model_name": model,
+            "outputs": [
+                {"name": "label", "shape": [n], "datatype": "INT64", "data": labels},
+                {
+                    "name": "probabilities",
+                    "shape": [n, 10],
+                    "datatype": "FP32",
+                    "data": [0.1] * 10 * n,
+                },
+            ],
+        }
+    )
 
 
 class FakeReference(Reference):
@@ -99,8 +109,12 @@ def test_bad_answers(status: int, body: bytes, error: str, detail: str) -> None:
 
 
 def test_nested_label_data_is_accepted() -> None:
-    body = orjson.dumps({"model_name": "m", "outputs": [
-        {"name": "label", "shape": [2], "datatype": "INT64", "data": [[4], [5]]}]})  # fmt: skip
+    body = orjson.dumps(
+        {
+            "model_name": "m",
+            "outputs": [{"name": "label", "shape": [2], "datatype": "INT64", "data": [[4], [5]]}],
+        }
+    )
     assert parse_labels(body, "m", 2) == [4, 5]
 
 
@@ -173,15 +187,29 @@ def test_reports_and_the_suite_table(tmp_path: Path) -> None:
     events = [Event(100 + i / 50, 5.0, "digits", 1, 200) for i in range(500)]
     run = Run.of(events, 1000, 100.0)
     windows = [Window(3.0, 6.0, "kill")]
-    result = Result(scenario, FULL, scenario.objective, smoke=False, status=PASS, run=run,
-                    windows=windows, log=[(3.0, "kill")],
-                    verdict=evaluate(scenario.objective, run, windows))  # fmt: skip
+    result = Result(
+        scenario,
+        FULL,
+        scenario.objective,
+        smoke=False,
+        status=PASS,
+        run=run,
+        windows=windows,
+        log=[(3.0, "kill")],
+        verdict=evaluate(scenario.objective, run, windows),
+    )
     readme = write_scenario(result, tmp_path / scenario.name)
     assert "**PASS**" in readme.read_text()
     assert (tmp_path / scenario.name / "seconds.csv").read_text().count("\n") == 11
     assert (tmp_path / scenario.name / "timeline.png").exists() == plots.available()
-    skipped = Result(SCENARIOS[-1], FULL, SCENARIOS[-1].objective, smoke=False,
-                     status="not run", note="needs redis (check-config: nope)")  # fmt: skip
+    skipped = Result(
+        SCENARIOS[-1],
+        FULL,
+        SCENARIOS[-1].objective,
+        smoke=False,
+        status="not run",
+        note="needs redis (check-config: nope)",
+    )
     write_scenario(skipped, tmp_path / SCENARIOS[-1].name)
     table = write_suite(tmp_path).read_text()
     assert f"| {scenario.name} |" in table and "**PASS**" in table
@@ -192,12 +220,18 @@ def test_reports_and_the_suite_table(tmp_path: Path) -> None:
 def test_gateway_state_summary_names_replicas_out_of_service() -> None:
     state = {
         "state_store": {"backend": "redis", "degraded": True, "last_error": "refused"},
-        "pools": [{"name": "p", "panic": True, "replicas": [
-            {"id": "a", "healthy": True, "breaker": {"state": "closed"}},
-            {"id": "b", "healthy": False, "breaker": {"state": "open"}, "ejected": True},
-            {"id": "c", "quarantined": True, "quarantine_reason": "dissent"},
-        ]}],
-    }  # fmt: skip
+        "pools": [
+            {
+                "name": "p",
+                "panic": True,
+                "replicas": [
+                    {"id": "a", "healthy": True, "breaker": {"state": "closed"}},
+                    {"id": "b", "healthy": False, "breaker": {"state": "open"}, "ejected": True},
+                    {"id": "c", "quarantined": True, "quarantine_reason": "dissent"},
+                ],
+            }
+        ],
+    }
     lines = gwstate.summarize(state)
     assert lines[0].startswith("pool p: panic")
     assert "b: unhealthy, breaker open, ejected (outlier)" in lines

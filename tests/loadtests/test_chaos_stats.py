@@ -13,8 +13,15 @@ from loadtests.chaos.stats import Run, Window, quantile, totals
 T0 = 1_000_000.0
 
 
-def ev(at: float, ms: float = 5.0, *, error: str = "", degraded: bool = False,
-       wrong: bool = False, status: int = 200) -> Event:  # fmt: skip
+def ev(
+    at: float,
+    ms: float = 5.0,
+    *,
+    error: str = "",
+    degraded: bool = False,
+    wrong: bool = False,
+    status: int = 200,
+) -> Event:
     return Event(T0 + at, ms, "digits", 1, status if not error else 503, error, degraded, wrong)
 
 
@@ -32,8 +39,13 @@ def test_quantile_is_nearest_rank() -> None:
 
 
 def test_totals_count_degraded_and_wrong_only_among_valid_answers() -> None:
-    events = [ev(0), ev(0, degraded=True), ev(0, wrong=True),
-              ev(0, error="status", degraded=True, wrong=True), ev(0, ms=1500)]  # fmt: skip
+    events = [
+        ev(0),
+        ev(0, degraded=True),
+        ev(0, wrong=True),
+        ev(0, error="status", degraded=True, wrong=True),
+        ev(0, ms=1500),
+    ]
     t = totals(events, seconds=2.0, deadline_ms=1000)
     assert (t.sent, t.failed, t.late, t.degraded, t.wrong) == (5, 1, 1, 1, 1)
     assert t.answered == 4
@@ -132,8 +144,9 @@ def test_degraded_bounds_during_the_fault_and_at_the_end() -> None:
 
 
 def test_p99_bound_during_the_fault() -> None:
-    events = [ev(s + i / 100, ms=50.0 if 3 <= s < 6 else 5.0) for s in range(10)
-              for i in range(100)]  # fmt: skip
+    events = [
+        ev(s + i / 100, ms=50.0 if 3 <= s < 6 else 5.0) for s in range(10) for i in range(100)
+    ]
     run = Run.of(events, 1000, T0)
     assert evaluate(Objective(max_p99_during_ms=60), run, [Window(3, 6)]).passed
     assert not evaluate(Objective(max_p99_during_ms=40), run, [Window(3, 6)]).passed

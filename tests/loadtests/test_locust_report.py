@@ -66,14 +66,37 @@ def test_locust_ends_with_the_answers_and_the_gateways_retries(
     flaky_stack: GatewayProcess,
 ) -> None:
     argv = [
-        sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "-u", "4",
-        "-r", "40", "-t", f"{RUN_S}s", "--host", flaky_stack.url, "--only-summary",
-        "--stop-timeout", "2", "--rate", "20", "--no-reference", "DigitsUser",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        str(LOCUSTFILE),
+        "--headless",
+        "-u",
+        "4",
+        "-r",
+        "40",
+        "-t",
+        f"{RUN_S}s",
+        "--host",
+        flaky_stack.url,
+        "--only-summary",
+        "--stop-timeout",
+        "2",
+        "--rate",
+        "20",
+        "--no-reference",
+        "DigitsUser",
+    ]
     done = subprocess.run(
-        argv, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        timeout=TIMEOUT_S, check=False,
-    )  # fmt: skip
+        argv,
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
     output = done.stdout  # as a terminal shows it: Locust logs its tables to stderr
     assert "Response time percentiles" in output, output
     tail = output[output.rindex("Response time percentiles") :]

@@ -30,7 +30,8 @@ def test_the_table_puts_each_target_beside_nginx_and_the_floor() -> None:
     def row(target: str, cpu: float | None) -> Row:
         return Row(target, 16, LoadResult(1.0, [0.001], [0.0], [200]), cpu)
 
-    table = render([row("direct", None), row("gateway", 300.0), row("nginx", 100.0),
-                    row("floor", 150.0)])  # fmt: skip
+    table = render(
+        [row("direct", None), row("gateway", 300.0), row("nginx", 100.0), row("floor", 150.0)]
+    )
     gateway = next(line for line in table.splitlines() if line.startswith("| gateway"))
     assert gateway.endswith("| 3.0× | 2.0× |")

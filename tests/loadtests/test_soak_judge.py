@@ -12,9 +12,17 @@ from loadtests import soak
 def _record(path: Path, rss: list[int], *, seconds: float = 900.0) -> Path:
     step = seconds / (len(rss) - 1)
     samples = [[i * step, i * 1_000, value] for i, value in enumerate(rss)]
-    record = {"door": "grpc", "model": "digits", "concurrency": 16, "seconds": seconds,
-              "warmup_s": 300.0, "requests": samples[-1][1], "failed": 0, "errors": {},
-              "samples": samples}  # fmt: skip
+    record = {
+        "door": "grpc",
+        "model": "digits",
+        "concurrency": 16,
+        "seconds": seconds,
+        "warmup_s": 300.0,
+        "requests": samples[-1][1],
+        "failed": 0,
+        "errors": {},
+        "samples": samples,
+    }
     path.write_text(json.dumps(record))
     return path
 

@@ -25,8 +25,16 @@ ROW = [0.0, 1.0, 5.0, 16.0] * 16
 
 
 def _tensor(data: Any, datatype: str = "FP32", shape: list[int] | None = None) -> dict[str, Any]:
-    return {"inputs": [{"name": "input", "datatype": datatype,
-                        "shape": [1, 64] if shape is None else shape, "data": data}]}  # fmt: skip
+    return {
+        "inputs": [
+            {
+                "name": "input",
+                "datatype": datatype,
+                "shape": [1, 64] if shape is None else shape,
+                "data": data,
+            }
+        ]
+    }
 
 
 BAD = {  # kind -> (body, what the 400 names)
@@ -69,8 +77,11 @@ def test_bad_inputs_are_clean_4xx_and_charge_mlserver_nothing(gateway: GatewayPr
     wrong: dict[str, str] = {}
     for kind, (body, named) in BAD.items():
         reply = _post(gateway, body)
-        error = reply.json().get("error", "") if reply.headers["content-type"].startswith(
-            "application/json") else reply.text  # fmt: skip
+        error = (
+            reply.json().get("error", "")
+            if reply.headers["content-type"].startswith("application/json")
+            else reply.text
+        )
         if not (reply.status_code == 400 and error.startswith("input 'input'") and named in error):
             wrong[kind] = f"{reply.status_code} {error}"
         assert "x-served-by" not in reply.headers, kind  # no replica saw it

@@ -33,18 +33,25 @@ MODES = {  # input as binary, outputs as binary
 @pytest.fixture(scope="module")
 def gateway(mlserver: PeerProcess, kserve: PeerProcess) -> Iterator[GatewayProcess]:
     pools = {  # no binary_tensors: learned from each server's metadata
-        "mlserver": {"model": "digits", "version": "1",
-                     "replicas": [{"id": "mlserver-0", "url": mlserver.url}]},
+        "mlserver": {
+            "model": "digits",
+            "version": "1",
+            "replicas": [{"id": "mlserver-0", "url": mlserver.url}],
+        },
         "kserve": {"model": "digits", "replicas": [{"id": "kserve-0", "url": kserve.url}]},
-    }  # fmt: skip
+    }
     proc = start_gateway({"pools": pools, "models": {n: {"pool": n} for n in pools}})
     yield proc
     proc.cleanup()
 
 
 def _direct(proc: PeerProcess, rows: Rows, name: str) -> list[int]:
-    tensor = {"name": name, "shape": list(rows.x.shape), "datatype": "FP32",
-              "data": rows.x.ravel().tolist()}  # fmt: skip
+    tensor = {
+        "name": name,
+        "shape": list(rows.x.shape),
+        "datatype": "FP32",
+        "data": rows.x.ravel().tolist(),
+    }
     reply = httpx.post(f"{proc.url}/v2/models/digits/infer", json={"inputs": [tensor]}, timeout=10)
     assert reply.status_code == 200, reply.text
     labels: list[int] = np.ravel(reply.json()["outputs"][0]["data"]).tolist()

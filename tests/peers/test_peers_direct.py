@@ -163,12 +163,14 @@ def test_binary_tensors(peer: PeerProcess, digits_rows: Rows) -> None:
         {
             "inputs": [
                 {
-                    "name": "input", "shape": list(digits_rows.x.shape), "datatype": "FP32",
+                    "name": "input",
+                    "shape": list(digits_rows.x.shape),
+                    "datatype": "FP32",
                     "parameters": {"binary_data_size": digits_rows.x.nbytes},
                 }
             ]
         }
-    )  # fmt: skip
+    )
     with httpx.Client(base_url=peer.url, timeout=10) as client:
         binary_in = {}
         for content_type in expected.binary_input_status:

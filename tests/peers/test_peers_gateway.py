@@ -219,9 +219,15 @@ def test_the_fallback_answers_in_a_peers_vocabulary(
     """A model whose clients speak KServe's names (input-0, predict) keeps answering, degraded,
     from the fallback (input, label) while its pool is down."""
     body = {
-        "inputs": [{"name": "input-0", "shape": list(digits_rows.x.shape), "datatype": "FP32",
-                    "data": digits_rows.x.ravel().tolist()}]
-    }  # fmt: skip
+        "inputs": [
+            {
+                "name": "input-0",
+                "shape": list(digits_rows.x.shape),
+                "datatype": "FP32",
+                "data": digits_rows.x.ravel().tolist(),
+            }
+        ]
+    }
     reply = httpx.post(f"{gateway.url}/v2/models/kserve-named/infer", json=body, timeout=10)
     assert reply.status_code == 200, reply.text
     assert reply.headers["x-degraded"] in ("exhausted", "no_replica")  # refused, or ejected

@@ -99,17 +99,27 @@ def test_tritonclient_grpc_reaches_mlserver_directly(
 @pytest.mark.parametrize("name", ["mlserver", "kserve"])
 @pytest.mark.parametrize("binary", [False, True])
 def test_a_grpc_pool_answers_what_the_peer_answers_directly(
-    peers: dict[str, PeerProcess], gateway: GatewayProcess, digits_rows: Rows, name: str,
+    peers: dict[str, PeerProcess],
+    gateway: GatewayProcess,
+    digits_rows: Rows,
+    name: str,
     binary: bool,
-) -> None:  # fmt: skip
+) -> None:
     proc = peers[name]
     x = digits_rows.x.astype(np.float32)
     sent = encode_infer_request(
-        {INPUT[name]: x}, [OUTPUT], binary_inputs=binary, binary_outputs=binary,
+        {INPUT[name]: x},
+        [OUTPUT],
+        binary_inputs=binary,
+        binary_outputs=binary,
         request_id="through-gateway",
-    )  # fmt: skip
-    r = httpx.post(f"{gateway.url}/v2/models/{name}/infer", content=sent.body,
-                   headers=sent.headers(), timeout=30)  # fmt: skip
+    )
+    r = httpx.post(
+        f"{gateway.url}/v2/models/{name}/infer",
+        content=sent.body,
+        headers=sent.headers(),
+        timeout=30,
+    )
     assert r.status_code == 200, (r.text, gateway.log_text()[-3000:])
     assert r.headers["x-served-by"] == f"{name}-grpc"
     through = decode_infer_response(r.content, r.headers.get(HEADER_LENGTH))
@@ -118,8 +128,12 @@ def test_a_grpc_pool_answers_what_the_peer_answers_directly(
     assert through.outputs[OUTPUT].dtype == expected.dtype
     assert np.array_equal(through.outputs[OUTPUT], expected)
     plain = encode_infer_request({INPUT[name]: x}, [OUTPUT])
-    rest = httpx.post(f"{proc.url}/v2/models/digits/infer", content=plain.body,
-                      headers=plain.headers(), timeout=30)  # fmt: skip
+    rest = httpx.post(
+        f"{proc.url}/v2/models/digits/infer",
+        content=plain.body,
+        headers=plain.headers(),
+        timeout=30,
+    )
     assert np.array_equal(decode_infer_response(rest.content).outputs[OUTPUT], expected)
 
 

@@ -61,8 +61,9 @@ def _infer(url: str, model: str, name: str, x: np.ndarray[Any, Any], binary: boo
 CASES = [("ours", True), ("ours", False), ("kserve", True), ("mlserver", False)]
 
 
-@pytest.mark.parametrize(("name", "binary"), CASES, ids=[f"{n}-{'binary' if b else 'json'}"
-                                                         for n, b in CASES])  # fmt: skip
+@pytest.mark.parametrize(
+    ("name", "binary"), CASES, ids=[f"{n}-{'binary' if b else 'json'}" for n, b in CASES]
+)
 def test_602_kb_inputs_answer_as_the_server_does(
     request: pytest.FixtureRequest, gateway: GatewayProcess, name: str, binary: bool
 ) -> None:

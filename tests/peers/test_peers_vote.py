@@ -61,23 +61,27 @@ def gateway(
             "ours": _replica_pool(ours[0], "ours-a"),
             "ours-again": _replica_pool(ours[1], "ours-b"),
             "mlserver": {
-                "model": "digits", "version": "1", "binary_tensors": False,
+                "model": "digits",
+                "version": "1",
+                "binary_tensors": False,
                 "replicas": [{"id": "mlserver-0", "url": mlserver.url}],
                 "tensors": {"outputs": SCORES},
             },
             "kserve": {
-                "model": "digits", "replicas": [{"id": "kserve-0", "url": kserve.url}],
+                "model": "digits",
+                "replicas": [{"id": "kserve-0", "url": kserve.url}],
                 "tensors": {"inputs": {"input": "input-0"}, "outputs": SCORES},
             },
         },
         "models": {
             "vote": {"vote": {"pools": three, **wait}},
-            "vote-scores": {"vote": {"pools": three, **wait,
-                                     "outputs": ["label", "probabilities"]}},
+            "vote-scores": {
+                "vote": {"pools": three, **wait, "outputs": ["label", "probabilities"]}
+            },
             # the issue's vote: two of ours would answer scores, MLServer only its labels
             "vote-issue": {"vote": {"pools": ["ours", "ours-again", "mlserver"], **wait}},
         },
-    }  # fmt: skip
+    }
     proc = start_gateway(config)
     yield proc
     proc.cleanup()
@@ -104,10 +108,11 @@ def agreeing(ours: list[ReplicaProcess], mlserver: PeerProcess, kserve: PeerProc
     x: Floats = load_split()[1][:CANDIDATES].astype(np.float32)
     answers = [
         _direct(ours[0].url, "/v2/models/digits", x, "input", ["label", "probabilities"]),
-        _direct(mlserver.url, "/v2/models/digits/versions/1", x, "input",
-                ["predict", "predict_proba"]),
+        _direct(
+            mlserver.url, "/v2/models/digits/versions/1", x, "input", ["predict", "predict_proba"]
+        ),
         _direct(kserve.url, "/v2/models/digits", x, "input-0", ["predict", "predict_proba"]),
-    ]  # fmt: skip
+    ]
     labels = np.stack([a[0].ravel() for a in answers])
     scores = np.stack([a[1] for a in answers]).astype(np.float64)
     median = np.median(scores, axis=0)

@@ -47,9 +47,12 @@ def clock() -> Clock:
 @pytest.fixture
 async def replica(model_path: Path, clock: Clock) -> AsyncIterator[httpx.AsyncClient]:
     app = ReplicaApp(
-        model_path, name="digits", faults=FaultInjector(random.Random(0)),
-        fault_key=FaultKey(FAULT_KEY), accelerator=Accelerator("no GPU here", clock),
-    )  # fmt: skip
+        model_path,
+        name="digits",
+        faults=FaultInjector(random.Random(0)),
+        fault_key=FaultKey(FAULT_KEY),
+        accelerator=Accelerator("no GPU here", clock),
+    )
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://r") as client:
         yield client
@@ -134,8 +137,12 @@ async def test_a_scrape_can_ask_for_the_accelerator_series_only(
     await _inject(replica, {"accelerator": {"temperature_c": 50, "power_w": 100}})
     query = "&".join(f"name[]={n}" for n in NAMES)
     seen = samples((await replica.get(f"/metrics?{query}")).text)
-    assert set(seen) == {"DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE",
-                         "DCGM_FI_DEV_SLOWDOWN_TEMP", "DCGM_FI_DEV_SHUTDOWN_TEMP"}  # fmt: skip
+    assert set(seen) == {
+        "DCGM_FI_DEV_GPU_TEMP",
+        "DCGM_FI_DEV_POWER_USAGE",
+        "DCGM_FI_DEV_SLOWDOWN_TEMP",
+        "DCGM_FI_DEV_SHUTDOWN_TEMP",
+    }
 
 
 def test_every_dcgm_field_can_be_injected() -> None:
@@ -202,11 +209,16 @@ def fake_nvml(**overrides: object) -> object:
     }
     calls.update({k: (unsupported if v is None else v) for k, v in overrides.items()})
     return types.SimpleNamespace(
-        NVMLError=FakeNvmlError, NVML_TEMPERATURE_THRESHOLD_SHUTDOWN=0,
-        NVML_TEMPERATURE_THRESHOLD_SLOWDOWN=1, NVML_MEMORY_ERROR_TYPE_CORRECTED=0,
-        NVML_MEMORY_ERROR_TYPE_UNCORRECTED=1, NVML_VOLATILE_ECC=0, NVML_TEMPERATURE_GPU=0,
-        nvmlEventTypeXidCriticalError=8, **calls,
-    )  # fmt: skip
+        NVMLError=FakeNvmlError,
+        NVML_TEMPERATURE_THRESHOLD_SHUTDOWN=0,
+        NVML_TEMPERATURE_THRESHOLD_SLOWDOWN=1,
+        NVML_MEMORY_ERROR_TYPE_CORRECTED=0,
+        NVML_MEMORY_ERROR_TYPE_UNCORRECTED=1,
+        NVML_VOLATILE_ECC=0,
+        NVML_TEMPERATURE_GPU=0,
+        nvmlEventTypeXidCriticalError=8,
+        **calls,
+    )
 
 
 def test_nvml_readings_in_dcgm_units() -> None:

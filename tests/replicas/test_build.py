@@ -83,10 +83,11 @@ def test_tampered_fallback_is_refused(
 def test_rename_outputs() -> None:
     node = helper.make_node("Identity", ["x"], ["output_label"])
     graph = helper.make_graph(
-        [node], "g",
+        [node],
+        "g",
         [helper.make_tensor_value_info("x", TensorProto.INT64, [None])],
         [helper.make_tensor_value_info("output_label", TensorProto.INT64, [None])],
-    )  # fmt: skip
+    )
     build._rename(graph, "output_label", "label")
     assert list(graph.node[0].output) == ["label"] and graph.output[0].name == "label"
 

@@ -43,8 +43,17 @@ def test_a_key_file_needs_the_faults_flag(
     model_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "key").write_text("k")
-    argv = ["serve", "--model", str(model_path), "--name", "m", "--port", "0",
-            "--fault-key-file", str(tmp_path / "key")]  # fmt: skip
+    argv = [
+        "serve",
+        "--model",
+        str(model_path),
+        "--name",
+        "m",
+        "--port",
+        "0",
+        "--fault-key-file",
+        str(tmp_path / "key"),
+    ]
     assert cli.main(argv) == 2
     assert "--fault-key-file needs --enable-faults" in capsys.readouterr().err
 

@@ -36,9 +36,14 @@ def digits_outputs(rows: int = 50, seed: int = 1) -> dict[str, np.ndarray[Any, A
 def test_defaults_are_healthy() -> None:
     faults = Faults()
     assert faults.to_json() == {
-        "latency_ms": 0.0, "error_rate": 0.0, "hang": False, "corrupt_rate": 0.0, "ready": True,
-        "poison_value": None, "wrong_id": False,
-    }  # fmt: skip
+        "latency_ms": 0.0,
+        "error_rate": 0.0,
+        "hang": False,
+        "corrupt_rate": 0.0,
+        "ready": True,
+        "poison_value": None,
+        "wrong_id": False,
+    }
     assert not any(faults.active().values())
 
 
@@ -47,9 +52,14 @@ def test_updates_merge() -> None:
     faults, crash = faults.merged({"error_rate": 0.5, "ready": False})
     assert (faults.latency_ms, faults.error_rate, faults.ready, crash) == (50.0, 0.5, False, False)
     assert faults.active() == {
-        "latency_ms": True, "error_rate": True, "hang": False, "corrupt_rate": False, "ready": True,
-        "poison_value": False, "wrong_id": False,
-    }  # fmt: skip
+        "latency_ms": True,
+        "error_rate": True,
+        "hang": False,
+        "corrupt_rate": False,
+        "ready": True,
+        "poison_value": False,
+        "wrong_id": False,
+    }
 
 
 def test_crash_is_a_command_not_a_state() -> None:

@@ -186,13 +186,20 @@ async def test_grpc_port_takes_the_rest_ports_tls_files_mutual_tls_included(
     model_path: Path, tmp_path: Path
 ) -> None:
     certs = Certificates.make(tmp_path)
-    options = ServeOptions(model=model_path, name="digits", port=0, grpc_port=0,
-                           ssl_certfile=certs.server_cert, ssl_keyfile=certs.server_key,
-                           ssl_ca_certs=certs.ca)  # fmt: skip
+    options = ServeOptions(
+        model=model_path,
+        name="digits",
+        port=0,
+        grpc_port=0,
+        ssl_certfile=certs.server_cert,
+        ssl_keyfile=certs.server_key,
+        ssl_ca_certs=certs.ca,
+    )
     app = ReplicaApp(model_path, name="digits")
     await app.startup()
-    server, port = grpc_server(app, "127.0.0.1:0", credentials=grpc_credentials(options),
-                               max_message_bytes=1 << 20)  # fmt: skip
+    server, port = grpc_server(
+        app, "127.0.0.1:0", credentials=grpc_credentials(options), max_message_bytes=1 << 20
+    )
     await server.start()
     transport = GrpcTransport()
     try:
@@ -205,8 +212,9 @@ async def test_grpc_port_takes_the_rest_ports_tls_files_mutual_tls_included(
         reply = await transport.request(client, "GET", "/v2/models/digits/ready", timeout=5)
         assert reply.status == 200
         with pytest.raises(UpstreamConnectError):  # no client certificate: refused
-            await transport.request(endpoint(server_name="localhost"), "GET",
-                                    "/v2/models/digits/ready", timeout=5)  # fmt: skip
+            await transport.request(
+                endpoint(server_name="localhost"), "GET", "/v2/models/digits/ready", timeout=5
+            )
     finally:
         await transport.aclose()
         await server.stop(None)

@@ -186,10 +186,22 @@ def test_no_admin_without_the_flag_and_sigterm_drains(model_path: Path, split: S
 
 
 def test_faults_without_a_key_refuse_to_start(model_path: Path) -> None:
-    argv = [sys.executable, "-m", "replicas.cli", "serve", "--model", str(model_path),
-            "--name", "digits", "--port", str(free_port()), "--enable-faults"]  # fmt: skip
-    with ReplicaProcess(argv, host="127.0.0.1", port=0, name="nokey", version="1",
-                        fault_key=None) as proc:  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "replicas.cli",
+        "serve",
+        "--model",
+        str(model_path),
+        "--name",
+        "digits",
+        "--port",
+        str(free_port()),
+        "--enable-faults",
+    ]
+    with ReplicaProcess(
+        argv, host="127.0.0.1", port=0, name="nokey", version="1", fault_key=None
+    ) as proc:
         assert proc.wait(timeout=30) == 2
         assert "--enable-faults needs a key: set REPLICA_FAULT_KEY or pass --fault-key-file" in (
             proc.log_text()
@@ -215,8 +227,11 @@ def test_the_fault_key_from_a_file_guards_the_routes_and_is_never_echoed(
                 r = client.post("/admin/faults", json={"latency_ms": 1}, headers=headers)
                 assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Bearer")
                 bodies.append(r.text)
-            r = client.post("/admin/faults", content=b'{"hang": true}',
-                            headers={**bearer(key), "content-type": "text/plain"})  # fmt: skip
+            r = client.post(
+                "/admin/faults",
+                content=b'{"hang": true}',
+                headers={**bearer(key), "content-type": "text/plain"},
+            )
             assert r.status_code == 415 and "application/json" in r.json()["error"]
             bodies.append(r.text)
             r = client.post("/admin/faults", json={"latency_ms": 1}, headers=bearer(key))
@@ -237,8 +252,9 @@ def test_the_fault_key_from_a_file_guards_the_routes_and_is_never_echoed(
 def one_in_flight(url: str) -> bool:
     """Whether the replica's ``replica_requests_in_flight{model=...,version=...}`` is 1."""
     lines = httpx.get(f"{url}/metrics").text.splitlines()
-    return any(line.startswith("replica_requests_in_flight{") and line.endswith("} 1.0")
-               for line in lines)  # fmt: skip
+    return any(
+        line.startswith("replica_requests_in_flight{") and line.endswith("} 1.0") for line in lines
+    )
 
 
 def test_sigterm_lets_in_flight_requests_finish(model_path: Path, split: Split) -> None:

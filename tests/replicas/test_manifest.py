@@ -46,8 +46,16 @@ def test_round_trip_and_exact_format(tmp_path: Path) -> None:
     doc = json.loads((tmp_path / "MANIFEST.json").read_text())
     assert list(doc) == ["models"]
     assert list(doc["models"][0]) == [
-        "name", "version", "file", "sha256", "size", "accuracy", "inputs", "outputs", "golden",
-    ]  # fmt: skip
+        "name",
+        "version",
+        "file",
+        "sha256",
+        "size",
+        "accuracy",
+        "inputs",
+        "outputs",
+        "golden",
+    ]
     assert doc["models"][0]["inputs"] == [{"name": "input", "datatype": "FP32", "shape": [-1, 64]}]
     assert doc["models"][0]["outputs"] == [
         {"name": "label", "datatype": "INT64", "shape": [-1]},

@@ -102,9 +102,14 @@ class H2Client:
         its side if ``end``; returns the stream id. Nothing sent and ``end``: no message.
         ``metadata``: headers sent as they are, unchecked (CR, LF, NUL: what no library sends)."""
         sid = self.conn.get_next_available_stream_id()
-        headers = [(":method", "POST"), (":scheme", "http"), (":path", path),
-                   (":authority", f"{self.host}:{self.port}"), ("te", "trailers"),
-                   ("content-type", "application/grpc")]  # fmt: skip
+        headers = [
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":path", path),
+            (":authority", f"{self.host}:{self.port}"),
+            ("te", "trailers"),
+            ("content-type", "application/grpc"),
+        ]
         if timeout is not None:
             headers.append(("grpc-timeout", timeout))
         raw = [(k.encode(), v.encode()) for k, v in headers] + list(metadata)
@@ -183,9 +188,12 @@ class H2Client:
         elif isinstance(event, h2.events.ResponseReceived | h2.events.TrailersReceived):
             headers = {_text(k): _text(v) for k, v in event.headers or ()}
             if "grpc-status" in headers:
-                self._end(event.stream_id, code=int(headers["grpc-status"]),
-                          message=str(headers.get("grpc-message", "")),
-                          metadata=headers)  # fmt: skip
+                self._end(
+                    event.stream_id,
+                    code=int(headers["grpc-status"]),
+                    message=str(headers.get("grpc-message", "")),
+                    metadata=headers,
+                )
         elif isinstance(event, h2.events.StreamReset):
             self._end(event.stream_id, reset=True)
         elif isinstance(event, h2.events.ConnectionTerminated):

@@ -161,12 +161,21 @@ def _launch_mlserver() -> PeerProcess:
 def _launch_kserve(grpc: bool = False) -> PeerProcess:
     port = free_port()
     grpc_port = free_port() if grpc else None
-    enable = ["--enable_grpc", "false"] if grpc_port is None else [
-        "--enable_grpc", "true", "--grpc_port", str(grpc_port)]  # fmt: skip
+    enable = (
+        ["--enable_grpc", "false"]
+        if grpc_port is None
+        else ["--enable_grpc", "true", "--grpc_port", str(grpc_port)]
+    )
     argv = [
-        str(KSERVE_SERVER), "--http_port", str(port), *enable,
-        "--model_path", str(model_file()), "--workers", "1",
-    ]  # fmt: skip
+        str(KSERVE_SERVER),
+        "--http_port",
+        str(port),
+        *enable,
+        "--model_path",
+        str(model_file()),
+        "--workers",
+        "1",
+    ]
     return PeerProcess(KSERVE, argv, port=port, grpc_port=grpc_port)
 
 

@@ -314,16 +314,32 @@ def start_replica(
         port = free_port(host)
         grpc_port = free_port(host) if grpc else None
         argv = [
-            sys.executable, "-m", "replicas.cli", "serve",
-            "--model", str(model), "--name", name, "--version", version,
-            "--host", host, "--port", str(port),
+            sys.executable,
+            "-m",
+            "replicas.cli",
+            "serve",
+            "--model",
+            str(model),
+            "--name",
+            name,
+            "--version",
+            version,
+            "--host",
+            host,
+            "--port",
+            str(port),
             *(["--enable-faults"] if enable_faults else []),
             *(["--grpc-port", str(grpc_port)] if grpc_port is not None else []),
             *extra_args,
-        ]  # fmt: skip
+        ]
         return ReplicaProcess(
-            argv, host=host, port=port, name=name, version=version, fault_key=fault_key,
+            argv,
+            host=host,
+            port=port,
+            name=name,
+            version=version,
+            fault_key=fault_key,
             grpc_port=grpc_port,
-        )  # fmt: skip
+        )
 
     return start_bound(launch, f"replica {name}", ready_timeout, attempts)

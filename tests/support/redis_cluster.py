@@ -35,8 +35,11 @@ def _cli(port: int, *args: str, timeout: float = 5.0, password: str | None = Non
     auth = ["--no-auth-warning", "-a", password] if password is not None else []
     done = subprocess.run(
         [_binary("redis-cli"), "-h", "127.0.0.1", "-p", str(port), *auth, *args],
-        capture_output=True, text=True, timeout=timeout, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     return done.stdout + done.stderr
 
 
@@ -100,9 +103,21 @@ class _Node:
 
 def _server_argv(port: int, workdir: Path, *extra: str) -> list[str]:
     return [
-        _binary("redis-server"), "--port", str(port), "--bind", "127.0.0.1",
-        "--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", str(workdir), *extra,
-    ]  # fmt: skip
+        _binary("redis-server"),
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--daemonize",
+        "no",
+        "--dir",
+        str(workdir),
+        *extra,
+    ]
 
 
 class RedisClusterServers:
@@ -122,13 +137,33 @@ class RedisClusterServers:
         try:
             for _ in range(self.size):
                 port = _cluster_port()
-                self.nodes.append(_Node(_server_argv(
-                    port, self.dir, "--cluster-enabled", "yes",
-                    "--cluster-config-file", f"nodes-{port}.conf", "--cluster-node-timeout", "5000",
-                ), port, "redis-cluster-node"))  # fmt: skip
+                self.nodes.append(
+                    _Node(
+                        _server_argv(
+                            port,
+                            self.dir,
+                            "--cluster-enabled",
+                            "yes",
+                            "--cluster-config-file",
+                            f"nodes-{port}.conf",
+                            "--cluster-node-timeout",
+                            "5000",
+                        ),
+                        port,
+                        "redis-cluster-node",
+                    )
+                )
             addresses = [f"127.0.0.1:{n.port}" for n in self.nodes]
-            out = _cli(self.nodes[0].port, "--cluster", "create", *addresses,
-                       "--cluster-replicas", "0", "--cluster-yes", timeout=30)  # fmt: skip
+            out = _cli(
+                self.nodes[0].port,
+                "--cluster",
+                "create",
+                *addresses,
+                "--cluster-replicas",
+                "0",
+                "--cluster-yes",
+                timeout=30,
+            )
             if "[OK] All 16384 slots covered" not in out:
                 raise RuntimeError(f"redis-cli --cluster create failed: {out}")
             wait_until(self._ok, 20, interval=0.1, message="cluster_state:ok on every node")
@@ -190,18 +225,36 @@ class SentinelServers:
             )
             replica_port = free_port()
             self.replica = _Node(
-                _server_argv(replica_port, self.dir, *fast, *auth,
-                             "--replicaof", "127.0.0.1", str(port)),
-                replica_port, "redis-replica", _answers,
-            )  # fmt: skip
-            wait_until(lambda: "master_link_status:up" in _cli(
-                replica_port, "info", "replication", password=self.password,
-            ), 15, interval=0.1, message="the replica to sync")  # fmt: skip
+                _server_argv(
+                    replica_port, self.dir, *fast, *auth, "--replicaof", "127.0.0.1", str(port)
+                ),
+                replica_port,
+                "redis-replica",
+                _answers,
+            )
+            wait_until(
+                lambda: (
+                    "master_link_status:up"
+                    in _cli(
+                        replica_port,
+                        "info",
+                        "replication",
+                        password=self.password,
+                    )
+                ),
+                15,
+                interval=0.1,
+                message="the replica to sync",
+            )
             for n in range(self.count):
                 self.sentinels.append(self._start_sentinel(port, n))
             self.sentinel = self.sentinels[0]
-            wait_until(lambda: self.primary_port() == port, 10, interval=0.1,
-                       message="the sentinel to name the primary")  # fmt: skip
+            wait_until(
+                lambda: self.primary_port() == port,
+                10,
+                interval=0.1,
+                message="the sentinel to name the primary",
+            )
         except BaseException:
             self.stop()
             raise
@@ -210,26 +263,37 @@ class SentinelServers:
         sentinel_port = free_port()
         conf = self.dir / f"sentinel-{n}.conf"
         lines = [
-            f"port {sentinel_port}", "bind 127.0.0.1", f"dir {self.dir}",
+            f"port {sentinel_port}",
+            "bind 127.0.0.1",
+            f"dir {self.dir}",
             f"sentinel monitor {self.MASTER} 127.0.0.1 {primary_port} 1",
             f"sentinel down-after-milliseconds {self.MASTER} {self.down_after_ms}",
             f"sentinel failover-timeout {self.MASTER} 10000",
-        ]  # fmt: skip
+        ]
         if self.password is not None:
             lines.append(f"sentinel auth-pass {self.MASTER} {self.password}")
         if self.sentinel_password is not None:  # and how the sentinels talk to each other
-            lines += [f"requirepass {self.sentinel_password}",
-                      f"sentinel sentinel-pass {self.sentinel_password}"]  # fmt: skip
+            lines += [
+                f"requirepass {self.sentinel_password}",
+                f"sentinel sentinel-pass {self.sentinel_password}",
+            ]
         conf.write_text("\n".join(lines) + "\n")
-        return _Node([_binary("redis-server"), str(conf), "--sentinel"],
-                     sentinel_port, "redis-sentinel", _answers)  # fmt: skip
+        return _Node(
+            [_binary("redis-server"), str(conf), "--sentinel"],
+            sentinel_port,
+            "redis-sentinel",
+            _answers,
+        )
 
     def primary_port(self) -> int | None:
         assert self.sentinel is not None
         out = _cli(
-            self.sentinel.port, "sentinel", "get-master-addr-by-name", self.MASTER,
+            self.sentinel.port,
+            "sentinel",
+            "get-master-addr-by-name",
+            self.MASTER,
             password=self.sentinel_password,
-        ).split()  # fmt: skip
+        ).split()
         return int(out[1]) if len(out) == 2 and out[1].isdigit() else None
 
     def kill_primary(self) -> None:

@@ -57,9 +57,18 @@ class RedisServer:
         """Starts it on ``self.port`` (a new free port if that one was taken meanwhile)."""
         for _ in range(3):
             argv = [
-                self.binary, "--port", str(self.port), "--bind", "127.0.0.1",
-                "--save", "", "--appendonly", "no", "--daemonize", "no",
-            ]  # fmt: skip
+                self.binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--daemonize",
+                "no",
+            ]
             if self.password is not None:
                 argv += ["--requirepass", self.password]
             process = ManagedProcess(argv, name="redis-server")

@@ -60,11 +60,15 @@ _TRACE_HEADERS = ("traceparent", "tracestate")
 
 def _metadata(path: str) -> bytes:
     name = path.split("/")[3] if path.count("/") >= 3 else "model"
-    return orjson.dumps({
-        "name": name, "versions": ["1"], "platform": "rogue",
-        "inputs": [{"name": "input", "datatype": "FP32", "shape": [-1, 64]}],
-        "outputs": [{"name": "label", "datatype": "INT64", "shape": [-1]}],
-    })  # fmt: skip
+    return orjson.dumps(
+        {
+            "name": name,
+            "versions": ["1"],
+            "platform": "rogue",
+            "inputs": [{"name": "input", "datatype": "FP32", "shape": [-1, 64]}],
+            "outputs": [{"name": "label", "datatype": "INT64", "shape": [-1]}],
+        }
+    )
 
 
 def _response(status: int, reason: str, body: bytes, *, framed: bool = True) -> bytes:
@@ -93,20 +97,34 @@ def _infer_reply(mode: str, body: bytes) -> tuple[bytes, bool]:
         return _response(200, "OK", b""), False
     if mode == "redirect":
         return b"HTTP/1.1 302 Found\r\nlocation: /elsewhere\r\ncontent-length: 0\r\n\r\n", False
-    answer = orjson.dumps({
-        "model_name": "rogue", "id": f"stale-{next(_stale_ids)}",
-        "outputs": [{"name": "label", "datatype": "INT64", "shape": [rows], "data": [0] * rows}],
-    })  # fmt: skip
+    answer = orjson.dumps(
+        {
+            "model_name": "rogue",
+            "id": f"stale-{next(_stale_ids)}",
+            "outputs": [
+                {"name": "label", "datatype": "INT64", "shape": [rows], "data": [0] * rows}
+            ],
+        }
+    )
     if mode == "stale":
         return _response(200, "OK", answer), False
     if mode == "huge":
         filler = {"name": "filler", "datatype": "FP32", "shape": [500_000], "data": [0.5] * 500_000}
         request_id = request.get("id") if isinstance(request, dict) else None
-        return _response(200, "OK", orjson.dumps({
-            "model_name": "rogue", "id": request_id,
-            "outputs": [{"name": "label", "datatype": "INT64", "shape": [rows], "data": [0] * rows},
-                        filler],
-        })), False  # fmt: skip
+        return _response(
+            200,
+            "OK",
+            orjson.dumps(
+                {
+                    "model_name": "rogue",
+                    "id": request_id,
+                    "outputs": [
+                        {"name": "label", "datatype": "INT64", "shape": [rows], "data": [0] * rows},
+                        filler,
+                    ],
+                }
+            ),
+        ), False
     if mode == "large":
         request_id = request.get("id") if isinstance(request, dict) else None
         head = b'{"model_name": "rogue", "id": ' + orjson.dumps(request_id)
@@ -135,11 +153,14 @@ def _late_answers(mode: str, body: bytes) -> tuple[bytes, bytes]:
     request = orjson.loads(body)
     rows = int(request["inputs"][0]["shape"][0])
     answer = {
-        "model_name": "rogue", "id": request.get("id"),
-        "parameters": {"answer_for": request.get("id"),
-                       "answer_tag": (request.get("parameters") or {}).get("tag")},
+        "model_name": "rogue",
+        "id": request.get("id"),
+        "parameters": {
+            "answer_for": request.get("id"),
+            "answer_tag": (request.get("parameters") or {}).get("tag"),
+        },
         "outputs": [{"name": "label", "datatype": "INT64", "shape": [rows], "data": [0] * rows}],
-    }  # fmt: skip
+    }
     idless = {k: v for k, v in answer.items() if k != "id"}
     now = idless if mode == "idless" else answer
     late = answer if mode == "late-stale" else idless

@@ -417,16 +417,26 @@ def test_a_response_decodes_only_the_outputs_asked_for() -> None:
     """The others are passed over: their binary bytes skipped, their data never converted (a
     vote compares only its outputs: garbage in another one is not its business)."""
     labels = np.array([3, 1], dtype=np.int64).tobytes()
-    header = orjson.dumps({
-        "model_name": "m",
-        "outputs": [
-            {"name": "scores", "datatype": "FP32", "shape": [2], "data": ["not", "numbers"]},
-            {"name": "raw", "datatype": "FP32", "shape": [1],
-             "parameters": {"binary_data_size": 4}},
-            {"name": "label", "datatype": "INT64", "shape": [2],
-             "parameters": {"binary_data_size": 16}},
-        ],
-    })  # fmt: skip
+    header = orjson.dumps(
+        {
+            "model_name": "m",
+            "outputs": [
+                {"name": "scores", "datatype": "FP32", "shape": [2], "data": ["not", "numbers"]},
+                {
+                    "name": "raw",
+                    "datatype": "FP32",
+                    "shape": [1],
+                    "parameters": {"binary_data_size": 4},
+                },
+                {
+                    "name": "label",
+                    "datatype": "INT64",
+                    "shape": [2],
+                    "parameters": {"binary_data_size": 16},
+                },
+            ],
+        }
+    )
     body = header + b"\x00\x00\x80\x3f" + labels
     only = decode_infer_response(body, len(header), only=("label",))
     assert list(only.outputs) == ["label"] and only.outputs["label"].tolist() == [3, 1]

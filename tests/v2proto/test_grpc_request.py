@@ -26,8 +26,10 @@ def message(raw: bool, **changes: Any) -> pb.ModelInferRequest:
     mask = np.array([True, False])
     request = pb.ModelInferRequest(model_name="m", id="q")
     request.parameters["p"].string_param = "v"
-    tensors = [(changes.get("name", "input"), changes.get("datatype", "FP32"), x),
-               ("mask", "BOOL", mask)][: changes.get("count", 2)]  # fmt: skip
+    tensors = [
+        (changes.get("name", "input"), changes.get("datatype", "FP32"), x),
+        ("mask", "BOOL", mask),
+    ][: changes.get("count", 2)]
     for name, datatype, arr in tensors:
         entry = request.inputs.add(name=name, datatype=datatype, shape=list(arr.shape))
         if raw:
@@ -49,7 +51,11 @@ def via_rest(request: pb.ModelInferRequest) -> Any:
 def test_the_same_request_as_its_rest_body(raw: bool) -> None:
     got, want = grpc_infer_request(message(raw), SIGNATURE), via_rest(message(raw))
     assert (got.id, got.outputs, got.parameters, got.binary_output) == (
-        want.id, want.outputs, want.parameters, want.binary_output)  # fmt: skip
+        want.id,
+        want.outputs,
+        want.parameters,
+        want.binary_output,
+    )
     assert list(got.inputs) == list(want.inputs)
     for name, arr in want.inputs.items():
         assert got.inputs[name].dtype == arr.dtype and np.array_equal(got.inputs[name], arr)

@@ -18,12 +18,15 @@ from pathlib import PurePosixPath
 from types import MappingProxyType
 
 PAGE_FILE = "index.html"
-FILES_URL = "/dashboard/"  # where the page loads its sheet and scripts from (index.html)
-CONTENT_TYPES: Mapping[str, str] = MappingProxyType({
-    ".html": "text/html; charset=utf-8",
-    ".css": "text/css; charset=utf-8",
-    ".js": "text/javascript; charset=utf-8",  # RFC 9239
-})  # fmt: skip
+# where the page loads its sheet and scripts from (index.html)
+FILES_URL = "/dashboard/"
+CONTENT_TYPES: Mapping[str, str] = MappingProxyType(
+    {
+        ".html": "text/html; charset=utf-8",
+        ".css": "text/css; charset=utf-8",
+        ".js": "text/javascript; charset=utf-8",  # RFC 9239
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +36,8 @@ class Asset:
     name: str
     body: bytes
     content_type: str
-    etag: str  # '"<sha256 hex>"': the same bytes give the same tag on every gateway
+    # '"<sha256 hex>"': the same bytes give the same tag on every gateway
+    etag: str
 
     @classmethod
     def of(cls, name: str, body: bytes) -> Asset:

@@ -20,7 +20,8 @@ from fastapi.responses import HTMLResponse, Response
 from gateway.api.dashboard.assets import FILES, PAGE, Asset
 
 PAGE_URL = "/dashboard"
-STATUS_URL = "/status"  # the same page, behind the admin key
+# the same page, behind the admin key
+STATUS_URL = "/status"
 # What opens without a key (under an allowed Host): the page and the files it loads.
 PAGE_PATHS = frozenset({PAGE_URL, *FILES})
 CSP = (
@@ -28,7 +29,8 @@ CSP = (
     "connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; "
     "frame-ancestors 'none'"
 )
-NOSNIFF = {"x-content-type-options": "nosniff"}  # a script runs only when served as one
+# a script runs only when served as one
+NOSNIFF = {"x-content-type-options": "nosniff"}
 PAGE_HEADERS = {"content-security-policy": CSP, "cache-control": "no-store", **NOSNIFF}
 
 Endpoint = Callable[[Request], Awaitable[Response]]

@@ -28,7 +28,8 @@ from dnslib import QTYPE, RCODE, DNSError, DNSRecord
 from gateway.config.discovery import DiscoveryConfig, split_nameserver
 
 RESOLV_CONF = Path("/etc/resolv.conf")
-MAX_ANSWER_BYTES = 4096  # EDNS's usual buffer size: eight times what a plain query may get
+# EDNS's usual buffer size: eight times what a plain query may get
+MAX_ANSWER_BYTES = 4096
 
 
 class ResolutionFailed(Exception):
@@ -40,7 +41,8 @@ class Target:
     """One address a replica listens on; ``priority``: its SRV record's (lower is preferred;
     0 for A/AAAA answers)."""
 
-    host: str  # an IP address
+    # an IP address
+    host: str
     port: int
     priority: int = 0
 
@@ -54,13 +56,14 @@ class Dropped:
 
 
 @dataclass(frozen=True, slots=True)
-class Answer:
+class Resolution:
     targets: tuple[Target, ...] = ()
-    dropped: tuple[Dropped, ...] = ()  # records of names that were not asked about
+    # records of names that were not asked about
+    dropped: tuple[Dropped, ...] = ()
 
 
 class Resolver(Protocol):
-    async def resolve(self, config: DiscoveryConfig) -> Answer:
+    async def resolve(self, config: DiscoveryConfig) -> Resolution:
         """What ``config.dns`` names now (no targets if none); raises `ResolutionFailed`."""
         ...
 
@@ -87,38 +90,45 @@ def system_nameserver(resolv_conf: Path = RESOLV_CONF) -> tuple[str, int]:
 
 
 class SystemResolver:
-    async def resolve(self, config: DiscoveryConfig) -> Answer:
+    async def resolve(self, config: DiscoveryConfig) -> Resolution:
         family = socket.AF_INET6 if config.record == "AAAA" else socket.AF_INET
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(config.timeout_s):
-                infos = await loop.getaddrinfo(config.dns, config.port, family=family,
-                                               type=socket.SOCK_STREAM)  # fmt: skip
+                infos = await loop.getaddrinfo(
+                    config.dns, config.port, family=family, type=socket.SOCK_STREAM
+                )
         except socket.gaierror as exc:
             if exc.errno in (socket.EAI_NONAME, getattr(socket, "EAI_NODATA", -5)):
-                return Answer()  # no such name or no address: an empty answer, not a failure
+                # no such name or no address: an empty answer, not a failure
+                return Resolution()
             raise ResolutionFailed(f"{config.dns}: {exc.strerror}") from exc
         except (OSError, TimeoutError) as exc:
             raise ResolutionFailed(f"{config.dns}: {exc!r}") from exc
-        return Answer(tuple(sorted({Target(str(i[4][0]), int(i[4][1])) for i in infos})))
+        return Resolution(tuple(sorted({Target(str(i[4][0]), int(i[4][1])) for i in infos})))
 
 
 class NameserverResolver:
     def __init__(self, nameserver: tuple[str, int] | None) -> None:
-        self.nameserver = nameserver  # None: the first of /etc/resolv.conf, read per query
+        # None: the first of /etc/resolv.conf, read per query
+        self.nameserver = nameserver
 
-    async def resolve(self, config: DiscoveryConfig) -> Answer:
+    async def resolve(self, config: DiscoveryConfig) -> Resolution:
         reply = await self.query(config.dns, config.record, config.timeout_s)
         if config.record != "SRV":
-            port = config.port or 0  # validated: A/AAAA pools name their port
+            # validated: A/AAAA pools name their port
+            port = config.port or 0
             names = aliases(reply, config.dns)
             found = {Target(a, port) for a in addresses(reply, config.record, names)}
-            return Answer(tuple(sorted(found)), unrelated(reply, names, config.dns))
-        priorities: dict[tuple[str, int], int] = {}  # an address named twice: its best priority
-        asked = 0  # targets missing from the additional section, asked for one by one
+            return Resolution(tuple(sorted(found)), unrelated(reply, names, config.dns))
+        # an address named twice: its best priority
+        priorities: dict[tuple[str, int], int] = {}
+        # targets missing from the additional section, asked for one by one
+        asked = 0
         for name, port, priority in sorted(srv_targets(reply), key=lambda t: (t[2], t[0], t[1])):
             hosts = addresses(reply, "A", [name]) or addresses(reply, "AAAA", [name])
-            if not hosts and asked < config.max_members:  # ask for it, the best priorities first
+            if not hosts and asked < config.max_members:
+                # ask for it, the best priorities first
                 asked += 1
                 more = await self.query(name, "A", config.timeout_s)
                 hosts = addresses(more, "A", aliases(more, name))
@@ -126,7 +136,7 @@ class NameserverResolver:
                 priorities[host, port] = min(priority, priorities.get((host, port), priority))
         targets = tuple(sorted(Target(h, p, priority) for (h, p), priority in priorities.items()))
         names = {name for name, _, _ in srv_targets(reply)}
-        return Answer(targets, unrelated(reply, names, config.dns))
+        return Resolution(targets, unrelated(reply, names, config.dns))
 
     async def query(self, name: str, record: str, timeout_s: float) -> DNSRecord:
         """One question, one UDP datagram each way; NXDOMAIN is an empty answer."""
@@ -221,6 +231,7 @@ class _OneReply(asyncio.DatagramProtocol):
         if not self._answer.done() and data[:2] == self._id.to_bytes(2, "big"):
             self._answer.set_result(data)
 
-    def error_received(self, exc: Exception) -> None:  # e.g. ICMP port unreachable
+    def error_received(self, exc: Exception) -> None:
+        # e.g. ICMP port unreachable
         if not self._answer.done():
             self._answer.set_exception(exc)

@@ -34,10 +34,13 @@ from gateway.upstream.registry import Pool, Registry
 from gateway.upstream.replica import Replica
 
 log = logging.getLogger(__name__)
-DRAIN_POLL_S = 0.05  # how often a draining replica's outstanding attempts are looked at
-SHOWN = 20  # dropped addresses listed in a log line and in /admin/state (the rest counted)
+# how often a draining replica's outstanding attempts are looked at
+DRAIN_POLL_S = 0.05
+# dropped addresses listed in a log line and in /admin/state (the rest counted)
+SHOWN = 20
 BROADCAST = b"\xff\xff\xff\xff"
-V4_MAPPED = b"\x00" * 10 + b"\xff\xff"  # ::ffff:a.b.c.d
+# ::ffff:a.b.c.d
+V4_MAPPED = b"\x00" * 10 + b"\xff\xff"
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,18 +161,25 @@ class PoolDiscovery:
     """One pool's resolve-and-reconcile loop."""
 
     def __init__(
-        self, registry: Registry, pool: Pool, config: DiscoveryConfig, resolver: Resolver,
+        self,
+        registry: Registry,
+        pool: Pool,
+        config: DiscoveryConfig,
+        resolver: Resolver,
         clock: Clock,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self._registry = registry
         self._pool = pool
         self._config = config
         self._resolver = resolver
         self._clock = clock
         self._scheme = "https" if pool.config.tls is not None else "http"
-        self._failing = False  # in a failure spell (logged once)
-        self._over_cap = False  # answers over max_members (logged once per spell)
-        self._dropped: tuple[Dropped, ...] = ()  # the last answer's (logged when it changes)
+        # in a failure spell (logged once)
+        self._failing = False
+        # answers over max_members (logged once per spell)
+        self._over_cap = False
+        # the last answer's (logged when it changes)
+        self._dropped: tuple[Dropped, ...] = ()
         self._drains: dict[str, asyncio.Task[None]] = {}
         pool.discovery = self.status(0, 0)
 
@@ -182,7 +192,8 @@ class PoolDiscovery:
             while True:
                 try:
                     await self.refresh()
-                except Exception:  # a bug must not freeze the pool's membership for good
+                except Exception:
+                    # a bug must not freeze the pool's membership for good
                     log.exception("pool %s: discovery failed", self._pool.name)
                 await self._clock.sleep(self._config.interval_s)
         finally:
@@ -198,8 +209,11 @@ class PoolDiscovery:
             if not self._failing:
                 log.warning(
                     "pool %s: resolving %s failed, keeping its %d replica(s): %s",
-                    self._pool.name, self._config.dns, len(self._pool.replicas), exc,
-                )  # fmt: skip
+                    self._pool.name,
+                    self._config.dns,
+                    len(self._pool.replicas),
+                    exc,
+                )
             self._failing = True
             return Change()
         if self._failing:
@@ -209,14 +223,20 @@ class PoolDiscovery:
         members = {r.id for r in self._pool.replicas}
         targets = cap(usable, members, self._pool.name, self._config.max_members)
         self._left_out((*answer.dropped, *dropped), len(usable) - len(targets))
-        self._pool.discovery = self.status(len(answer.targets) + len(answer.dropped),
-                                           len(usable) - len(targets))  # fmt: skip
+        self._pool.discovery = self.status(
+            len(answer.targets) + len(answer.dropped), len(usable) - len(targets)
+        )
         wanted = replica_configs(self._pool.name, targets, self._config, self._scheme)
         if not wanted and self._pool.replicas and not self._config.allow_empty:
-            log.warning("pool %s: %s resolved to nothing; keeping the last %d replica(s)",
-                        self._pool.name, self._config.dns, len(self._pool.replicas))  # fmt: skip
-        change = plan([r.id for r in self._pool.replicas], wanted,
-                      allow_empty=self._config.allow_empty)  # fmt: skip
+            log.warning(
+                "pool %s: %s resolved to nothing; keeping the last %d replica(s)",
+                self._pool.name,
+                self._config.dns,
+                len(self._pool.replicas),
+            )
+        change = plan(
+            [r.id for r in self._pool.replicas], wanted, allow_empty=self._config.allow_empty
+        )
         self.apply(change, wanted)
         return change
 
@@ -240,15 +260,19 @@ class PoolDiscovery:
         if dropped and set(dropped) != set(self._dropped):
             shown = "; ".join(f"{d.address}: {d.reason}" for d in dropped[:SHOWN])
             more = f" (and {len(dropped) - SHOWN} more)" if len(dropped) > SHOWN else ""
-            log.warning("pool %s: %s: %d address(es) dropped: %s%s",
-                        name, dns, len(dropped), shown, more)  # fmt: skip
+            log.warning(
+                "pool %s: %s: %d address(es) dropped: %s%s", name, dns, len(dropped), shown, more
+            )
         self._dropped = dropped
         if over_cap and not self._over_cap:
             log.warning(
                 "pool %s: %s named %d more replica(s) than discovery.max_members (%d); "
                 "the rest are ignored while it does",
-                name, dns, over_cap, self._config.max_members,
-            )  # fmt: skip
+                name,
+                dns,
+                over_cap,
+                self._config.max_members,
+            )
         elif not over_cap and self._over_cap:
             log.info("pool %s: %s is within discovery.max_members again", name, dns)
         self._over_cap = over_cap > 0
@@ -257,17 +281,26 @@ class PoolDiscovery:
         for rid in change.add:
             self._registry.add(self._pool, wanted[rid])
             log.info("pool %s: replica %s joined (%s)", self._pool.name, rid, wanted[rid].url)
-        for member in self._pool.replicas:  # a member whose SRV priority moved it
+        for member in self._pool.replicas:
+            # a member whose SRV priority moved it
             config = wanted.get(member.id)
             if config is not None and config.standby != member.standby:
                 member.assign_standby(config.standby)
-                log.info("pool %s: replica %s is now %s", self._pool.name, member.id,
-                         "standby" if config.standby else "active")  # fmt: skip
+                log.info(
+                    "pool %s: replica %s is now %s",
+                    self._pool.name,
+                    member.id,
+                    "standby" if config.standby else "active",
+                )
         for rid in change.remove:
             replica = self._registry.drain(self._pool, rid)
             if replica is not None:
-                log.info("pool %s: replica %s draining (%d in flight)",
-                         self._pool.name, rid, replica.outstanding)  # fmt: skip
+                log.info(
+                    "pool %s: replica %s draining (%d in flight)",
+                    self._pool.name,
+                    rid,
+                    replica.outstanding,
+                )
                 self._drains[rid] = asyncio.create_task(self._drain(replica), name=f"drain:{rid}")
 
     async def _drain(self, replica: Replica) -> None:

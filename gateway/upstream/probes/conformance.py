@@ -27,7 +27,7 @@ from gateway.errors import BadRequest, UpstreamError
 from gateway.upstream.probes.golden import GoldenSet, golden_request
 from gateway.upstream.probes.id_echo import PROBE_ID, probe_id_echo, zeros_request
 from gateway.upstream.replica import Replica
-from gateway.upstream.transport.base import Transport, UpstreamResponse
+from gateway.upstream.transport.base import Reply, Transport
 from gateway.v2.codec import decode_outputs
 from gateway.v2.dialect import Dialect
 from gateway.v2.fit import fallback_misfit
@@ -44,7 +44,8 @@ BINARY_EXTENSION = "binary_tensor_data"
 class Finding:
     pool: str
     replica: str
-    level: str  # "error": the config is wrong for this server; "warning": cannot be sure;
+    # "error": the config is wrong for this server; "warning": cannot be sure;
+    level: str
     # "info": what the server does, as the config says (e.g. whether it echoes request ids)
     message: str
 
@@ -72,14 +73,15 @@ class _ReplicaCheck:
     def __init__(self, pool_name: str, pool: PoolConfig, replica: Replica, transport: Transport):
         self._pool_name, self._pool, self._replica = pool_name, pool, replica
         self._transport = transport
-        self.fallbacks: Mapping[str, Signature] = {}  # fallback model -> its signature
+        # fallback model -> its signature
+        self.fallbacks: Mapping[str, Signature] = {}
         self._dialect = Dialect(pool.tensors, pool.binary_tensors)
         self.findings: list[Finding] = []
 
     def _say(self, level: str, message: str) -> None:
         self.findings.append(Finding(self._pool_name, self._replica.id, level, message))
 
-    async def _get(self, path: str) -> UpstreamResponse | None:
+    async def _get(self, path: str) -> Reply | None:
         try:
             return await self._transport.request(
                 self._replica.endpoint, "GET", path, timeout=PROBE_TIMEOUT_S
@@ -97,13 +99,15 @@ class _ReplicaCheck:
     async def run(self, config: GatewayConfig) -> list[Finding]:
         ready = await self._get("/v2/health/ready")
         if ready is None:
-            return self.findings  # unreachable: nothing more to learn
+            # unreachable: nothing more to learn
+            return self.findings
         if ready.status != 200:
             self._say("warning", f"not ready now (GET /v2/health/ready answered {ready.status})")
         await self._server_metadata()
         metadata = await self._model_metadata()
         if metadata is None:
-            return self.findings  # the model is not where the pool says: fix that first
+            # the model is not where the pool says: fix that first
+            return self.findings
         self._tensors(metadata, config)
         self._fallback_fit(metadata, config)
         if self._pool.golden is not None:
@@ -120,23 +124,33 @@ class _ReplicaCheck:
             golden_set = GoldenSet.read(Path(golden.file))
             body = golden_request(golden_set, [0], input_name=input_name, request_id=PROBE_ID).body
         if body is None:
-            self._say("warning", "cannot tell whether it echoes request ids: its metadata lists "
-                      "no inputs (configure a golden set for this pool)")  # fmt: skip
+            self._say(
+                "warning",
+                "cannot tell whether it echoes request ids: its metadata lists "
+                "no inputs (configure a golden set for this pool)",
+            )
             return
         path = self._model_path("/infer")
-        seen = await probe_id_echo(self._transport, self._replica.endpoint, path, body,
-                                   PROBE_TIMEOUT_S)  # fmt: skip
+        seen = await probe_id_echo(
+            self._transport, self._replica.endpoint, path, body, PROBE_TIMEOUT_S
+        )
         declared = self._pool.echoes_id
         if seen.echoes is None:
             level = "error" if seen.refused else "warning"
             self._say(level, f"cannot tell whether it echoes request ids: {seen.why}")
         elif seen.echoes and not declared:
-            self._say("warning", "echoes request ids, but the pool says echoes_id: false, "
-                      "which costs a new connection per request: remove it")  # fmt: skip
+            self._say(
+                "warning",
+                "echoes request ids, but the pool says echoes_id: false, "
+                "which costs a new connection per request: remove it",
+            )
         elif not seen.echoes and declared:
-            self._say("error", "does not echo request ids: the gateway refuses its every "
-                      "answer; set echoes_id: false on the pool (each request then gets a "
-                      "connection of its own)")  # fmt: skip
+            self._say(
+                "error",
+                "does not echo request ids: the gateway refuses its every "
+                "answer; set echoes_id: false on the pool (each request then gets a "
+                "connection of its own)",
+            )
         else:
             self._say(
                 "info",
@@ -155,7 +169,8 @@ class _ReplicaCheck:
         extensions = doc.get("extensions") if isinstance(doc, dict) else None
         listed = isinstance(extensions, list) and BINARY_EXTENSION in extensions
         configured = self._pool.binary_tensors
-        if configured is None:  # learned at start (`gateway.upstream.probes.extensions`): say how
+        if configured is None:
+            # learned at start (`gateway.upstream.probes.extensions`): say how
             how = "binary tensors" if listed else f"JSON (extensions: {extensions})"
             self._say("info", f"the gateway will send it {how}, as its server metadata says")
         elif configured and not listed:
@@ -202,7 +217,8 @@ class _ReplicaCheck:
             self._say("error", f"version {version!r} is not among the model's {versions}")
         return doc
 
-    def _tensors(self, metadata: dict[str, Any], config: GatewayConfig) -> None:  # noqa: C901
+    def _tensors(self, metadata: dict[str, Any], config: GatewayConfig) -> None:
+        """Whether the tensors the config names for this pool are the ones the server lists."""
         inputs = _names(metadata.get("inputs"))
         outputs = _names(metadata.get("outputs"))
         if not inputs and not outputs:
@@ -212,6 +228,12 @@ class _ReplicaCheck:
                 "inference (configure a golden set for this pool)",
             )
             return
+        self._mapped_tensors(inputs, outputs)
+        self._golden_tensors(inputs, outputs)
+        self._voted_outputs(outputs, config)
+
+    def _mapped_tensors(self, inputs: list[str], outputs: list[str]) -> None:
+        """The pool's ``tensors`` mapping names tensors the server has."""
         mapping = self._pool.tensors
         for client, pool_name in mapping.inputs.items():
             if pool_name not in inputs:
@@ -219,19 +241,28 @@ class _ReplicaCheck:
         for client, output in mapping.outputs.items():
             if output.name not in outputs:
                 self._say("error", _missing("output", client, output.name, outputs))
-        golden = self._pool.golden
-        if golden is not None:
-            wanted = mapping.pool_input(golden.input)
-            if wanted not in inputs:
-                self._say("error", _missing("input", golden.input, wanted, inputs))
-            label = mapping.pool_output(golden.label_output)
-            if label not in outputs:
-                self._say("error", _missing("output", golden.label_output, label, outputs))
+
+    def _golden_tensors(self, inputs: list[str], outputs: list[str]) -> None:
+        """The golden set's input and label output are tensors the server has."""
+        golden, mapping = self._pool.golden, self._pool.tensors
+        if golden is None:
+            return
+        wanted = mapping.pool_input(golden.input)
+        if wanted not in inputs:
+            self._say("error", _missing("input", golden.input, wanted, inputs))
+        label = mapping.pool_output(golden.label_output)
+        if label not in outputs:
+            self._say("error", _missing("output", golden.label_output, label, outputs))
+
+    def _voted_outputs(self, outputs: list[str], config: GatewayConfig) -> None:
+        """Each model that votes on this pool compares outputs the server has."""
+        mapping = self._pool.tensors
         for model_name, model in config.models.items():
             if model.vote is None or self._pool_name not in model.vote.pools:
                 continue
             compared = (*model.vote.label_outputs, *(model.vote.outputs or ()))
-            for label_output in dict.fromkeys(compared):  # each leg is asked for them
+            for label_output in dict.fromkeys(compared):
+                # each leg is asked for them
                 label = mapping.pool_output(label_output)
                 if label not in outputs:
                     where = f"model {model_name!r} votes on output {label_output!r}"
@@ -242,7 +273,8 @@ class _ReplicaCheck:
         """Whether each fallback of a model served first by this pool answers the model's
         tensors as this server lists them (a declared signature: `gateway.preflight`)."""
         if self._replica.id != self._pool.replicas[0].id:
-            return  # said once a pool
+            # said once a pool
+            return
         for name, model in config.models.items():
             if model.pools[0] != self._pool_name or model.fallback is None:
                 continue

@@ -31,8 +31,10 @@ log = logging.getLogger(__name__)
 
 BINARY_EXTENSION = "binary_tensor_data"
 ASK_TIMEOUT_S = 2.0
-RETRY_S = 2.0  # while a replica has not answered
-WATCH_S = 30.0  # for members that join later
+# while a replica has not answered
+RETRY_S = 2.0
+# for members that join later
+WATCH_S = 30.0
 
 
 def lists_binary(body: bytes) -> bool | None:
@@ -61,7 +63,8 @@ class BinaryLearner(BackgroundTask):
         super().__init__("binary-learner")
         self._registry, self._transport, self._clock = registry, transport, clock
         self._retry_s, self._watch_s = retry_s, watch_s
-        self.heard: dict[tuple[str, str], bool] = {}  # (replica id, URL) -> lists it
+        # (replica id, URL) -> lists it
+        self.heard: dict[tuple[str, str], bool] = {}
 
     async def _run(self) -> None:
         while True:
@@ -72,7 +75,8 @@ class BinaryLearner(BackgroundTask):
         """One round over the pools; True while some replica has not answered."""
         pools = [p for p in self._registry.pools.values() if p.dialect.configured is None]
         members = {_key(r) for p in pools for r in p.replicas}
-        self.heard = {k: v for k, v in self.heard.items() if k in members}  # departed: forgotten
+        # departed: forgotten
+        self.heard = {k: v for k, v in self.heard.items() if k in members}
         asked = [r for p in pools for r in p.replicas if _key(r) not in self.heard]
         answers = await asyncio.gather(*(self._ask(r) for r in asked))
         for replica, answer in zip(asked, answers, strict=True):
@@ -99,9 +103,11 @@ class BinaryLearner(BackgroundTask):
         except UpstreamError:
             return None
         if response.status >= 500:
-            return None  # not now: ask again
+            # not now: ask again
+            return None
         listed = lists_binary(response.body) if response.status == 200 else None
-        return bool(listed)  # no server metadata: nothing is listed
+        # no server metadata: nothing is listed
+        return bool(listed)
 
 
 def _key(replica: Replica) -> tuple[str, str]:

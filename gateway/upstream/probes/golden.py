@@ -42,7 +42,8 @@ class GoldenVerdict:
     wrong: int
     total: int
     reason: str
-    wrong_rows: tuple[int, ...] = ()  # golden-set indices of the rows answered wrong
+    # golden-set indices of the rows answered wrong
+    wrong_rows: tuple[int, ...] = ()
 
 
 @lru_cache(maxsize=256)
@@ -50,11 +51,13 @@ def allowed_misses(total: int, min_accuracy: float, alpha: float = ALPHA) -> int
     """Most misses of ``total`` rows still plausible (P >= alpha) at ``min_accuracy``."""
     p = 1.0 - min_accuracy
     pmf = [math.comb(total, m) * p**m * (1 - p) ** (total - m) for m in range(total + 1)]
-    tail = 0.0  # P(misses >= m), summed from the top so small tails stay exact
+    # P(misses >= m), summed from the top so small tails stay exact
+    tail = 0.0
     for m in range(total, -1, -1):
         tail += pmf[m]
         if tail >= alpha:
-            return m  # the most misses still plausible
+            # the most misses still plausible
+            return m
     return 0
 
 

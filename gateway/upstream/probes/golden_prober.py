@@ -25,7 +25,7 @@ from typing import Any
 from gateway.clock import Clock
 from gateway.config.policies import GoldenProbeConfig
 from gateway.errors import BadRequest, UpstreamError
-from gateway.policies.fault import Fault, Refusal, Stage, judge
+from gateway.faults.judge import Fault, Refusal, Stage, judge
 from gateway.upstream.probes.golden import (
     GoldenSet,
     check_golden_answer,
@@ -37,9 +37,8 @@ from gateway.upstream.registry import Pool, Registry
 from gateway.upstream.replica import Replica
 from gateway.upstream.transport.base import Transport
 from gateway.v2.codec import decode_outputs
-from gateway.v2.reply import error_text
+from gateway.v2.reply import check_reply, error_text
 from gateway.v2.request import HEADER_LENGTH
-from gateway.v2.response import check_reply
 
 log = logging.getLogger(__name__)
 PROBE_TIMEOUT_S = 2.0
@@ -76,7 +75,8 @@ class GoldenProber(Prober):
     ) -> bool | None:
         """One probe; True/False is the verdict, None when the replica did not answer."""
         if replica.healthy is False:
-            return None  # the health prober speaks for a replica that is down
+            # the health prober speaks for a replica that is down
+            return None
         rows = sample_rows(golden, config.rows, self._rng)
         probe_id = f"golden-probe-{next(_probe_ids)}"
         request = golden_request(
@@ -95,8 +95,10 @@ class GoldenProber(Prober):
                 timeout=PROBE_TIMEOUT_S,
             )
         except UpstreamError:
-            return None  # unreachable or hung: the health prober and live traffic judge that
-        if response.status != 200:  # a known-good input refused: the judge blames the replica
+            # unreachable or hung: the health prober and live traffic judge that
+            return None
+        if response.status != 200:
+            # a known-good input refused: the judge blames the replica
             refusal = Refusal(replica.id, pool.name, response.status)
             passed = judge(Stage.GOLDEN, [refusal]).fault is not Fault.REPLICAS
             reason = f"golden probe answered {response.status}: {error_text(response.body)}"
@@ -104,11 +106,13 @@ class GoldenProber(Prober):
         length = response.headers.get(HEADER_LENGTH)
         problem = check_reply(response.body, length, probe_id, echoes_id=pool.config.echoes_id)
         if problem is not None:
-            response.discard()  # out of step: what follows on the connection is no one's
+            # out of step: what follows on the connection is no one's
+            response.discard()
             return self._judged(pool, replica, config, False, f"golden probe: {problem}")
         try:
             raw = decode_outputs(response.body, length)
-            outputs = pool.dialect.client_outputs(raw)  # judged in the client's names
+            # judged in the client's names
+            outputs = pool.dialect.client_outputs(raw)
         except BadRequest as exc:
             reason = f"golden probe: the answer is not a V2 reply: {exc.message}"
             return self._judged(pool, replica, config, False, reason)

@@ -55,7 +55,8 @@ def apply_probe(
 
 def readmit(pool: Pool, replica: Replica) -> None:
     """A replica the probes saw recover: end its ejection, give its open breaker a trial."""
-    pool.outlier.reinstate(replica)  # first: the breaker's transition then shares no ejection
+    # first: the breaker's transition then shares no ejection
+    pool.outlier.reinstate(replica)
     if replica.breaker is not None:
         replica.breaker.trial()
 

@@ -20,9 +20,8 @@ import orjson
 from gateway.config.endpoint import Endpoint
 from gateway.errors import UpstreamError
 from gateway.upstream.transport.base import Transport
-from gateway.v2.reply import error_text
+from gateway.v2.reply import check_reply, error_text
 from gateway.v2.request import HEADER_LENGTH
-from gateway.v2.response import check_reply
 
 PROBE_ID = "check-config-echo"
 _ZERO: Mapping[str, Any] = {"BOOL": False, "BYTES": ""}
@@ -54,10 +53,14 @@ def zeros_request(metadata: Mapping[str, Any], request_id: str = PROBE_ID) -> by
         if not isinstance(shape, list) or not all(isinstance(d, int) for d in shape):
             return None
         dims = [1 if d < 0 else d for d in shape]
-        inputs.append({
-            "name": name, "datatype": datatype, "shape": dims,
-            "data": [_ZERO.get(datatype, 0)] * math.prod(dims),
-        })  # fmt: skip
+        inputs.append(
+            {
+                "name": name,
+                "datatype": datatype,
+                "shape": dims,
+                "data": [_ZERO.get(datatype, 0)] * math.prod(dims),
+            }
+        )
     return orjson.dumps({"id": request_id, "inputs": inputs})
 
 
@@ -68,9 +71,13 @@ async def probe_id_echo(
     carries that id."""
     try:
         response = await transport.request(
-            endpoint, "POST", path, body=body,
-            headers={"content-type": "application/json"}, timeout=timeout,
-        )  # fmt: skip
+            endpoint,
+            "POST",
+            path,
+            body=body,
+            headers={"content-type": "application/json"},
+            timeout=timeout,
+        )
     except UpstreamError as exc:
         return IdEcho(None, f"the probe inference failed: {exc.message}")
     if response.status != 200:
@@ -78,7 +85,8 @@ async def probe_id_echo(
         return IdEcho(None, f"the probe inference answered {response.status}: {text}")
     length = response.headers.get(HEADER_LENGTH)
     problem = check_reply(response.body, length, PROBE_ID, echoes_id=False)
-    if problem is not None:  # not V2, or under another id: refused whatever the pool says
+    if problem is not None:
+        # not V2, or under another id: refused whatever the pool says
         response.discard()
         return IdEcho(None, f"the probe inference's answer is refused: {problem}", refused=True)
     echoed = check_reply(response.body, length, PROBE_ID) is None

@@ -14,8 +14,8 @@ import orjson
 from gateway.clock import Clock
 from gateway.config.models import ModelConfig
 from gateway.errors import GatewayError, NoReplicaAvailable, UpstreamError
+from gateway.faults.classify import classify_error
 from gateway.periodic import BackgroundTask
-from gateway.policies.classify import classify_error
 from gateway.upstream.registry import Pool
 from gateway.upstream.transport.base import Transport
 
@@ -51,7 +51,8 @@ class MetadataCache:
                     replica.endpoint, "GET", pool.model_path(), timeout=METADATA_TIMEOUT_S
                 )
             except UpstreamError as exc:
-                last = classify_error(replica.id, exc, 0.0).summary()  # no replica's text
+                # no replica's text
+                last = classify_error(replica.id, exc, 0.0).summary()
                 continue
             if response.status != 200:
                 last = f"replica {replica.id} answered {response.status}"

@@ -1,15 +1,15 @@
 """The upstream transport contract: one HTTP/1.1 exchange with one replica.
 
-The transport is a small swappable object (as in httpx's ``BaseTransport``) so the hot path can
-use the fastest client measured on this machine while tests and benchmarks swap in others. A
-transport is the only place where a client library's exceptions become ours: it raises
+The transport is a small swappable object (as in httpx's ``BaseTransport``) so the hot path can use
+the cheapest of the clients `loadtests/bench_transport.py` compares while tests and benchmarks swap
+in others. A transport is the only place where a client library's exceptions become ours: it raises
 `UpstreamConnectError`, `UpstreamTimeout` or `UpstreamProtocolError` and nothing else.
 
 A keep-alive connection is only as good as its stream is in step. Two rules keep one request's
 bytes from being read as another's reply, where HTTP framing alone cannot tell:
 
 - a reply its caller refuses as a protocol error (not a V2 reply, another request's ``id``) is
-  `UpstreamResponse.discard`-ed: the connection it came on is closed, so what the server still
+  `Reply.discard`-ed: the connection it came on is closed, so what the server still
   sends on it (the refused request's real answer, late) reaches nobody;
 - control requests (GET and HEAD: health probes, metadata) and the others (POST: infer,
   golden probes) never share a connection: a late inference answer cannot pass for a health
@@ -34,7 +34,7 @@ class Stream(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class UpstreamResponse:
+class Reply:
     """A complete upstream reply. Header names are lower-case. ``stream``: the connection it
     came on (None where the transport keeps none, or lets its library pool them)."""
 
@@ -72,7 +72,7 @@ class Transport(Protocol):
         body: bytes | Body = b"",  # a `Body` is sent as its pieces where the transport can
         headers: Mapping[str, str] | None = None,
         timeout: float,
-    ) -> UpstreamResponse: ...
+    ) -> Reply: ...
 
     def forget(self, endpoint: Endpoint) -> None:
         """The endpoint's replica left the gateway: release what is kept for it (idle

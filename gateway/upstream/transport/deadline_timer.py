@@ -38,9 +38,11 @@ class DeadlineTimer:
     def _on_timer(self) -> None:
         self._timer = None
         if not self._busy():
-            return  # idle: the next exchange arms a timer of its own
+            # idle: the next exchange arms a timer of its own
+            return
         if self._deadline > self._armed_at:
-            self._arm(self._deadline)  # armed for an earlier exchange's deadline
+            # armed for an earlier exchange's deadline
+            self._arm(self._deadline)
             return
         self._time_out()
 

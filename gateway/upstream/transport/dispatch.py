@@ -13,7 +13,7 @@ from collections.abc import Coroutine, Mapping
 from typing import Any
 
 from gateway.config.endpoint import Endpoint
-from gateway.upstream.transport.base import Transport, UpstreamResponse
+from gateway.upstream.transport.base import Reply, Transport
 from gateway.v2.body import Body
 
 
@@ -34,7 +34,7 @@ class ProtocolTransport:
         body: bytes | Body = b"",
         headers: Mapping[str, str] | None = None,
         timeout: float,
-    ) -> Coroutine[Any, Any, UpstreamResponse]:
+    ) -> Coroutine[Any, Any, Reply]:
         """The endpoint's transport's exchange, handed on as it is (no coroutine of its own)."""
         transport = self.grpc if endpoint.is_grpc else self.http
         return transport.request(

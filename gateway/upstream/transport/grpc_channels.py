@@ -26,14 +26,16 @@ from gateway.config.tls import TlsConfig
 from gateway.errors import UpstreamConnectError
 from v2proto.grpc.service import Stub
 
-MAX_SEND_BYTES = 1 << 30  # the gateway's own body limits bound what it sends
+# the gateway's own body limits bound what it sends
+MAX_SEND_BYTES = 1 << 30
 
 
 @dataclass(frozen=True, slots=True)
 class Channel:
     channel: grpc.aio.Channel
     stub: Stub
-    metadata: tuple[tuple[str, str], ...]  # the pool's extra headers, as call metadata
+    # the pool's extra headers, as call metadata
+    metadata: tuple[tuple[str, str], ...]
 
 
 def channel_options(endpoint: Endpoint, max_reply_bytes: int) -> list[tuple[str, str | int]]:

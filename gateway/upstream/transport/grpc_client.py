@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 import grpc
@@ -47,9 +47,9 @@ from google.protobuf.json_format import MessageToDict
 
 from gateway.config.endpoint import Endpoint
 from gateway.errors import UpstreamConnectError, UpstreamProtocolError, UpstreamTimeout
-from gateway.upstream.transport.base import UpstreamResponse
+from gateway.upstream.transport.base import Reply
 from gateway.upstream.transport.grpc_channels import Channel, open_channel
-from gateway.upstream.transport.http1_connection import MAX_REPLY_BODY_BYTES
+from gateway.upstream.transport.limits import MAX_REPLY_BODY_BYTES
 from gateway.upstream.transport.local_errors import local_error_in
 from v2proto.codec import HEADER_LENGTH
 from v2proto.errors import ProtocolError
@@ -83,16 +83,23 @@ _ADDRESS = re.compile(
 )
 # Request headers that frame the REST exchange: they do not become call metadata.
 _NOT_METADATA = frozenset(
-    {"host", "content-type", "content-length", "connection", "transfer-encoding", "te",
-     HEADER_LENGTH}
-)  # fmt: skip
+    {
+        "host",
+        "content-type",
+        "content-length",
+        "connection",
+        "transfer-encoding",
+        "te",
+        HEADER_LENGTH,
+    }
+)
 
 
-def json_reply(doc: object, status: int = 200) -> UpstreamResponse:
-    return UpstreamResponse(status, JSON_HEADERS, orjson.dumps(doc))
+def json_reply(doc: object, status: int = 200) -> Reply:
+    return Reply(status, JSON_HEADERS, orjson.dumps(doc))
 
 
-def error_reply(status: int, message: str) -> UpstreamResponse:
+def error_reply(status: int, message: str) -> Reply:
     return json_reply({"error": message}, status)
 
 
@@ -101,11 +108,12 @@ def scrubbed(details: str) -> str:
     return _ADDRESS.sub("<address>", details)
 
 
-def rpc_error(exc: grpc.aio.AioRpcError) -> UpstreamResponse:
+def rpc_error(exc: grpc.aio.AioRpcError) -> Reply:
     """A failed call as the transport contract says: raised, or a reply with an error status."""
     code, details = exc.code(), scrubbed(exc.details() or exc.code().name)
     local = local_error_in(details) if code == grpc.StatusCode.UNAVAILABLE else None
-    if local is not None:  # grpc's core could not open a socket: the gateway's own shortage
+    if local is not None:
+        # grpc's core could not open a socket: the gateway's own shortage
         raise local from None
     if code in _CONNECT_CODES:
         raise UpstreamConnectError(f"gRPC {code.name}: {details}") from None
@@ -130,7 +138,8 @@ class GrpcTransport:
     def __init__(self, *, max_reply_body_bytes: int = MAX_REPLY_BODY_BYTES) -> None:
         self._max_reply = max_reply_body_bytes
         self._channels: dict[Endpoint, Channel] = {}
-        self._takes_raw: set[Endpoint] = set()  # their ServerMetadata lists binary_tensor_data
+        # their ServerMetadata lists binary_tensor_data
+        self._takes_raw: set[Endpoint] = set()
         self._closed = False
 
     def _channel(self, endpoint: Endpoint) -> Channel:
@@ -150,7 +159,7 @@ class GrpcTransport:
         body: bytes | Joinable = b"",
         headers: Mapping[str, str] | None = None,
         timeout: float,
-    ) -> UpstreamResponse:
+    ) -> Reply:
         channel = self._channel(endpoint)
         metadata = channel.metadata
         if headers:
@@ -171,7 +180,8 @@ class GrpcTransport:
     def forget(self, endpoint: Endpoint) -> None:
         self._takes_raw.discard(endpoint)
         channel = self._channels.pop(endpoint, None)
-        if channel is not None:  # calls in flight on it finish within the grace
+        if channel is not None:
+            # calls in flight on it finish within the grace
             task = asyncio.get_running_loop().create_task(channel.channel.close(grace=5.0))
             _CLOSING.add(task)
             task.add_done_callback(_CLOSING.discard)
@@ -218,12 +228,14 @@ class _Call:
                 _UNFINISHED.add(rpc)
                 rpc.add_done_callback(_ended)
             raise
-        if reply is None:  # what gRPC makes of a reply its deserializer cannot read
+        if reply is None:
+            # what gRPC makes of a reply its deserializer cannot read
             raise UpstreamProtocolError("the replica's gRPC reply is not a valid message")
         return reply
 
 
-_UNFINISHED: set[asyncio.Future[Any]] = set()  # bounded: calls cancelled, until their batch ends
+# bounded: calls cancelled, until their batch ends
+_UNFINISHED: set[asyncio.Future[Any]] = set()
 CANCELLED_DETAILS = "the gateway no longer waits for this call"
 
 
@@ -240,31 +252,17 @@ def cancel_in_core(call: object) -> None:
 def _ended(rpc: asyncio.Future[Any]) -> None:
     _UNFINISHED.discard(rpc)
     if not rpc.cancelled():
-        rpc.exception()  # retrieved: an RPC nobody waits for failing is no news
+        # retrieved: an RPC nobody waits for failing is no news
+        rpc.exception()
 
 
-async def _route(  # noqa: C901
+async def _route(
     call: _Call, method: str, path: str, body: bytes, headers: Mapping[str, str]
-) -> UpstreamResponse:
-    stub = call.channel.stub
-    if path in ("/v2/health/live", "/v2/health/ready") and method in ("GET", "HEAD"):
-        if path.endswith("live"):
-            live = (await call(stub.server_live, pb.ServerLiveRequest())).live
-            return json_reply({"live": live}, 200 if live else 503)
-        ready = (await call(stub.server_ready, pb.ServerReadyRequest())).ready
-        return json_reply({"ready": ready}, 200 if ready else 503)
-    if path in ("/v2", "/v2/") and method == "GET":
-        meta = await call(stub.server_metadata, pb.ServerMetadataRequest())
-        extensions = list(meta.extensions)
-        call.learned = BINARY_EXTENSION in extensions
-        return json_reply({"name": meta.name, "version": meta.version, "extensions": extensions})
-    if path == "/v2/repository/index" and method == "POST":
-        index = await call(stub.repository_index, pb.RepositoryIndexRequest())
-        rows = [
-            {"name": m.name, "version": m.version, "state": m.state, "reason": m.reason}
-            for m in index.models
-        ]
-        return json_reply(rows)
+) -> Reply:
+    """A REST request to a replica, carried as the gRPC call that means the same."""
+    server = _SERVER_ROUTES.get((method, path))
+    if server is not None:
+        return await server(call)
     model = _model_route(path)
     if model is None:
         return error_reply(404, f"no route for {path} over gRPC")
@@ -273,22 +271,79 @@ async def _route(  # noqa: C901
         return await _infer(call, name, version, body, headers)
     if method not in ("GET", "HEAD"):
         return error_reply(405, f"method {method} not allowed here")
-    if action == "ready":
-        ready = await call(stub.model_ready, pb.ModelReadyRequest(name=name, version=version))
-        if ready.ready:
-            return json_reply({"name": name, "ready": True})
-        return json_reply({"name": name, "ready": False, "error": "model not ready"}, 503)
-    if action == "":
-        meta = await call(stub.model_metadata, pb.ModelMetadataRequest(name=name, version=version))
-        return json_reply(_model_metadata(meta))
-    if action == "config":
-        config = await call(stub.model_config, pb.ModelConfigRequest(name=name, version=version))
-        return json_reply(MessageToDict(config.config, preserving_proto_field_name=True))
-    if action == "stats":
-        request = pb.ModelStatisticsRequest(name=name, version=version)
-        stats = await call(stub.model_statistics, request)
-        return json_reply(MessageToDict(stats, preserving_proto_field_name=True))
-    return error_reply(404, f"no route for {path} over gRPC")
+    read = _MODEL_READS.get(action)
+    if read is None:
+        return error_reply(404, f"no route for {path} over gRPC")
+    return await read(call, name, version)
+
+
+async def _server_live(call: _Call) -> Reply:
+    live = (await call(call.channel.stub.server_live, pb.ServerLiveRequest())).live
+    return json_reply({"live": live}, 200 if live else 503)
+
+
+async def _server_ready(call: _Call) -> Reply:
+    ready = (await call(call.channel.stub.server_ready, pb.ServerReadyRequest())).ready
+    return json_reply({"ready": ready}, 200 if ready else 503)
+
+
+async def _server_metadata(call: _Call) -> Reply:
+    meta = await call(call.channel.stub.server_metadata, pb.ServerMetadataRequest())
+    extensions = list(meta.extensions)
+    call.learned = BINARY_EXTENSION in extensions
+    return json_reply({"name": meta.name, "version": meta.version, "extensions": extensions})
+
+
+async def _repository_index(call: _Call) -> Reply:
+    index = await call(call.channel.stub.repository_index, pb.RepositoryIndexRequest())
+    rows = [
+        {"name": m.name, "version": m.version, "state": m.state, "reason": m.reason}
+        for m in index.models
+    ]
+    return json_reply(rows)
+
+
+async def _model_ready(call: _Call, name: str, version: str) -> Reply:
+    request = pb.ModelReadyRequest(name=name, version=version)
+    if (await call(call.channel.stub.model_ready, request)).ready:
+        return json_reply({"name": name, "ready": True})
+    return json_reply({"name": name, "ready": False, "error": "model not ready"}, 503)
+
+
+async def _model_metadata_reply(call: _Call, name: str, version: str) -> Reply:
+    request = pb.ModelMetadataRequest(name=name, version=version)
+    return json_reply(_model_metadata(await call(call.channel.stub.model_metadata, request)))
+
+
+async def _model_config(call: _Call, name: str, version: str) -> Reply:
+    request = pb.ModelConfigRequest(name=name, version=version)
+    config = await call(call.channel.stub.model_config, request)
+    return json_reply(MessageToDict(config.config, preserving_proto_field_name=True))
+
+
+async def _model_stats(call: _Call, name: str, version: str) -> Reply:
+    request = pb.ModelStatisticsRequest(name=name, version=version)
+    stats = await call(call.channel.stub.model_statistics, request)
+    return json_reply(MessageToDict(stats, preserving_proto_field_name=True))
+
+
+# (method, path) of the server's own reads -> the call that answers it
+_SERVER_ROUTES: dict[tuple[str, str], Callable[[_Call], Awaitable[Reply]]] = {
+    ("GET", "/v2/health/live"): _server_live,
+    ("HEAD", "/v2/health/live"): _server_live,
+    ("GET", "/v2/health/ready"): _server_ready,
+    ("HEAD", "/v2/health/ready"): _server_ready,
+    ("GET", "/v2"): _server_metadata,
+    ("GET", "/v2/"): _server_metadata,
+    ("POST", "/v2/repository/index"): _repository_index,
+}
+# a model path's action (GET or HEAD) -> the call that answers it; "" is the model's metadata
+_MODEL_READS: dict[str, Callable[[_Call, str, str], Awaitable[Reply]]] = {
+    "ready": _model_ready,
+    "": _model_metadata_reply,
+    "config": _model_config,
+    "stats": _model_stats,
+}
 
 
 def _model_route(path: str) -> tuple[str, str, str] | None:
@@ -322,16 +377,17 @@ def _model_metadata(meta: pb.ModelMetadataResponse) -> dict[str, Any]:
 
 async def _infer(
     call: _Call, name: str, version: str, body: bytes, headers: Mapping[str, str]
-) -> UpstreamResponse:
+) -> Reply:
     try:
         message, forms = rest_to_grpc_request(
             body, headers.get(HEADER_LENGTH), model_name=name, model_version=version, raw=call.raw
         )
-    except ProtocolError as exc:  # what gRPC cannot carry: the request's fault, as a 400
+    except ProtocolError as exc:
+        # what gRPC cannot carry: the request's fault, as a 400
         return error_reply(400, f"cannot send this request over gRPC: {exc.message}")
     reply = await call(call.channel.stub.model_infer, message)
     try:
         encoded = grpc_to_rest_response(reply, forms)
     except ProtocolError as exc:
         raise UpstreamProtocolError(f"malformed gRPC reply: {exc.message}") from None
-    return UpstreamResponse(200, encoded.headers(), encoded.body)
+    return Reply(200, encoded.headers(), encoded.body)

@@ -25,12 +25,12 @@ from collections.abc import Mapping
 from gateway.config.endpoint import Endpoint
 from gateway.config.tls import TlsConfig
 from gateway.errors import UpstreamConnectError, UpstreamTimeout
-from gateway.upstream.transport.base import UpstreamResponse
-from gateway.upstream.transport.http1_connection import (
+from gateway.upstream.transport.base import Reply
+from gateway.upstream.transport.http1_connection import Connection
+from gateway.upstream.transport.limits import (
     MAX_REPLY_BODY_BYTES,
     MAX_REPLY_HEADER_BYTES,
     MAX_REPLY_HEADER_COUNT,
-    Connection,
     ReplyLimits,
 )
 from gateway.upstream.transport.local_errors import local_error
@@ -40,8 +40,10 @@ from gateway.v2.body import SMALL_BODY_BYTES, Body, Piece
 # Framing is ours: extra headers with these names are dropped rather than sent twice.
 _OWN_HEADERS = frozenset({"host", "content-length", "transfer-encoding"})
 _BODILESS = frozenset({"GET", "HEAD"})
-_CONTROL = _BODILESS  # the methods of the control lane
-MAX_IDLE_CONTROL = 2  # a probe and a metadata fetch at once; more are rare
+# the methods of the control lane
+_CONTROL = _BODILESS
+# a probe and a metadata fetch at once; more are rare
+MAX_IDLE_CONTROL = 2
 # From this size a body's pieces are written as they are (writev) rather than copied behind
 # the head into one buffer: below it, the copy costs less than the vector.
 VECTORED_MIN_BYTES = SMALL_BODY_BYTES
@@ -62,7 +64,8 @@ class _Route:
         self.idle: list[Connection] = []
         self.free = slots
         self.waiters: deque[asyncio.Future[None]] = deque()
-        self.forgotten = False  # its replica left (`Http1Transport.forget`): pool nothing more
+        # its replica left (`Http1Transport.forget`): pool nothing more
+        self.forgotten = False
 
     def give_back(self) -> None:
         """An exchange's slot is free: to the oldest waiter still waiting, else counted."""
@@ -110,7 +113,8 @@ def encode_request(
         data = body
         size = len(data)
     head = f"{method} {endpoint.prefix}{path} HTTP/1.1\r\n{endpoint.fixed_head}"
-    crlfs = 2 + endpoint.fixed_lines  # the request line and the blank line, besides the fixed
+    # the request line and the blank line, besides the fixed
+    crlfs = 2 + endpoint.fixed_lines
     if size or method not in _BODILESS:
         head += f"content-length: {size}\r\n"
         crlfs += 1
@@ -174,7 +178,7 @@ class Http1Transport:
         body: bytes | Body = b"",
         headers: Mapping[str, str] | None = None,
         timeout: float,
-    ) -> UpstreamResponse:
+    ) -> Reply:
         raw = encode_request(endpoint, method, path, body, headers)
         head = method == "HEAD"
         deadline = asyncio.get_running_loop().time() + timeout
@@ -183,7 +187,8 @@ class Http1Transport:
         if route is None:
             route = lane.routes[endpoint] = _Route(self._max_connections)
         if route.free and not route.waiters:
-            route.free -= 1  # the usual case: a slot is free, no await
+            # the usual case: a slot is free, no await
+            route.free -= 1
         else:
             await _wait_for_slot(route, deadline)
         try:
@@ -237,7 +242,8 @@ class Http1Transport:
         for lane in (self._infer, self._control):
             for route in lane.routes.values():
                 route.idle.clear()
-        await asyncio.sleep(0)  # let the loop run the connection_lost callbacks
+        # let the loop run the connection_lost callbacks
+        await asyncio.sleep(0)
 
     # --- internals ------------------------------------------------------------------------------
 
@@ -250,10 +256,11 @@ class Http1Transport:
         raw: bytes | list[Piece],
         deadline: float,
         head: bool,
-    ) -> UpstreamResponse:
+    ) -> Reply:
         try:
             response = await conn.exchange(raw, deadline, head=head)
-        except BaseException:  # an error, a timeout or our cancellation: never reuse it
+        except BaseException:
+            # an error, a timeout or our cancellation: never reuse it
             conn.abort()
             raise
         if conn.reusable and endpoint.keep_alive and not route.forgotten:
@@ -271,7 +278,8 @@ class Http1Transport:
 
     def _context(self, tls: TlsConfig) -> ssl.SSLContext:
         context = self._contexts.get(tls)
-        if context is None:  # reads the CA bundle and the client certificate once
+        if context is None:
+            # reads the CA bundle and the client certificate once
             context = self._contexts[tls] = client_context(tls)
         return context
 
@@ -279,7 +287,8 @@ class Http1Transport:
         if self._closed:
             raise UpstreamConnectError("transport is closed")
         loop = asyncio.get_running_loop()
-        limit = min(deadline, loop.time() + self._connect_timeout)  # the handshake included
+        # the handshake included
+        limit = min(deadline, loop.time() + self._connect_timeout)
         made: list[Connection] = []
 
         def factory() -> Connection:
@@ -300,14 +309,16 @@ class Http1Transport:
                         server_hostname=endpoint.server_name,
                     )
         except BaseException as exc:
-            for failed in made:  # a failed handshake never reports the connection lost
+            for failed in made:
+                # a failed handshake never reports the connection lost
                 self._open.discard(failed)
             if isinstance(exc, TimeoutError):
                 what = "connect" if tls is None else "connect and TLS handshake"
                 raise UpstreamConnectError(f"{what} timed out") from exc
             if isinstance(exc, ssl.SSLError):
                 raise handshake_error(exc) from exc
-            local = local_error(exc)  # the gateway's own lack of descriptors or memory
+            # the gateway's own lack of descriptors or memory
+            local = local_error(exc)
             if local is not None:
                 raise local from exc
             if isinstance(exc, OSError):
@@ -325,9 +336,11 @@ async def _wait_for_slot(route: _Route, deadline: float) -> None:
             await waiter
     except BaseException as exc:
         if waiter.done() and not waiter.cancelled():
-            route.give_back()  # handed a slot as the timeout or a cancellation struck: pass it on
+            # handed a slot as the timeout or a cancellation struck: pass it on
+            route.give_back()
         else:
-            waiter.cancel()  # `give_back` skips it
+            # `give_back` skips it
+            waiter.cancel()
         if isinstance(exc, TimeoutError):
             raise UpstreamTimeout("no free connection in time (all busy)") from exc
         raise
@@ -350,4 +363,5 @@ def _reason(exc: OSError) -> str:
     may read the message, and the replica's id says where it was; its url is in /admin/state."""
     if exc.errno:
         return os.strerror(exc.errno)
-    return type(exc).__name__  # asyncio's "Multiple exceptions: ..." names every address
+    # asyncio's "Multiple exceptions: ..." names every address
+    return type(exc).__name__

@@ -1,10 +1,11 @@
 """One keep-alive HTTP/1.1 client connection: an asyncio Protocol driving httptools' parser.
 
-Why: callbacks on a Protocol cost a fraction of a stream-based client (no StreamReader, no
-coroutine per read): a request is one ``write``, a reply is parsed as bytes arrive and completes
-one future. Works on the default loop and on uvloop alike. A replica is an untrusted peer, so the
-framing follows RFC 9112 strictly (the head's rules and caps: `reply_head`; checked against h11
-in tests/gateway/upstream). A large body is read straight into one buffer (`limits` says why).
+Why: callbacks on a Protocol cost less than a stream-based client (no StreamReader, no coroutine per
+read; loadtests/bench_transport.py): a request is one ``write``, a reply is parsed as bytes arrive
+and completes one future. Works on the default loop and on uvloop alike. A replica is an untrusted
+peer, so the framing follows RFC 9112 strictly (the head's rules and caps: `reply_head`; checked
+against h11 in tests/gateway/upstream). A large body is read straight into one buffer (`limits` says
+why).
 """
 
 from __future__ import annotations
@@ -17,9 +18,8 @@ from typing import NoReturn, cast
 import httptools
 
 from gateway.errors import UpstreamConnectError, UpstreamProtocolError, UpstreamTimeout
-from gateway.upstream.transport.base import UpstreamResponse
+from gateway.upstream.transport.base import Reply
 from gateway.upstream.transport.deadline_timer import DeadlineTimer
-from gateway.upstream.transport.limits import *  # noqa: F403 (the caps, imported from here too)
 from gateway.upstream.transport.limits import DEFAULT_LIMITS, ReplyLimits
 from gateway.upstream.transport.local_errors import local_error
 from gateway.upstream.transport.reply_head import (
@@ -32,7 +32,8 @@ from gateway.upstream.transport.reply_head import (
     size_refusal,
 )
 
-_READ_BYTES = 64 * 1024  # the buffer heads (and small bodies) are read into
+# the buffer heads (and small bodies) are read into
+_READ_BYTES = 64 * 1024
 
 
 class _NoCallbacks:
@@ -64,30 +65,43 @@ class Connection(DeadlineTimer, asyncio.BufferedProtocol):
         self._loop = loop
         self._on_lost = on_lost
         self._limits = limits
-        self._max_fields = limits.max_reply_header_count  # the hot path reads the caps directly
+        # the hot path reads the caps directly
+        self._max_fields = limits.max_reply_header_count
         self._max_field_bytes = limits.max_reply_header_bytes
         self._max_body = limits.max_reply_body_bytes
         self._read_buffer = memoryview(bytearray(_READ_BYTES))
-        self._direct: bytearray | None = None  # the body being read straight in, if any
-        self._filled = 0  # bytes of ``_direct`` read so far
-        self._direct_size = 0  # the Content-Length of a body to read straight in, once known
-        self._keep_alive_after = False  # the head's verdict, for a body read straight in
+        # the body being read straight in, if any
+        self._direct: bytearray | None = None
+        # bytes of ``_direct`` read so far
+        self._filled = 0
+        # the Content-Length of a body to read straight in, once known
+        self._direct_size = 0
+        # the head's verdict, for a body read straight in
+        self._keep_alive_after = False
         self._transport: asyncio.Transport | None = None
         self._poll: select.poll | None = None
         self._parser = httptools.HttpResponseParser(self)
-        self._waiter: asyncio.Future[UpstreamResponse] | None = None
-        self._timer = None  # `DeadlineTimer`'s: armed for ``_armed_at``
+        self._waiter: asyncio.Future[Reply] | None = None
+        # `DeadlineTimer`'s: armed for ``_armed_at``
+        self._timer = None
         self._armed_at = 0.0
-        self._deadline = 0.0  # the current exchange's
+        # the current exchange's
+        self._deadline = 0.0
         self._headers: dict[str, str] = {}
-        self._repeats: dict[str, list[str]] | None = None  # fields seen twice or more, in order
+        # fields seen twice or more, in order
+        self._repeats: dict[str, list[str]] | None = None
         self._body: list[bytes] = []
-        self._head_request = False  # the reply to HEAD has no body, whatever its headers say
-        self._final = False  # the final (non-1xx) head is parsed: later fields are trailers
-        self._until_eof = False  # a non-2xx reply with no framing: its body ends at EOF
-        self._received = 0  # bytes of this reply so far
+        # the reply to HEAD has no body, whatever its headers say
+        self._head_request = False
+        # the final (non-1xx) head is parsed: later fields are trailers
+        self._final = False
+        # a non-2xx reply with no framing: its body ends at EOF
+        self._until_eof = False
+        # bytes of this reply so far
+        self._received = 0
         self._body_size = 0
-        self._fields = 0  # header fields of this reply, interim replies and trailers included
+        # header fields of this reply, interim replies and trailers included
+        self._fields = 0
         self._field_bytes = 0
         self.got_bytes = False
         self.closed = False
@@ -97,7 +111,7 @@ class Connection(DeadlineTimer, asyncio.BufferedProtocol):
 
     def exchange(
         self, request: bytes | Sequence[bytes | memoryview], deadline: float, *, head: bool = False
-    ) -> asyncio.Future[UpstreamResponse]:
+    ) -> asyncio.Future[Reply]:
         """Send one request (one buffer, or buffers sent as one vectored write); the future
         completes with the reply or fails with an upstream error.
 
@@ -123,7 +137,8 @@ class Connection(DeadlineTimer, asyncio.BufferedProtocol):
         if isinstance(request, bytes):
             transport.write(request)
         else:
-            transport.writelines(request)  # writev on uvloop: the body's buffers, not a copy
+            # writev on uvloop: the body's buffers, not a copy
+            transport.writelines(request)
         return waiter
 
     @property
@@ -141,7 +156,7 @@ class Connection(DeadlineTimer, asyncio.BufferedProtocol):
         return self._poll is not None and bool(self._poll.poll(0))
 
     def discard(self) -> None:
-        """Its last reply was refused as a protocol error (`UpstreamResponse.discard`): the
+        """Its last reply was refused as a protocol error (`Reply.discard`): the
         stream is out of step, so drop it; the pool skips it from now on (not `reusable`)."""
         self.abort()
 
@@ -167,7 +182,8 @@ class Connection(DeadlineTimer, asyncio.BufferedProtocol):
 
     def get_buffer(self, sizehint: int) -> memoryview:
         direct = self._direct
-        if direct is not None:  # never past the body's end: later bytes stay in the socket
+        if direct is not None:
+            # never past the body's end: later bytes stay in the socket
             return memoryview(direct)[self._filled :]
         return self._read_buffer
 
@@ -181,12 +197,14 @@ class Connection(DeadlineTimer, asyncio.BufferedProtocol):
             self.data_received(self._read_buffer[:nbytes])
 
     def data_received(self, data: bytes | memoryview) -> None:
-        if self._direct is not None:  # a transport that gives no buffers (tests)
+        if self._direct is not None:
+            # a transport that gives no buffers (tests)
             self._copy_in(data)
             return
         waiter = self._waiter
         if waiter is None or waiter.done():
-            self.abort()  # bytes nobody asked for: the stream is out of step, never reuse it
+            # bytes nobody asked for: the stream is out of step, never reuse it
+            self.abort()
             return
         self.got_bytes = True
         self._received += len(data)
@@ -201,7 +219,8 @@ class Connection(DeadlineTimer, asyncio.BufferedProtocol):
             self._read_direct()
 
     def eof_received(self) -> bool:
-        return False  # close our side too; connection_lost follows
+        # close our side too; connection_lost follows
+        return False
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -215,7 +234,8 @@ class Connection(DeadlineTimer, asyncio.BufferedProtocol):
     def _settle_waiter(self, exc: Exception | None) -> None:
         if self._waiter is None or self._waiter.done():
             return
-        local = local_error(exc)  # the gateway's own lack of buffers or memory, not the replica
+        # the gateway's own lack of buffers or memory, not the replica
+        local = local_error(exc)
         if self._until_eof and exc is None:
             self._complete()
         elif local is not None:
@@ -247,7 +267,8 @@ class Connection(DeadlineTimer, asyncio.BufferedProtocol):
 
     def on_message_begin(self) -> None:
         if self._waiter is None or self._waiter.done():
-            self._reject("a second reply to one request")  # out of step: never reuse
+            # out of step: never reuse
+            self._reject("a second reply to one request")
         self._headers = {}
         self._repeats = None
         self._body = []
@@ -257,15 +278,18 @@ class Connection(DeadlineTimer, asyncio.BufferedProtocol):
         known = KNOWN_NAMES.get(name)
         if known is None:
             key = name.decode("latin-1").lower()
-            self._field_bytes += len(name) + len(value)  # checked per read and at the end
+            # checked per read and at the end
+            self._field_bytes += len(name) + len(value)
         else:
             key, size = known
             self._field_bytes += size + len(value)
         if self._fields > self._max_fields:
             self._reject(cap_message(self._limits, "reply header fields", "max_reply_header_count"))
         if self._final:
-            return  # a trailer field: counted, never merged into the head
-        if value[-1:] in b" \t":  # llhttp strips only the leading OWS (and b"" is in it)
+            # a trailer field: counted, never merged into the head
+            return
+        if value[-1:] in b" \t":
+            # llhttp strips only the leading OWS (and b"" is in it)
             value = value.rstrip(b" \t")
         text = value.decode("latin-1")
         headers = self._headers
@@ -285,7 +309,8 @@ class Connection(DeadlineTimer, asyncio.BufferedProtocol):
 
     def on_headers_complete(self) -> None:
         parser = self._parser
-        if self._repeats:  # joined before the rules read them (a repeated Transfer-Encoding)
+        if self._repeats:
+            # joined before the rules read them (a repeated Transfer-Encoding)
             headers = self._headers
             for key, values in self._repeats.items():
                 headers[key] = ", ".join(values)
@@ -301,7 +326,8 @@ class Connection(DeadlineTimer, asyncio.BufferedProtocol):
         except HeadRefused as refused:
             self._reject(str(refused))
         if verdict is INTERIM:
-            return  # 100 Continue, 103 Early Hints: dropped, the final head follows
+            # 100 Continue, 103 Early Hints: dropped, the final head follows
+            return
         self._final = True
         if verdict is not FRAMED:
             self._until_eof = verdict.until_eof
@@ -316,7 +342,8 @@ class Connection(DeadlineTimer, asyncio.BufferedProtocol):
         self._body.append(body)
 
     def on_message_complete(self) -> None:
-        if self._final:  # else an interim reply ended
+        if self._final:
+            # else an interim reply ended
             self._complete()
 
     # --- a body read straight in ---------------------------------------------------------
@@ -342,7 +369,8 @@ class Connection(DeadlineTimer, asyncio.BufferedProtocol):
         if self._filled == len(direct):
             self._complete()
             if len(data) > take:
-                self.data_received(data[take:])  # past the reply's end: out of step, dropped
+                # past the reply's end: out of step, dropped
+                self.data_received(data[take:])
 
     # --- completion -----------------------------------------------------------------------------
 
@@ -358,9 +386,11 @@ class Connection(DeadlineTimer, asyncio.BufferedProtocol):
         direct = self._direct
         if direct is not None:
             self._direct, self._direct_size = None, 0
-            self._parser = httptools.HttpResponseParser(self)  # the current one is mid-body
+            # the current one is mid-body
+            self._parser = httptools.HttpResponseParser(self)
             self.keep_alive = self._keep_alive_after
-            body = bytes(direct)  # the one copy: a reply body is immutable bytes downstream
+            # the one copy: a reply body is immutable bytes downstream
+            body = bytes(direct)
         else:
             self.keep_alive = (
                 not self._until_eof and not self._head_request and parser.should_keep_alive()
@@ -368,8 +398,9 @@ class Connection(DeadlineTimer, asyncio.BufferedProtocol):
             body = b"".join(self._body)
         self._body = []
         if not self.keep_alive:
-            self._cancel_timer()  # else it stays armed for the next exchange (see `exchange`)
-        waiter.set_result(UpstreamResponse(status, self._headers, body, self))
+            # else it stays armed for the next exchange (see `exchange`)
+            self._cancel_timer()
+        waiter.set_result(Reply(status, self._headers, body, self))
         # Settled: from here on no exchange is in progress (every check reads None as done).
         # Kept, the future would hold the reply, its body included, for as long as the
         # connection idles in the pool: an image model's large answers, one per idle connection.
@@ -377,7 +408,8 @@ class Connection(DeadlineTimer, asyncio.BufferedProtocol):
 
     def _fail(self, error: Exception, cause: BaseException | None) -> None:
         self._cancel_timer()
-        self._direct = None  # the connection is dropped: so is a body half read straight in
+        # the connection is dropped: so is a body half read straight in
+        self._direct = None
         self.abort()
         waiter = self._waiter
         if waiter is not None and not waiter.done():

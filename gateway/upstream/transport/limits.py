@@ -19,16 +19,12 @@ from gateway.config.upstream import (
     DEFAULT_MAX_REPLY_HEADER_COUNT,
 )
 
-__all__ = [
-    "DEFAULT_LIMITS", "DIRECT_BODY_MIN_BYTES", "MAX_REPLY_BODY_BYTES", "MAX_REPLY_HEADER_BYTES",
-    "MAX_REPLY_HEADER_COUNT", "ReplyLimits",
-]  # fmt: skip
-
 # The config's defaults (`server.max_reply_*`): a transport built alone caps as the gateway does.
 MAX_REPLY_HEADER_COUNT = DEFAULT_MAX_REPLY_HEADER_COUNT
 MAX_REPLY_HEADER_BYTES = DEFAULT_MAX_REPLY_HEADER_BYTES
 MAX_REPLY_BODY_BYTES = DEFAULT_MAX_REPLY_BODY_BYTES
-DIRECT_BODY_MIN_BYTES = 256 * 1024  # the allocator's mmap threshold (gateway.cli)
+# the allocator's mmap threshold (gateway.cli)
+DIRECT_BODY_MIN_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +39,8 @@ class ReplyLimits:
     max_reply_header_count: int = MAX_REPLY_HEADER_COUNT
     max_reply_header_bytes: int = MAX_REPLY_HEADER_BYTES
     max_reply_body_bytes: int = MAX_REPLY_BODY_BYTES
-    direct_body_min_bytes: int = DIRECT_BODY_MIN_BYTES  # bodies read into one buffer
+    # bodies read into one buffer
+    direct_body_min_bytes: int = DIRECT_BODY_MIN_BYTES
 
 
 DEFAULT_LIMITS = ReplyLimits()

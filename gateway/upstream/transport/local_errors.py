@@ -6,7 +6,7 @@ meant for. Charged to that replica, it would trip its breaker, eject it and mark
 while every replica would fail the same way: the gateway's shortage would empty its own pools.
 So the transports raise `LocalResourceError` for these (an outcome of its own,
 ``local_resource``, that no breaker, outlier detector or prober counts against a replica; see
-`gateway.policies.fault`), and every one is counted here, by errno, for
+`gateway.faults.judge`), and every one is counted here, by errno, for
 ``gateway_local_resource_errors_total``.
 
 gRPC's core reports such an error only in its status details (in the socket layer's words,
@@ -33,7 +33,8 @@ def local_error(exc: BaseException | None) -> LocalResourceError | None:
     """`LocalResourceError` (counted) when ``exc`` or an error it was raised from is one of
     `LOCAL_ERRNOS`; else None."""
     seen = 0
-    while exc is not None and seen < 8:  # a cause chain is short; a cycle is not followed
+    while exc is not None and seen < 8:
+        # a cause chain is short; a cycle is not followed
         if isinstance(exc, OSError) and exc.errno in LOCAL_ERRNOS:
             return _counted(exc.errno)
         exc = exc.__cause__ or exc.__context__

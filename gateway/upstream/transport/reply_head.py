@@ -28,10 +28,19 @@ _BODYLESS_STATUSES = (204, 304)
 # and lower-cased on each (a small reply's head is mostly these). Name, its length.
 KNOWN_NAMES: dict[bytes, tuple[str, int]] = {
     spelling: (name, len(name))
-    for name in ("content-type", "content-length", "date", "server", "connection", "keep-alive",
-                 "transfer-encoding", "inference-header-content-length", "x-request-id")
+    for name in (
+        "content-type",
+        "content-length",
+        "date",
+        "server",
+        "connection",
+        "keep-alive",
+        "transfer-encoding",
+        "inference-header-content-length",
+        "x-request-id",
+    )
     for spelling in (name.encode(), name.title().encode(), name.upper().encode())
-}  # fmt: skip
+}
 
 
 class HeadRefused(Exception):
@@ -42,13 +51,17 @@ class HeadRefused(Exception):
 class Framing:
     """How the body after a head is read."""
 
-    interim: bool = False  # a 1xx head: no body, the final head follows
-    until_eof: bool = False  # no framing, not a 2xx: the body ends when the connection does
-    direct_size: int = 0  # the Content-Length of a body read straight into one buffer (0: not)
+    # a 1xx head: no body, the final head follows
+    interim: bool = False
+    # no framing, not a 2xx: the body ends when the connection does
+    until_eof: bool = False
+    # the Content-Length of a body read straight into one buffer (0: not)
+    direct_size: int = 0
 
 
 INTERIM = Framing(interim=True)
-FRAMED = Framing()  # by Content-Length below the direct size, by chunks, or no body at all
+# by Content-Length below the direct size, by chunks, or no body at all
+FRAMED = Framing()
 UNTIL_EOF = Framing(until_eof=True)
 
 
@@ -67,7 +80,8 @@ def framing(
         return INTERIM
     bodyless = head_request or status in _BODYLESS_STATUSES
     coding = headers.get("transfer-encoding")
-    length = headers.get("content-length")  # llhttp refused repeats and TE alongside it
+    # llhttp refused repeats and TE alongside it
+    length = headers.get("content-length")
     if coding is not None:
         if coding.lower() != "chunked":
             raise HeadRefused(f"unsupported Transfer-Encoding {coding!r}")
@@ -79,7 +93,8 @@ def framing(
         if size > limits.max_reply_body_bytes:
             raise HeadRefused(cap_message(limits, "reply body", "max_reply_body_bytes"))
         if size >= limits.direct_body_min_bytes and 200 <= status < 300:
-            return Framing(direct_size=size)  # read straight in once this read is parsed
+            # read straight in once this read is parsed
+            return Framing(direct_size=size)
         return FRAMED
     if bodyless:
         return FRAMED

@@ -20,13 +20,15 @@ def client_context(tls: TlsConfig) -> ssl.SSLContext:
         context = ssl.create_default_context(cafile=tls.ca_file if tls.verify else None)
         if tls.cert_file is not None:
             context.load_cert_chain(tls.cert_file, tls.key_file)
-    except (OSError, ssl.SSLError) as exc:  # a missing file, a bad PEM, a key that does not match
+    except (OSError, ssl.SSLError) as exc:
+        # a missing file, a bad PEM, a key that does not match
         files = ", ".join(f for f in (tls.ca_file, tls.cert_file, tls.key_file) if f)
         raise UpstreamConnectError(f"cannot load the TLS files ({files}): {exc}") from exc
     if not tls.verify:
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
-    context.set_alpn_protocols(["http/1.1"])  # the connection parses HTTP/1.1 only
+    # the connection parses HTTP/1.1 only
+    context.set_alpn_protocols(["http/1.1"])
     return context
 
 

@@ -13,7 +13,7 @@ The connection keeps the transport's write-buffer limits at zero, so the transpo
 holds anything unsent and when that is gone; ``flushed`` is None until then, True once every
 byte of the answer was handed to the socket, False when it never will be (the connection was
 lost, or the server answered for the handler). `Answer.when_flushed` and `Answer.wait_flushed`
-tell a handler that holds memory for the answer (the byte budget) when it may give it back.
+tell a handler that holds memory for the answer (the in-flight bytes) when it may give it back.
 
 Once the server has answered for the request itself (408, 413) or the connection is lost, the
 handler's answer is dropped quietly.
@@ -36,14 +36,18 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Buffer = bytes | bytearray | memoryview
-JOIN_BELOW = 16 * 1024  # a smaller body is copied after its head: cheaper than an iovec
-STREAM_HIGH_WATER_BYTES = 256 * 1024  # a streamed body waits while this much is unsent
+# a smaller body is copied after its head: cheaper than an iovec
+JOIN_BELOW = 16 * 1024
+# a streamed body waits while this much is unsent
+STREAM_HIGH_WATER_BYTES = 256 * 1024
 JSON_LINE = b"content-type: application/json\r\n"
 _CLOSE = b"connection: close\r\n"
-_KEEP = b"connection: keep-alive\r\n"  # an HTTP/1.0 client closes unless told otherwise
+# an HTTP/1.0 client closes unless told otherwise
+_KEEP = b"connection: keep-alive\r\n"
 _CHUNKED = b"transfer-encoding: chunked\r\n"
 _LAST_CHUNK = b"0\r\n\r\n"
-_NO_BODY = frozenset((204, 304))  # and every 1xx: no content-length, no body
+# and every 1xx: no content-length, no body
+_NO_BODY = frozenset((204, 304))
 
 
 def _status_lines() -> dict[int, bytes]:
@@ -70,11 +74,12 @@ def error_body(message: str) -> bytes:
     return orjson.dumps({"error": message})
 
 
-class Connection(Protocol):
+class ClientConnection(Protocol):
     """What an answer needs from its connection (`gateway.worker.http.protocol`)."""
 
     transport: asyncio.Transport
-    closing: bool  # every answer from now on closes the connection (drain, an error)
+    # every answer from now on closes the connection (drain, an error)
+    closing: bool
 
     def written(self, answer: Answer, close: bool) -> None:
         """The answer's last bytes were handed to the transport."""
@@ -99,7 +104,7 @@ class Answer:
         "started",
     )
 
-    def __init__(self, conn: Connection, request: Request) -> None:
+    def __init__(self, conn: ClientConnection, request: Request) -> None:
         self._conn = conn
         # what it needs of the request, copied: an answer does not keep its request alive
         self._head_only = request.method == "HEAD"
@@ -108,9 +113,11 @@ class Answer:
         self._chunked = False
         self._close = False
         self._waiters: list[Callable[[bool], object]] | None = None
-        self.started = False  # its head was written (or dropped): the server cannot answer
+        # its head was written (or dropped): the server cannot answer
+        self.started = False
         self.complete = False
-        self.dropped = False  # set by the connection: nothing of it will be written
+        # set by the connection: nothing of it will be written
+        self.dropped = False
         self.flushed: bool | None = None
 
     def send(self, status: int, lines: bytes = b"", body: Buffer = b"") -> None:
@@ -140,7 +147,8 @@ class Answer:
                 transport.write(head)
             elif len(body) < JOIN_BELOW:
                 transport.write(head + body)
-            else:  # one vectored write (writev on uvloop): the body is not copied
+            else:
+                # one vectored write (writev on uvloop): the body is not copied
                 transport.writelines((head, body))
         self.complete = True
         conn.written(self, close)
@@ -175,7 +183,8 @@ class Answer:
             return
         if length is None and _has_body(status) and not self._head_only:
             if self._version == "1.0":
-                self._close = True  # the body ends with the connection
+                # the body ends with the connection
+                self._close = True
             else:
                 self._chunked = True
         self._conn.transport.write(self._head(status, lines, length))
@@ -250,7 +259,8 @@ class Answer:
             for callback in waiters:
                 try:
                     callback(flushed)
-                except Exception:  # the connection's state must not depend on a handler's bug
+                except Exception:
+                    # the connection's state must not depend on a handler's bug
                     log.exception("an answer's flushed callback failed")
 
     def _head(self, status: int, lines: bytes, length: int | None) -> bytes:

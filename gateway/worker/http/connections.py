@@ -35,7 +35,8 @@ class Connections:
         self._max_per_peer = limits.max_connections_per_peer
         self.open: set[Member] = set()
         self.per_peer: Counter[str] = Counter()
-        self.refusals: Counter[int] = Counter()  # the server's own answers, by status
+        # the server's own answers, by status
+        self.refusals: Counter[int] = Counter()
         self.draining = False
         self._empty: asyncio.Event | None = None
 
@@ -54,7 +55,8 @@ class Connections:
 
     def forget(self, member: Member) -> None:
         if member not in self.open:
-            return  # refused, never counted
+            # refused, never counted
+            return
         self.open.discard(member)
         peer = member.peer
         left = self.per_peer[peer] - 1

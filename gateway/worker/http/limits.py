@@ -48,8 +48,10 @@ class ClientLimits:
     linger_bytes: int = 1024 * 1024
     linger_body_s: float = 10.0
     linger_body_bytes: int = 64 * 1024 * 1024
-    http10: bool = True  # False: an HTTP/1.0 request gets 505
-    max_connections: int | None = None  # None: no cap
+    # False: an HTTP/1.0 request gets 505
+    http10: bool = True
+    # None: no cap
+    max_connections: int | None = None
     max_connections_per_peer: int | None = None
 
     def __post_init__(self) -> None:

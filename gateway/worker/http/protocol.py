@@ -52,13 +52,14 @@ from gateway.worker.http.serving import serve
 
 if TYPE_CHECKING:
     from gateway.worker.http.connections import Connections
-    from gateway.worker.http.router import Router
+    from gateway.worker.http.router import PathRouter
 
 log = logging.getLogger(__name__)
 
 INF = float("inf")
 _HEAD_END = b"\r\n\r\n"
-_SMALL_REST = 4096  # searched for another head rather than parsed in a slice of its own
+# searched for another head rather than parsed in a slice of its own
+_SMALL_REST = 4096
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 # reading states: between requests, in a head, in a body, no more (refused or closing)
 _IDLE, _HEAD, _BODY, _STOPPED = 0, 1, 2, 3
@@ -72,7 +73,8 @@ _OWN = {
     b"content-length": _LENGTH,
     b"transfer-encoding": _ENCODING,
 }
-_NONE_FOUND: dict[str, str] = {}  # shared while a head has none of the wanted headers
+# shared while a head has none of the wanted headers
+_NONE_FOUND: dict[str, str] = {}
 _METHODS = {m.encode(): m for m in ("GET", "POST", "HEAD", "PUT", "DELETE", "OPTIONS", "PATCH")}
 
 
@@ -83,7 +85,7 @@ class _Refused(Exception):
 class HttpProtocol(asyncio.Protocol):
     def __init__(
         self,
-        router: Router,
+        router: PathRouter,
         limits: ClientLimits,
         connections: Connections,
         wanted: Mapping[bytes, str],
@@ -101,20 +103,27 @@ class HttpProtocol(asyncio.Protocol):
         self._parser = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport = None  # type: ignore[assignment]  # connection_made
         self.peer = ""
-        self.closing = False  # answers from now on close the connection (drain, refusal)
-        self._queue: deque[Request] = deque()  # parsed, not yet answered; the first is served
-        self._receiving: Request | None = None  # whose body the parser is in
-        self._task: asyncio.Task[None] | None = None  # the first's handler
+        # answers from now on close the connection (drain, refusal)
+        self.closing = False
+        # parsed, not yet answered; the first is served
+        self._queue: deque[Request] = deque()
+        # whose body the parser is in
+        self._receiving: Request | None = None
+        # the first's handler
+        self._task: asyncio.Task[None] | None = None
         self._reading = _IDLE
         self._pauses = 0
-        self._unparsed = b""  # the rest of a read kept while too many requests wait
+        # the rest of a read kept while too many requests wait
+        self._unparsed = b""
         self._unparsed_at = 0
         self._write_paused = False
         self._unflushed: list[Answer] = []
         self._drain_waiters: list[asyncio.Future[None]] = []
-        self._next_waits = False  # an answer is complete; the next waits for the flush
+        # an answer is complete; the next waits for the flush
+        self._next_waits = False
         self._refusal: tuple[int, str] | None = None
-        self._linger = -1  # bytes still to drop before closing, once refused
+        # bytes still to drop before closing, once refused
+        self._linger = -1
         self._lost = False
         self._aborted = False
         # the head being read
@@ -125,18 +134,25 @@ class HttpProtocol(asyncio.Protocol):
         self._expects = False
         self._declared = b""
         self._chunked = False
-        self._body_left = 0  # a Content-Length body's bytes still to come (-1: chunked)
-        self._slice = 0  # the size of the slice being parsed
-        self._raw_head = 0  # bytes read since the head began: at least the head's size
-        self._raw_body = 0  # the body's bytes on the wire so far
-        self._slice_body = 0  # body bytes the parser gave in this slice
+        # a Content-Length body's bytes still to come (-1: chunked)
+        self._body_left = 0
+        # the size of the slice being parsed
+        self._slice = 0
+        # bytes read since the head began: at least the head's size
+        self._raw_head = 0
+        # the body's bytes on the wire so far
+        self._raw_body = 0
+        # body bytes the parser gave in this slice
+        self._slice_body = 0
         # timers: one, armed at `_timer_at`, for the earliest of these
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = INF
         self._head_due = INF
         self._body_due = INF
-        self._rate_from = INF  # when the body's first bytes came (or reading last resumed)
-        self._rate_base = 0  # the body's bytes then
+        # when the body's first bytes came (or reading last resumed)
+        self._rate_from = INF
+        # the body's bytes then
+        self._rate_base = 0
         self._idle_due = INF
         self._write_due = INF
 
@@ -144,7 +160,8 @@ class HttpProtocol(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
-        self.transport.set_write_buffer_limits(0, 0)  # told of anything left unsent
+        # told of anything left unsent
+        self.transport.set_write_buffer_limits(0, 0)
         peer = transport.get_extra_info("peername")
         self.peer = peer[0] if isinstance(peer, tuple) else ""
         refusal = self._connections.admit(self)
@@ -281,7 +298,8 @@ class HttpProtocol(asyncio.Protocol):
     def _body_read(self, reading: int, receiving: Request | None) -> bool:
         """After a slice that left a body incomplete: its framing counted, its timers set."""
         limits = self._limits
-        if reading == _BODY and receiving is self._receiving:  # the whole slice was body
+        if reading == _BODY and receiving is self._receiving:
+            # the whole slice was body
             self._raw_body += self._slice - self._slice_body
         if limits.max_body_bytes is not None and self._raw_body > limits.max_body_bytes:
             self._refuse_body(PayloadTooLarge(f"request body over {limits.max_body_bytes} bytes"))
@@ -308,19 +326,22 @@ class HttpProtocol(asyncio.Protocol):
         if self._pauses or self._lost:
             return
         self.transport.resume_reading()
-        if why == _FOR_BODY and self._rate_from != INF:  # the client was not at fault
+        if why == _FOR_BODY and self._rate_from != INF:
+            # the client was not at fault
             self._rate_from = self._loop.time()
             self._rate_base = self._raw_body
 
     # --- parser callbacks ----------------------------------------------------------------
 
     def on_url(self, url: bytes) -> None:
-        self._reading = _HEAD  # (a head begins with its method: a few bytes are not noticed)
+        # (a head begins with its method: a few bytes are not noticed)
+        self._reading = _HEAD
         self._url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
         if self._reading == _BODY:
-            return  # a trailer: counted with the body, not a header
+            # a trailer: counted with the body, not a header
+            return
         name = name.lower()
         headers = self._headers
         headers.append((name, value))
@@ -360,9 +381,11 @@ class HttpProtocol(asyncio.Protocol):
         if not self._hosts and version != "1.0":
             why = "an HTTP/1.1 request without a Host header"
             self._stop(400, f"invalid HTTP request: {why} (RFC 9112, 3.2)")
-        declared = int(self._declared) if self._declared else 0  # llhttp checked the digits
+        # llhttp checked the digits
+        declared = int(self._declared) if self._declared else 0
         if limits.max_body_bytes is not None and declared > limits.max_body_bytes:
-            self._body_left = declared  # what the client is about to send: lingered over
+            # what the client is about to send: lingered over
+            self._body_left = declared
             self._stop(413, f"request body over {limits.max_body_bytes} bytes")
         self._body_left = -1 if self._chunked else declared
         method = parser.get_method()
@@ -409,7 +432,8 @@ class HttpProtocol(asyncio.Protocol):
             return
         answer = request.answer
         if answer is not None and answer.complete:
-            return  # answered without it: read and dropped
+            # answered without it: read and dropped
+            return
         if request.arrived(body):
             self._pause(_FOR_BODY)
 
@@ -427,7 +451,8 @@ class HttpProtocol(asyncio.Protocol):
         request.end_body()
         answer = request.answer
         if answer is not None and answer.complete and self._queue and self._queue[0] is request:
-            self._advance()  # answered before its body ended: now it is done with
+            # answered before its body ended: now it is done with
+            self._advance()
 
     def _upgraded(self) -> None:
         """A request asking to switch protocols (or CONNECT): served as a plain request on a
@@ -457,7 +482,8 @@ class HttpProtocol(asyncio.Protocol):
             self._close_after(request)
             return
         if not request.body_ended:
-            request.drop_body()  # what is left of it is read and dropped
+            # what is left of it is read and dropped
+            request.drop_body()
             self._resume(_FOR_BODY)
             return
         queue.popleft()
@@ -629,14 +655,16 @@ class HttpProtocol(asyncio.Protocol):
         transport.write_eof()
         limits = self._limits
         linger_s, self._linger = limits.linger_s, limits.linger_bytes
-        if self._body_left > limits.linger_bytes:  # the rest of a body it declared
+        if self._body_left > limits.linger_bytes:
+            # the rest of a body it declared
             linger_s = limits.linger_body_s
             self._linger = min(self._body_left, limits.linger_body_bytes)
         self._pauses = 0
         transport.resume_reading()
         self._disarm()
         self._timer = self._loop.call_later(linger_s, transport.close)
-        self._timer_at = -INF  # nothing re-arms it
+        # nothing re-arms it
+        self._timer_at = -INF
 
     # --- timers -------------------------------------------------------------------------
 
@@ -672,12 +700,14 @@ class HttpProtocol(asyncio.Protocol):
             self.abort()
             return
         reading = self._reading
-        if reading <= _HEAD and now >= self._head_due:  # a head begun, or none since connect
+        if reading <= _HEAD and now >= self._head_due:
+            # a head begun, or none since connect
             limit = limits.header_timeout_s
             self._refuse(408, f"request headers not complete within {limit:g} s")
             return
         if reading == _BODY:
-            if self._pauses:  # the server stopped reading, not the client: wait on
+            if self._pauses:
+                # the server stopped reading, not the client: wait on
                 self._body_due = max(self._body_due, now + limits.body_timeout_s)
             elif now >= self._body_due:
                 limit = limits.body_timeout_s

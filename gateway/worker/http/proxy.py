@@ -100,7 +100,8 @@ class UnixProxy:
             except UpstreamGone as exc:
                 self.pool.give(conn, reuse=False)
                 if reused and attempt == 1 and not bodied and not answer.started:
-                    continue  # it closed while idle: once more on a new connection
+                    # it closed while idle: once more on a new connection
+                    continue
                 if not answer.started:
                     answer.send_error(502, f"the control plane failed to answer: {exc}")
                 else:
@@ -125,7 +126,8 @@ class UnixProxy:
             await self._answer(conn, answer)
         finally:
             if sender is not None and not sender.done():
-                sender.cancel()  # answered before the whole body went: the connection ends
+                # answered before the whole body went: the connection ends
+                sender.cancel()
                 conn.reusable = False
         if sender is not None and (sender.cancelled() or sender.exception() is not None):
             return False
@@ -150,7 +152,8 @@ class UnixProxy:
                 error = sender.exception()
                 if error is not None and not isinstance(error, UpstreamGone):
                     raise error
-        head.result()  # `UpstreamGone` when the connection ended first
+        # `UpstreamGone` when the connection ended first
+        head.result()
         return True
 
     async def _answer(self, conn: ProxyConnection, answer: Answer) -> None:
@@ -215,7 +218,8 @@ def _request_head(request: Request) -> bytes:
 
 
 def _chunked(request: Request) -> bool:
-    return request.header(b"transfer-encoding") is not None  # the server lets only chunked in
+    # the server lets only chunked in
+    return request.header(b"transfer-encoding") is not None
 
 
 def _connection_named(headers: list[tuple[bytes, bytes]]) -> frozenset[bytes]:

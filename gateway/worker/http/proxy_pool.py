@@ -32,7 +32,8 @@ class ProxyConnection(asyncio.Protocol):
         self._max_head_bytes = max_head_bytes
         self.transport: asyncio.Transport | None = None
         self.reusable = False
-        self.used = False  # it has carried an exchange
+        # it has carried an exchange
+        self.used = False
         self.status = 0
         self.headers: list[tuple[bytes, bytes]] = []
         self._head_bytes = 0
@@ -105,7 +106,8 @@ class ProxyConnection(asyncio.Protocol):
 
     def _new_head(self) -> asyncio.Future[None]:
         head: asyncio.Future[None] = self._loop.create_future()
-        head.add_done_callback(_retrieved)  # an exchange given up early never awaits it
+        # an exchange given up early never awaits it
+        head.add_done_callback(_retrieved)
         return head
 
     def close(self) -> None:
@@ -128,7 +130,8 @@ class ProxyConnection(asyncio.Protocol):
             self._drained.set_result(None)
 
     def pause_writing(self) -> None:
-        pass  # `drained` reads the buffer's size
+        # `drained` reads the buffer's size
+        pass
 
     def resume_writing(self) -> None:
         if self._drained is not None and not self._drained.done():
@@ -136,7 +139,8 @@ class ProxyConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         if self._head.done() and self._ended:
-            self.reusable = False  # bytes nobody asked for: not to be trusted again
+            # bytes nobody asked for: not to be trusted again
+            self.reusable = False
             self.close()
             return
         try:
@@ -157,7 +161,8 @@ class ProxyConnection(asyncio.Protocol):
     def on_headers_complete(self) -> None:
         status = self._parser.get_status_code()
         if status < 200:
-            self.headers = []  # an interim answer: the final one follows
+            # an interim answer: the final one follows
+            self.headers = []
             return
         self.status = status
         self._head_bytes = 0
@@ -174,7 +179,8 @@ class ProxyConnection(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         if not self.status:
-            return  # the end of an interim answer
+            # the end of an interim answer
+            return
         self._ended = True
         self.reusable = self._parser.should_keep_alive()
         self._wake()

@@ -25,7 +25,8 @@ from urllib.parse import unquote
 
 from gateway.errors import GatewayError
 
-HIGH_WATER_BYTES = 256 * 1024  # one socket read's worth (uvloop's read size)
+# one socket read's worth (uvloop's read size)
+HIGH_WATER_BYTES = 256 * 1024
 NO_PARAMS: Mapping[str, str] = {}
 
 
@@ -99,13 +100,19 @@ class Request:
         self.http_version = http_version
         self.keep_alive = keep_alive
         self.peer = peer
-        self.params = NO_PARAMS  # the router's path parameters, when a route has some
-        self.answer: Answering | None = None  # set when its handler starts
-        self.received = 0  # body bytes arrived so far
-        self.buffered = 0  # of those, not yet read by the handler
+        # the router's path parameters, when a route has some
+        self.params = NO_PARAMS
+        # set when its handler starts
+        self.answer: Answering | None = None
+        # body bytes arrived so far
+        self.received = 0
+        # of those, not yet read by the handler
+        self.buffered = 0
         self._chunks: list[bytes] = []
-        self.body_ended = False  # the parser saw the body's end (it may still wait unread)
-        self._over = False  # over the high-water mark: the connection paused reading
+        # the parser saw the body's end (it may still wait unread)
+        self.body_ended = False
+        # over the high-water mark: the connection paused reading
+        self._over = False
         self._error: GatewayError | None = None
         self._expects = expects_continue
         self._waiter: asyncio.Future[None] | None = None
@@ -154,7 +161,8 @@ class Request:
 
     def arrived(self, chunk: bytes) -> bool:
         """A chunk of the body was parsed; True while its unread bytes are over the mark."""
-        self._expects = False  # the client sends without waiting
+        # the client sends without waiting
+        self._expects = False
         self._chunks.append(chunk)
         self.received += len(chunk)
         self.buffered += len(chunk)

@@ -30,10 +30,11 @@ class _Node:
         self.static: dict[str, _Node] = {}
         self.param: tuple[str, _Node] | None = None
         self.handlers: dict[str, Handler] = {}
-        self.names: tuple[str, ...] = ()  # the parameters' names on the way here
+        # the parameters' names on the way here
+        self.names: tuple[str, ...] = ()
 
 
-class Router:
+class PathRouter:
     def __init__(self, fallback: Handler) -> None:
         self.fallback = fallback
         self._root = _Node()
@@ -85,7 +86,8 @@ class Router:
         path = unquote(raw.decode("latin-1")) if b"%" in raw else raw.decode("latin-1")
         segments = path.split("/")
         if segments[0]:
-            return _NO_HANDLERS, NO_PARAMS  # not an origin-form target ("*", an absolute URL)
+            # not an origin-form target ("*", an absolute URL)
+            return _NO_HANDLERS, NO_PARAMS
         values: list[str] = []
         node = _walk(self._root, segments, 1, values)
         if node is None:

@@ -23,7 +23,7 @@ from gateway.worker.http.answer import Date
 from gateway.worker.http.connections import Connections
 from gateway.worker.http.limits import ClientLimits
 from gateway.worker.http.protocol import HttpProtocol
-from gateway.worker.http.router import Router
+from gateway.worker.http.router import PathRouter
 
 BACKLOG = 2048
 
@@ -31,7 +31,7 @@ BACKLOG = 2048
 class HttpServer:
     def __init__(
         self,
-        router: Router,
+        router: PathRouter,
         limits: ClientLimits | None = None,
         wanted_headers: Iterable[str] = (),
     ) -> None:

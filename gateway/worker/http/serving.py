@@ -26,7 +26,8 @@ async def serve(handler: Handler, request: Request, answer: Answer) -> None:
         await handler(request, answer)
     except GatewayError as error:
         failed(answer, error)
-    except Exception as error:  # its own bug: logged, and a 500 where one can still go
+    except Exception as error:
+        # its own bug: logged, and a 500 where one can still go
         failed(answer, error)
     else:
         if not answer.complete:
@@ -38,7 +39,8 @@ def failed(answer: Answer, error: Exception | None) -> None:
         if error is not None and not isinstance(error, GatewayError):
             log.error("request handler failed after its answer", exc_info=error)
         return
-    if answer.started:  # a streamed answer it did not end
+    if answer.started:
+        # a streamed answer it did not end
         if error is not None:
             log.error("request handler failed while streaming its answer", exc_info=error)
         answer.abort()

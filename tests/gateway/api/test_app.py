@@ -12,20 +12,28 @@ import pytest
 
 from gateway.api.app import GatewayApp
 from gateway.runtime import Gateway
-from gateway.upstream.transport.base import UpstreamResponse
+from gateway.upstream.transport.base import Reply
 from tests.gateway.conftest import make_config
 from tests.gateway.fakes import Behaviour, FakeTransport, reply
 
 ROW = [0.0] * 64
 REQUEST = {"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32", "data": ROW}]}
 REPLY = orjson.dumps(
-    {"model_name": "digits-mlp", "model_version": "1",
-     "outputs": [{"name": "label", "shape": [1], "datatype": "INT64", "data": [3]}]}
-)  # fmt: skip
+    {
+        "model_name": "digits-mlp",
+        "model_version": "1",
+        "outputs": [{"name": "label", "shape": [1], "datatype": "INT64", "data": [3]}],
+    }
+)
 METADATA = orjson.dumps(
-    {"name": "digits-mlp", "versions": ["1"], "platform": "onnxruntime_onnx", "inputs": [],
-     "outputs": []}
-)  # fmt: skip
+    {
+        "name": "digits-mlp",
+        "versions": ["1"],
+        "platform": "onnxruntime_onnx",
+        "inputs": [],
+        "outputs": [],
+    }
+)
 
 
 class Upstream(FakeTransport):
@@ -40,9 +48,9 @@ class Upstream(FakeTransport):
         for port in range(9000, 9003):
             self.behaviours[f"127.0.0.1:{port}"] = self._route
 
-    async def _route(self, method: str, path: str, payload: bytes) -> UpstreamResponse:
+    async def _route(self, method: str, path: str, payload: bytes) -> Reply:
         if method == "GET":
-            return UpstreamResponse(200, {}, b"{}" if path.endswith("/ready") else METADATA)
+            return Reply(200, {}, b"{}" if path.endswith("/ready") else METADATA)
         return await self.infer(method, path, payload)
 
 

@@ -1,4 +1,4 @@
-"""The control plane's keys: digests only, constant-time compare, the two doors, protected mode."""
+"""The control plane's keys: digests only, constant-time compare, the two gates, protected mode."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from gateway.api.auth import (
     ControlAccess,
-    Door,
+    Gate,
     KeyRing,
     bearer_token,
     is_loopback,
@@ -74,26 +74,26 @@ def access(*, anonymous: bool = False) -> ControlAccess:
 
 
 @pytest.mark.parametrize(
-    ("door", "header", "allowed"),
+    ("gate", "header", "allowed"),
     [
-        (Door.ADMIN, None, False),
-        (Door.ADMIN, bearer("wrong-key-0123456789abcdef"), False),
-        (Door.ADMIN, bearer(ADMIN), True),
-        (Door.ADMIN, bearer(METRICS), False),  # the metrics key opens /metrics only
-        (Door.ADMIN, ADMIN.encode(), False),  # not a Bearer header
-        (Door.METRICS, None, False),
-        (Door.METRICS, bearer(METRICS), True),
-        (Door.METRICS, bearer(ADMIN), True),
-        (Door.METRICS, bearer("wrong-key-0123456789abcdef"), False),
-        (Door.OPEN, None, True),
+        (Gate.ADMIN, None, False),
+        (Gate.ADMIN, bearer("wrong-key-0123456789abcdef"), False),
+        (Gate.ADMIN, bearer(ADMIN), True),
+        (Gate.ADMIN, bearer(METRICS), False),  # the metrics key opens /metrics only
+        (Gate.ADMIN, ADMIN.encode(), False),  # not a Bearer header
+        (Gate.METRICS, None, False),
+        (Gate.METRICS, bearer(METRICS), True),
+        (Gate.METRICS, bearer(ADMIN), True),
+        (Gate.METRICS, bearer("wrong-key-0123456789abcdef"), False),
+        (Gate.OPEN, None, True),
     ],
 )
-def test_the_doors(door: Door, header: bytes | None, allowed: bool) -> None:
-    assert access().allows(door, header) is allowed
+def test_the_gates(gate: Gate, header: bytes | None, allowed: bool) -> None:
+    assert access().allows(gate, header) is allowed
 
 
-def test_anonymous_access_opens_every_door() -> None:
-    assert access(anonymous=True).allows(Door.ADMIN, None)
+def test_anonymous_access_opens_every_gate() -> None:
+    assert access(anonymous=True).allows(Gate.ADMIN, None)
 
 
 def test_anonymous_only_on_loopback_with_no_admin_key(tmp_path: Path) -> None:
@@ -103,7 +103,7 @@ def test_anonymous_only_on_loopback_with_no_admin_key(tmp_path: Path) -> None:
     assert not ControlAccess.load(none, "0.0.0.0", {}).anonymous
     keyed = AdminAccessConfig(key_env="GW_KEY")
     loaded = ControlAccess.load(keyed, "127.0.0.1", {"GW_KEY": ADMIN})
-    assert not loaded.anonymous and loaded.allows(Door.ADMIN, bearer(ADMIN))
+    assert not loaded.anonymous and loaded.allows(Gate.ADMIN, bearer(ADMIN))
 
 
 def test_keys_from_a_file_and_a_variable(tmp_path: Path) -> None:

@@ -17,8 +17,12 @@ def binary_request(rows: int, nan: bool = False) -> tuple[bytes, dict[str, str]]
     if nan:
         values[rows - 1, 63] = np.nan
     raw = values.tobytes()
-    tensor = {"name": "input", "shape": [rows, 64], "datatype": "FP32",
-              "parameters": {"binary_data_size": len(raw)}}  # fmt: skip
+    tensor = {
+        "name": "input",
+        "shape": [rows, 64],
+        "datatype": "FP32",
+        "parameters": {"binary_data_size": len(raw)},
+    }
     head = orjson.dumps({"id": "b-1", "inputs": [tensor]})
     return head + raw, {"inference-header-content-length": str(len(head))}
 
@@ -40,7 +44,7 @@ async def test_a_large_binary_request_never_goes_to_the_worker() -> None:
             refused = await client.post("/v2/models/digits/infer", content=body, headers=headers)
             assert refused.status_code == 400
             assert "binary FP32 data holds NaN or infinity (1 values)" in refused.text
-            assert gateway_app.parser.worker_pids() == []  # no worker was needed
+            assert gateway_app.parser.process_pids() == []  # no parse process was needed
     finally:
         await gateway_app.gateway.stop()
         await gateway_app.parser.close()

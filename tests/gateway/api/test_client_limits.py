@@ -22,7 +22,7 @@ import pytest
 from gateway.api.app import GatewayApp
 from gateway.config import GatewayConfig, parse_config
 from gateway.runtime import Gateway
-from gateway.upstream.transport.base import UpstreamResponse
+from gateway.upstream.transport.base import Reply
 from tests.gateway.fakes import FakeTransport, with_echoed_id
 from tests.support.processes import wait_until
 
@@ -57,12 +57,12 @@ class Upstream(FakeTransport):
         for port in PORTS.values():
             self.behaviours[f"127.0.0.1:{port}"] = self._answer
 
-    async def _answer(self, method: str, path: str, payload: bytes) -> UpstreamResponse:
+    async def _answer(self, method: str, path: str, payload: bytes) -> Reply:
         if method == "GET":
-            return UpstreamResponse(200, {}, b"{}")
+            return Reply(200, {}, b"{}")
         self.payloads.append(payload)
         answer = orjson.dumps({"model_name": "m", "outputs": [LABEL]})
-        return UpstreamResponse(200, {}, with_echoed_id(payload, answer))
+        return Reply(200, {}, with_echoed_id(payload, answer))
 
 
 async def started(gateway_config: GatewayConfig) -> tuple[GatewayApp, Upstream]:
@@ -144,8 +144,18 @@ async def test_non_finite_inputs_are_400_before_any_replica_sees_them(
     )
     values = np.full((1, 64), 0.5, dtype=np.float32)
     values[0, 3] = np.nan
-    head = orjson.dumps({"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32",
-                                     "parameters": {"binary_data_size": 256}}]})  # fmt: skip
+    head = orjson.dumps(
+        {
+            "inputs": [
+                {
+                    "name": "input",
+                    "shape": [1, 64],
+                    "datatype": "FP32",
+                    "parameters": {"binary_data_size": 256},
+                }
+            ]
+        }
+    )
     response = await client.post(
         "/v2/models/digits-vote/infer",
         content=head + values.tobytes(),
@@ -167,12 +177,13 @@ async def test_large_bodies_are_parsed_in_a_worker_process_which_may_die() -> No
             assert (
                 await client.post("/v2/models/digits/infer", json=request(1))
             ).status_code == 200
-            assert gateway_app.parser.worker_pids() == []  # small: parsed inline, no worker yet
+            # small: parsed inline, no parse process yet
+            assert gateway_app.parser.process_pids() == []
             # the first large body starts the worker process: seconds on a busy machine
             slow_start = {"x-request-timeout-ms": "30000"}
             ok = await client.post("/v2/models/digits/infer", json=request(8), headers=slow_start)
             assert ok.status_code == 200, ok.text
-            (pid,) = gateway_app.parser.worker_pids()
+            (pid,) = gateway_app.parser.process_pids()
             bad = request(8)
             bad["inputs"][0]["data"][5] = [*ROW[:63], 1e39]
             refused = await client.post("/v2/models/digits/infer", json=bad)
@@ -201,12 +212,12 @@ async def test_large_bodies_are_parsed_in_a_worker_process_which_may_die() -> No
                 "/v2/models/digits/infer", json=request(8), headers=slow_start
             )
             assert after.status_code == 200
-            (new_pid,) = gateway_app.parser.worker_pids()
+            (new_pid,) = gateway_app.parser.process_pids()
             assert new_pid != pid
     finally:
         await gateway_app.gateway.stop()
         await gateway_app.parser.close()
-    assert gateway_app.parser.worker_pids() == []
+    assert gateway_app.parser.process_pids() == []
 
 
 def _alive(pid: int) -> bool:

@@ -88,8 +88,7 @@ async def test_drain_and_restore_are_obeyed_and_audited_with_the_operators_name(
 
 
 async def test_a_paused_pool_answers_503_saying_so(client: httpx.AsyncClient) -> None:
-    paused = await client.post("/admin/pools/p/pause", json={"reason": "upgrade"},
-                               headers=AS_ALICE)  # fmt: skip
+    paused = await client.post("/admin/pools/p/pause", json={"reason": "upgrade"}, headers=AS_ALICE)
     assert paused.status_code == 200
     answer = await client.post("/v2/models/digits/infer", content=orjson.dumps(REQUEST))
     assert answer.status_code == 503
@@ -125,8 +124,11 @@ async def test_actions_need_an_admin_key_and_a_json_body(
     client: httpx.AsyncClient, gateway: Gateway
 ) -> None:
     assert (await client.post("/admin/replicas/r0/drain", json={})).status_code == 401
-    form = await client.post("/admin/replicas/r0/drain", content=b"reason=x", headers={
-        **AS_ALICE, "content-type": "application/x-www-form-urlencoded"})  # fmt: skip
+    form = await client.post(
+        "/admin/replicas/r0/drain",
+        content=b"reason=x",
+        headers={**AS_ALICE, "content-type": "application/x-www-form-urlencoded"},
+    )
     assert form.status_code == 415
     assert not gateway.registry.pools["p"].draining  # nothing happened
 

@@ -1,4 +1,4 @@
-"""The control plane's door on a stub app: Host (421), key (401), JSON-only changes (415)."""
+"""The control plane's gate on a stub app: Host (421), key (401), JSON-only changes (415)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from gateway.api.auth import ControlAccess, Door, KeyRing
-from gateway.api.guard import ControlPlaneGuard, allowed_hosts, door_of, host_name
+from gateway.api.auth import ControlAccess, Gate, KeyRing
+from gateway.api.guard import ControlPlaneGuard, allowed_hosts, gate_of, host_name
 from gateway.api.responses import Receive, Scope, Send, send_json
 
 ADMIN = "admin-key-0123456789abcdef"
@@ -33,30 +33,30 @@ async def client() -> AsyncIterator[httpx.AsyncClient]:
 
 
 @pytest.mark.parametrize(
-    ("path", "door"),
+    ("path", "gate"),
     [
-        ("/v2", Door.OPEN),
-        ("/v2/health/ready", Door.OPEN),
-        ("/v2/models/digits/infer", Door.OPEN),
-        ("/v2/repository/index", Door.OPEN),
-        ("/metrics", Door.METRICS),
-        ("/admin/state", Door.ADMIN),
-        ("/admin/reload", Door.ADMIN),
-        ("/status", Door.ADMIN),
-        ("/dashboard", Door.PAGE),
-        ("/dashboard/dashboard.js", Door.PAGE),  # the page's files: no data in them either
-        ("/dashboard/dashboard.css", Door.PAGE),
-        ("/dashboard/secrets.js", Door.ADMIN),  # not one of its files: default deny
-        ("/dashboard/", Door.ADMIN),
-        ("/slo", Door.ADMIN),
-        ("/docs", Door.ADMIN),
-        ("/openapi.json", Door.ADMIN),
-        ("/anything-added-later", Door.ADMIN),  # default deny
-        ("/v2x", Door.ADMIN),
+        ("/v2", Gate.OPEN),
+        ("/v2/health/ready", Gate.OPEN),
+        ("/v2/models/digits/infer", Gate.OPEN),
+        ("/v2/repository/index", Gate.OPEN),
+        ("/metrics", Gate.METRICS),
+        ("/admin/state", Gate.ADMIN),
+        ("/admin/reload", Gate.ADMIN),
+        ("/status", Gate.ADMIN),
+        ("/dashboard", Gate.PAGE),
+        ("/dashboard/dashboard.js", Gate.PAGE),  # the page's files: no data in them either
+        ("/dashboard/dashboard.css", Gate.PAGE),
+        ("/dashboard/secrets.js", Gate.ADMIN),  # not one of its files: default deny
+        ("/dashboard/", Gate.ADMIN),
+        ("/slo", Gate.ADMIN),
+        ("/docs", Gate.ADMIN),
+        ("/openapi.json", Gate.ADMIN),
+        ("/anything-added-later", Gate.ADMIN),  # default deny
+        ("/v2x", Gate.ADMIN),
     ],
 )
-def test_door_of(path: str, door: Door) -> None:
-    assert door_of(path) is door
+def test_gate_of(path: str, gate: Gate) -> None:
+    assert gate_of(path) is gate
 
 
 @pytest.mark.parametrize(

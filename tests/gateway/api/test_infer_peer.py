@@ -1,5 +1,5 @@
 """The REST door tells the edge who is asking: the client's address from ASGI's ``client``, to
-which the request's bytes in flight count (`gateway.policies.byte_budget`)."""
+which the request's bytes in flight count (`gateway.memory.inflight_bytes`)."""
 
 from __future__ import annotations
 
@@ -23,10 +23,10 @@ class Edge:
         self.peers.append(peer)
         return SimpleNamespace(request_id="r", attempts=0, span=SimpleNamespace(traceparent=""))
 
-    async def infer(self, intake: Any, read: Any) -> Any:
+    async def infer(self, arrival: Any, read: Any) -> Any:
         raise NotFound("model 'x' not found")
 
-    def done(self, intake: Any, status: int) -> None:
+    def done(self, arrival: Any, status: int) -> None:
         self.done_statuses.append(status)
 
 

@@ -35,8 +35,11 @@ def test_infer_routes_are_documented(app: FastAPI) -> None:
             assert error == {"$ref": "#/components/schemas/Error"}
     request = doc["components"]["schemas"]["InferenceRequest"]
     assert request["required"] == ["inputs"] and set(request["properties"]) == {
-        "id", "parameters", "inputs", "outputs"
-    }  # fmt: skip
+        "id",
+        "parameters",
+        "inputs",
+        "outputs",
+    }
     tensor = doc["components"]["schemas"]["RequestInput"]
     assert tensor["required"] == ["name", "shape", "datatype", "data"]
 

@@ -1,4 +1,4 @@
-"""Named admin keys: each operator's keys open the admin door and say who holds them."""
+"""Named admin keys: each operator's keys open the admin gate and say who holds them."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from gateway.api.auth import ControlAccess, Door
+from gateway.api.auth import ControlAccess, Gate
 from gateway.config import ConfigError
 from gateway.config.access import AdminAccessConfig
 
@@ -24,16 +24,18 @@ def test_each_key_is_known_by_its_operators_name(tmp_path: Path) -> None:
     keys = tmp_path / "bob.keys"
     keys.write_text(f"# bob's keys\n{BOB}\n")
     config = AdminAccessConfig.model_validate(
-        {"key_env": "OLD", "operators": {"alice": {"key_env": "ALICE_KEY"},
-                                         "bob": {"key_file": str(keys)}}}
-    )  # fmt: skip
+        {
+            "key_env": "OLD",
+            "operators": {"alice": {"key_env": "ALICE_KEY"}, "bob": {"key_file": str(keys)}},
+        }
+    )
     access = ControlAccess.load(config, "0.0.0.0", {"OLD": LEGACY, "ALICE_KEY": ALICE})
     assert access.operator(bearer(ALICE)) == "alice"
     assert access.operator(bearer(BOB)) == "bob"
     assert access.operator(bearer(LEGACY)) == "admin"  # the single key of old configs
     assert access.operator(bearer("someone-else-0123456789")) is None
     assert access.operator(None) is None
-    assert all(access.allows(Door.ADMIN, bearer(k)) for k in (ALICE, BOB, LEGACY))
+    assert all(access.allows(Gate.ADMIN, bearer(k)) for k in (ALICE, BOB, LEGACY))
     assert config.keyed and not access.anonymous
     assert ALICE not in repr(access) and BOB not in repr(access)  # digests only
 

@@ -31,9 +31,15 @@ def test_a_connection_age_comes_with_its_grace_and_idle_can_be_off() -> None:
 
 
 @pytest.mark.parametrize(
-    "bad", [{"max_concurrent_streams": 0}, {"stream_window_bytes": 1024}, {"stream_answers": 0},
-            {"min_ping_interval_s": 0}, {"typo": 1}],
-)  # fmt: skip
+    "bad",
+    [
+        {"max_concurrent_streams": 0},
+        {"stream_window_bytes": 1024},
+        {"stream_answers": 0},
+        {"min_ping_interval_s": 0},
+        {"typo": 1},
+    ],
+)
 def test_out_of_range_or_unknown_settings_are_refused(bad: dict[str, int]) -> None:
     with pytest.raises(ValidationError):
         GrpcDoorConfig(**bad)

@@ -103,9 +103,17 @@ def test_the_upstream_limits_once_under_server_are_read_there_with_a_warning(
 ) -> None:
     assert parse_config(GOOD).upstream.max_reply_header_count == 100
     with caplog.at_level("WARNING", logger="gateway.config.upstream"):
-        old = parse_config({**GOOD, "server": {"max_reply_headers": 7, "port": 8080,
-                                               "max_connections_per_replica": 9,
-                                               "max_reply_body_bytes": 1024}})  # fmt: skip
+        old = parse_config(
+            {
+                **GOOD,
+                "server": {
+                    "max_reply_headers": 7,
+                    "port": 8080,
+                    "max_connections_per_replica": 9,
+                    "max_reply_body_bytes": 1024,
+                },
+            }
+        )
     assert old.upstream.max_reply_header_count == 7
     assert old.upstream.max_connections_per_replica == 9
     assert old.upstream.max_reply_body_bytes == 1024 and old.server.port == 8080
@@ -118,12 +126,28 @@ def test_the_upstream_limits_once_under_server_are_read_there_with_a_warning(
     both_names = {**GOOD, "server": {"max_reply_headers": 7, "max_reply_header_count": 9}}
     with pytest.raises(ConfigError, match=r"server\.max_reply_header_count and server\.max_r"):
         parse_config(both_names)
-    both_places = {**GOOD, "server": {"max_reply_body_bytes": 7},
-                   "upstream": {"max_reply_body_bytes": 9}}  # fmt: skip
+    both_places = {
+        **GOOD,
+        "server": {"max_reply_body_bytes": 7},
+        "upstream": {"max_reply_body_bytes": 9},
+    }
     with pytest.raises(ConfigError, match=r"keep upstream\.max_reply_body_bytes"):
         parse_config(both_places)
     with pytest.raises(ConfigError, match="max_reply_headers"):  # the new section: new names
         parse_config({**GOOD, "upstream": {"max_reply_headers": 7}})
+
+
+def test_parse_workers_is_read_as_parse_processes_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    assert parse_config(GOOD).server.parse_processes == 1
+    with caplog.at_level("WARNING", logger="gateway.config.models"):
+        old = parse_config({**GOOD, "server": {"parse_workers": 3, "port": 8080}})
+    assert old.server.parse_processes == 3 and old.server.port == 8080
+    assert "server.parse_workers is deprecated: it is server.parse_processes now" in caplog.text
+    assert parse_config({**GOOD, "server": {"parse_processes": 2}}).server.parse_processes == 2
+    with pytest.raises(ConfigError, match=r"keep server\.parse_processes"):
+        parse_config({**GOOD, "server": {"parse_workers": 2, "parse_processes": 3}})
 
 
 def test_a_transport_built_alone_caps_replies_as_the_config_does() -> None:

@@ -107,9 +107,19 @@ def test_local_replicas_must_be_plain_http() -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["Content-Length", "transfer-encoding", "Connection", "Keep-Alive", "TE", "Upgrade",
-     "Trailer", "Content-Type", "traceparent", "Inference-Header-Content-Length"],
-)  # fmt: skip
+    [
+        "Content-Length",
+        "transfer-encoding",
+        "Connection",
+        "Keep-Alive",
+        "TE",
+        "Upgrade",
+        "Trailer",
+        "Content-Type",
+        "traceparent",
+        "Inference-Header-Content-Length",
+    ],
+)
 def test_framing_hop_by_hop_and_gateway_headers_are_refused(name: str) -> None:
     with pytest.raises(ValidationError, match=f"header '{name}' cannot be set per pool"):
         _pool(headers={name: "x"})
@@ -185,9 +195,12 @@ def test_a_pool_that_does_not_echo_ids_asks_for_one_exchange_per_connection() ->
     assert isinstance(raw, bytes)
     head = raw.split(b"\r\n\r\n")[0].decode().split("\r\n")
     assert head == [
-        "GET /v2 HTTP/1.1", "host: 10.0.0.1:8000", "connection: close", "authorization: t",
+        "GET /v2 HTTP/1.1",
+        "host: 10.0.0.1:8000",
+        "connection: close",
+        "authorization: t",
         "x-a: b",
-    ]  # fmt: skip
+    ]
 
 
 def test_a_smuggling_variable_is_refused_at_load_by_check_config_and_serve_alike(
@@ -197,8 +210,11 @@ def test_a_smuggling_variable_is_refused_at_load_by_check_config_and_serve_alike
     with pytest.raises(ValidationError, match="from the environment must be printable"):
         _pool(headers={"x-token": "${SMUGGLE}"})
     path = tmp_path / "gateway.yaml"
-    pool = {"model": "m", "replicas": [{"id": "r", "url": "http://127.0.0.1:9"}],
-            "headers": {"x-token": "${SMUGGLE}"}}  # fmt: skip
+    pool = {
+        "model": "m",
+        "replicas": [{"id": "r", "url": "http://127.0.0.1:9"}],
+        "headers": {"x-token": "${SMUGGLE}"},
+    }
     path.write_text(yaml.safe_dump({"pools": {"p": pool}, "models": {"m": {"pool": "p"}}}))
     for argv in (["check-config", "--no-files", str(path)], ["serve", "--config", str(path)]):
         assert cli.main(argv) == 2

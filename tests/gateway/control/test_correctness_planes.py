@@ -78,18 +78,18 @@ async def rig(clock: FakeClock, raw: dict[str, Any], workers: int = 1) -> Planes
 async def ask(app: WorkerApp) -> tuple[int, int | None, str | None]:
     """One request: its status, the label answered and the answer's x-vote."""
     edge = app.edge
-    intake = edge.arrive("digits", None, {"content-type": "application/json"}, "127.0.0.1")
+    arrival = edge.arrive("digits", None, {"content-type": "application/json"}, "127.0.0.1")
     chunks = [BODY]
 
     async def read() -> tuple[bytes, bool]:
         return chunks.pop(0), False
 
     try:
-        result = await edge.infer(intake, read)
+        result = await edge.infer(arrival, read)
     except GatewayError as error:
-        edge.done(intake, error.status)
+        edge.done(arrival, error.status)
         return error.status, None, None
-    edge.done(intake, result.status, result.served_by, result.degraded, len(result.body))
+    edge.done(arrival, result.status, result.served_by, result.degraded, len(result.body))
     label = orjson.loads(result.body)["outputs"][0]["data"][0]
     return result.status, label, result.vote
 
@@ -262,10 +262,10 @@ async def test_which_answers_are_audited_is_the_gateways_draw_not_the_request(
             picks = []
             for _ in range(20):
                 headers = {"content-type": "application/json", "x-request-id": request_id}
-                intake = edge.arrive("digits", None, headers)
-                result = await edge.infer(intake, _body())
+                arrival = edge.arrive("digits", None, headers)
+                result = await edge.infer(arrival, _body())
                 picks.append(result.audit is not None)
-                edge.done(intake, result.status, result.served_by, None, len(result.body))
+                edge.done(arrival, result.status, result.served_by, None, len(result.body))
             drawn.append(picks)
         finally:
             await gateway.stop_serving()

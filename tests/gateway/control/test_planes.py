@@ -20,7 +20,7 @@ from gateway.config.models import GatewayConfig
 from gateway.control.intake import BatchIntake
 from gateway.control.view import FleetView
 from gateway.errors import GatewayError
-from gateway.policies.byte_budget import InflightBytes
+from gateway.memory.inflight_bytes import InflightBytes
 from gateway.runtime import Gateway
 from gateway.snapshot.codec import control_decoder, encode_frame, worker_decoder
 from gateway.snapshot.messages import Batch, Call, Snapshot
@@ -103,18 +103,18 @@ class Planes:
 
 async def ask(app: WorkerApp, body: bytes = BODY) -> int:
     edge = app.edge
-    intake = edge.arrive("digits", None, {"content-type": "application/json"}, "127.0.0.1")
+    arrival = edge.arrive("digits", None, {"content-type": "application/json"}, "127.0.0.1")
     chunks = [body]
 
     async def read() -> tuple[bytes, bool]:
         return chunks.pop(0), False
 
     try:
-        result = await edge.infer(intake, read)
+        result = await edge.infer(arrival, read)
     except GatewayError as error:
-        edge.done(intake, error.status)
+        edge.done(arrival, error.status)
         return error.status
-    edge.done(intake, result.status, result.served_by, result.degraded, len(result.body))
+    edge.done(arrival, result.status, result.served_by, result.degraded, len(result.body))
     return result.status
 
 

@@ -16,7 +16,7 @@ import orjson
 from gateway.api.app import GatewayApp
 from gateway.config import parse_config
 from gateway.runtime import Gateway
-from gateway.upstream.transport.base import UpstreamResponse
+from gateway.upstream.transport.base import Reply
 from tests.gateway.fakes import FakeTransport
 
 KSERVE = {
@@ -30,11 +30,11 @@ KSERVE_NAMES = {"inputs": {"input-0": "input"}, "outputs": {"predict": "label"}}
 ROW = [0.0, 3.0, 12.0, 16.0] * 16
 
 
-async def _down(method: str, path: str, payload: bytes) -> UpstreamResponse:
+async def _down(method: str, path: str, payload: bytes) -> Reply:
     """A KServe replica that lists its tensors but cannot serve (not ready, every infer 503)."""
     if method == "GET" and path == "/v2/models/digits":
-        return UpstreamResponse(200, {}, orjson.dumps(KSERVE))
-    return UpstreamResponse(503, {}, b'{"error": "model not ready"}')
+        return Reply(200, {}, orjson.dumps(KSERVE))
+    return Reply(503, {}, b'{"error": "model not ready"}')
 
 
 async def _serve(tensors: dict[str, Any] | None) -> tuple[int, str | None, int, dict[str, Any]]:
@@ -42,13 +42,21 @@ async def _serve(tensors: dict[str, Any] | None) -> tuple[int, str | None, int, 
     fallback: dict[str, Any] = {"model": "digits-logreg"}
     if tensors is not None:
         fallback["tensors"] = tensors
-    config = parse_config({
-        "pools": {"kserve": {"model": "digits", "binary_tensors": False,
-                             "replicas": [{"id": "ks-0", "url": "http://127.0.0.1:9000"}]}},
-        "models": {"digits": {"pool": "kserve", "fallback": fallback}},
-    })  # fmt: skip
-    gateway = Gateway(config, transport=FakeTransport({"127.0.0.1:9000": _down}),
-                      rng=random.Random(0))  # fmt: skip
+    config = parse_config(
+        {
+            "pools": {
+                "kserve": {
+                    "model": "digits",
+                    "binary_tensors": False,
+                    "replicas": [{"id": "ks-0", "url": "http://127.0.0.1:9000"}],
+                }
+            },
+            "models": {"digits": {"pool": "kserve", "fallback": fallback}},
+        }
+    )
+    gateway = Gateway(
+        config, transport=FakeTransport({"127.0.0.1:9000": _down}), rng=random.Random(0)
+    )
     await gateway.start()
     app = GatewayApp(gateway)
     try:

@@ -18,8 +18,8 @@ from gateway.errors import TooManyRequests
 from gateway.grpc_door.infer import InferDoor
 from gateway.grpc_door.receive import MessageReader
 from gateway.grpc_door.service import V2Service
+from gateway.memory.inflight_bytes import InflightBytes
 from gateway.pipeline.call import InferResult
-from gateway.policies.byte_budget import InflightBytes
 from tests.support.processes import wait_until_async
 from v2proto.grpc import grpc_service_pb2 as pb
 from v2proto.grpc.service import SERVICE, Stub
@@ -79,19 +79,26 @@ class FakeEdge:
         span = SimpleNamespace(traceparent="00-" + "a" * 32 + "-" + "b" * 16 + "-01")
         return SimpleNamespace(request_id="req-1", span=span, attempts=2)
 
-    async def infer(self, intake: Any, read: Reader) -> InferResult:
+    async def infer(self, arrival: Any, read: Reader) -> InferResult:
         while True:
             chunk, more = await read()
             self.pieces.append(chunk)
             if not more:
                 return self.answer(self.headers, self.pieces)
 
-    def done(self, intake: Any, status: int, served_by: str = "", degraded: str | None = None,
-             sent: int = -1, written: bool = True) -> None:  # fmt: skip
+    def done(
+        self,
+        arrival: Any,
+        status: int,
+        served_by: str = "",
+        degraded: str | None = None,
+        sent: int = -1,
+        written: bool = True,
+    ) -> None:
         self.done_calls.append((status, served_by, degraded, sent))
         self.unwritten = not written
 
-    def written(self, intake: Any) -> None:
+    def written(self, arrival: Any) -> None:
         self.unwritten = False
 
 
@@ -103,11 +110,29 @@ def raw_request() -> pb.ModelInferRequest:
 
 
 def reply(vote: str | None = None) -> InferResult:
-    head = orjson.dumps({"model_name": "digits", "outputs": [
-        {"name": "label", "datatype": "INT64", "shape": [1], "parameters": {"binary_data_size": 8}}
-    ]})  # fmt: skip
-    return InferResult(200, head + (3).to_bytes(8, "little"), "application/octet-stream",
-                       str(len(head)), "r0", 1, None, vote)  # fmt: skip
+    head = orjson.dumps(
+        {
+            "model_name": "digits",
+            "outputs": [
+                {
+                    "name": "label",
+                    "datatype": "INT64",
+                    "shape": [1],
+                    "parameters": {"binary_data_size": 8},
+                }
+            ],
+        }
+    )
+    return InferResult(
+        200,
+        head + (3).to_bytes(8, "little"),
+        "application/octet-stream",
+        str(len(head)),
+        "r0",
+        1,
+        None,
+        vote,
+    )
 
 
 def door(edge: FakeEdge) -> Callable[[bytes, FakeContext], Awaitable[Any]]:
@@ -127,7 +152,7 @@ async def test_the_edge_gets_the_metadata_the_deadline_and_the_tensors_as_pieces
     context = FakeContext((("x-api-key", "k"), ("user-agent", "x")), remaining=0.25)
     response = await door(edge)(raw_request().SerializeToString(), context)
     assert edge.headers["x-api-key"] == "k" and "user-agent" not in edge.headers
-    assert edge.peer == "ipv4:127.0.0.1:50000"  # the call's address, for the byte budget
+    assert edge.peer == "ipv4:127.0.0.1:50000"  # the call's address, for the in-flight bytes
     assert edge.headers["x-request-timeout-ms"] == "250.000"
     head, tensor = edge.pieces
     assert tensor == b"\0\0\x80?\0\0\0@" and edge.headers["inference-header-content-length"] == (

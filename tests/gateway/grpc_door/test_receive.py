@@ -1,4 +1,4 @@
-"""Reading a gRPC call's message under the in-flight budget and the body timeout
+"""Reading a gRPC call's message under the in-flight bytes and the body timeout
 (`gateway.grpc_door.receive`), on a fake context: what is held when, what a refusal says."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 import grpc
 import pytest
 
-from gateway.grpc_door.receive import MessageReader, Refused
-from gateway.policies.byte_budget import InflightBytes
+from gateway.grpc_door.receive import CallRefused, MessageReader
+from gateway.memory.inflight_bytes import InflightBytes
 
 MIB = 1 << 20
 
@@ -53,7 +53,7 @@ async def test_a_message_that_does_not_fit_is_refused_unread_with_resource_exhau
     reader = MessageReader(memory, 16 * MIB, 5.0)
     memory.add(40 * MIB)  # others' bytes in flight
     context = Context(b"x")
-    with pytest.raises(Refused) as refused:
+    with pytest.raises(CallRefused) as refused:
         await reader.read(context)
     assert refused.value.code is grpc.StatusCode.RESOURCE_EXHAUSTED
     assert "inflight_bytes" in refused.value.message
@@ -64,7 +64,7 @@ async def test_a_message_that_does_not_fit_is_refused_unread_with_resource_exhau
 async def test_a_message_not_complete_in_time_is_refused_and_its_bytes_given_back() -> None:
     memory = InflightBytes(64 * MIB, 0.0)
     reader = MessageReader(memory, 16 * MIB, 0.05)
-    with pytest.raises(Refused) as refused:
+    with pytest.raises(CallRefused) as refused:
         await reader.read(Context(b"never"))
     assert refused.value.code is grpc.StatusCode.DEADLINE_EXCEEDED
     assert "body_timeout_s" in refused.value.message
@@ -104,7 +104,7 @@ async def test_a_read_lent_room_is_taken_back_for_another_address_that_waits() -
     other.arrive.set()
     received = await arrived
     assert received is not None and received.hold.held == 1000
-    with pytest.raises(Refused) as refused:
+    with pytest.raises(CallRefused) as refused:
         await tasks[0]
     assert refused.value.code is grpc.StatusCode.RESOURCE_EXHAUSTED
     assert dict(refused.value.metadata) == {"x-http-status": "503", "retry-after": "1"}
@@ -124,7 +124,7 @@ async def test_a_read_lent_room_of_an_address_within_its_share_is_kept() -> None
     tasks = [asyncio.create_task(reader.read(context)) for context in first + second]
     await asyncio.sleep(0)
     assert memory.held == 8 * MIB
-    with pytest.raises(Refused) as refused:  # nobody is over its share: nothing to take back
+    with pytest.raises(CallRefused) as refused:  # nobody is over its share: nothing to take back
         await reader.read(Context(b"x"))
     assert refused.value.code is grpc.StatusCode.RESOURCE_EXHAUSTED and memory.reclaimed == 0
     for task in tasks:

@@ -10,10 +10,10 @@ from typing import Any
 import grpc
 import pytest
 
-from gateway.grpc_door.infer import Answer
+from gateway.grpc_door.infer import GrpcAnswer
 from gateway.grpc_door.receive import MessageReader
 from gateway.grpc_door.stream import StreamDoor
-from gateway.policies.byte_budget import Hold, InflightBytes
+from gateway.memory.inflight_bytes import Hold, InflightBytes
 from v2proto.grpc import grpc_service_pb2 as pb
 
 
@@ -26,11 +26,13 @@ class Door:
         self.most = 0
         self.cancelled = 0
 
-    async def answer(self, data: bytes, metadata: Any, time_remaining: Any, hold: Hold) -> Answer:
+    async def answer(
+        self, data: bytes, metadata: Any, time_remaining: Any, hold: Hold
+    ) -> GrpcAnswer:
         self.reader.release(hold)  # as the edge does once the answer is made
         request_id, _, what = data.decode().partition(":")
         if what == "bad":
-            return Answer(None, grpc.StatusCode.NOT_FOUND, "unknown model 'x'", (), request_id)
+            return GrpcAnswer(None, grpc.StatusCode.NOT_FOUND, "unknown model 'x'", (), request_id)
         self.in_flight += 1
         self.most = max(self.most, self.in_flight)
         try:
@@ -41,7 +43,7 @@ class Door:
         finally:
             self.in_flight -= 1
         response = pb.ModelInferResponse(id=request_id, model_name="m")
-        return Answer(response, grpc.StatusCode.OK, "", (), request_id)
+        return GrpcAnswer(response, grpc.StatusCode.OK, "", (), request_id)
 
 
 class Context:

@@ -34,8 +34,12 @@ async def test_each_input_becomes_its_raw_bytes() -> None:
         ("flags", "BOOL", [2], "bool_contents", flags.tolist()),
     )
     await typed_to_raw(request)
-    expected = [x.tobytes(), ids.tobytes(), np.array([-128, 127], np.int8).tobytes(),
-                flags.tobytes()]  # fmt: skip
+    expected = [
+        x.tobytes(),
+        ids.tobytes(),
+        np.array([-128, 127], np.int8).tobytes(),
+        flags.tobytes(),
+    ]
     assert list(request.raw_input_contents) == expected
     assert not any(t.HasField("contents") for t in request.inputs)
     assert [t.name for t in request.inputs] == ["x", "ids", "small", "flags"]

@@ -16,12 +16,12 @@ from gateway.deadline import Deadline
 from gateway.pipeline.build import Pipeline, build_pipeline
 from gateway.pipeline.call import Adjuster, InferCall, InferResult
 from gateway.pipeline.fallback import FallbackRunner
-from gateway.policies.budget import RetryBudget
+from gateway.retry.budget import RetryBudget
 from gateway.telemetry.metrics import Metrics
 from gateway.upstream.breaker import OPEN
 from gateway.upstream.registry import Registry
 from gateway.upstream.replica import Replica
-from gateway.upstream.transport.base import UpstreamResponse
+from gateway.upstream.transport.base import Reply
 from gateway.v2.body import Body
 from gateway.v2.request import InferRequestInfo
 from tests.gateway.fakes import Behaviour, FakeTransport, reply
@@ -43,7 +43,7 @@ def slow(clock: VirtualClock, seconds: float, answer: Behaviour | None = None) -
     """Answers (as ``answer``, default 200) after ``seconds`` on the clock."""
     then = answer or reply(200, OK)
 
-    async def behave(method: str, path: str, payload: bytes) -> UpstreamResponse:
+    async def behave(method: str, path: str, payload: bytes) -> Reply:
         await clock.sleep(seconds)
         return await then(method, path, payload)
 
@@ -69,9 +69,16 @@ class Rig:
         self.budget = RetryBudget(RetryBudgetConfig(**(budget or {})), self.clock)
         self.metrics = Metrics(process=False)
         self.pipeline: Pipeline = build_pipeline(
-            self.registry, self.transport, self.budget, self.clock, random.Random(seed),
-            fallbacks, self.metrics, adjust, models=config.models,  # each model's own path
-        )  # fmt: skip
+            self.registry,
+            self.transport,
+            self.budget,
+            self.clock,
+            random.Random(seed),
+            fallbacks,
+            self.metrics,
+            adjust,
+            models=config.models,  # each model's own path
+        )
 
     def call(
         self,

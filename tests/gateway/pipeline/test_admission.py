@@ -55,9 +55,14 @@ async def test_tenants_share_the_bound_and_the_one_over_its_share_gets_429() -> 
 
     def call(tenant: str) -> InferCall:
         return InferCall(
-            "digits", config.models["digits"], Body.of(b"{}"), {}, Deadline.after(clock, 5), "t",
+            "digits",
+            config.models["digits"],
+            Body.of(b"{}"),
+            {},
+            Deadline.after(clock, 5),
+            "t",
             tenant=tenant,
-        )  # fmt: skip
+        )
 
     held = [asyncio.create_task(layer(call(ANONYMOUS))) for _ in range(4)]
     await asyncio.sleep(0)
@@ -73,9 +78,14 @@ async def test_tenants_share_the_bound_and_the_one_over_its_share_gets_429() -> 
     assert layer.in_flight["digits"] == 4 and layer.shed["digits"] == 3
     seats = {seat.name: seat.to_json() for seat in layer.models["digits"]}
     assert seats[ANONYMOUS] == {
-        "in_flight": 2, "quota": 1, "reserve": 1, "owed": 0, "admitted": 2, "over_share": 2,
+        "in_flight": 2,
+        "quota": 1,
+        "reserve": 1,
+        "owed": 0,
+        "admitted": 2,
+        "over_share": 2,
         "shed": 0,
-    }  # fmt: skip
+    }
     assert seats["globex"]["over_share"] == 1 and seats["acme"]["in_flight"] == 1
     release.set()
     assert [r.status for r in await asyncio.gather(*keyed)] == [200, 200]

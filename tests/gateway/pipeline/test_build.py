@@ -24,17 +24,30 @@ def test_a_plain_model_has_no_fallback_hedge_vote_or_rollout_stage() -> None:
 def test_a_model_pays_for_the_fallback_and_the_hedge_it_declares() -> None:
     model = make_config(hedge={"enabled": True}, fallback={"model": "digits-logreg"})
     assert plan(model.models["digits"]).stages() == [
-        "admission", "deadline", "fallback(digits-logreg)", "route(single)",
-        "retry", "hedge", "balance", "attempt",
-    ]  # fmt: skip
+        "admission",
+        "deadline",
+        "fallback(digits-logreg)",
+        "route(single)",
+        "retry",
+        "hedge",
+        "balance",
+        "attempt",
+    ]
 
 
 def test_explain_names_the_edge_then_the_route_a_vote_or_a_rollout_takes() -> None:
-    config = parse_config({
-        "pools": {"a": POOL, "b": {**POOL, "replicas": [{"id": "s", "url": "http://127.0.0.1:8"}]}},
-        "models": {"v": {"vote": {"pools": ["a", "b"], "quorum": 2}},
-                   "r": {"pool": "a", "rollout": {"candidate": "b", "mode": "canary"}}},
-    })  # fmt: skip
+    config = parse_config(
+        {
+            "pools": {
+                "a": POOL,
+                "b": {**POOL, "replicas": [{"id": "s", "url": "http://127.0.0.1:8"}]},
+            },
+            "models": {
+                "v": {"vote": {"pools": ["a", "b"], "quorum": 2}},
+                "r": {"pool": "a", "rollout": {"candidate": "b", "mode": "canary"}},
+            },
+        }
+    )
     assert explain(config, "v")[:2] == ["tenant: anonymous only (no keys)", "model"]
     assert "route(vote: k legs, then a vote)" in explain(config, "v")
     assert "route(rollout: pool or candidate, a copy compared off-path)" in explain(config, "r")

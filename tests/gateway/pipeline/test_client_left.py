@@ -19,7 +19,7 @@ from gateway.config import GatewayConfig, parse_config
 from gateway.outcome import OutcomeKind
 from gateway.pipeline.call import InferCall
 from gateway.upstream.breaker import CLOSED
-from gateway.upstream.transport.base import UpstreamResponse
+from gateway.upstream.transport.base import Reply
 from tests.gateway.conftest import make_config
 from tests.gateway.fakes import Behaviour, reply
 from tests.gateway.pipeline.rig import A, B, C, Rig
@@ -43,7 +43,7 @@ class Replicas:
     def slow(self, name: str, seconds: float = SLOW_S, then: Behaviour | None = None) -> Behaviour:
         answered = then or reply(200)
 
-        async def behave(method: str, path: str, payload: bytes) -> UpstreamResponse:
+        async def behave(method: str, path: str, payload: bytes) -> Reply:
             self.open[name] += 1
             self.begun[name] += 1
             try:

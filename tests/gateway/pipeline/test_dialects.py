@@ -10,7 +10,7 @@ import orjson
 from gateway.config import parse_config
 from gateway.config.tensors import TensorMapping
 from gateway.outcome import OutcomeKind
-from gateway.upstream.transport.base import UpstreamResponse
+from gateway.upstream.transport.base import Reply
 from gateway.v2.codec import decode_outputs
 from gateway.v2.request import parse_infer_request
 from tests.gateway.fakes import Behaviour, reply
@@ -29,7 +29,7 @@ PEER = {
 def _peer(label_shape: list[int], seen: list[dict[str, Any]] | None = None) -> Behaviour:
     """A V2 server answering ``predict`` of ``label_shape`` (MLServer: [n, 1]), echoing the id."""
 
-    async def behave(method: str, path: str, payload: bytes) -> UpstreamResponse:
+    async def behave(method: str, path: str, payload: bytes) -> Reply:
         request = orjson.loads(payload)
         if seen is not None:
             seen.append(request)
@@ -38,11 +38,10 @@ def _peer(label_shape: list[int], seen: list[dict[str, Any]] | None = None) -> B
             "model_name": "digits",
             "id": request.get("id"),
             "outputs": [
-                {"name": "predict", "datatype": "INT64", "shape": label_shape,
-                 "data": [7] * rows},
+                {"name": "predict", "datatype": "INT64", "shape": label_shape, "data": [7] * rows},
             ],
-        }  # fmt: skip
-        return UpstreamResponse(200, {"content-type": "application/json"}, orjson.dumps(body))
+        }
+        return Reply(200, {"content-type": "application/json"}, orjson.dumps(body))
 
     return behave
 
@@ -120,7 +119,7 @@ async def test_a_vote_across_dialects_agrees_on_the_same_labels() -> None:
 async def test_a_plain_json_request_to_a_json_only_pool_goes_as_is() -> None:
     seen: list[bytes] = []
 
-    async def record(method: str, path: str, payload: bytes) -> UpstreamResponse:
+    async def record(method: str, path: str, payload: bytes) -> Reply:
         seen.append(payload)
         return await reply(200, b'{"model_name": "digits", "outputs": []}')(method, path, payload)
 

@@ -1,5 +1,5 @@
 """Error answers through the pipeline: who is at fault is settled by evidence (the fault judge,
-`gateway.policies.fault`), and the retry loop carries the verdict out."""
+`gateway.faults.judge`), and the retry loop carries the verdict out."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from gateway.errors import GatewayError, NoReplicaAvailable, RejectedByReplicas, UpstreamFailed
 from gateway.pipeline.call import InferCall
 from gateway.upstream.breaker import CLOSED, OPEN
-from gateway.upstream.transport.base import UpstreamResponse
+from gateway.upstream.transport.base import Reply
 from gateway.v2.request import InferRequestInfo
 from tests.gateway.conftest import make_config
 from tests.gateway.fakes import Behaviour, reply
@@ -47,10 +47,10 @@ async def test_a_replica_refusing_what_another_answers_is_charged_until_ejected(
 def _poisoned(poison: bytes) -> Behaviour:
     """Answers 500 to a request whose body is ``poison``, and 200 to every other."""
 
-    async def behave(method: str, path: str, payload: bytes) -> UpstreamResponse:
+    async def behave(method: str, path: str, payload: bytes) -> Reply:
         if payload == poison:
-            return UpstreamResponse(500, {}, b'{"error":"cannot reshape"}')
-        return UpstreamResponse(200, {}, b'{"outputs":[]}')
+            return Reply(500, {}, b'{"error":"cannot reshape"}')
+        return Reply(200, {}, b'{"outputs":[]}')
 
     return behave
 
@@ -159,10 +159,10 @@ def _v2_call(rig: Rig, request_id: str, value: float) -> InferCall:
 def _poison_value(marker: bytes) -> Behaviour:
     """Answers 500 to any request whose body holds ``marker``, and 200 to every other."""
 
-    async def behave(method: str, path: str, payload: bytes) -> UpstreamResponse:
+    async def behave(method: str, path: str, payload: bytes) -> Reply:
         if marker in payload:
-            return UpstreamResponse(500, {}, b'{"error":"cannot convert"}')
-        return UpstreamResponse(200, {}, b'{"outputs":[]}')
+            return Reply(500, {}, b'{"error":"cannot convert"}')
+        return Reply(200, {}, b'{"outputs":[]}')
 
     return behave
 

@@ -26,7 +26,7 @@ from gateway.errors import (
 )
 from gateway.pipeline.build import build_edge
 from gateway.pipeline.call import InferCall, InferResult
-from gateway.pipeline.edge import Edge, Intake
+from gateway.pipeline.edge import Arrival, Edge
 from gateway.policies.tenant_limits import TenantLimits
 from gateway.telemetry.tracing import Tracer
 from gateway.v2.body import Body
@@ -93,10 +93,17 @@ class Setup:
         self.schema: ModelSchema | None = SCHEMA
         self.limits = TenantLimits({"acme": TenantConfig(max_in_flight=max_in_flight)}, self.clock)
         self.edge: Edge = build_edge(
-            self.pipeline, self.clock, Tracer(), self.observe,
-            tenant_of=self.tenant_of, model_of=self.model_of, tenants=self.limits,
-            max_body_bytes=max_body, parser=self.parser, schema_of=lambda name: self.schema,
-        )  # fmt: skip
+            self.pipeline,
+            self.clock,
+            Tracer(),
+            self.observe,
+            tenant_of=self.tenant_of,
+            model_of=self.model_of,
+            tenants=self.limits,
+            max_body_bytes=max_body,
+            parser=self.parser,
+            schema_of=lambda name: self.schema,
+        )
 
     @staticmethod
     def tenant_of(headers: Mapping[str, str]) -> str:
@@ -123,27 +130,27 @@ class Setup:
     def observe(self, *args: Any) -> None:
         self.observed.append(args)
 
-    def arrive(self, door: Door, model: str = "digits") -> Intake:
+    def arrive(self, door: Door, model: str = "digits") -> Arrival:
         return self.edge.arrive(model, None, door.headers)
 
-    async def infer(self, door: Door, model: str = "digits") -> tuple[Intake, InferResult]:
-        intake = self.arrive(door, model)
-        result = await self.edge.infer(intake, door.read)
-        self.edge.done(intake, result.status, result.served_by, result.degraded, len(result.body))
-        return intake, result
+    async def infer(self, door: Door, model: str = "digits") -> tuple[Arrival, InferResult]:
+        arrival = self.arrive(door, model)
+        result = await self.edge.infer(arrival, door.read)
+        self.edge.done(arrival, result.status, result.served_by, result.degraded, len(result.body))
+        return arrival, result
 
-    async def refused(self, door: Door, model: str = "digits") -> tuple[Intake, GatewayError]:
-        intake = self.arrive(door, model)
+    async def refused(self, door: Door, model: str = "digits") -> tuple[Arrival, GatewayError]:
+        arrival = self.arrive(door, model)
         with pytest.raises(GatewayError) as info:
-            await self.edge.infer(intake, door.read)
-        self.edge.done(intake, info.value.status)
-        return intake, info.value
+            await self.edge.infer(arrival, door.read)
+        self.edge.done(arrival, info.value.status)
+        return arrival, info.value
 
 
 async def test_a_request_becomes_the_frozen_call_and_its_answer_is_recorded() -> None:
     setup = Setup()
     door = Door(x_api_key="acme-key", x_request_id="req-9", x_request_timeout_ms="500")
-    intake, result = await setup.infer(door)
+    arrival, result = await setup.infer(door)
     (call,) = setup.calls
     assert call.request_id == "req-9" and call.tenant == "acme"
     assert call.request is not None and call.client_id == "req-9"
@@ -151,19 +158,19 @@ async def test_a_request_becomes_the_frozen_call_and_its_answer_is_recorded() ->
     assert call.request.id is not None and call.request.id.startswith("req-9~")
     assert orjson.loads(call.body.joined())["id"] == call.request.id
     assert call.upstream_headers == {"content-type": "application/json"}
-    assert call.deadline.started_at == intake.arrived
-    assert call.deadline.expires_at == intake.arrived + 0.5
+    assert call.deadline.started_at == arrival.arrived
+    assert call.deadline.expires_at == arrival.arrived + 0.5
     assert orjson.loads(result.body)["model_name"] == "digits"  # in the client's names
     (observed,) = setup.observed
     sent = len(result.body)
-    answered = intake.arrived + 0.25  # when it was answered, for the telemetry's stamps
+    answered = arrival.arrived + 0.25  # when it was answered, for the telemetry's stamps
     assert observed == ("digits", 200, "r0", 0.25, None, 0.5, "acme", len(BODY), sent, 2, answered)
 
 
 async def test_the_models_own_timeout_is_not_the_clients() -> None:
     setup = Setup()
     await setup.infer(Door())
-    assert setup.calls[0].deadline.budget == 1.0
+    assert setup.calls[0].deadline.timeout_s == 1.0
     assert setup.observed[0][5] is None  # the SLOs see no deadline the client chose
     assert setup.observed[0][6] == ANONYMOUS
 
@@ -172,9 +179,9 @@ async def test_the_tenants_limits_refuse_before_the_body_is_read() -> None:
     setup = Setup(max_in_flight=1)
     setup.limits.get("acme").enter()  # another request of acme's is in flight
     door = Door(x_api_key="acme-key")
-    intake, error = await setup.refused(door)
+    arrival, error = await setup.refused(door)
     assert isinstance(error, TooManyRequests) and door.reads == 0 and not setup.calls
-    assert intake.received == -1 and setup.observed[0][1] == 429
+    assert arrival.received == -1 and setup.observed[0][1] == 429
 
 
 async def test_the_limit_is_held_until_the_answer_and_released_after_a_refusal() -> None:
@@ -211,14 +218,15 @@ async def test_the_body_is_bounded_before_and_while_it_is_read() -> None:
 
 async def test_a_body_in_chunks_is_joined() -> None:
     setup = Setup()
-    intake, _ = await setup.infer(Door(BODY[:10], BODY[10:20], BODY[20:]))
-    assert intake.received == len(BODY) and intake.rows == 2
+    arrival, _ = await setup.infer(Door(BODY[:10], BODY[10:20], BODY[20:]))
+    assert arrival.received == len(BODY) and arrival.rows == 2
 
 
 async def test_a_large_body_is_parsed_off_the_event_loop() -> None:
     setup = Setup(max_body=1 << 20)
-    rows = {"inputs": [{"name": "input", "shape": [64, 4], "datatype": "FP32",
-                        "data": [0.5] * 256}]}  # fmt: skip
+    rows = {
+        "inputs": [{"name": "input", "shape": [64, 4], "datatype": "FP32", "data": [0.5] * 256}]
+    }
     body = orjson.dumps(rows)
     assert len(body) > Parser.inline_max_bytes
     await setup.infer(Door(body))
@@ -228,8 +236,9 @@ async def test_a_large_body_is_parsed_off_the_event_loop() -> None:
 
 async def test_a_large_json_body_of_floats_is_checked_inline_by_the_fast_path() -> None:
     setup = Setup(max_body=1 << 20, fast_inline_max=1 << 20)
-    floats = {"inputs": [{"name": "input", "shape": [64, 4], "datatype": "FP32",
-                          "data": [0.5] * 256}]}  # fmt: skip
+    floats = {
+        "inputs": [{"name": "input", "shape": [64, 4], "datatype": "FP32", "data": [0.5] * 256}]
+    }
     body = orjson.dumps(floats)
     assert len(body) > Parser.inline_max_bytes
     await setup.infer(Door(body))
@@ -244,9 +253,9 @@ async def test_a_large_json_body_of_floats_is_checked_inline_by_the_fast_path() 
 async def test_a_request_the_schema_refuses_never_reaches_the_pipeline() -> None:
     setup = Setup()
     wrong = orjson.dumps({"inputs": [{**ROW["inputs"][0], "name": "pixels"}]})
-    intake, error = await setup.refused(Door(wrong))
+    arrival, error = await setup.refused(Door(wrong))
     assert isinstance(error, BadRequest) and "unknown input 'pixels'" in error.message
-    assert not setup.calls and intake.received == len(wrong) and intake.attempts == 0
+    assert not setup.calls and arrival.received == len(wrong) and arrival.attempts == 0
     setup.schema = None  # not known yet: the replicas check
     await setup.infer(Door(wrong))
     assert len(setup.calls) == 1

@@ -1,4 +1,4 @@
-"""The edge holds a request's bytes in the gateway-wide budget from its head to its written
+"""The edge holds a request's bytes within the in-flight bytes from its head to its written
 answer: what the body has sent plus one read, never what it declared."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import asyncio
 import pytest
 
 from gateway.errors import Overloaded
+from gateway.memory.inflight_bytes import READ_BYTES, InflightBytes
 from gateway.pipeline.build import build_edge
-from gateway.policies.byte_budget import READ_BYTES, InflightBytes
 from gateway.telemetry.tracing import Tracer
 from tests.gateway.pipeline.test_edge import BODY, REPLY, Door, Setup
 
@@ -19,11 +19,18 @@ MIB = 1 << 20
 def budgeted(limit: int, max_body: int = 4096, wait_s: float = 0.0) -> tuple[Setup, InflightBytes]:
     setup, memory = Setup(), InflightBytes(limit, wait_s=wait_s)
     setup.edge = build_edge(
-        setup.pipeline, setup.clock, Tracer(), setup.observe,
-        tenant_of=setup.tenant_of, model_of=setup.model_of, tenants=setup.limits,
-        max_body_bytes=max_body, parser=setup.parser, schema_of=lambda name: setup.schema,
+        setup.pipeline,
+        setup.clock,
+        Tracer(),
+        setup.observe,
+        tenant_of=setup.tenant_of,
+        model_of=setup.model_of,
+        tenants=setup.limits,
+        max_body_bytes=max_body,
+        parser=setup.parser,
+        schema_of=lambda name: setup.schema,
         memory=memory,
-    )  # fmt: skip
+    )
     return setup, memory
 
 
@@ -45,20 +52,20 @@ class SlowDoor:
 async def test_a_request_holds_its_body_and_answer_until_done_then_gives_them_back() -> None:
     setup, memory = budgeted(1 << 20)
     door = Door(content_length=str(len(BODY)))
-    intake = setup.arrive(door)
-    result = await setup.edge.infer(intake, door.read)
-    assert memory.held == intake.held == len(BODY) + len(result.body)
-    setup.edge.done(intake, 200, "r0", None, len(result.body))
+    arrival = setup.arrive(door)
+    result = await setup.edge.infer(arrival, door.read)
+    assert memory.held == arrival.held == len(BODY) + len(result.body)
+    setup.edge.done(arrival, 200, "r0", None, len(result.body))
     assert memory.held == 0 and memory.peak == len(BODY) + len(result.body)
 
 
 async def test_an_undeclared_body_is_counted_once_read() -> None:
     setup, memory = budgeted(1 << 20)
     door = Door(BODY[:10], BODY[10:])  # chunked: no Content-Length
-    intake = setup.arrive(door)
-    result = await setup.edge.infer(intake, door.read)
-    assert intake.held == len(BODY) + len(result.body) and result.body != REPLY  # renamed
-    setup.edge.done(intake, 200)
+    arrival = setup.arrive(door)
+    result = await setup.edge.infer(arrival, door.read)
+    assert arrival.held == len(BODY) + len(result.body) and result.body != REPLY  # renamed
+    setup.edge.done(arrival, 200)
     assert memory.held == 0
 
 
@@ -66,10 +73,10 @@ async def test_a_body_that_does_not_fit_is_refused_with_503_before_it_is_read() 
     setup, memory = budgeted(len(BODY) + 10)
     memory.add(20)  # another request's answer being written
     door = Door(content_length=str(len(BODY)))
-    intake, error = await setup.refused(door)
+    arrival, error = await setup.refused(door)
     assert isinstance(error, Overloaded) and error.headers()["retry-after"] == "1"
     assert door.reads == 0 and not setup.calls
-    assert memory.held == 20 and intake.held == 0
+    assert memory.held == 20 and arrival.held == 0
 
 
 async def test_a_crash_in_the_pipeline_gives_the_bytes_back_though_no_done_follows() -> None:
@@ -80,20 +87,20 @@ async def test_a_crash_in_the_pipeline_gives_the_bytes_back_though_no_done_follo
 
     setup.edge._pipeline = crash  # type: ignore[assignment]
     door = Door(content_length=str(len(BODY)))
-    intake = setup.arrive(door)
+    arrival = setup.arrive(door)
     with pytest.raises(RuntimeError):
-        await setup.edge.infer(intake, door.read)
-    assert memory.held == 0 and intake.held == 0
+        await setup.edge.infer(arrival, door.read)
+    assert memory.held == 0 and arrival.held == 0
 
 
 async def test_a_body_that_declares_much_and_sends_nothing_holds_one_read() -> None:
     setup, memory = budgeted(64 * MIB, max_body=16 * MIB)
     door = SlowDoor(16 * MIB)
-    intake = setup.edge.arrive("digits", None, door.headers, "127.0.0.2")
-    task = asyncio.create_task(setup.edge.infer(intake, door.read))
+    arrival = setup.edge.arrive("digits", None, door.headers, "127.0.0.2")
+    task = asyncio.create_task(setup.edge.infer(arrival, door.read))
     await asyncio.sleep(0)
-    assert memory.held == intake.held == READ_BYTES  # not the 16 MiB it declared
-    assert intake.account is not None and intake.account.key == "127.0.0.2"
+    assert memory.held == arrival.held == READ_BYTES  # not the 16 MiB it declared
+    assert arrival.account is not None and arrival.account.key == "127.0.0.2"
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -103,15 +110,15 @@ async def test_a_body_that_declares_much_and_sends_nothing_holds_one_read() -> N
 async def test_a_body_holds_what_arrived_plus_one_read_as_it_arrives() -> None:
     setup, memory = budgeted(64 * MIB, max_body=16 * MIB)
     door = SlowDoor(MIB)
-    intake = setup.edge.arrive("digits", None, door.headers, "127.0.0.2")
-    task = asyncio.create_task(setup.edge.infer(intake, door.read))
+    arrival = setup.edge.arrive("digits", None, door.headers, "127.0.0.2")
+    task = asyncio.create_task(setup.edge.infer(arrival, door.read))
     for sent in (100_000, 200_000, 300_000):
         door.chunks.put_nowait(b" " * 100_000)
         await asyncio.sleep(0)
-        assert intake.held == sent + READ_BYTES == memory.held
+        assert arrival.held == sent + READ_BYTES == memory.held
     door.chunks.put_nowait(b" " * (MIB - 300_000 - 100))
     await asyncio.sleep(0)
-    assert intake.held == MIB  # never more than it declared
+    assert arrival.held == MIB  # never more than it declared
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -121,26 +128,26 @@ async def test_a_body_holds_what_arrived_plus_one_read_as_it_arrives() -> None:
 async def test_a_body_whose_next_read_finds_no_room_is_refused_with_503() -> None:
     setup, memory = budgeted(READ_BYTES + 150_000, max_body=16 * MIB)
     door = SlowDoor(MIB)
-    intake = setup.edge.arrive("digits", None, door.headers, "127.0.0.2")
-    task = asyncio.create_task(setup.edge.infer(intake, door.read))
+    arrival = setup.edge.arrive("digits", None, door.headers, "127.0.0.2")
+    task = asyncio.create_task(setup.edge.infer(arrival, door.read))
     await asyncio.sleep(0)
     memory.add(100_000)  # another request's bytes, meanwhile
     door.chunks.put_nowait(b" " * 100_000)
     with pytest.raises(Overloaded):
         await task
     assert door.chunks.empty() and door.sent == 100_000  # no read after the refusal
-    setup.edge.done(intake, 503)
+    setup.edge.done(arrival, 503)
     assert memory.held == 100_000
 
 
 async def test_an_answer_not_yet_written_holds_its_bytes_until_the_door_says_so() -> None:
     setup, memory = budgeted(1 << 20)
     door = Door(content_length=str(len(BODY)))
-    intake = setup.arrive(door)
-    result = await setup.edge.infer(intake, door.read)
-    setup.edge.done(intake, 200, "r0", None, len(result.body), written=False)
-    assert memory.held == intake.held == len(result.body)  # the body's bytes went back
-    setup.edge.written(intake)
-    assert memory.held == intake.held == 0
-    setup.edge.written(intake)  # once only
+    arrival = setup.arrive(door)
+    result = await setup.edge.infer(arrival, door.read)
+    setup.edge.done(arrival, 200, "r0", None, len(result.body), written=False)
+    assert memory.held == arrival.held == len(result.body)  # the body's bytes went back
+    setup.edge.written(arrival)
+    assert memory.held == arrival.held == 0
+    setup.edge.written(arrival)  # once only
     assert memory.held == 0

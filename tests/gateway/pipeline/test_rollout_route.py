@@ -15,28 +15,59 @@ from tests.gateway.pipeline.rig import A, B, Rig
 
 def rig_with(mode: str, **rollout: object) -> tuple[Rig, Rollouts]:
     def pool(replica: str, port: int) -> dict[str, object]:
-        return {"model": "digits-mlp", "binary_tensors": True,
-                "replicas": [{"id": replica, "url": f"http://127.0.0.1:{port}"}]}  # fmt: skip
+        return {
+            "model": "digits-mlp",
+            "binary_tensors": True,
+            "replicas": [{"id": replica, "url": f"http://127.0.0.1:{port}"}],
+        }
 
-    config = parse_config({
-        "pools": {"now": pool("now-0", 9000), "next": pool("next-0", 9001)},
-        "models": {"digits": {"pool": "now", "rollout": {
-            "candidate": "next", "mode": mode, "steps": [100], "shed_loop_lag_ms": 1000,
-            **rollout}}},
-    })  # fmt: skip
+    config = parse_config(
+        {
+            "pools": {"now": pool("now-0", 9000), "next": pool("next-0", 9001)},
+            "models": {
+                "digits": {
+                    "pool": "now",
+                    "rollout": {
+                        "candidate": "next",
+                        "mode": mode,
+                        "steps": [100],
+                        "shed_loop_lag_ms": 1000,
+                        **rollout,
+                    },
+                }
+            },
+        }
+    )
     rig = Rig(config)
     book = DecisionBook("gw")
 
     def decide(key: str, action: str, by: str, reason: str, *, floor: int) -> Decision:
         return book.decide(key, action, by, reason, rig.clock.wall(), floor=floor)
 
-    rollouts = Rollouts(config.models, rig.clock, random.Random(0), decide=decide,
-                        known=book.get, audit=lambda e: None, burning=lambda m: False,
-                        synced=lambda: True, origin="gw")  # fmt: skip
+    rollouts = Rollouts(
+        config.models,
+        rig.clock,
+        random.Random(0),
+        decide=decide,
+        known=book.get,
+        audit=lambda e: None,
+        burning=lambda m: False,
+        synced=lambda: True,
+        origin="gw",
+    )
     rollouts.activate()
-    rig.pipeline = build_pipeline(rig.registry, rig.transport, rig.budget, rig.clock,
-                                  random.Random(0), None, rig.metrics, None, None,
-                                  rollouts)  # fmt: skip
+    rig.pipeline = build_pipeline(
+        rig.registry,
+        rig.transport,
+        rig.budget,
+        rig.clock,
+        random.Random(0),
+        None,
+        rig.metrics,
+        None,
+        None,
+        rollouts,
+    )
     return rig, rollouts
 
 

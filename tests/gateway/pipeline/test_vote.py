@@ -43,8 +43,10 @@ async def test_a_dissenting_leg_is_outvoted_and_counted() -> None:
 async def test_a_persistent_dissenter_is_quarantined() -> None:
     rig = _rig(
         {"a": reply(200, answer(7)), "b": reply(200, answer(7)), "c": reply(200, answer(2))},
-        suspect_min_votes=10, suspect_window=20, suspect_ratio=0.5,
-    )  # fmt: skip
+        suspect_min_votes=10,
+        suspect_window=20,
+        suspect_ratio=0.5,
+    )
     for _ in range(10):
         await rig.pipeline.handler(vote_call(rig))
     result = await rig.pipeline.handler(vote_call(rig))
@@ -87,19 +89,28 @@ async def test_a_straggler_past_the_grace_is_cancelled_and_missing() -> None:
 
 async def test_vote_legs_land_in_distinct_zones_when_they_can() -> None:
     pools = {
-        "a": {"model": "digits-a", "replicas": [
-            {"id": "a1", "url": "http://127.0.0.1:9100", "zone": "z1"},
-        ]},
-        "b": {"model": "digits-b", "replicas": [
-            {"id": "b1", "url": "http://127.0.0.1:9200", "zone": "z1"},
-            {"id": "b2", "url": "http://127.0.0.1:9201", "zone": "z2"},
-        ]},
-        "c": {"model": "digits-c", "replicas": [
-            {"id": "c1", "url": "http://127.0.0.1:9300", "zone": "z1"},
-            {"id": "c2", "url": "http://127.0.0.1:9301", "zone": "z2"},
-            {"id": "c3", "url": "http://127.0.0.1:9302", "zone": "z3"},
-        ]},
-    }  # fmt: skip
+        "a": {
+            "model": "digits-a",
+            "replicas": [
+                {"id": "a1", "url": "http://127.0.0.1:9100", "zone": "z1"},
+            ],
+        },
+        "b": {
+            "model": "digits-b",
+            "replicas": [
+                {"id": "b1", "url": "http://127.0.0.1:9200", "zone": "z1"},
+                {"id": "b2", "url": "http://127.0.0.1:9201", "zone": "z2"},
+            ],
+        },
+        "c": {
+            "model": "digits-c",
+            "replicas": [
+                {"id": "c1", "url": "http://127.0.0.1:9300", "zone": "z1"},
+                {"id": "c2", "url": "http://127.0.0.1:9301", "zone": "z2"},
+                {"id": "c3", "url": "http://127.0.0.1:9302", "zone": "z3"},
+            ],
+        },
+    }
     config = parse_config({"pools": pools, "models": {MODEL: {"vote": {"pools": ["a", "b", "c"]}}}})
     ports = (9100, 9200, 9201, 9300, 9301, 9302)
     for seed in range(10):
@@ -111,10 +122,13 @@ async def test_vote_legs_land_in_distinct_zones_when_they_can() -> None:
 async def test_a_leg_that_refuses_is_a_missing_answer_and_is_charged() -> None:
     """One version refuses (a changed signature that still reports ready): the other two
     decide, and the refusal, refuted by their quorum, counts against its replica."""
-    rig = _rig({
-        "a": reply(200, answer(7)), "b": reply(200, answer(7)),
-        "c": reply(400, b'{"error": "unknown input \'input\'"}'),
-    })  # fmt: skip
+    rig = _rig(
+        {
+            "a": reply(200, answer(7)),
+            "b": reply(200, answer(7)),
+            "c": reply(400, b'{"error": "unknown input \'input\'"}'),
+        }
+    )
     for _ in range(10):
         result = await rig.pipeline.handler(vote_call(rig))
         assert result.status == 200 and result.vote == "2/2"
@@ -137,10 +151,13 @@ async def test_a_reply_for_another_request_is_never_an_answer() -> None:
     the leg is missing, the replica is charged, the vote decides on the rest."""
     stray = orjson.loads(answer(2))
     stray["id"] = "someone-else"
-    rig = _rig({
-        "a": reply(200, answer(7)), "b": reply(200, answer(7)),
-        "c": reply(200, orjson.dumps(stray)),
-    })  # fmt: skip
+    rig = _rig(
+        {
+            "a": reply(200, answer(7)),
+            "b": reply(200, answer(7)),
+            "c": reply(200, orjson.dumps(stray)),
+        }
+    )
     result = await rig.pipeline.handler(vote_call(rig))
     assert result.vote == "2/2"
     c = next(r for r in rig.registry.replicas() if r.id == "c")

@@ -9,7 +9,7 @@ import pytest
 
 from gateway.config import GatewayConfig, parse_config
 from gateway.errors import NoQuorum
-from gateway.upstream.transport.base import UpstreamResponse
+from gateway.upstream.transport.base import Reply
 from tests.gateway.fakes import Behaviour, reply
 from tests.gateway.pipeline.rig import Rig, slow
 from tests.gateway.pipeline.votes import MANIFEST, MODEL, answer, vote_call
@@ -91,7 +91,7 @@ async def test_a_retry_inside_a_leg_is_paid_and_the_request_still_counts_once() 
     rig = Rig(spare_config())
     failed: list[str] = []
 
-    async def first_fails(method: str, path: str, payload: bytes) -> UpstreamResponse:
+    async def first_fails(method: str, path: str, payload: bytes) -> Reply:
         """Pool a's first send gets a 503, its retry (on the other replica) an answer."""
         if not failed:
             failed.append(path)

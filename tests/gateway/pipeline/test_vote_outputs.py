@@ -9,7 +9,7 @@ import numpy as np
 import orjson
 
 from gateway.config import parse_config
-from gateway.upstream.transport.base import UpstreamResponse
+from gateway.upstream.transport.base import Reply
 from gateway.v2.codec import decode_outputs
 from gateway.v2.request import parse_infer_request
 from tests.gateway.fakes import Behaviour
@@ -34,20 +34,28 @@ def server(
     """A V2 server answering the outputs asked (``default`` when none), or 400 for an unknown
     one; ``ignores_asked`` answers ``default`` whatever is asked. ``seen``: what was asked."""
 
-    async def behave(method: str, path: str, payload: bytes) -> UpstreamResponse:
+    async def behave(method: str, path: str, payload: bytes) -> Reply:
         request = orjson.loads(payload)
         asked = [o["name"] for o in request["outputs"]] if request.get("outputs") else None
         seen.append(asked)
         names = default if asked is None or ignores_asked else asked
         if any(name not in outputs for name in names):
-            return UpstreamResponse(400, {}, b'{"error": "unknown output"}')
+            return Reply(400, {}, b'{"error": "unknown output"}')
         rows = request["inputs"][0]["shape"][0]
-        doc = {"model_name": "digits", "id": request.get("id"), "outputs": [
-            {"name": name, "datatype": outputs[name][0], "shape": [rows, *outputs[name][1]],
-             "data": [outputs[name][2]] * rows}
-            for name in names
-        ]}  # fmt: skip
-        return UpstreamResponse(200, {"content-type": "application/json"}, orjson.dumps(doc))
+        doc = {
+            "model_name": "digits",
+            "id": request.get("id"),
+            "outputs": [
+                {
+                    "name": name,
+                    "datatype": outputs[name][0],
+                    "shape": [rows, *outputs[name][1]],
+                    "data": [outputs[name][2]] * rows,
+                }
+                for name in names
+            ],
+        }
+        return Reply(200, {"content-type": "application/json"}, orjson.dumps(doc))
 
     return behave
 
@@ -83,11 +91,13 @@ async def test_no_outputs_named_every_leg_is_asked_the_label_outputs() -> None:
     """curl's default: our servers would answer label and probabilities, a scikit-learn server
     only predict; asked the same (label, as predict to it), the three agree on every row."""
     seen: dict[str, list[list[str] | None]] = {"a": [], "b": [], "c": []}
-    rig = _rig({
-        "a": server(OURS, ["label", "probabilities"], seen["a"]),
-        "b": server(OURS, ["label", "probabilities"], seen["b"]),
-        "c": server(SKLEARN, ["predict"], seen["c"]),
-    })  # fmt: skip
+    rig = _rig(
+        {
+            "a": server(OURS, ["label", "probabilities"], seen["a"]),
+            "b": server(OURS, ["label", "probabilities"], seen["b"]),
+            "c": server(SKLEARN, ["predict"], seen["c"]),
+        }
+    )
     for _ in range(5):
         result = await rig.pipeline.handler(_call(rig))
         assert result.vote == "3/3"
@@ -128,8 +138,10 @@ async def test_a_leg_answering_other_outputs_is_a_missing_answer_not_a_strike() 
             "c": server(SKLEARN, ["predict", "predict_proba"], seen["c"], ignores_asked=True),
         },
         mapped=(),
-        suspect_min_votes=10, suspect_window=20, suspect_ratio=0.5,
-    )  # fmt: skip
+        suspect_min_votes=10,
+        suspect_window=20,
+        suspect_ratio=0.5,
+    )
     for _ in range(30):
         result = await rig.pipeline.handler(_call(rig))
         assert result.status == 200 and result.vote == "2/2" and "c" not in result.served_by
@@ -145,7 +157,7 @@ def _scores(odd_shift: int) -> Behaviour:
     first answer has row 0's peak moved by ``odd_shift`` classes."""
     answered: list[int] = []
 
-    async def behave(method: str, path: str, payload: bytes) -> UpstreamResponse:
+    async def behave(method: str, path: str, payload: bytes) -> Reply:
         request = orjson.loads(payload)
         rows = [list(SCORES) for _ in range(request["inputs"][0]["shape"][0])]
         if not answered:
@@ -153,7 +165,7 @@ def _scores(odd_shift: int) -> Behaviour:
         answered.append(1)
         out = {"name": "probabilities", "datatype": "FP32", "shape": [len(rows), 10], "data": rows}
         doc = {"model_name": "digits", "id": request.get("id"), "outputs": [out]}
-        return UpstreamResponse(200, {"content-type": "application/json"}, orjson.dumps(doc))
+        return Reply(200, {"content-type": "application/json"}, orjson.dumps(doc))
 
     return behave
 

@@ -48,14 +48,18 @@ def test_one_tenant_has_the_whole_bound_and_is_told_503_when_it_is_full() -> Non
 
 def test_quotas_and_reserves_follow_the_weights() -> None:
     assert shares(12, {"a": 2, "b": 1, ANONYMOUS: 1}, 0.25) == {
-        "a": (6, 2), "b": (3, 1), ANONYMOUS: (3, 1),
-    }  # fmt: skip
+        "a": (6, 2),
+        "b": (3, 1),
+        ANONYMOUS: (3, 1),
+    }
     assert shares(256, EQUAL, 0.25) == {n: (85, 22) for n in EQUAL}
     assert shares(4, EQUAL, 0.0) == {n: (1, 0) for n in EQUAL}
     # a quota raised to one slot is paid for by the largest: the quotas still fit the bound
     assert shares(4, {"big": 3.5, "s1": 0.25, "s2": 0.25}, 1.0) == {
-        "big": (2, 2), "s1": (1, 1), "s2": (1, 1),
-    }  # fmt: skip
+        "big": (2, 2),
+        "s1": (1, 1),
+        "s2": (1, 1),
+    }
     # more tenants than slots: nothing can be kept for each, first come
     assert shares(2, EQUAL, 0.25) == {n: (2, 0) for n in EQUAL}
 

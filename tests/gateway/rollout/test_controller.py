@@ -18,24 +18,43 @@ from gateway.telemetry.audit import AuditEvent
 from gateway.telemetry.metrics import Metrics
 from tests.support.clock import FakeClock
 
-CANARY = RolloutConfig(candidate="next", mode="canary", steps=(10, 50, 100), hold_s=30,
-                       hold_requests=1000, min_comparisons=20, agreement_target=0.95)  # fmt: skip
+CANARY = RolloutConfig(
+    candidate="next",
+    mode="canary",
+    steps=(10, 50, 100),
+    hold_s=30,
+    hold_requests=1000,
+    min_comparisons=20,
+    agreement_target=0.95,
+)
 
 
 class Fleet:
     """One gateway's rollouts over a decision book; audit events kept."""
 
-    def __init__(self, clock: FakeClock, book: DecisionBook, config: RolloutConfig = CANARY,
-                 synced: bool = True, leased: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        clock: FakeClock,
+        book: DecisionBook,
+        config: RolloutConfig = CANARY,
+        synced: bool = True,
+        leased: bool = False,
+    ) -> None:
         self.book, self.clock = book, clock
         self.events: list[AuditEvent] = []
         self.synced = synced
         self.rollouts = Rollouts(
-            {"digits": ModelConfig(pool="now", rollout=config)}, clock, random.Random(1),
-            decide=self.decide, known=book.get, audit=self.events.append,
-            burning=lambda model: False, synced=lambda: self.synced, origin=book.origin,
+            {"digits": ModelConfig(pool="now", rollout=config)},
+            clock,
+            random.Random(1),
+            decide=self.decide,
+            known=book.get,
+            audit=self.events.append,
+            burning=lambda model: False,
+            synced=lambda: self.synced,
+            origin=book.origin,
             leased=leased,
-        )  # fmt: skip
+        )
 
     def decide(self, key: str, action: str, by: str, reason: str, *, floor: int) -> Decision:
         return self.book.decide(key, action, by, reason, self.clock.wall(), floor=floor)
@@ -120,8 +139,12 @@ def test_operators_pause_resume_promote_and_abort(fleet: Fleet) -> None:
     state = fleet.state()
     assert (state["phase"], state["share_percent"]) == ("aborted", 0)
     whos = [(e["who"], e["action"]) for e in state["trail"]]
-    assert whos[1:] == [("alice", "pause"), ("alice", "start"), ("bob", "promote"),
-                        ("alice", "abort")]  # fmt: skip
+    assert whos[1:] == [
+        ("alice", "pause"),
+        ("alice", "start"),
+        ("bob", "promote"),
+        ("alice", "abort"),
+    ]
 
 
 def test_another_gateway_follows_the_progress_in_the_shared_book(fleet: Fleet) -> None:
@@ -173,11 +196,15 @@ def test_a_promotion_asks_for_its_hand_over_once(fleet: Fleet) -> None:
 
 
 def test_the_promoted_config_serves_the_model_from_its_candidate() -> None:
-    config = GatewayConfig.model_validate({
-        "pools": {name: {"model": "m", "replicas": [{"id": name, "url": "http://h:1"}]}
-                  for name in ("now", "next")},
-        "models": {"digits": {"pool": "now", "rollout": {"candidate": "next"}}},
-    })  # fmt: skip
+    config = GatewayConfig.model_validate(
+        {
+            "pools": {
+                name: {"model": "m", "replicas": [{"id": name, "url": "http://h:1"}]}
+                for name in ("now", "next")
+            },
+            "models": {"digits": {"pool": "now", "rollout": {"candidate": "next"}}},
+        }
+    )
     model = promoted_config(config, ["digits"]).models["digits"]
     assert (model.pool, model.rollout) == ("next", None)
 

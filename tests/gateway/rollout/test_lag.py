@@ -24,10 +24,17 @@ def test_a_spike_is_seen_at_once_and_fades() -> None:
 
 def test_copies_are_shed_while_the_loop_lags_past_the_bound() -> None:
     config = RolloutConfig(candidate="next", shed_loop_lag_ms=5)
-    rollouts = Rollouts({"digits": ModelConfig(pool="now", rollout=config)}, FakeClock(),
-                        random.Random(1), decide=lambda *a, **k: None,  # type: ignore[arg-type]
-                        known=lambda key: None, audit=lambda e: None, burning=lambda m: False,
-                        synced=lambda: True, origin="gw")  # fmt: skip
+    rollouts = Rollouts(
+        {"digits": ModelConfig(pool="now", rollout=config)},
+        FakeClock(),
+        random.Random(1),
+        decide=lambda *a, **k: None,  # type: ignore[arg-type]
+        known=lambda key: None,
+        audit=lambda e: None,
+        burning=lambda m: False,
+        synced=lambda: True,
+        origin="gw",
+    )
     lag = LoopLag(FakeClock())
     rollouts.loop_lag = lambda: lag.lag_s
     assert not rollouts.busy("digits")

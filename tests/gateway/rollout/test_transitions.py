@@ -41,8 +41,9 @@ def forged(a: Fleet, **change: object) -> Decision:
     doc.update({k: v for k, v in change.items() if k in ("step", "trail")})
     action = str(change.get("action", real.action))
     version = int(str(change.get("version", real.version + 1)))
-    return msgspec.structs.replace(real, action=action, reason=orjson.dumps(doc).decode(),
-                                   version=version, origin="gw-x")  # fmt: skip
+    return msgspec.structs.replace(
+        real, action=action, reason=orjson.dumps(doc).decode(), version=version, origin="gw-x"
+    )
 
 
 def test_forged_promoted_progress_is_refused_and_nothing_is_handed_over() -> None:
@@ -73,8 +74,10 @@ def test_a_step_outside_the_plan_is_refused_and_requests_are_still_planned() -> 
 def test_progress_with_a_fencing_token_below_the_current_one_is_refused() -> None:
     a, b = pair()
     b.rollouts.leased("digits", Lease(False, 5, "gw-a"))
-    trail = [*orjson.loads(a.book.known[KEY].reason)["trail"],
-             {"action": "pause", "phase": "paused", "step": 0}]  # fmt: skip
+    trail = [
+        *orjson.loads(a.book.known[KEY].reason)["trail"],
+        {"action": "pause", "phase": "paused", "step": 0},
+    ]
     stale = forged(a, action="paused", trail=trail, version=fenced_version(4) + 7)
     assert sync(a, b, {KEY: stale}) == []
     assert b.state()["phase"] == "canary"

@@ -30,8 +30,11 @@ PROMTOOL = shutil.which("promtool")
 needs_promtool = pytest.mark.skipif(
     PROMTOOL is None, reason="promtool not installed: WITH_PROMTOOL=1 make system"
 )
-EXAMPLES = sorted(p for p in (ROOT / "config").glob("*.yaml") if any(
-    m.slos for m in load_config(p).models.values()))  # fmt: skip
+EXAMPLES = sorted(
+    p
+    for p in (ROOT / "config").glob("*.yaml")
+    if any(m.slos for m in load_config(p).models.values())
+)
 NAMES = SloFamilies()
 SLI = SliSeries(NAMES.events.name, NAMES.bad_events.name, SLO)
 EVENTS_PER_MIN = 1000
@@ -40,11 +43,17 @@ EVAL_EVERY = "30m"  # rules run every 30 min of the 3 days (every 1 min: 30x the
 # Besides the shipped examples: an SLO of one tenant, a half-day period, a strict objective.
 EXTRA: dict[str, tuple[SloConfig, ...]] = {
     "tenant-model": (
-        SloConfig(name="acme-latency", kind="latency", objective=0.95, threshold_ms=20,
-                  tenant="acme", window_days=0.5),
+        SloConfig(
+            name="acme-latency",
+            kind="latency",
+            objective=0.95,
+            threshold_ms=20,
+            tenant="acme",
+            window_days=0.5,
+        ),
         SloConfig(name="strict", kind="availability", objective=0.9999, window_days=7),
     ),
-}  # fmt: skip
+}
 
 
 def _slos(config: Path) -> dict[str, tuple[SloConfig, ...]]:
@@ -80,8 +89,13 @@ def _series(name: str, labels: dict[str, str]) -> str:
 def _expected(model: str, slo: SloConfig, rule: AlertRule) -> dict[str, Any]:
     (group,) = [g for g in rule_groups({model: (slo,)}, SLI)]
     (alert,) = [r for r in group["rules"] if r.get("labels", {}).get("burn_alert") == rule.name]
-    labels = {**_labels(model, slo), "severity": rule.severity, "burn_alert": rule.name,
-              "long_window": rule.long_window, "short_window": rule.short_window}  # fmt: skip
+    labels = {
+        **_labels(model, slo),
+        "severity": rule.severity,
+        "burn_alert": rule.name,
+        "long_window": rule.long_window,
+        "short_window": rule.short_window,
+    }
     assert alert["labels"] == labels
     return {"exp_labels": labels, "exp_annotations": alert["annotations"]}
 
@@ -97,11 +111,15 @@ def _case(slos: dict[str, tuple[SloConfig, ...]], burn: float, stop_min: int = 0
             burning = MINUTES - stop_min
             tail = f" {bad * burning:.6f}+0x{stop_min - 1}" if stop_min else ""
             series += [
-                {"series": _series(SLI.events, {**labels, "tenant": slo.tenant or ""}),
-                 "values": f"0+{EVENTS_PER_MIN}x{MINUTES}"},
-                {"series": _series(SLI.bad_events, {**labels, "tenant": slo.tenant or ""}),
-                 "values": f"0+{bad:.6f}x{burning}{tail}"},
-            ]  # fmt: skip
+                {
+                    "series": _series(SLI.events, {**labels, "tenant": slo.tenant or ""}),
+                    "values": f"0+{EVENTS_PER_MIN}x{MINUTES}",
+                },
+                {
+                    "series": _series(SLI.bad_events, {**labels, "tenant": slo.tenant or ""}),
+                    "values": f"0+{bad:.6f}x{burning}{tail}",
+                },
+            ]
             for rule in ALERT_RULES:
                 if all(_burn_over(w, burn, stop_min) > rule.factor for w in _windows(rule)):
                     expected.append(_expected(model, slo, rule))
@@ -170,8 +188,10 @@ def test_the_promtool_test_fails_on_rules_with_other_factors(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The test above is not vacuous: rules 10 % off the gateway's own table fail it."""
-    off = tuple(AlertRule(r.name, r.severity, r.long_window, r.short_window, r.factor * 1.1)
-                for r in ALERT_RULES)  # fmt: skip
+    off = tuple(
+        AlertRule(r.name, r.severity, r.long_window, r.short_window, r.factor * 1.1)
+        for r in ALERT_RULES
+    )
     monkeypatch.setattr(rules_module, "ALERT_RULES", off)
     ticket = next(r for r in ALERT_RULES if r.severity == "ticket")
     _write(tmp_path, rule_groups(_all_slos(), SLI), [_case(_all_slos(), ticket.factor * 1.05)])
@@ -206,8 +226,12 @@ def test_a_selector_narrows_the_counters_and_a_bad_one_is_refused(
 
 def test_durations() -> None:
     assert [duration(s) for s in (300, 1800, 86_400 * 30, 43_200, 90)] == [
-        "5m", "30m", "30d", "12h", "90s"
-    ]  # fmt: skip
+        "5m",
+        "30m",
+        "30d",
+        "12h",
+        "90s",
+    ]
     with pytest.raises(ValueError):
         duration(0.5)
 

@@ -8,7 +8,7 @@ from gateway.clock import Clock
 from gateway.slo.config import SloConfig
 from gateway.slo.engine import SloBook
 from gateway.state.base import CounterDelta, ReplicaSignal, SharedView, StateStore
-from gateway.state.signals import SignalLedger
+from gateway.state.signals import SignalBook
 from gateway.state.sync import MAX_PENDING_KEYS, StateSync
 
 SLOS = {"digits": (SloConfig(name="avail", kind="availability", objective=0.99),)}
@@ -19,12 +19,17 @@ class Instance:
         self, store: StateStore, clock: Clock, name: str, max_pending_keys: int = MAX_PENDING_KEYS
     ) -> None:
         self.book = SloBook(SLOS, clock)
-        self.ledger = SignalLedger(name, clock)
+        self.ledger = SignalBook(name, clock)
         self.applied: list[ReplicaSignal] = []
         self.sync = StateSync(
-            store, self.collect, self.apply, clock, origin=name, interval_s=0.5,
+            store,
+            self.collect,
+            self.apply,
+            clock,
+            origin=name,
+            interval_s=0.5,
             max_pending_keys=max_pending_keys,
-        )  # fmt: skip
+        )
 
     def collect(self) -> tuple[Sequence[ReplicaSignal], Mapping[str, CounterDelta]]:
         return self.ledger.take_unsent(), self.book.export_deltas()

@@ -9,10 +9,10 @@ from gateway.state.base import (
     START,
     CounterDelta,
     Cursor,
+    Pulled,
     PushBatch,
     PushResult,
     ReplicaSignal,
-    SharedSnapshot,
     SharedView,
     StateStore,
     StoreUnavailable,
@@ -30,8 +30,9 @@ class Node:
         self.book = DecisionBook(name)
         self.obeyed: list[Decision] = []
         self.clock = clock
-        self.sync = StateSync(store, self._collect, self._apply, clock, origin=name,
-                              decisions=self.book.take_unsent)  # fmt: skip
+        self.sync = StateSync(
+            store, self._collect, self._apply, clock, origin=name, decisions=self.book.take_unsent
+        )
 
     def _collect(self) -> tuple[Sequence[ReplicaSignal], Mapping[str, CounterDelta]]:
         return [], {}
@@ -68,7 +69,7 @@ class _Switch(MemoryStore):
             raise StoreUnavailable("down")
         return await super().push(batch)
 
-    async def pull(self, since: Cursor = START) -> SharedSnapshot:
+    async def pull(self, since: Cursor = START) -> Pulled:
         if self.down:
             raise StoreUnavailable("down")
         return await super().pull(since)

@@ -63,8 +63,15 @@ class Beating:
     def __init__(self, store: StateStore, clock: FakeClock, name: str) -> None:
         self.clock, self.name, self.built = clock, name, 0
         self.seen: dict[str, Heartbeat] = {}
-        self.sync = StateSync(store, self._collect, self._apply, clock, origin=name,
-                              heartbeat=self._beat, heartbeat_every_s=2.0)  # fmt: skip
+        self.sync = StateSync(
+            store,
+            self._collect,
+            self._apply,
+            clock,
+            origin=name,
+            heartbeat=self._beat,
+            heartbeat_every_s=2.0,
+        )
 
     def _collect(self) -> tuple[Sequence[ReplicaSignal], Mapping[str, CounterDelta]]:
         return [], {}

@@ -21,9 +21,16 @@ CENTURIES = WALL + 228 * 365 * 86_400  # "ejected until +228 years"
 
 
 def decision_row(**change: object) -> list[object]:
-    row: dict[str, object] = {"key": "replica:r0", "action": "drain", "until": 0.0,
-                              "by": "alice", "reason": "disk", "at": WALL, "version": 3,
-                              "origin": "gw-a"}  # fmt: skip
+    row: dict[str, object] = {
+        "key": "replica:r0",
+        "action": "drain",
+        "until": 0.0,
+        "by": "alice",
+        "reason": "disk",
+        "at": WALL,
+        "version": 3,
+        "origin": "gw-a",
+    }
     row.update(change)
     return list(row.values())
 
@@ -31,8 +38,9 @@ def decision_row(**change: object) -> list[object]:
 def test_a_valid_decision_signal_and_heartbeat_travel_unchanged() -> None:
     decision = Decision("replica:r0", "eject", WALL + 60, "alice", "disk", WALL, 7, "gw-a")
     assert Decision.decode(decision.encode()) == decision
-    assert orjson.loads(decision.encode()) == decision_row(action="eject", until=WALL + 60,
-                                                           version=7)  # fmt: skip
+    assert orjson.loads(decision.encode()) == decision_row(
+        action="eject", until=WALL + 60, version=7
+    )
     signal = ReplicaSignal("r0", "open", WALL + 30, 4, "gw-a", WALL)
     assert ReplicaSignal.decode(signal.encode()) == signal
     beat = Heartbeat("gw-a", "0.1.0", WALL - 10, WALL, 3.5, 0.01, {"r0": "serving"})
@@ -105,9 +113,18 @@ def test_a_forged_heartbeat_is_refused(verdicts: dict[str, str]) -> None:
 
 def test_the_fleet_view_lists_no_heartbeat_from_the_future_and_stays_bounded() -> None:
     own = Heartbeat("gw-a", "0.1.0", WALL - 10, WALL, 1.0, 0.0, {"r0": "serving"})
-    others = {f"g{i}": Heartbeat(f"g{i}", "0.1.0", WALL - 10, WALL - i * 0.001, 1.0, 0.0,
-                                 {f"x{i}-{j}": "serving" for j in range(20)})
-              for i in range(400)}  # fmt: skip
+    others = {
+        f"g{i}": Heartbeat(
+            f"g{i}",
+            "0.1.0",
+            WALL - 10,
+            WALL - i * 0.001,
+            1.0,
+            0.0,
+            {f"x{i}-{j}": "serving" for j in range(20)},
+        )
+        for i in range(400)
+    }
     others["dead"] = Heartbeat("dead", "0.1.0", WALL - 10, WALL + 86_400 * 365, 1.0, 0.0, {})
     doc = fleet_document(own, others, WALL, scope="every gateway")
     names = [i["instance"] for i in doc["instances"]]

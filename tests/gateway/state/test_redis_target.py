@@ -31,8 +31,11 @@ def test_a_sentinel_url_names_the_sentinels_the_primary_and_the_database() -> No
     assert target.mode == "sentinel"
     assert target.nodes == (("s1", 26379), ("s2", 26379))
     assert (target.master_name, target.db, target.username, target.password) == (
-        "gwstate", 3, None, "pw",
-    )  # fmt: skip
+        "gwstate",
+        3,
+        None,
+        "pw",
+    )
 
 
 @pytest.mark.parametrize(

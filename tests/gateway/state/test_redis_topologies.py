@@ -104,10 +104,11 @@ async def test_a_sentinel_failover_is_a_bounded_gap_then_the_sync_recovers(
     a, b = (
         Instance(
             RedisStore(sentinel.url, namespace="gw", sentinel_auth=auth, op_timeout_s=0.5),
-            clock, name,
+            clock,
+            name,
         )
         for name in ("a", "b")
-    )  # fmt: skip
+    )
     a.record(ok=5)
     b.record(ok=3, failed=1)
     for sync in (a.sync, b.sync, a.sync):  # a first tick may miss the 0.5 s op timeout on a
@@ -156,10 +157,11 @@ async def test_sentinels_with_a_password_are_asked_with_the_one_the_config_names
             RedisStore(
                 state.redis_url, namespace=ns, sentinel_auth=auth, op_timeout_s=TEST_TIMEOUT_S
             ),
-            clock, name,
+            clock,
+            name,
         )
         for name in ("a", "b")
-    )  # fmt: skip
+    )
     a.record(ok=3, failed=1)
     b.record(ok=2)
     a.ledger.local("r1", "open")
@@ -183,9 +185,11 @@ async def test_without_the_sentinels_password_the_store_is_degraded_with_a_maske
 ) -> None:
     auth = SentinelAuth(given) if given is not None else None
     store = RedisStore(
-        guarded_sentinel.url, namespace=new_namespace(), sentinel_auth=auth,
+        guarded_sentinel.url,
+        namespace=new_namespace(),
+        sentinel_auth=auth,
         op_timeout_s=TEST_TIMEOUT_S,
-    )  # fmt: skip
+    )
     a = Instance(store, clock, "a")
     a.record(ok=1)
     with caplog.at_level(logging.WARNING):
@@ -225,9 +229,11 @@ async def test_a_closed_store_leaves_no_connection_open_on_any_sentinel(
     auth = SentinelAuth(guarded_sentinel.sentinel_password or "")
     for _ in range(3):  # a reload builds a new store and closes the old one
         store = RedisStore(
-            guarded_sentinel.url, namespace=new_namespace(), sentinel_auth=auth,
+            guarded_sentinel.url,
+            namespace=new_namespace(),
+            sentinel_auth=auth,
             op_timeout_s=TEST_TIMEOUT_S,
-        )  # fmt: skip
+        )
         await store.pull()  # asks a sentinel for the primary, then reads from the primary
         await store.close()
     deadline = time.monotonic() + 5.0  # a sentinel counts a closed socket once it reads the EOF

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import redis.asyncio as redis
 
-from gateway.state.base import SIGNAL_TTL_S, PushBatch, ReplicaSignal, SharedSnapshot, StateStore
+from gateway.state.base import SIGNAL_TTL_S, Pulled, PushBatch, ReplicaSignal, StateStore
 from gateway.state.memory import MemoryStore
 from gateway.state.redis_store import RedisStore
 from tests.support.clock import FakeClock
@@ -49,8 +49,8 @@ async def _wait_past(store: StateStore, clock: FakeClock, wall: float) -> None:
 
 
 async def _pull_until(
-    store: StateStore, clock: FakeClock, done: Callable[[SharedSnapshot], bool]
-) -> SharedSnapshot:
+    store: StateStore, clock: FakeClock, done: Callable[[Pulled], bool]
+) -> Pulled:
     """Pulls until ``done`` holds (bounded by time); the memory store's clock moves meanwhile."""
     deadline = time.monotonic() + WAIT_BOUND_S
     while True:

@@ -3,13 +3,13 @@ from __future__ import annotations
 import pytest
 
 from gateway.state.base import SIGNAL_TTL_S, ReplicaSignal
-from gateway.state.signals import FORGET_EVERY_S, SignalLedger
+from gateway.state.signals import FORGET_EVERY_S, SignalBook
 from tests.support.clock import FakeClock
 
 
 def test_local_transitions_take_the_next_epoch_and_are_queued_once() -> None:
     clock = FakeClock()
-    ledger = SignalLedger("a", clock)
+    ledger = SignalBook("a", clock)
     first = ledger.local("r1", "open", ejected_until_wall=clock.wall() + 2)
     clock.advance(1)
     second = ledger.local("r1", "half-open")
@@ -23,7 +23,7 @@ def test_local_transitions_take_the_next_epoch_and_are_queued_once() -> None:
 
 def test_observe_returns_only_newer_signals_of_other_instances() -> None:
     clock = FakeClock()
-    ledger = SignalLedger("a", clock)
+    ledger = SignalBook("a", clock)
     mine = ledger.local("r1", "open")
     older = ReplicaSignal("r1", "closed", 0.0, 0, "b", clock.wall())
     newer = ReplicaSignal("r2", "open", 0.0, 4, "b", clock.wall())
@@ -34,7 +34,7 @@ def test_observe_returns_only_newer_signals_of_other_instances() -> None:
 
 def test_a_newer_remote_signal_cancels_an_unsent_local_one() -> None:
     clock = FakeClock()
-    ledger = SignalLedger("a", clock)
+    ledger = SignalBook("a", clock)
     ledger.local("r1", "open")
     remote = ReplicaSignal("r1", "closed", 0.0, 3, "b", clock.wall())
     assert ledger.observe({"r1": remote}) == [remote]
@@ -45,7 +45,7 @@ def test_a_newer_remote_signal_cancels_an_unsent_local_one() -> None:
 
 def test_an_expired_remote_signal_is_not_applied_but_its_epoch_still_counts() -> None:
     clock = FakeClock()
-    ledger = SignalLedger("a", clock)
+    ledger = SignalBook("a", clock)
     old = ReplicaSignal("r1", "open", 0.0, 6, "b", clock.wall() - SIGNAL_TTL_S - 1)
     assert ledger.observe({"r1": old}) == []  # it tells nothing any more
     assert ledger.latest("r1") == old  # but the store still holds it: it orders
@@ -54,7 +54,7 @@ def test_an_expired_remote_signal_is_not_applied_but_its_epoch_still_counts() ->
 
 def test_an_expired_signal_is_forgotten_once_the_store_dropped_it() -> None:
     clock = FakeClock()
-    ledger = SignalLedger("a", clock)
+    ledger = SignalBook("a", clock)
     remote = ReplicaSignal("r1", "open", clock.wall() + 30, 4, "b", clock.wall())
     assert ledger.observe({"r1": remote}) == [remote]
     clock.advance(SIGNAL_TTL_S + 31)  # past its ejection and the ttl
@@ -69,7 +69,7 @@ def test_an_expired_signal_is_forgotten_once_the_store_dropped_it() -> None:
 
 def test_local_signals_expire_unannounced_and_are_forgotten_without_a_store() -> None:
     clock = FakeClock()
-    ledger = SignalLedger("a", clock)
+    ledger = SignalBook("a", clock)
     ledger.local("r1", "open")
     clock.advance(SIGNAL_TTL_S)
     assert ledger.take_unsent() == []  # expired before it was sent: not announced
@@ -79,7 +79,7 @@ def test_local_signals_expire_unannounced_and_are_forgotten_without_a_store() ->
 def test_rollouts_leave_no_trail_of_replica_ids() -> None:
     """A month of daily rollouts, each bringing 20 replicas with fresh ids that open once."""
     clock = FakeClock()
-    ledger = SignalLedger("a", clock)
+    ledger = SignalBook("a", clock)
     store: dict[str, ReplicaSignal] = {}
     for day in range(30):
         for i in range(20):

@@ -80,8 +80,7 @@ async def test_oversized_and_out_of_bounds_values_are_not_handed_back(store: Sto
     await raw.hset(tag + "sig", "r3", forged.replace('"open"', '"molten"'))
     snapshot = await impl.pull(START)
     assert set(snapshot.decisions) == {"replica:r0"} and snapshot.signals == {}
-    assert impl.rejects.snapshot() == {"redis/decision": 1, "redis/oversized": 1,
-                                       "redis/signal": 1}  # fmt: skip
+    assert impl.rejects.snapshot() == {"redis/decision": 1, "redis/oversized": 1, "redis/signal": 1}
     # a push on a target whose stored decision is forged replaces it
     later = Decision("replica:r2", "drain", 0.0, "bob", "", time.time(), 2, "gw-a")
     await impl.push(PushBatch("gw-a#1", 2, decisions=(later,)))

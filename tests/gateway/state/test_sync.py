@@ -12,10 +12,10 @@ from gateway.state.base import (
     START,
     CounterDelta,
     Cursor,
+    Pulled,
     PushBatch,
     PushResult,
     ReplicaSignal,
-    SharedSnapshot,
     SharedView,
     StateStore,
     StoreUnavailable,
@@ -144,7 +144,7 @@ class _Down:
     async def push(self, batch: PushBatch) -> PushResult:
         raise StoreUnavailable("down")
 
-    async def pull(self, since: Cursor = START) -> SharedSnapshot:
+    async def pull(self, since: Cursor = START) -> Pulled:
         raise StoreUnavailable("down")
 
     async def lease(self, name: str, holder: str, ttl_s: float, release: bool = False) -> Lease:

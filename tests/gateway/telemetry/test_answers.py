@@ -19,8 +19,13 @@ from tests.support.clock import FakeClock
 
 CONFIG: dict[str, Any] = {
     "pools": {
-        "p": {"model": "m", "replicas": [{"id": "r0", "url": "http://127.0.0.1:9000"},
-                                         {"id": "r1", "url": "http://127.0.0.1:9001"}]},
+        "p": {
+            "model": "m",
+            "replicas": [
+                {"id": "r0", "url": "http://127.0.0.1:9000"},
+                {"id": "r1", "url": "http://127.0.0.1:9001"},
+            ],
+        },
         "q": {"model": "m", "replicas": [{"id": "q0", "url": "http://127.0.0.1:9002"}]},
     },
     "models": {
@@ -34,7 +39,7 @@ CONFIG: dict[str, Any] = {
         "plain": {"pool": "q"},
     },
     "tenants": {"acme": {"key_env": "ANSWERS_TEST_KEY"}},
-}  # fmt: skip
+}
 
 BOUNDS = sorted({*LATENCY_BUCKETS, *BYTES_BUCKETS, *ROWS_BUCKETS})
 
@@ -58,24 +63,41 @@ def _answers(clock: FakeClock, seed: int) -> list[tuple[Any, ...]]:
     out = []
     for _ in range(400):
         model = rng.choice(["digits", "digits", "plain", "unknown-model"])
-        status, served_by, degraded = rng.choice([
-            (200, "r0", None), (200, "r1", None), (503, "none", None), (429, "", None),
-            (200, "fallback/small", "no_replica"), (200, "vote", "vote_no_quorum"),
-        ])  # fmt: skip
+        status, served_by, degraded = rng.choice(
+            [
+                (200, "r0", None),
+                (200, "r1", None),
+                (503, "none", None),
+                (429, "", None),
+                (200, "fallback/small", "no_replica"),
+                (200, "vote", "vote_no_quorum"),
+            ]
+        )
         latency = rng.choice([*LATENCY_BUCKETS[:6], rng.uniform(0, 0.2)])
         clock.advance(rng.uniform(0, 0.01))
-        out.append((
-            model, status, served_by, latency, degraded, rng.choice([None, 0.05, 2.0]),
-            rng.choice(["anonymous", "acme"]), rng.choice([-1, 300, 1024]),
-            rng.choice([-1, 80, 65536]), rng.choice([-1, 1, 4]), clock.now(),
-        ))  # fmt: skip
+        out.append(
+            (
+                model,
+                status,
+                served_by,
+                latency,
+                degraded,
+                rng.choice([None, 0.05, 2.0]),
+                rng.choice(["anonymous", "acme"]),
+                rng.choice([-1, 300, 1024]),
+                rng.choice([-1, 80, 65536]),
+                rng.choice([-1, 1, 4]),
+                clock.now(),
+            )
+        )
     return out
 
 
 def _observe(gateway: Gateway, answer: tuple[Any, ...]) -> None:
     model, status, served_by, latency, degraded, deadline, tenant, req, resp, rows, at = answer
-    gateway.observe(model, status, served_by, latency, degraded, deadline, tenant, req, resp,
-                    rows, at)  # fmt: skip
+    gateway.observe(
+        model, status, served_by, latency, degraded, deadline, tenant, req, resp, rows, at
+    )
 
 
 def _samples(gateway: Gateway) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -132,8 +154,14 @@ def test_every_reader_folds_the_answers_recorded_before_it() -> None:
 
     answered()
     samples = _samples(gateway)
-    labels = {"code": "503", "model": "digits", "route": "single", "served_by": "none",
-              "tenant": "anonymous", "version": "1"}  # fmt: skip
+    labels = {
+        "code": "503",
+        "model": "digits",
+        "route": "single",
+        "served_by": "none",
+        "tenant": "anonymous",
+        "version": "1",
+    }
     key = ("gateway_requests_total", tuple(sorted(labels.items())))
     assert samples[key] == 1
     answered()

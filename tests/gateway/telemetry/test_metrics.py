@@ -5,8 +5,8 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families 
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
+from gateway.faults.classify import classify_status
 from gateway.outcome import Outcome, OutcomeKind
-from gateway.policies.classify import classify_status
 from gateway.telemetry.catalog import LATENCY_BUCKETS
 from gateway.telemetry.metrics import MAX_LABEL_VALUES, Metrics
 from gateway.telemetry.topology import Topology
@@ -148,9 +148,10 @@ def test_replica_series_carry_pool_and_model_from_the_topology() -> None:
 
 def breaker_states(samples: Samples, replica: str) -> dict[str, float]:
     return {
-        dict(labels)["state"]: v for (name, labels), v in samples.items()
+        dict(labels)["state"]: v
+        for (name, labels), v in samples.items()
         if name == "gateway_breaker_state" and dict(labels)["replica"] == replica
-    }  # fmt: skip
+    }
 
 
 def test_breaker_state_is_a_state_set_with_exactly_one_state_at_1() -> None:
@@ -200,8 +201,9 @@ def test_events_have_conventional_names_and_labels() -> None:
     r1, r2 = {"model": "", "pool": "", "replica": "r1"}, {"model": "", "pool": "", "replica": "r2"}
     assert value(s, "gateway_breaker_state", state="half_open", **r1) == 1
     assert value(s, "gateway_breaker_state", state="closed", **r2) == 1
-    assert value(s, "gateway_breaker_transitions_total", **r1, **{"from": "closed",
-                 "to": "open"}) == 1  # fmt: skip
+    assert (
+        value(s, "gateway_breaker_transitions_total", **r1, **{"from": "closed", "to": "open"}) == 1
+    )
     r3 = {"model": "", "pool": "", "replica": "r3"}
     assert value(s, "gateway_ejections_total", reason="consecutive_failures", **r3) == 1
     assert value(s, "gateway_votes_total", model="digits", tally="2/3") == 1
@@ -238,13 +240,23 @@ def test_free_text_labels_are_bounded() -> None:
 
 def test_slo_document_sets_budget_burn_rates_and_alerts_and_replaces_old_ones() -> None:
     m = Metrics(process=False)
-    m.set_slo({"slos": [{"name": "avail", "model": "digits", "tenant": None,
-                         "objective": 0.999, "budget_remaining": 0.25,
-                         "burn_rates": {"5m": 14.4, "1h": 2.0},
-                         "alerts": {"page": True, "ticket": False}},
-                        {"name": "avail", "model": "digits", "tenant": "acme",
-                         "budget_remaining": 0.5},
-                        {"name": "old", "model": "digits", "budget_remaining": 1.0}]})  # fmt: skip
+    m.set_slo(
+        {
+            "slos": [
+                {
+                    "name": "avail",
+                    "model": "digits",
+                    "tenant": None,
+                    "objective": 0.999,
+                    "budget_remaining": 0.25,
+                    "burn_rates": {"5m": 14.4, "1h": 2.0},
+                    "alerts": {"page": True, "ticket": False},
+                },
+                {"name": "avail", "model": "digits", "tenant": "acme", "budget_remaining": 0.5},
+                {"name": "old", "model": "digits", "budget_remaining": 1.0},
+            ]
+        }
+    )
     s = scrape(m)
     avail = {"model": "digits", "slo": "avail", "tenant": ""}
     assert value(s, "gateway_slo_objective", **avail) == 0.999
@@ -256,9 +268,18 @@ def test_slo_document_sets_budget_burn_rates_and_alerts_and_replaces_old_ones() 
     assert value(s, "gateway_slo_alert_firing", severity="page", **avail) == 1
     assert value(s, "gateway_slo_alert_firing", severity="ticket", **avail) == 0
     # The other accepted shapes: slos by name, lists of windows and alerts.
-    m.set_slo({"slos": {"avail": {"model": "digits", "budget_remaining": -0.5,
-                                  "burn_rates": [{"window": "5m", "burn_rate": 20}],
-                                  "alerts": [{"severity": "page", "firing": False}]}}})  # fmt: skip
+    m.set_slo(
+        {
+            "slos": {
+                "avail": {
+                    "model": "digits",
+                    "budget_remaining": -0.5,
+                    "burn_rates": [{"window": "5m", "burn_rate": 20}],
+                    "alerts": [{"severity": "page", "firing": False}],
+                }
+            }
+        }
+    )
     s = scrape(m)
     assert value(s, "gateway_slo_error_budget_remaining", **avail) == -0.5
     assert value(s, "gateway_slo_burn_rate", window="5m", **avail) == 20
@@ -313,9 +334,10 @@ def test_the_tenant_label_holds_configured_tenants_and_anonymous_only() -> None:
         m.request("digits", "single", 200, "r1", 0.003, tenant=f"sk-{i}")
     s = scrape(m)
     tenants = {
-        dict(labels)["tenant"]: v for (name, labels), v in s.items()
+        dict(labels)["tenant"]: v
+        for (name, labels), v in s.items()
         if name == "gateway_requests_total"
-    }  # fmt: skip
+    }
     assert tenants == {"acme": 1, "anonymous": 1 + 3 * MAX_LABEL_VALUES}
 
 

@@ -21,11 +21,17 @@ def test_inferences_are_rows_and_executions_are_requests_as_triton_counts_them()
 
 
 def test_the_gateway_counts_each_answers_rows() -> None:
-    config = parse_config({
-        "pools": {"p": {"model": "digits-mlp", "replicas": [{"id": "r0",
-                                                             "url": "http://127.0.0.1:9"}]}},
-        "models": {"digits": {"pool": "p"}},
-    })  # fmt: skip
+    config = parse_config(
+        {
+            "pools": {
+                "p": {
+                    "model": "digits-mlp",
+                    "replicas": [{"id": "r0", "url": "http://127.0.0.1:9"}],
+                }
+            },
+            "models": {"digits": {"pool": "p"}},
+        }
+    )
     gateway = Gateway(config)
     for _ in range(2):
         gateway.observe("digits", 200, "r0", 0.01, None, rows=4)

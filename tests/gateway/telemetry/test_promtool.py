@@ -94,11 +94,17 @@ def test_metrics_of_a_real_gateway_pass_promtool(
     # The traffic reached the series promtool was shown (a check of an empty page proves little).
     families = {f.name: f for f in text_string_to_metric_families(scrape.text)}
     for name in (
-        "gateway_requests", "gateway_request_queue_duration_seconds",
-        "gateway_request_size_bytes", "gateway_response_size_bytes", "gateway_request_batch_rows",
-        "gateway_upstream_attempt_duration_seconds", "gateway_breaker_state",
-        "gateway_outlier_ejections_active", "gateway_slo_burn_rate", "gateway_votes",
-    ):  # fmt: skip
+        "gateway_requests",
+        "gateway_request_queue_duration_seconds",
+        "gateway_request_size_bytes",
+        "gateway_response_size_bytes",
+        "gateway_request_batch_rows",
+        "gateway_upstream_attempt_duration_seconds",
+        "gateway_breaker_state",
+        "gateway_outlier_ejections_active",
+        "gateway_slo_burn_rate",
+        "gateway_votes",
+    ):
         assert families[name].samples, name
     rows = {
         s.labels["le"]: s.value

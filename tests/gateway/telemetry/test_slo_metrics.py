@@ -12,8 +12,19 @@ def _set(metrics: Metrics, *firing: bool) -> None:
     """The alerts as runtime passes them: one entry per rule, two of them pages."""
     severities = ("page", "page", "ticket")
     alerts = [{"severity": s, "firing": f} for s, f in zip(severities, firing, strict=True)]
-    metrics.set_slo({"slos": [{"name": "avail", "model": "digits", "alerts": alerts,
-                               "events_total": 10, "bad_events_total": 1}]})  # fmt: skip
+    metrics.set_slo(
+        {
+            "slos": [
+                {
+                    "name": "avail",
+                    "model": "digits",
+                    "alerts": alerts,
+                    "events_total": 10,
+                    "bad_events_total": 1,
+                }
+            ]
+        }
+    )
 
 
 def test_a_severity_fires_while_any_of_its_rules_fires() -> None:

@@ -9,8 +9,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import ValidationError
 
+from gateway.faults.classify import classify_status
 from gateway.outcome import Outcome, OutcomeKind
-from gateway.policies.classify import classify_status
 from gateway.telemetry.tracecontext import parse_traceparent
 from gateway.telemetry.tracing import MAX_QUEUED_SPANS, Tracer, TracingConfig, otlp_traces_url
 

@@ -4,8 +4,8 @@ import math
 from datetime import UTC, datetime
 
 from gateway.config.policies import BreakerConfig
+from gateway.faults.classify import classify_status
 from gateway.outcome import Outcome, OutcomeKind
-from gateway.policies.classify import classify_status
 from gateway.upstream.breaker import CLOSED, HALF_OPEN, OPEN, ClockStorage, ReplicaBreaker
 from tests.support.clock import FakeClock
 
@@ -174,7 +174,7 @@ def test_a_straggler_verdict_while_open_changes_nothing() -> None:
     clock.advance(1)
     for outcome in (FAIL, OK, FAIL):
         breaker.record(outcome, CLOSED)  # admitted while closed, finished after the trip
-        breaker.judge(outcome)  # or judged later, by evidence
+        breaker.count(outcome)  # or judged later, by evidence
     assert breaker.state() == OPEN and breaker.transitions == 1
     assert breaker._storage.opened_on_clock == opened  # the reset timer did not restart
     assert (breaker._cb.fail_counter, breaker._cb.success_counter) == counters

@@ -22,7 +22,7 @@ from gateway.deadline import Deadline
 from gateway.errors import ServiceUnavailable
 from gateway.pipeline.build import build_pipeline
 from gateway.pipeline.call import InferCall
-from gateway.policies.budget import RetryBudget
+from gateway.retry.budget import RetryBudget
 from gateway.upstream.probes.health import HealthProber
 from gateway.upstream.registry import Registry
 from gateway.upstream.transport.http1 import Http1Transport
@@ -110,12 +110,16 @@ async def test_forget_closes_both_lanes(
 
 def _config(port: int) -> dict[str, object]:
     return {
-        "pools": {"p": {
-            "model": "digits-mlp", "version": "1", "binary_tensors": True,
-            "replicas": [{"id": "r0", "url": f"http://127.0.0.1:{port}{LATE_COPY}"}],
-        }},
+        "pools": {
+            "p": {
+                "model": "digits-mlp",
+                "version": "1",
+                "binary_tensors": True,
+                "replicas": [{"id": "r0", "url": f"http://127.0.0.1:{port}{LATE_COPY}"}],
+            }
+        },
         "models": {"digits": {"pool": "p"}},
-    }  # fmt: skip
+    }
 
 
 async def test_a_health_probe_does_not_pass_on_a_late_infer_answer(
@@ -155,10 +159,14 @@ async def test_the_attempt_layer_discards_a_refused_reply(
     for request_id in ("c1", "c2", "c3"):
         body = _request(request_id)
         call = InferCall(
-            model_name="digits", model=config.models["digits"], body=Body.of(body),
-            upstream_headers={}, deadline=Deadline.after(clock, 5.0), request_id=request_id,
+            model_name="digits",
+            model=config.models["digits"],
+            body=Body.of(body),
+            upstream_headers={},
+            deadline=Deadline.after(clock, 5.0),
+            request_id=request_id,
             request=parse_infer_request(body, None),
-        )  # fmt: skip
+        )
         try:
             result = await pipeline.handler(call)
             answered.append(orjson.loads(result.body)["id"])

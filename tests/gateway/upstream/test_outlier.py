@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from gateway.config.endpoint import Endpoint
 from gateway.config.policies import OutlierConfig
-from gateway.policies.classify import classify_status
+from gateway.faults.classify import classify_status
 from gateway.upstream.outlier import OutlierDetector
 from gateway.upstream.replica import Replica
 from tests.support.clock import FakeClock

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import UpstreamError
-from gateway.upstream.transport.base import UpstreamResponse
-from gateway.upstream.transport.http1_connection import DEFAULT_LIMITS, Connection, ReplyLimits
+from gateway.upstream.transport.base import Reply
+from gateway.upstream.transport.http1_connection import Connection
+from gateway.upstream.transport.limits import DEFAULT_LIMITS, ReplyLimits
 
 
 class FakeTransport(asyncio.Transport):
@@ -45,7 +46,7 @@ class FakeTransport(asyncio.Transport):
 class Result:
     """What the caller got (``reply`` or ``error``) and whether the pool would reuse it."""
 
-    reply: UpstreamResponse | None
+    reply: Reply | None
     error: UpstreamError | None
     reusable: bool
     bytes_fed: int  # the transport stops reading once the connection is aborted

@@ -24,8 +24,12 @@ def tensor(name: str = "input", rows: int = 1) -> dict[str, Any]:
 
 def binary(name: str = "input", rows: int = 1) -> dict[str, Any]:
     size = rows * 64 * 4
-    return {"name": name, "shape": [rows, 64], "datatype": "FP32",
-            "parameters": {"binary_data_size": size}}  # fmt: skip
+    return {
+        "name": name,
+        "shape": [rows, 64],
+        "datatype": "FP32",
+        "parameters": {"binary_data_size": size},
+    }
 
 
 def refusal(body: bytes, header_length: str | None = None) -> str:
@@ -79,8 +83,12 @@ def test_a_batch_of_no_rows_is_refused_naming_the_input(
 
 
 def test_distinct_names_and_rows_pass_every_path() -> None:
-    small = orjson.dumps({"inputs": [tensor("a"), tensor("b")],
-                          "outputs": [{"name": "label"}, {"name": "probabilities"}]})  # fmt: skip
+    small = orjson.dumps(
+        {
+            "inputs": [tensor("a"), tensor("b")],
+            "outputs": [{"name": "label"}, {"name": "probabilities"}],
+        }
+    )
     assert parse_infer_request(small, None).header["inputs"][1]["name"] == "b"
     large = orjson.dumps({"inputs": [tensor("a", ROWS_FOR_FAST), tensor("b", ROWS_FOR_FAST)]})
     assert len(check_infer_request(large, None).header["inputs"]) == 2

@@ -52,7 +52,7 @@ def parse(data: Any, datatype: str = "FP32", shape: list[int] | None = None) -> 
         ([[1.0, 2.0], [3.0, 4.0]], "FP32", [2, 3], "nested as [2, 2] does not follow"),
         ([1.0, 2.0], "FLOAT32", None, "unknown datatype 'FLOAT32'; V2 datatypes: BOOL"),
     ],
-)  # fmt: skip
+)
 def test_an_element_that_does_not_fit_is_a_400_naming_the_input(
     data: Any, datatype: str, shape: list[int] | None, message: str
 ) -> None:

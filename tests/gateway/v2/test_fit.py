@@ -42,32 +42,47 @@ def test_a_fallback_without_the_models_names_does_not_fit() -> None:
 @pytest.mark.parametrize(
     ("inputs", "message"),
     [
-        ([{"name": "input", "datatype": "FP64", "shape": [-1, 64]}],
-         "input 'input' is FP64, its 'input' takes FP32"),
-        ([{"name": "input", "datatype": "FP32", "shape": [-1, 63]}],
-         "input 'input' has shape [-1, 63], its 'input' takes [-1, 64]"),
-        ([{"name": "input", "datatype": "FP32", "shape": [-1, 8, 8]}],
-         "input 'input' has shape [-1, 8, 8]"),
+        (
+            [{"name": "input", "datatype": "FP64", "shape": [-1, 64]}],
+            "input 'input' is FP64, its 'input' takes FP32",
+        ),
+        (
+            [{"name": "input", "datatype": "FP32", "shape": [-1, 63]}],
+            "input 'input' has shape [-1, 63], its 'input' takes [-1, 64]",
+        ),
+        (
+            [{"name": "input", "datatype": "FP32", "shape": [-1, 8, 8]}],
+            "input 'input' has shape [-1, 8, 8]",
+        ),
         ([{"name": "x", "datatype": "FP32", "shape": [-1, 64]}], "no input 'x'"),
-        ([{"name": "input", "datatype": "FP32", "shape": [-1, 64]},
-          {"name": "mask", "datatype": "BOOL", "shape": [-1]}], "no input 'mask'"),
+        (
+            [
+                {"name": "input", "datatype": "FP32", "shape": [-1, 64]},
+                {"name": "mask", "datatype": "BOOL", "shape": [-1]},
+            ],
+            "no input 'mask'",
+        ),
     ],
-)  # fmt: skip
+)
 def test_datatype_shape_and_names_must_agree(inputs: list[Any], message: str) -> None:
     why = _misfit({"inputs": inputs})
     assert why is not None and why.startswith(message)
 
 
 def test_what_fits() -> None:
-    ours = {"inputs": [{"name": "input", "datatype": "FP32", "shape": [-1, 64]}],
-            "outputs": [{"name": "label", "datatype": "INT64", "shape": [-1]}]}  # fmt: skip
+    ours = {
+        "inputs": [{"name": "input", "datatype": "FP32", "shape": [-1, 64]}],
+        "outputs": [{"name": "label", "datatype": "INT64", "shape": [-1]}],
+    }
     assert _misfit(ours) is None
     # a fixed batch in one signature and a free one in the other do not contradict
     assert _misfit({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 64]}]}) is None
     # no declared outputs: nothing to compare; undeclared datatype and shape: names only
     assert _misfit({"inputs": [{"name": "input"}]}) is None
-    renamed = {"inputs": [{"name": "pixels", "datatype": "FP32", "shape": [-1, 64]}],
-               "outputs": [{"name": "digit", "datatype": "INT64", "shape": [-1]}]}  # fmt: skip
+    renamed = {
+        "inputs": [{"name": "pixels", "datatype": "FP32", "shape": [-1, 64]}],
+        "outputs": [{"name": "digit", "datatype": "INT64", "shape": [-1]}],
+    }
     mapping = {"inputs": {"pixels": "input"}, "outputs": {"digit": "label"}}
     assert _misfit(renamed, mapping) is None
 

@@ -12,8 +12,9 @@ from gateway.v2.request import parse_infer_request
 
 JSON = b'{"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1.0]}]}'
 TENSOR = b"\x00\x00\x80?"
-BINARY = b'{"inputs":[{"name":"x","shape":[1],"datatype":"FP32",' \
-         b'"parameters":{"binary_data_size":4}}]}'  # fmt: skip
+BINARY = (
+    b'{"inputs":[{"name":"x","shape":[1],"datatype":"FP32","parameters":{"binary_data_size":4}}]}'
+)
 
 
 def splice(body: bytes, length: str | None, sent: str) -> tuple[Body, str | None]:
@@ -56,8 +57,12 @@ def test_the_clients_id_is_replaced_first_last_or_amid_the_header() -> None:
         new, _ = splice(body, None, "mine~7")
         assert orjson.loads(new.joined()) == {**orjson.loads(body), "id": "mine~7"}
     tensor = TENSOR * 8192  # a large body: spliced as views of what arrived
-    spec = {"name": "x", "shape": [8192], "datatype": "FP32",
-            "parameters": {"binary_data_size": len(tensor)}}  # fmt: skip
+    spec = {
+        "name": "x",
+        "shape": [8192],
+        "datatype": "FP32",
+        "parameters": {"binary_data_size": len(tensor)},
+    }
     head = orjson.dumps({"id": "mine", "inputs": [spec]})
     info = parse_infer_request(head + tensor, str(len(head)))
     new, length, _ = with_request_id(Body([head, tensor]), str(len(head)), info, "mine~8")

@@ -9,7 +9,7 @@ import numpy as np
 import orjson
 import pytest
 
-from gateway.api.parse_worker import parse_detached
+from gateway.api.parse_process import parse_detached
 from gateway.errors import BadRequest
 from gateway.v2.body import Body
 from gateway.v2.outputs import asking_for
@@ -28,8 +28,12 @@ ROW = [0.5] * 64
 
 
 def request(data: Any = None, shape: list[int] | None = None, **extra: Any) -> dict[str, Any]:
-    tensor = {"name": "input", "shape": shape or [1, 64], "datatype": "FP32",
-              "data": ROW if data is None else data}  # fmt: skip
+    tensor = {
+        "name": "input",
+        "shape": shape or [1, 64],
+        "datatype": "FP32",
+        "data": ROW if data is None else data,
+    }
     return {"inputs": [tensor], **extra}
 
 
@@ -39,8 +43,12 @@ def parse(doc: dict[str, Any], max_rows: int | None = None) -> Any:
 
 def binary(values: np.ndarray, datatype: str = "FP32", **extra: Any) -> tuple[bytes, str]:
     raw = values.tobytes()
-    tensor = {"name": "input", "shape": list(values.shape), "datatype": datatype,
-              "parameters": {"binary_data_size": len(raw)}}  # fmt: skip
+    tensor = {
+        "name": "input",
+        "shape": list(values.shape),
+        "datatype": datatype,
+        "parameters": {"binary_data_size": len(raw)},
+    }
     head = orjson.dumps({"inputs": [tensor], **extra})
     return head + raw, str(len(head))
 
@@ -53,10 +61,22 @@ def binary(values: np.ndarray, datatype: str = "FP32", **extra: Any) -> tuple[by
         (request(parameters={"binary_data_output": "yes"}), "binary_data_output must be true or"),
         (request(outputs=[{"name": "label", "parameters": 5}]), "outputs[0].parameters must be"),
         (request(outputs=[{"name": "o", "parameters": {"binary_data": 1}}]), "binary_data must"),
-        ({"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32", "data": ROW,
-                      "parameters": "x"}]}, "input 'input': 'parameters' must be an object"),
+        (
+            {
+                "inputs": [
+                    {
+                        "name": "input",
+                        "shape": [1, 64],
+                        "datatype": "FP32",
+                        "data": ROW,
+                        "parameters": "x",
+                    }
+                ]
+            },
+            "input 'input': 'parameters' must be an object",
+        ),
     ],
-)  # fmt: skip
+)
 def test_parameters_that_are_not_objects_are_a_400_naming_them(
     doc: dict[str, Any], message: str
 ) -> None:
@@ -141,14 +161,19 @@ def test_asking_for_json_outputs_keeps_a_body_that_asks_for_json_already() -> No
 
 
 def test_asking_for_json_outputs_rebuilds_a_detached_request_from_its_body() -> None:
-    doc = request(parameters={"binary_data_output": True, "x": 1},
-                  outputs=[{"name": "label", "parameters": {"binary_data": True}}])  # fmt: skip
+    doc = request(
+        parameters={"binary_data_output": True, "x": 1},
+        outputs=[{"name": "label", "parameters": {"binary_data": True}}],
+    )
     body = orjson.dumps(doc)
     for info in (parse_infer_request(body, None), parse_detached(body, None, None)):
         _, new_body, length = ask(info, body, None)
         assert length is None
-        assert orjson.loads(new_body) == {**request(), "parameters": {"x": 1},
-                                          "outputs": [{"name": "label"}]}  # fmt: skip
+        assert orjson.loads(new_body) == {
+            **request(),
+            "parameters": {"x": 1},
+            "outputs": [{"name": "label"}],
+        }
     raw, head_length = binary(
         np.ones((1, 64), dtype=np.float32), parameters={"binary_data_output": True}
     )

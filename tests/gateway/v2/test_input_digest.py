@@ -35,8 +35,12 @@ def test_the_tensors_and_the_outputs_asked_for_count() -> None:
 
 def test_binary_data_counts_and_the_id_is_cut_from_the_header_only() -> None:
     def body(request_id: str, tail: bytes) -> tuple[bytes, str]:
-        tensor = {"name": "input", "shape": [1, 2], "datatype": "FP32",
-                  "parameters": {"binary_data_size": len(tail)}}  # fmt: skip
+        tensor = {
+            "name": "input",
+            "shape": [1, 2],
+            "datatype": "FP32",
+            "parameters": {"binary_data_size": len(tail)},
+        }
         header = orjson.dumps({"id": request_id, "inputs": [tensor]})
         return header + tail, str(len(header))
 
@@ -56,8 +60,18 @@ def test_a_body_without_the_id_is_named_by_all_its_bytes() -> None:
 
 def test_a_body_in_pieces_is_hashed_as_its_bytes_without_being_joined() -> None:
     raw = b"\x00\x00\x80?" * 4096  # 1.0 as FP32
-    head = orjson.dumps({"inputs": [{"name": "input", "shape": [1, 4096], "datatype": "FP32",
-                                     "parameters": {"binary_data_size": len(raw)}}]})  # fmt: skip
+    head = orjson.dumps(
+        {
+            "inputs": [
+                {
+                    "name": "input",
+                    "shape": [1, 4096],
+                    "datatype": "FP32",
+                    "parameters": {"binary_data_size": len(raw)},
+                }
+            ]
+        }
+    )
     length = str(len(head))
     received = Body([head[:5], head[5:] + raw[:100], raw[100:]])
     info = parse_infer_request(received, length)

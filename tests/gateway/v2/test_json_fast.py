@@ -21,9 +21,24 @@ from gateway.v2.request import check_infer_request, detached, parse_infer_reques
 NUMBER_TEXT = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False).map(lambda v: orjson.dumps(v).decode()),
     st.integers(-(10**40), 10**40).map(str),
-    st.sampled_from(["1e39", "3.5E+38", "1e-05", "2E-7", "-0.0", "0", "12e2", "1" * 39 + ".5",
-                     "0." + "1" * 45, "65504.0", "65536", "4" + "0" * 38, "-4" + "0" * 38 + ".0"]),
-)  # fmt: skip
+    st.sampled_from(
+        [
+            "1e39",
+            "3.5E+38",
+            "1e-05",
+            "2E-7",
+            "-0.0",
+            "0",
+            "12e2",
+            "1" * 39 + ".5",
+            "0." + "1" * 45,
+            "65504.0",
+            "65536",
+            "4" + "0" * 38,
+            "-4" + "0" * 38 + ".0",
+        ]
+    ),
+)
 OTHER_TEXT = st.sampled_from(['"1.5"', "true", "null", "[1.0]", "{}"])
 
 
@@ -38,8 +53,12 @@ def json_requests(draw: st.DrawFn) -> bytes:
             items = [draw(NUMBER_TEXT) for _ in range(count)]
         datatype = draw(st.sampled_from(["FP32", "FP32", "FP64", "BF16", "FP16", "INT32"]))
         spacing = draw(st.sampled_from([",", ", ", " ,\n"]))
-        fields = [f'"name":"in{index}"', f'"shape":{orjson.dumps(shape).decode()}',
-                  f'"datatype":"{datatype}"', f'"data":[{spacing.join(items)}]']  # fmt: skip
+        fields = [
+            f'"name":"in{index}"',
+            f'"shape":{orjson.dumps(shape).decode()}',
+            f'"datatype":"{datatype}"',
+            f'"data":[{spacing.join(items)}]',
+        ]
         if draw(st.integers(0, 9)) == 0:
             fields.append('"parameters":{"x":1}')
         inputs.append("{" + ",".join(draw(st.permutations(fields))) + "}")
@@ -56,7 +75,7 @@ def json_requests(draw: st.DrawFn) -> bytes:
             ]
         )
     )
-    return ("{" + ",".join(draw(st.permutations(top))) + "}").encode()  # fmt: skip
+    return ("{" + ",".join(draw(st.permutations(top))) + "}").encode()
 
 
 def verdict(body: bytes) -> tuple[str, Any]:
@@ -89,12 +108,24 @@ def test_an_image_as_json_is_accepted_without_decoding_its_numbers() -> None:
     tensor["data"] = [*values[:-1], 1e39]  # past FP32's range: the full parse names it
     with pytest.raises(BadRequest, match="1e\\+39 is outside the FP32 range"):
         check_infer_request(orjson.dumps({"inputs": [tensor]}), None)
-    assert decode_checked(b'{"inputs":[{"name":"x","shape":[2],"datatype":"FP32",'
-                          b'"data":[1,,2]}]}') is None  # fmt: skip
+    assert (
+        decode_checked(b'{"inputs":[{"name":"x","shape":[2],"datatype":"FP32","data":[1,,2]}]}')
+        is None
+    )
 
 
-EDGE = ["1e39", "3.5E+38", "3.4e38", "1e-05", "12e2", "-0.0", "4" + "0" * 38, "9" * 38,
-        "1" * 39 + ".5", "0." + "1" * 45]  # fmt: skip
+EDGE = [
+    "1e39",
+    "3.5E+38",
+    "3.4e38",
+    "1e-05",
+    "12e2",
+    "-0.0",
+    "4" + "0" * 38,
+    "9" * 38,
+    "1" * 39 + ".5",
+    "0." + "1" * 45,
+]
 
 
 @pytest.mark.parametrize("number", EDGE)
@@ -102,8 +133,9 @@ EDGE = ["1e39", "3.5E+38", "3.4e38", "1e-05", "12e2", "-0.0", "4" + "0" * 38, "9
 def test_numbers_at_the_edge_of_the_rules_get_the_full_parses_verdict(
     number: str, datatype: str
 ) -> None:
-    body = (f'{{"inputs":[{{"name":"x","shape":[2],"datatype":"{datatype}",'
-            f'"data":[1.0, {number}]}}]}}').encode()  # fmt: skip
+    body = (
+        f'{{"inputs":[{{"name":"x","shape":[2],"datatype":"{datatype}","data":[1.0, {number}]}}]}}'
+    ).encode()
     full = verdict(body)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(request_module, "FAST_JSON_MIN_BYTES", 0)
@@ -119,8 +151,9 @@ def test_a_digit_run_at_every_word_offset_gets_the_full_parses_verdict(
     starts, and a run under 32 must not send a plain number to the full parse."""
     pad = "1.5" + "2" * offset  # moves the run across word boundaries
     run = "4" * digits
-    body = (f'{{"inputs":[{{"name":"x","shape":[3],"datatype":"FP32",'
-            f'"data":[{pad}, {run}, 0.5]}}]}}').encode()  # fmt: skip
+    body = (
+        f'{{"inputs":[{{"name":"x","shape":[3],"datatype":"FP32","data":[{pad}, {run}, 0.5]}}]}}'
+    ).encode()
     full = verdict(body)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(request_module, "FAST_JSON_MIN_BYTES", 0)

@@ -1,6 +1,6 @@
 """Deeply nested JSON is a 400 that says so, whatever the body's size and the path it takes
 (`gateway.v2.nesting`): the inline full parse (orjson), the fast path (msgspec, which raised
-`RecursionError` and so answered 500), the parse worker process, and every part of a request
+`RecursionError` and so answered 500), the parse process, and every part of a request
 that no other check walks (parameters, members the protocol does not name, nested data)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pickle
 
 import pytest
 
-from gateway.api.parse_worker import answer
+from gateway.api.parse_process import answer
 from gateway.api.parsing import RequestParser
 from gateway.errors import BadRequest
 from gateway.v2.body import Body
@@ -35,9 +35,15 @@ def request(
     """A one-input FP32 request; ``tensor`` and ``top``: more members of the input and of the
     request (each starting with a comma)."""
     return (
-        b'{"inputs":[{"name":"input","shape":' + shape + b',"datatype":"FP32","data":' + data
-        + tensor + b"}]" + top + b"}"
-    )  # fmt: skip
+        b'{"inputs":[{"name":"input","shape":'
+        + shape
+        + b',"datatype":"FP32","data":'
+        + data
+        + tensor
+        + b"}]"
+        + top
+        + b"}"
+    )
 
 
 def padded(body: bytes, size: int) -> bytes:
@@ -71,7 +77,7 @@ def test_the_fast_path_leaves_a_deep_body_to_the_full_parse(body: bytes) -> None
     assert decode_checked(body) is None
 
 
-def test_the_parse_worker_answers_a_deep_body_with_the_400_not_a_bug() -> None:
+def test_the_parse_process_answers_a_deep_body_with_the_400_not_a_bug() -> None:
     body = ATTACKS["data 2M deep, 4 MB"]
     kind, value = pickle.loads(answer(pickle.dumps((None, None)), body))
     assert kind == "error" and isinstance(value, BadRequest), (kind, value)

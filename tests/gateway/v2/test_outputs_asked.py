@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import orjson
 
-from gateway.api.parse_worker import parse_detached
+from gateway.api.parse_process import parse_detached
 from gateway.v2.body import Body
 from gateway.v2.outputs import asking_for
 from gateway.v2.request import InferRequestInfo, parse_infer_request
@@ -38,8 +38,12 @@ def test_a_body_naming_no_outputs_gets_them_spliced_in_not_re_encoded() -> None:
 
 def test_a_binary_body_keeps_its_data_and_its_header_length_grows() -> None:
     raw = np.arange(64, dtype=np.float32).tobytes()
-    tensor = {"name": "input", "shape": [1, 64], "datatype": "FP32",
-              "parameters": {"binary_data_size": len(raw)}}  # fmt: skip
+    tensor = {
+        "name": "input",
+        "shape": [1, 64],
+        "datatype": "FP32",
+        "parameters": {"binary_data_size": len(raw)},
+    }
     head = orjson.dumps({"inputs": [tensor]})
     info = parse_infer_request(head + raw, str(len(head)))
     asked, body, length = ask(info, head + raw, ["label"])

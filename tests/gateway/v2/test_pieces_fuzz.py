@@ -35,13 +35,22 @@ def tensors(draw: st.DrawFn, binary: bool) -> tuple[dict[str, Any], bytes]:
     datatype = draw(st.sampled_from([*SIZES, "BYTES", "FLOAT32"]))
     shape = draw(st.lists(st.integers(0, 4), min_size=0, max_size=3))
     count = int(np.prod(shape)) if shape else 1
-    tensor: dict[str, Any] = {"name": draw(st.sampled_from(["a", "b", ""])), "shape": shape,
-                              "datatype": datatype}  # fmt: skip
+    tensor: dict[str, Any] = {
+        "name": draw(st.sampled_from(["a", "b", ""])),
+        "shape": shape,
+        "datatype": datatype,
+    }
     if not binary:
-        values = st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.integers(-300, 300),
-                           st.booleans(), st.text(max_size=3), st.just(1e39))  # fmt: skip
-        tensor["data"] = draw(st.lists(values, min_size=count, max_size=count + draw(
-            st.integers(0, 1))))  # fmt: skip
+        values = st.one_of(
+            st.floats(allow_nan=False, allow_infinity=False),
+            st.integers(-300, 300),
+            st.booleans(),
+            st.text(max_size=3),
+            st.just(1e39),
+        )
+        tensor["data"] = draw(
+            st.lists(values, min_size=count, max_size=count + draw(st.integers(0, 1)))
+        )
         return tensor, b""
     size = count * SIZES.get(datatype, 1) + draw(st.sampled_from([0, 0, 0, 1, -1]))
     size = max(size, 0)

@@ -30,9 +30,17 @@ def test_tritonclient_parameters_are_accepted() -> None:
 
 def test_binary_inputs() -> None:
     header = orjson.dumps(
-        {"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32",
-                     "parameters": {"binary_data_size": 256}}]}
-    )  # fmt: skip
+        {
+            "inputs": [
+                {
+                    "name": "input",
+                    "shape": [1, 64],
+                    "datatype": "FP32",
+                    "parameters": {"binary_data_size": 256},
+                }
+            ]
+        }
+    )
     info = parse_infer_request(header + bytes(256), str(len(header)))
     assert info.binary_length == 256
 
@@ -47,19 +55,28 @@ def test_binary_inputs() -> None:
         (b'{"inputs": [1]}', None, r"inputs\[0\] must be an object"),
         (b'{"inputs": [{"shape": [1], "datatype": "FP32", "data": [1]}]}', None, "name"),
         (b'{"inputs": [{"name": "x", "shape": [1], "data": [1]}]}', None, "'datatype'"),
-        (b'{"inputs": [{"name": "x", "shape": [-1], "datatype": "FP32", "data": [1]}]}', None,
-         "'shape'"),
-        (b'{"inputs": [{"name": "x", "shape": [1], "datatype": "FP32"}]}', None,
-         "'data' is missing"),
-        (b'{"inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": 3}]}', None,
-         "'data' must be a list"),
+        (
+            b'{"inputs": [{"name": "x", "shape": [-1], "datatype": "FP32", "data": [1]}]}',
+            None,
+            "'shape'",
+        ),
+        (
+            b'{"inputs": [{"name": "x", "shape": [1], "datatype": "FP32"}]}',
+            None,
+            "'data' is missing",
+        ),
+        (
+            b'{"inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": 3}]}',
+            None,
+            "'data' must be a list",
+        ),
         (b'{"id": 5, "inputs": []}', None, "'id' must be a string"),
         (_body(outputs=[{"nam": "x"}]), None, r"outputs\[0\]\.name"),
         (_body(), "abc", "must be an integer"),
         (_body(), "99999", "does not fit"),
         (_body() + b"xx", str(len(_body())), "binary tensor data is 2 bytes"),
     ],
-)  # fmt: skip
+)
 def test_bad_requests_name_the_problem(
     body: bytes, header_length: str | None, message: str
 ) -> None:

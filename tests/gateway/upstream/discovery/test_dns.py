@@ -64,10 +64,14 @@ async def test_srv_records_carry_ports_and_targets_resolve_from_the_additional_s
     dns: tuple[ChangingResolver, NameserverResolver],
 ) -> None:
     records, resolver = dns
-    records.set("_http._tcp.digits.test", "SRV", [
-        "_http._tcp.digits.test. 5 IN SRV 0 50 9001 a.digits.test.",
-        "_http._tcp.digits.test. 5 IN SRV 0 50 9002 b.digits.test.",
-    ])  # fmt: skip
+    records.set(
+        "_http._tcp.digits.test",
+        "SRV",
+        [
+            "_http._tcp.digits.test. 5 IN SRV 0 50 9001 a.digits.test.",
+            "_http._tcp.digits.test. 5 IN SRV 0 50 9002 b.digits.test.",
+        ],
+    )
     records.set("a.digits.test", "A", ["a.digits.test. 5 IN A 127.0.0.1"])
     records.set("b.digits.test", "A", ["b.digits.test. 5 IN A 127.0.0.2"])
     config = DiscoveryConfig(dns="_http._tcp.digits.test", record="SRV")
@@ -78,11 +82,15 @@ async def test_srv_priorities_are_kept_and_an_address_named_twice_takes_its_best
     dns: tuple[ChangingResolver, NameserverResolver],
 ) -> None:
     records, resolver = dns
-    records.set("_http._tcp.digits.test", "SRV", [
-        "_http._tcp.digits.test. 5 IN SRV 10 50 9001 a.digits.test.",
-        "_http._tcp.digits.test. 5 IN SRV 20 50 9002 b.digits.test.",
-        "_http._tcp.digits.test. 5 IN SRV 30 50 9001 a.digits.test.",
-    ])  # fmt: skip
+    records.set(
+        "_http._tcp.digits.test",
+        "SRV",
+        [
+            "_http._tcp.digits.test. 5 IN SRV 10 50 9001 a.digits.test.",
+            "_http._tcp.digits.test. 5 IN SRV 20 50 9002 b.digits.test.",
+            "_http._tcp.digits.test. 5 IN SRV 30 50 9001 a.digits.test.",
+        ],
+    )
     records.set("a.digits.test", "A", ["a.digits.test. 5 IN A 127.0.0.1"])
     records.set("b.digits.test", "A", ["b.digits.test. 5 IN A 127.0.0.2"])
     config = DiscoveryConfig(dns="_http._tcp.digits.test", record="SRV")
@@ -146,9 +154,15 @@ async def test_only_the_asked_name_and_its_cname_chain_count(
     dns: tuple[ChangingResolver, NameserverResolver],
 ) -> None:
     records, resolver = dns
-    records.set("digits.test", "A", ["digits.test. 5 IN CNAME pods.digits.test.",
-                                     "pods.digits.test. 5 IN A 10.0.0.9",
-                                     "evil.test. 5 IN A 10.6.6.6"])  # fmt: skip
+    records.set(
+        "digits.test",
+        "A",
+        [
+            "digits.test. 5 IN CNAME pods.digits.test.",
+            "pods.digits.test. 5 IN A 10.0.0.9",
+            "evil.test. 5 IN A 10.6.6.6",
+        ],
+    )
     records.additional = RR.fromZone("other.test. 5 IN A 10.7.7.7")
     answer = await resolver.resolve(a_config())
     assert answer.targets == (Target("10.0.0.9", 8000),)
@@ -175,8 +189,9 @@ async def test_srv_follow_up_queries_are_bounded_by_the_cap(
     dns: tuple[ChangingResolver, NameserverResolver],
 ) -> None:
     records, resolver = dns
-    records.set("_x._tcp.t", "SRV", [f"_x._tcp.t. 5 IN SRV {i % 3} 0 9000 n{i}.other."
-                                     for i in range(30)])  # fmt: skip
+    records.set(
+        "_x._tcp.t", "SRV", [f"_x._tcp.t. 5 IN SRV {i % 3} 0 9000 n{i}.other." for i in range(30)]
+    )
     for i in range(30):
         records.set(f"n{i}.other", "A", [])  # exists, not in the additional section
     asked = records.queries
@@ -199,18 +214,28 @@ async def test_hostile_answers_through_discovery_make_only_usable_capped_members
         *(f"_v2._tcp.digits.test. 5 IN SRV 1 0 {9001 + i} ok{i}.digits.test." for i in range(10)),
     ]
     records.set("_v2._tcp.digits.test", "SRV", srv)
-    for name, address in (("zero", "127.0.0.1"), ("any", "0.0.0.0"), ("multi", "239.1.2.3"),
-                          ("bcast", "255.255.255.255")):  # fmt: skip
+    for name, address in (
+        ("zero", "127.0.0.1"),
+        ("any", "0.0.0.0"),
+        ("multi", "239.1.2.3"),
+        ("bcast", "255.255.255.255"),
+    ):
         records.set(f"{name}.digits.test", "A", [f"{name}.digits.test. 5 IN A {address}"])
     for i in range(10):
         records.set(f"ok{i}.digits.test", "A", [f"ok{i}.digits.test. 5 IN A 127.0.0.{i + 1}"])
     records.additional = RR.fromZone("elsewhere.test. 5 IN A 10.6.6.6")
     clock = FakeClock()
-    config = parse_config({
-        "pools": {"p": {"model": "m", "discovery": {"dns": "_v2._tcp.digits.test",
-                                                    "record": "SRV", "max_members": 3}}},
-        "models": {"m": {"pool": "p"}},
-    })  # fmt: skip
+    config = parse_config(
+        {
+            "pools": {
+                "p": {
+                    "model": "m",
+                    "discovery": {"dns": "_v2._tcp.digits.test", "record": "SRV", "max_members": 3},
+                }
+            },
+            "models": {"m": {"pool": "p"}},
+        }
+    )
     registry = Registry(config, clock)
     pool = registry.pools["p"]
     assert pool.config.discovery is not None

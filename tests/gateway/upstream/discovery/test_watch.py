@@ -14,7 +14,7 @@ import pytest
 from gateway.config.discovery import DiscoveryConfig
 from gateway.config.loader import ConfigError, parse_config
 from gateway.config.models import GatewayConfig
-from gateway.upstream.discovery.dns import Answer, ResolutionFailed, Target
+from gateway.upstream.discovery.dns import Resolution, ResolutionFailed, Target
 from gateway.upstream.discovery.watch import (
     DiscoveryService,
     PoolDiscovery,
@@ -40,11 +40,11 @@ class FakeResolver:
         self.answer = answer
         self.asked = 0
 
-    async def resolve(self, config: DiscoveryConfig) -> Answer:
+    async def resolve(self, config: DiscoveryConfig) -> Resolution:
         self.asked += 1
         if isinstance(self.answer, ResolutionFailed):
             raise self.answer
-        return Answer(tuple(self.answer))
+        return Resolution(tuple(self.answer))
 
 
 def discovery_config(**discovery: Any) -> GatewayConfig:
@@ -61,8 +61,12 @@ def rig(
     pool = registry.pools["p"]
     assert pool.config.discovery is not None
     resolver = FakeResolver(answer)
-    return registry, PoolDiscovery(registry, pool, pool.config.discovery, resolver, clock), \
-        resolver, clock  # fmt: skip
+    return (
+        registry,
+        PoolDiscovery(registry, pool, pool.config.discovery, resolver, clock),
+        resolver,
+        clock,
+    )
 
 
 def ids(registry: Registry) -> list[str]:
@@ -127,8 +131,10 @@ def test_a_and_aaaa_need_a_port_srv_must_not_name_one() -> None:
         DiscoveryConfig(dns="x", record="A")
     with pytest.raises(ValueError, match="SRV records carry"):
         DiscoveryConfig(dns="x", record="SRV", port=1)
-    assert DiscoveryConfig(dns="x", record="SRV", nameserver="[::1]:5353").nameserver_address() \
-        == ("::1", 5353)  # fmt: skip
+    assert DiscoveryConfig(dns="x", record="SRV", nameserver="[::1]:5353").nameserver_address() == (
+        "::1",
+        5353,
+    )
     assert DiscoveryConfig(dns="x", port=1, nameserver="10.0.0.10").nameserver_address() == (
         "10.0.0.10",
         53,
@@ -252,8 +258,10 @@ async def test_the_health_prober_probes_joiners_and_stops_on_leavers() -> None:
     pool = registry.pools["p"]
     prober = HealthProber(registry, FakeTransport(), clock, random.Random(0))
     prober.start()
-    replica = registry.add(pool, replica_configs("p", [A], DiscoveryConfig(dns="x", port=1),
-                                                 "http")[replica_id("p", A)])  # fmt: skip
+    replica = registry.add(
+        pool,
+        replica_configs("p", [A], DiscoveryConfig(dns="x", port=1), "http")[replica_id("p", A)],
+    )
     await yields()
     assert replica.healthy is True  # the first probe decides: joined at once
     assert f"probe:{replica.id}" in prober._tasks
@@ -264,12 +272,17 @@ async def test_the_health_prober_probes_joiners_and_stops_on_leavers() -> None:
 
 
 def test_srv_priorities_make_the_lowest_the_actives_and_the_rest_standby() -> None:
-    targets = [Target("10.0.0.1", 8000, 10), Target("10.0.0.2", 8000, 10),
-               Target("10.0.0.3", 8000, 20)]  # fmt: skip
+    targets = [
+        Target("10.0.0.1", 8000, 10),
+        Target("10.0.0.2", 8000, 10),
+        Target("10.0.0.3", 8000, 20),
+    ]
     configs = replica_configs("p", targets, DiscoveryConfig(dns="x", record="SRV"), "http")
     assert {rid: c.standby for rid, c in configs.items()} == {
-        rid("10.0.0.1", 8000): False, rid("10.0.0.2", 8000): False, rid("10.0.0.3", 8000): True,
-    }  # fmt: skip
+        rid("10.0.0.1", 8000): False,
+        rid("10.0.0.2", 8000): False,
+        rid("10.0.0.3", 8000): True,
+    }
     alone = replica_configs("p", targets[2:], DiscoveryConfig(dns="x", record="SRV"), "http")
     assert [c.standby for c in alone.values()] == [False]  # the lowest present is active
 
@@ -296,8 +309,7 @@ async def test_members_are_capped_best_priorities_and_members_first_logged_once(
 ) -> None:
     flood = [Target(f"10.1.{i // 256}.{i % 256}", 8000, 5) for i in range(3900)]
     best = [Target("10.9.0.1", 8000, 1), Target("10.9.0.2", 8000, 1)]
-    registry, discovery, resolver, _ = rig([*flood, *best], max_members=4, record="SRV",
-                                           port=None)  # fmt: skip
+    registry, discovery, resolver, _ = rig([*flood, *best], max_members=4, record="SRV", port=None)
     with caplog.at_level(logging.INFO, logger="gateway.upstream.discovery.watch"):
         await discovery.refresh()
         first = ids(registry)
@@ -351,8 +363,9 @@ async def test_dropped_addresses_are_logged_when_they_change_and_shown(caplog: A
     assert "0.0.0.0:8000: the unspecified address" in lines[0]
     assert "224.0.0.1:8000: a multicast address" in lines[0]
     status = registry.snapshot()[0]["discovery"]
-    assert status["dropped"] == [{"address": "10.0.0.1:0",
-                                  "reason": "port 0 (in SRV: no such service here)"}]  # fmt: skip
+    assert status["dropped"] == [
+        {"address": "10.0.0.1:0", "reason": "port 0 (in SRV: no such service here)"}
+    ]
     assert (status["answered"], status["dropped_count"], status["last_error"]) == (2, 1, None)
     resolver.answer = ResolutionFailed("timeout")
     await discovery.refresh()

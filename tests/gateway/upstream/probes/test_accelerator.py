@@ -10,7 +10,7 @@ from gateway.config import parse_config
 from gateway.errors import UpstreamConnectError
 from gateway.runtime import Gateway
 from gateway.upstream.probes.accelerator import REPLICA_QUERY, AcceleratorSampler
-from gateway.upstream.transport.base import UpstreamResponse
+from gateway.upstream.transport.base import Reply
 from tests.gateway.fakes import FakeTransport, fail
 from tests.support.clock import FakeClock
 
@@ -30,11 +30,11 @@ class Pages:
         self.readings: dict[int, dict[str, float | str]] = {}  # str: "NaN", "+Inf"
 
     def behaviour(self, port: int) -> Any:
-        async def behave(method: str, path: str, payload: bytes) -> UpstreamResponse:
+        async def behave(method: str, path: str, payload: bytes) -> Reply:
             values: dict[str, float | str] = dict(HEALTHY)
             values.update(self.readings.get(port, {}))
             text = "".join(f'{k}{{gpu="0",UUID="{UUID}"}} {v}\n' for k, v in values.items())
-            return UpstreamResponse(200, {}, text.encode())
+            return Reply(200, {}, text.encode())
 
         return behave
 
@@ -132,13 +132,13 @@ async def test_a_source_that_stops_answering_drains_nothing() -> None:
 def node_page(temperatures: dict[str, float]) -> Any:
     """A dcgm-exporter page of one node: a temperature series per GPU (by UUID)."""
 
-    async def behave(method: str, path: str, payload: bytes) -> UpstreamResponse:
+    async def behave(method: str, path: str, payload: bytes) -> Reply:
         text = "".join(
             f'DCGM_FI_DEV_GPU_TEMP{{gpu="{i}",UUID="{uuid}"}} {t}\n'
             f'DCGM_FI_DEV_SLOWDOWN_TEMP{{gpu="{i}",UUID="{uuid}"}} 90\n'
             for i, (uuid, t) in enumerate(temperatures.items())
         )
-        return UpstreamResponse(200, {}, text.encode())
+        return Reply(200, {}, text.encode())
 
     return behave
 

@@ -18,7 +18,7 @@ from gateway.runtime import Gateway
 from gateway.upstream.probes.accelerator import LOG_EVERY_S, REPLICA_QUERY, AcceleratorSampler
 from gateway.upstream.probes.accelerator_metrics import AcceleratorCollector
 from gateway.upstream.probes.accelerator_readings import MAX_DEVICE_LINES
-from gateway.upstream.transport.base import UpstreamResponse
+from gateway.upstream.transport.base import Reply
 from gateway.v2.body import Body
 from tests.gateway.fakes import FakeTransport, fail
 from tests.gateway.upstream.probes.test_accelerator import UUID, held, setup
@@ -164,8 +164,8 @@ def node_doc(uuids: list[str], replicas: int = 3) -> dict[str, Any]:
 
 
 def exporter_page(text: str) -> Any:
-    async def behave(method: str, path: str, payload: bytes) -> UpstreamResponse:
-        return UpstreamResponse(200, {}, text.encode())
+    async def behave(method: str, path: str, payload: bytes) -> Reply:
+        return Reply(200, {}, text.encode())
 
     return behave
 
@@ -210,11 +210,11 @@ class ByPrefix:
         body: bytes | Body = b"",
         headers: Mapping[str, str] | None = None,
         timeout: float,
-    ) -> UpstreamResponse:
+    ) -> Reply:
         self.calls.append(endpoint.prefix + path.split("?")[0])
         temperature = self.temperatures[endpoint.prefix]
         text = f'DCGM_FI_DEV_GPU_TEMP{{gpu="0",UUID="{UUID}"}} {temperature}\n'
-        return UpstreamResponse(200, {}, text.encode())
+        return Reply(200, {}, text.encode())
 
     def forget(self, endpoint: Endpoint) -> None:
         pass

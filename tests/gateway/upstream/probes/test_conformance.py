@@ -13,7 +13,7 @@ from gateway.config.models import GatewayConfig
 from gateway.errors import UpstreamConnectError
 from gateway.preflight import fallback_signatures
 from gateway.upstream.probes.conformance import probe_config
-from gateway.upstream.transport.base import UpstreamResponse
+from gateway.upstream.transport.base import Reply
 from tests.gateway.fakes import Behaviour, FakeTransport, fail
 
 GOLDEN = str(Path(__file__).resolve().parents[4] / "fallback_models" / "digits-golden.json")
@@ -30,7 +30,7 @@ def _server(*, versioned: bool, extensions: list[str], ids: str = "echo") -> Beh
     """A V2 server of ``digits``; with ``versioned=False`` it answers 501 to versioned paths;
     its answers carry the request's id (``ids="echo"``), none (``"none"``) or another one."""
 
-    async def behave(method: str, path: str, payload: bytes) -> UpstreamResponse:
+    async def behave(method: str, path: str, payload: bytes) -> Reply:
         if "/versions/" in path and not versioned:
             return _json(501, {"error": "Model versioning not supported yet."})
         if path == "/v2/health/ready":
@@ -54,8 +54,8 @@ def _server(*, versioned: bool, extensions: list[str], ids: str = "echo") -> Beh
     return behave
 
 
-def _json(status: int, doc: dict[str, Any]) -> UpstreamResponse:
-    return UpstreamResponse(status, {"content-type": "application/json"}, orjson.dumps(doc))
+def _json(status: int, doc: dict[str, Any]) -> Reply:
+    return Reply(status, {"content-type": "application/json"}, orjson.dumps(doc))
 
 
 def _config(**pool: Any) -> GatewayConfig:
@@ -160,7 +160,7 @@ async def test_a_server_answering_under_another_id_is_an_error_whatever_the_pool
 async def test_without_listed_inputs_the_golden_rows_ask() -> None:
     """Metadata without tensors: the pool's golden rows carry the probe's id instead."""
 
-    async def bare(method: str, path: str, payload: bytes) -> UpstreamResponse:
+    async def bare(method: str, path: str, payload: bytes) -> Reply:
         if path.endswith("/infer") or not path.startswith("/v2/models/"):
             return await _server(versioned=True, extensions=[], ids="none")(method, path, payload)
         return _json(200, {"name": "digits", "versions": ["1"]})
@@ -180,9 +180,11 @@ async def test_a_fallback_that_cannot_answer_the_servers_tensors_is_an_error() -
     """A pool with KServe's names (input-0, predict: clients use them too) and digits-logreg's
     (input, label) for its fallback, unmapped."""
     data: dict[str, Any] = {
-        "pools": {"p": {"model": "digits", "replicas": [{"id": "r0", "url": f"http://{AUTHORITY}"}]}},
+        "pools": {
+            "p": {"model": "digits", "replicas": [{"id": "r0", "url": f"http://{AUTHORITY}"}]}
+        },
         "models": {"digits": {"pool": "p", "fallback": {"model": "digits-logreg"}}},
-    }  # fmt: skip
+    }
     server = FakeTransport({AUTHORITY: _server(versioned=True, extensions=[])})
     config = parse_config(data)
     found = await probe_config(config, server, fallback_signatures(config))
@@ -192,8 +194,9 @@ async def test_a_fallback_that_cannot_answer_the_servers_tensors_is_an_error() -
         "fallback.tensors.inputs)"
     ]
     data["models"]["digits"]["fallback"]["tensors"] = {
-        "inputs": {"input-0": "input"}, "outputs": {"predict": "label"}
-    }  # fmt: skip
+        "inputs": {"input-0": "input"},
+        "outputs": {"predict": "label"},
+    }
     config = parse_config(data)
     found = await probe_config(config, server, fallback_signatures(config))
     assert [f for f in found if f.level == "error"] == []

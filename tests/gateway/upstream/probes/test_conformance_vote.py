@@ -9,7 +9,7 @@ import orjson
 
 from gateway.config import parse_config
 from gateway.upstream.probes.conformance import probe_config
-from gateway.upstream.transport.base import UpstreamResponse
+from gateway.upstream.transport.base import Reply
 from tests.gateway.fakes import FakeTransport
 
 AUTHORITIES = {"ours": "127.0.0.1:9000", "sklearn": "127.0.0.1:9001"}
@@ -25,13 +25,13 @@ def _server(outputs: list[str]) -> Any:
         "outputs": [{"name": name, "datatype": "FP32", "shape": [-1]} for name in outputs],
     }
 
-    async def behave(method: str, path: str, payload: bytes) -> UpstreamResponse:
+    async def behave(method: str, path: str, payload: bytes) -> Reply:
         doc: dict[str, Any] = {"name": "peer", "extensions": ["binary_tensor_data"]}
         if path.startswith("/v2/models/digits"):
             doc = metadata
         elif path != "/v2" and path != "/v2/health/ready":
-            return UpstreamResponse(404, {}, b'{"error": "not found"}')
-        return UpstreamResponse(200, {"content-type": "application/json"}, orjson.dumps(doc))
+            return Reply(404, {}, b'{"error": "not found"}')
+        return Reply(200, {"content-type": "application/json"}, orjson.dumps(doc))
 
     return behave
 

@@ -17,7 +17,7 @@ from gateway.errors import UpstreamConnectError
 from gateway.runtime import Gateway
 from gateway.upstream.probes.extensions import BinaryLearner, lists_binary
 from gateway.upstream.registry import Registry
-from gateway.upstream.transport.base import UpstreamResponse
+from gateway.upstream.transport.base import Reply
 from gateway.v2.dialect import Dialect
 from tests.gateway.fakes import Behaviour, FakeTransport, fail, with_echoed_id
 from tests.support.clock import FakeClock
@@ -42,17 +42,15 @@ def _server(extensions: list[str] | None, payloads: list[bytes] | None = None) -
     """``GET /v2`` lists ``extensions`` (None: answers no server metadata); infer answers a
     label and keeps the payload."""
 
-    async def behave(method: str, path: str, payload: bytes) -> UpstreamResponse:
+    async def behave(method: str, path: str, payload: bytes) -> Reply:
         if path == "/v2":
             doc = {"name": "s", "version": "1", "extensions": extensions}
             body = orjson.dumps(doc if extensions is not None else {"error": "not found"})
-            return UpstreamResponse(200 if extensions is not None else 404, {}, body)
+            return Reply(200 if extensions is not None else 404, {}, body)
         if method == "POST" and payloads is not None:
             payloads.append(payload)
         answer = orjson.dumps({"model_name": "digits", "outputs": [LABEL]})
-        return UpstreamResponse(
-            200, {"content-type": "application/json"}, with_echoed_id(payload, answer)
-        )
+        return Reply(200, {"content-type": "application/json"}, with_echoed_id(payload, answer))
 
     return behave
 
@@ -128,8 +126,12 @@ async def test_binary_from_a_client_reaches_a_server_without_the_extension_as_js
     app = GatewayApp(gateway)
     try:
         raw = np.arange(64, dtype=np.float32).tobytes()
-        tensor = {"name": "input", "shape": [1, 64], "datatype": "FP32",
-                  "parameters": {"binary_data_size": len(raw)}}  # fmt: skip
+        tensor = {
+            "name": "input",
+            "shape": [1, 64],
+            "datatype": "FP32",
+            "parameters": {"binary_data_size": len(raw)},
+        }
         head = orjson.dumps({"inputs": [tensor], "parameters": {"binary_data_output": True}})
         headers = {"inference-header-content-length": str(len(head))}
         async with httpx.AsyncClient(

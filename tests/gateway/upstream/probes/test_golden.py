@@ -19,7 +19,7 @@ from gateway.upstream.probes.golden import (
 )
 from gateway.upstream.probes.golden_prober import GoldenProber
 from gateway.upstream.registry import Registry
-from gateway.upstream.transport.base import UpstreamResponse
+from gateway.upstream.transport.base import Reply
 from gateway.v2.codec import decode_outputs
 from replicas.faults import corrupt
 from tests.gateway.conftest import make_config
@@ -173,11 +173,11 @@ async def test_a_replica_refusing_golden_inputs_fails_its_probes(
 def _right_answer(reply_id: str | None) -> Behaviour:
     """The logreg's (right) labels for the probe's rows, under ``reply_id``."""
 
-    async def behave(method: str, path: str, payload: bytes) -> UpstreamResponse:
+    async def behave(method: str, path: str, payload: bytes) -> Reply:
         label, scores = SESSION.run(None, dict(parse_infer_request(payload).inputs))
         outputs = [("label", label, False), ("probabilities", scores, False)]
         body = encode_infer_response("digits-logreg", "1", outputs, request_id=reply_id).body
-        return UpstreamResponse(200, {"content-type": "application/json"}, body)
+        return Reply(200, {"content-type": "application/json"}, body)
 
     return behave
 
@@ -197,8 +197,10 @@ async def test_a_golden_answer_must_carry_the_probes_own_id(
     the probe's: each probe has its own id, and the answer must carry it."""
     config = make_config(replicas=1)
     golden = GoldenProbeConfig(file=str(FALLBACK / "digits-golden.json"))
-    pools = {name: pool.model_copy(update={"golden": golden, "echoes_id": echoes_id})
-             for name, pool in config.pools.items()}  # fmt: skip
+    pools = {
+        name: pool.model_copy(update={"golden": golden, "echoes_id": echoes_id})
+        for name, pool in config.pools.items()
+    }
     registry = Registry(config.model_copy(update={"pools": pools}), FakeClock())
     transport = FakeTransport({"127.0.0.1:9000": _right_answer(reply_id)})
     prober = GoldenProber(registry, transport, FakeClock(), random.Random(0))
@@ -212,8 +214,10 @@ async def test_a_pool_that_does_not_echo_ids_is_probed_on_its_labels() -> None:
     """Its id-less answers are judged on their labels (its connections carry one each)."""
     config = make_config(replicas=1)
     golden = GoldenProbeConfig(file=str(FALLBACK / "digits-golden.json"))
-    pools = {name: pool.model_copy(update={"golden": golden, "echoes_id": False})
-             for name, pool in config.pools.items()}  # fmt: skip
+    pools = {
+        name: pool.model_copy(update={"golden": golden, "echoes_id": False})
+        for name, pool in config.pools.items()
+    }
     registry = Registry(config.model_copy(update={"pools": pools}), FakeClock())
     transport = FakeTransport({"127.0.0.1:9000": _right_answer(None)})
     prober = GoldenProber(registry, transport, FakeClock(), random.Random(0))

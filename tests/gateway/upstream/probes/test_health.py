@@ -9,7 +9,7 @@ import pytest
 
 from gateway.config.endpoint import Endpoint
 from gateway.config.policies import HealthCheckConfig
-from gateway.policies.classify import classify_status
+from gateway.faults.classify import classify_status
 from gateway.upstream.events import NullEvents
 from gateway.upstream.probes.health import HealthProber, apply_probe, next_interval, readmit
 from gateway.upstream.registry import Registry

@@ -10,7 +10,7 @@ import asyncio
 import pytest
 
 from gateway.errors import UpstreamTimeout
-from gateway.upstream.transport.base import UpstreamResponse
+from gateway.upstream.transport.base import Reply
 from gateway.upstream.transport.http1_connection import Connection
 from tests.gateway.upstream.wire import FakeTransport
 
@@ -25,7 +25,7 @@ def _connection(loop: asyncio.AbstractEventLoop) -> tuple[Connection, FakeTransp
     return conn, wire
 
 
-async def _timed_out_after(waiter: asyncio.Future[UpstreamResponse], started: float) -> float:
+async def _timed_out_after(waiter: asyncio.Future[Reply], started: float) -> float:
     with pytest.raises(UpstreamTimeout):
         await asyncio.wait_for(waiter, 10.0)
     return asyncio.get_running_loop().time() - started

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from gateway.config.endpoint import Endpoint
 from gateway.upstream.transport.http1 import Http1Transport
-from gateway.upstream.transport.http1_connection import ReplyLimits
+from gateway.upstream.transport.limits import ReplyLimits
 from tests.gateway.upstream.transport.test_framing_fuzz import CASES, FUZZ, reads
 from tests.gateway.upstream.wire import Result, exchange
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from gateway.errors import UpstreamConnectError, UpstreamProtocolError
-from gateway.upstream.transport.http1_connection import ReplyLimits
+from gateway.upstream.transport.limits import ReplyLimits
 from tests.gateway.upstream.wire import Result, exchange
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"

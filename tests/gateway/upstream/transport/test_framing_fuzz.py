@@ -10,7 +10,7 @@ Bounded and derandomized, so it is deterministic and takes a few seconds.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 import h11
@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from gateway.upstream.transport.http1_connection import ReplyLimits
+from gateway.upstream.transport.limits import ReplyLimits
 from tests.gateway.upstream.wire import Result, exchange
 
 EXAMPLES = 1000
@@ -42,14 +42,33 @@ _POLICY = {
 
 NAMES = ["Content-Type", "X-Twice", "x-twice", "Server", "Link", "Set-Cookie", "X-A"]
 VALUES = [
-    "", "  ", "v", "a b", " padded ", "\tx\t", "1, 2", 'q="x, y"', "caf\xe9", "</a>; rel=preload",
-    "text/plain; charset=utf-8", "k=v; Path=/", "HTTP/1.1 200 OK", "0",
-]  # fmt: skip
+    "",
+    "  ",
+    "v",
+    "a b",
+    " padded ",
+    "\tx\t",
+    "1, 2",
+    'q="x, y"',
+    "caf\xe9",
+    "</a>; rel=preload",
+    "text/plain; charset=utf-8",
+    "k=v; Path=/",
+    "HTTP/1.1 200 OK",
+    "0",
+]
 VALID = ["length"] * 4 + ["chunked"] * 3 + ["eof"] * 2
 BAD = [
-    "conflicting length", "repeated length", "listed length", "invalid length",
-    "length and chunked", "gzip", "gzip, chunked", "bad chunk size", "chunk without CRLF",
-]  # fmt: skip
+    "conflicting length",
+    "repeated length",
+    "listed length",
+    "invalid length",
+    "length and chunked",
+    "gzip",
+    "gzip, chunked",
+    "bad chunk size",
+    "chunk without CRLF",
+]
 
 # Strategies are built once: hypothesis validates each new one, which costs more than drawing.
 FIELD = st.tuples(st.sampled_from(NAMES), st.sampled_from(VALUES))
@@ -136,50 +155,95 @@ def chunked(draw: st.DrawFn, body: bytes, valid: bool) -> bytes:
     return b"".join(out)
 
 
+Fields = list[tuple[str, str]]
+Framed = tuple[Fields, bytes, str | None]  # the framing fields, the body as sent, the policy
+
+
+def _length(draw: st.DrawFn, body: bytes, valid: bool, close_2xx: bool) -> Framed:
+    return [("Content-Length", draw(LENGTH_FORMAT) % len(body))], body, None
+
+
+def _chunked(draw: st.DrawFn, body: bytes, valid: bool, close_2xx: bool) -> Framed:
+    return [("Transfer-Encoding", draw(CHUNKED))], draw(chunked(body, valid)), None
+
+
+def _eof(draw: st.DrawFn, body: bytes, valid: bool, close_2xx: bool) -> Framed:
+    return [], body, "close-delimited 2xx" if close_2xx else None
+
+
+def _conflicting(draw: st.DrawFn, body: bytes, valid: bool, close_2xx: bool) -> Framed:
+    return [("Content-Length", str(len(body))), ("Content-Length", str(len(body) + 1))], body, None
+
+
+def _repeated(draw: st.DrawFn, body: bytes, valid: bool, close_2xx: bool) -> Framed:
+    return [("Content-Length", str(len(body)))] * 2, body, "repeated Content-Length"
+
+
+def _listed(draw: st.DrawFn, body: bytes, valid: bool, close_2xx: bool) -> Framed:
+    return [("Content-Length", f"{len(body)}, {len(body)}")], body, "repeated Content-Length"
+
+
+def _invalid_length(draw: st.DrawFn, body: bytes, valid: bool, close_2xx: bool) -> Framed:
+    return [("Content-Length", draw(BAD_LENGTH))], body, None
+
+
+def _length_and_chunked(draw: st.DrawFn, body: bytes, valid: bool, close_2xx: bool) -> Framed:
+    framed = [("Transfer-Encoding", "chunked"), ("Content-Length", str(len(body)))]
+    return framed, draw(chunked(body, valid)), "Transfer-Encoding with Content-Length"
+
+
+def _gzip(draw: st.DrawFn, body: bytes, valid: bool, close_2xx: bool) -> Framed:
+    return [("Transfer-Encoding", "gzip")], body, None
+
+
+def _gzip_chunked(draw: st.DrawFn, body: bytes, valid: bool, close_2xx: bool) -> Framed:
+    return [("Transfer-Encoding", "gzip, chunked")], body, None
+
+
+def _bad_chunk_size(draw: st.DrawFn, body: bytes, valid: bool, close_2xx: bool) -> Framed:
+    tail = f"{draw(BAD_SIZE)}\r\n".encode() + body + b"\r\n0\r\n\r\n"
+    return [("Transfer-Encoding", "chunked")], tail, None
+
+
+def _chunk_without_crlf(draw: st.DrawFn, body: bytes, valid: bool, close_2xx: bool) -> Framed:
+    tail = b"%x\r\n%sXX0\r\n\r\n" % (len(body) + 1, body + b"!")
+    return [("Transfer-Encoding", "chunked")], tail, None
+
+
+# a framing's name -> how a reply is framed so
+FRAMINGS: dict[str, Callable[[st.DrawFn, bytes, bool, bool], Framed]] = {
+    "length": _length,
+    "chunked": _chunked,
+    "eof": _eof,
+    "conflicting length": _conflicting,
+    "repeated length": _repeated,
+    "listed length": _listed,
+    "invalid length": _invalid_length,
+    "length and chunked": _length_and_chunked,
+    "gzip": _gzip,
+    "gzip, chunked": _gzip_chunked,
+    "bad chunk size": _bad_chunk_size,
+    "chunk without CRLF": _chunk_without_crlf,
+}
+
+
 @st.composite
-def final(draw: st.DrawFn, head: bool, valid: bool) -> Part:  # noqa: C901
+def final(draw: st.DrawFn, head: bool, valid: bool) -> Part:
     status = draw(FINAL_STATUS)
     items = draw(FIELDS) + draw(CONNECTION)
     body = draw(BODY)
     framing = draw(VALID_FRAMINGS if valid else ALL_FRAMINGS)
     bodyless = head or status in (204, 304)
-    if valid and framing == "eof" and 200 <= status < 300 and not bodyless:
+    close_2xx = 200 <= status < 300 and not bodyless
+    if valid and framing == "eof" and close_2xx:
         framing = "length"
     event(f"framing: {framing}")
-    policy, tail, framed = None, body, []
-    if framing == "length":
-        framed = [("Content-Length", draw(LENGTH_FORMAT) % len(body))]
-    elif framing == "chunked":
-        framed = [("Transfer-Encoding", draw(CHUNKED))]
-        tail = draw(chunked(body, valid))
-    elif framing == "eof":
-        policy = "close-delimited 2xx" if 200 <= status < 300 and not bodyless else None
-    elif framing == "conflicting length":
-        framed = [("Content-Length", str(len(body))), ("Content-Length", str(len(body) + 1))]
-    elif framing == "repeated length":
-        framed = [("Content-Length", str(len(body)))] * 2
-        policy = "repeated Content-Length"
-    elif framing == "listed length":
-        framed = [("Content-Length", f"{len(body)}, {len(body)}")]
-        policy = "repeated Content-Length"
-    elif framing == "invalid length":
-        framed = [("Content-Length", draw(BAD_LENGTH))]
-    elif framing == "length and chunked":
-        framed = [("Transfer-Encoding", "chunked"), ("Content-Length", str(len(body)))]
-        tail = draw(chunked(body, valid))
-        policy = "Transfer-Encoding with Content-Length"
-    elif framing in ("gzip", "gzip, chunked"):
-        framed = [("Transfer-Encoding", framing)]
-    elif framing == "bad chunk size":
-        framed = [("Transfer-Encoding", "chunked")]
-        tail = f"{draw(BAD_SIZE)}\r\n".encode() + body + b"\r\n0\r\n\r\n"
-    else:  # chunk without CRLF
-        framed = [("Transfer-Encoding", "chunked")]
-        tail = b"%x\r\n%sXX0\r\n\r\n" % (len(body) + 1, body + b"!")
+    framed, tail, policy = FRAMINGS[framing](draw, body, valid, close_2xx)
     at = draw(POSITION) % (len(items) + 1)
     head_bytes = _head(f"HTTP/{draw(VERSION)} {status} Final", items[:at] + framed + items[at:])
     if bodyless and draw(st.booleans()):
-        tail = b""  # what a well-behaved server sends
+        # what a well-behaved server sends
+        tail = b""
     return Part(head_bytes + tail, len(head_bytes), policy, not (bodyless and tail))
 
 

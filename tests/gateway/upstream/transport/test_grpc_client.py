@@ -138,9 +138,13 @@ async def test_infer_round_trip_in_the_clients_form(
         {"x": X}, ["y"], binary_inputs=binary, binary_outputs=binary, request_id="r1"
     )
     reply = await transport.request(
-        endpoint, "POST", "/v2/models/m/versions/1/infer", body=sent.body,
-        headers={**sent.headers(), "traceparent": "00-abc-def-01"}, timeout=5,
-    )  # fmt: skip
+        endpoint,
+        "POST",
+        "/v2/models/m/versions/1/infer",
+        body=sent.body,
+        headers={**sent.headers(), "traceparent": "00-abc-def-01"},
+        timeout=5,
+    )
     assert reply.status == 200
     assert (HEADER_LENGTH in reply.headers) is binary
     decoded = decode_infer_response(reply.body, reply.headers.get(HEADER_LENGTH))
@@ -188,8 +192,9 @@ async def test_error_statuses_become_the_http_status_of_the_same_meaning(
     scripted, endpoint = server
     scripted.abort = (code, "what went wrong")
     sent = encode_infer_request({"x": X})
-    reply = await transport.request(endpoint, "POST", "/v2/models/m/infer", body=sent.body,
-                                    timeout=5)  # fmt: skip
+    reply = await transport.request(
+        endpoint, "POST", "/v2/models/m/infer", body=sent.body, timeout=5
+    )
     assert (reply.status, orjson.loads(reply.body)) == (status, {"error": "what went wrong"})
 
 
@@ -197,8 +202,13 @@ async def test_unavailable_is_a_connect_error(server: Any, transport: GrpcTransp
     scripted, _ = server
     scripted.abort = (grpc.StatusCode.UNAVAILABLE, "draining")
     with pytest.raises(UpstreamConnectError, match="UNAVAILABLE: draining"):
-        await transport.request(server[1], "POST", "/v2/models/m/infer",
-                                body=encode_infer_request({"x": X}).body, timeout=5)  # fmt: skip
+        await transport.request(
+            server[1],
+            "POST",
+            "/v2/models/m/infer",
+            body=encode_infer_request({"x": X}).body,
+            timeout=5,
+        )
     nobody = Endpoint.parse(f"grpc://127.0.0.1:{free_port()}")
     with pytest.raises(UpstreamConnectError) as raised:
         await transport.request(nobody, "GET", "/v2/health/ready", timeout=5)
@@ -206,9 +216,11 @@ async def test_unavailable_is_a_connect_error(server: Any, transport: GrpcTransp
 
 
 def test_addresses_are_cut_from_grpc_details() -> None:
-    details = ("failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:27399: "
-               "Failed to connect to remote host: Connection refused; peer 10.0.0.7:8001, "
-               "[fd00::1]:9000, ipv6:[::1]:5")  # fmt: skip
+    details = (
+        "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:27399: "
+        "Failed to connect to remote host: Connection refused; peer 10.0.0.7:8001, "
+        "[fd00::1]:9000, ipv6:[::1]:5"
+    )
     cut = scrubbed(details)
     for address in ("127.0.0.1", "27399", "10.0.0.7", "fd00", "::1"):
         assert address not in cut
@@ -221,16 +233,26 @@ async def test_a_reply_that_does_not_decode_is_a_protocol_error(
     scripted, endpoint = server
     scripted.garbage = True
     with pytest.raises(UpstreamProtocolError, match="not a valid message"):
-        await transport.request(endpoint, "POST", "/v2/models/m/infer",
-                                body=encode_infer_request({"x": X}).body, timeout=5)  # fmt: skip
+        await transport.request(
+            endpoint,
+            "POST",
+            "/v2/models/m/infer",
+            body=encode_infer_request({"x": X}).body,
+            timeout=5,
+        )
 
 
 async def test_the_try_timeout_is_the_calls_deadline(server: Any, transport: GrpcTransport) -> None:
     scripted, endpoint = server
     scripted.hanging = True
     with pytest.raises(UpstreamTimeout):
-        await transport.request(endpoint, "POST", "/v2/models/m/infer",
-                                body=encode_infer_request({"x": X}).body, timeout=0.2)  # fmt: skip
+        await transport.request(
+            endpoint,
+            "POST",
+            "/v2/models/m/infer",
+            body=encode_infer_request({"x": X}).body,
+            timeout=0.2,
+        )
 
 
 async def test_a_caller_that_stops_waiting_cancels_the_call_at_the_replica(
@@ -267,8 +289,13 @@ async def test_a_reply_over_the_cap_is_a_protocol_error(
     scripted, endpoint = server
     scripted.reply_bytes = 2 << 20  # the transport's cap is 1 MiB
     with pytest.raises(UpstreamProtocolError, match="size cap"):
-        await transport.request(endpoint, "POST", "/v2/models/m/infer",
-                                body=encode_infer_request({"x": X}).body, timeout=5)  # fmt: skip
+        await transport.request(
+            endpoint,
+            "POST",
+            "/v2/models/m/infer",
+            body=encode_infer_request({"x": X}).body,
+            timeout=5,
+        )
 
 
 async def test_a_reply_with_another_id_reaches_the_caller_to_refuse(
@@ -278,8 +305,9 @@ async def test_a_reply_with_another_id_reaches_the_caller_to_refuse(
     scripted, endpoint = server
     scripted.reply_id = "someone-else"
     sent = encode_infer_request({"x": X}, request_id="mine")
-    reply = await transport.request(endpoint, "POST", "/v2/models/m/infer", body=sent.body,
-                                    timeout=5)  # fmt: skip
+    reply = await transport.request(
+        endpoint, "POST", "/v2/models/m/infer", body=sent.body, timeout=5
+    )
     assert orjson.loads(reply.body)["id"] == "someone-else"
 
 
@@ -318,8 +346,13 @@ async def test_pool_headers_go_as_metadata(server: Any, transport: GrpcTransport
     scripted, endpoint = server
     headers = ExtraHeaders(None, "authorization: Bearer k\r\nx-team: a\r\n", 2, ())
     with_headers = endpoint.with_pool(None, headers)
-    await transport.request(with_headers, "POST", "/v2/models/m/infer",
-                            body=encode_infer_request({"x": X}).body, timeout=5)  # fmt: skip
+    await transport.request(
+        with_headers,
+        "POST",
+        "/v2/models/m/infer",
+        body=encode_infer_request({"x": X}).body,
+        timeout=5,
+    )
     assert scripted.metadata[-1]["authorization"] == "Bearer k"
     assert scripted.metadata[-1]["x-team"] == "a"
 
@@ -331,8 +364,9 @@ async def test_a_server_listing_binary_tensor_data_gets_raw_contents_for_json_to
     sent = encode_infer_request({"x": X}, request_id="j")
 
     async def infer() -> Any:
-        reply = await transport.request(endpoint, "POST", "/v2/models/m/infer", body=sent.body,
-                                        timeout=5)  # fmt: skip
+        reply = await transport.request(
+            endpoint, "POST", "/v2/models/m/infer", body=sent.body, timeout=5
+        )
         assert orjson.loads(reply.body)["outputs"][0]["data"] == X.ravel().tolist()  # JSON back
         return scripted.seen[-1]
 

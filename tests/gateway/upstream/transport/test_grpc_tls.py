@@ -75,8 +75,9 @@ async def test_mutual_tls_presents_the_pools_client_certificate(
         with_cert = TlsConfig(
             ca_file=str(certs.ca), cert_file=str(certs.client_cert), key_file=str(certs.client_key)
         )
-        reply = await transport.request(endpoint(port, with_cert), "GET", "/v2/health/ready",
-                                        timeout=5)  # fmt: skip
+        reply = await transport.request(
+            endpoint(port, with_cert), "GET", "/v2/health/ready", timeout=5
+        )
         assert reply.status == 200
         without = endpoint(port, TlsConfig(ca_file=str(certs.ca), server_name="localhost"))
         with pytest.raises(UpstreamConnectError):  # no client certificate: refused

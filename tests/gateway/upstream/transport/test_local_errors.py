@@ -14,8 +14,8 @@ import pytest
 
 from gateway.config.endpoint import Endpoint
 from gateway.errors import LocalResourceError, UpstreamConnectError
+from gateway.faults.classify import classify_error
 from gateway.outcome import OutcomeKind
-from gateway.policies.classify import classify_error
 from gateway.upstream.transport.grpc_client import rpc_error
 from gateway.upstream.transport.http1 import Http1Transport
 from gateway.upstream.transport.local_errors import (

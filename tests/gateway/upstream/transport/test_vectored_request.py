@@ -50,9 +50,13 @@ async def _exchange(body: Body) -> list[dict[str, object]]:
         answers = []
         for _ in range(2):  # a retry sends the same pieces again
             response = await transport.request(
-                Endpoint("127.0.0.1", port), "POST", "/v2/models/m/infer", body=body,
-                headers={"content-type": "application/octet-stream"}, timeout=10.0,
-            )  # fmt: skip
+                Endpoint("127.0.0.1", port),
+                "POST",
+                "/v2/models/m/infer",
+                body=body,
+                headers={"content-type": "application/octet-stream"},
+                timeout=10.0,
+            )
             answers.append(orjson.loads(response.body))
         return answers
     finally:

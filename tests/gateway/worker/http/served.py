@@ -20,7 +20,7 @@ from gateway.errors import GatewayError
 from gateway.worker.http.answer import JSON_LINE, Answer
 from gateway.worker.http.limits import ClientLimits
 from gateway.worker.http.request import Request
-from gateway.worker.http.router import Router
+from gateway.worker.http.router import PathRouter
 from gateway.worker.http.server import HttpServer
 
 WAIT_S = 10.0  # the bound on every wait: generous, a busy machine must not fail these
@@ -37,8 +37,8 @@ class App:
     release: asyncio.Event = field(default_factory=asyncio.Event)
     answers: list[Answer] = field(default_factory=list)
 
-    def router(self) -> Router:
-        router = Router(self.size)
+    def router(self) -> PathRouter:
+        router = PathRouter(self.size)
         router.add("POST", "/early", self.early)
         router.add("POST", "/digest", self.digest)
         router.add("POST", "/listen", self.listen)
@@ -101,7 +101,9 @@ def send_json(answer: Answer, status: int, doc: Any) -> None:
     answer.send(status, JSON_LINE, orjson.dumps(doc))
 
 
-async def serve(limits: ClientLimits, router: Router, wanted: tuple[str, ...] = ()) -> HttpServer:
+async def serve(
+    limits: ClientLimits, router: PathRouter, wanted: tuple[str, ...] = ()
+) -> HttpServer:
     server = HttpServer(router, limits, wanted_headers=wanted)
     await server.start(host="127.0.0.1", port=0)
     STARTED.append(server)

@@ -24,7 +24,7 @@ from gateway.worker.http.answer import Answer
 from gateway.worker.http.limits import ClientLimits
 from gateway.worker.http.proxy import UnixProxy
 from gateway.worker.http.request import Request
-from gateway.worker.http.router import Router
+from gateway.worker.http.router import PathRouter
 from gateway.worker.http.server import HttpServer
 from tests.gateway.worker.http.served import (
     WAIT_S,
@@ -105,7 +105,7 @@ async def site(tmp_path: Path) -> AsyncIterator[Site]:
     serving = asyncio.create_task(control.serve())
     await until(lambda: control.started)
     proxy = UnixProxy(path, idle_s=30.0, answer_timeout_s=5.0)
-    router = Router(proxy)
+    router = PathRouter(proxy)
     router.add("GET", "/v2/health/live", live)
     server = await serve(ClientLimits(min_body_rate=0), router)
     yield Site(server, proxy, control)
@@ -221,7 +221,7 @@ async def test_a_request_that_meets_a_pooled_connection_closing_is_sent_again(
         writer.close()
 
     control = await asyncio.start_unix_server(one_each, path)
-    server = await serve(ClientLimits(min_body_rate=0), Router(UnixProxy(path)))
+    server = await serve(ClientLimits(min_body_rate=0), PathRouter(UnixProxy(path)))
     reader, writer = await connect(server.port)
     for _ in range(2):
         writer.write(get("/metrics"))
@@ -234,7 +234,7 @@ async def test_a_request_that_meets_a_pooled_connection_closing_is_sent_again(
 
 
 async def test_a_control_plane_that_is_down_gives_a_json_503(tmp_path: Path) -> None:
-    router = Router(UnixProxy(str(tmp_path / "nobody.sock"), connect_timeout_s=0.5))
+    router = PathRouter(UnixProxy(str(tmp_path / "nobody.sock"), connect_timeout_s=0.5))
     server = await serve(ClientLimits(min_body_rate=0), router)
     reader, writer = await connect(server.port)
     writer.write(get("/metrics"))
@@ -253,7 +253,7 @@ async def test_a_control_plane_that_answers_garbage_gives_a_json_502(tmp_path: P
         writer.close()
 
     rogue = await asyncio.start_unix_server(garbage, path)
-    server = await serve(ClientLimits(min_body_rate=0), Router(UnixProxy(path)))
+    server = await serve(ClientLimits(min_body_rate=0), PathRouter(UnixProxy(path)))
     reader, writer = await connect(server.port)
     writer.write(get("/metrics"))
     status, _, body = await answer(reader)
@@ -274,7 +274,7 @@ async def test_a_control_plane_that_does_not_answer_in_time_gives_a_json_504(
 
     control = await asyncio.start_unix_server(silent, path)
     proxy = UnixProxy(path, answer_timeout_s=0.3)
-    server = await serve(ClientLimits(min_body_rate=0), Router(proxy))
+    server = await serve(ClientLimits(min_body_rate=0), PathRouter(proxy))
     reader, writer = await connect(server.port)
     writer.write(get("/metrics"))
     status, _, body = await answer(reader)

@@ -15,7 +15,7 @@ from gateway.worker.http.connections import Connections
 from gateway.worker.http.limits import ClientLimits
 from gateway.worker.http.protocol import HttpProtocol
 from gateway.worker.http.request import HIGH_WATER_BYTES, Request
-from gateway.worker.http.router import Router
+from gateway.worker.http.router import PathRouter
 from tests.gateway.worker.http.wire import FakeTransport
 
 
@@ -109,7 +109,7 @@ async def test_an_answered_request_is_freed_without_the_cyclic_collector() -> No
         answer.send(200, b"", b"ok")
 
     limits = ClientLimits()
-    protocol = HttpProtocol(Router(handler), limits, Connections(limits), {})
+    protocol = HttpProtocol(PathRouter(handler), limits, Connections(limits), {})
     transport = FakeTransport()
     protocol.connection_made(transport)
     gc.disable()

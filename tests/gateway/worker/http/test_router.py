@@ -6,7 +6,7 @@ import pytest
 
 from gateway.worker.http.answer import Answer
 from gateway.worker.http.request import Request
-from gateway.worker.http.router import Handler, Router
+from gateway.worker.http.router import Handler, PathRouter
 
 
 def named(name: str) -> Handler:
@@ -25,14 +25,14 @@ class Flow:
         pass
 
 
-def routed(router: Router, method: str, path: bytes) -> tuple[str, dict[str, str]]:
+def routed(router: PathRouter, method: str, path: bytes) -> tuple[str, dict[str, str]]:
     request = Request(Flow(), method, path, b"", [], {}, "1.1", True, "", False)
     return router.route(request).__name__, dict(request.params)
 
 
 @pytest.fixture
-def router() -> Router:
-    router = Router(named("fallback"))
+def router() -> PathRouter:
+    router = PathRouter(named("fallback"))
     router.add("POST", "/v2/models/{model}/infer", named("infer"))
     router.add("POST", "/v2/models/{model}/versions/{version}/infer", named("infer"))
     router.add("GET", "/v2/models/{model}", named("metadata"))
@@ -61,12 +61,12 @@ def router() -> Router:
     ],
 )
 def test_a_request_goes_to_its_route_or_the_fallback(
-    router: Router, method: str, path: bytes, expected: tuple[str, dict[str, str]]
+    router: PathRouter, method: str, path: bytes, expected: tuple[str, dict[str, str]]
 ) -> None:
     assert routed(router, method, path) == expected
 
 
-def test_conflicting_routes_are_refused(router: Router) -> None:
+def test_conflicting_routes_are_refused(router: PathRouter) -> None:
     with pytest.raises(ValueError, match="has a handler already"):
         router.add("GET", "/v2/health/live", named("again"))
     with pytest.raises(ValueError, match="another route has"):

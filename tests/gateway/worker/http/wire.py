@@ -19,7 +19,7 @@ from gateway.worker.http.connections import Connections
 from gateway.worker.http.limits import ClientLimits
 from gateway.worker.http.protocol import HttpProtocol
 from gateway.worker.http.request import Request
-from gateway.worker.http.router import Router
+from gateway.worker.http.router import PathRouter
 
 ROUNDS = 200  # loop turns without progress before the harness gives up waiting
 
@@ -99,7 +99,7 @@ async def serve_bytes(pieces: Iterable[bytes], limits: ClientLimits | None = Non
         outcome.requests.append(seen)
         answer.send(200, b"", b"ok")
 
-    protocol = HttpProtocol(Router(record), limits, Connections(limits), {})
+    protocol = HttpProtocol(PathRouter(record), limits, Connections(limits), {})
     transport = FakeTransport()
     protocol.connection_made(transport)
     waiting = list(pieces)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import random
 
-from gateway.policies.suspects import SuspectTracker
+from gateway.voting.suspects import SuspectTracker
 
 
 def _tracker() -> SuspectTracker:

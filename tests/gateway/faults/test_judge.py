@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from gateway.errors import UpstreamConnectError
-from gateway.policies.classify import classify_error, classify_status
-from gateway.policies.fault import (
+from gateway.faults.classify import classify_error, classify_status
+from gateway.faults.judge import (
     BROKEN_STREAK,
     RULES,
     SIGHTINGS_WINDOW_S,
@@ -111,27 +111,27 @@ CASES = [
     Case(VOTE_5XX, "the witnesses complete first decide", Stage.NO_QUORUM,
          (r("r0", 500, "a"), r("r1", 400, "b"), r("r2", 500, "c"), r("r3", 400, "d")),
          {n: pool(1) for n in "abcd"}, Fault.REQUEST, VOTE_5XX, request=("r0", "r2")),
-    Case(SOLE, "poison mixed into good traffic: its third 500 blames the input", Stage.TRIES_ENDED,
-         (r("r0", 500),), {"p": pool(1, 1, {(X, 500): seen(300, 20, 0)})}, Fault.REQUEST, SOLE,
-         request=("r0",), open=("r0",)),
-    Case(SOLE, "its second 500 is not evidence enough: charged", Stage.TRIES_ENDED,
+    Case(SOLE, "poison mixed into good traffic: its third 500 blames the input",
+         Stage.ATTEMPTS_ENDED, (r("r0", 500),), {"p": pool(1, 1, {(X, 500): seen(300, 20, 0)})},
+         Fault.REQUEST, SOLE, request=("r0",), open=("r0",)),
+    Case(SOLE, "its second 500 is not evidence enough: charged", Stage.ATTEMPTS_ENDED,
          (r("r0", 500),), {"p": pool(1, 1, {(X, 500): seen(20, 0)})}, Fault.REPLICAS, ALONE_5XX,
          charged=("r0",)),
-    Case(SOLE, "earlier refusals outside the window do not count", Stage.TRIES_ENDED,
+    Case(SOLE, "earlier refusals outside the window do not count", Stage.ATTEMPTS_ENDED,
          (r("r0", 500),), {"p": pool(1, 1, {(X, 500): seen(SIGHTINGS_WINDOW_S + 1, 20, 0)})},
          Fault.REPLICAS, ALONE_5XX, charged=("r0",)),
-    Case(SOLE, "another input's refusals do not count", Stage.TRIES_ENDED,
+    Case(SOLE, "another input's refusals do not count", Stage.ATTEMPTS_ENDED,
          (r("r0", 500),), {"p": pool(1, 1, {(Y, 500): seen(30, 20, 0), (X, 500): seen(0)})},
          Fault.REPLICAS, ALONE_5XX, charged=("r0",)),
-    Case(SOLE, "a sole replica failing everything (in a row) is broken", Stage.TRIES_ENDED,
+    Case(SOLE, "a sole replica failing everything (in a row) is broken", Stage.ATTEMPTS_ENDED,
          (r("r0", 500),), {"p": pool(1, BROKEN_STREAK, {(X, 500): seen(2, 1, 0)})},
          Fault.REPLICAS, ALONE_5XX, charged=("r0",)),
-    Case(SOLE, "only in a pool of one (a larger pool asks other replicas)", Stage.TRIES_ENDED,
+    Case(SOLE, "only in a pool of one (a larger pool asks other replicas)", Stage.ATTEMPTS_ENDED,
          (r("r0", 500),), {"p": pool(2, 1, {(X, 500): seen(30, 20, 0)})}, Fault.REPLICAS,
          ALONE_5XX, charged=("r0",)),
-    Case(ALONE_5XX, "nobody else could answer", Stage.TRIES_ENDED,
+    Case(ALONE_5XX, "nobody else could answer", Stage.ATTEMPTS_ENDED,
          (r("r0", 500), r("r1", 501)), P3, Fault.REPLICAS, ALONE_5XX, charged=("r0", "r1")),
-    Case(ALONE_4XX, "the client gets the last 4xx; the 5xx is charged", Stage.TRIES_ENDED,
+    Case(ALONE_4XX, "the client gets the last 4xx; the 5xx is charged", Stage.ATTEMPTS_ENDED,
          (r("r0", 404), r("r1", 500), r("r2", 400)), P3, Fault.REQUEST, ALONE_4XX,
          request=("r2",), charged=("r1",), open=("r0", "r2"), also_decides=(ALONE_5XX,)),
     Case(GOLDEN, "a known-good input refused", Stage.GOLDEN,
@@ -172,9 +172,19 @@ def test_rows_on_working_pools_need_the_pools_record() -> None:
 
 @pytest.mark.parametrize(
     ("status", "is_disputed"),
-    [(200, False), (400, True), (404, True), (422, True), (500, True), (501, True),
-     (502, False), (503, False), (504, False), (505, False)],
-)  # fmt: skip
+    [
+        (200, False),
+        (400, True),
+        (404, True),
+        (422, True),
+        (500, True),
+        (501, True),
+        (502, False),
+        (503, False),
+        (504, False),
+        (505, False),
+    ],
+)
 def test_which_answers_are_disputed(status: int, is_disputed: bool) -> None:
     assert disputed(classify_status("r", status, 0.01)) is is_disputed
 

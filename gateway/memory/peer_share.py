@@ -1,6 +1,6 @@
-"""Client addresses holding large requests in the in-flight byte budget: a bounded table.
+"""Client addresses holding large requests in the in-flight bytes: a bounded table.
 
-`gateway.policies.byte_budget.InflightBytes` keeps one account per client address (the peer,
+`gateway.memory.inflight_bytes.InflightBytes` keeps one account per client address (the peer,
 as its door saw it) for the requests that hold more than a small one, so that it can hold a
 peer to its share while others wait and take back what a peer was lent but never sent. An
 account stays in the table while it holds requests; one that holds none stays until the table
@@ -14,8 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-PEERS = 4096  # addresses with large requests in flight that get an account of their own
-OTHERS = "(others)"  # the account shared by addresses past ``PEERS``
+# addresses with large requests in flight that get an account of their own
+PEERS = 4096
+# the account shared by addresses past ``PEERS``
+OTHERS = "(others)"
 
 
 class PeerAccount:
@@ -29,7 +31,8 @@ class PeerAccount:
         self.key = key
         self.held = 0
         self.holders = 0
-        self.lent: dict[object, Callable[[], None]] = {}  # holder -> reclaim, oldest first
+        # holder -> reclaim, oldest first
+        self.lent: dict[object, Callable[[], None]] = {}
 
 
 class PeerShares:
@@ -54,7 +57,8 @@ class PeerShares:
 
     def _open(self, key: str) -> PeerAccount:
         accounts = self._accounts
-        if len(accounts) >= self._most:  # full: the accounts holding nothing go
+        if len(accounts) >= self._most:
+            # full: the accounts holding nothing go
             for idle in [a for a in accounts.values() if not a.holders]:
                 del accounts[idle.key]
             if len(accounts) >= self._most:

@@ -6,12 +6,12 @@ under that (socket reads, parser pieces, the body itself) come from the heap; fr
 small objects, they leave free pages glibc keeps. Clients sending large bodies left the
 gateway's RSS far above its baseline for good; one ``malloc_trim(0)`` (which also releases free
 pages inside the heap, not only at its top) took it back below the baseline (the figures:
-docs/measured.md, measured by loadtests/bench_pressure.py). So when the in-flight
-byte budget drains after a burst (`gateway.policies.byte_budget`), a trim runs shortly after, in a
-worker thread (it walks the heap: not on the event loop), at most one at a time, and once more
-a while later: buffers the budget no longer counts may still be alive at the drain (a request
-past its deadline whose body a socket's write queue still holds, until it drains). Not glibc:
-nothing to do.
+docs/measured.md, measured by loadtests/bench_pressure.py). So when the in-flight bytes empty
+after a burst (`gateway.memory.inflight_bytes`), a trim runs shortly after, in a thread (it
+walks the heap: not on the event loop), at most one at a time, and once more a while later:
+buffers the in-flight bytes no longer count may still be alive when they empty (a request past
+its deadline whose body a socket's write queue still holds, until it drains). Not glibc: nothing
+to do.
 """
 
 from __future__ import annotations
@@ -24,10 +24,14 @@ from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
-M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
-LARGE_BUFFER_BYTES = 32 * 1024 * 1024  # glibc's own ceiling for its moving threshold
-TRIM_DELAY_S = 0.2  # after the drain: a burst often ends with a few stragglers
-LATE_TRIM_S = 3.0  # the second trim, for buffers freed after the drain
+# glibc's mallopt parameter
+M_MMAP_THRESHOLD = -3
+# glibc's own ceiling for its moving threshold
+LARGE_BUFFER_BYTES = 32 * 1024 * 1024
+# after emptying: a burst often ends with a few stragglers
+TRIM_DELAY_S = 0.2
+# the second trim, for buffers freed after emptying
+LATE_TRIM_S = 3.0
 
 
 def return_large_buffers_to_the_os() -> None:
@@ -40,7 +44,8 @@ def return_large_buffers_to_the_os() -> None:
     come from the heap and are reused; what a burst leaves there goes back with the trim below
     (loadtests/bench_pressure.py measures the RSS, loadtests/bench_payloads.py the CPU).
     """
-    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to tune
+    with contextlib.suppress(OSError, AttributeError):
+        # not glibc: nothing to tune
         ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, LARGE_BUFFER_BYTES)
 
 

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from gateway.config.policies import RetryBudgetConfig
-from gateway.policies.budget import RetryBudget
+from gateway.retry.budget import RetryBudget
 from tests.support.clock import FakeClock
 
 

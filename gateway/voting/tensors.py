@@ -20,7 +20,7 @@ _NUMERIC_KINDS = "iufc"
 
 
 @dataclass(frozen=True, slots=True)
-class Reference:
+class VoteReference:
     """What a well-formed answer holds: output names, their shapes and dtypes, batch rows."""
 
     names: tuple[str, ...]
@@ -47,13 +47,13 @@ class Reference:
         return np.stack([np.asarray(answers[leg][name]) for leg in legs]).astype(dtype, copy=False)
 
 
-def reference(answers: Mapping[str, Mapping[str, Array]], quorum: int) -> Reference:
+def reference(answers: Mapping[str, Mapping[str, Array]], quorum: int) -> VoteReference:
     """The outputs at least ``min(quorum, legs)`` legs return, each with its most common shape.
 
     Raises `ValueError` if the legs share no output or the outputs disagree on the batch size.
     """
     if not answers:
-        return Reference((), {}, {}, 0)
+        return VoteReference((), {}, {}, 0)
     first = _same_everywhere(answers)
     if first is not None:
         return first
@@ -72,12 +72,12 @@ def reference(answers: Mapping[str, Mapping[str, Array]], quorum: int) -> Refere
     batch = {shape[0] if shape else -1 for shape in chosen.values()}
     if len(batch) != 1 or -1 in batch:
         raise ValueError(f"outputs do not share a batch dimension: {chosen}")
-    return Reference(
+    return VoteReference(
         names, chosen, {name: dtypes[name, chosen[name]] for name in names}, batch.pop()
     )
 
 
-def _same_everywhere(answers: Mapping[str, Mapping[str, Array]]) -> Reference | None:
+def _same_everywhere(answers: Mapping[str, Mapping[str, Array]]) -> VoteReference | None:
     """The common case, cheaply: every leg has the first leg's outputs and shapes."""
     legs = iter(answers.values())
     head = next(legs)
@@ -89,9 +89,10 @@ def _same_everywhere(answers: Mapping[str, Mapping[str, Array]]) -> Reference | 
             return None
     batch = {shape[0] if shape else -1 for shape in shapes.values()}
     if not shapes or len(batch) != 1 or -1 in batch:
-        return None  # the general path explains what is wrong
+        # the general path explains what is wrong
+        return None
     dtypes = {name: np.asarray(array).dtype for name, array in head.items()}
-    return Reference(tuple(shapes), shapes, dtypes, batch.pop())
+    return VoteReference(tuple(shapes), shapes, dtypes, batch.pop())
 
 
 def _expand(member: Array, ndim: int) -> Array:

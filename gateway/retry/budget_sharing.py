@@ -16,7 +16,8 @@ from gateway.state.base import CounterDelta
 
 KEY_PREFIX = "budget:"
 FIELDS = ("req", "retry")
-KEEP_S = 60.0  # how long a shared counter outlives its window
+# how long a shared counter outlives its window
+KEEP_S = 60.0
 
 
 class SharedBudgetCounts:

@@ -1,7 +1,7 @@
 """N-version voting: one answer from k legs' outputs, by per-row label majority and numeric median.
 
 Diverse model versions fail differently, so a leg that answers wrong is outvoted by the others
-and named as a dissenter (its strikes may quarantine it). The vote is per row of a batch: a leg
+and named as a dissenter (its dissents may quarantine it). The vote is per row of a batch: a leg
 may agree on some rows and dissent on others, and one row without a quorum sinks the answer.
 
 Rules, per row:
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gateway.policies.tensors import Array, masked_mean, masked_median, reference
+from gateway.voting.tensors import Array, masked_mean, masked_median, reference
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,11 +54,15 @@ class VoteResult:
 
     agreed: bool
     outputs: dict[str, Array]
-    tally: str  # fewest agreeing legs over the rows / legs that answered, e.g. "2/3"
-    dissenters: dict[str, int]  # leg id -> rows on which it disagreed with a quorum
+    # fewest agreeing legs over the rows / legs that answered, e.g. "2/3"
+    tally: str
+    # leg id -> rows on which it disagreed with a quorum
+    dissenters: dict[str, int]
     rows_without_quorum: list[int]
-    reason: str = ""  # why there is no quorum; empty when agreed
-    agreeing: dict[str, int] = field(default_factory=dict)  # leg id -> rows it agreed on
+    # why there is no quorum; empty when agreed
+    reason: str = ""
+    # leg id -> rows it agreed on
+    agreeing: dict[str, int] = field(default_factory=dict)
 
 
 def vote(answers: Mapping[str, Mapping[str, Array]], rule: VoteRule) -> VoteResult:
@@ -116,7 +120,7 @@ def vote(answers: Mapping[str, Mapping[str, Array]], rule: VoteRule) -> VoteResu
 
 def other_outputs(answer: Mapping[str, Array], compared: Iterable[str]) -> bool:
     """Blame rule: a leg whose answer lacks an output the vote compares is a missing answer,
-    never a dissent on the values nor a strike against its replica.
+    never a dissent on the values nor a dissent counted against its replica.
 
     It answered another question than the legs it would be compared with (a server that
     returns other outputs by default, a pool whose mapping lacks a name), which says nothing
@@ -131,13 +135,15 @@ def _label_groups(stacks: list[Array], legs: int, rows: int) -> tuple[Array, Arr
     for stack in stacks:
         flat = stack.reshape(legs, rows, -1)
         same &= (flat[:, None] == flat[None, :]).all(axis=3)
-    support = same.sum(axis=1)  # [legs, rows]: size of each leg's group
+    # [legs, rows]: size of each leg's group
+    support = same.sum(axis=1)
     if legs == 0:
         empty = np.zeros(rows, dtype=np.intp)
         return np.zeros((0, rows), dtype=bool), empty, np.zeros(rows, dtype=bool)
     winner = support.argmax(axis=0)
     best = support.max(axis=0)
-    unique = (support == best).sum(axis=0) == best  # legs of one group share its size
+    # legs of one group share its size
+    unique = (support == best).sum(axis=0) == best
     member = same[winner, :, np.arange(rows)].T
     return member, winner, unique
 

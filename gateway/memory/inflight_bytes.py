@@ -1,4 +1,4 @@
-"""The gateway-wide budget of in-flight request and answer bytes, charged for what arrives.
+"""The gateway-wide bound on in-flight request and answer bytes, charged for what arrives.
 
 Each request and answer body the gateway holds is in memory until its answer is written; caps
 per request (``server.max_body_bytes``, ``upstream.max_reply_body_bytes``) do not bound their
@@ -17,7 +17,7 @@ comparison and an add (`fits`, `add`). Larger ones hold at most ``limit - kept``
 the kept part (``server.inflight_small_reserve``) is for small requests, which may also use the
 rest, so a small request finds room unless small requests themselves fill the budget.
 
-Peers: a large request's bytes count to its client's address too (`gateway.policies.peer_share`,
+Peers: a large request's bytes count to its client's address too (`gateway.memory.peer_share`,
 a bounded table). One address may hold more than ``peer_bytes`` (``server.inflight_peer_share``
 of the limit, or ``peer_floor`` where that is more: one large request's worth) only while no
 other address waits: its requests that would grow past it wait behind the others'. What an
@@ -30,11 +30,11 @@ open is bounded by the connections a server lets it have.
 
 One request alone is always admitted, so a body under the cap is never refused for being larger
 than the budget. Waiters are woken in order as bytes come back; no timer runs while nothing
-waits. When the budget drains after a burst of at least ``burst_bytes``, or half the limit where
-that is less, or after large bodies (`LARGE_BODY_BYTES` each) adding up to as much were given
-back since the last such call, one at a time or not, ``drained`` is called (the gateway gives
-the heap's free pages back then: `gateway.policies.heap_trim`): large answers written one after
-the other free as much as a burst does, without ever making one.
+waits. When the in-flight bytes empty after a burst of at least ``burst_bytes``, or half the
+limit where that is less, or after large bodies (`LARGE_BODY_BYTES` each) adding up to as much
+were given back since the last such call, one at a time or not, ``emptied`` is called (the
+gateway gives the heap's free pages back then: `gateway.memory.heap_trim`): large answers
+written one after the other free as much as a burst does, without ever making one.
 """
 
 from __future__ import annotations
@@ -50,26 +50,32 @@ from typing import Protocol
 
 from gateway.config.models import ServerConfig
 from gateway.errors import Overloaded
-from gateway.policies.peer_share import PeerAccount, PeerShares, peer_host
+from gateway.memory.peer_share import PeerAccount, PeerShares, peer_host
 
-BURST_BYTES = 16 * 1024 * 1024  # a drain after holding this much calls ``drained``
+# emptying after holding this much calls ``emptied``
+BURST_BYTES = 16 * 1024 * 1024
 # What a door may have read past the bytes the edge has taken: one socket read (uvloop's read
 # size, and the HTTP protocol pauses reading past as much unread).
 READ_BYTES = 256 * 1024
-SMALL_BYTES = 64 * 1024  # a request holding at most this much is small
-Reclaim = Callable[[], None]  # takes a lent hold back (its read is refused, then released)
+# a request holding at most this much is small
+SMALL_BYTES = 64 * 1024
+# takes a lent hold back (its read is refused, then released)
+Reclaim = Callable[[], None]
 
 
 class Holder(Protocol):
-    """One request's bytes in the budget (`gateway.pipeline.edge.Intake`, or a door's `Hold`)."""
+    """One request's bytes in the budget (`gateway.pipeline.edge.Arrival`, or a door's `Hold`)."""
 
-    held: int  # bytes it holds
-    peer: str  # its client's address, as its door gave it (`peer_host` reads either form)
-    account: PeerAccount | None  # its address's account while it holds as a large request
+    # bytes it holds
+    held: int
+    # its client's address, as its door gave it (`peer_host` reads either form)
+    peer: str
+    # its address's account while it holds as a large request
+    account: PeerAccount | None
 
 
 class Hold:
-    """A holder of its own, for bytes held before the edge's intake exists (a gRPC read)."""
+    """A holder of its own, for bytes held before the edge's arrival exists (a gRPC read)."""
 
     __slots__ = ("account", "held", "peer")
 
@@ -82,13 +88,16 @@ class Hold:
 @dataclass(slots=True, eq=False)
 class _Waiter:
     holder: Holder
-    total: int  # what it asked to hold
+    # what it asked to hold
+    total: int
     future: asyncio.Future[None]
-    key: str  # its address
+    # its address
+    key: str
     reclaim: Reclaim | None
 
 
-LARGE_BODY_BYTES = 256 * 1024  # a body this large is a buffer of its own on the heap
+# a body this large is a buffer of its own on the heap
+LARGE_BODY_BYTES = 256 * 1024
 
 
 class InflightBytes:
@@ -98,13 +107,13 @@ class InflightBytes:
 
     @classmethod
     def from_config(
-        cls, server: ServerConfig, drained: Callable[[], None] | None = None
+        cls, server: ServerConfig, emptied: Callable[[], None] | None = None
     ) -> InflightBytes:
         """The budget ``server`` sets (``inflight_*``; the machine's default where unset)."""
         return cls(
             server.inflight_bytes or machine_default(),
             server.inflight_wait_s,
-            drained,
+            emptied,
             small_bytes=server.inflight_small_bytes,
             small_reserve=server.inflight_small_reserve,
             peer_share=server.inflight_peer_share,
@@ -115,7 +124,7 @@ class InflightBytes:
         self,
         limit: int,
         wait_s: float,
-        drained: Callable[[], None] | None = None,
+        emptied: Callable[[], None] | None = None,
         burst_bytes: int = BURST_BYTES,
         *,
         small_bytes: int = SMALL_BYTES,
@@ -126,21 +135,28 @@ class InflightBytes:
         self.limit = limit
         self.wait_s = wait_s
         self.small_bytes = small_bytes
-        self.kept = int(limit * small_reserve)  # never held by large requests
+        # never held by large requests
+        self.kept = int(limit * small_reserve)
         self.peer_bytes = max(int(limit * peer_share), peer_floor)
         self.held = 0
-        self.large = 0  # of which large requests hold
-        self.peak = 0  # the most held at once (for /metrics and the benchmarks)
+        # of which large requests hold
+        self.large = 0
+        # the most held at once (for /metrics and the benchmarks)
+        self.peak = 0
         self.refused = 0
-        self.reclaimed = 0  # lent holds taken back
+        # lent holds taken back
+        self.reclaimed = 0
         self.peers = PeerShares()
-        self._drained = drained
+        self._emptied = emptied
         self._burst_bytes = min(burst_bytes, limit // 2)
-        self._burst = 0  # the most held since the budget last drained
+        # the most held since the in-flight bytes last emptied
+        self._burst = 0
         self._small: deque[_Waiter] = deque()
         self._large: deque[_Waiter] = deque()
-        self._waiting: dict[str, int] = {}  # address -> its waiters
-        self._given_large = 0  # bytes of large bodies given back since ``drained`` last ran
+        # address -> its waiters
+        self._waiting: dict[str, int] = {}
+        # bytes of large bodies given back since ``emptied`` last ran
+        self._given_large = 0
 
     # --- small requests: the usual path ---------------------------------------------------
 
@@ -163,11 +179,11 @@ class InflightBytes:
             self._given_large += size
         if self._small or self._large:
             self._wake()
-        if self.held or self._drained is None:
+        if self.held or self._emptied is None:
             return
         if self._burst >= self._burst_bytes or self._given_large >= self._burst_bytes:
             self._burst = self._given_large = 0
-            self._drained()
+            self._emptied()
 
     # --- any holder -------------------------------------------------------------------------
 
@@ -189,7 +205,8 @@ class InflightBytes:
             account = self._enlarge(holder)
         if self._large or not self._fits_large(holder, account, size):
             return False
-        self.add(size)  # the grant, as `_grant` (inline: a body's every read comes here)
+        # the grant, as `_grant` (inline: a body's every read comes here)
+        self.add(size)
         self.large += size
         account.held += size
         holder.held = total
@@ -211,17 +228,20 @@ class InflightBytes:
         (self._small if account is None else self._large).append(waiter)
         self._waiting[key] = self._waiting.get(key, 0) + 1
         self._reclaim(key)
-        self._wake()  # those ahead of it may be held back by their share
+        # those ahead of it may be held back by their share
+        self._wake()
         granted = waiter.future
         if granted.done():
             return
         try:
             await asyncio.wait_for(asyncio.shield(granted), self.wait_s)
         except TimeoutError:
-            if granted.done():  # granted as the wait ran out: keep it
+            if granted.done():
+                # granted as the wait ran out: keep it
                 return
             self._dequeue(waiter)
-            self._wake()  # a smaller waiter behind this one may fit now
+            # a smaller waiter behind this one may fit now
+            self._wake()
             self._refuse(holder, total)
         except asyncio.CancelledError:
             if not granted.done():
@@ -275,7 +295,8 @@ class InflightBytes:
 
     def _room(self, size: int, own: int) -> bool:
         held = self.held
-        return held == own or held + size <= self.limit  # alone, or within the limit
+        # alone, or within the limit
+        return held == own or held + size <= self.limit
 
     def _fits_large(self, holder: Holder, account: PeerAccount, size: int) -> bool:
         held = self.held
@@ -321,15 +342,18 @@ class InflightBytes:
         for waiter in list(self._large):
             holder = waiter.holder
             account = holder.account
-            assert account is not None  # large waiters are enlarged before they wait
+            # large waiters are enlarged before they wait
+            assert account is not None
             size = waiter.total - holder.held
             if account.held + size > self.peer_bytes and self._others_wait(account.key):
-                continue  # over its share while another address waits: the others first
+                # over its share while another address waits: the others first
+                continue
             held = self.held
             if held != holder.held and (
                 held + size > self.limit or self.large + size > self.limit - self.kept
             ):
-                return  # room goes first come, first served
+                # room goes first come, first served
+                return
             self._dequeue(waiter)
             if size > 0:
                 self._grant(holder, account, size, waiter.reclaim)
@@ -361,7 +385,8 @@ class InflightBytes:
 
     def _refuse(self, holder: Holder, total: int) -> None:
         self.refused += 1
-        if not holder.held and holder.account is not None:  # nothing to keep: no account
+        if not holder.held and holder.account is not None:
+            # nothing to keep: no account
             self.release(holder)
         raise Overloaded(
             f"the gateway holds {self.held} bytes of requests and answers in flight "

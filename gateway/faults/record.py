@@ -1,6 +1,6 @@
 """A pool's recent record for the fault judge: its error streak and the inputs it refused.
 
-The judge (`gateway.policies.fault`) is pure; what it needs to know about the pool beyond one
+The judge (`gateway.faults.judge`) is pure; what it needs to know about the pool beyond one
 request lives here, written by the attempt layer as answers arrive and read as a `PoolFaultView`
 when a verdict is due. Concurrent requests share it: that is the point (a pool that fails
 everyone's requests is broken; an input that one replica refused on several requests is
@@ -13,10 +13,12 @@ from collections import OrderedDict, deque
 from collections.abc import Iterable
 
 from gateway.clock import Clock
-from gateway.policies.fault import PoolFaultView
+from gateway.faults.judge import PoolFaultView
 
-MAX_INPUTS = 1024  # refused inputs remembered per pool (least recently refused forgotten first)
-KEPT_TIMES = 8  # refusal times kept per input and status
+# refused inputs remembered per pool (least recently refused forgotten first)
+MAX_INPUTS = 1024
+# refusal times kept per input and status
+KEPT_TIMES = 8
 
 
 class FaultRecord:
@@ -27,7 +29,8 @@ class FaultRecord:
         self._clock = clock
         self._max_inputs = max_inputs
         self._refused: OrderedDict[tuple[str, int], deque[float]] = OrderedDict()
-        self.error_streak = 0  # error answers (4xx/5xx) in a row across the pool
+        # error answers (4xx/5xx) in a row across the pool
+        self.error_streak = 0
 
     def answered(self) -> None:
         """A replica of the pool answered a request well."""

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from gateway.policies.fault_record import KEPT_TIMES, FaultRecord
+from gateway.faults.record import KEPT_TIMES, FaultRecord
 from gateway.policies.latency import LatencyWindow
-from gateway.policies.suspects import SuspectTracker
+from gateway.voting.suspects import SuspectTracker
 from tests.support.clock import FakeClock
 
 

@@ -4,7 +4,7 @@ import pytest
 
 from gateway.config.policies import TryTimeoutConfig
 from gateway.policies.latency import LatencyWindow
-from gateway.policies.try_timeout import try_timeout
+from gateway.retry.try_timeout import try_timeout
 
 CONFIG = TryTimeoutConfig(quantile=0.99, multiplier=4, min_ms=25, min_samples=10, cold_ms=200)
 

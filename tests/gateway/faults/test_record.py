@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.policies.fault_record import KEPT_TIMES, FaultRecord
+from gateway.faults.record import KEPT_TIMES, FaultRecord
 from tests.support.clock import FakeClock
 
 
@@ -28,8 +28,10 @@ def test_refusals_of_an_input_are_seen_within_the_window_only() -> None:
     record.refused("y", 500)
     view = record.view(1, [("x", 500), ("x", 400)])
     assert (view.sightings("x", 500), view.sightings("x", 400), view.sightings("y", 500)) == (
-        2, 1, 0,  # y was not asked for
-    )  # fmt: skip
+        2,
+        1,
+        0,  # y was not asked for
+    )
     clock.advance(2)  # the first refusal of x is now older than the window
     assert record.view(1, [("x", 500)]).sightings("x", 500) == 1
 

@@ -30,21 +30,31 @@ from gateway.outcome import GATEWAYS_OWN, Outcome, OutcomeKind
 # 504: overloaded or broken whatever it was asked), a connect error, a timeout or a broken
 # reply is the replica's fault at once.
 DISPUTED_SERVER_STATUSES = frozenset({500, 501})
-NONFINITE_STATUS = 400  # a 200 with null/NaN data for this request: the input overflowed
-BROKEN_STREAK = 4  # error answers in a row across a pool: broken, not asked wrong
-SERVER_ERROR_WITNESSES = 3  # alike 500s (replicas; in a pool of one, requests) that blame it
-SIGHTINGS_WINDOW_S = 600.0  # how long an input's earlier refusals count as evidence
-SOLE = 1  # the pool size where separate requests with one input are the witnesses
+# a 200 with null/NaN data for this request: the input overflowed
+NONFINITE_STATUS = 400
+# error answers in a row across a pool: broken, not asked wrong
+BROKEN_STREAK = 4
+# alike 500s (replicas; in a pool of one, requests) that blame it
+SERVER_ERROR_WITNESSES = 3
+# how long an input's earlier refusals count as evidence
+SIGHTINGS_WINDOW_S = 600.0
+# the pool size where separate requests with one input are the witnesses
+SOLE = 1
 
 
 class Stage(StrEnum):
     """When the evidence is judged."""
 
-    ANSWERED = "answered"  # another replica answered the request (or a vote's quorum did)
-    REFUSED = "refused"  # a try was refused and another may follow
-    TRIES_ENDED = "tries ended"  # no other try may follow and nobody answered
-    NO_QUORUM = "no quorum"  # a vote ended without a quorum
-    GOLDEN = "golden probe"  # a known-good input (a golden probe) was refused
+    # another replica answered the request (or a vote's quorum did)
+    ANSWERED = "answered"
+    # a try was refused and another may follow
+    REFUSED = "refused"
+    # no other attempt may follow and nobody answered
+    ATTEMPTS_ENDED = "attempts ended"
+    # a vote ended without a quorum
+    NO_QUORUM = "no quorum"
+    # a known-good input (a golden probe) was refused
+    GOLDEN = "golden probe"
 
 
 class Statuses(StrEnum):
@@ -69,13 +79,16 @@ class Witnesses(StrEnum):
 
 
 class Fault(StrEnum):
-    REQUEST = "request"  # answer the client a 4xx naming the witnesses; charge no one
-    REPLICAS = "replicas"  # charge each refusing replica
-    UNDECIDED = "undecided"  # no row decided: the refusals wait for more evidence
+    # answer the client a 4xx naming the witnesses; charge no one
+    REQUEST = "request"
+    # charge each refusing replica
+    REPLICAS = "replicas"
+    # no row decided: the refusals wait for more evidence
+    UNDECIDED = "undecided"
 
 
 @dataclass(frozen=True, slots=True)
-class Rule:
+class FaultRule:
     """One row: at ``stages``, refusals with ``statuses`` lead to ``fault``.
 
     A row with ``witnesses`` above one needs that many refusals alike (the same status), counted
@@ -92,7 +105,8 @@ class Rule:
     counted: Witnesses = Witnesses.REPLICAS
     working: bool = False
     keep_open: bool = False
-    reason: str = ""  # why a charged replica is charged, for its last_error and the logs
+    # why a charged replica is charged, for its last_error and the logs
+    reason: str = ""
 
     @property
     def witnessed(self) -> bool:
@@ -108,25 +122,25 @@ def _at(*stages: Stage) -> frozenset[Stage]:
     return frozenset(stages)
 
 
-RULES: tuple[Rule, ...] = (
-    Rule("answered elsewhere", _at(Stage.ANSWERED), Statuses.ANY, Fault.REPLICAS,
-         reason="answered {status} where {by} answered the request"),
-    Rule("same 4xx from two replicas", _at(Stage.REFUSED, Stage.NO_QUORUM), Statuses.CLIENT,
-         Fault.REQUEST, witnesses=2),
-    Rule("same 5xx from three replicas", _at(Stage.REFUSED), Statuses.SERVER, Fault.REQUEST,
-         witnesses=SERVER_ERROR_WITNESSES, counted=Witnesses.REPLICAS_THE_POOL_HAS,
-         working=True),
-    Rule("same 5xx from two replicas in a vote", _at(Stage.NO_QUORUM), Statuses.SERVER,
-         Fault.REQUEST, witnesses=2, working=True),
-    Rule("same 5xx to one input from a pool of one", _at(Stage.TRIES_ENDED), Statuses.SERVER,
-         Fault.REQUEST, witnesses=SERVER_ERROR_WITNESSES, counted=Witnesses.REQUESTS_TO_ONE_INPUT,
-         working=True, keep_open=True),
-    Rule("no second opinion on a 5xx", _at(Stage.TRIES_ENDED), Statuses.SERVER, Fault.REPLICAS,
-         reason="no other replica could answer the request"),
-    Rule("no second opinion on a 4xx", _at(Stage.TRIES_ENDED), Statuses.CLIENT, Fault.REQUEST,
-         keep_open=True),
-    Rule("golden input refused", _at(Stage.GOLDEN), Statuses.ANY, Fault.REPLICAS,
-         reason="refused a golden input ({status})"),
+RULES: tuple[FaultRule, ...] = (
+    FaultRule("answered elsewhere", _at(Stage.ANSWERED), Statuses.ANY, Fault.REPLICAS,
+              reason="answered {status} where {by} answered the request"),
+    FaultRule("same 4xx from two replicas", _at(Stage.REFUSED, Stage.NO_QUORUM), Statuses.CLIENT,
+              Fault.REQUEST, witnesses=2),
+    FaultRule("same 5xx from three replicas", _at(Stage.REFUSED), Statuses.SERVER, Fault.REQUEST,
+              witnesses=SERVER_ERROR_WITNESSES, counted=Witnesses.REPLICAS_THE_POOL_HAS,
+              working=True),
+    FaultRule("same 5xx from two replicas in a vote", _at(Stage.NO_QUORUM), Statuses.SERVER,
+              Fault.REQUEST, witnesses=2, working=True),
+    FaultRule("same 5xx to one input from a pool of one", _at(Stage.ATTEMPTS_ENDED),
+              Statuses.SERVER, Fault.REQUEST, witnesses=SERVER_ERROR_WITNESSES,
+              counted=Witnesses.REQUESTS_TO_ONE_INPUT, working=True, keep_open=True),
+    FaultRule("no second opinion on a 5xx", _at(Stage.ATTEMPTS_ENDED), Statuses.SERVER,
+              Fault.REPLICAS, reason="no other replica could answer the request"),
+    FaultRule("no second opinion on a 4xx", _at(Stage.ATTEMPTS_ENDED), Statuses.CLIENT,
+              Fault.REQUEST, keep_open=True),
+    FaultRule("golden input refused", _at(Stage.GOLDEN), Statuses.ANY, Fault.REPLICAS,
+              reason="refused a golden input ({status})"),
 )  # fmt: skip
 
 
@@ -190,8 +204,10 @@ class Refusal:
 class PoolFaultView:
     """What a pool has recently seen, as the judge needs it (from its `FaultRecord`)."""
 
-    size: int  # replicas in the pool
-    error_streak: int = 0  # error answers in a row across the pool since its last good one
+    # replicas in the pool
+    size: int
+    # error answers in a row across the pool since its last good one
+    error_streak: int = 0
     now: float = 0.0
     refused_at: Mapping[tuple[str, int], Sequence[float]] = field(default_factory=dict)
 
@@ -209,10 +225,14 @@ class PoolFaultView:
 class FaultVerdict(Generic[E]):
     """What the evidence decides; `fault` sums it up, the parts say what to carry out."""
 
-    request: tuple[E, ...] = ()  # witnesses: the client gets a 4xx naming them
-    charged: tuple[tuple[E, Rule], ...] = ()  # each refusal's replica is charged, by that row
-    open: tuple[E, ...] = ()  # no verdict yet: kept for more evidence (a vote's quorum)
-    rule: Rule | None = None  # the row that blamed the request
+    # witnesses: the client gets a 4xx naming them
+    request: tuple[E, ...] = ()
+    # each refusal's replica is charged, by that row
+    charged: tuple[tuple[E, FaultRule], ...] = ()
+    # no verdict yet: kept for more evidence (a vote's quorum)
+    open: tuple[E, ...] = ()
+    # the row that blamed the request
+    rule: FaultRule | None = None
 
     @property
     def fault(self) -> Fault:
@@ -238,7 +258,7 @@ def judge(
     """
     rows = [rule for rule in RULES if stage in rule.stages]
     views = pools or {}
-    blamed: tuple[int, Rule, list[E]] | None = None
+    blamed: tuple[int, FaultRule, list[E]] | None = None
     for rule in rows:
         if rule.witnessed:
             found = _witnesses(rule, refusals, views, max_attempts)
@@ -247,17 +267,18 @@ def judge(
     if blamed is not None:
         _, rule, witnesses = blamed
         return FaultVerdict(tuple(witnesses), (), tuple(witnesses) if rule.keep_open else (), rule)
-    charged: list[tuple[E, Rule]] = []
+    charged: list[tuple[E, FaultRule]] = []
     still_open: list[E] = []
     answer: tuple[E, ...] = ()
-    answered_by: Rule | None = None
+    answered_by: FaultRule | None = None
     for refusal in refusals:
         row = next((r for r in rows if not r.witnessed and r.statuses.holds(refusal.status)), None)
         if row is None:
             still_open.append(refusal)
         elif row.fault is Fault.REPLICAS:
             charged.append((refusal, row))
-        else:  # the request's fault on this refusal alone: the last such answers the client
+        else:
+            # the request's fault on this refusal alone: the last such answers the client
             answer, answered_by = (refusal,), row
             if row.keep_open:
                 still_open.append(refusal)
@@ -265,7 +286,10 @@ def judge(
 
 
 def _witnesses(
-    rule: Rule, refusals: Sequence[E], views: Mapping[str, PoolFaultView], max_attempts: int | None
+    rule: FaultRule,
+    refusals: Sequence[E],
+    views: Mapping[str, PoolFaultView],
+    max_attempts: int | None,
 ) -> tuple[int, list[E]] | None:
     """Where in ``refusals`` the row's witnesses were complete, and who they are (None: never)."""
     alike: dict[int, list[E]] = {}
@@ -274,7 +298,8 @@ def _witnesses(
             continue
         view = _view(views, refusal) if rule.needs_view else None
         if rule.working and view is not None and not view.working:
-            continue  # a broken pool's refusals say nothing about the request
+            # a broken pool's refusals say nothing about the request
+            continue
         if rule.counted is Witnesses.REQUESTS_TO_ONE_INPUT:
             assert view is not None
             seen = view.sightings(refusal.input, refusal.status)
@@ -297,7 +322,7 @@ def _view(views: Mapping[str, PoolFaultView], refusal: FaultEvidence) -> PoolFau
     return view
 
 
-def _needed(rule: Rule, view: PoolFaultView | None, max_attempts: int | None) -> int:
+def _needed(rule: FaultRule, view: PoolFaultView | None, max_attempts: int | None) -> int:
     """Witnesses a row needs: as written, or for ``REPLICAS_THE_POOL_HAS`` as many as the pool
     has and the attempts allow (never fewer than two: one replica's word is never enough)."""
     if rule.counted is not Witnesses.REPLICAS_THE_POOL_HAS or view is None:

@@ -6,7 +6,7 @@ import pytest
 from tenacity import RetryCallState, Retrying, stop_after_attempt
 from tenacity.wait import wait_fixed
 
-from gateway.policies.backoff import FullJitter
+from gateway.retry.backoff import FullJitter
 
 
 def _after(tries: int) -> RetryCallState:

@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 
 from gateway.errors import UpstreamConnectError, UpstreamProtocolError, UpstreamTimeout
+from gateway.faults.classify import classify_error, classify_status
 from gateway.outcome import OutcomeKind
-from gateway.policies.classify import classify_error, classify_status
 
 
 @pytest.mark.parametrize(

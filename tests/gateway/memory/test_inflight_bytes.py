@@ -1,4 +1,4 @@
-"""The in-flight byte budget: admits what fits, queues in order, refuses after its wait; keeps
+"""The in-flight bytes: admits what fits, queues in order, refuses after its wait; keeps
 a part for small requests and holds one address to its share while others wait."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import asyncio
 import pytest
 
 from gateway.errors import Overloaded
-from gateway.policies.byte_budget import LARGE_BODY_BYTES, Hold, InflightBytes, machine_default
-from gateway.policies.heap_trim import HeapTrim
-from gateway.policies.peer_share import OTHERS, PeerShares, peer_host
+from gateway.memory.heap_trim import HeapTrim
+from gateway.memory.inflight_bytes import LARGE_BODY_BYTES, Hold, InflightBytes, machine_default
+from gateway.memory.peer_share import OTHERS, PeerShares, peer_host
 
 
 async def take(budget: InflightBytes, size: int, peer: str = "10.0.0.1") -> Hold:
@@ -192,17 +192,18 @@ def test_the_default_is_sized_to_the_machine() -> None:
     assert 64 << 20 <= machine_default() <= 1 << 30
 
 
-async def test_a_drain_after_a_large_burst_calls_drained_once() -> None:
+async def test_emptying_after_a_large_burst_calls_emptied_once() -> None:
     drains: list[int] = []
-    budget = InflightBytes(100, wait_s=0.0, drained=lambda: drains.append(budget.held),
-                           burst_bytes=50)  # fmt: skip
+    budget = InflightBytes(
+        100, wait_s=0.0, emptied=lambda: drains.append(budget.held), burst_bytes=50
+    )
     hold = await take(budget, 30)
     budget.release(hold)
     assert drains == []  # a small burst: nothing to give back
     hold = await take(budget, 40)
     budget.settle(hold, 60)  # its answer
     budget.release(hold, keep=20)
-    assert drains == []  # not drained yet
+    assert drains == []  # not emptied yet
     budget.release(hold)
     assert drains == [0]
     hold = await take(budget, 10)
@@ -235,8 +236,9 @@ async def test_a_drain_schedules_one_trim_soon_and_one_later() -> None:
 
 async def test_a_budget_that_never_holds_the_burst_size_drains_at_half_its_limit() -> None:
     drains: list[int] = []
-    budget = InflightBytes(16, wait_s=0.0, drained=lambda: drains.append(budget.held),
-                           burst_bytes=1000)  # fmt: skip
+    budget = InflightBytes(
+        16, wait_s=0.0, emptied=lambda: drains.append(budget.held), burst_bytes=1000
+    )
     hold = await take(budget, 7)
     budget.release(hold)
     assert drains == []  # under half the limit
@@ -246,11 +248,11 @@ async def test_a_budget_that_never_holds_the_burst_size_drains_at_half_its_limit
     assert drains == [0]
 
 
-async def test_large_answers_one_after_the_other_call_drained_once_they_add_up() -> None:
+async def test_large_answers_one_after_the_other_call_emptied_once_they_add_up() -> None:
     """15 MiB answers written one at a time never hold a 16 MiB burst, but free as much as
-    one: the second one's drain calls ``drained``. Small bodies never add up to it."""
+    one: emptying after the second one calls ``emptied``. Small bodies never add up to it."""
     drains: list[int] = []
-    budget = InflightBytes(1 << 30, wait_s=0.0, drained=lambda: drains.append(budget.held))
+    budget = InflightBytes(1 << 30, wait_s=0.0, emptied=lambda: drains.append(budget.held))
     answer = 15 << 20
     for _ in range(1000):  # small ones: under LARGE_BODY_BYTES each, however many
         budget.add(LARGE_BODY_BYTES - 1)

@@ -6,7 +6,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gateway.policies.voting import VoteRule, vote
+from gateway.voting.rule import VoteRule, vote
 from replicas.faults import corrupt
 
 Answer = dict[str, np.ndarray[Any, Any]]

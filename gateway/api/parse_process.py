@@ -1,6 +1,6 @@
-"""The worker process that parses large infer requests, so the event loop never does.
+"""The parse process: a child that parses large infer requests, so the event loop never does.
 
-Run as ``python -m gateway.api.parse_worker``: it imports only the V2 parsing code (not the whole
+Run as ``python -m gateway.api.parse_process``: it imports only the V2 parsing code (not the whole
 gateway: its memory is on docs/measured.md), reads one request at a time from stdin and answers on
 stdout, each message a length-prefixed pickle (the body follows its metadata as raw bytes). What it
 sends back is *detached*: the header without the inputs' data, so unpickling it costs the event
@@ -39,7 +39,8 @@ def answer(message: bytes, body: bytes) -> bytes:
         result = ("ok", parse_detached(body, header_length, max_rows))
     except GatewayError as error:
         result = ("error", error)
-    except Exception as exc:  # a bug here must not kill the worker: the gateway logs it
+    except Exception as exc:
+        # a bug here must not kill the process: the gateway logs it
         result = ("bug", f"{type(exc).__name__}: {exc}")
     return pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
 
@@ -50,12 +51,14 @@ def _read(stream: BinaryIO, size: int) -> bytes | None:
 
 
 def main() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the gateway's to handle
+    # Ctrl-C is the gateway's to handle
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     source, sink = sys.stdin.buffer, sys.stdout.buffer
     while True:
         prefix = _read(source, FRAME.size * 2)
         if prefix is None:
-            return  # the gateway closed the pipe (or died): exit
+            # the gateway closed the pipe (or died): exit
+            return
         meta_size, body_size = struct.unpack("<QQ", prefix)
         message, body = _read(source, meta_size), _read(source, body_size)
         if message is None or body is None:

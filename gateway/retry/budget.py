@@ -13,7 +13,7 @@ from typing import Any
 
 from gateway.clock import Clock
 from gateway.config.policies import RetryBudgetConfig
-from gateway.policies.budget_sharing import SharedBudgetCounts
+from gateway.retry.budget_sharing import SharedBudgetCounts
 
 
 class RetryBudget:
@@ -27,8 +27,10 @@ class RetryBudget:
         self.ratio = config.ratio
         self.spent_total = 0
         self.refused_total = 0
-        self.requests_total = 0  # counted since start (a worker's, for its control process)
-        self.shared: SharedBudgetCounts | None = None  # set when instances share state
+        # counted since start (a worker's, for its control process)
+        self.requests_total = 0
+        # set when instances share state
+        self.shared: SharedBudgetCounts | None = None
 
     def carry_from(self, old: RetryBudget) -> bool:
         """A reload: the window's counts and totals go on when the budget's config stays
@@ -36,8 +38,10 @@ class RetryBudget:
         if old._config != self._config:
             return False
         self._seconds, self._requests, self._retries = (
-            list(old._seconds), list(old._requests), list(old._retries)
-        )  # fmt: skip
+            list(old._seconds),
+            list(old._requests),
+            list(old._retries),
+        )
         self.spent_total, self.refused_total = old.spent_total, old.refused_total
         return True
 
