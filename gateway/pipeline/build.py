@@ -2,10 +2,10 @@
 
     REST or gRPC door (I/O only) ── edge: tenant ── model ── tenant limits ── body ── timeout
         ── parse ── schema ── call ──►
-    admission ── deadline ── fallback ── route ─┬─ single ──────────────┐
-                                                ├─ vote: k legs, vote ──┤
-                                                └─ rollout: pool or ────┴─ leg:
-                                                   candidate, + a copy compared off-path
+    admission ── saturation ── deadline ── fallback ── route ─┬─ single ──────────────┐
+                                                              ├─ vote: k legs, vote ──┤
+                                                              └─ rollout: pool or ────┴─ leg:
+                                                                 candidate, + a copy compared
                                    retry ── hedge ── balance ── attempt ── transport ── replica
 
 The edge (`build_edge`; `gateway.pipeline.edge`) turns what a door received into the frozen
@@ -25,6 +25,9 @@ On the way out, a replica's answer is renamed to the client's model; the door wr
 The pipeline (`build_pipeline`):
 - admission: bounded in-flight per model, shared by tenants by weight, shed at once (429 to a
   tenant over its share, 503 when the model is full; Retry-After);
+- saturation: while every replica of the model's pool reports a queue over its threshold, a
+  request of sheddable priority is shed at once (503 + Retry-After from the queues); only in
+  the path of a model some sheddable caller may call (`gateway.pipeline.saturation`);
 - deadline: nothing below runs past the request's deadline (504);
 - fallback: the verified in-process model answers, degraded, when the primary path cannot;
 - route: the model's pool, or a vote over pools (each leg a full single route), or a rollout
@@ -93,6 +96,7 @@ from gateway.pipeline.reactions import Reactions
 from gateway.pipeline.retry import RetryLayer
 from gateway.pipeline.retry_policy import RetryPolicy
 from gateway.pipeline.rollout import RolloutRoute
+from gateway.pipeline.saturation import SaturationLayer, sheddable
 from gateway.pipeline.route import Counted, Router, SingleRoute
 from gateway.pipeline.vote import VoteRoute
 from gateway.policies.budget import RetryBudget
@@ -194,10 +198,14 @@ def build_pipeline(
     deadline = DeadlineLayer(clock, fallback)  # every route, for a model not assembled
     paths: dict[str, Handler] = {}
     for name, model in (models or {}).items():
-        chosen = plan(model)
+        chosen = plan(model, tenants)
         if chosen.route != "rollout" or rollout is not None:
-            paths[name] = assemble(chosen, clock, registry, retry, balance, leg, vote, rollout,
-                                   fallback)  # fmt: skip
+            path = assemble(chosen, clock, registry, retry, balance, leg, vote, rollout, fallback)
+            pools = [registry.pools[p] for p in model.pools]
+            if chosen.shed and any(p.config.load_aware for p in pools):
+                # a sheddable caller may call it: shed while its pool is full
+                path = SaturationLayer(pools, chosen.shed, clock, metrics, path)
+            paths[name] = path
     admission = AdmissionLayer(metrics, deadline, tenants, paths, attempt.stop)
     return Pipeline(admission, admission, fallback, vote, hedge, attempt, suspects, rollout)
 
@@ -211,6 +219,7 @@ class Plan:
     route: str  # "single", "vote" or "rollout"
     fallback: str | None  # the fallback model, when the model has one
     hedge: bool
+    shed: frozenset[str] = frozenset()  # its sheddable callers (a saturation layer if any)
 
     def stages(self) -> list[str]:
         """The stages in order, admission to replica."""
@@ -219,19 +228,21 @@ class Plan:
             "vote": "route(vote: k legs, then a vote)",
             "rollout": "route(rollout: pool or candidate, a copy compared off-path)",
         }[self.route]
-        names = ["admission", "deadline"]
+        names = ["admission", *(["saturation"] if self.shed else []), "deadline"]
         if self.fallback is not None:
             names.append(f"fallback({self.fallback})")
         names += [route, "retry", *(["hedge"] if self.hedge else []), "balance", "attempt"]
         return names
 
 
-def plan(model: ModelConfig) -> Plan:
+def plan(model: ModelConfig, tenants: Mapping[str, TenantConfig] | None = None) -> Plan:
     """The path ``model`` uses: no fallback layer without a fallback, no hedge layer on a
-    single route with hedging off, no vote or rollout machinery on a plain route."""
+    single route with hedging off, no vote or rollout machinery on a plain route, no
+    saturation layer where no caller (``tenants``, and anonymous ones) is sheddable."""
     route = "rollout" if model.rollout is not None else model.route
     fallback = model.fallback.model if model.fallback is not None else None
-    return Plan(route, fallback, model.hedge.enabled or route != "single")
+    shed = sheddable(model, tenants or {})
+    return Plan(route, fallback, model.hedge.enabled or route != "single", shed)
 
 
 def assemble(
@@ -268,4 +279,4 @@ def explain(config: GatewayConfig, name: str) -> list[str]:
     if any(t.max_in_flight or t.rate_per_s for t in tenants.values()):
         edge.append("tenant limits")
     edge += ["body", "timeout", "parse", "schema", "call"]
-    return [*edge, *plan(config.models[name]).stages()]
+    return [*edge, *plan(config.models[name], tenants).stages()]
