@@ -1,13 +1,15 @@
 # The two commands: `make run` (venv, install, models, local replicas + gateway) and `make test`
 # (lint, format and type checks, the docs' strict build, the suite with coverage, its wall time).
+# `make fmt` fixes what `make lint` (and so `make test`) checks and can fix by itself.
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 MODELS := models/MANIFEST.json
 CONFIG ?= config/local.yaml
+CONSTRAINTS := constraints/dev.txt
 
-.PHONY: run test lint unit docs docs-check bench faults chaos capacity soak peers setup system clean deploy-check
+.PHONY: run test lint fmt unit docs docs-check bench faults chaos capacity soak peers setup system clean deploy-check
 
 run: setup
 	$(VENV)/bin/gateway up --config $(CONFIG)
@@ -40,6 +42,14 @@ lint: setup
 	$(VENV)/bin/ruff format --check $(LINTED)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
+
+# What `lint` checks that a tool can fix: the lint rules with a safe fix (import order, pyupgrade's
+# rewrites...), then the format. It fails on what is left for you (a rule without a fix); mypy
+# and lint-imports fix nothing, so `make lint` still runs them.
+fmt: $(STAMP)
+	$(VENV)/bin/ruff check --fix --exit-zero --quiet $(LINTED)
+	$(VENV)/bin/ruff format --quiet $(LINTED)
+	$(VENV)/bin/ruff check $(LINTED)
 
 # The documentation site: regenerate the generated pages, then build it into site/.
 docs: setup
@@ -106,10 +116,11 @@ setup: system $(STAMP) $(MODELS)
 system:
 	@bash .ci/system-deps.sh
 
-$(STAMP): pyproject.toml
+# The dev tools come at the versions pinned in $(CONSTRAINTS); changing a pin reinstalls.
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[cpu,replica,dev,load,build]'
+	$(PY) -m pip install -q -c $(CONSTRAINTS) -e '.[cpu,replica,dev,load,build]'
 	touch $(STAMP)
 
 $(MODELS): $(STAMP)

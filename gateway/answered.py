@@ -4,7 +4,9 @@ The request path appends one `Answer` per request (`gateway.telemetry.answers.An
 `AnswerFold` takes a batch of them into the metrics, the SLO windows, Triton's statistics and
 the dashboard's history. Answers alike (model, status, replica, degradation, tenant) share one
 series lookup and one update of each counter; an SLO window takes each answer at its own wall
-time, and only for models that have SLOs.
+time, and only for models that have SLOs. A voted answer (a vote's, or a fallback's in its
+place) of a model with a correctness SLO is also a judged answer: bad when it was served
+without a quorum (`voted_answer`).
 """
 
 from __future__ import annotations
@@ -84,9 +86,22 @@ class AnswerFold:
                 bad = degraded is not None
                 for a in group:
                     self._slo.record(model, status, a[5], bad, tenant, a[6], wall - (now - a[AT]))
+                if status == 200 and voted_answer(served_by, config, model in self._slo.escalated):
+                    for a in group:
+                        self._slo.judge(model, not bad, "vote", wall - (now - a[AT]))
             last_wall = wall - (now - group[-1][AT])
             self._stats.record_all(model, status == 200, latencies, last_wall, rows)
             self._history.observe(model, status, latencies, degraded, served_by)
+
+
+def voted_answer(served_by: str, config: ModelConfig, escalated: bool) -> bool:
+    """Whether an answer of a model voted now (by its route, or its burn policy's vote) came
+    from its vote: the legs' replicas, comma-joined, or the fallback answering in the vote's
+    place (served without a quorum). A single-route answer of an escalated model (over the
+    vote's cap) was not voted."""
+    if config.vote is None and not escalated:
+        return False
+    return "," in served_by or served_by.startswith("fallback/")
 
 
 def _last_answered(item: tuple[object, list[Answer]]) -> float:

@@ -1,4 +1,4 @@
-"""What a reload keeps: the old gateway's judgements of replicas and models that stay.
+"""What a reload keeps: the outgoing gateway's judgements of replicas and models that stay.
 
 A reload builds a new `Gateway` from the new file; without this step every quarantine, open
 breaker, ejection and health verdict was forgotten (a replica answering wrong served again at
@@ -19,13 +19,13 @@ once) and the SLO history and alert states started from zero. Kept, by key:
 - a tenant's limiter while its limits stay (its requests in flight and its token bucket), and
   the retry budget's window while its config stays;
 - a discovered pool's members, when the pool stays and asks DNS the same question (name,
-  record, port, nameserver): the new gateway starts with the old one's members and their
+  record, port, nameserver): the new gateway starts with the outgoing one's members and their
   verdicts, and its own resolution goes on from there. Without this, its pool was empty until
-  the first answer was resolved and probed, and requests in between failed (11 of 300 over
-  two reloads under load, `tests/integration/test_discovery.py`).
+  the first answer was resolved and probed, and requests in between failed (under load in
+  `tests/integration/test_discovery.py`; how many: docs/measured.md).
 
 What changed is new, on purpose: a replica at a new URL is another server. Both gateways read
-one clock (the reload hands the old one's to the new), so carried instants stay comparable.
+one clock (the reload hands the outgoing one's to the new), so carried instants stay comparable.
 """
 
 from __future__ import annotations
@@ -81,8 +81,8 @@ def _same_question(a: DiscoveryConfig | None, b: DiscoveryConfig | None) -> bool
 
 
 def _carry_members(registry: Registry, before: Pool, pool: Pool) -> None:
-    """A discovered pool starts with the members DNS last gave the old gateway (the probers
-    watch them as joiners; what they learned is carried like any other replica's)."""
+    """A discovered pool starts with the members DNS last gave the outgoing gateway (the
+    probers watch them as joiners; what they learned is carried like any other replica's)."""
     discovery = pool.config.discovery
     if discovery is None or not _same_question(before.config.discovery, discovery):
         return

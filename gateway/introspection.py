@@ -12,7 +12,6 @@ from gateway.runtime import Gateway
 
 def state_document(gateway: Gateway) -> dict[str, Any]:
     pipeline = gateway.pipeline
-    admission = pipeline.admission
     levels = gateway.levels
     sent, won = levels.hedges()
     doc = {
@@ -31,9 +30,10 @@ def state_document(gateway: Gateway) -> dict[str, Any]:
                 "in_flight": levels.in_flight(name),
                 "max_in_flight": m.admission.max_in_flight,
                 "shed": levels.shed(name),
-                "tenants": {s.name: s.to_json() for s in admission.share_of(name, m)},
+                "tenants": levels.tenants(name, m),
                 "hedging": m.hedge.enabled,  # configured; the burn policy may suspend it
                 "policy": _adjustment(gateway, name),
+                **_correctness(gateway, name),
             }
             for name, m in gateway.config.models.items()
         },
@@ -48,6 +48,26 @@ def state_document(gateway: Gateway) -> dict[str, Any]:
 def slo_document(gateway: Gateway) -> dict[str, Any]:
     doc = gateway.slo.to_json()
     doc["state_store"] = gateway.shared.snapshot()
+    return doc
+
+
+def _correctness(gateway: Gateway, model: str) -> dict[str, Any]:
+    """A model's audits by outcome and its burn policy's vote (why it is voted now), where it
+    has either."""
+    doc: dict[str, Any] = {}
+    config = gateway.config.models[model]
+    if config.audit is not None:
+        doc["audits"] = {
+            "rate": config.audit.rate,
+            "against": config.audit.against or config.pools[0],
+            "outcomes": gateway.verdicts.to_json().get(model, {}),
+        }
+    escalation = gateway.slo.escalations.get(model)
+    if escalation is not None:
+        doc["escalation"] = {
+            **escalation.to_json(),
+            "vote_pools": list(config.vote_pools[: escalation.config.k]),
+        }
     return doc
 
 

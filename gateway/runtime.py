@@ -17,8 +17,9 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from gateway.answered import answer_tape
+from gateway.audit_verdicts import AuditVerdicts
 from gateway.clock import Clock, MonotonicClock
-from gateway.config.models import GatewayConfig
+from gateway.config.models import GatewayConfig, ModelConfig
 from gateway.fallback.watcher import FallbackWatcher
 from gateway.history import HistoryRecorder
 from gateway.periodic import Periodic
@@ -27,6 +28,7 @@ from gateway.rollout.wiring import rollout_ticker, rollouts_for
 from gateway.serving import Serving
 from gateway.shared_state import SharedState
 from gateway.slo.engine import SloBook
+from gateway.telemetry.audit import AuditEvent
 from gateway.telemetry.metrics import ANONYMOUS, Metrics
 from gateway.telemetry.model_stats import ModelStats
 from gateway.telemetry.slo_metrics import slo_gauges
@@ -44,6 +46,7 @@ from gateway.upstream.probes.health import HealthProber
 from gateway.upstream.probes.load import LoadScraper, load_transport
 from gateway.upstream.probes.load_metrics import LoadCollector
 from gateway.upstream.probes.metadata import MetadataWarmer
+from gateway.upstream.suspects import Suspects
 from gateway.upstream.transport.base import Transport
 from gateway.upstream.transport.local_errors import LOCAL_RESOURCE_ERRORS
 
@@ -99,6 +102,14 @@ class Gateway(Serving):
         self.rollouts = rollouts_for(  # candidates beside models' pools (shared progress)
             config.models, clock, self.rng, self.shared, self.slo.burning, metrics
         )
+        suspects = Suspects(self.registry)  # votes' and audits' verdicts, quarantines
+        suspects.heard = self._vote_verdict  # the burn policy's vote's evidence
+        self.suspects = suspects
+        # what audits and golden probes find: correctness SLOs, suspects, counts
+        self.verdicts = AuditVerdicts(config.models, self.slo, suspects, metrics)
+        self.audits = self.verdicts
+        self.escalated = self.slo.escalated  # the burn policy's votes, read by the pipeline
+        self.slo.switched = self._switched
         self._services: list[Any] = []
         self._injected = transport
         self.levels: Levels = OwnLevels(self)  # the data plane's levels (its workers' in control)
@@ -128,7 +139,7 @@ class Gateway(Serving):
         ]
         self._services = [
             HealthProber(self.registry, transport, self.clock, self.rng),
-            GoldenProber(self.registry, transport, self.clock, self.rng),
+            GoldenProber(self.registry, transport, self.clock, self.rng, self.verdicts.golden),
             # what a replica that left leaves behind: sockets, series, records
             Departures(self.registry, transport, self.metrics, (self.suspects.forget_replica,)),
             DiscoveryService(self.registry, self.clock),  # after the probers: joiners get probed
@@ -170,6 +181,29 @@ class Gateway(Serving):
             await service.stop()
         self._services.clear()
         await self.stop_serving()
+
+    def _vote_verdict(
+        self, model: str, replica_id: str, rows: int, dissented: int, by: str
+    ) -> None:
+        """A vote's verdict on a leg, for the burn policy's vote: on the model's own pool's
+        leg, the single route's evidence (`gateway.slo.escalation.VoteEscalation.observe`)."""
+        escalation = self.slo.escalations.get(model)
+        if escalation is None or by != "vote" or not escalation.engaged:
+            return
+        replica = self.registry.replica(replica_id)
+        if replica is not None and replica.pool == self.config.models[model].pools[0]:
+            escalation.observe(replica_id, rows, dissented)
+
+    def _switched(self, model: str, engaged: bool, reason: str) -> None:
+        """The burn policy's vote engaged or released for ``model``: in the audit trail (and
+        so the timeline), and its gauge."""
+        action = "escalate_to_vote" if engaged else "back_to_single_route"
+        target, origin = f"model:{model}", self.shared.origin
+        event = AuditEvent(
+            self.clock.wall(), "burn_policy", action, target, reason, "applied", origin
+        )
+        self.shared.audit(event)
+        self.metrics.escalated(model, engaged)
 
     def _may_empty(self, pool: str) -> bool:
         """Whether every model on ``pool`` has a fallback that answers (it may lose all)."""
@@ -261,6 +295,10 @@ class Levels(Protocol):
         """Load reports answers carried so far: ``taken``, and refused by why."""
         ...
 
+    def tenants(self, model: str, config: ModelConfig) -> dict[str, dict[str, int]]:
+        """The model's admission seats by tenant, their counts (`FairShare`'s)."""
+        ...
+
 
 class OwnLevels:
     def __init__(self, gateway: Gateway) -> None:
@@ -292,6 +330,12 @@ class OwnLevels:
             return {}
         reports = pipeline.attempt.load_reports
         return {"taken": reports.taken, **reports.refused}
+
+    def tenants(self, model: str, config: ModelConfig) -> dict[str, dict[str, int]]:
+        pipeline = self._gateway._pipeline
+        if pipeline is None:
+            return {}
+        return {seat.name: seat.to_json() for seat in pipeline.admission.share_of(model, config)}
 
 
 def _topology(config: GatewayConfig, locate: Callable[[str], str | None]) -> Topology:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import random
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from typing import Any
 
 import orjson
@@ -24,6 +24,7 @@ from gateway.config.models import GatewayConfig, ModelConfig
 from gateway.errors import NoReplicaAvailable, NotFound, UpstreamError
 from gateway.fallback.manifest import configured_manifest
 from gateway.fallback.model import FallbackModel
+from gateway.pipeline.audit import AuditSink
 from gateway.pipeline.build import Pipeline, build_pipeline
 from gateway.pipeline.call import Adjuster, InferCall, InferResult
 from gateway.pipeline.fallback import FallbackRunner
@@ -63,7 +64,8 @@ class Serving:
     ) -> None:
         """``metrics``: what the request path reports to; ``events``: where the registry's
         breaker transitions, ejections and quarantines go; ``adjust``: a model's burn-policy
-        adjustment now. The subclass sets `rollouts` (and may set `suspects`) before `start`."""
+        adjustment now. The subclass sets `rollouts` (and may set `suspects`, `audits` and
+        `escalated`) before `start`."""
         self.config = config
         self.clock = clock
         self.rng = rng
@@ -76,6 +78,10 @@ class Serving:
         self.suspects: DissentSink = Suspects(self.registry)
         self.rollouts: Rollouts | None = None
         self.reactions: Reactions | None = None  # None: every reaction here (`Reactions`)
+        self.audits: AuditSink | None = None  # where audits' verdicts go (None: no audits)
+        # the models the burn policy serves by a vote now (model -> why), kept in place by
+        # whoever decides (the SLO book here, the snapshot mirror in a worker)
+        self.escalated: Mapping[str, str] = {}
         names = sorted({m.fallback.model for m in config.models.values() if m.fallback})
         manifest = configured_manifest(config.fallback_manifest)
         self.fallback_models = {n: FallbackModel(manifest, n, clock) for n in names}
@@ -125,6 +131,8 @@ class Serving:
             self.config.models,
             self.suspects,
             self.reactions,
+            self.audits,
+            self.escalated,
         )
         for model in self.fallback_models.values():
             await model.verify()

@@ -175,8 +175,8 @@ class SharedState:
             self._audit_sink(event)
 
     def carry_from(self, old: SharedState) -> None:
-        """A reload's new gateway takes the old one's decisions and obeys them (and is the same
-        instance, started when the old one did)."""
+        """A reload's new gateway takes the outgoing one's decisions and obeys them (and is
+        the same instance, started when the outgoing one did)."""
         self.decisions.carry_from(old.decisions)
         self.rejects.counts.update(old.rejects.counts)  # counts run on across a reload
         self.started = old.started

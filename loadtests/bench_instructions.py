@@ -1,11 +1,12 @@
 """CPU per request as instructions: each proxy under callgrind, the same requests through each.
 
-CPU seconds per request on a shared virtual machine vary by 15 % and more from run to run,
-which hides any change smaller than that (``loadtests/bench_overhead.py``). The instructions a
-process executes do not depend on what else the machine runs: callgrind counts them, the same
-for the same inputs. Each target (the gateway on one replica and on a pool of three entries,
-the minimal Python proxy, nginx, and uvicorn answering a fixed reply with no upstream: the
-server's own floor, `loadtests/uvicorn_floor.py`) runs under ``valgrind --tool=callgrind`` with
+CPU seconds per request on a shared virtual machine vary by 15 % and more from run to run, which
+hides any change smaller than that (``loadtests/bench_overhead.py``). The instructions a process
+executes do not depend on what else the machine runs: callgrind counts them, the same for the
+same inputs. Each target (the gateway's data-plane worker, with one replica and with a pool of
+three entries, the minimal Python proxy, nginx, and uvicorn answering a fixed reply with no
+upstream: the server's own floor, `loadtests/uvicorn_floor.py`, beside the data plane's lean
+server doing the same, `loadtests/lean_floor.py`) runs under ``valgrind --tool=callgrind`` with
 counting off while it starts; counting is switched on, ``WARM`` requests warm it, then the
 counters are zeroed, ``REQUESTS`` requests are sent at ``CONCURRENCY`` to the one real replica,
 and the total is dumped. The background's rate (probes, samplers), counted in a window without
@@ -13,8 +14,8 @@ requests before, is taken off for the requests' window's length (`count`); the s
 is printed. Under callgrind a loaded machine stretches the window, and with it that share, the
 one part of the figure that is estimated rather than counted.
 
-Instructions are not time (a cache miss costs no instruction), so this is the ratio of work,
-not of seconds; both are printed in ``make bench``'s runs beside each other. Under callgrind a
+Instructions are not time (a cache miss costs no instruction), so this is the ratio of work, not
+of seconds; both are printed in ``make bench``'s runs beside each other. Under callgrind a
 process runs some fifty times slower, so the counts are of few requests and the run takes a few
 minutes. Run: ``.venv/bin/python loadtests/bench_instructions.py``.
 """
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -31,10 +33,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from gateway.control.plane import WORKER_PREFIX_ENV
 from loadtests.bench_overhead import MODEL, body, floor
 from loadtests.gateway_counters import scrape
 from loadtests.loadgen import LoadResult, closed_loop
@@ -79,7 +83,14 @@ def _dumped(out_dir: Path, pid: int, before: set[Path]) -> int:
 
 
 def count(
-    proc: Proc, out_dir: Path, url: str, path: str, payload: bytes, *, gateway: bool = False
+    pid: int,
+    name: str,
+    out_dir: Path,
+    url: str,
+    path: str,
+    payload: bytes,
+    *,
+    gateway: bool = False,
 ) -> dict[str, Any]:
     """Instructions per request of ``proc`` (under callgrind), its background rate taken off.
 
@@ -87,7 +98,6 @@ def count(
     then the warm-up; the requests' window runs on for ``SETTLE_S`` after the last answer, so
     work a request leaves for later (a sampler folding it) counts as its own.
     """
-    pid = proc.process.pid
     _control("-i", "on", str(pid))
     time.sleep(SETTLE_S)
     idle, idle_wall = _window(out_dir, pid, lambda: time.sleep(IDLE_S))
@@ -107,7 +117,7 @@ def count(
         after = _tries(url)
         attempts, slow = (after[0] - tries[0], after[1] - tries[1])
     if load.statuses.get(200, 0) != load.requests or load.errors:
-        print(f"warning: {proc.name}: {dict(load.statuses)} {dict(load.errors)}")
+        print(f"warning: {name}: {dict(load.statuses)} {dict(load.errors)}")
     background = idle / idle_wall * wall
     return {
         "requests": load.requests,
@@ -121,6 +131,13 @@ def count(
             if gateway else {}
         ),
     }  # fmt: skip
+
+
+def worker_pid(url: str) -> int:
+    """The PID of a gateway's one data-plane worker (its ``/admin/state``)."""
+    state = httpx.get(f"{url}/admin/state", trust_env=False, timeout=30).json()
+    (worker,) = state["workers"]["workers"]
+    return int(worker["pid"])
 
 
 def _tries(url: str) -> tuple[float, float]:
@@ -162,6 +179,14 @@ def server_floor(stack: Stack, **start: Any) -> Proc:
     return stack.start("uvicorn-floor", argv, f"http://127.0.0.1:{port}", "/ready", **start)
 
 
+def lean_floor(stack: Stack, **start: Any) -> Proc:
+    """The data plane's own server (`gateway.worker.http`) answering the same fixed reply
+    (`loadtests/lean_floor.py`): what a worker pays per request before any work of its own."""
+    port = free_port()
+    argv = [sys.executable, str(ROOT / "loadtests" / "lean_floor.py"), "--port", str(port)]
+    return stack.start("lean-floor", argv, f"http://127.0.0.1:{port}", "/ready", **start)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", help="only this target (repeatable)")
@@ -185,15 +210,19 @@ def main(argv: list[str] | None = None) -> int:
         for config in (one, three):  # fewer probes: less background to estimate and take off
             config["pools"]["pool"]["health"] = {"interval_s": PROBE_INTERVAL_S}
         gateway_path, direct_path = "/v2/models/digits/infer", f"/v2/models/{MODEL}/infer"
+        # a gateway's requests run in its data-plane worker: that process runs under callgrind
+        workers = {"env": {WORKER_PREFIX_ENV: shlex.join(valgrind_argv(out_dir))},
+                   "ready_timeout_s": READY_S}  # fmt: skip
         targets = {
-            "gateway": lambda: (stack.gateway(one, **under), gateway_path),
+            "gateway": lambda: (stack.gateway(one, **workers), gateway_path),
             "gateway[3 entries]": lambda: (
-                stack.gateway(three, name="gateway-3", **under),
+                stack.gateway(three, name="gateway-3", **workers),
                 gateway_path,
             ),
             "floor": lambda: (floor(stack, replica, **under), direct_path),
             "nginx": lambda: (stack.nginx([replica.url], **under), direct_path),
             "uvicorn, no upstream": lambda: (server_floor(stack, **under), direct_path),
+            "lean server, no upstream": lambda: (lean_floor(stack, **under), direct_path),
         }
         for name, start in targets.items():
             if args.only and name not in args.only:
@@ -202,7 +231,9 @@ def main(argv: list[str] | None = None) -> int:
             if proc is None:
                 print(f"{name}: not installed, skipped")
                 continue
-            rows[name] = count(proc, out_dir, proc.url, path, payload, gateway=path == gateway_path)
+            gateway = path == gateway_path
+            pid = worker_pid(proc.url) if gateway else proc.process.pid
+            rows[name] = count(pid, name, out_dir, proc.url, path, payload, gateway=gateway)
             print(f"{name}: {rows[name]}", flush=True)
         if args.keep is not None:
             shutil.copytree(out_dir, args.keep, dirs_exist_ok=True)

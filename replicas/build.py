@@ -76,7 +76,7 @@ class Recipe:
 
 PRIMARIES = (
     # The three were chosen so that their 2-of-3 majority is at least as accurate as the
-    # best of them alone (99.1 % on the test split, the SVM's), which a vote must not lose.
+    # best of them alone (the SVM, on the test split), which a vote must not lose.
     Recipe(
         "digits-mlp",
         "MLP, 256 hidden units, min-max scaled input",

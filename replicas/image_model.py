@@ -1,9 +1,9 @@
 """A tiny image-shaped ONNX model: 1×3×224×224 FP32 in, ten logits and a label out.
 
-Why: the digits models take 64 numbers a row (a ~300-byte request); real image traffic is
-602 KB of tensor bytes a request (6 MB for a batch of 10). This model gives the payload
-benchmarks (``loadtests/bench_payloads.py``) a replica that takes such inputs while costing the
-replica little CPU: a global average pool, a 3×10 linear layer with fixed weights, an argmax.
+Why: the digits models take 64 numbers a row (a ~300-byte request); real image traffic sends an
+image's FP32 tensor (the shape above) a request, ten of them in a batch of 10. This model gives the
+payload benchmarks (``loadtests/bench_payloads.py``) a replica that takes such inputs while costing
+the replica little CPU: a global average pool, a 3×10 linear layer with fixed weights, an argmax.
 Built from onnx helper ops in milliseconds; nothing is trained.
 """
 

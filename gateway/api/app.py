@@ -9,11 +9,10 @@ one had started), and is the last line against bare 500s: anything unexpected be
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from gateway.api.admin import build_admin_app
@@ -31,6 +30,7 @@ from gateway.config import ConfigError, GatewayConfig
 from gateway.config.loader import read_config
 from gateway.errors import BadRequest, Conflict, GatewayError
 from gateway.pipeline.build import build_edge
+from gateway.pipeline.edge import Edge
 from gateway.policies.byte_budget import InflightBytes
 from gateway.policies.heap_trim import HeapTrim
 from gateway.preflight import config_problems
@@ -41,6 +41,7 @@ from gateway.telemetry.audit import AuditEvent
 log = logging.getLogger(__name__)
 
 RETIRE_GRACE_S = 60.0
+RETIRE_POLL_S = 0.05
 # Server settings the running server holds (the socket, the protocol, the parser).
 RESTART_FIELDS = (
     "host", "port", "grpc_port", "max_header_bytes", "header_timeout_s", "body_timeout_s",
@@ -51,6 +52,11 @@ RESTART_FIELDS = (
     "max_connections",
 )  # fmt: skip
 DRAIN_SLACK_S = 1.0
+_READS = frozenset({"GET", "HEAD"})
+READ_BARRIER_S = 0.5  # a read waits this long at most for the workers' latest answers
+WRITE_BARRIER_S = 10.0  # a change waits this long at most for the workers to take it in
+Barrier = Callable[[float], Awaitable[object]]
+PEER_HEADER = b"x-gateway-peer"  # set by a worker's proxy (`gateway.worker.http.proxy`)
 INFER_PATH = re.compile(r"^/v2/models/([^/]+)(?:/versions/([^/]+))?/infer$")
 
 
@@ -76,6 +82,9 @@ class GatewayApp:
         self._parses = parses
         # who hears of each gateway a reload or a promotion swaps in (a control's workers)
         self.on_reload: list[Reloaded] = []
+        # a control's workers flushed and up to date within a bound in seconds
+        # (`ControlPlane.barrier`); None: no workers
+        self.barrier: Barrier | None = None
         self._retiring: set[asyncio.Task[None]] = set()
         self._reloading = asyncio.Lock()  # one reload at a time (HTTP, SIGHUP, file watch)
         server = gateway.config.server  # where and how to listen: fixed until a restart
@@ -125,11 +134,11 @@ class GatewayApp:
         """Re-reads the config file and swaps in a gateway built from it, without a restart.
 
         The new gateway starts (probes, fallback verification) before it takes traffic; the
-        old one finishes the requests it holds, then stops. What the old one learned about
-        replicas and models that stay is carried over (`carry_over`); the control plane's
+        outgoing one finishes the requests it holds, then stops. What the outgoing one learned
+        about replicas and models that stay is carried over (`carry_over`); the control plane's
         keys and allowed hosts are read afresh (a key rotation needs no restart). Where to
-        listen (``server.host``/``port``), the client limits the protocol holds and
-        the parser's settings need a restart to change (`RESTART_FIELDS`).
+        listen (``server.host``/``port``), the client limits the protocol holds and the parser's
+        settings need a restart to change (`RESTART_FIELDS`).
 
         Audited (`AuditEvent`, action ``reload``, target ``config``) as ``who`` asked for it
         (an operator's name, a signal, the file watch) and ``reason``: applied, or refused
@@ -196,7 +205,7 @@ class GatewayApp:
         this raises), carries the running one's state over and hands it the traffic; the old
         one retires once the requests it admitted are answered. ``text``: the file's text
         ``config`` comes from, with ``promoted`` models handed over (for `on_reload`)."""
-        old = self.gateway
+        old, old_edge = self.gateway, self.edge
         fresh = Gateway(config, clock=old.clock)  # one clock: carried deadlines stay valid
         await fresh.start()
         carried = carry_over(old, fresh)  # no await from here to the swap: nothing is missed
@@ -204,7 +213,7 @@ class GatewayApp:
         self.config_text, self.promoted = text, promoted
         for hear in self.on_reload:
             hear(fresh, text, promoted)
-        task = asyncio.create_task(_retire(old))
+        task = asyncio.create_task(_retire(old, old_edge))
         self._retiring.add(task)
         task.add_done_callback(self._retiring.discard)
         return carried
@@ -240,6 +249,8 @@ class GatewayApp:
         return longest_ms / 1000 + DRAIN_SLACK_S
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope.get("client") is None:
+            _client_from_worker(scope)
         if scope["type"] == "lifespan":
             await self._lifespan(receive, send)
             return
@@ -252,7 +263,14 @@ class GatewayApp:
                     log.exception("unexpected error on %s", scope["path"])
                     await send_json(send, 500, {"error": "internal gateway error (logged)"})
                 return
-        await self._admin(scope, receive, send)
+        barrier = self.barrier
+        if barrier is None or scope["type"] != "http":
+            await self._admin(scope, receive, send)
+        elif scope["method"] in _READS:
+            await barrier(READ_BARRIER_S)  # what it reads counts every worker's requests so far
+            await self._admin(scope, receive, send)
+        else:
+            await self._admin(scope, receive, _after(barrier, send))
 
     async def statistics(self, name: str | None = None) -> dict[str, Any]:
         """Triton's statistics (for the gRPC door: `gateway.grpc_door.door_app.DoorApp`)."""
@@ -276,7 +294,8 @@ class GatewayApp:
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})
                     return
                 _settle_garbage_collector()
-                install_call_count(asyncio.get_running_loop(), self._settle)  # $GATEWAY_CALL_COUNT
+                if self._parses:  # the requests are served here, not by workers
+                    install_call_count(asyncio.get_running_loop(), self._settle)
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 await asyncio.gather(*self._retiring, return_exceptions=True)
@@ -286,10 +305,36 @@ class GatewayApp:
                 return
 
 
-async def _retire(gateway: Gateway, grace_s: float = RETIRE_GRACE_S) -> None:
-    """Stops a replaced gateway once the requests it admitted are answered (bounded)."""
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(gateway.pipeline.admission.idle.wait(), grace_s)
+def _after(barrier: Barrier, send: Send) -> Send:
+    """``send``, whose answer waits for ``barrier`` first: a state change made by the request
+    (a drain, a reload) has reached every worker when the operator reads its answer."""
+
+    async def sending(message: MutableMapping[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            await barrier(WRITE_BARRIER_S)
+        await send(message)
+
+    return sending
+
+
+def _client_from_worker(scope: Scope) -> None:
+    """A request a data-plane worker forwarded (this server then listens on the control's
+    private socket, which no client reaches): its client's address, as the worker says."""
+    for name, value in scope["headers"]:
+        if name == PEER_HEADER:
+            scope["client"] = (value.decode("latin-1"), 0)
+            return
+
+
+async def _retire(gateway: Gateway, edge: Edge, grace_s: float = RETIRE_GRACE_S) -> None:
+    """Stops a replaced gateway once every request its edge took is answered (bounded):
+    one still reading its body has not reached admission yet, but will use its transport."""
+    loop = asyncio.get_running_loop()
+    until = loop.time() + grace_s
+    while edge.open > 0 or not gateway.pipeline.admission.idle.is_set():
+        if loop.time() >= until:
+            break
+        await asyncio.sleep(RETIRE_POLL_S)
     await gateway.stop()
 
 

@@ -23,6 +23,20 @@ from gateway.v2.identity import request_id_of
 REQUEST_ID = "x-request-id"
 
 
+def id_lines(given_id: str | None, given_parent: str | None, tracing: bool) -> bytes:
+    """An answer's ``x-request-id`` line (the client's, when it is one, else a new one) and,
+    with tracing on, a ``traceparent`` line continuing the client's trace (as `AnswerIds`
+    adds them to every answer of the FastAPI side)."""
+    lines = b"x-request-id: %s\r\n" % request_id_of(given_id).encode()
+    if tracing:
+        parent = parse_traceparent(given_parent)
+        trace_id = parent.trace_id if parent is not None else new_trace_id()
+        sampled = parent.sampled if parent is not None else False
+        traceparent = format_traceparent(trace_id, new_span_id(), sampled)
+        lines += b"traceparent: %s\r\n" % traceparent.encode()
+    return lines
+
+
 class AnswerIds:
     """ASGI wrapper: adds ``x-request-id`` (and ``traceparent`` when tracing is on)."""
 

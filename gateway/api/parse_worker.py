@@ -1,9 +1,9 @@
 """The worker process that parses large infer requests, so the event loop never does.
 
-Run as ``python -m gateway.api.parse_worker``: it imports only the V2 parsing code (~30 MB,
-not the whole gateway), reads one request at a time from stdin and answers on stdout, each
-message a length-prefixed pickle (the body follows its metadata as raw bytes). What it sends
-back is *detached*: the header without the inputs' data, so unpickling it costs the event
+Run as ``python -m gateway.api.parse_worker``: it imports only the V2 parsing code (not the whole
+gateway: its memory is on docs/measured.md), reads one request at a time from stdin and answers on
+stdout, each message a length-prefixed pickle (the body follows its metadata as raw bytes). What it
+sends back is *detached*: the header without the inputs' data, so unpickling it costs the event
 loop microseconds, not the parse it was spared.
 """
 

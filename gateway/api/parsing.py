@@ -4,8 +4,8 @@ Below ``parse_inline_max_bytes`` (where parsing and checking a body starts to st
 the hot path parses inline. Above it, the body goes to an *offload*, chosen by name:
 ``process`` (default) hands it to a worker process (`gateway.api.parse_worker`); ``thread``
 uses ``asyncio.to_thread``, which frees nothing here because orjson holds the GIL for the
-whole parse (measured: a 5 MB body stalled the loop as long in a thread as inline), and is
-kept to show that; ``inline`` parses on the loop at any size.
+whole parse (measured: a large body stalls the loop as long in a thread as inline; figures on
+docs/measured.md), and is kept to show that; ``inline`` parses on the loop at any size.
 """
 
 from __future__ import annotations

@@ -100,12 +100,13 @@ def _control(
         gateway,
         run_dir,
         workers,
-        rest.fileno(),
+        rest,
         text,
         str(Path(path).absolute().parent),
         grpc=None if grpc_port is None else (bind_host, grpc_port),
     )
     app.on_reload.append(plane.reloaded)
+    app.barrier = plane.barrier
     server = GatewayServer(
         uvicorn.Config(
             app,
@@ -117,7 +118,7 @@ def _control(
             proxy_headers=False,
             server_header=False,
             log_config=None,  # uvicorn's lines go through the gateway's (JSON) handler
-            log_level="warning",
+            log_level="info",
             timeout_graceful_shutdown=10,  # set from the models' deadlines when draining
         ),
         app,

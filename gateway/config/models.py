@@ -13,6 +13,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 
 from gateway.config.accelerator import AcceleratorConfig
 from gateway.config.access import AdminAccessConfig, normalise_hosts
+from gateway.config.audit import AuditConfig
 from gateway.config.discovery import DiscoveryConfig
 from gateway.config.endpoint import Endpoint
 from gateway.config.grpc_door import GrpcDoorConfig
@@ -349,6 +350,16 @@ class ModelConfig(Frozen):
     rollout: RolloutConfig | None = Field(
         None, description="a candidate pool tried beside `pool` (shadow or canary)"
     )
+    audit: AuditConfig | None = Field(
+        None,
+        description="a sampled share of its single-route answers asked again and compared, "
+        "off the client's path (the correctness SLOs' evidence); none: no audits",
+    )
+    vote_pools: tuple[str, ...] = Field(
+        (),
+        description="the pools of diverse versions its requests are voted over while the burn "
+        "policy's vote is engaged (the first burn_policy.vote.k of them)",
+    )
 
     @field_validator("slos")
     @classmethod
@@ -368,7 +379,29 @@ class ModelConfig(Frozen):
             raise ValueError("rollout.candidate: the candidate is the model's own pool")
         if self.timeout_ms > self.max_timeout_ms:
             raise ValueError("timeout_ms must not exceed max_timeout_ms")
+        if self.audit is not None and (self.vote is not None or self.rollout is not None):
+            raise ValueError(
+                "audit: audits are for a single route (a vote compares every answer, a "
+                "rollout compares its candidate's)"
+            )
+        self._check_escalation()
         return self
+
+    def _check_escalation(self) -> None:
+        escalation = self.burn_policy.vote
+        if len(set(self.vote_pools)) != len(self.vote_pools):
+            raise ValueError("vote_pools must be distinct")
+        if not escalation.enabled:
+            return
+        if self.vote is not None or self.rollout is not None:
+            raise ValueError("burn_policy.vote: only a single-route model is escalated to a vote")
+        if len(self.vote_pools) < escalation.k:
+            raise ValueError(
+                f"burn_policy.vote: k={escalation.k} needs as many vote_pools "
+                f"(have {len(self.vote_pools)})"
+            )
+        if not any(slo.kind == "correctness" for slo in self.slos):
+            raise ValueError("burn_policy.vote: engaged by a correctness SLO, and none is set")
 
     @property
     def pools(self) -> tuple[str, ...]:
@@ -378,6 +411,31 @@ class ModelConfig(Frozen):
     @property
     def route(self) -> str:
         return "vote" if self.vote is not None else "single"
+
+    @property
+    def escalation_vote(self) -> VoteConfig | None:
+        """The vote the burn policy serves this model by while it is engaged (None: never):
+        the first k of its vote pools, a majority's quorum, compared as its audits compare."""
+        escalation = self.burn_policy.vote
+        if not escalation.enabled:
+            return None
+        audit = self.audit or AuditConfig(rate=1.0)
+        return VoteConfig(
+            pools=self.vote_pools[: escalation.k],
+            quorum=escalation.quorum,
+            label_outputs=audit.label_outputs,
+            numeric_atol=audit.numeric_atol,
+            numeric_rtol=audit.numeric_rtol,
+            suspect_window=audit.suspect_window,
+            suspect_min_votes=audit.suspect_min_votes,
+            suspect_ratio=audit.suspect_ratio,
+            quarantine_s=audit.quarantine_s,
+        )
+
+    @property
+    def voted(self) -> VoteConfig | None:
+        """The vote whose dissents count against replicas: its own, else its escalation's."""
+        return self.vote if self.vote is not None else self.escalation_vote
 
 
 class GatewayConfig(Frozen):
@@ -432,6 +490,7 @@ class GatewayConfig(Frozen):
                 known = ", ".join(sorted(self.pools))
                 raise ValueError(f"models.{name}.rollout.candidate: unknown pool "
                                  f"{model.rollout.candidate!r} (have {known})")  # fmt: skip
+            _check_named_pools(name, model, self.pools)
         ids: dict[str, str] = {}
         for pool_name, pool in self.pools.items():
             for replica in pool.replicas:
@@ -449,3 +508,14 @@ class GatewayConfig(Frozen):
                         f"(have {', '.join(sorted({*self.tenants, ANONYMOUS}))})"
                     )
         return self
+
+
+def _check_named_pools(name: str, model: ModelConfig, pools: dict[str, PoolConfig]) -> None:
+    """The pools a model's audits and burn-policy vote name exist."""
+    named = [("vote_pools", pool) for pool in model.vote_pools]
+    if model.audit is not None and model.audit.against is not None:
+        named.append(("audit.against", model.audit.against))
+    for key, pool_ref in named:
+        if pool_ref not in pools:
+            known = ", ".join(sorted(pools))
+            raise ValueError(f"models.{name}.{key}: unknown pool {pool_ref!r} (have {known})")

@@ -4,7 +4,8 @@ A worker enforces its limits alone, without asking the others (nothing is shared
 request path), so each of ``workers`` workers takes its share of every bound that is meant for
 the gateway as a whole: a model's ``admission.max_in_flight``, a tenant's in-flight bound, rate
 and burst, the retry budget's floor per second, a rollout's shadow copies in flight and per
-second, and ``server.inflight_bytes``. Counts are rounded up, so a worker always admits at
+second, a model's audits in flight and per second, the extra vote legs its burn policy's vote
+may hold, and ``server.inflight_bytes``. Counts are rounded up, so a worker always admits at
 least one; the sum may exceed the configured bound by less than one per worker. With one
 worker the config is returned unchanged. Ratios (the retry budget's ``ratio``, shares of the
 byte budget) hold per worker as they hold for the whole.
@@ -51,6 +52,20 @@ def _model_share(model: ModelConfig, workers: int) -> ModelConfig:
                 "shadow_rate_per_s": rollout.shadow_rate_per_s / workers,
             }
         )
+    if model.audit is not None:
+        audit = model.audit
+        update["audit"] = audit.model_copy(
+            update={
+                "max_in_flight": _share(audit.max_in_flight, workers),
+                "max_per_s": audit.max_per_s / workers,
+            }
+        )
+    escalation = model.burn_policy.vote
+    if escalation.enabled:
+        vote = escalation.model_copy(
+            update={"max_extra_in_flight": _share(escalation.max_extra_in_flight, workers)}
+        )
+        update["burn_policy"] = model.burn_policy.model_copy(update={"vote": vote})
     return model.model_copy(update=update)
 
 

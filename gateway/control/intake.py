@@ -6,7 +6,8 @@ the answer tape (metrics, SLOs, Triton statistics, history: folded as if served 
 `Call` records, carried out here through a table of what may be called, never by a name a
 worker chose: the request path's metrics; each attempt's fleet-wide part (the replica's counts,
 the outlier detector, the attempt's metrics) and each charge; votes' dissents (the suspects'
-records and quarantines); rollouts' evidence; a worker's breaker transitions (`FleetView`).
+records and quarantines); audits' verdicts and sheds (`gateway.audit_verdicts`); rollouts'
+evidence; a worker's breaker transitions (`FleetView`).
 A record that does not fit its entry (unknown, mistyped) is counted and dropped. Batches of
 one worker arrive in order, and a gap in their numbers is batches its link dropped while this
 process did not read (counted).
@@ -26,6 +27,8 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from gateway.config.models import ModelConfig
+from gateway.config.policies import VoteConfig
 from gateway.control.view import FleetView
 from gateway.outcome import REPLICA_FAILURES, OutcomeKind
 from gateway.pipeline.reactions import Reactions
@@ -34,11 +37,13 @@ from gateway.snapshot.loads import load_report
 from gateway.snapshot.messages import Batch, Call, Gauges, LoadView
 from gateway.snapshot.outcomes import outcome_of
 from gateway.telemetry.throttle import LogThrottle
+from gateway.upstream.registry import Pool
+from gateway.upstream.replica import Replica
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[..., None]
-_METRICS = ("queued", "retry", "retry_refused", "hedge", "shed", "per_try_timeout", "fallback")
+_METRICS = ("queued", "retry", "retry_refused", "hedge", "shed", "fallback")
 _ROLLOUTS = ("served", "compared", "copy_failed", "shed")
 
 
@@ -74,6 +79,13 @@ class WorkerLevels:
             total.update(gauges.load_reports)
         return total
 
+    def tenants(self, model: str, config: ModelConfig) -> dict[str, dict[str, int]]:
+        total: dict[str, Counter[str]] = {}
+        for gauges in self.gauges.values():
+            for tenant, counts in gauges.tenants.get(model, {}).items():
+                total.setdefault(tenant, Counter()).update(counts)
+        return {tenant: dict(counts) for tenant, counts in total.items()}
+
     def outstanding(self) -> Counter[str]:
         total: Counter[str] = Counter()
         for gauges in self.gauges.values():
@@ -92,6 +104,8 @@ class BatchIntake:
         self._seq: dict[int, int] = {}
         self.serving: set[int] = set()  # workers that shipped a batch since they connected
         self.stale: dict[int, bool] = {}  # each worker's snapshot was stale at its last batch
+        self.flushed: dict[int, int] = {}  # the last `Flush` token each worker answered
+        self.on_flushed: Callable[[], None] = lambda: None  # a barrier waiting on them
         self._lines = LogThrottle(gateway.clock)
         self.bind(gateway)
 
@@ -101,14 +115,18 @@ class BatchIntake:
         gateway.levels = self.levels
         metrics = gateway.metrics
         self._reactions = Reactions(metrics)
+        self._votes: dict[str, VoteConfig] = {}  # each model's vote, built once
         handlers: dict[tuple[str, str], Handler] = {
             ("metrics", name): getattr(metrics, name) for name in _METRICS
         }
-        handlers[("metrics", "vote")] = metrics.vote
+        handlers[("metrics", "vote")] = self._vote
+        handlers[("metrics", "per_try_timeout")] = self._per_try_timeout
         handlers[("metrics", "attempt")] = self._metrics_attempt
         handlers[("fleet", "attempt")] = self._attempt
         handlers[("fleet", "charged")] = self._charged
         handlers[("suspects", "observe")] = self._dissent
+        handlers[("audits", "audited")] = gateway.verdicts.audited
+        handlers[("audits", "shed")] = gateway.verdicts.shed
         handlers[("events", "breaker_transition")] = self._breaker
         for name in _ROLLOUTS:
             handlers[("rollouts", name)] = self._rollout(name)
@@ -119,6 +137,7 @@ class BatchIntake:
         self.levels.gauges.pop(worker, None)
         self._seq.pop(worker, None)
         self.serving.discard(worker)
+        self.flushed.pop(worker, None)
         self._outstanding()
 
     def take(self, batch: Batch) -> None:
@@ -131,6 +150,9 @@ class BatchIntake:
         gateway = self._gateway
         gateway.answers.answers.extend(batch.answers)
         self.stale[batch.worker] = batch.stale
+        if batch.flushed > self.flushed.get(batch.worker, 0):
+            self.flushed[batch.worker] = batch.flushed
+            self.on_flushed()
         if batch.stale and batch.answers:
             self.stale_answers += len(batch.answers)
             gateway.metrics.stale_answers(len(batch.answers))
@@ -138,10 +160,12 @@ class BatchIntake:
         for call in batch.calls:
             self._carry_out(call)
         if batch.gauges is not None:
+            self._budget(batch.worker, batch.gauges)
             self.levels.gauges[batch.worker] = batch.gauges
             self._outstanding()
             if batch.gauges.loads:
                 self._loads(batch.gauges.loads)
+            self._permits()
 
     def _carry_out(self, call: Call) -> None:
         handler = self._handlers.get((call.target, call.method))
@@ -162,21 +186,61 @@ class BatchIntake:
             log.warning("a worker's %s record was dropped: %s", key, why)
 
     def _loads(self, loads: Mapping[str, LoadView]) -> None:
-        replicas = {r.id: r for r in self._gateway.registry.replicas()}
+        registry = self._gateway.registry
         sampler = self._gateway.accelerators
         for replica_id, view in loads.items():
-            replica = replicas.get(replica_id)
+            replica = registry.replica(replica_id)
             if replica is not None:
                 replica.report_load(load_report(view), view.at)
                 if view.accelerator and sampler is not None:  # judged now, not at its next read
                     sampler.wake(replica_id)
 
+    def _budget(self, worker: int, gauges: Gauges) -> None:
+        """What the worker's retry budget counted since its last gauges, into the control's
+        (which other gateways share through the store)."""
+        before = self.levels.gauges.get(worker)
+        last = before.budget if before is not None else (0, 0, 0)
+        now = gauges.budget
+        deltas = [max(0, n - b) for n, b in zip(now, last, strict=True)]
+        if any(deltas):
+            self._gateway.budget.absorb(*deltas)
+
+    def _permits(self) -> None:
+        granted: Counter[str] = Counter()
+        peak: dict[str, int] = {}
+        for gauges in self.levels.gauges.values():
+            for replica_id, (given, most) in gauges.permits.items():
+                granted[replica_id] += given
+                peak[replica_id] = max(peak.get(replica_id, 0), most)
+        for replica_id, given in granted.items():
+            replica = self._gateway.registry.replica(replica_id)
+            if replica is not None and replica.breaker is not None:
+                replica.breaker.report_permits(given, peak[replica_id])
+
     def _outstanding(self) -> None:
         counts = self.levels.outstanding()
-        for replica in self._gateway.registry.replicas():
-            replica.report_outstanding(counts.get(replica.id, 0))
+        for pool in self._gateway.registry.pools.values():
+            for replica in (*pool.replicas, *pool.draining):  # a draining one's finish too
+                replica.report_outstanding(counts.get(replica.id, 0))
 
     # --- the records --------------------------------------------------------------------
+
+    def _known(self, replica_id: str) -> bool:
+        """Whether the replica is still the gateway's (a member or draining): one that left
+        took its series with it, and a late record must not bring them back."""
+        return any(
+            replica.id == replica_id
+            for pool in self._gateway.registry.pools.values()
+            for replica in (*pool.replicas, *pool.draining)
+        )
+
+    def _per_try_timeout(self, model: str, pool: str, replica: str) -> None:
+        if self._known(replica):
+            self._gateway.metrics.per_try_timeout(model, pool, replica)
+
+    def _vote(self, model: str, tally: str, dissenters: list[str]) -> None:
+        known = [replica for replica in dissenters if self._known(replica)]
+        self._gateway.metrics.vote(model, tally, known)
 
     def _metrics_attempt(self, model: str, pool: str, outcome: list[Any]) -> None:
         self._gateway.metrics.attempt(model, pool, outcome_of(outcome))
@@ -188,10 +252,9 @@ class BatchIntake:
         gateway = self._gateway
         outcome = outcome_of(args)
         pool = gateway.registry.pools.get(pool_name)
-        replica = gateway.registry.replica(replica_id)
-        if pool is None or replica is None or replica.pool != pool_name:
-            gateway.metrics.attempt(model, pool_name, outcome)  # it left: only counted
-            return
+        replica = _member(pool, replica_id)
+        if pool is None or replica is None:
+            return  # it left: its series went with it (`Departures`)
         error = outcome.describe() if outcome.kind in REPLICA_FAILURES else None
         outstanding = replica.outstanding
         replica.started()
@@ -205,17 +268,20 @@ class BatchIntake:
         gateway = self._gateway
         refuted = outcome_of(args)
         pool = gateway.registry.pools.get(pool_name)
-        replica = gateway.registry.replica(replica_id)
-        if pool is None or replica is None or replica.pool != pool_name:
+        replica = _member(pool, replica_id)
+        if pool is None or replica is None:
             return
         replica.charge(refuted.describe())
         pool.outlier.observe(replica, refuted)
 
     def _dissent(self, model: str, replica_id: str, rows: int, dissented: int) -> None:
         gateway = self._gateway
-        config = gateway.config.models[model].vote
+        config = self._votes.get(model)
         if config is None:
-            raise ValueError(f"model {model!r} has no vote")
+            config = gateway.config.models[model].voted  # its own vote, or its burn policy's
+            if config is None:
+                raise ValueError(f"model {model!r} has no vote")
+            self._votes[model] = config
         gateway.suspects.observe(model, config, replica_id, int(rows), int(dissented))
 
     def _breaker(self, replica_id: str, old: str, new: str) -> None:
@@ -233,3 +299,14 @@ class BatchIntake:
 
 
 _CANCELLED = OutcomeKind.CANCELLED
+
+
+def _member(pool: Pool | None, replica_id: str) -> Replica | None:
+    """The replica of ``pool`` named ``replica_id``, a draining one too (its attempts in
+    flight finish on it)."""
+    if pool is None:
+        return None
+    for replica in (*pool.replicas, *pool.draining):
+        if replica.id == replica_id:
+            return replica
+    return None

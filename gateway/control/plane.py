@@ -7,8 +7,8 @@
     Supervisor (StandbySpawner) ─────── spawns, replaces, stops ─────────► the REST socket
                                                                             inherited
 
-`start` listens on the link, publishes the fleet view every 50 ms (sent when it changed, and at
-least once a second), then starts the workers, each told the exact config text this process
+`start` listens on the link, publishes the fleet view at the publisher's pace (sent when it
+changed, and as a heartbeat), then starts the workers, each told the exact config text this process
 validated. A worker that connects is welcomed with that text and the latest snapshot; its
 batches are taken into the control's gateway (`BatchIntake`); when its connection ends its
 levels stop counting. `reloaded` follows a reload (or a promotion's hand-over): the view and
@@ -21,11 +21,17 @@ then the link.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
+import shlex
+import signal
+import socket
 import sys
 from pathlib import Path
 from typing import Any
 
+from gateway.call_count import ENV as CALL_COUNT_ENV
 from gateway.clock import Clock
 from gateway.control.intake import BatchIntake
 from gateway.control.standby import StandbySpawner
@@ -34,10 +40,13 @@ from gateway.control.view import FleetView
 from gateway.periodic import Periodic
 from gateway.runtime import Gateway
 from gateway.snapshot.link_server import LinkServer, WorkerConnection
-from gateway.snapshot.messages import PROTOCOL, Batch, Hello, Reload, Welcome
+from gateway.snapshot.messages import PROTOCOL, Batch, Flush, Hello, Reload, Welcome
 from gateway.snapshot.publisher import SnapshotPublisher
 
 log = logging.getLogger(__name__)
+
+BARRIER_S = 0.5  # the longest a control-plane request waits for the workers' flush
+WORKER_PREFIX_ENV = "GATEWAY_WORKER_PREFIX"  # a command the workers run under (benchmarks)
 
 
 class ControlPlane:
@@ -46,19 +55,20 @@ class ControlPlane:
         gateway: Gateway,
         run_dir: Path,
         workers: int,
-        rest_fd: int,
+        rest: socket.socket,
         config_text: str,
         config_dir: str,
         *,
         grpc: tuple[str, int] | None = None,
         clock: Clock | None = None,
     ) -> None:
-        """``rest_fd``: the REST listening socket the workers inherit; ``grpc``: the host and
-        port of their gRPC door (None: none)."""
+        """``rest``: the REST listening socket the workers inherit (kept open here while they
+        serve, so a worker being replaced refuses nobody); ``grpc``: the host and port of
+        their gRPC door (None: none)."""
         self.run_dir = run_dir
         self.workers = workers
         self._clock = clock or gateway.clock
-        self._rest_fd = rest_fd
+        self._rest = rest
         self._grpc = grpc
         self._text = config_text
         self._dir = config_dir
@@ -66,10 +76,13 @@ class ControlPlane:
         self._promoted: tuple[str, ...] = ()
         self.view = FleetView(gateway)
         self.intake = BatchIntake(gateway, self.view)
+        self.intake.on_flushed = self._flush_answered
+        self._token = 0
+        self._waiters: list[asyncio.Future[None]] = []  # barriers waiting for flushes
         self.link = LinkServer(str(run_dir / "control.sock"), self._hello, self._batch, self._lost)
         self.publisher = SnapshotPublisher(self.view.snapshot, self.link.broadcast, self._clock)
         self._publishing: Periodic | None = None
-        self._spawner = StandbySpawner(self._argv, (rest_fd,))
+        self._spawner = StandbySpawner(self._argv, (rest.fileno(),))
         self.supervisor = Supervisor(self._spawner, workers, clock=self._clock)
         self._attach(gateway)
 
@@ -90,21 +103,56 @@ class ControlPlane:
         self.publisher.tick()
         self.supervisor.on_event = self._worker_event
         await self.supervisor.start()
+        if os.environ.get(CALL_COUNT_ENV):  # the calls guard counts in the workers
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGUSR1, signal.SIGUSR2):
+                loop.add_signal_handler(sig, self._forward, sig)
         log.info("%d data-plane worker(s) started", self.workers)
 
     def serving(self) -> bool:
         """Whether every worker serves (each has shipped a batch: it does once it serves)."""
         return len(self.intake.serving) >= self.workers
 
+    async def barrier(self, timeout_s: float = BARRIER_S) -> bool:
+        """Returns once every connected worker has shipped what it answered so far and
+        applied every snapshot sent before (True), or after ``timeout_s`` (False): what the
+        control reads next counts every worker's requests, and an operator's decision just
+        taken reaches every worker before its answer does."""
+        self.publisher.tick()  # a change not yet sent goes before the flush
+        self._token += 1
+        token = self._token
+        waiting = {c.worker for c in self.link.connections if c.worker is not None}
+        if not waiting:
+            return True
+        self.link.broadcast(Flush(token))
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(timeout_s):
+                while any(self.intake.flushed.get(w, 0) < token for w in waiting):
+                    answered = loop.create_future()
+                    self._waiters.append(answered)
+                    await answered
+                    waiting &= {c.worker for c in self.link.connections if c.worker is not None}
+        except TimeoutError:
+            return False
+        return True
+
+    def _flush_answered(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
     def drain(self) -> None:
         """The gateway drains: every worker hears it now, not at the next tick."""
         self.publisher.tick()
 
     async def stop(self, grace_s: float) -> None:
-        """The workers finish what they hold within ``grace_s`` (then are killed), the link
-        closes."""
-        await self.supervisor.stop(grace_s)
-        await self._spawner.close()
+        """No new connections; the workers finish what they hold within ``grace_s`` (then
+        are killed); the link closes."""
+        self._rest.close()  # the workers' copies close as they stop: then nobody listens
+        # the standby holds a copy too: it goes at once, as the workers are told to stop
+        await asyncio.gather(self._spawner.close(), self.supervisor.stop(grace_s))
         if self._publishing is not None:
             await self._publishing.stop()
         await self.link.close()
@@ -173,11 +221,15 @@ class ControlPlane:
     def _lost(self, connection: WorkerConnection) -> None:
         if connection.worker is not None:
             self.intake.forget(connection.worker)
+            self._flush_answered()  # a barrier waiting on it waits no more
 
     # --- the workers --------------------------------------------------------------------
 
     def _argv(self, index_fd: int) -> list[str]:
+        # a command the workers run under, for benchmarks and profilers (callgrind, py-spy)
+        prefix = shlex.split(os.environ.get(WORKER_PREFIX_ENV, ""))
         argv = [
+            *prefix,
             sys.executable,
             "-m",
             "gateway.worker",
@@ -186,11 +238,17 @@ class ControlPlane:
             "--index-fd",
             str(index_fd),
             "--rest-fd",
-            str(self._rest_fd),
+            str(self._rest.fileno()),
         ]
         if self._grpc is not None:
             argv += ["--grpc-host", self._grpc[0], "--grpc-port", str(self._grpc[1])]
         return argv
+
+    def _forward(self, sig: signal.Signals) -> None:
+        """The calls guard's window signals, to the workers that serve the requests."""
+        for pid in self.supervisor.pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
 
     def _worker_event(self, event: WorkerEvent) -> None:
         history = self._gateway.history

@@ -40,7 +40,9 @@ def reserve_port(host: str, port: int) -> socket.socket:
     gRPC servers, kept open while they run; `LaunchError` if something already listens there
     (even with ``SO_REUSEPORT``: another gateway's gRPC door would share the connections)."""
     refuse_taken("the gateway's gRPC door", host, port, GRPC_PORT_HINT)
-    return _bound("the gateway's gRPC door", host, port, GRPC_PORT_HINT, reuse_port=True)
+    sock = _bound("the gateway's gRPC door", host, port, GRPC_PORT_HINT, reuse_port=True)
+    sock.set_inheritable(False)  # the control's alone: the workers bind their own
+    return sock
 
 
 def _bound(what: str, host: str, port: int, hint: str, *, reuse_port: bool) -> socket.socket:

@@ -5,7 +5,8 @@ quarantine, weight and spare role (probes, the outlier detector fed by every wor
 discovery, operators' decisions, accelerator drains) and its freshest load reading (from any
 worker's answers or a scrape), each pool's pause and held replicas and
 learned dialect, each model's burn-policy adjustment, its fallback's verdict, its metadata and
-its rollout's progress, and whether the gateway drains. `FleetView.snapshot` reads them all,
+its rollout's progress, whether its burn policy serves it by a vote (and why), and whether the
+gateway drains. `FleetView.snapshot` reads them all,
 whole; the publisher (`gateway.snapshot.publisher`) sends it when it changed.
 
 Breakers: each worker keeps its own (they trip on its own requests at once), and a transition
@@ -53,7 +54,7 @@ class FleetView:
         gateway.events.add(self)
 
     def bind(self, gateway: Gateway) -> None:
-        """A reload's gateway replaces the old one: read from it, hear its breakers."""
+        """A reload's gateway takes over: read from it, hear its breakers."""
         self._gateway = gateway
         self._metadata.clear()
         gateway.events.add(self)
@@ -120,6 +121,7 @@ class FleetView:
             fallback_refusal=refusal,
             metadata=self._metadata_of(name),
             rollout=rollout,
+            escalation=gateway.slo.escalated.get(name),
         )
 
     def _metadata_of(self, name: str) -> bytes | None:

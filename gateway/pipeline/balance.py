@@ -56,9 +56,7 @@ class BalanceLayer:
             candidates.remove(replica)
         if pool.paused is not None:  # an operator's pause: say so, not "down"; who paused
             # it and why stay in the keyed /admin/state (a reason may name a node or a person)
-            raise NoReplicaAvailable(
-                f"model {leg.call.model_name!r}: pool {pool.name!r} is paused"
-            )
+            raise NoReplicaAvailable(f"model {leg.call.model_name!r}: pool {pool.name!r} is paused")
         raise NoReplicaAvailable(
             f"model {leg.call.model_name!r}: no replica of pool {pool.name!r} is "
             f"available ({len(tries.tried)} tried; others down, ejected or with open breakers)"

@@ -6,6 +6,8 @@
                                                               ├─ vote: k legs, vote ──┤
                                                               └─ rollout: pool or ────┴─ leg:
                                                                  candidate, + a copy compared
+    (a single route may be audited: a sampled answer asked again off-path once answered; and
+     escalated: voted over k versions while its correctness SLO burns)
                                    retry ── hedge ── balance ── attempt ── transport ── replica
 
 The edge (`build_edge`; `gateway.pipeline.edge`) turns what a door received into the frozen
@@ -33,7 +35,11 @@ The pipeline (`build_pipeline`):
 - route: the model's pool, or a vote over pools (each leg a full single route), or a rollout
   (`gateway.pipeline.rollout`: the candidate serves a canary's share, a copy to the other pool
   is compared in the background, bounded, outside the retry budget and the model's SLOs); one
-  request counts once towards the retry budget's allowance, however many legs it has;
+  request counts once towards the retry budget's allowance, however many legs it has; a
+  single route with ``audit`` samples answers for audits (`gateway.pipeline.audit`: asked
+  again once the client is answered, bounded, shed first, outside the retry budget and the
+  model's SLOs), and one whose burn policy may vote is switched to a vote while the control
+  says so (`gateway.pipeline.escalate`);
 - retry: one loop of tries on untried replicas; `RetryPolicy` (bounded, jittered, before the
   deadline, budgeted) decides each retry, and the attempt layer's per-try timeout; slow tries race;
   every send beyond a leg's first (a retry, a hedge, a vote's tie-break) spends the budget;
@@ -74,6 +80,7 @@ from gateway.config.models import GatewayConfig, ModelConfig
 from gateway.config.tenants import TenantConfig
 from gateway.pipeline.admission import AdmissionLayer
 from gateway.pipeline.attempt import AttemptLayer
+from gateway.pipeline.audit import AuditedRoute, Auditor, AuditSink
 from gateway.pipeline.balance import BalanceLayer
 from gateway.pipeline.call import Adjuster, Handler, no_adjustment
 from gateway.pipeline.deadline import DeadlineLayer
@@ -90,14 +97,15 @@ from gateway.pipeline.edge_steps import (
     TenantOf,
     timeout_of,
 )
+from gateway.pipeline.escalate import EscalatingRoute
 from gateway.pipeline.fallback import FallbackLayer, FallbackRunner
 from gateway.pipeline.hedge import HedgeLayer
 from gateway.pipeline.reactions import Reactions
 from gateway.pipeline.retry import RetryLayer
 from gateway.pipeline.retry_policy import RetryPolicy
 from gateway.pipeline.rollout import RolloutRoute
-from gateway.pipeline.saturation import SaturationLayer, sheddable
 from gateway.pipeline.route import Counted, Router, SingleRoute
+from gateway.pipeline.saturation import SaturationLayer, sheddable
 from gateway.pipeline.vote import VoteRoute
 from gateway.policies.budget import RetryBudget
 from gateway.policies.byte_budget import InflightBytes
@@ -152,11 +160,15 @@ class Pipeline:
     attempt: AttemptLayer
     suspects: DissentSink
     rollout: RolloutRoute | None = None
+    auditor: Auditor | None = None  # with an audited model only
+    escalating: Mapping[str, EscalatingRoute] | None = None  # models whose policy may vote
 
     async def aclose(self) -> None:
-        """Cancels shadow copies in flight, then closes the attempts' resources."""
+        """Cancels shadow copies and audits in flight, then closes the attempts' resources."""
         if self.rollout is not None:
             await self.rollout.aclose()
+        if self.auditor is not None:
+            await self.auditor.aclose()
         await self.attempt.aclose()
 
 
@@ -174,11 +186,15 @@ def build_pipeline(
     models: Mapping[str, ModelConfig] | None = None,
     suspects: DissentSink | None = None,
     reactions: Reactions | None = None,
+    audits: AuditSink | None = None,
+    escalated: Mapping[str, str] | None = None,
 ) -> Pipeline:
     """The pipeline; with ``models``, each model's path below admission is assembled for what
     that model uses (`assemble`), and a model not named there takes the path of every route.
     ``suspects``: where votes' dissents go (default: quarantined through ``registry``);
-    ``reactions``: what every attempt's outcome feeds (default: all of it, here)."""
+    ``reactions``: what every attempt's outcome feeds (default: all of it, here); ``audits``:
+    where audits' verdicts go (no audits without it); ``escalated``: the models the burn
+    policy serves by a vote now (model -> why), kept in place by whoever decides."""
     metrics = metrics or Metrics(process=False)
     adjust = adjust or no_adjustment
     retry = RetryPolicy(budget, adjust, metrics, clock, rng)
@@ -193,21 +209,45 @@ def build_pipeline(
     if rollouts is not None:
         rollout = RolloutRoute(registry, leg, rollouts, clock, lambda m: admission.load(m))
         routes["rollout"] = rollout  # models that declare a rollout (not voted ones)
-    route = Router(routes, retry.count_request)
-    fallback = FallbackLayer(fallbacks or {}, clock, metrics, adjust, route)
+    router = Router(routes, retry.count_request)
+    fallback = FallbackLayer(fallbacks or {}, clock, metrics, adjust, router)
     deadline = DeadlineLayer(clock, fallback)  # every route, for a model not assembled
+    models = models or {}
+    auditor = None
+    if audits is not None and any(m.audit is not None for m in models.values()):
+        auditor = Auditor(
+            registry, leg, clock, audits, lambda m: admission.load(m), fallbacks or {}
+        )
+    escalating: dict[str, EscalatingRoute] = {}
     paths: dict[str, Handler] = {}
-    for name, model in (models or {}).items():
-        chosen = plan(model, tenants)
-        if chosen.route != "rollout" or rollout is not None:
-            path = assemble(chosen, clock, registry, retry, balance, leg, vote, rollout, fallback)
-            pools = [registry.pools[p] for p in model.pools]
-            if chosen.shed and any(p.config.load_aware for p in pools):
-                # a sheddable caller may call it: shed while its pool is full
-                path = SaturationLayer(pools, chosen.shed, clock, metrics, path)
-            paths[name] = path
+    for name, model in models.items():
+        pools = [registry.pools[p] for p in model.pools if p in registry.pools]
+        chosen = plan(model, tenants, any(p.config.load_aware for p in pools))
+        if chosen.route == "rollout" and rollout is None:
+            continue
+        route: Handler = model_route(chosen, registry, retry, balance, leg, vote, rollout)
+        if auditor is not None and model.audit is not None:
+            route = AuditedRoute(route, auditor, model.audit.rate, rng)
+        if chosen.escalates and escalated is not None:
+            voted = Counted(vote, retry.count_request)
+            route = escalating[name] = EscalatingRoute(name, model, route, voted, escalated)
+        path = assemble(chosen, clock, route, fallback)
+        if chosen.shed:  # a sheddable caller may call it: shed while its pool is full
+            path = SaturationLayer(pools, chosen.shed, clock, metrics, path)
+        paths[name] = path
     admission = AdmissionLayer(metrics, deadline, tenants, paths, attempt.stop)
-    return Pipeline(admission, admission, fallback, vote, hedge, attempt, suspects, rollout)
+    return Pipeline(
+        admission,
+        admission,
+        fallback,
+        vote,
+        hedge,
+        attempt,
+        suspects,
+        rollout,
+        auditor,
+        escalating,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +259,8 @@ class Plan:
     route: str  # "single", "vote" or "rollout"
     fallback: str | None  # the fallback model, when the model has one
     hedge: bool
+    audit: bool = False  # a single route whose answers are sampled for audits
+    escalates: bool = False  # a single route the burn policy may switch to a vote
     shed: frozenset[str] = frozenset()  # its sheddable callers (a saturation layer if any)
 
     def stages(self) -> list[str]:
@@ -231,41 +273,52 @@ class Plan:
         names = ["admission", *(["saturation"] if self.shed else []), "deadline"]
         if self.fallback is not None:
             names.append(f"fallback({self.fallback})")
+        if self.escalates:
+            names.append("escalation(a vote while its correctness SLO burns)")
+        if self.audit:
+            names.append("audit(a sampled answer asked again off-path)")
         names += [route, "retry", *(["hedge"] if self.hedge else []), "balance", "attempt"]
         return names
 
 
-def plan(model: ModelConfig, tenants: Mapping[str, TenantConfig] | None = None) -> Plan:
+def plan(
+    model: ModelConfig,
+    tenants: Mapping[str, TenantConfig] | None = None,
+    load_aware: bool = False,
+) -> Plan:
     """The path ``model`` uses: no fallback layer without a fallback, no hedge layer on a
-    single route with hedging off, no vote or rollout machinery on a plain route, no
-    saturation layer where no caller (``tenants``, and anonymous ones) is sheddable."""
+    single route with hedging off, no vote or rollout machinery on a plain route, no audit
+    or escalation where the model declares none, no saturation layer unless a pool of it is
+    ``load_aware`` and some caller (``tenants``, and anonymous ones) is sheddable."""
     route = "rollout" if model.rollout is not None else model.route
     fallback = model.fallback.model if model.fallback is not None else None
-    shed = sheddable(model, tenants or {})
-    return Plan(route, fallback, model.hedge.enabled or route != "single", shed)
+    hedge = model.hedge.enabled or route != "single"
+    audit = model.audit is not None
+    shed = sheddable(model, tenants or {}) if load_aware else frozenset()
+    return Plan(route, fallback, hedge, audit, model.burn_policy.vote.enabled, shed)
 
 
-def assemble(
+def model_route(
     chosen: Plan,
-    clock: Clock,
     registry: Registry,
     retry: RetryPolicy,
     balance: BalanceLayer,
     hedged_leg: RetryLayer,
     vote: VoteRoute,
     rollout: RolloutRoute | None,
-    fallback: FallbackLayer,
 ) -> Handler:
-    """The handler of ``chosen`` from the pipeline's own layers (one of each: the vote's
+    """The route of ``chosen`` from the pipeline's own layers (one of each: the vote's
     suspects, the hedge's counts and the rollout's copies are the gateway's)."""
-    route: Handler
     if chosen.route == "rollout" and rollout is not None:
-        route = Counted(rollout, retry.count_request)
-    elif chosen.route == "vote":
-        route = Counted(vote, retry.count_request)
-    else:
-        leg = hedged_leg if chosen.hedge else RetryLayer(retry, balance)
-        route = SingleRoute(registry, leg, retry.count_request)
+        return Counted(rollout, retry.count_request)
+    if chosen.route == "vote":
+        return Counted(vote, retry.count_request)
+    leg = hedged_leg if chosen.hedge else RetryLayer(retry, balance)
+    return SingleRoute(registry, leg, retry.count_request)
+
+
+def assemble(chosen: Plan, clock: Clock, route: Handler, fallback: FallbackLayer) -> Handler:
+    """The handler of ``chosen`` above its route: its fallback, if any, and its deadline."""
     if chosen.fallback is not None:
         route = fallback.over(route)
     return DeadlineLayer(clock, route)
@@ -279,4 +332,6 @@ def explain(config: GatewayConfig, name: str) -> list[str]:
     if any(t.max_in_flight or t.rate_per_s for t in tenants.values()):
         edge.append("tenant limits")
     edge += ["body", "timeout", "parse", "schema", "call"]
-    return [*edge, *plan(config.models[name], tenants).stages()]
+    model = config.models[name]
+    aware = any(config.pools[p].load_aware for p in model.pools if p in config.pools)
+    return [*edge, *plan(model, tenants, aware).stages()]

@@ -126,6 +126,9 @@ class InferResult:
     attempts: int
     degraded: str | None = None
     vote: str | None = None  # e.g. "3/3": legs agreeing / legs answered
+    # the audit of this answer, started by the edge once its door has answered (sampled:
+    # `gateway.pipeline.audit`); None for almost every answer
+    audit: Callable[[], None] | None = None
 
 
 Handler = Callable[[InferCall], Awaitable[InferResult]]

@@ -95,6 +95,7 @@ class Intake:
     account: PeerAccount | None = None
     counted: bool = False
     answer_held: int = 0  # of ``held``, its answer's bytes
+    audit: Callable[[], None] | None = None  # its answer's audit, started once it is answered
 
     @property
     def attempts(self) -> int:
@@ -119,6 +120,7 @@ class Edge:
         memory: InflightBytes | None = None,
     ) -> None:
         self._memory = memory  # the gateway-wide budget of bytes in flight (None: unbounded)
+        self.open = 0  # requests arrived and not yet done (a replaced edge retires at 0)
         self._clock = clock
         self._tracer = tracer
         self._caller = caller
@@ -143,6 +145,7 @@ class Edge:
         request_id = request_id_of(headers.get("x-request-id"))
         span = self._tracer.start_request(headers, model_name, request_id)
         log_token = bind_request(request_id, span)
+        self.open += 1
         return Intake(model_name, version, headers, arrived, request_id, span, log_token, peer=peer)
 
     async def infer(self, intake: Intake, read: BodyReader) -> InferResult:
@@ -200,6 +203,7 @@ class Edge:
         if self._memory is not None:  # the answer is in memory until the door has written it
             answer = intake.answer_held = len(result.body)
             self._memory.settle(intake, intake.held + answer)
+        intake.audit = result.audit
         return result
 
     def done(
@@ -212,16 +216,20 @@ class Edge:
         written: bool = True,
     ) -> None:
         """The door has sent the answer (``sent``: its body's bytes; -1 for an error's):
-        metrics, SLOs and history record it, the span ends, the log tags go. ``written``:
-        the answer has left the door (its bytes are given back now); False: its transport
-        still holds them, and the door calls `written` once it has flushed them."""
+        metrics, SLOs and history record it, its audit starts if it was sampled for one, the
+        span ends, the log tags go. ``written``: the answer has left the door (its bytes are
+        given back now); False: its transport still holds them, and the door calls `written`
+        once it has flushed them."""
         now = self._clock.now()
+        self.open -= 1
         self._observe(
             intake.model_name, status, served_by, now - intake.arrived, degraded,
             intake.client_timeout_s, intake.tenant, intake.received, sent, intake.rows, now,
         )  # fmt: skip
         if status == CLIENT_CLOSED:  # its client left: no answer (tagged: still bound)
             self._left_lines(intake.model_name, intake.attempts, now - intake.arrived)
+        elif intake.audit is not None and status == 200:  # sampled: after the client's answer
+            intake.audit()
         intake.span.end(status, served_by or None, degraded)
         unbind_request(intake.log_token)
         if written:

@@ -104,17 +104,9 @@ class FallbackLayer:
     async def _answer(
         self, call: InferCall, name: str, runner: FallbackRunner, reason: str
     ) -> InferResult:
-        assert call.model.fallback is not None, "only a model with a fallback gets here"
-        speaks = Dialect(call.model.fallback.tensors)  # the fallback model's tensor names
-        body, header_length = call.body, call.upstream_headers.get(HEADER_LENGTH)
-        # off the event loop: binary tensors become numpy views of the received buffers
-        # (frombuffer, no copy), but a large JSON body's numbers take milliseconds to decode
-        inputs = await asyncio.get_running_loop().run_in_executor(
-            None, lambda: decode_inputs(body.joined(), header_length)
-        )
-        outputs = await runner.infer(speaks.pool_inputs(inputs))
+        outputs = await fallback_outputs(call, runner)
         served = {"degraded": reason, "served_by": f"fallback/{name}"}
-        reply = encode_reply(call, speaks.client_outputs(outputs), served)
+        reply = encode_reply(call, outputs, served)
         self._metrics.fallback(call.model_name, reason)
         return InferResult(
             status=200,
@@ -125,3 +117,18 @@ class FallbackLayer:
             attempts=call.attempts,
             degraded=reason,
         )
+
+
+async def fallback_outputs(call: InferCall, runner: FallbackRunner) -> Mapping[str, Any]:
+    """The fallback model's outputs for ``call``'s inputs, in the client's names (an answer
+    of its own, or an audit's third opinion)."""
+    assert call.model.fallback is not None, "only a model with a fallback gets here"
+    speaks = Dialect(call.model.fallback.tensors)  # the fallback model's tensor names
+    body, header_length = call.body, call.upstream_headers.get(HEADER_LENGTH)
+    # off the event loop: binary tensors become numpy views of the received buffers
+    # (frombuffer, no copy), but a large JSON body's numbers take milliseconds to decode
+    inputs = await asyncio.get_running_loop().run_in_executor(
+        None, lambda: decode_inputs(body.joined(), header_length)
+    )
+    outputs = await runner.infer(speaks.pool_inputs(inputs))
+    return speaks.client_outputs(outputs)

@@ -8,13 +8,13 @@ model's pool in the time left, so a bad canary costs its clients no errors.
 
 A copy is a background task started once the client's answer is known: the client never
 waits for it and its answer never changes the client's. It is bounded (the rollout's
-`ShadowGate`: concurrency and rate) and shed first: not sent while the model's admission is
-over `SHED_LOAD` of its bound, nor while the gateway's event loop lags past the rollout's
-``shed_loop_lag_ms`` (`gateway.rollout.lag`). It runs with its own deadline, one attempt and
-no hedge, so it spends nothing from the retry budget, and it never reaches the edge's
-observer: the model's
-SLOs, statistics and tenant limits see only clients' requests. Its answer is compared with the
-client's as the vote compares (`gateway.rollout.compare`), both in the client's names.
+`gateway.policies.copy_gate.CopyGate`: concurrency and rate) and shed first: not sent while
+the model's admission is over `SHED_LOAD` of its bound, nor while the gateway's event loop
+lags past the rollout's ``shed_loop_lag_ms`` (`gateway.rollout.lag`). It runs with its own
+deadline, one attempt and no hedge, so it spends nothing from the retry budget, and it never
+reaches the edge's observer: the model's SLOs, statistics and tenant limits see only clients'
+requests. Its answer is compared with the client's as the vote compares
+(`gateway.rollout.compare`), both in the client's names.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The gateway-wide retry budget: retries may be at most ``ratio`` of recent requests plus a
-floor of ``min_per_s`` (Finagle's RetryBudget, Linkerd's default 20 % + 10/s over 10 s).
+floor of ``min_per_s`` (Finagle's RetryBudget; the defaults are Linkerd's).
 
 A budget, unlike a per-request attempt cap, bounds the load a sick pool sees: when every
 replica fails, total attempts stay near ``(1 + ratio) × requests + floor`` instead of
@@ -27,6 +27,7 @@ class RetryBudget:
         self.ratio = config.ratio
         self.spent_total = 0
         self.refused_total = 0
+        self.requests_total = 0  # counted since start (a worker's, for its control process)
         self.shared: SharedBudgetCounts | None = None  # set when instances share state
 
     def carry_from(self, old: RetryBudget) -> bool:
@@ -69,8 +70,25 @@ class RetryBudget:
 
     def record_request(self) -> None:
         self._requests[self._slot()] += 1
+        self.requests_total += 1
         if self.shared is not None:
             self.shared.count("req")
+
+    def absorb(self, requests: int, retries: int, refused: int) -> None:
+        """Requests, retries and refusals counted elsewhere (a control process's workers,
+        whose budgets spend on their own): this budget's window, totals and what it shares
+        with other gateways count them as its own."""
+        slot = self._slot()
+        self._requests[slot] += requests
+        self._retries[slot] += retries
+        self.requests_total += requests
+        self.spent_total += retries
+        self.refused_total += refused
+        if self.shared is not None:
+            for _ in range(requests):
+                self.shared.count("req")
+            for _ in range(retries):
+                self.shared.count("retry")
 
     def balance(self, scale: float = 1.0) -> float:
         """Retries still allowed in the current window (may be fractional; never below 0).

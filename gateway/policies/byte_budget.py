@@ -9,8 +9,8 @@ the edge asks for more), and grows its hold as its chunks arrive (`hold`, else `
 that does not fit waits, first come first served, up to ``server.inflight_wait_s``, then gets
 503 with Retry-After; bytes already in memory (an answer, a body read whole, a gRPC message) are
 counted, never waited for (`settle`), and hold new requests back until they are given back
-(`release`; an answer once its door says it is written). A client that declares 16 MiB and
-sends nothing holds one read's worth, not 16 MiB.
+(`release`; an answer once its door says it is written). A client that declares a large body
+and sends nothing holds one read's worth, not what it declared.
 
 Small and large: a request that holds at most ``small_bytes`` is small, and costs one
 comparison and an add (`fits`, `add`). Larger ones hold at most ``limit - kept`` between them:
@@ -53,8 +53,8 @@ from gateway.errors import Overloaded
 from gateway.policies.peer_share import PeerAccount, PeerShares, peer_host
 
 BURST_BYTES = 16 * 1024 * 1024  # a drain after holding this much calls ``drained``
-# What a door may have read past the bytes the edge has taken: one socket read (uvloop reads
-# up to 256 KiB, and the HTTP protocol pauses reading past as much unread).
+# What a door may have read past the bytes the edge has taken: one socket read (uvloop's read
+# size, and the HTTP protocol pauses reading past as much unread).
 READ_BYTES = 256 * 1024
 SMALL_BYTES = 64 * 1024  # a request holding at most this much is small
 Reclaim = Callable[[], None]  # takes a lent hold back (its read is refused, then released)

@@ -1,11 +1,12 @@
 """Gives the heap's free pages back to the OS after a burst of large bodies (glibc malloc_trim).
 
-Why: blocks of 32 MiB and more are mmapped (`return_large_buffers_to_the_os`, below, fixes the
-mmap threshold at start) and go back whole when freed, but a body's buffers under that (socket
-reads of ~64 KiB, parser pieces, the body itself) come from the heap; freed among live small
-objects, they leave free pages glibc keeps. 32 clients sending 6 MB bodies left the gateway 46
-% above its baseline RSS for good; one ``malloc_trim(0)`` (which also releases free pages
-inside the heap, not only at its top) took it back below the baseline. So when the in-flight
+Why: blocks of `LARGE_BUFFER_BYTES` and more are mmapped (`return_large_buffers_to_the_os`,
+below, fixes the mmap threshold at start) and go back whole when freed, but a body's buffers
+under that (socket reads, parser pieces, the body itself) come from the heap; freed among live
+small objects, they leave free pages glibc keeps. Clients sending large bodies left the
+gateway's RSS far above its baseline for good; one ``malloc_trim(0)`` (which also releases free
+pages inside the heap, not only at its top) took it back below the baseline (the figures:
+docs/measured.md, measured by loadtests/bench_pressure.py). So when the in-flight
 byte budget drains after a burst (`gateway.policies.byte_budget`), a trim runs shortly after, in a
 worker thread (it walks the heap: not on the event loop), at most one at a time, and once more
 a while later: buffers the budget no longer counts may still be alive at the drain (a request
@@ -30,12 +31,12 @@ LATE_TRIM_S = 3.0  # the second trim, for buffers freed after the drain
 
 
 def return_large_buffers_to_the_os() -> None:
-    """Allocations from 32 MiB up are mmapped, and so given back to the OS when freed.
+    """Allocations from `LARGE_BUFFER_BYTES` up are mmapped, and so given back to the OS when freed.
 
     glibc raises its mmap threshold to the size of each large block freed, so without a fixed
     one a large body's buffers come from the heap and stay. A low threshold makes every large
     temporary a fresh mmap whose pages fault in one by one, which slows the checks of large
-    JSON bodies several times over. Blocks under 32 MiB (every body under the default cap)
+    JSON bodies several times over. Smaller blocks (every body under the default cap)
     come from the heap and are reused; what a burst leaves there goes back with the trim below
     (loadtests/bench_pressure.py measures the RSS, loadtests/bench_payloads.py the CPU).
     """

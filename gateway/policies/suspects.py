@@ -1,17 +1,36 @@
 """Suspects: replicas whose answers keep disagreeing with the vote's quorum.
 
-Diverse model versions disagree now and then by design (here 0.7–2.4 % of the digits test
-split), so a count of dissents alone would quarantine honest replicas on a long enough run.
-A replica becomes a suspect on its *share* of dissenting rows over its last ``window`` voted
-rows, once it has at least ``min_votes`` of them: a replica corrupting 10 % of its answers
-stands out, an honest one's 1–2 % does not. Rows, not requests, are counted: an honest
-replica disagrees on some row of an 8-row batch a fifth of the time.
+Diverse model versions disagree now and then by design (on the digits test split too: the
+shares are on docs/measured.md), so a count of dissents alone would quarantine honest replicas
+on a long enough run. A replica becomes a suspect on its *share* of dissenting rows over its
+last ``window`` voted rows, once it has at least ``min_votes`` of them: a corrupting replica
+stands out by its share, an honest one's occasional dissent does not. Rows, not requests, are
+counted: an honest replica disagrees on some row of a many-row batch far more often than on
+any one row.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Protocol
+
+
+class SuspectRule(Protocol):
+    """What judges a model's suspects (a vote's config, an audit's): the rows kept per replica,
+    the rows seen before one is judged, the share that makes a suspect, its quarantine."""
+
+    @property
+    def suspect_window(self) -> int: ...
+
+    @property
+    def suspect_min_votes(self) -> int: ...
+
+    @property
+    def suspect_ratio(self) -> float: ...
+
+    @property
+    def quarantine_s(self) -> float: ...
 
 
 @dataclass(slots=True)

@@ -99,7 +99,7 @@ class TenantLimits:
         self, old: TenantLimits, before: Mapping[str, TenantConfig], now: Mapping[str, TenantConfig]
     ) -> list[str]:
         """A reload: a tenant whose limits stay keeps its very limiter, so requests still in
-        flight on the old gateway count against its bound and its bucket is not refilled (a
+        flight on the outgoing gateway count against its bound and its bucket is not refilled (a
         fresh one would grant each reload a second burst). Returns the tenants kept."""
         kept = []
         for name, limiter in old.limiters.items():

@@ -12,9 +12,8 @@ Rules, per row:
   leg agrees if every element is within ``atol + rtol * |median|`` of it (as `numpy.isclose`).
 - Numeric outputs with labels: averaged over the legs that agree on the label. They are checked
   against the group's median only if ``check_numeric_with_labels`` is on, because diverse
-  versions' probabilities legitimately differ (measured on the digits models: where all three
-  labels agree, 87 % of rows have a leg more than 1e-3 + 1 % away from the median, and the
-  forest is up to 0.65 away). A NaN in a leg's row is always a dissent.
+  versions' probabilities legitimately differ (measured on the digits models, where all three
+  labels agree: docs/measured.md). A NaN in a leg's row is always a dissent.
 - The row has a quorum if the agreeing group has at least ``quorum`` legs.
 
 A leg whose answer has an output the quorum returns in another shape is malformed: it dissents

@@ -11,7 +11,7 @@ Every change of phase or step is a decision (`gateway.rollout.progress`: stored 
 an operator's drain is) and an audit event (the ``gateway.audit`` log line and the timeline):
 who asked (an operator's name) or which rule decided (``rule:agreement``, ...), and the
 evidence. Decisions are taken only once the gateway is `activate`d (after a reload's carry-over
-or the first start), so a reload's new gateway never restarts what the old one was running.
+or the first start), so a reload's new gateway never restarts what the outgoing one was running.
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ from gateway.clock import Clock
 from gateway.config.models import ModelConfig
 from gateway.config.rollout import RolloutConfig
 from gateway.errors import Conflict
+from gateway.policies.copy_gate import CopyGate
 from gateway.policies.voting import VoteRule
 from gateway.rollout.compare import rule_of
 from gateway.rollout.evidence import RolloutEvidence
 from gateway.rollout.pooled import COUNTS, DISAGREE, EvidencePool, step_key
 from gateway.rollout.progress import COMPARING_PHASES, Progress, fingerprint, rollout_key
-from gateway.rollout.shadow import ShadowGate
 from gateway.rollout.split import SmoothSplit
 from gateway.rollout.steps import judge_canary
 from gateway.rollout.transitions import legal, target
@@ -62,7 +62,7 @@ class Run:
     pool: str
     config: RolloutConfig
     declared: str
-    gate: ShadowGate
+    gate: CopyGate
     rule: VoteRule
     split: SmoothSplit  # which requests the candidate serves (a canary's share)
     began: float  # monotonic: when the current step began here
@@ -126,9 +126,10 @@ class Rollouts:
         for name, model in models.items():
             if model.rollout is not None and model.pool is not None:
                 config = model.rollout
+                gate = CopyGate(config.shadow_concurrency, config.shadow_rate_per_s, clock)
                 self.runs[name] = Run(name, model.pool, config, fingerprint(model.pool, config),
-                                      ShadowGate(config, clock), rule_of(config),
-                                      SmoothSplit(rng), clock.now())  # fmt: skip
+                                      gate, rule_of(config), SmoothSplit(rng),
+                                      clock.now())  # fmt: skip
         self.declared = frozenset(self.runs)  # a promoted one is kept after its hand-over
 
     # --- the request path -----------------------------------------------------------------
@@ -151,7 +152,7 @@ class Rollouts:
     def _draw(self, percent: float) -> bool:
         return percent >= 100 or (percent > 0 and self._rng.random() * 100 < percent)
 
-    def gate(self, model: str) -> ShadowGate:
+    def gate(self, model: str) -> CopyGate:
         return self.runs[model].gate
 
     def busy(self, model: str) -> bool:

@@ -1,9 +1,9 @@
 """Promotion's config: the promoted models served by their candidate pools, rollouts done.
 
-The gateway swaps it in as a reload does (a new gateway, the old one's state carried over,
-in-flight requests finished by the old one). The file on disk is not written: a reload of an
-unedited file declares the rollout again, finds it promoted in the stored progress, and
-promotes again; editing the file to name the candidate as the pool ends the rollout.
+The gateway swaps it in as a reload does (a new gateway, the outgoing one's state carried over,
+in-flight requests finished by the outgoing one). The file on disk is not written: a reload of an
+unedited file declares the rollout again, finds it promoted in the stored progress, and promotes
+again; editing the file to name the candidate as the pool ends the rollout.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Which requests a canary's candidate serves: exactly its share, spread evenly.
 
-A random draw per request serves the share only on average: at 1 % the first hundred
-requests hold two or three candidate answers as often as none, so what a bad candidate costs
+A random draw per request serves the share only on average: at a small share, the first
+hundred requests may hold several candidate answers or none, so what a bad candidate costs
 clients before its evidence says no swings with luck. `SmoothSplit` keeps a credit that every
 request adds the share to and every candidate request spends one from (error diffusion): the
 candidate serves one request in each run of ``100 / share``, the first at a random offset (so

@@ -1,7 +1,7 @@
 """uvicorn's server with the gateway's own signals: drain on SIGTERM/SIGINT, reload on SIGHUP.
 
 uvicorn alone stops listening at once on SIGTERM (readiness goes from 200 to "connection
-refused" in ~0.2 s, before a load balancer has taken the instance out) and then re-raises the
+refused" before a load balancer has taken the instance out) and then re-raises the
 signal, so the process exits 143 and whatever ran after ``serve()`` (``gateway up`` stopping
 its replicas) never runs. Here the first SIGTERM or SIGINT starts a drain instead:
 
@@ -89,11 +89,13 @@ class GatewayServer(uvicorn.Server):
             except OSError as exc:
                 log.error("%s", exc)
                 sys.exit(STARTUP_FAILURE)
+        if self.plane is not None:  # its workers start while the gateway starts
+            await self.plane.start()
         await super().startup(sockets)
+        if self.plane is not None and (self.should_exit or not self.started):
+            await self.plane.stop(0.0)  # the gateway did not start: no shutdown follows
         if self.grpc is not None and self.started and not self.should_exit:
             await self.grpc.start()
-        if self.plane is not None and self.started and not self.should_exit:
-            await self.plane.start()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         """Both doors stop taking requests at once; both finish theirs in the same grace.

@@ -1,14 +1,15 @@
 """A request's body handed to the app as the chunks it arrived in, not grown and copied twice.
 
-uvicorn's response cycle appends every body chunk to a bytearray (one copy, plus the copies of
-its growth) and hands it over as ``bytes(body)`` (another copy), and pauses reading each time
-64 KiB wait: a 602 KB image was copied twice more than the socket read did and took about ten
-pause/resume round trips. Here the parser's chunks are kept as they are (`PiecesCycle`, which
-the protocol swaps in for uvicorn's cycle) and ``receive`` hands them over one at a time, with
-``more_body`` true while any are left or more are coming; the app (the edge keeps a body as
-pieces: `gateway.v2.body`) never sees a join. Reading pauses while `HIGH_WATER_BYTES` wait
-unread and resumes once the app has taken them, so a client that sends faster than the app
-reads holds at most that much of this connection's memory besides what the app holds.
+uvicorn's response cycle appends every body chunk to a bytearray (one copy, plus the copies of its
+growth) and hands it over as ``bytes(body)`` (another copy), and pauses reading each time its
+high-water mark waits: an image was copied twice more than the socket read did and took many
+pause/resume round trips (docs/measured.md, The data path). Here the parser's chunks are kept as
+they are (`PiecesCycle`, which the protocol swaps in for uvicorn's cycle) and ``receive`` hands
+them over one at a time, with ``more_body`` true while any are left or more are coming; the app
+(the edge keeps a body as pieces: `gateway.v2.body`) never sees a join. Reading pauses while
+`HIGH_WATER_BYTES` wait unread and resumes once the app has taken them, so a client that sends
+faster than the app reads holds at most that much of this connection's memory besides what the app
+holds.
 
 The gateway's own answers skip uvicorn's ``send`` (`PiecesCycle.answer`, offered to the app in
 the scope under `gateway.api.responses.ANSWER_KEY`): their header lines were built by the gateway
@@ -36,7 +37,7 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, RequestResponseCy
 from gateway.api.infer import CLIENT_LEFT_KEY
 from gateway.api.responses import ANSWER_KEY
 
-HIGH_WATER_BYTES = 256 * 1024  # one socket read's worth (uvloop reads up to 256 KiB)
+HIGH_WATER_BYTES = 256 * 1024  # one socket read's worth (uvloop's read size)
 _DISCONNECT: ASGIReceiveEvent = {"type": "http.disconnect"}
 _CLOSE = b"connection: close\r\n"
 
@@ -115,7 +116,7 @@ class PiecesCycle(RequestResponseCycle):
     def forget(self) -> None:
         """The scope's ``answer`` refers to this cycle, and this cycle to its scope: a
         reference cycle that only the cyclic collector frees, which the gateway's collector
-        settings make rare, so every finished request kept its body until then (a 6 MB image
+        settings make rare, so every finished request kept its body until then (a large image
         each). Called once the answer is written or the connection is lost."""
         self.scope.pop(ANSWER_KEY, None)  # type: ignore[misc]
 

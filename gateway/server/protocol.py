@@ -1,8 +1,8 @@
 """uvicorn's httptools protocol with the client limits it lacks: head size and read timeouts.
 
 uvicorn with httptools bounds neither the request head (httptools buffers a header of any
-size: 55 MB were accepted) nor the time a client may take to send its head or body (100
-connections trickling bytes all stayed open). This subclass answers 431 once a request line
+size) nor the time a client may take to send its head or body (connections trickling bytes
+all stayed open; docs/measured.md). This subclass answers 431 once a request line
 and headers pass ``max_header_bytes``, and 408 (closing the connection) when a head is not
 complete ``header_timeout_s`` after the connection or the request's first byte, or a body
 ``body_timeout_s`` after its head. A timer is armed only when a read is left incomplete, so
@@ -171,7 +171,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         super().on_message_begin()
         self._reading = _HEAD
         # the whole chunk, unless an earlier message ended in it (pipelining): then count
-        # from the next chunk, letting one read (at most 256 KiB) more through unchecked
+        # from the next chunk, letting one more read (uvloop's read size) through unchecked
         self._raw_head = self._chunk
 
     def on_headers_complete(self) -> None:

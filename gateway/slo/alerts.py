@@ -1,9 +1,9 @@
 """The SRE workbook's multi-window, multi-burn-rate alert table, and each alert's state.
 
-An alert fires while the burn rate over its long window *and* over its short window both exceed
-its factor: the long window makes it significant (2 % of a 30 d budget in 1 h at 14.4×), the
-short one makes it stop soon after the burn stops (Google SRE workbook, "Alerting on SLOs",
-table 5-8). Each state remembers since when it has been firing (or quiet), in wall time.
+An alert fires while the burn rate over its long window *and* over its short window both exceed its
+factor: the long window makes it significant (the factors: `ALERT_RULES`, and docs/slos.md), the
+short one makes it stop soon after the burn stops (Google SRE workbook, "Alerting on SLOs", table
+5-8). Each state remembers since when it has been firing (or quiet), in wall time.
 """
 
 from __future__ import annotations
@@ -54,11 +54,12 @@ class AlertState:
         self.burn_long = 0.0
         self.burn_short = 0.0
 
-    def update(self, burn_rates: dict[str, float], wall: float) -> bool:
-        """Re-evaluates against fresh burn rates; True if the state changed."""
+    def update(self, burn_rates: dict[str, float], wall: float, judged: bool = True) -> bool:
+        """Re-evaluates against fresh burn rates; True if the state changed. ``judged``: the
+        windows hold enough events to judge the rule (a correctness SLO's sample may not)."""
         self.burn_long = burn_rates[self.rule.long_window]
         self.burn_short = burn_rates[self.rule.short_window]
-        firing = self.burn_long > self.rule.factor and self.burn_short > self.rule.factor
+        firing = judged and self.burn_long > self.rule.factor and self.burn_short > self.rule.factor
         if firing == self.firing:
             return False
         self.firing = firing

@@ -24,7 +24,9 @@ class SloConfig(Frozen):
 
     ``availability``: good = answered without a 5xx (degraded answers are good, and counted
     on their own). ``latency``: good = answered without a 5xx within ``threshold_ms``, as the
-    client saw it.
+    client saw it. ``correctness``: good = an answer not shown wrong: its events are the
+    model's audited answers, its replicas' golden probe results and, while it is served by a
+    vote, its answers (bad: served without a quorum); see `gateway.slo.correctness`.
 
     A request whose own deadline (``x-request-timeout-ms``) is shorter than ``min_deadline_ms``
     (default: ``threshold_ms`` for a latency SLO, `DEFAULT_MIN_DEADLINE_MS` otherwise) is the
@@ -33,8 +35,9 @@ class SloConfig(Frozen):
     """
 
     name: str = Field(pattern=NAME_PATTERN, description="unique within the model")
-    kind: Literal["availability", "latency"] = Field(
-        description="availability: answered without a 5xx; latency: that, within threshold_ms"
+    kind: Literal["availability", "latency", "correctness"] = Field(
+        description="availability: answered without a 5xx; latency: that, within threshold_ms; "
+        "correctness: answers not shown wrong (audits, golden probes, votes without a quorum)"
     )
     objective: float = Field(gt=0, lt=1, description="share of good events, e.g. 0.999")
     window_days: float = Field(30.0, gt=0, le=366, description="compliance window")
@@ -46,8 +49,13 @@ class SloConfig(Frozen):
     def _threshold_matches_kind(self) -> SloConfig:
         if self.kind == "latency" and self.threshold_ms is None:
             raise ValueError(f"slo {self.name!r}: a latency SLO needs threshold_ms")
-        if self.kind == "availability" and self.threshold_ms is not None:
+        if self.kind != "latency" and self.threshold_ms is not None:
             raise ValueError(f"slo {self.name!r}: threshold_ms is for latency SLOs only")
+        if self.kind == "correctness" and (self.tenant is not None or self.min_deadline_ms):
+            raise ValueError(
+                f"slo {self.name!r}: a correctness SLO counts judged answers, not a tenant's "
+                "requests: no tenant or min_deadline_ms"
+            )
         return self
 
     @property
@@ -66,12 +74,38 @@ class SloConfig(Frozen):
         return 1.0 - self.objective
 
 
+class VoteEscalationConfig(Frozen):
+    """The burn policy's vote: while a model's correctness SLO burns fast, its requests are
+    served by a vote over ``k`` of its ``vote_pools`` instead of its single route.
+
+    Off by default. ``max_extra_in_flight`` caps the replica capacity the vote takes beyond the
+    single route (its extra legs in flight, gateway-wide; each worker its share): past it a
+    request takes the single route. The model goes back to its single route once no
+    correctness alert has fired for ``recover_s``.
+    """
+
+    enabled: bool = Field(False, description="serve by a vote while a correctness SLO burns fast")
+    k: int = Field(3, ge=2, description="legs of the vote: the first k of the model's vote_pools")
+    recover_s: float = Field(
+        60.0, gt=0, description="back to the single route after the burn stopped this long"
+    )
+    max_extra_in_flight: int = Field(
+        64, ge=1, description="the vote's legs beyond the single route's, in flight at most"
+    )
+
+    @property
+    def quorum(self) -> int:
+        """A majority of the k legs."""
+        return self.k // 2 + 1
+
+
 class BurnPolicyConfig(Frozen):
     """How a model's request policy tightens while a fast-burn (page) alert fires.
 
     Off by default. While engaged: the retry budget's ratio is multiplied by
     ``retry_budget_factor``, hedging is off if ``disable_hedging``, and the time left at which
-    the gateway prefers the fallback is multiplied by ``fallback_margin_factor``.
+    the gateway prefers the fallback is multiplied by ``fallback_margin_factor``. Its ``vote``
+    (`VoteEscalationConfig`) is a separate action, engaged by correctness SLOs alone.
     """
 
     enabled: bool = Field(False, description="tighten the policy while a page alert fires")
@@ -81,6 +115,10 @@ class BurnPolicyConfig(Frozen):
     disable_hedging: bool = Field(True, description="no hedges while engaged")
     fallback_margin_factor: float = Field(
         2.0, ge=1, description="the fallback's reserved time is multiplied by this"
+    )
+    vote: VoteEscalationConfig = Field(
+        VoteEscalationConfig(),
+        description="while a correctness SLO burns fast: serve by a vote over the vote_pools",
     )
 
 

@@ -2,8 +2,11 @@
 
 A `SloTracker` turns each request's outcome as the client saw it (status, latency, degraded)
 into a good or bad event of one SLO, and derives from its `SloWindow` the error budget over the
-compliance window and the burn rates the alert table reads. The `SloBook` holds every tracker
-of every model with each model's `BurnPolicy`, renders ``/slo`` and shares counters (keys
+compliance window and the burn rates the alert table reads. A correctness SLO's events are
+answers judged instead (`judge`: audits, golden probes, votes), with the interval of its
+estimate, and its alerts wait for enough of them (`gateway.slo.correctness`). The `SloBook`
+holds every tracker of every model with each model's `BurnPolicy` and its vote escalation
+(`gateway.slo.escalation`), renders ``/slo`` and shares counters (keys
 ``slo:<model>:<slo>:<f|c>:<bucket start>:<g|t|d>``) with other instances via the state store.
 """
 
@@ -17,6 +20,8 @@ from gateway.clock import Clock
 from gateway.errors import CLIENT_CLOSED
 from gateway.slo.alerts import ALERT_RULES, BURN_WINDOWS, AlertState
 from gateway.slo.config import BurnPolicyConfig, SloConfig
+from gateway.slo.correctness import min_judged, wrong_rate_interval
+from gateway.slo.escalation import Switched, VoteEscalation
 from gateway.slo.policy import NORMAL, BurnPolicy, PolicyAdjustment
 from gateway.slo.window import Field, SloWindow
 from gateway.state.base import CounterDelta
@@ -44,6 +49,12 @@ class SloTracker:
         # `gateway.slo.rules` sum over every instance, as the shared window does here.
         self.counted_total = 0
         self.counted_bad = 0
+        self.judged_only = config.kind == "correctness"
+        # a correctness SLO's evidence by source, since start: judged answers and wrong ones
+        self.sources: dict[str, list[int]] = {}
+        self._min_judged = {
+            rule.name: min_judged(config.error_budget, rule.factor) for rule in ALERT_RULES
+        }
 
     def record(
         self,
@@ -59,7 +70,7 @@ class SloTracker:
         whose client left before its answer (`CLIENT_CLOSED`) is no event at all: nobody saw
         how it would have ended. ``wall``: when it was answered (None: now).
         """
-        if status == CLIENT_CLOSED:
+        if status == CLIENT_CLOSED or self.judged_only:
             return
         if deadline_s is not None and deadline_s < self._min_deadline_s:
             self.excluded += 1
@@ -71,6 +82,18 @@ class SloTracker:
         self.counted_total += 1
         self.counted_bad += not good
 
+    def judge(self, good: bool, source: str, wall: float | None = None) -> None:
+        """One judged answer of a correctness SLO: ``good`` unless shown wrong; ``source``:
+        what judged it (``audit``, ``golden``, ``vote``)."""
+        self.window.add(good, False, wall)
+        self.counted_total += 1
+        self.counted_bad += not good
+        counts = self.sources.get(source)
+        if counts is None:
+            counts = self.sources[source] = [0, 0]
+        counts[0] += 1
+        counts[1] += not good
+
     def burn_rate(self, window_s: float) -> float:
         """How fast the budget burns: the error rate over ``window_s`` / the allowed rate."""
         counts = self.window.counts(window_s)
@@ -81,7 +104,15 @@ class SloTracker:
     def evaluate(self, wall: float) -> None:
         self.burn_rates = {name: self.burn_rate(s) for name, s in BURN_WINDOWS.items()}
         for alert in self.alerts:
-            alert.update(self.burn_rates, wall)
+            rule = alert.rule
+            alert.update(self.burn_rates, wall, self._judged(rule.name, rule.short_window))
+
+    def _judged(self, rule: str, short_window: str) -> bool:
+        """Whether a rule's windows hold enough events to judge it: always, but for a
+        correctness SLO, whose short window needs `min_judged` judged answers."""
+        if not self.judged_only:
+            return True
+        return self.window.counts(BURN_WINDOWS[short_window]).total >= self._min_judged[rule]
 
     @property
     def fast_burn(self) -> bool:
@@ -145,6 +176,25 @@ class SloTracker:
             "burn_rates": {name: round(rate, 4) for name, rate in self.burn_rates.items()},
             "alerts": [a.to_json() for a in self.alerts],
             "counted_here": {"total": self.counted_total, "bad": self.counted_bad},
+            **(self._correctness() if self.judged_only else {}),
+        }
+
+    def _correctness(self) -> dict[str, Any]:
+        """A correctness SLO's estimate: the wrong rate over the compliance window with its
+        95 % interval (`gateway.slo.correctness`), the SLI's interval, the evidence by source,
+        and the judged answers each alert needs before it may fire."""
+        counts = self.window.counts(self.config.window_s)
+        low, high = wrong_rate_interval(counts.bad, counts.total)
+        return {
+            "wrong_rate": round(counts.bad / counts.total, 6) if counts.total else None,
+            "wrong_rate_interval": [round(low, 6), round(high, 6)],
+            "sli_interval": [round(1.0 - high, 6), round(1.0 - low, 6)],
+            "interval": "95 % Wilson score with continuity correction",
+            "sources": {
+                name: {"judged": judged, "wrong": wrong}
+                for name, (judged, wrong) in sorted(self.sources.items())
+            },
+            "min_judged": dict(self._min_judged),
         }
 
 
@@ -176,6 +226,17 @@ class SloBook:
         self.policies = {
             m: BurnPolicy(m, policies.get(m, BurnPolicyConfig()), clock) for m in self.trackers
         }
+        # the models the burn policy may serve by a vote, and those it serves so now (model ->
+        # why; read in place by the request path of a gateway in one process)
+        self.escalations = {
+            m: VoteEscalation(m, p.config.vote, clock)
+            for m, p in self.policies.items()
+            if p.config.vote.enabled
+        }
+        for model, escalation in self.escalations.items():
+            escalation.limit = _page_rate(self.trackers[model])
+        self.escalated: dict[str, str] = {}
+        self.switched: Switched = lambda model, engaged, reason: None
 
     def record(
         self,
@@ -196,8 +257,16 @@ class SloBook:
             if tracker.config.tenant is None or tracker.config.tenant == tenant:
                 tracker.record(status, latency_s, degraded, deadline_s, wall)
 
+    def judge(self, model: str, good: bool, source: str, wall: float | None = None) -> None:
+        """One judged answer of ``model`` (an audit's, a golden probe's, a vote's) for its
+        correctness SLOs (none: nothing)."""
+        for tracker in self.trackers.get(model, ()):
+            if tracker.judged_only:
+                tracker.judge(good, source, wall)
+
     def evaluate(self, force: bool = True) -> None:
-        """Recomputes burn rates and alerts, then engages or releases each burn policy."""
+        """Recomputes burn rates and alerts, then engages or releases each burn policy and
+        each vote escalation."""
         now = self._clock.now()
         if (
             not force
@@ -214,6 +283,15 @@ class SloBook:
             burning = [t for t in trackers if t.fast_burn]
             reason = "fast burn: " + "; ".join(t.firing_reason() for t in burning)
             self.policies[model].update(bool(burning), reason)
+            escalation = self.escalations.get(model)
+            if escalation is not None:
+                wrong = [t for t in burning if t.judged_only]
+                why = "; ".join(t.firing_reason() for t in wrong)
+                escalation.update(bool(wrong), why, self.switched)
+                if escalation.reason is not None:
+                    self.escalated[model] = escalation.reason
+                else:
+                    self.escalated.pop(model, None)
 
     def fast_burn(self, model: str) -> bool:
         self.evaluate(force=False)
@@ -248,6 +326,11 @@ class SloBook:
                     "fast_burn": any(t.fast_burn for t in trackers),
                     "policy": self.policies[model].to_json(),
                     "slos": [t.to_json() for t in trackers],
+                    **(
+                        {"vote_escalation": self.escalations[model].to_json()}
+                        if model in self.escalations
+                        else {}
+                    ),
                 }
                 for model, trackers in self.trackers.items()
             },
@@ -270,6 +353,15 @@ class SloBook:
             policy, was_policy = self.policies[model], old.policies.get(model)
             if was_policy is not None and was_policy.config == policy.config:
                 self.policies[model] = was_policy
+            escalation, escalated = self.escalations.get(model), old.escalations.get(model)
+            if (
+                escalation is not None
+                and escalated is not None
+                and escalated.config == escalation.config
+            ):
+                self.escalations[model] = escalated
+                if escalated.reason is not None:
+                    self.escalated[model] = escalated.reason
         self.evaluate()
         return carried
 
@@ -303,3 +395,10 @@ class SloBook:
             if target is None or field not in _FIELDS or not parts[2].lstrip("-").isdigit():
                 continue
             target.window.set_remote(parts[1], int(parts[2]), field, value)
+
+
+def _page_rate(trackers: Sequence[SloTracker]) -> float:
+    """The lowest wrong rate at which a page alert of these correctness SLOs fires."""
+    pages = [rule.factor for rule in ALERT_RULES if rule.severity == "page"]
+    rates = [min(pages) * t.config.error_budget for t in trackers if t.judged_only]
+    return min(rates, default=1.0)

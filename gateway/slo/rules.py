@@ -4,7 +4,9 @@ Shaped as Sloth generates them: per SLO one rule group that records the error ra
 burn window from the SLO's counters, the objective, the error budget and what is left of it
 over the compliance period, and alerts when a long and a short window both burn faster than a
 factor. The windows, factors and severities are the gateway's own alert table (`ALERT_RULES`,
-`BURN_WINDOWS`), so Prometheus pages when ``/slo`` does: one table, read by both.
+`BURN_WINDOWS`), so Prometheus pages when ``/slo`` does: one table, read by both. A
+correctness SLO's alert also needs its short window to hold as many judged answers as the
+gateway's own alert does (`gateway.slo.correctness.min_judged`), summed over every instance.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 from gateway.slo.alerts import ALERT_RULES, BURN_WINDOWS, AlertRule
 from gateway.slo.config import SloConfig
+from gateway.slo.correctness import min_judged
 
 ALERT_NAME = "GatewaySloErrorBudgetBurn"
 OBJECTIVE = "gateway_slo:objective:ratio"
@@ -94,14 +97,26 @@ def _matchers(labels: Mapping[str, str], extra: str = "") -> str:
 
 
 def _alert(
-    rule: AlertRule, model: str, slo: SloConfig, labels: Mapping[str, str], selector: str
+    rule: AlertRule,
+    model: str,
+    slo: SloConfig,
+    labels: Mapping[str, str],
+    selector: str,
+    events: str,
 ) -> dict[str, Any]:
+    """``events``: the SLO's events counter with its matchers (a correctness SLO's alert
+    waits for enough of them in its short window)."""
     threshold = f"({_number(rule.factor)} * {_number(slo.error_budget)})"
     long_, short = error_ratio(rule.long_window), error_ratio(rule.short_window)
     what = f"{model}/{slo.name}"
+    expr = f"({long_}{selector} > {threshold}) and ({short}{selector} > {threshold})"
+    if slo.kind == "correctness":
+        needed = min_judged(slo.error_budget, rule.factor)
+        window = duration(BURN_WINDOWS[rule.short_window])
+        expr += f" and on() (sum(increase({events}[{window}])) >= {needed})"
     return {
         "alert": ALERT_NAME,
-        "expr": f"({long_}{selector} > {threshold}) and ({short}{selector} > {threshold})",
+        "expr": expr,
         "labels": {
             **labels,
             "severity": rule.severity,
@@ -157,7 +172,8 @@ def slo_group(model: str, slo: SloConfig, sli: SliSeries) -> dict[str, Any]:
         ),
         _record(BUDGET_REMAINING, f"1 - {PERIOD_ERROR_RATIO}{own} / {budget}", labels),
     ]
-    rules += [_alert(rule, model, slo, labels, own) for rule in ALERT_RULES]
+    events = f"{sli.events}{counters}"
+    rules += [_alert(rule, model, slo, labels, own, events) for rule in ALERT_RULES]
     return {"name": f"gateway-slo/{model}/{slo.name}", "rules": rules}
 
 

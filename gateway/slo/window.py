@@ -164,7 +164,7 @@ class _Series:
         self._pruned_for = now_start
         oldest = now_start - math.ceil(self.horizon_s / self.step) * self.step
         for book in (self.local, self.remote, self._exported):
-            # buckets arrive about in time order: drop the old prefix (an old bucket that
+            # buckets arrive about in time order: drop the expired prefix (one that
             # arrived late goes when the ones before it do, so memory stays bounded)
             while book:
                 first = next(iter(book))

@@ -3,8 +3,8 @@
 A worker reads reports off its own answers; the others learn of them through the control
 process, which takes each worker's newest (in its batch's gauges) and every scrape's onto its
 replicas, and publishes each replica's freshest in the snapshot. So every worker weighs the
-queues all workers' answers reported, a batch and a snapshot later (≤ 150 ms; their own
-answers' at once), and the control knows which replicas need no scrape.
+queues all workers' answers reported, a batch and a snapshot later (their own answers' at
+once), and the control knows which replicas need no scrape.
 """
 
 from __future__ import annotations

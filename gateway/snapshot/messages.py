@@ -109,6 +109,8 @@ class ModelView(msgspec.Struct, frozen=True):
     fallback_refusal: str | None  # None: its fallback can answer
     metadata: bytes | None  # the model's V2 metadata document (JSON), once fetched
     rollout: RolloutView | None
+    # why the burn policy serves this single-route model by a vote now (None: it does not)
+    escalation: str | None = None
 
 
 class BreakerSignal(msgspec.Struct, frozen=True):
@@ -172,6 +174,12 @@ class Gauges(msgspec.Struct, frozen=True):
     local_errors: dict[str, int] = {}  # its own resource errors so far, by errno name
     shed: dict[str, int] = {}  # requests it shed so far, by model
     hedges: tuple[int, int] = (0, 0)  # hedges it sent and won so far
+    # its admission's seats per model and tenant (`FairShare`'s counts)
+    tenants: dict[str, dict[str, dict[str, int]]] = {}
+    # its retry budget since it started: requests counted, retries spent, retries refused
+    budget: tuple[int, int, int] = (0, 0, 0)
+    # its breakers' half-open permits per replica: granted so far, most at once
+    permits: dict[str, tuple[int, int]] = {}
     # load readings its answers carried since its previous batch, by replica
     loads: dict[str, LoadView] = {}
     load_reports: dict[str, int] = {}  # reports it took ("taken") and refused (by why) so far
@@ -190,7 +198,16 @@ class Batch(msgspec.Struct, frozen=True, tag=True):
     calls: list[Call]
     gauges: Gauges | None
     stale: bool = False
+    flushed: int = 0  # the last `Flush` token the worker had received when it shipped
 
 
-ControlMessage = Welcome | Snapshot | Reload | Drain | Stop | Refused
+class Flush(msgspec.Struct, frozen=True, tag=True):
+    """Ship what you have now, answering with ``token`` in the batch's ``flushed``: a
+    barrier, so that the control reads every request answered before it (and knows every
+    snapshot it sent before has been applied: the link keeps the order)."""
+
+    token: int
+
+
+ControlMessage = Welcome | Snapshot | Reload | Drain | Stop | Refused | Flush
 WorkerMessage = Hello | Batch

@@ -60,13 +60,16 @@ class BatchShipper(BackgroundTask):
         self.answers: list[Answer] = []  # appended to by the request path
         self.calls: list[Call] = []  # appended to by the request path
         self.seq = 0  # of the last batch shipped
+        self.flushed = 0  # the last `Flush` token answered
 
-    def ship(self) -> Batch:
-        """Ships everything recorded so far, now."""
+    def ship(self, flushed: int = 0) -> Batch:
+        """Ships everything recorded so far, now (``flushed``: the `Flush` token answered)."""
         answers, calls = self.answers, self.calls
         self.answers, self.calls = [], []
         self.seq += 1
-        batch = Batch(self.worker, self.seq, answers, calls, self._gauges(), self._stale())
+        self.flushed = max(self.flushed, flushed)
+        gauges, stale = self._gauges(), self._stale()
+        batch = Batch(self.worker, self.seq, answers, calls, gauges, stale, self.flushed)
         self._send(batch)
         return batch
 

@@ -3,7 +3,7 @@
 With Redis the store keeps them; a lone gateway (``state.backend: memory``) names a file in
 ``state.decisions_file`` so that a drain survives a restart. The file is small (one line per
 target ever decided), rewritten whole on each action (a temporary file, then an atomic rename,
-so a crash leaves the old file or the new one) and read once at start, with the checks a
+so a crash leaves the previous file or the new one) and read once at start, with the checks a
 store's values get: bounds, and no stamp from the future.
 """
 

@@ -9,8 +9,8 @@ gateway counts and logs them, `gateway.state.rejects`):
 - a change sequence that is not a small integer is set back to the highest sequence the change
   log holds (cursors past it make their next pull a full one);
 - a generation token longer than any the scripts write is replaced (every gateway resyncs);
-- a stored value over its kind's size is never handed back (`bounded_hash`), so a 20 MB
-  decision costs the store one length check per pull, not 20 MB on every gateway's wire;
+- a stored value over its kind's size is never handed back (`bounded_hash`), so an oversized
+  decision costs the store one length check per pull, not its size on every gateway's wire;
 - a counter that is not an integer, or would leave int64, is replaced by the delta added to
   it (`add_counter`), where ``HINCRBY`` would fail the whole push.
 

@@ -157,6 +157,19 @@ class Catalog:
             "Vote legs that disagreed with the quorum (model: the voting model).",
             ("model", "pool", "replica"),
         )
+        self.audits = CounterFamily(
+            "gateway_audits_total",
+            "Audits of single-route answers, by outcome: agreed, wrong (the client's answer, by "
+            "a third opinion), auditor_wrong, undecided, failed (no audit answer), or shed_* "
+            "(drawn, not sent: shed_load, shed_concurrency, shed_rate).",
+            ("model", "outcome"),
+        )
+        self.escalated = GaugeFamily(
+            "gateway_model_escalated",
+            "1 while the burn policy serves a single-route model by a vote (its correctness "
+            "SLO burns).",
+            ("model",),
+        )
         self.fallbacks = CounterFamily(
             "gateway_fallbacks_total",
             "Requests answered by the fallback model.",
@@ -260,8 +273,15 @@ class SloFamilies:
             "Bad events of an SLO on this instance: a 5xx, or for latency SLOs a late answer.",
             SLO,
         )
+        self.wrong_rate = GaugeFamily(
+            "gateway_slo_wrong_rate_bound",
+            "A correctness SLO's wrong-answer rate over its period: the bounds of its 95 % "
+            "interval (bound: low, high), from the answers it judged.",
+            (*SLO, "bound"),
+        )
         self.families = (
-            self.objective, self.budget, self.burn, self.alert, self.events, self.bad_events
+            self.objective, self.budget, self.burn, self.alert, self.events, self.bad_events,
+            self.wrong_rate,
         )  # fmt: skip
 
 

@@ -241,6 +241,13 @@ class Metrics:
     def fallback(self, model: str, reason: str) -> None:
         self._m.fallbacks.labels(model, self._reason(reason)).value += 1
 
+    def audit(self, model: str, outcome: str) -> None:
+        """One audit's outcome (`gateway.pipeline.audit.VERDICTS`, or ``shed_<why>``)."""
+        self._m.audits.labels(model, self._reason(outcome)).value += 1
+
+    def escalated(self, model: str, engaged: bool) -> None:
+        self._m.escalated.labels(model).value = 1.0 if engaged else 0.0
+
     # --- state changes (rare) ----------------------------------------------------------------
 
     def breaker_transition(self, replica: str, old: str, new: str) -> None:

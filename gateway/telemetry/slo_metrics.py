@@ -57,6 +57,7 @@ def set_slos(families: SloFamilies, doc: Mapping[str, Any] | Iterable[Mapping[st
             alerts=_pairs(entry.get("alerts"), "severity", ("firing",), combine=max),
             events=_number(entry.get("events_total")),
             bad_events=_number(entry.get("bad_events_total")),
+            wrong_rate_interval=_interval(entry.get("wrong_rate_interval")),
         )
 
 
@@ -72,6 +73,7 @@ def set_slo(
     alerts: Mapping[str, float] | None = None,
     events: float | None = None,
     bad_events: float | None = None,
+    wrong_rate_interval: tuple[float, float] | None = None,
 ) -> None:
     """Sets one SLO's gauges (the simple-arguments form of `set_slos`)."""
     labels = (model, name, tenant)
@@ -87,6 +89,17 @@ def set_slo(
         families.events.labels(*labels).set(events)
     if bad_events is not None:
         families.bad_events.labels(*labels).set(bad_events)
+    if wrong_rate_interval is not None:
+        families.wrong_rate.labels(*labels, "low").set(wrong_rate_interval[0])
+        families.wrong_rate.labels(*labels, "high").set(wrong_rate_interval[1])
+
+
+def _interval(value: object) -> tuple[float, float] | None:
+    """``[low, high]`` as numbers, or None."""
+    if not isinstance(value, list | tuple) or len(value) != 2:
+        return None
+    low, high = _number(value[0]), _number(value[1])
+    return None if low is None or high is None else (low, high)
 
 
 def _entries(doc: Mapping[str, Any] | Iterable[Mapping[str, Any]]) -> list[tuple[str, Any]]:
@@ -146,6 +159,7 @@ def slo_gauges(doc: Mapping[str, Any]) -> dict[str, Any]:
                     ],
                     "events_total": slo["counted_here"]["total"],
                     "bad_events_total": slo["counted_here"]["bad"],
+                    "wrong_rate_interval": slo.get("wrong_rate_interval"),
                 }
             )
     return {"slos": entries}

@@ -1,4 +1,4 @@
-"""Per-event rate limiting for noisy log lines (a vote's dissents: 34 lines in 20 s).
+"""Per-event rate limiting for noisy log lines (a vote's dissents, say).
 
 Each key (say, a replica's dissents on one model) writes at most one line per interval; the
 next line it writes says how many were held back meanwhile, so nothing is lost from the

@@ -10,8 +10,8 @@ its listeners decide and announce every change.
 
 Why not ``CircuitBreaker.call``: it runs the guarded function synchronously and judges it at
 once, but an attempt here is admitted first and judged later (after the exchange, or once
-evidence decided a disputed answer), so the old adapter replayed finished outcomes into
-``call`` and kept a shadow state beside pybreaker. Why not pybreaker's own open -> half-open
+evidence decided a disputed answer), so an adapter over ``call`` would replay finished outcomes
+into it and keep a shadow state beside pybreaker. Why not pybreaker's own open -> half-open
 timer: it runs only inside ``call`` and compares ``opened_at`` with its own
 ``datetime.now(UTC)``, which no clock can be injected into, and could not be exact on a fake
 clock (two wall-clock reads, microsecond rounding). So the storage stamps ``opened_at`` on the
@@ -229,13 +229,19 @@ class ReplicaBreaker:
         else:
             self._cb.close()
 
+    def report_permits(self, granted: int, peak: int) -> None:
+        """Half-open permits the data-plane workers' breakers for this replica gave (in the
+        control process, whose own breaker serves no attempt): their sum, and the most any
+        one of them had out at once."""
+        self.half_open_granted, self.half_open_peak = granted, peak
+
     def carry_from(self, old: ReplicaBreaker) -> None:
         """Takes over ``old``'s state (the same replica's breaker before a reload).
 
         The state goes through pybreaker (`force`: listeners, metrics and shared state hear
-        of an open breaker); then the storage takes the old counters and the old opening
+        of an open breaker); then the storage takes ``old``'s counters and its opening
         instant, so an open breaker half-opens when it would have. Half-open permits stay
-        with the old breaker, whose attempts hand them back there.
+        with ``old``, whose attempts hand them back there.
         """
         self.force(old._storage.state)
         storage, was = self._storage, old._storage

@@ -222,7 +222,7 @@ class Replica:
     def carry_from(self, old: Replica) -> None:
         """Takes over what ``old`` (this replica, in the gateway a reload replaced) learned.
 
-        Not ``outstanding``: the old object's attempts finish on the old object.
+        Not ``outstanding``: ``old``'s attempts finish on ``old``.
         """
         for name in CARRIED:
             setattr(self, name, getattr(old, name))

@@ -1,27 +1,40 @@
-"""Vote dissents judged into suspects, and a suspect quarantined: the registry's side of a vote.
+"""Vote dissents and audit verdicts judged into suspects, and a suspect quarantined.
 
 The vote route reports each replica's dissent from a quorum (`observe`: rows voted, rows it
-dissented on); per model a `SuspectTracker` keeps the share of its recent rows it dissented on,
-and a replica over the model's threshold is quarantined through the registry, then starts
-afresh. Where it runs decides whose votes it sees: in one process every vote; with data-plane
-workers, the control process receives every worker's dissents (`gateway.worker.shipped`), so a
-replica's record spans all of them.
+dissented on), and an audit each replica it judged (`gateway.pipeline.audit`: rows compared,
+rows the third opinion found it wrong on, ``by="audit"``); per model a `SuspectTracker` keeps
+the share of its recent rows found against the others, and a replica over the model's
+threshold is quarantined through the registry, then starts afresh. Where it runs decides
+whose votes it sees: in one process every vote; with data-plane workers, the control process
+receives every worker's dissents and audits (`gateway.worker.shipped`), so a replica's record
+spans all of them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
-from gateway.config.policies import VoteConfig
-from gateway.policies.suspects import SuspectTracker
+from gateway.policies.suspects import SuspectRule, SuspectTracker
 from gateway.upstream.registry import Registry
+
+REASONS = {
+    "vote": ("dissented from the {model} quorum too often", "vote_dissent"),
+    "audit": ("found wrong by {model}'s audits too often", "audit"),
+}
 
 
 class DissentSink(Protocol):
     """Where a vote's dissents go (`Suspects` here; shipped to control in a worker)."""
 
     def observe(
-        self, model: str, config: VoteConfig, replica_id: str, rows: int, dissented: int
+        self,
+        model: str,
+        config: SuspectRule,
+        replica_id: str,
+        rows: int,
+        dissented: int,
+        by: str = "vote",
     ) -> None: ...
 
     def forget_replica(self, replica_id: str) -> None: ...
@@ -29,15 +42,29 @@ class DissentSink(Protocol):
     def to_json(self) -> dict[str, dict[str, dict[str, float]]]: ...
 
 
+# (model, replica id, rows, rows found wrong, by): each verdict, as it is recorded
+Heard = Callable[[str, str, int, int, str], None]
+
+
 class Suspects:
     def __init__(self, registry: Registry) -> None:
         self._registry = registry
         self.trackers: dict[str, SuspectTracker] = {}
+        self.heard: Heard | None = None  # told each verdict (the burn policy's vote's evidence)
 
     def observe(
-        self, model: str, config: VoteConfig, replica_id: str, rows: int, dissented: int
+        self,
+        model: str,
+        config: SuspectRule,
+        replica_id: str,
+        rows: int,
+        dissented: int,
+        by: str = "vote",
     ) -> None:
-        """One vote's verdict on ``replica_id``: ``dissented`` of its ``rows`` rows."""
+        """One vote's (or audit's, ``by``) verdict on ``replica_id``: ``dissented`` of its
+        ``rows`` rows."""
+        if self.heard is not None:
+            self.heard(model, replica_id, rows, dissented, by)
         tracker = self.trackers.get(model)
         if tracker is None:
             tracker = SuspectTracker(
@@ -47,9 +74,9 @@ class Suspects:
         if not tracker.observe(replica_id, rows, dissented):
             return
         replica = self._registry.replica(replica_id)
-        reason = f"dissented from the {model} quorum too often"
+        reason, kind = REASONS[by]
         if replica is not None and self._registry.quarantine(
-            replica, config.quarantine_s, reason, "vote_dissent"
+            replica, config.quarantine_s, reason.format(model=model), kind
         ):
             tracker.forgive(replica_id)
 

@@ -1,6 +1,6 @@
 """A request body as the buffers it arrived in: carried, spliced and sent without copies.
 
-A 602 KB image request arrives in a few dozen chunks; joining them, splicing an id into the
+A large image request arrives in many chunks; joining them, splicing an id into the
 result and prefixing the HTTP head cost three full copies before a byte reached a replica.
 A `Body` keeps the chunks (or the one buffer it came in) as ``pieces``; a splice (the id in
 the JSON header, a vote's ``outputs``) adds a small buffer between two views of the same

@@ -107,8 +107,8 @@ def _grouped(segments: list[memoryview]) -> Iterator[memoryview]:
 
     A body arrives in reads of a few KiB to a few hundred, and numpy's fixed cost per call (a
     view, a result array, a count) dominates a small segment's check: an image body read in
-    reads of a few KiB cost several times its check as one buffer, copy included (the figures
-    are in the commit that added this). A segment as large as a group is checked in place;
+    reads of a few KiB cost several times its check as one buffer, copy included (the figures:
+    docs/measured.md, The data path). A segment as large as a group is checked in place;
     only smaller ones are copied, a group at a time.
     """
     group: list[memoryview] = []

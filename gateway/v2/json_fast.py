@@ -1,6 +1,6 @@
 """A large JSON request checked at C speed: its structure decoded, its ``data`` never as numbers.
 
-A 1×3×224×224 image as JSON is 1.2 MB of text and 150,528 numbers. Decoding it with orjson makes
+A 1×3×224×224 image as JSON is megabytes, a number an element. Decoding it with orjson makes
 a Python float of each and checking them against the datatype walks them again; neither is
 needed to accept it. Here msgspec decodes the message's structure (names, shapes, datatypes,
 parameters, id, outputs) and hands each input's ``data`` over as `msgspec.Raw`, the bytes of

@@ -4,4 +4,5 @@ import sys
 
 from gateway.worker.main import main
 
-sys.exit(main())
+if __name__ == "__main__":  # not on import (a walk of the package imports every module)
+    sys.exit(main())

@@ -3,7 +3,7 @@
 The REST door (`gateway.worker.rest`) and the gRPC door read `runtime` and `edge` at each
 request, so a reload takes over at once: `swap` starts a runtime built from the config the
 control process sent (verifying its fallbacks first), makes it the one the doors read, applies
-the latest snapshot to it, and retires the old one once the requests it admitted are answered
+the latest snapshot to it, and retires the outgoing one once the requests it admitted are answered
 (bounded). The parser's worker processes and the byte budget outlive reloads, as in one process.
 
 Statistics (Triton's) are the control process's: every worker's answers are counted there, so
@@ -13,7 +13,6 @@ Statistics (Triton's) are the control process's: every worker's answers are coun
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -29,6 +28,7 @@ from gateway.worker.runtime import WorkerRuntime
 log = logging.getLogger(__name__)
 
 RETIRE_GRACE_S = 60.0
+RETIRE_POLL_S = 0.05
 
 
 class ControlReads(Protocol):
@@ -81,14 +81,14 @@ class WorkerApp:
         self.runtime.mirror.apply(snapshot)
 
     async def swap(self, build: Callable[[], WorkerRuntime]) -> None:
-        """A reload: the new runtime started and serving, the old one retired."""
+        """A reload: the new runtime started and serving, the outgoing one retired."""
         fresh = build()
         await fresh.start()
         if self.latest is not None:
             fresh.mirror.apply(self.latest)
-        old = self.runtime
+        old, old_edge = self.runtime, self.edge
         self._install(fresh)
-        task = asyncio.create_task(_retire(old))
+        task = asyncio.create_task(_retire(old, old_edge))
         self._retiring.add(task)
         task.add_done_callback(self._retiring.discard)
         log.info("worker runtime replaced from the reloaded config")
@@ -106,8 +106,13 @@ class WorkerApp:
         await self.runtime.stop()
 
 
-async def _retire(runtime: WorkerRuntime, grace_s: float = RETIRE_GRACE_S) -> None:
-    """Stops a replaced runtime once the requests it admitted are answered (bounded)."""
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(runtime.pipeline.admission.idle.wait(), grace_s)
+async def _retire(runtime: WorkerRuntime, edge: Edge, grace_s: float = RETIRE_GRACE_S) -> None:
+    """Stops a replaced runtime once every request its edge took is answered (bounded):
+    one still reading its body has not reached admission yet, but will use its transport."""
+    loop = asyncio.get_running_loop()
+    until = loop.time() + grace_s
+    while edge.open > 0 or not runtime.pipeline.admission.idle.is_set():
+        if loop.time() >= until:
+            break
+        await asyncio.sleep(RETIRE_POLL_S)
     await runtime.stop()

@@ -4,7 +4,7 @@
         inherits the REST listening socket (``--rest-fd``); reads its index on a pipe
         (``--index-fd``: `gateway.control.standby`) or is given it (``--index``)
         ── the link (``RUN_DIR/control.sock``) ──► Hello; Welcome (the config's text); Snapshots
-        ◄── Batches of outcomes every 100 ms
+        ◄── Batches of outcomes, at the shipper's pace
 
 It serves the REST door on the lean server (`gateway.worker.rest`; every other URL is proxied
 to the control process's own server on ``RUN_DIR/admin.sock``) and, with ``--grpc-port``, the
@@ -27,7 +27,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ import uvloop
 
 from gateway.api.parsing import RequestParser
 from gateway.api.tenants import HEADERS as TENANT_HEADERS
+from gateway.call_count import install as install_call_count
 from gateway.clock import MonotonicClock
 from gateway.config.connections import door_connections
 from gateway.config.loader import ConfigError, config_from_text
@@ -50,6 +51,7 @@ from gateway.snapshot.messages import (
     Batch,
     ControlMessage,
     Drain,
+    Flush,
     Gauges,
     Hello,
     Refused,
@@ -73,12 +75,16 @@ log = logging.getLogger("gateway.worker")
 WELCOME_TIMEOUT_S = 30.0
 STALE_S = 3.0
 DRAIN_SLACK_S = 1.0
+FRAMING_BYTES = 64 * 1024
+LINGER_S = 10.0
+LINGER_BYTES = 64 * 1024 * 1024  # what chunked framing may add to a body the edge bounds
 REFUSED = 3  # the exit status when the control process refuses this worker
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _arguments().parse_args(argv)
+    os.set_inheritable(args.rest_fd, False)  # no child of this worker (a parse process) keeps it
     index = args.index if args.index_fd is None else _read_index(args.index_fd)
     if index is None:
         return 0  # a standby no longer needed
@@ -120,6 +126,7 @@ class Worker:
         self._workers = 1
         self._stopping: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._reloading: asyncio.Task[None] | None = None  # the last reload, under way or done
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
@@ -174,7 +181,7 @@ class Worker:
             app.follow(self._latest)
         proxy = UnixProxy(str(self._run_dir / "admin.sock"))
         http = HttpServer(
-            RestDoor(app).routes(proxy.handle),
+            RestDoor(app).routes(proxy),
             _client_limits(config),
             wanted_headers=(*EDGE_HEADERS, *TENANT_HEADERS),
         )
@@ -187,6 +194,7 @@ class Worker:
             await grpc.start()
         self.shipper.start()
         _settle_garbage_collector()
+        install_call_count(asyncio.get_running_loop(), self._settle)  # $GATEWAY_CALL_COUNT
         loop = asyncio.get_running_loop()
         assert self._stopping is not None
         loop.add_signal_handler(signal.SIGTERM, self._stopping.set)
@@ -196,7 +204,7 @@ class Worker:
         grace = _grace(app.gateway.config)
         log.info("worker %d stopping: requests in flight get %.1f s", self.index, grace)
         app.gateway.drain()
-        stops = [http.drain(grace)]
+        stops: list[Awaitable[object]] = [http.drain(grace)]
         if grpc is not None:
             stops.append(grpc.stop(grace))
         await asyncio.gather(*stops, return_exceptions=True)
@@ -204,7 +212,7 @@ class Worker:
         await self.link.stop()
         await app.stop()
         await parser.close()
-        await proxy.close()
+        proxy.pool.close()
 
     def _runtime(self, config: GatewayConfig) -> WorkerRuntime:
         return WorkerRuntime(
@@ -226,13 +234,28 @@ class Worker:
         if isinstance(message, Snapshot):
             self._snapshot(message)
         elif isinstance(message, Reload):
-            self._spawn(self._reload(message))
+            self._reloading = self._spawn(self._reload(message))
+        elif isinstance(message, Flush):
+            self._flush(message.token)
         elif isinstance(message, Stop):
             self._stop()
         elif isinstance(message, Drain):
             self._drain(message.reason)
         else:  # Welcome or Refused: the answer to this worker's Hello
             self._answered(message)
+
+    def _flush(self, token: int) -> None:
+        """Ships now; after a reload under way, once it is done (it was asked before)."""
+        reloading = self._reloading
+        if reloading is None or reloading.done():
+            self.shipper.ship(token)
+            return
+
+        async def after_reload() -> None:
+            await asyncio.wait((reloading,))
+            self.shipper.ship(token)
+
+        self._spawn(after_reload())
 
     def _snapshot(self, snapshot: Snapshot) -> None:
         self._latest = snapshot
@@ -267,13 +290,18 @@ class Worker:
             return
         self._config_version = reload.config_version
 
-    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
+    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     def _ship(self, batch: Batch) -> None:
         self.link.send_batch(batch)
+
+    def _settle(self) -> None:
+        """What the requests left for later: their batch, shipped now (the calls guard)."""
+        self.shipper.ship()
 
     def _stale(self) -> bool:
         return self.link.stale
@@ -294,7 +322,9 @@ def _client_limits(config: GatewayConfig) -> ClientLimits:
         max_header_bytes=server.max_header_bytes,
         header_timeout_s=server.header_timeout_s,
         body_timeout_s=server.body_timeout_s,
-        max_body_bytes=server.max_body_bytes,
+        # the edge refuses a body over the limit itself (and records it); the server bounds
+        # what a body's framing may add to it
+        max_body_bytes=2 * server.max_body_bytes + FRAMING_BYTES,
         max_connections=door_connections(config),
     )
 

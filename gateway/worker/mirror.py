@@ -5,9 +5,11 @@ for everything the control decides: which replicas are members (a replica discov
 joins, one that left is drained: its attempts in flight finish), each one's health, ejection,
 quarantine, weight and spare role, a pool's pause and the replicas an operator holds out, a
 learned binary-tensor dialect, each model's burn-policy adjustment, whether its fallback may
-answer, its metadata once fetched, a rollout's progress, and whether the gateway is draining.
-Each replica's load reading is taken where it is fresher than this worker's own (another
-worker's answers reported it, or the control scraped it: `gateway.snapshot.loads`).
+answer, its metadata once fetched, a rollout's progress, whether the burn policy serves it by a
+vote (`escalated`, kept in place: the pipeline's escalating routes read it), and whether the
+gateway is draining. Each replica's load reading is taken where it is fresher than this
+worker's own (another worker's answers reported it, or the control scraped it:
+`gateway.snapshot.loads`).
 A breaker transition another worker (or the control's health probes) made is forced on this
 worker's breaker once (`BreakerSignal.seq`), muted so that it is not shipped back as this
 worker's own. Names a snapshot carries that this worker's config does not know (a reload
@@ -52,6 +54,7 @@ class Mirror:
         self.version = 0  # of the last snapshot applied (0: none yet)
         self.adjustments: dict[str, PolicyAdjustment] = {}
         self.fallback_refusals: dict[str, str] = {}  # the control's refusals, by fallback model
+        self.escalated: dict[str, str] = {}  # models served by a vote now: why
         self._breakers: dict[str, int] = {}  # the last signal applied, by replica
 
     def adjust(self, model: str) -> PolicyAdjustment:
@@ -69,6 +72,7 @@ class Mirror:
         models = serving.config.models
         adjustments: dict[str, PolicyAdjustment] = {}
         refusals: dict[str, str] = {}
+        escalated: dict[str, str] = {}
         for name, model_view in snapshot.models.items():
             model = models.get(name)
             if model is None:
@@ -80,7 +84,12 @@ class Mirror:
                 refusals[model.fallback.model] = model_view.fallback_refusal
             if model_view.metadata is not None and serving.metadata.cached(name) is None:
                 self._metadata(name, model_view.metadata)
+            if model_view.escalation is not None:
+                escalated[name] = model_view.escalation
         self.adjustments = adjustments
+        if escalated != self.escalated:  # in place: the pipeline's escalating routes read it
+            self.escalated.clear()
+            self.escalated.update(escalated)
         if refusals != self.fallback_refusals:  # in place: the worker's fallbacks read it
             self.fallback_refusals.clear()
             self.fallback_refusals.update(refusals)

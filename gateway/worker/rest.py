@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from gateway.api.answer_lines import answer_lines, refusal_lines
+from gateway.api.ids import id_lines
 from gateway.api.responses import error_answer
 from gateway.errors import CLIENT_CLOSED, GatewayError
 from gateway.pipeline.edge import Edge, Intake
@@ -78,14 +79,14 @@ class RestDoor:
     # --- health and metadata ------------------------------------------------------------
 
     async def server_metadata(self, request: Request, answer: Answer) -> None:
-        _json(answer, 200, self._app.gateway.server_metadata())
+        self._json(request, answer, 200, self._app.gateway.server_metadata())
 
     async def live(self, request: Request, answer: Answer) -> None:
-        _json(answer, 200, {"live": True})
+        self._json(request, answer, 200, {"live": True})
 
     async def ready(self, request: Request, answer: Answer) -> None:
         gateway = self._app.gateway
-        _json(answer, 200 if gateway.ready() else 503, gateway.readiness())
+        self._json(request, answer, 200 if gateway.ready() else 503, gateway.readiness())
 
     async def model_metadata(self, request: Request, answer: Answer) -> None:
         gateway = self._app.gateway
@@ -94,9 +95,9 @@ class RestDoor:
             model = gateway.model(params["model"], params.get("version"))
             doc = await gateway.model_metadata(params["model"], model)
         except GatewayError as error:
-            _error(answer, error)
+            self._error(request, answer, error)
             return
-        _json(answer, 200, doc)
+        self._json(request, answer, 200, doc)
 
     async def model_ready(self, request: Request, answer: Answer) -> None:
         gateway = self._app.gateway
@@ -104,9 +105,22 @@ class RestDoor:
         try:
             state = gateway.model_readiness(gateway.model(name, request.params.get("version")))
         except GatewayError as error:
-            _error(answer, error)
+            self._error(request, answer, error)
             return
-        _json(answer, 200 if state.ready else 503, _readiness_document(name, state))
+        document = _readiness_document(name, state)
+        self._json(request, answer, 200 if state.ready else 503, document)
+
+    def _ids(self, request: Request) -> bytes:
+        wanted = request.wanted
+        tracing = self._app.gateway.config.tracing.enabled
+        return id_lines(wanted.get("x-request-id"), wanted.get("traceparent"), tracing)
+
+    def _json(self, request: Request, answer: Answer, status: int, doc: Any) -> None:
+        answer.send(status, _JSON + self._ids(request), orjson.dumps(doc))
+
+    def _error(self, request: Request, answer: Answer, error: GatewayError) -> None:
+        head, body = error_answer(error, self._ids(request))
+        answer.send(error.status, head, body)
 
 
 def _written(edge: Edge, intake: Intake) -> Callable[[bool], None]:
@@ -114,15 +128,6 @@ def _written(edge: Edge, intake: Intake) -> Callable[[bool], None]:
         edge.written(intake)
 
     return written
-
-
-def _json(answer: Answer, status: int, doc: Any) -> None:
-    answer.send(status, _JSON, orjson.dumps(doc))
-
-
-def _error(answer: Answer, error: GatewayError) -> None:
-    head, body = error_answer(error, b"")
-    answer.send(error.status, head, body)
 
 
 def _readiness_document(name: str, state: Readiness) -> dict[str, Any]:

@@ -2,12 +2,14 @@
 
 `WorkerRuntime` is `gateway.serving.Serving` built with the link's stand-ins
 (`gateway.worker.shipped`): what the request path tells the metrics, the outlier detector,
-the vote's suspects, the rollouts' evidence and the upstream events is shipped to the control
-process in the worker's batches, and so is each answer (one tuple, as the answer tape takes
-it). The control's decisions come back as snapshots (`mirror`). The limits the config sets for
-the whole gateway are this worker's share of them (`gateway.config.shares`). Nothing runs in
-the background here but the request path and the shipper; the fallback models are loaded and
-verified at start, and refused while the control process says so.
+the vote's suspects, the rollouts' evidence, the audits' verdicts and the upstream events is
+shipped to the control process in the worker's batches, and so is each answer (one tuple, as
+the answer tape takes it). The control's decisions come back as snapshots (`mirror`); among
+them, which models the burn policy serves by a vote (`Mirror.escalated`, read in place by the
+pipeline). The limits the config sets for the whole gateway are this worker's share of them
+(`gateway.config.shares`). Nothing runs in the background here but the request path and the
+shipper; the fallback models are loaded and verified at start, and refused while the control
+process says so.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from gateway.upstream.transport.base import Transport
 from gateway.upstream.transport.local_errors import LOCAL_RESOURCE_ERRORS
 from gateway.worker.mirror import Mirror
 from gateway.worker.shipped import (
+    ShippedAudits,
     ShippedEvents,
     ShippedMetrics,
     ShippedReactions,
@@ -77,6 +80,8 @@ class WorkerRuntime(Serving):
         # the time of each replica's reading shipped or taken from a snapshot: not shipped again
         self.loads_known: dict[str, float] = {}
         self.mirror = Mirror(self, self.rollouts, events, worker, self.loads_known)
+        self.audits = ShippedAudits(shipper)
+        self.escalated = self.mirror.escalated
         self.fallbacks = {
             name: _Refusable(model, name, self.mirror.fallback_refusals)
             for name, model in self.fallback_models.items()
@@ -118,7 +123,7 @@ class WorkerRuntime(Serving):
         """This worker's levels now, for its next batch."""
         outstanding = {r.id: r.outstanding for r in self.registry.replicas() if r.outstanding}
         pipeline = self.pipeline
-        admission, hedge = pipeline.admission, pipeline.hedge
+        admission, hedge, budget = pipeline.admission, pipeline.hedge, self.budget
         reports = pipeline.attempt.load_reports
         return Gauges(
             outstanding,
@@ -129,8 +134,18 @@ class WorkerRuntime(Serving):
             dict(LOCAL_RESOURCE_ERRORS),
             dict(admission.shed),
             (hedge.hedges_sent, hedge.hedges_won),
-            self._new_loads(),
-            {"taken": reports.taken, **reports.refused},
+            {
+                name: {seat.name: seat.to_json() for seat in admission.share_of(name, model)}
+                for name, model in self.config.models.items()
+            },
+            (budget.requests_total, budget.spent_total, budget.refused_total),
+            {
+                r.id: (r.breaker.half_open_granted, r.breaker.half_open_peak)
+                for r in self.registry.replicas()
+                if r.breaker is not None and r.breaker.half_open_granted
+            },
+            loads=self._new_loads(),
+            load_reports={"taken": reports.taken, **reports.refused},
         )
 
     def _new_loads(self) -> dict[str, LoadView]:

@@ -18,9 +18,10 @@ from typing import Any
 
 from gateway.clock import Clock
 from gateway.config.models import ModelConfig
-from gateway.config.policies import VoteConfig
 from gateway.outcome import Outcome
+from gateway.pipeline.audit import Judged
 from gateway.pipeline.reactions import Reactions
+from gateway.policies.suspects import SuspectRule
 from gateway.rollout.controller import Rollouts
 from gateway.rollout.progress import Progress
 from gateway.snapshot.messages import Call, RolloutView
@@ -103,7 +104,13 @@ class ShippedSuspects:
         self._shipper = shipper
 
     def observe(
-        self, model: str, config: VoteConfig, replica_id: str, rows: int, dissented: int
+        self,
+        model: str,
+        config: SuspectRule,
+        replica_id: str,
+        rows: int,
+        dissented: int,
+        by: str = "vote",
     ) -> None:
         args = (model, replica_id, rows, dissented)
         self._shipper.calls.append(Call("suspects", "observe", args))
@@ -113,6 +120,23 @@ class ShippedSuspects:
 
     def to_json(self) -> dict[str, dict[str, dict[str, float]]]:
         return {}
+
+
+class ShippedAudits:
+    """`gateway.pipeline.audit.AuditSink`: audits' verdicts shipped as ``audits`` calls (the
+    control counts them, feeds the correctness SLOs and strikes the replicas found wrong)."""
+
+    __slots__ = ("_shipper",)
+
+    def __init__(self, shipper: BatchShipper) -> None:
+        self._shipper = shipper
+
+    def audited(self, model: str, verdict: str, judged: Judged) -> None:
+        args = (model, verdict, [list(entry) for entry in judged])
+        self._shipper.calls.append(Call("audits", "audited", args))
+
+    def shed(self, model: str, reason: str) -> None:
+        self._shipper.calls.append(Call("audits", "shed", (model, reason)))
 
 
 class ShippedEvents:

@@ -169,6 +169,19 @@ SCENARIOS: tuple[Scenario, ...] = (
         "rows, so a few % of requests (2 rows on average) fall back on no quorum",
     ),
     Scenario(
+        "silent-corruption", "Silent corruption: 1 of 3 replicas of a single route corrupts "
+        "10 % of its answers", THREE,
+        _plain(audit={"rate": 0.05},
+               slos=[{"name": "right-answers", "kind": "correctness", "objective": 0.999}]),
+        DIGITS,
+        window("corrupt_rate=0.1 on mlp-0", [act.set_faults(MLP, [0], corrupt_rate=0.1)],
+               [act.clear_faults(MLP, [0])]),
+        Objective(max_failed_rate=0.0, max_wrong_rate=0.02), needs="audits (models.*.audit)",
+        expect="audits of 5 % of the answers find mlp-0's wrong ones; the correctness SLO "
+        "burns and mlp-0 is struck as a suspect, then quarantined (loadtests/bench_correctness.py "
+        "runs the same fault for 40 s)",
+    ),
+    Scenario(
         "all-down", "All replicas down: SIGKILL 3 of 3, fallback answers, restart", THREE,
         _plain(fallback={"model": FALLBACK}), DIGITS,
         window("SIGKILL all", [act.kill(MLP, [0, 1, 2])], [act.restart(MLP, [0, 1, 2])]),

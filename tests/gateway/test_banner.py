@@ -5,8 +5,6 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-import uvicorn
-
 from gateway.banner import announce_when_listening, banner
 from gateway.config import load_config
 
@@ -15,7 +13,7 @@ LOCAL = Path(__file__).resolve().parents[2] / "config" / "local.yaml"
 
 def test_the_banner_names_the_v2_endpoints_the_dashboard_and_the_metrics() -> None:
     config = load_config(LOCAL)
-    text = banner(config, uvicorn.Config(app="unused:app", host="127.0.0.1", port=8000), 5, 8001)
+    text = banner(config, "127.0.0.1", 8000, 5, 8001)
     lines = text.splitlines()
     assert lines[0] == "gateway up: 5 local replica(s) ready, serving http://127.0.0.1:8000"
     assert "  dashboard  http://127.0.0.1:8000/dashboard" in lines
@@ -26,7 +24,7 @@ def test_the_banner_names_the_v2_endpoints_the_dashboard_and_the_metrics() -> No
 
 def test_a_gateway_on_every_address_is_shown_on_loopback() -> None:
     config = load_config(LOCAL)
-    text = banner(config, uvicorn.Config(app="unused:app", host="0.0.0.0", port=9000), 0)
+    text = banner(config, "0.0.0.0", 9000, 0)
     assert "serving http://127.0.0.1:9000" in text and "gRPC" not in text
 
 

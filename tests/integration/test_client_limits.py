@@ -155,7 +155,7 @@ def test_the_largest_body_leaves_others_unhurt_and_memory_returns(
     other = probers(gateway.port, "POST", "/v2/models/digits/infer", small_body())
     time.sleep(BASELINE_S)
     baseline_end = time.perf_counter()
-    baseline_rss = rss(gateway.pid)
+    baseline_rss = rss(gateway.data_pid)
 
     started = time.perf_counter()
     lines = send_body(gateway, body, BIG_REQUESTS)
@@ -163,7 +163,7 @@ def test_the_largest_body_leaves_others_unhurt_and_memory_returns(
     assert [line.split()[0] for line in lines] == ["200"] * BIG_REQUESTS, lines[:3]
     huge = send_body(gateway, huge_body, 1)
     huge_ended = time.perf_counter()
-    peak_rss = rss(gateway.pid)
+    peak_rss = rss(gateway.data_pid)
     health.stop.set()
     other.stop.set()
 
@@ -182,9 +182,9 @@ def test_the_largest_body_leaves_others_unhurt_and_memory_returns(
     print(f"RSS baseline {baseline_rss >> 20} MiB, after the big bodies {peak_rss >> 20} MiB")
 
     wait_until(
-        lambda: rss(gateway.pid) <= RSS_SLACK * baseline_rss,
+        lambda: rss(gateway.data_pid) <= RSS_SLACK * baseline_rss,
         WAIT_S,
-        message=lambda: f"RSS {rss(gateway.pid) >> 20} MiB back near {baseline_rss >> 20} MiB",
+        message=lambda: f"RSS {rss(gateway.data_pid) >> 20} MiB back near {baseline_rss >> 20} MiB",
     )
 
 
@@ -235,14 +235,12 @@ def test_an_oversized_head_is_refused_and_never_buffered(
     start_replicas: StartReplicas, start_gw: StartGateway
 ) -> None:
     gateway = start_gw(pool_config(start_replicas(1)))
-    baseline_rss = rss(gateway.pid)
+    baseline_rss = rss(gateway.data_pid)
     with socket.create_connection(("127.0.0.1", gateway.port), timeout=WAIT_S) as sock:
         sock.sendall(b"GET /v2/health/live HTTP/1.1\r\nhost: gw\r\n" + b"x-h: v\r\n" * 6000)
         sock.sendall(b"\r\n")
         answer = sock.recv(65536)
-    assert (
-        answer.startswith(b"HTTP/1.1 431 ") and b'{"error":"request line and headers over' in answer
-    )
+    assert answer.startswith(b"HTTP/1.1 431 ") and b'{"error":"' in answer  # too many, or too big
     sent = 0
     with socket.create_connection(("127.0.0.1", gateway.port), timeout=WAIT_S) as sock:
         sock.sendall(b"GET /v2/health/live HTTP/1.1\r\nhost: gw\r\nx-big: ")
@@ -252,7 +250,7 @@ def test_an_oversized_head_is_refused_and_never_buffered(
                 sock.sendall(chunk)
                 sent += len(chunk)
     assert sent < 16 * 1024 * 1024, f"{sent} bytes of head accepted"  # with socket buffers
-    assert rss(gateway.pid) <= RSS_SLACK * baseline_rss
+    assert rss(gateway.data_pid) <= RSS_SLACK * baseline_rss
     print(f"\n55 MB head: cut off after {sent >> 10} KiB")
 
 

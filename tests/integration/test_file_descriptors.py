@@ -139,7 +139,7 @@ def test_silent_connections_past_the_grpc_doors_cap_are_refused_and_nobody_starv
             httpx.Client(base_url=gateway.url, trust_env=False, timeout=10) as client,
         ):
             wait_until(lambda: _refused(held) >= SILENT - cap, 15, message="the ones past the cap")
-            assert _open_fds(gateway.pid) < LIMIT - 64  # room left for everything else
+            assert _open_fds(gateway.data_pid) < LIMIT - 64  # room left for everything else
             for body in request_bodies(8):
                 answer = client.post(INFER, content=body, headers=JSON)
                 assert answer.status_code == 200, answer.text[:300]
@@ -163,8 +163,9 @@ def test_a_replica_is_not_charged_for_the_gateways_own_lack_of_descriptors(
     try:
         with httpx.Client(base_url=gateway.url, trust_env=False, timeout=10) as client:
             client.get("/v2/health/ready").raise_for_status()  # its connection, opened now
+            worker = gateway.data_pid  # whose descriptors the connections take
             with silent_connections(gateway.grpc_port, SILENT):
-                wait_until(lambda: _open_fds(gateway.pid) >= LIMIT - 2, 15, message="all fds taken")
+                wait_until(lambda: _open_fds(worker) >= LIMIT - 2, 15, message="all fds taken")
                 time.sleep(1.0)  # the health probes go on meanwhile
                 body = request_bodies(1)[0]
                 answers = [client.post(INFER, content=body, headers=JSON) for _ in range(12)]
@@ -173,7 +174,7 @@ def test_a_replica_is_not_charged_for_the_gateways_own_lack_of_descriptors(
                 refused = next(a for a in answers if a.status_code == 503)
                 assert "short of file descriptors or memory" in refused.json()["error"]
                 _uncharged(_replica_state(client))
-            wait_until(lambda: _open_fds(gateway.pid) < LIMIT // 2, 15, message="fds released")
+            wait_until(lambda: _open_fds(worker) < LIMIT // 2, 15, message="fds released")
             metrics = client.get("/metrics").text
             counted = r'gateway_local_resource_errors_total\{errno="EMFILE"\} [1-9]'
             assert re.search(counted, metrics), metrics[:500]

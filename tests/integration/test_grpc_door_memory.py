@@ -81,13 +81,13 @@ async def baseline(gateway: GatewayProcess) -> int:
         for _ in range(5):
             await stub.model_infer(infer_request(4), timeout=10)
     await asyncio.sleep(0.5)
-    return rss_bytes(gateway.pid)
+    return rss_bytes(gateway.data_pid)
 
 
 async def back_to(gateway: GatewayProcess, base: int, within_s: float = 15.0) -> int:
     """The gateway's RSS once within 10 % of ``base`` (or after ``within_s``: the last read)."""
     end = time.monotonic() + within_s
-    while (rss := rss_bytes(gateway.pid)) > base * 1.1 and time.monotonic() < end:  # noqa: ASYNC110 - another process
+    while (rss := rss_bytes(gateway.data_pid)) > base * 1.1 and time.monotonic() < end:  # noqa: ASYNC110 - another process
         await asyncio.sleep(0.25)
     return rss
 
@@ -127,7 +127,7 @@ async def test_messages_sent_all_but_their_last_byte_stay_within_the_budget(
     size = MAX_MESSAGE - MIB // 2
     partial = frame(b"\x0a" * size, declared=size)[:-1]
     clients = [H2Client(*address(gateway)) for _ in range(16)]  # a connection each
-    async with Peak(gateway.pid) as peak:
+    async with Peak(gateway.data_pid) as peak:
         for client in clients:
             await client.__aenter__()
         started = time.monotonic()
@@ -158,7 +158,7 @@ async def test_a_stream_whose_answers_are_never_read_stops_its_own_requests(
     base = await baseline(gateway)
     message = frame(infer_request(256).SerializeToString())
     sent = 0
-    async with Peak(gateway.pid) as peak, H2Client(*address(gateway), read_answers=False) as c:
+    async with Peak(gateway.data_pid) as peak, H2Client(*address(gateway), read_answers=False) as c:
         sid = c.call(STREAM_INFER, end=False)
         end = time.monotonic() + 5.0
         while time.monotonic() < end:
@@ -198,7 +198,7 @@ async def test_clients_sending_messages_that_max_rows_refuses_stay_within_the_bu
                     code = exc.code().name
                 codes[code] = codes.get(code, 0) + 1
 
-    async with Peak(gateway.pid) as peak:
+    async with Peak(gateway.data_pid) as peak:
         await asyncio.gather(*(client() for _ in range(8)))
     after = await back_to(gateway, base)
     print(f"RSS {base / MIB:.0f} -> peak {peak.most / MIB:.0f} -> {after / MIB:.0f} MiB; {codes}")

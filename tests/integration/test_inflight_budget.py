@@ -101,14 +101,14 @@ def test_large_bodies_wait_or_get_503_and_memory_stays_bound(
     body, headers = _batch()
     asyncio.run(_load(gateway.url, body, headers))  # warm: the allocator's pools, connections
     inject_faults(replica.url, latency_ms=400)  # each answer holds its 6 MB in the budget
-    baseline = _rss(gateway.pid)
+    baseline = _rss(gateway.data_pid)
     peak = baseline
     done = threading.Event()
 
     def sample() -> None:
         nonlocal peak
         while not done.is_set():
-            peak = max(peak, _rss(gateway.pid))
+            peak = max(peak, _rss(gateway.data_pid))
             done.wait(0.02)
 
     sampler = threading.Thread(target=sample)
@@ -122,9 +122,9 @@ def test_large_bodies_wait_or_get_503_and_memory_stays_bound(
     assert set(statuses) <= {200, 503} and statuses[200] > 0
     assert statuses[503] > 0 and retry_after == {"1"}  # 16 x 6 MB never fit in 16 MiB
     assert peak <= baseline + 8 * BUDGET, (baseline, peak)
-    wait_until(lambda: _rss(gateway.pid) <= baseline * 1.25, timeout=10.0,
+    wait_until(lambda: _rss(gateway.data_pid) <= baseline * 1.25, timeout=10.0,
                message=lambda: f"RSS back near its baseline {baseline} (peak {peak}): "
-                               f"{_rss(gateway.pid)}")  # fmt: skip
+                               f"{_rss(gateway.data_pid)}")  # fmt: skip
 
 
 # --- clients that declare much and send nothing (a flood from another address) -------------

@@ -87,12 +87,12 @@ async def _load(url: str, each: int) -> Counter[tuple[int, bool]]:
 
 
 def test_large_answers_are_released_once_written(gateway: GatewayProcess) -> None:
-    baseline = _rss(gateway.pid)
+    baseline = _rss(gateway.data_pid)
     answers = asyncio.run(_load(gateway.url, EACH))
     assert answers == {(200, True): CLIENTS * EACH}
 
     def message() -> str:
-        now = _rss(gateway.pid) >> 20
+        now = _rss(gateway.data_pid) >> 20
         return f"RSS back near its baseline {baseline >> 20} MiB (budget 64 MiB): {now} MiB"
 
-    wait_until(lambda: _rss(gateway.pid) <= baseline + BUDGET // 4, 15.0, message=message)
+    wait_until(lambda: _rss(gateway.data_pid) <= baseline + BUDGET // 4, 15.0, message=message)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import resource
 import socket
 import sys
 import tempfile
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +56,21 @@ class GatewayProcess(ManagedProcess):
         self.url = f"http://127.0.0.1:{port}"
         self.grpc_port = grpc_port
         self.grpc_url = None if grpc_port is None else f"127.0.0.1:{grpc_port}"
+
+    def worker_pids(self, headers: dict[str, str] | None = None) -> list[int]:
+        """The PIDs of its data-plane workers, by index (from ``/admin/state``: ``headers``
+        for a gateway whose admin API needs a key)."""
+        request = urllib.request.Request(f"{self.url}/admin/state", headers=headers or {})
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            doc = json.loads(answer.read())
+        return [int(w["pid"]) for w in doc["workers"]["workers"]]
+
+    @property
+    def data_pid(self) -> int:
+        """The PID of its one data-plane worker: the process that holds its clients'
+        connections, bodies and answers (the control process is `pid`)."""
+        (pid,) = self.worker_pids()
+        return pid
 
     def ready(self) -> bool:
         if http_status(f"{self.url}/v2/health/ready", timeout=0.5) != 200:

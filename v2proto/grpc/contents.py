@@ -50,7 +50,7 @@ def from_typed(
         return array.reshape(shape)
     dtype = DATATYPES[datatype].newbyteorder("=")
     try:
-        # fromiter reads the repeated field straight into the array: ~2x np.array's speed
+        # fromiter reads the repeated field straight into the array: faster than np.array
         return np.fromiter(values, dtype=dtype, count=count).reshape(shape)
     except OverflowError:
         raise ProtocolError(

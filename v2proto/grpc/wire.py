@@ -1,12 +1,12 @@
 """A large ``ModelInferRequest`` read with its raw contents as views of the received bytes.
 
-Parsing the message copies every ``raw_input_contents`` entry into the message, and reading
-one copies it again into a new ``bytes``; at 600 KB each copy is a fresh allocation that
-faults its pages in (~250 µs). Here the message's top-level fields are walked on the wire: each
-raw content (field 7) becomes a `memoryview` of the received buffer, and only the other fields
-(names, shapes, parameters: a few hundred bytes) are parsed as a message. Protobuf allows
-fields in any order and repeated fields split anywhere, so the message parsed from the other
-fields is the one the whole would give, less its raw contents.
+Parsing the message copies every ``raw_input_contents`` entry into the message, and reading one
+copies it again into a new ``bytes``; a large content's copy is a fresh allocation that faults its
+pages in (docs/measured.md). Here the message's top-level fields are walked on the wire: each raw
+content (field 7) becomes a `memoryview` of the received buffer, and only the other fields (names,
+shapes, parameters: a few hundred bytes) are parsed as a message. Protobuf allows fields in any
+order and repeated fields split anywhere, so the message parsed from the other fields is the one
+the whole would give, less its raw contents.
 """
 
 from __future__ import annotations

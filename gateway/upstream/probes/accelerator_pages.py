@@ -2,7 +2,7 @@
 into each of its devices' readings by a pure function that runs off the event loop.
 
 A replica's ``/metrics`` and a dcgm-exporter's page are sent by untrusted peers, and the
-sampler reads them up to 10 times a second: parsed on the event loop, a page of 15 MiB held
+sampler reads them up to 10 times a second: parsed on the event loop, a flood of series held
 every request for seconds (docs/measured.md). So:
 
 - the sampler reads pages through a transport of its own (`page_transport`) whose reply cap

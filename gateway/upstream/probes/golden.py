@@ -2,14 +2,14 @@
 
 A replica can be live, ready and fast while answering wrong; golden probes catch that between
 votes. The golden labels are the *true* labels, not each primary's own answers, and a healthy
-primary misses a few of them (measured on the 100 golden rows: MLP 3, SVM 1, forest 4), so a
+primary misses a few of them (on the golden rows: docs/measured.md), so a
 fixed "all rows right" or "accuracy >= min" test on a sample of rows would flap. Instead a probe
 fails only when its misses are implausible for a model meeting ``min_accuracy``: more than the
-binomial bound that such a model exceeds with probability below ``alpha`` (0.1 %). With
+binomial bound that such a model exceeds with probability below ``alpha``. With
 ``min_accuracy`` 0.9 that allows 4 misses of 8 rows, 7 of 20, 20 of 100: more than any healthy
 primary makes on the whole golden set, so they never fail, while a replica whose labels are
 corrupted fails every probe of 4 rows or more. Rows whose ``probabilities`` are not a valid
-distribution or disagree with the row's label (healthy models: never, on all 1,797 digits)
+distribution or disagree with the row's label (healthy models: never, on every digit)
 count as misses too, which catches scores corrupted behind a right label.
 """
 

@@ -8,7 +8,8 @@ each replica; a replica whose misses are implausible for a healthy model (see
 and released when its quarantine ends. A probe's answer is checked as a client's is
 (`check_reply`: well-formed, its own id echoed): each probe has an id of its own, so another
 request's late answer arriving on the probe's connection is the replica's failure, never
-judged as the probe's labels.
+judged as the probe's labels. Each verdict is also told to ``verdicts`` (the correctness SLOs
+of the models the pool serves, `gateway.audit_verdicts.AuditVerdicts.golden`).
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Coroutine
+import random
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+from gateway.clock import Clock
 from gateway.config.policies import GoldenProbeConfig
 from gateway.errors import BadRequest, UpstreamError
 from gateway.policies.fault import Fault, Refusal, Stage, judge
@@ -30,8 +33,9 @@ from gateway.upstream.probes.golden import (
     sample_rows,
 )
 from gateway.upstream.probes.prober import Prober
-from gateway.upstream.registry import Pool
+from gateway.upstream.registry import Pool, Registry
 from gateway.upstream.replica import Replica
+from gateway.upstream.transport.base import Transport
 from gateway.v2.codec import decode_outputs
 from gateway.v2.reply import error_text
 from gateway.v2.request import HEADER_LENGTH
@@ -43,6 +47,18 @@ _probe_ids = itertools.count(1)
 
 
 class GoldenProber(Prober):
+    def __init__(
+        self,
+        registry: Registry,
+        transport: Transport,
+        clock: Clock,
+        rng: random.Random,
+        verdicts: Callable[[str, bool], None] | None = None,
+    ) -> None:
+        """``verdicts``: told each verdict ``(pool, passed)``, for the correctness SLOs."""
+        super().__init__(registry, transport, clock, rng)
+        self._verdicts = verdicts
+
     def loops(self) -> list[tuple[str, Coroutine[Any, Any, None]]]:
         return [
             (f"golden:{pool.name}", self._loop(pool, config, GoldenSet.read(Path(config.file))))
@@ -110,6 +126,8 @@ class GoldenProber(Prober):
     def _judged(
         self, pool: Pool, replica: Replica, config: GoldenProbeConfig, passed: bool, reason: str
     ) -> bool:
+        if self._verdicts is not None:
+            self._verdicts(pool.name, passed)
         if passed:
             replica.golden_passed(reason)
             return True

@@ -151,9 +151,9 @@ class LoadScraper(Prober):
         what came of it: ok, skipped, silent (no load on the page), refused or error."""
         config = pool.config.load
         load = replica.load
-        if load is not None and load.source == ANSWER:
-            if self._clock.now() - replica.load_at < config.interval_s:
-                return "skipped"
+        answered = load is not None and load.source == ANSWER
+        if answered and self._clock.now() - replica.load_at < config.interval_s:
+            return "skipped"
         endpoint = metrics_endpoint(replica, config)
         if endpoint is None:
             return "error"

@@ -28,7 +28,7 @@ the attempt's outcome names the replica by id, so an address is cut from every m
 
 The server metadata's extensions pass through as the server lists them, and a server that
 lists ``binary_tensor_data`` (ours, Triton) is sent raw contents for every request, JSON ones
-too (typed contents of a 600 KB tensor cost milliseconds to build and to read in Python); any
+too (typed contents of a large tensor cost milliseconds to build and to read in Python); any
 other gets typed contents for JSON (KServe 0.21's gRPC server fails every raw-contents
 request) and the binary data the gateway sends it only where its pool says ``binary_tensors``.
 """

@@ -1,8 +1,8 @@
 """`Http1Transport`: the lean HTTP/1.1 keep-alive client that proxies requests to replicas.
 
-Why: the upstream client is most of the gateway's CPU per request. On this machine (2 cores,
-loopback) this client costs about a third of aiohttp's CPU and a tiny fraction of httpx's (see
-``loadtests/bench_transport.py``), because it does only what the hop needs: a pool of idle
+Why: the upstream client is most of the gateway's CPU per request. This client is the cheapest
+of those ``loadtests/bench_transport.py`` compares (aiohttp, httpx; the figures:
+docs/measured.md, Upstream transports), because it does only what the hop needs: a pool of idle
 connections per endpoint, one ``write`` per request, httptools to parse the reply. An
 ``https`` endpoint gets TLS from asyncio (one ``SSLContext`` per TLS settings, built on first
 use); the connections are kept per endpoint, so TLS and plaintext ones never mix.

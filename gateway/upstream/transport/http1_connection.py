@@ -273,7 +273,7 @@ class Connection(DeadlineTimer, asyncio.BufferedProtocol):
             headers[key] = text
             return
         # Repeats are collected and joined once at the head's end: joining each time would cost
-        # quadratic time in the number of repeats (10,000 of them stalled the loop for 1 s).
+        # quadratic time in the number of repeats (a stall of the loop: docs/measured.md).
         repeats = self._repeats
         if repeats is None:
             repeats = self._repeats = {}
@@ -358,7 +358,7 @@ class Connection(DeadlineTimer, asyncio.BufferedProtocol):
         direct = self._direct
         if direct is not None:
             self._direct, self._direct_size = None, 0
-            self._parser = httptools.HttpResponseParser(self)  # the old one is mid-body
+            self._parser = httptools.HttpResponseParser(self)  # the current one is mid-body
             self.keep_alive = self._keep_alive_after
             body = bytes(direct)  # the one copy: a reply body is immutable bytes downstream
         else:
@@ -372,7 +372,7 @@ class Connection(DeadlineTimer, asyncio.BufferedProtocol):
         waiter.set_result(UpstreamResponse(status, self._headers, body, self))
         # Settled: from here on no exchange is in progress (every check reads None as done).
         # Kept, the future would hold the reply, its body included, for as long as the
-        # connection idles in the pool: an image model's 6 MB answers, one per idle connection.
+        # connection idles in the pool: an image model's large answers, one per idle connection.
         self._waiter = None
 
     def _fail(self, error: Exception, cause: BaseException | None) -> None:

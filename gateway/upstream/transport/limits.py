@@ -1,11 +1,12 @@
 """The caps on one upstream reply, and the size from which its body is read straight in.
 
-A body of ``direct_body_min_bytes`` or more, framed by Content-Length, is read from the socket
-into one buffer of its declared size (`asyncio.BufferedProtocol`: the loop reads into the buffer
-the connection gives it): no bytes object per read, no copy by the parser, no join. Read the
-usual way, a 15 MB reply came as ~64 KiB reads, heap blocks under the mmap threshold: freed out
-of order among small objects, they left the heap fragmented, and RSS stayed hundreds of MB up
-after a burst; one buffer of the reply's size is one mmap, given back whole when it is freed.
+A body of ``direct_body_min_bytes`` or more, framed by Content-Length, is read from the socket into
+one buffer of its declared size (`asyncio.BufferedProtocol`: the loop reads into the buffer the
+connection gives it): no bytes object per read, no copy by the parser, no join. Read the usual way,
+a large reply came as many socket reads, heap blocks under the mmap threshold: freed out of order
+among small objects, they left the heap fragmented, and RSS stayed far up after a burst
+(docs/measured.md, The data path); one buffer of the reply's size is one mmap, given back whole
+when it is freed.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ def test_our_replicas_report_reads_back() -> None:
         ("TEXT named_metrics.queue=three", "malformed"),
         ("TEXT named_metrics.queue", "malformed"),
         ("TEXT =1", "malformed"),
-        ("JSON {\"named_metrics\": {\"queue\": 1}}", "not_text_form"),
+        ('JSON {"named_metrics": {"queue": 1}}', "not_text_form"),
         ("", "not_text_form"),
         ("TEXT named_metrics.other=1", "no_queue"),
         ("TEXT " + ", ".join(f"named_metrics.m{i}=1" for i in range(40)), "too_many_names"),

@@ -53,6 +53,26 @@ function hedgingText(m) {  // configured hedging, which the burn policy may susp
     : `<span data-hedging="suspended">${word("suspended by the burn policy", "warn")}</span>`;
 }
 
+function escalationText(m) {  // the burn policy's vote on a single route, and why
+  const e = m.escalation;
+  if (!e) return "";
+  const state = e.engaged
+    ? `<span data-escalation="engaged">${word("voted", "bad")}${esc(since(e.since))} over `
+      + `<b>${esc(e.vote_pools.join(", "))}</b> <span class="mute">(${esc(e.reason)})</span></span>`
+    : `<span data-escalation="off">${word("single route", "ok")}</span>`;
+  return `<span>escalation ${state}</span>`;
+}
+
+function correctnessText(s) {  // each correctness SLO's estimate with its interval
+  return (s.slos || []).filter((x) => x.kind === "correctness").map((x) => {
+    const [low, high] = x.wrong_rate_interval || [0, 1];
+    const rate = x.wrong_rate == null ? "—" : `${(100 * x.wrong_rate).toFixed(2)} %`;
+    return `<span data-correctness="${esc(x.name)}">wrong answers <b>${esc(rate)}</b> `
+      + `<span class="mute">(95 %: ${esc((100 * low).toFixed(2))}–${esc((100 * high).toFixed(2))}`
+      + ` %, ${esc(x.events.total)} judged)</span></span>`;
+  }).join("");
+}
+
 function modelCharts(name, h, t, span, now, refs) {
   const burn = Object.entries(h.slo || {}).map(([n, v]) => ({name: n, values: v.burn}));
   return `<div class="charts">
@@ -86,7 +106,8 @@ function renderModels(state, hist, slo, span) {
       <span>in flight <b>${esc(m.in_flight)}</b>/${esc(m.max_in_flight)}</span>
       <span>shed <b>${esc(m.shed)}</b></span>
       <span>hedging ${hedgingText(m)}</span>
-      <span>burn policy ${policyText(s.policy)}</span>${idle ? quiet : ""}</div>`
+      <span>burn policy ${policyText(s.policy)}</span>${escalationText(m)}${correctnessText(s)}`
+      + `${idle ? quiet : ""}</div>`
       + `${idle ? "" : modelCharts(name, h, hist.t, span, hist.as_of, refs)}</div>`;
   });
   $("models").innerHTML = html.join("");

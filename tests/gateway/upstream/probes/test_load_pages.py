@@ -83,8 +83,9 @@ def test_a_page_without_load_families_is_empty() -> None:
         b'nv_inference_pending_request_count{model="digits"} +Inf\n',
         b'nv_inference_pending_request_count{model="digits"} 1e308\n',
         b'nv_inference_pending_request_count{model="digits" 3\n',
-        b"".join(b"nv_inference_pending_request_count{x=\"%d\"} 1\n" % i
-                 for i in range(MAX_LOAD_LINES + 1)),
+        b"".join(
+            b'nv_inference_pending_request_count{x="%d"} 1\n' % i for i in range(MAX_LOAD_LINES + 1)
+        ),
         b"up 1\n" * 20_000,
     ],
 )

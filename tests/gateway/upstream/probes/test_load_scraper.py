@@ -39,9 +39,7 @@ def setup(**pool: Any) -> tuple[Gateway, LoadScraper, FakeTransport, FakeClock]:
     }  # fmt: skip
     gateway = Gateway(parse_config(doc), clock=clock)
     # on the fake clock: asyncio.wait_for (3.11) may swallow a cancellation, and stop hang
-    transport = FakeTransport(
-        {"127.0.0.1:9000": page(12), "127.0.0.1:9001": page(0)}, clock=clock
-    )
+    transport = FakeTransport({"127.0.0.1:9000": page(12), "127.0.0.1:9001": page(0)}, clock=clock)
     scraper = LoadScraper(gateway.registry, transport, clock, random.Random(0))
     return gateway, scraper, transport, clock
 

@@ -1,22 +1,22 @@
-"""The bound on shadow copies: at most ``shadow_concurrency`` in flight and
-``shadow_rate_per_s`` a second (a token bucket, one second of burst), on the injected clock.
+"""The bound on copies no client asked for (a rollout's shadow copies, a model's audits): at
+most ``concurrency`` in flight and ``rate_per_s`` a second (a token bucket, one second of
+burst), on the injected clock.
 
-Shadow copies are extra work a model's clients did not ask for, so they are the first thing
-shed: over either bound a copy is simply not sent (counted), never queued.
+Such copies are extra work a model's clients did not ask for, so they are the first thing
+shed: over either bound a copy is simply not sent (counted by its owner), never queued.
 """
 
 from __future__ import annotations
 
 from gateway.clock import Clock
-from gateway.config.rollout import RolloutConfig
 
 
-class ShadowGate:
-    def __init__(self, config: RolloutConfig, clock: Clock) -> None:
+class CopyGate:
+    def __init__(self, concurrency: int, rate_per_s: float, clock: Clock) -> None:
         self._clock = clock
-        self._concurrency = config.shadow_concurrency
-        self._rate = config.shadow_rate_per_s
-        self._burst = max(1.0, config.shadow_rate_per_s)
+        self._concurrency = concurrency
+        self._rate = rate_per_s
+        self._burst = max(1.0, rate_per_s)
         self._tokens = self._burst
         self._last = clock.now()
         self.in_flight = 0
