@@ -29,13 +29,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gateway.config.endpoint import Endpoint
 from gateway.errors import UpstreamError

@@ -2,19 +2,16 @@
 
 Everything a request goes through is the edge's (`gateway.pipeline.edge`, composed in
 `gateway.pipeline.build.build_edge`); this handler only does the I/O: it decodes the headers
-the edge reads, lets the edge read the body through ASGI ``receive`` (a disconnect is a 400, or
-the 408 the protocol already answered for a body not complete in time), and writes the answer
-or the error with the gateway's headers (an answer's header lines are built here, from values
-the gateway made or `checked`, and written past uvicorn's validation: `send_lines`). It is a raw
-ASGI handler because framework routing and pydantic models cost more CPU per request than the
-whole upstream exchange (docs/measured.md, "Gateway overhead"); everything else goes through
-FastAPI.
+the edge reads, lets the edge read the body through ASGI ``receive`` (a disconnect is a 400),
+and writes the answer or the error with the gateway's headers (an answer's header lines are
+built here, from values the gateway made or `checked`: `send_lines`). It is a raw ASGI handler
+because framework routing and pydantic models cost more CPU per request than the whole
+upstream exchange; everything else goes through FastAPI.
 
-A client that leaves while the edge has its request (`gateway.pipeline.cancel`): the handler
-offers the server protocol a hook in the request's scope (`CLIENT_LEFT_KEY`: the handler task's
-``cancel``) for as long as the edge has the request; the protocol takes it and calls it when
-the connection is lost (`gateway.server.body_cycle.PiecesCycle.lost`). The request stops, is
-recorded as `CLIENT_CLOSED` (499), and the handler returns without writing: nobody is there.
+The data plane's REST door is the workers' (`gateway.worker.rest`, on the lean server); this
+handler serves the same route where the gateway runs in one process as an ASGI app (the
+in-process rigs of the tests, an embedding application). A request cancelled while the edge has
+it (the server shutting down) is recorded as `CLIENT_CLOSED` and the cancellation goes on.
 """
 
 from __future__ import annotations
@@ -24,17 +21,9 @@ import asyncio
 from gateway.api.answer_lines import answer_lines, refusal_lines
 from gateway.api.responses import Receive, Scope, Send, send_error, send_lines
 from gateway.api.tenants import HEADERS as TENANT_HEADERS
-from gateway.errors import CLIENT_CLOSED, BadRequest, GatewayError, RequestTimeout
+from gateway.errors import CLIENT_CLOSED, BadRequest, GatewayError
 from gateway.pipeline.edge import HEADERS as EDGE_HEADERS
 from gateway.pipeline.edge import Edge, Intake
-
-# Set in a request's scope by the server protocol when its body timed out, so the app
-# records the 408 the protocol already answered.
-BODY_TIMEOUT_KEY = "gateway.body_timeout"
-# Set in a request's scope by the infer handler while the edge has its request: a call that
-# cancels the request (its task). The server protocol takes it and calls it when the connection
-# is lost before the answer; taken, it tells the handler that its client left.
-CLIENT_LEFT_KEY = "gateway.client_left"
 
 _WANTED = frozenset(name.encode() for name in (*EDGE_HEADERS, *TENANT_HEADERS))
 
@@ -54,29 +43,16 @@ class InferEndpoint:
         async def read() -> tuple[bytes, bool]:
             message = await receive()
             if message["type"] == "http.disconnect":
-                if scope.get(BODY_TIMEOUT_KEY) is not None:  # the protocol answered 408
-                    raise RequestTimeout(f"body not complete in {scope[BODY_TIMEOUT_KEY]:g} s")
                 raise BadRequest("client disconnected before sending the whole body")
             return message.get("body", b""), message.get("more_body", False)
 
-        task = asyncio.current_task()
-        assert task is not None, "an ASGI handler runs in a task"
-        scope[CLIENT_LEFT_KEY] = task.cancel
         try:
             result = await edge.infer(intake, read)
         except asyncio.CancelledError:
-            if not self._left(scope, intake):  # cancelled by the server (its shutdown)
-                edge.done(intake, CLIENT_CLOSED)
-                raise
-            return  # nobody to answer, and nothing for uvicorn to log
-        except GatewayError as error:
-            if not self._left(scope, intake):
-                await self._refuse(send, scope, intake, error)
-            return
-        except BaseException:  # a bug: uvicorn answers 500; the hook goes (it holds the task)
-            scope.pop(CLIENT_LEFT_KEY, None)
+            edge.done(intake, CLIENT_CLOSED)
             raise
-        if self._left(scope, intake):  # as the answer came
+        except GatewayError as error:
+            await self._refuse(send, scope, intake, error)
             return
         await send_lines(send, scope, result.status, answer_lines(intake, result), result.body)
         edge.done(intake, result.status, result.served_by, result.degraded, len(result.body))
@@ -84,14 +60,6 @@ class InferEndpoint:
     async def _refuse(self, send: Send, scope: Scope, intake: Intake, error: GatewayError) -> None:
         await send_error(send, scope, error, refusal_lines(intake))
         self.edge.done(intake, error.status)
-
-    def _left(self, scope: Scope, intake: Intake) -> bool:
-        """Takes the hook back; True when the protocol had taken it (the client left): the
-        request is then recorded as `CLIENT_CLOSED` and nothing is written."""
-        if scope.pop(CLIENT_LEFT_KEY, None) is not None:
-            return False
-        self.edge.done(intake, CLIENT_CLOSED)
-        return True
 
 
 def _wanted_headers(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:

@@ -3,11 +3,8 @@
 Every error leaves the gateway as ``{"error": "..."}`` with the status its `GatewayError`
 class carries; this module is the only place that renders one on the raw ASGI path.
 
-Under the gateway's own protocol (`gateway.server.protocol`) the scope offers ``ANSWER_KEY``:
-a call that writes a whole answer from header lines the gateway built, past uvicorn's
-per-header validation (`gateway.server.body_cycle.PiecesCycle.answer`). `send_lines` uses it
-where it is offered and can, else sends the same answer as plain ASGI messages. Only values the
-gateway made, or checked here (`checked`), go into such lines.
+`send_lines` sends an answer whose header lines the gateway built as ASGI messages. Only
+values the gateway made, or checked here (`checked`), go into such lines.
 """
 
 from __future__ import annotations
@@ -27,8 +24,6 @@ Scope = MutableMapping[str, Any]
 
 JSON = b"application/json"
 _JSON_LINE = b"content-type: " + JSON + b"\r\n"
-ANSWER_KEY = "gateway.answer"
-Answer = Callable[[int, bytes, bytes], bool]  # status, header lines, body -> written?
 # What uvicorn refuses in a header value (its HEADER_VALUE_RE): control bytes but tab.
 _BAD_VALUE = re.compile(b"[\x00-\x08\x0a-\x1f\x7f]")
 
@@ -43,10 +38,7 @@ def checked(value: bytes) -> bytes:
 
 async def send_lines(send: Send, scope: Scope, status: int, lines: bytes, body: bytes) -> None:
     """An answer whose ``lines`` (``name: value`` CRLF each, no content-length) the gateway
-    built: in one write where the protocol offers it, else as ASGI messages."""
-    answer: Answer | None = scope.get(ANSWER_KEY)
-    if answer is not None and answer(status, lines, body):
-        return
+    built, as ASGI messages."""
     headers = [tuple(line.split(b": ", 1)) for line in lines.split(b"\r\n") if line]
     await send_bytes(send, status, body, headers)  # type: ignore[arg-type]
 

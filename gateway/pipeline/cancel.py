@@ -3,9 +3,9 @@
 Under overload clients time out and go; a gateway that kept their tries running would serve
 nobody with them and multiply the load by the retries it sends for clients already gone. So a
 door cancels the request's task when its client goes away: REST when the connection is lost
-while the edge has the request (`gateway.api.infer.CLIENT_LEFT_KEY`, which the server protocol
-calls), gRPC when the client cancels the call or its connection drops (grpc.aio cancels the
-call's task). The cancellation runs down the pipeline as asyncio's does, and each layer that
+while the edge has the request (the lean server cancels the handler: `gateway.worker.http`),
+gRPC when the client cancels the call or its connection drops (grpc.aio cancels the call's
+task). The cancellation runs down the pipeline as asyncio's does, and each layer that
 started tasks for the request cancels them and waits until they have ended (`cancel_all`):
 the hedge layer its two copies, the vote its legs, the retry layer's race its try, the attempt
 layer its exchange. The slow tries the retry layer left running (`PendingAnswers`: exchanges
