@@ -160,7 +160,13 @@ def grpc_replica(stack: Stack, name: str) -> tuple[Proc, str]:
 
 
 def run_scenario(
-    name: str, inject: Inject, goal: str, steady: float, fault: float, grpc: bool = False
+    name: str,
+    inject: Inject,
+    goal: str,
+    steady: float,
+    fault: float,
+    grpc: bool = False,
+    workers: int = 2,
 ) -> Outcome:
     with Stack() as stack:
         if grpc:
@@ -172,7 +178,7 @@ def run_scenario(
         else:
             replicas = [stack.replica(f"r{i}", MODEL) for i in range(3)]
             config = pool_config(replicas, MODEL)
-        gateway = stack.gateway(config)
+        gateway = stack.gateway(config, args=["--workers", str(workers)])
         uvloop.run(
             closed_loop(
                 gateway.url,
@@ -233,12 +239,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fault", type=float, default=5.0)
     parser.add_argument("--only", help="run only scenarios whose name contains this")
     parser.add_argument("--grpc", action="store_true", help="the pool's replicas over V2 gRPC")
+    parser.add_argument("--workers", type=int, default=2, help="the gateway's data-plane workers")
     args = parser.parse_args(argv)
     outcomes = []
     for name, (inject, goal) in SCENARIOS.items():
         if args.only and args.only not in name:
             continue
-        outcome = run_scenario(name, inject, goal, args.steady, args.fault, args.grpc)
+        outcome = run_scenario(name, inject, goal, args.steady, args.fault, args.grpc, args.workers)
         print(render([outcome]).splitlines()[-1], flush=True)
         outcomes.append(outcome)
     print()

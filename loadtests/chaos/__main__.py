@@ -35,6 +35,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--smoke", action="store_true", help="short runs, relaxed bounds")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results folder")
     parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    parser.add_argument("--workers", type=int, default=2, help="the gateway's data-plane workers")
     return parser.parse_args(argv)
 
 
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         began = time.monotonic()
         folder = args.out / name
         clear(folder)
-        result = run_scenario(BY_NAME[name], timing, folder / "logs", args.smoke)
+        result = run_scenario(BY_NAME[name], timing, folder / "logs", args.smoke, args.workers)
         readme = write_scenario(result, folder)
         failed += result.status in (FAIL, ERROR)
         note = f" {result.note}" if result.note else ""

@@ -41,6 +41,7 @@ def replica_id(pool: str, index: int) -> str:
 class Cluster:
     topology: Topology
     models: dict[str, Any]  # the gateway config's ``models`` section
+    workers: int = 2  # the gateway's data-plane workers (``server.workers``)
     stack: Stack = field(default_factory=Stack)
     ports: dict[str, list[int]] = field(default_factory=dict)
     replicas: dict[str, list[Proc]] = field(default_factory=dict)
@@ -69,7 +70,11 @@ class Cluster:
         if self.topology.accelerator is not None:
             for section in pools.values():
                 section["accelerator"] = dict(self.topology.accelerator)
-        config: dict[str, Any] = {"pools": pools, "models": self.models}
+        config: dict[str, Any] = {
+            "pools": pools,
+            "models": self.models,
+            "server": {"workers": self.workers},
+        }
         if self.redis_port is not None:
             config["state"] = {
                 "backend": "redis",

@@ -73,11 +73,14 @@ def _play(cluster: Cluster, swarm: Swarm, faults: list[Fault], t0: float, result
             result.windows.append(Window(started[index], done, fault.label))
 
 
-def run_scenario(scenario: Scenario, timing: Timing, logs_dir: Path, smoke: bool) -> Result:
-    """Run one scenario; the process logs of a failed run are copied into ``logs_dir``."""
+def run_scenario(
+    scenario: Scenario, timing: Timing, logs_dir: Path, smoke: bool, workers: int = 2
+) -> Result:
+    """Run one scenario against a gateway with ``workers`` data-plane workers; the process logs
+    of a failed run are copied into ``logs_dir``."""
     objective = scenario.objective.relaxed() if smoke else scenario.objective
     result = Result(scenario, timing, objective, smoke)
-    cluster = Cluster(scenario.topology, copy.deepcopy(scenario.models))
+    cluster = Cluster(scenario.topology, copy.deepcopy(scenario.models), workers)
     swarm: Swarm | None = None
     try:
         problem = cluster.check_config()

@@ -4,6 +4,7 @@ Redis beyond loopback reached without a password or without TLS; ``--strict`` re
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -58,7 +59,7 @@ def test_a_remote_redis_without_password_or_tls_is_warned_of_and_refused_when_st
 )
 def test_what_is_warned_of(url: str, warned: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REDIS_PASSWORD", "p" * 24)
-    data = {"state": {"backend": "redis", "redis_url": url}}
+    data: dict[str, Any] = {"state": {"backend": "redis", "redis_url": url}}
     data |= {"pools": {"p": {"model": "m", "replicas": [{"id": "a", "url": "http://h:1"}]}}}
     warnings = redis_warnings(parse_config({**data, "models": {"d": {"pool": "p"}}}))
     said = ["password" if "without a password" in w else "TLS" for w in warnings]
@@ -68,7 +69,7 @@ def test_what_is_warned_of(url: str, warned: list[str], monkeypatch: pytest.Monk
 def test_a_password_from_an_empty_variable_is_no_password(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REDIS_PASSWORD", "")
     url = "rediss://:${REDIS_PASSWORD}@redis.internal:6379/0"
-    data = {"state": {"backend": "redis", "redis_url": url}}
+    data: dict[str, Any] = {"state": {"backend": "redis", "redis_url": url}}
     data |= {"pools": {"p": {"model": "m", "replicas": [{"id": "a", "url": "http://h:1"}]}}}
     (warning,) = redis_warnings(parse_config({**data, "models": {"d": {"pool": "p"}}}))
     assert "without a password" in warning

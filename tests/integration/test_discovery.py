@@ -137,7 +137,7 @@ async def test_replicas_follow_dns_under_load_without_a_failed_request(
                     assert time.monotonic() < deadline, f"A never left: {state}"
                     await asyncio.sleep(0.01)
                 left_at = time.monotonic()
-                await wait_until_async(lambda: len(load.served_by(left_at)) and
+                await wait_until_async(lambda: len(load.served_by(left_at)) > 0 and
                                        load.served_by(left_at)[id_b] >= 30, 30,
                                        message="B alone to serve")  # fmt: skip
                 scraped = (await http.get("/metrics")).text

@@ -83,7 +83,7 @@ def test_a_config_that_fits_the_peers_passes(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    pools = {
+    pools: dict[str, dict[str, Any]] = {
         "mlserver": {"tensors": PEER_TENSORS},
         "kserve": {"tensors": {"inputs": {"input": "input-0"}, **PEER_TENSORS}},
     }

@@ -24,7 +24,7 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Protocol, TypeVar
+from typing import Protocol, Self, TypeVar
 
 from tests.support.faults import FAULT_KEY, fault_env
 
@@ -200,7 +200,7 @@ class ManagedProcess:
         self.stop(CLEANUP_GRACE_S)
         self.log_path.unlink(missing_ok=True)
 
-    def __enter__(self) -> ManagedProcess:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(

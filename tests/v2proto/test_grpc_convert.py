@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import orjson
@@ -14,8 +14,8 @@ from hypothesis.extra import numpy as hnp
 from v2proto.codec import decode_infer_response, encode_infer_request, parse_infer_request
 from v2proto.errors import ProtocolError
 from v2proto.grpc import grpc_service_pb2 as pb
+from v2proto.grpc.contents import TYPED_FIELD
 from v2proto.grpc.convert import (
-    TYPED_FIELD,
     OutputForms,
     grpc_to_rest_request,
     grpc_to_rest_response,
@@ -49,9 +49,9 @@ def arrays(draw: Any, *, json_safe: bool, utf8: bool = True) -> tuple[str, np.nd
     dtype = DATATYPES[datatype].newbyteorder("=")
     elements = None
     if dtype.kind == "f":
-        elements = st.floats(
-            width=dtype.itemsize * 8, allow_nan=not json_safe, allow_infinity=not json_safe
-        )
+        widths: dict[int, Literal[16, 32, 64]] = {2: 16, 4: 32, 8: 64}
+        width = widths[dtype.itemsize]
+        elements = st.floats(width=width, allow_nan=not json_safe, allow_infinity=not json_safe)
     if datatype == "UINT64" and json_safe:
         # v2proto.tensors reads JSON integers through numpy's own inference: a list mixing
         # values above 2**63 with small ones comes out as floats and is refused (on REST too)

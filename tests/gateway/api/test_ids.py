@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from typing import Any
 
-from gateway.api.ids import AnswerIds, request_id_of
+from gateway.api.ids import AnswerIds
 from gateway.telemetry.tracecontext import parse_traceparent
+from gateway.v2.identity import request_id_of
 
 PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 
 async def _answer(app: AnswerIds, headers: list[tuple[bytes, bytes]]) -> dict[bytes, bytes]:
-    sent: list[dict[str, Any]] = []
+    sent: list[MutableMapping[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
         return {"type": "http.request", "body": b""}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         sent.append(message)
 
     scope = {"type": "http", "method": "GET", "path": "/v2/health/live", "headers": headers}

@@ -83,7 +83,7 @@ async def test_a_retried_request_traces_both_attempts_as_children(
     assert [a.attributes["gateway.outcome"] for a in attempts] == ["server_error", "success"]  # type: ignore[index]
     assert all(
         a.parent is not None and a.parent.span_id == request.context.span_id for a in attempts
-    )  # type: ignore[union-attr]
+    )
 
 
 async def test_an_incoming_traceparent_is_continued_and_echoed(client: httpx.AsyncClient) -> None:

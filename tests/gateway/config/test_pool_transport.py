@@ -161,6 +161,7 @@ def test_the_request_carries_the_pools_host_and_headers_once() -> None:
     extra = ExtraHeaders.resolve(_secrets(host="m.example", authorization="Bearer t"), {})
     endpoint = Endpoint.parse("https://10.0.0.1:8443").with_pool(None, extra)
     raw = encode_request(endpoint, "POST", "/v2/models/m/infer", b"{}", {"host": "client"})
+    assert isinstance(raw, bytes)
     head = raw.split(b"\r\n\r\n")[0].decode().split("\r\n")
     assert head == [
         "POST /v2/models/m/infer HTTP/1.1",
@@ -181,6 +182,7 @@ def test_a_pool_that_does_not_echo_ids_asks_for_one_exchange_per_connection() ->
     endpoint = pool.endpoint(pool.replicas[0])
     assert not endpoint.keep_alive and endpoint != Endpoint.parse("http://10.0.0.1:8000")
     raw = encode_request(endpoint, "GET", "/v2", b"", {"x-a": "b"})
+    assert isinstance(raw, bytes)
     head = raw.split(b"\r\n\r\n")[0].decode().split("\r\n")
     assert head == [
         "GET /v2 HTTP/1.1", "host: 10.0.0.1:8000", "connection: close", "authorization: t",

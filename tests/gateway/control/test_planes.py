@@ -95,7 +95,7 @@ class Planes:
 
     def publish(self) -> Snapshot:
         """The control's view now, to every worker."""
-        snapshot = _wire(self.view.snapshot(), control_decoder)
+        snapshot: Snapshot = _wire(self.view.snapshot(), control_decoder)
         for app in self.workers:
             app.follow(snapshot)
         return snapshot

@@ -113,7 +113,7 @@ def reply(vote: str | None = None) -> InferResult:
 def door(edge: FakeEdge) -> Callable[[bytes, FakeContext], Awaitable[Any]]:
     """The door's ModelInfer, called by a client that sends ``data`` as its one message."""
     reader = MessageReader(InflightBytes(64 << 20, 0.0), 16 << 20, 5.0)
-    infer = InferDoor(SimpleNamespace(edge=edge), reader)  # type: ignore[arg-type]
+    infer = InferDoor(SimpleNamespace(edge=edge), reader)
 
     async def call(data: bytes, context: FakeContext) -> Any:
         context.messages.append(data)
@@ -233,7 +233,7 @@ async def test_grpc_calls_back_once_it_has_taken_the_response_and_the_bytes_go_b
     callback says the call has ended, for the unary call and for each answer of a stream."""
     edge = FakeEdge(lambda headers, pieces: reply())
     reader = MessageReader(InflightBytes(64 << 20, 0.0), 16 << 20, 5.0)
-    service = V2Service(SimpleNamespace(edge=edge), reader, 4)  # type: ignore[arg-type]
+    service = V2Service(SimpleNamespace(edge=edge), reader, 4)
     server = grpc.aio.server()
     server.add_generic_rpc_handlers((service.infer_handler(),))
     port = server.add_insecure_port("127.0.0.1:0")

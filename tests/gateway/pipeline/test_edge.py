@@ -29,6 +29,7 @@ from gateway.pipeline.call import InferCall, InferResult
 from gateway.pipeline.edge import Edge, Intake
 from gateway.policies.tenant_limits import TenantLimits
 from gateway.telemetry.tracing import Tracer
+from gateway.v2.body import Body
 from gateway.v2.request import InferRequestInfo, parse_infer_request
 from gateway.v2.schema import ModelSchema
 from tests.support.clock import FakeClock
@@ -73,10 +74,10 @@ class Parser:
         self.offloaded: list[int] = []
 
     async def offload(
-        self, body: bytes, header_length: str | None, max_rows: int | None
+        self, body: Body, header_length: str | None, max_rows: int | None
     ) -> InferRequestInfo:
         self.offloaded.append(len(body))
-        return parse_infer_request(body, header_length, max_rows)
+        return parse_infer_request(body.joined(), header_length, max_rows)
 
 
 class Setup:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,7 +53,8 @@ def test_a_value_is_believed_only_within_its_bound(name: str, value: float, beli
 def test_the_rules_never_raise_on_a_value_that_is_not_a_number(field: Field, value: float) -> None:
     """Vetting happens where a page is read; a reading built elsewhere still cannot make a
     rule raise (``int(nan)``, ``int(inf)``), which would end a sampling loop."""
-    readings = [replace(GOOD, **{field.attr: value}) for _ in range(4)]
+    changes: dict[str, Any] = {field.attr: value}
+    readings = [replace(GOOD, **changes) for _ in range(4)]
     window = Window([Sample(i * 0.5, r) for i, r in enumerate(readings)], HardwareLimits(), 10.0)
     judge(window)
 

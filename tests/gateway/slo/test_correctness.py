@@ -213,7 +213,7 @@ def test_correctness_alerts_pass_promtool_and_wait_for_enough_judged_answers(
 @pytest.mark.parametrize("bad", [{"tenant": "acme"}, {"threshold_ms": 5}, {"min_deadline_ms": 5}])
 def test_a_correctness_slo_counts_judged_answers_alone(bad: dict[str, object]) -> None:
     with pytest.raises(ValueError):
-        SloConfig(name="right", kind="correctness", objective=0.999, **bad)  # type: ignore[arg-type]
+        SloConfig(name="right", kind="correctness", objective=0.999, **bad)
 
 
 def test_the_vote_stays_while_a_replica_of_its_pool_is_still_wrong() -> None:

@@ -52,7 +52,9 @@ async def test_a_control_that_stops_reading_never_holds_up_the_request_path() ->
             traffic = asyncio.create_task(request_path())
             try:
                 await until(lambda: client.dropped_batches >= 20, "batches dropped while held")
-                transport = client._connection.transport  # type: ignore[union-attr]
+                assert client._connection is not None
+                transport = client._connection.transport
+                assert transport is not None
                 assert client.held_batches <= 5
                 assert transport.get_write_buffer_size() <= WRITE_HIGH_WATER + largest
                 assert longest <= shipper.max_items  # swapped out every batch

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from gateway.snapshot.messages import Batch, Call, Gauges
 from gateway.snapshot.shipper import BatchShipper
@@ -14,12 +15,12 @@ ANSWER: Answer = ("digits", 200, "r1", None, "anonymous", 0.003, None, 600, 400,
 
 
 class Rig:
-    def __init__(self, **options: object) -> None:
+    def __init__(self, **options: Any) -> None:
         self.clock = VirtualClock(start=0.0)
         self.sent: list[tuple[float, Batch]] = []
         self.shipper = BatchShipper(
             self.clock, lambda b: self.sent.append((self.clock.now(), b)), worker=3, **options
-        )  # type: ignore[arg-type]
+        )
 
     def run(self, main: Callable[[], Awaitable[None]]) -> None:
         async def go() -> None:

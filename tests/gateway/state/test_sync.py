@@ -20,6 +20,7 @@ from gateway.state.base import (
     StateStore,
     StoreUnavailable,
 )
+from gateway.state.lease import Lease
 from gateway.state.memory import MemoryStore
 from gateway.state.redis_store import RedisStore
 from gateway.state.sync import PRUNE_EVERY_S, StateSync
@@ -144,6 +145,9 @@ class _Down:
         raise StoreUnavailable("down")
 
     async def pull(self, since: Cursor = START) -> SharedSnapshot:
+        raise StoreUnavailable("down")
+
+    async def lease(self, name: str, holder: str, ttl_s: float, release: bool = False) -> Lease:
         raise StoreUnavailable("down")
 
     def describe(self) -> dict[str, object]:

@@ -13,4 +13,4 @@ def test_an_attempt_keeps_its_requests_ids_not_the_request() -> None:
     attempt = request.attempt("r0", 1, "closed")
     assert not any(referent is request for referent in gc.get_referents(attempt))
     assert attempt.inject()["tracestate"] == "vendor=1"
-    assert request.trace_id in attempt.traceparent
+    assert attempt.traceparent is not None and request.trace_id in attempt.traceparent

@@ -27,7 +27,7 @@ def _tripped(clock: FakeClock, transitions: list[tuple[str, str]]) -> ReplicaBre
 
 
 def test_trips_after_threshold_and_rejects_while_open() -> None:
-    clock, seen = FakeClock(), []
+    clock, seen = FakeClock(), list[tuple[str, str]]()
     breaker = _tripped(clock, seen)
     assert breaker.state() == OPEN
     assert not breaker.admits() and not breaker.acquire()
@@ -35,7 +35,7 @@ def test_trips_after_threshold_and_rejects_while_open() -> None:
 
 
 def test_half_open_after_the_injected_clock_moves_with_bounded_permits() -> None:
-    clock, seen = FakeClock(), []
+    clock, seen = FakeClock(), list[tuple[str, str]]()
     breaker = _tripped(clock, seen)
     clock.advance(1.9)
     assert breaker.state() == OPEN
@@ -52,7 +52,7 @@ def test_half_open_after_the_injected_clock_moves_with_bounded_permits() -> None
 
 
 def test_failed_probe_reopens() -> None:
-    clock, seen = FakeClock(), []
+    clock, seen = FakeClock(), list[tuple[str, str]]()
     breaker = _tripped(clock, seen)
     clock.advance(2)
     assert breaker.acquire()
@@ -83,7 +83,7 @@ def test_cancelled_half_open_probe_returns_its_permit() -> None:
 
 
 def test_half_open_exactly_at_the_reset_timeout_never_before() -> None:
-    clock, seen = FakeClock(start=1000.1), []
+    clock, seen = FakeClock(start=1000.1), list[tuple[str, str]]()
     breaker = _tripped(clock, seen)
     due = clock.now() + CONFIG.reset_timeout_s
     for early in (clock.now() + 0.5, clock.now() + 1.5, math.nextafter(due, -math.inf)):
@@ -145,7 +145,7 @@ def test_half_open_permits_are_bounded() -> None:
 
 def test_success_threshold_closes_and_a_failed_probe_reopens_with_a_fresh_count() -> None:
     config = CONFIG.model_copy(update={"success_threshold": 3})
-    clock, seen = FakeClock(), []
+    clock, seen = FakeClock(), list[str]()
     breaker = ReplicaBreaker("r", config, clock, (lambda r, old, new: seen.append(new),))
     for _ in range(3):
         breaker.record(FAIL, CLOSED)
@@ -167,7 +167,7 @@ def test_success_threshold_closes_and_a_failed_probe_reopens_with_a_fresh_count(
 
 
 def test_a_straggler_verdict_while_open_changes_nothing() -> None:
-    clock, seen = FakeClock(), []
+    clock, seen = FakeClock(), list[tuple[str, str]]()
     breaker = _tripped(clock, seen)
     opened = breaker._storage.opened_on_clock
     counters = (breaker._cb.fail_counter, breaker._cb.success_counter)

@@ -3,6 +3,8 @@ outputs back in the client's names and shapes, its metadata in the client's voca
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import orjson
 import pytest
@@ -73,7 +75,7 @@ def test_outputs_back_in_the_clients_names_and_shapes() -> None:
 
 
 def test_metadata_in_the_clients_vocabulary() -> None:
-    metadata = {
+    metadata: dict[str, Any] = {
         "name": "digits",
         "inputs": [{"name": "input-0", "datatype": "FP32", "shape": [-1, 64]}],
         "outputs": [

@@ -164,7 +164,7 @@ async def test_a_removed_replica_drains_then_leaves() -> None:
     assert pool.draining == (gone,)  # still finishing its attempt
     gone.finished(0.01, None)
     await yields()
-    assert pool.draining == ()
+    assert not pool.draining
     assert registry.replica(gone.id) is None
 
 

@@ -118,7 +118,7 @@ async def test_the_last_healthy_replica_stays_without_a_fallback() -> None:
 async def test_a_source_that_stops_answering_drains_nothing() -> None:
     gateway, sampler, _, clock = setup(2)
     await tick(gateway, sampler, clock)
-    sampler._transport = FakeTransport(  # type: ignore[assignment]
+    sampler._transport = FakeTransport(
         {f"127.0.0.1:{9000 + i}": fail(UpstreamConnectError("refused")) for i in range(2)}
     )
     for _ in range(10):

@@ -42,7 +42,7 @@ def _framing(status: int, head: bool = False, keep_alive: bool = True, **fields:
 def test_how_each_head_frames_its_body(
     status: int, fields: dict[str, str], head: bool, expected: Framing
 ) -> None:
-    assert _framing(status, head, **fields) == expected
+    assert _framing(status, head, True, **fields) == expected
 
 
 @pytest.mark.parametrize(
@@ -61,5 +61,5 @@ def test_each_refusal_says_why(
     status: int, fields: dict[str, str], keep_alive: bool, reason: str
 ) -> None:
     with pytest.raises(HeadRefused) as refused:
-        _framing(status, keep_alive=keep_alive, **fields)
+        _framing(status, False, keep_alive, **fields)
     assert str(refused.value) == reason

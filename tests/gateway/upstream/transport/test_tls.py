@@ -123,14 +123,14 @@ async def test_an_untrusted_certificate_is_a_connect_error(
 async def test_verify_false_skips_every_check(
     transport: Http1Transport, certs: Certificates, tls_port: int
 ) -> None:
-    tls = {"ca_file": certs.other_ca, "server_name": "other.test", "verify": False}
+    tls: dict[str, Any] = {"ca_file": certs.other_ca, "server_name": "other.test", "verify": False}
     await _seen(transport, _https(tls_port, **tls))
 
 
 async def test_mutual_tls_presents_the_pools_client_certificate(
     transport: Http1Transport, certs: Certificates, mtls_port: int
 ) -> None:
-    client = {"cert_file": certs.client_cert, "key_file": certs.client_key}
+    client: dict[str, Any] = {"cert_file": certs.client_cert, "key_file": certs.client_key}
     await _seen(transport, _https(mtls_port, ca_file=certs.ca, **client))
     # TLS 1.3: the client's handshake completes before the server checks; the refusal ends
     # the first exchange before any reply byte: a connect error all the same.

@@ -87,7 +87,7 @@ def test_a_large_body_leaves_with_its_head_in_one_vectored_write_uncopied() -> N
 
 def test_pieces_leave_after_the_head_uncopied() -> None:
     answer_, conn = answer()
-    pieces = [b"ab", memoryview(b"cde")]
+    pieces: list[bytes | memoryview] = [b"ab", memoryview(b"cde")]
     answer_.send_pieces(200, b"", pieces)
     ((head, *sent),) = conn.transport.writes
     assert b"content-length: 5\r\n" in head and sent[1] is pieces[1]

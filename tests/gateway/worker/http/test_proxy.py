@@ -102,7 +102,6 @@ async def site(tmp_path: Path) -> AsyncIterator[Site]:
         APP, uds=path, lifespan="off", log_level="critical", timeout_keep_alive=1
     )
     control = uvicorn.Server(config)
-    control.install_signal_handlers = lambda: None  # type: ignore[method-assign]
     serving = asyncio.create_task(control.serve())
     await until(lambda: control.started)
     proxy = UnixProxy(path, idle_s=30.0, answer_timeout_s=5.0)
