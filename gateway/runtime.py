@@ -43,6 +43,8 @@ from gateway.upstream.probes.accelerator_pages import page_transport
 from gateway.upstream.probes.extensions import BinaryLearner
 from gateway.upstream.probes.golden_prober import GoldenProber
 from gateway.upstream.probes.health import HealthProber
+from gateway.upstream.probes.load import LoadScraper, load_transport
+from gateway.upstream.probes.load_metrics import LoadCollector
 from gateway.upstream.probes.metadata import MetadataWarmer
 from gateway.upstream.suspects import Suspects
 from gateway.upstream.transport.base import Transport
@@ -109,10 +111,12 @@ class Gateway(Serving):
         self.escalated = self.slo.escalated  # the burn policy's votes, read by the pipeline
         self.slo.switched = self._switched
         self._services: list[Any] = []
+        self._injected = transport
         self.levels: Levels = OwnLevels(self)  # the data plane's levels (its workers' in control)
         # what `/admin/state` shows of the workers, in a control process (None: no workers)
         self.data_plane: Callable[[], dict[str, Any]] | None = None
         self.accelerators: AcceleratorSampler | None = None  # pools with `accelerator:` only
+        self.load: LoadScraper | None = None  # pools with `load_aware` only
         self.answers = answer_tape(
             config.models, metrics, self.slo, self.stats, self.history, clock
         )
@@ -159,6 +163,16 @@ class Gateway(Serving):
             )
             self.metrics.registry.register(AcceleratorCollector(self.accelerators))
             self._services.append(self.accelerators)
+        aware = [p.config.load for p in self.registry.pools.values() if p.config.load_aware]
+        if aware:  # else: no report is read, nothing scraped
+            injected = self._injected  # a test's fake upstream: pages come from it too
+            scrapes: Transport = injected or load_transport(aware)
+            self.load = LoadScraper(
+                self.registry, scrapes, self.clock, self.rng, owned=injected is None
+            )
+            collector = LoadCollector(self.load, self.clock, self.levels.load_reports)
+            self.metrics.registry.register(collector)
+            self._services.append(self.load)
         for service in self._services:
             service.start()  # a failure here: `start` stops those already started
 
@@ -277,6 +291,10 @@ class Levels(Protocol):
         """Hedges sent and won so far."""
         ...
 
+    def load_reports(self) -> Mapping[str, int]:
+        """Load reports answers carried so far: ``taken``, and refused by why."""
+        ...
+
     def tenants(self, model: str, config: ModelConfig) -> dict[str, dict[str, int]]:
         """The model's admission seats by tenant, their counts (`FairShare`'s)."""
         ...
@@ -305,6 +323,13 @@ class OwnLevels:
         if pipeline is None:
             return 0, 0
         return pipeline.hedge.hedges_sent, pipeline.hedge.hedges_won
+
+    def load_reports(self) -> Mapping[str, int]:
+        pipeline = self._gateway._pipeline
+        if pipeline is None:
+            return {}
+        reports = pipeline.attempt.load_reports
+        return {"taken": reports.taken, **reports.refused}
 
     def tenants(self, model: str, config: ModelConfig) -> dict[str, dict[str, int]]:
         pipeline = self._gateway._pipeline

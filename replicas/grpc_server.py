@@ -105,7 +105,7 @@ class ReplicaGrpc:
         app = self.app
         started = time.perf_counter()
         status, rows = 500, 0
-        app.metrics.in_flight.inc()
+        app.load.began()
         try:
             model = self._loaded(request.model_name, request.model_version)
             try:
@@ -136,7 +136,7 @@ class ReplicaGrpc:
             status = 503
             raise
         finally:
-            app.metrics.in_flight.dec()
+            app.load.ended()
             app.metrics.observe(status, time.perf_counter() - started, rows)
 
     def _check_model(self, name: str, version: str) -> None:

@@ -14,15 +14,20 @@ from collections.abc import Mapping
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from replicas.load import ReplicaLoad
+from v2proto.load import INFLIGHT_METRIC, PENDING_METRIC
+
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
 class ReplicaMetrics:
-    """Infer request counts, latency, rows, readiness and active faults for one model."""
+    """Infer request counts, latency, rows, readiness and active faults for one model, and
+    its load: requests in flight and waiting (read from ``load`` at scrape time, under
+    Triton's name for the waiting ones, so a gateway scrapes a replica as it would Triton)."""
 
     content_type = CONTENT_TYPE_LATEST
 
-    def __init__(self, model: str, version: str = "1") -> None:
+    def __init__(self, model: str, version: str = "1", load: ReplicaLoad | None = None) -> None:
         self.model = model
         self.version = version
         self.registry = CollectorRegistry(auto_describe=True)
@@ -46,12 +51,19 @@ class ReplicaMetrics:
             labels,
             registry=self.registry,
         ).labels(model, version)
-        self.in_flight = Gauge(
-            "replica_requests_in_flight",
+        self.load = load or ReplicaLoad(threads=1)
+        Gauge(
+            INFLIGHT_METRIC,
             "Infer requests received and not yet answered.",
             labels,
             registry=self.registry,
-        ).labels(model, version)
+        ).labels(model, version).set_function(lambda: self.load.inflight)
+        Gauge(
+            PENDING_METRIC,
+            "Infer requests waiting for an inference thread (Triton's name).",
+            labels,
+            registry=self.registry,
+        ).labels(model, version).set_function(lambda: self.load.queue)
         self._ready = Gauge(
             "replica_ready", "1 when the replica reports ready.", labels, registry=self.registry
         ).labels(model, version)

@@ -42,10 +42,12 @@ from replicas.errors import BadRequest, MethodNotAllowed, NotFound, NotReady, Re
 from replicas.fault_admin import FaultAdmin
 from replicas.fault_auth import FaultKey
 from replicas.faults import FaultHooks, FaultInjector, NoFaults
+from replicas.load import ReplicaLoad
 from replicas.metrics import ReplicaMetrics
 from replicas.model import PLATFORM, Device, OnnxModel
 from v2proto.codec import HEADER_LENGTH, InferRequest, encode_infer_response, parse_infer_request
 from v2proto.errors import ProtocolError
+from v2proto.load import HEADER as LOAD_HEADER
 from v2proto.signature import Signature
 from v2proto.tensors import nonfinite_message, nonfinite_output
 
@@ -109,7 +111,8 @@ class ReplicaApp:
         self.model: OnnxModel | None = None
         self.load_error: str | None = None
         self.draining = False
-        self.metrics = ReplicaMetrics(name, version)
+        self.load = ReplicaLoad(threads)
+        self.metrics = ReplicaMetrics(name, version, self.load)
         self.accelerator = accelerator or Accelerator("no accelerator sampled")
         self.metrics.registry.register(AcceleratorCollector(self.accelerator))
         self.faults: FaultHooks = faults if faults is not None else NoFaults()
@@ -222,9 +225,15 @@ class ReplicaApp:
         except Exception as exc:  # never a bare 500: say what broke, as JSON
             log.exception("unexpected error on %s %s", method, path)
             response = error_response(500, f"internal error: {exc}")
+        if path.endswith("/infer"):  # every infer answer, refusals too, says the load as it leaves
+            response.headers = {**(response.headers or {}), LOAD_HEADER: self.report()}
         await send_response(send, response)
         if response.after is not None:
             response.after()
+
+    def report(self) -> str:
+        """The load report an answer carries (`replicas.load`), sent as it leaves."""
+        return self.load.report(self.accelerator.current())
 
     # ------------------------------------------------------------------ server routes
 
@@ -297,7 +306,7 @@ class ReplicaApp:
     async def _infer(self, scope: Scope, receive: Receive) -> Response:
         started = time.perf_counter()
         status, rows = 500, 0
-        self.metrics.in_flight.inc()
+        self.load.began()
         try:
             model = self.model
             if model is None:
@@ -330,5 +339,5 @@ class ReplicaApp:
             status = 503
             raise
         finally:
-            self.metrics.in_flight.dec()
+            self.load.ended()
             self.metrics.observe(status, time.perf_counter() - started, rows)

@@ -1,7 +1,9 @@
 """A pool's ``accelerator:`` section: sample its replicas' GPU health and drain before failure.
 
 Absent (the default), nothing is sampled and nothing runs for the pool. Present, the gateway
-reads each replica's accelerator every ``interval_s``, from the replica's own ``/metrics``
+reads each replica's accelerator every ``idle_interval_s`` while its readings are far from
+every limit, and every ``interval_s`` once one comes within a margin of a rule's threshold
+(`gateway.policies.hardware_need`), from the replica's own ``/metrics``
 or, for a replica named in ``exporters``, from a dcgm-exporter (per node) with the UUID of
 the replica's GPU, and judges the readings by the hardware rules
 (`gateway.policies.hardware`), with the thresholds below where the device does not report
@@ -67,7 +69,31 @@ class AcceleratorConfig(Frozen):
     """Sampling of the pool's accelerators and when the hardware rules act."""
 
     interval_s: float = Field(
-        0.5, ge=0.1, le=1.0, description="seconds between samples of each replica (1-10 Hz)"
+        0.5,
+        ge=0.1,
+        le=1.0,
+        description="seconds between samples of a replica whose readings are near a limit "
+        "(1-10 Hz)",
+    )
+    idle_interval_s: float = Field(
+        1.0,
+        ge=0.1,
+        le=10.0,
+        description="seconds between samples of a replica whose readings are all far from "
+        "their limits (at least interval_s)",
+    )
+    margin_c: float = Field(
+        10.0,
+        ge=0,
+        description="a temperature within this of slowdown, or whose trend reaches it within "
+        "lead_s, is near: sampled every interval_s",
+    )
+    margin_share: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="correctable ECC errors per minute over this share of "
+        "limits.sbe_per_minute are near: sampled every interval_s",
     )
     timeout_s: float | None = Field(
         None, gt=0, description="one sample's time limit; default: the interval"
@@ -113,6 +139,8 @@ class AcceleratorConfig(Frozen):
     def _timeout(self) -> AcceleratorConfig:
         if self.timeout_s is not None and self.timeout_s > self.interval_s * 3:
             raise ValueError("timeout_s: at most 3 intervals (a reading is stale after that)")
+        if self.idle_interval_s < self.interval_s:
+            raise ValueError("idle_interval_s: at least interval_s")
         return self
 
     @property
@@ -121,5 +149,5 @@ class AcceleratorConfig(Frozen):
 
     @property
     def stale_after_s(self) -> float:
-        """A reading older than this is unknown, never healthy (3 intervals)."""
-        return 3 * self.interval_s
+        """A reading older than this is unknown, never healthy (3 of the longer intervals)."""
+        return 3 * max(self.interval_s, self.idle_interval_s)

@@ -19,6 +19,7 @@ from gateway.config.discovery import DiscoveryConfig
 from gateway.config.endpoint import Endpoint
 from gateway.config.grpc_door import GrpcDoorConfig
 from gateway.config.headers import ExtraHeaders, check_headers, missing_variables
+from gateway.config.load import LoadConfig
 from gateway.config.policies import (
     AdmissionConfig,
     BreakerConfig,
@@ -247,6 +248,18 @@ class PoolConfig(Frozen):
     panic_threshold_percent: int = Field(
         50, ge=0, le=100, description="below this share of usable replicas, use all of them"
     )
+    load_aware: bool = Field(
+        True,
+        description="balance by the load replicas report (their queue, in answers or on "
+        "/metrics) plus this gateway's outstanding requests, and shed sheddable requests while "
+        "every replica is saturated; it applies wherever a replica reports (elsewhere, and "
+        "without a fresh reading, the balancer picks as without it); false: reports are not "
+        "read and nothing is scraped",
+    )
+    load: LoadConfig = Field(
+        default_factory=LoadConfig,
+        description="how reported load is read (scrape interval, staleness, saturation)",
+    )
     local: LocalLaunch | None = Field(
         None, description="how `gateway up` starts these replicas here; none: they run elsewhere"
     )
@@ -345,6 +358,13 @@ class ModelConfig(Frozen):
     timeout_ms: int = Field(1000, gt=0, description="deadline when the client sends none")
     max_timeout_ms: int = Field(60_000, gt=0, description="cap on x-request-timeout-ms")
     max_rows: int = Field(DEFAULT_MAX_ROWS, gt=0, description="rows (first dimension) a request")
+    priority: int = Field(
+        0,
+        ge=-1000,
+        le=1000,
+        description="the priority of its requests whose tenant sets none (anonymous ones "
+        "included); below 0: sheddable, shed at once (503) while its pool is saturated",
+    )
     retry: RetryConfig = Field(RetryConfig(), description="retries and per-try timeouts")
     admission: AdmissionConfig = Field(
         AdmissionConfig(), description="the bound on its requests in flight, shared by tenants"

@@ -34,7 +34,8 @@ class TenantConfig(Frozen):
     ``burst``: a token bucket (``burst`` requests at once, refilled at ``rate_per_s``;
     default burst: one second's worth). Over either: 429 with ``Retry-After``, before the
     body is read. ``weight``: its share of every model's ``admission.max_in_flight``,
-    relative to the other tenants' (`gateway.policies.fair_share`).
+    relative to the other tenants' (`gateway.policies.fair_share`). ``priority``: below 0
+    its requests are sheddable (`gateway.pipeline.saturation`).
     """
 
     keys_file: str | None = Field(None, min_length=1, description="file of keys, one a line")
@@ -47,6 +48,13 @@ class TenantConfig(Frozen):
     )
     rate_per_s: float | None = Field(None, gt=0, description="requests a second, sustained")
     burst: int | None = Field(None, gt=0, description="requests at once; needs rate_per_s")
+    priority: int | None = Field(
+        None,
+        ge=-1000,
+        le=1000,
+        description="its requests' priority; below 0: sheddable, shed at once (503) while "
+        "the pool is saturated; default: each model's priority",
+    )
 
     @model_validator(mode="after")
     def _burst_needs_rate(self) -> TenantConfig:

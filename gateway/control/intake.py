@@ -13,8 +13,11 @@ one worker arrive in order, and a gap in their numbers is batches its link dropp
 process did not read (counted).
 
 Each batch's gauges are the worker's levels; summed over the workers they are the gateway's
-(`WorkerLevels`): in flight per model, the retry budget's balance, resource errors, and each
-replica's outstanding attempts (written onto the control's replicas).
+(`WorkerLevels`): in flight per model, the retry budget's balance, resource errors, load
+reports taken and refused, and each replica's outstanding attempts (written onto the
+control's replicas). The load readings a worker's answers carried since its previous batch
+become the control's replicas' where fresher (`gateway.snapshot.loads`): the next snapshot
+takes them to the other workers, and the control's scraper leaves those replicas alone.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ from gateway.control.view import FleetView
 from gateway.outcome import REPLICA_FAILURES, OutcomeKind
 from gateway.pipeline.reactions import Reactions
 from gateway.runtime import Gateway
-from gateway.snapshot.messages import Batch, Call, Gauges
+from gateway.snapshot.loads import load_report
+from gateway.snapshot.messages import Batch, Call, Gauges, LoadView
 from gateway.snapshot.outcomes import outcome_of
 from gateway.telemetry.throttle import LogThrottle
 from gateway.upstream.registry import Pool
@@ -67,6 +71,13 @@ class WorkerLevels:
     def hedges(self) -> tuple[int, int]:
         sent = sum(g.hedges[0] for g in self.gauges.values())
         return sent, sum(g.hedges[1] for g in self.gauges.values())
+
+    def load_reports(self) -> Counter[str]:
+        """Load reports the workers' answers carried: taken, and refused by why."""
+        total: Counter[str] = Counter()
+        for gauges in self.gauges.values():
+            total.update(gauges.load_reports)
+        return total
 
     def tenants(self, model: str, config: ModelConfig) -> dict[str, dict[str, int]]:
         total: dict[str, Counter[str]] = {}
@@ -152,6 +163,8 @@ class BatchIntake:
             self._budget(batch.worker, batch.gauges)
             self.levels.gauges[batch.worker] = batch.gauges
             self._outstanding()
+            if batch.gauges.loads:
+                self._loads(batch.gauges.loads)
             self._permits()
 
     def _carry_out(self, call: Call) -> None:
@@ -171,6 +184,16 @@ class BatchIntake:
         held = self._lines.allow(key)
         if held is not None:
             log.warning("a worker's %s record was dropped: %s", key, why)
+
+    def _loads(self, loads: Mapping[str, LoadView]) -> None:
+        registry = self._gateway.registry
+        sampler = self._gateway.accelerators
+        for replica_id, view in loads.items():
+            replica = registry.replica(replica_id)
+            if replica is not None:
+                replica.report_load(load_report(view), view.at)
+                if view.accelerator and sampler is not None:  # judged now, not at its next read
+                    sampler.wake(replica_id)
 
     def _budget(self, worker: int, gauges: Gauges) -> None:
         """What the worker's retry budget counted since its last gauges, into the control's

@@ -2,7 +2,8 @@
 
 The control's `Gateway` holds every decision: membership and each replica's health, ejection,
 quarantine, weight and spare role (probes, the outlier detector fed by every worker's attempts,
-discovery, operators' decisions, accelerator drains), each pool's pause and held replicas and
+discovery, operators' decisions, accelerator drains) and its freshest load reading (from any
+worker's answers or a scrape), each pool's pause and held replicas and
 learned dialect, each model's burn-policy adjustment, its fallback's verdict, its metadata and
 its rollout's progress, whether its burn policy serves it by a vote (and why), and whether the
 gateway drains. `FleetView.snapshot` reads them all,
@@ -26,6 +27,7 @@ from typing import Literal, cast
 import orjson
 
 from gateway.runtime import Gateway
+from gateway.snapshot.loads import load_view
 from gateway.snapshot.messages import (
     AdjustmentView,
     BreakerSignal,
@@ -146,6 +148,7 @@ def _pool_view(pool: Pool) -> PoolView:
             quarantined_until=r.quarantined_until,
             quarantine_reason=r.quarantine_reason,
             weight=r.weight,
+            load=None if r.load is None else load_view(r.load, r.load_at, accelerator=False),
         )
         for r in pool.replicas
     )

@@ -21,6 +21,10 @@ but not failed; a replica that never answers times out at the deadline and is ej
 hang costs each client one short try, and a slow but healthy replica is kept, which a fixed
 proxy read timeout cannot do both of. Those background exchanges are the request's all the same:
 when its client leaves, the admission layer stops them (`stop`; `gateway.pipeline.cancel`).
+
+In a ``load_aware`` pool, an answer's load report (``endpoint-load-metrics``: one header
+look-up, read only when present, `gateway.policies.load_report`) becomes the replica's
+reading as the answer arrives, for the balancer's next pick.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from gateway.pipeline.call import InferCall, InferResult, Ledger, Leg, Try
 from gateway.pipeline.cancel import cancel_all
 from gateway.pipeline.reactions import Reactions
 from gateway.pipeline.retry_policy import RetryPolicy
+from gateway.policies.load_report import LoadReports
 from gateway.redact import printable
 from gateway.retry.try_timeout import try_timeout
 from gateway.telemetry.metrics import RequestMetrics
@@ -59,6 +64,7 @@ from gateway.v2.dialect import Dialect
 from gateway.v2.input_digest import OFF_LOOP_BYTES, input_digest
 from gateway.v2.reply import check_reply, error_text, overflowed_output, with_reply_id
 from gateway.v2.request import HEADER_LENGTH
+from v2proto.load import HEADER as LOAD_HEADER
 from v2proto.tensors import nonfinite_message
 
 MIN_TRY_TIMEOUT_S = 0.001
@@ -85,6 +91,7 @@ class AttemptLayer:
         self._reactions = reactions
         # exchanges handed to the background (slow tries), each with its request's ledger
         self.background: dict[asyncio.Future[InferResult], Ledger] = {}
+        self.load_reports = LoadReports()  # the answers' load reports, read and counted
 
     def __call__(self, attempt: Try) -> Awaitable[InferResult]:
         """The exchange itself where it may take all the time left (no coroutine around it),
@@ -176,9 +183,15 @@ class AttemptLayer:
             except UpstreamError as exc:
                 outcome = classify_error(replica.id, exc, self._clock.now() - started)
                 raise exc.classified(outcome) from exc
-            outcome = _classify_reply(
-                call, replica.id, response, self._clock.now() - started, pool.config.echoes_id
-            )
+            ended = self._clock.now()
+            config = pool.config
+            outcome = _classify_reply(call, replica.id, response, ended - started, config.echoes_id)
+            if config.load_aware:
+                text = response.headers.get(LOAD_HEADER)
+                if text is not None:
+                    report = self.load_reports.read(text)
+                    if report is not None:
+                        replica.report_load(report, ended)
             translated: EncodedBody | None = None
             dialect = pool.dialect
             if (

@@ -1,7 +1,10 @@
 """Balance layer: picks the replica for this attempt among the eligible ones.
 
 Eligibility (health, ejection, breaker, hot spares, panic) is decided in
-`gateway.upstream.eligibility`; the choice among eligible replicas by `PowerOfTwoChoices`.
+`gateway.upstream.eligibility`; the choice among eligible replicas by `PowerOfTwoChoices`,
+which weighs the queues replicas reported no longer than ``load.stale_s`` ago in a pool that
+is ``load_aware`` (eligibility is not changed by a report: spares, zones, panic and the
+ejected-share cap keep their rules, and the load only orders the replicas they allow).
 A vote's legs share a set of zones taken, so where the config names failure domains the legs
 land in distinct ones when they can. A half-open breaker may refuse the permit at the last
 moment (its probe slots are taken), in which case the next candidate is picked. The chosen
@@ -11,6 +14,7 @@ replica is taken on the leg's `Tries` (tried, counted, its zone taken) and hande
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable
 
 from gateway.clock import Clock
@@ -30,12 +34,16 @@ class BalanceLayer:
         """The chosen replica's attempt, handed on as it is (no coroutine of its own); with no
         replica to try, `NoReplicaAvailable` is raised at once."""
         tries = leg.tries
-        candidates = eligible(tries.pool, tries.tried, self._clock.now())
+        pool = tries.pool
+        now = self._clock.now()
+        candidates = eligible(pool, tries.tried, now)
         taken = tries.zones
         if taken:  # a vote leg: prefer a failure domain no other leg is in
             candidates = [r for r in candidates if r.zone not in taken] or candidates
+        config = pool.config
+        fresh_after = now - config.load.stale_s if config.load_aware else math.inf
         while candidates:
-            replica = self._selector.pick(candidates)
+            replica = self._selector.pick(candidates, fresh_after)
             assert replica is not None
             breaker = replica.breaker
             if breaker is None or breaker.closed:  # the hot path: no permit to take
@@ -46,12 +54,10 @@ class BalanceLayer:
                 tries.take(replica)
                 return self._inner(Try(leg, replica, state))
             candidates.remove(replica)
-        if tries.pool.paused is not None:  # an operator's pause: say so, not "down"; who paused
+        if pool.paused is not None:  # an operator's pause: say so, not "down"; who paused
             # it and why stay in the keyed /admin/state (a reason may name a node or a person)
-            raise NoReplicaAvailable(
-                f"model {leg.call.model_name!r}: pool {tries.pool.name!r} is paused"
-            )
+            raise NoReplicaAvailable(f"model {leg.call.model_name!r}: pool {pool.name!r} is paused")
         raise NoReplicaAvailable(
-            f"model {leg.call.model_name!r}: no replica of pool {tries.pool.name!r} is "
+            f"model {leg.call.model_name!r}: no replica of pool {pool.name!r} is "
             f"available ({len(tries.tried)} tried; others down, ejected or with open breakers)"
         )

@@ -2,10 +2,10 @@
 
     REST or gRPC door (I/O only) ── edge: tenant ── model ── tenant limits ── body ── timeout
         ── parse ── schema ── call ──►
-    admission ── deadline ── fallback ── route ─┬─ single ──────────────┐
-                                                ├─ vote: k legs, vote ──┤
-                                                └─ rollout: pool or ────┴─ leg:
-                                                   candidate, + a copy compared off-path
+    admission ── saturation ── deadline ── fallback ── route ─┬─ single ──────────────┐
+                                                              ├─ vote: k legs, vote ──┤
+                                                              └─ rollout: pool or ────┴─ leg:
+                                                                 candidate, + a copy compared
     (a single route may be audited: a sampled answer asked again off-path once answered; and
      escalated: voted over k versions while its correctness SLO burns)
                                    retry ── hedge ── balance ── attempt ── transport ── replica
@@ -27,6 +27,9 @@ On the way out, a replica's answer is renamed to the client's model; the door wr
 The pipeline (`build_pipeline`):
 - admission: bounded in-flight per model, shared by tenants by weight, shed at once (429 to a
   tenant over its share, 503 when the model is full; Retry-After);
+- saturation: while every replica of the model's pool reports a queue over its threshold, a
+  request of sheddable priority is shed at once (503 + Retry-After from the queues); only in
+  the path of a model some sheddable caller may call (`gateway.pipeline.saturation`);
 - deadline: nothing below runs past the request's deadline (504);
 - fallback: the verified in-process model answers, degraded, when the primary path cannot;
 - route: the model's pool, or a vote over pools (each leg a full single route), or a rollout
@@ -103,6 +106,7 @@ from gateway.pipeline.retry import RetryLayer
 from gateway.pipeline.retry_policy import RetryPolicy
 from gateway.pipeline.rollout import RolloutRoute
 from gateway.pipeline.route import Counted, Router, SingleRoute
+from gateway.pipeline.saturation import SaturationLayer, sheddable
 from gateway.pipeline.vote import VoteRoute
 from gateway.policies.selection import PowerOfTwoChoices
 from gateway.policies.tenant_limits import TenantLimits
@@ -217,7 +221,8 @@ def build_pipeline(
     escalating: dict[str, EscalatingRoute] = {}
     paths: dict[str, Handler] = {}
     for name, model in models.items():
-        chosen = plan(model)
+        pools = [registry.pools[p] for p in model.pools if p in registry.pools]
+        chosen = plan(model, tenants, any(p.config.load_aware for p in pools))
         if chosen.route == "rollout" and rollout is None:
             continue
         route: Handler = model_route(chosen, registry, retry, balance, leg, vote, rollout)
@@ -226,7 +231,10 @@ def build_pipeline(
         if chosen.escalates and escalated is not None:
             voted = Counted(vote, retry.count_request)
             route = escalating[name] = EscalatingRoute(name, model, route, voted, escalated)
-        paths[name] = assemble(chosen, clock, route, fallback)
+        path = assemble(chosen, clock, route, fallback)
+        if chosen.shed:  # a sheddable caller may call it: shed while its pool is full
+            path = SaturationLayer(pools, chosen.shed, clock, metrics, path)
+        paths[name] = path
     admission = AdmissionLayer(metrics, deadline, tenants, paths, attempt.stop)
     return Pipeline(
         admission,
@@ -253,6 +261,7 @@ class Plan:
     hedge: bool
     audit: bool = False  # a single route whose answers are sampled for audits
     escalates: bool = False  # a single route the burn policy may switch to a vote
+    shed: frozenset[str] = frozenset()  # its sheddable callers (a saturation layer if any)
 
     def stages(self) -> list[str]:
         """The stages in order, admission to replica."""
@@ -261,7 +270,7 @@ class Plan:
             "vote": "route(vote: k legs, then a vote)",
             "rollout": "route(rollout: pool or candidate, a copy compared off-path)",
         }[self.route]
-        names = ["admission", "deadline"]
+        names = ["admission", *(["saturation"] if self.shed else []), "deadline"]
         if self.fallback is not None:
             names.append(f"fallback({self.fallback})")
         if self.escalates:
@@ -272,15 +281,21 @@ class Plan:
         return names
 
 
-def plan(model: ModelConfig) -> Plan:
+def plan(
+    model: ModelConfig,
+    tenants: Mapping[str, TenantConfig] | None = None,
+    load_aware: bool = False,
+) -> Plan:
     """The path ``model`` uses: no fallback layer without a fallback, no hedge layer on a
     single route with hedging off, no vote or rollout machinery on a plain route, no audit
-    or escalation where the model declares none."""
+    or escalation where the model declares none, no saturation layer unless a pool of it is
+    ``load_aware`` and some caller (``tenants``, and anonymous ones) is sheddable."""
     route = "rollout" if model.rollout is not None else model.route
     fallback = model.fallback.model if model.fallback is not None else None
     hedge = model.hedge.enabled or route != "single"
     audit = model.audit is not None
-    return Plan(route, fallback, hedge, audit, model.burn_policy.vote.enabled)
+    shed = sheddable(model, tenants or {}) if load_aware else frozenset()
+    return Plan(route, fallback, hedge, audit, model.burn_policy.vote.enabled, shed)
 
 
 def model_route(
@@ -317,4 +332,6 @@ def explain(config: GatewayConfig, name: str) -> list[str]:
     if any(t.max_in_flight or t.rate_per_s for t in tenants.values()):
         edge.append("tenant limits")
     edge += ["body", "timeout", "parse", "schema", "call"]
-    return [*edge, *plan(config.models[name]).stages()]
+    model = config.models[name]
+    aware = any(config.pools[p].load_aware for p in model.pools if p in config.pools)
+    return [*edge, *plan(model, tenants, aware).stages()]

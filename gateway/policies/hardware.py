@@ -1,6 +1,6 @@
 """The hardware rules: which accelerator readings take a replica out of traffic, as data.
 
-Beside the fault judge (`gateway.policies.fault`), which judges answers, these judge the GPU
+Beside the fault judge (`gateway.faults.judge`), which judges answers, these judge the GPU
 before it fails. `RULES` is the table, in order, read by `judge`: each row names a signal, its
 condition in words (the table in ``docs/hardware.md`` is checked against it by a test) and
 the action:

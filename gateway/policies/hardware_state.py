@@ -8,7 +8,10 @@ about it, so that a reading that flaps does not flap the traffic:
 - a drained replica returns (`Want.RESTORE`) only after ``healthy_for_s`` of samples on which
   no drain rule matched; weight is lowered and restored the same way;
 - a reading older than 3 intervals (`AcceleratorConfig.stale_after_s`), or none at all, is
-  *unknown*: it neither drains nor restores, and the good streak starts again after it.
+  *unknown*: it neither drains nor restores, and the good streak starts again after it;
+- `urgent` says when the next sample is due at the pool's fast interval: the readings are
+  near a limit (`gateway.policies.hardware_need`), the replica is drained or its weight
+  lowered by the rules, or its reading is unknown; otherwise at the idle interval.
 
 Nothing here does I/O or reads a clock: times come in as arguments.
 """
@@ -21,6 +24,7 @@ from enum import Enum
 
 from gateway.config.accelerator import AcceleratorConfig
 from gateway.policies.hardware import Evidence, Sample, Window, judge
+from gateway.policies.hardware_need import Margins, near
 from v2proto.dcgm import Reading
 
 
@@ -53,6 +57,8 @@ class ReplicaHardware:
         self.weight_good_since: float | None = None
         self.last_drain: Evidence | None = None  # the latest sample's drain rule, if any
         self._throttle: Evidence | None = None  # ... and its weight rule
+        self.near: str | None = None  # why the latest readings are near a limit, if they are
+        self._margins = Margins(config.margin_c, config.margin_share)
 
     @property
     def healthy_for_s(self) -> float:
@@ -89,9 +95,9 @@ class ReplicaHardware:
             while self.samples and self.samples[0].at < now - self._keep_s:
                 self.samples.popleft()
             fit = [s for s in self.samples if s.at >= now - self._config.fit_s]
-            self.last_drain, self._throttle = judge(
-                Window(fit, self._config.limits, self._config.lead_s, self._config.fit_s)
-            )
+            window = Window(fit, self._config.limits, self._config.lead_s, self._config.fit_s)
+            self.last_drain, self._throttle = judge(window)
+            self.near = near(window, self._margins)
         drain = self.last_drain
         self._weigh(now, self._throttle)
         if drain is not None:
@@ -113,6 +119,15 @@ class ReplicaHardware:
                 and now - self.weight_good_since >= self._config.healthy_for_s):  # fmt: skip
             self.weight_evidence = None
 
+    def urgent(self, now: float) -> bool:
+        """Whether the next sample is due at the fast interval (see the module's docstring)."""
+        return (
+            self.near is not None
+            or self.drained is not None
+            or self.weight_evidence is not None
+            or self.stale(now)
+        )
+
     @property
     def weight(self) -> float:
         return self._config.limits.throttled_weight if self.weight_evidence is not None else 1.0
@@ -131,4 +146,5 @@ class ReplicaHardware:
             "weight": self.weight,
             "throttle": None if self.weight_evidence is None else self.weight_evidence.to_json(),
             "good_for_s": None if self.good_since is None else round(now - self.good_since, 3),
+            "near": self.near,  # why it is sampled at the fast interval (None: idle pace)
         }

@@ -1,22 +1,29 @@
-"""Replica selection: power-of-two-choices on least outstanding, tie-broken by EWMA latency.
+"""Replica selection: power-of-two-choices on least load, tie-broken by EWMA latency.
 
 Load is ``(outstanding + 1) / weight``: at weight 1 (every replica, unless the hardware rules
 lowered it for a throttled GPU) the order is plain least outstanding; at 0.25 an idle
-replica counts as one with 3 requests in flight.
+replica counts as one with 3 requests in flight. Where both candidates reported their load
+recently (a pool with ``load_aware``: `gateway.config.load`), their reported queue counts
+too: ``(reported queue + outstanding + 1) / weight``, so a replica whose queue is deep from
+other clients, other gateways or other workers is passed over although this gateway sends
+it little. A pair where either reading is stale (or missing) is compared as before: an
+unknown queue is never taken for an empty one.
 
 P2C gets close to least-loaded without scanning or a global lock, and avoids herding every
-request onto the one replica that looked best a moment ago (Mitzenmacher; Envoy's LEAST_REQUEST).
+request onto the one replica that looked best a moment ago (Mitzenmacher; Envoy's LEAST_REQUEST,
+which weighs endpoints by their ORCA load reports the same way).
 """
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
 from typing import Protocol, TypeVar
 
 
 class Loaded(Protocol):
-    """What selection reads of a replica: its load now and its recent latency."""
+    """What selection reads of a replica: its load now, what it reported, its latency."""
 
     @property
     def outstanding(self) -> int: ...
@@ -27,6 +34,12 @@ class Loaded(Protocol):
     @property
     def weight(self) -> float: ...
 
+    @property
+    def reported_queue(self) -> float: ...
+
+    @property
+    def load_at(self) -> float: ...
+
 
 R = TypeVar("R", bound=Loaded)
 
@@ -35,7 +48,9 @@ class PowerOfTwoChoices:
     def __init__(self, rng: random.Random | None = None) -> None:
         self._rng = rng or random.Random()
 
-    def pick(self, candidates: Sequence[R]) -> R | None:
+    def pick(self, candidates: Sequence[R], fresh_after: float = math.inf) -> R | None:
+        """One of ``candidates``; their reported queues count where both readings of the
+        pair were taken at ``fresh_after`` or later (default: never, as without reports)."""
         if not candidates:
             return None
         if len(candidates) == 1:
@@ -46,6 +61,12 @@ class PowerOfTwoChoices:
         i = int(self._rng.random() * count)
         j = int(self._rng.random() * (count - 1))
         first, second = candidates[i], candidates[j + 1 if j >= i else j]
+        if first.load_at >= fresh_after and second.load_at >= fresh_after:
+            a = (first.reported_queue + first.outstanding + 1) / first.weight
+            b = (second.reported_queue + second.outstanding + 1) / second.weight
+            if a != b:
+                return first if a < b else second
+            return first if first.ewma_latency_s <= second.ewma_latency_s else second
         return min(first, second, key=_load)
 
 

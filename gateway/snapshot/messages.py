@@ -54,6 +54,19 @@ class Refused(msgspec.Struct, frozen=True, tag=True):
     reason: str
 
 
+class LoadView(msgspec.Struct, frozen=True, array_like=True):
+    """A replica's load reading (`gateway.policies.load_report.LoadReport`) and when it was
+    taken (``at``, monotonic): up from a worker that read it off an answer, down to every
+    worker from the control's freshest. ``accelerator``: (DCGM name, value) pairs an answer
+    carried, for the control's accelerator rules (never sent down)."""
+
+    queue: float
+    inflight: float | None
+    at: float
+    source: str
+    accelerator: tuple[tuple[str, float], ...] = ()
+
+
 class ReplicaView(msgspec.Struct, frozen=True):
     id: str
     url: str
@@ -65,6 +78,7 @@ class ReplicaView(msgspec.Struct, frozen=True):
     quarantined_until: float
     quarantine_reason: str | None
     weight: float
+    load: LoadView | None = None  # its freshest load reading, from any worker or a scrape
 
 
 class PoolView(msgspec.Struct, frozen=True):
@@ -166,6 +180,9 @@ class Gauges(msgspec.Struct, frozen=True):
     budget: tuple[int, int, int] = (0, 0, 0)
     # its breakers' half-open permits per replica: granted so far, most at once
     permits: dict[str, tuple[int, int]] = {}
+    # load readings its answers carried since its previous batch, by replica
+    loads: dict[str, LoadView] = {}
+    load_reports: dict[str, int] = {}  # reports it took ("taken") and refused (by why) so far
 
 
 class Batch(msgspec.Struct, frozen=True, tag=True):

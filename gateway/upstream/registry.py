@@ -29,6 +29,7 @@ from gateway.upstream.eligibility import in_panic
 from gateway.upstream.events import NullEvents, UpstreamEvents
 from gateway.upstream.outlier import OutlierDetector
 from gateway.upstream.replica import Replica
+from gateway.upstream.saturation import saturation
 from gateway.v2.dialect import Dialect
 
 log = logging.getLogger(__name__)
@@ -124,6 +125,8 @@ class Pool:
             "healthy": len(self.healthy()),
             "size": len(self.replicas),
             "panic": in_panic(self, now),
+            "load_aware": self.config.load_aware,
+            "saturated": saturation(self, now) is not None,
             "paused": self.paused,
             "ejected": self.outlier.ejected_count(),
             "replicas": [r.snapshot(now) for r in self.replicas],

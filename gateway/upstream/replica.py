@@ -8,11 +8,13 @@ object. Nothing in it does I/O or reads a clock: times come in as arguments.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gateway.config.endpoint import Endpoint
 from gateway.config.models import ReplicaConfig
+from gateway.policies.load_report import LoadReport
 
 if TYPE_CHECKING:
     from gateway.upstream.breaker import ReplicaBreaker
@@ -37,6 +39,9 @@ CARRIED = (
     "quarantine_reason",
     "golden_failures",
     "golden_last",
+    "load",
+    "load_at",
+    "reported_queue",
 )
 
 
@@ -68,6 +73,12 @@ class Replica:
     golden_last: str | None = None
     # the balancer's share: lowered while its accelerator is throttled
     weight: float = 1.0
+    # the latest load it reported (`report_load`)
+    load: LoadReport | None = None
+    # when that reading was taken (monotonic seconds)
+    load_at: float = -math.inf
+    # its queue: ``load.queue`` (read by the balancer)
+    reported_queue: float = 0.0
     breaker: ReplicaBreaker | None = field(default=None, repr=False)
 
     @classmethod
@@ -169,6 +180,18 @@ class Replica:
         """The balancer's share, as the hardware rules now say (1: full)."""
         self.weight = weight
 
+    def report_load(self, report: LoadReport, at: float) -> None:
+        """A reading of its load taken at ``at`` (an answer's report, a scrape, or the control
+        process's freshest); one older than the reading it has is ignored."""
+        if at >= self.load_at:
+            self.load = report
+            self.load_at = at
+            self.reported_queue = report.queue
+
+    def fresh_load(self, now: float, stale_s: float) -> LoadReport | None:
+        """Its reading, unless older than ``stale_s`` (then: none, never an empty queue)."""
+        return self.load if now - self.load_at <= stale_s else None
+
     def golden_passed(self, reason: str) -> None:
         self.golden_last = reason
         self.golden_failures = 0
@@ -207,6 +230,17 @@ class Replica:
         (in the control process, where no attempt runs)."""
         self.outstanding = count
 
+    def _load_snapshot(self, now: float) -> dict[str, Any]:
+        load = self.load
+        if load is None:
+            return {"reported_queue": None, "reported_age_s": None, "reported_by": None}
+        return {
+            "reported_queue": load.queue,
+            "reported_inflight": load.inflight,
+            "reported_age_s": round(max(0.0, now - self.load_at), 3),
+            "reported_by": load.source,
+        }
+
     def carry_from(self, old: Replica) -> None:
         """Takes over what ``old`` (this replica, in the gateway a reload replaced) learned.
 
@@ -233,6 +267,7 @@ class Replica:
             "golden_last": self.golden_last,
             "outstanding": self.outstanding,
             "weight": self.weight,
+            **self._load_snapshot(now),
             "ewma_latency_ms": round(self.ewma_latency_s * 1000, 3),
             "requests": self.requests,
             "failures": self.failures,

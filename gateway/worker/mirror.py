@@ -7,7 +7,9 @@ quarantine, weight and spare role, a pool's pause and the replicas an operator h
 learned binary-tensor dialect, each model's burn-policy adjustment, whether its fallback may
 answer, its metadata once fetched, a rollout's progress, whether the burn policy serves it by a
 vote (`escalated`, kept in place: the pipeline's escalating routes read it), and whether the
-gateway is draining.
+gateway is draining. Each replica's load reading is taken where it is fresher than this
+worker's own (another worker's answers reported it, or the control scraped it:
+`gateway.snapshot.loads`).
 A breaker transition another worker (or the control's health probes) made is forced on this
 worker's breaker once (`BreakerSignal.seq`), muted so that it is not shipped back as this
 worker's own. Names a snapshot carries that this worker's config does not know (a reload
@@ -23,6 +25,7 @@ import orjson
 from gateway.config.models import ReplicaConfig
 from gateway.serving import Serving
 from gateway.slo.policy import NORMAL, PolicyAdjustment
+from gateway.snapshot.loads import load_report
 from gateway.snapshot.messages import AdjustmentView, PoolView, ReplicaView, Snapshot
 from gateway.upstream.registry import Pool
 from gateway.worker.shipped import ShippedEvents, WorkerRollouts
@@ -39,8 +42,12 @@ class Mirror:
         rollouts: WorkerRollouts,
         events: ShippedEvents,
         worker: int,
+        loads_known: dict[str, float] | None = None,
     ) -> None:
+        """``loads_known``: the time of each replica's reading this worker has shipped or
+        taken here (one taken from a snapshot is not shipped back)."""
         self._serving = serving
+        self._loads_known = {} if loads_known is None else loads_known
         self._rollouts = rollouts
         self._events = events
         self._worker = worker
@@ -110,6 +117,10 @@ class Mirror:
                 weight=member.weight,
                 standby=member.standby,
             )
+            load = member.load
+            if load is not None and load.at > replica.load_at:  # fresher than its own
+                replica.report_load(load_report(load), load.at)
+                self._loads_known[replica.id] = load.at
         for replica in pool.draining:
             if replica.outstanding <= 0:
                 registry.release(pool, replica)

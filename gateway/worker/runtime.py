@@ -14,6 +14,7 @@ process says so.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Mapping
 from typing import Any
@@ -24,9 +25,11 @@ from gateway.config.shares import worker_share
 from gateway.config.tenants import ANONYMOUS
 from gateway.memory.inflight_bytes import machine_default
 from gateway.pipeline.fallback import FallbackRunner
+from gateway.policies.load_report import ANSWER
 from gateway.serving import Serving
 from gateway.slo.policy import NORMAL, PolicyAdjustment
-from gateway.snapshot.messages import Gauges
+from gateway.snapshot.loads import load_view
+from gateway.snapshot.messages import Gauges, LoadView
 from gateway.snapshot.shipper import BatchShipper
 from gateway.telemetry.tracing import Tracer
 from gateway.upstream.transport.base import Transport
@@ -74,7 +77,9 @@ class WorkerRuntime(Serving):
         self.rollouts = WorkerRollouts(config.models, clock, self.rng, shipper)
         self.suspects = ShippedSuspects(shipper)
         self.reactions = ShippedReactions(shipper, self.shipped_metrics)
-        self.mirror = Mirror(self, self.rollouts, events, worker)
+        # the time of each replica's reading shipped or taken from a snapshot: not shipped again
+        self.loads_known: dict[str, float] = {}
+        self.mirror = Mirror(self, self.rollouts, events, worker, self.loads_known)
         self.audits = ShippedAudits(shipper)
         self.escalated = self.mirror.escalated
         self.fallbacks = {
@@ -119,6 +124,7 @@ class WorkerRuntime(Serving):
         outstanding = {r.id: r.outstanding for r in self.registry.replicas() if r.outstanding}
         pipeline = self.pipeline
         admission, hedge, budget = pipeline.admission, pipeline.hedge, self.budget
+        reports = pipeline.attempt.load_reports
         return Gauges(
             outstanding,
             {name: count for name, count in admission.in_flight.items() if count},
@@ -138,7 +144,22 @@ class WorkerRuntime(Serving):
                 for r in self.registry.replicas()
                 if r.breaker is not None and r.breaker.half_open_granted
             },
+            loads=self._new_loads(),
+            load_reports={"taken": reports.taken, **reports.refused},
         )
+
+    def _new_loads(self) -> dict[str, LoadView]:
+        """Readings this worker's answers carried since its previous batch, by replica."""
+        known = self.loads_known
+        loads = {}
+        for replica in self.registry.replicas():
+            load = replica.load
+            if load is not None and load.source == ANSWER:
+                at = replica.load_at
+                if at > known.get(replica.id, -math.inf):
+                    loads[replica.id] = load_view(load, at)
+                    known[replica.id] = at
+        return loads
 
 
 class _Refusable:

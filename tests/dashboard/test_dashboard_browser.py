@@ -2,7 +2,8 @@
 
 Debian's ``chromium`` (``WITH_CHROMIUM=1 bash .ci/system-deps.sh``; `make test` does it) is
 driven by playwright's Python package with ``executable_path``, so no browser is downloaded.
-The page must load with no console error, draw its charts and replica tiles, and show a
+The page must load with no console error, draw its charts and replica tiles (with the load
+each replica reports), and show a
 replica killed with SIGKILL as unhealthy (tile and timeline) within a bounded time. A
 screenshot is kept in ``tests/dashboard/artifacts/dashboard.png`` (git-ignored).
 """
@@ -150,6 +151,10 @@ def test_the_dashboard_shows_a_killed_replica(
             assert page.locator("[data-slo='digits/fast']").count() == 1
             body = page.locator("body").inner_text()
             assert "True" not in body and "False" not in body
+            # the replicas report their load on every answer: each serving tile says it
+            reported = page.locator("[data-replica] [data-reported-queue]")
+            wait_for(page, "reported queues", lambda: reported.count() == 3, 15)
+            assert "reported queue" in reported.first.inner_text()
 
             victim = replicas[1]
             victim.send_signal(signal.SIGKILL)

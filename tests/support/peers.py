@@ -98,6 +98,7 @@ class PeerProcess(ManagedProcess):
         self.grpc_target = None if grpc_port is None else f"127.0.0.1:{grpc_port}"
         self.model_name = MODEL_NAME
         self.workdir = cwd
+        self.metrics_port: int | None = None  # where its /metrics is, if not on ``port``
 
     def ready(self) -> bool:
         """Server ready and the digits model loaded (two V2 health calls)."""
@@ -125,37 +126,49 @@ class PeerProcess(ManagedProcess):
             shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def _mlserver_dir(http_port: int, grpc_port: int) -> Path:
+def _mlserver_dir(
+    http_port: int, grpc_port: int, metrics_port: int | None = None, *, queued: bool = False
+) -> Path:
     """A throwaway MLServer model repository: settings.json on our ports, the digits model.
 
     MLServer 1.7.1 cannot turn gRPC off, so it gets a second free port; metrics are off, and
-    inference runs in the server process (``parallel_workers: 0``) so there is one PID.
+    inference runs in the server process (``parallel_workers: 0``) so there is one PID. With
+    ``metrics_port`` its ``/metrics`` is served there; ``queued``: adaptive batching, so that
+    its batcher's queue metric (`gateway.upstream.probes.load_names`) is observed (its parallel
+    workers' one is not: a parallel worker of 1.7.1 dies at start on Python 3.11 with uvloop).
     """
     root = Path(tempfile.mkdtemp(prefix="peer-mlserver-"))
     settings = {
         "host": "127.0.0.1",
         "http_port": http_port,
         "grpc_port": grpc_port,
-        "metrics_endpoint": None,
+        "metrics_endpoint": None if metrics_port is None else "/metrics",
         "parallel_workers": 0,
         "debug": False,
         "metrics_dir": str(root / ".metrics"),
     }
+    if metrics_port is not None:
+        settings["metrics_port"] = metrics_port
     (root / "settings.json").write_text(json.dumps(settings))
     trained = MODELS_DIR / MODEL_NAME / "model-settings.json"
     model_settings = json.loads(trained.read_text())
     model_settings["parameters"]["uri"] = str(model_file())
+    if queued:
+        model_settings.update(max_batch_size=8, max_batch_time=0.01)
     (root / MODEL_NAME).mkdir()
     (root / MODEL_NAME / "model-settings.json").write_text(json.dumps(model_settings))
     return root
 
 
-def _launch_mlserver() -> PeerProcess:
+def _launch_mlserver(queued: bool = False) -> PeerProcess:
     port, grpc_port = free_port(), free_port()
-    root = _mlserver_dir(port, grpc_port)
+    metrics_port = free_port() if queued else None
+    root = _mlserver_dir(port, grpc_port, metrics_port, queued=queued)
     mlserver = MLSERVER.venv / "bin" / "mlserver"
     argv = [str(mlserver), "start", str(root)]
-    return PeerProcess(MLSERVER, argv, port=port, cwd=root, grpc_port=grpc_port)
+    proc = PeerProcess(MLSERVER, argv, port=port, cwd=root, grpc_port=grpc_port)
+    proc.metrics_port = metrics_port
+    return proc
 
 
 def _launch_kserve(grpc: bool = False) -> PeerProcess:
@@ -186,9 +199,10 @@ def _start(
     return start_bound(launch, "peer", ready_timeout, attempts, interval=0.1)
 
 
-def start_mlserver(ready_timeout: float = 90.0) -> PeerProcess:
-    """MLServer (sklearn runtime) serving ``digits`` version 1 on 127.0.0.1."""
-    return _start(_launch_mlserver, ready_timeout)
+def start_mlserver(ready_timeout: float = 90.0, *, queued: bool = False) -> PeerProcess:
+    """MLServer (sklearn runtime) serving ``digits`` version 1 on 127.0.0.1; ``queued``: with
+    adaptive batching and its metrics on a port of their own (``metrics_port``)."""
+    return _start(lambda: _launch_mlserver(queued), ready_timeout)
 
 
 def start_kserve(ready_timeout: float = 90.0, *, grpc: bool = False) -> PeerProcess:

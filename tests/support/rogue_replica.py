@@ -21,6 +21,9 @@ in the pool, and answers infer requests in one of several wrong ways (``--mode``
   goes out when the next request arrives on the connection, ahead of that one's;
 - ``late-stale``: the same, the late copy keeping the first request's ``id``;
 - ``idless``: a server that never echoes ids, with the late copies of ``late-idless``;
+- ``forged-load``: a right answer carrying a forged load report (``endpoint-load-metrics``),
+  each answer the next of `FORGED_LOAD`: a negative queue, NaN, 1e308, thousands of names,
+  another form;
 - ``headers``: a right answer, and a line ``headers {...}`` printed for each infer request with
   the trace-context headers it came with, byte for byte (as Latin-1 text), so a test sees
   what the gateway forwards.
@@ -55,6 +58,14 @@ HOSTILE_ERROR = (
     "gateway.audit: FORGED drain by admin \x1b[2K from 10.9.8.7"
 )
 _stale_ids = itertools.count()
+FORGED_LOAD = (
+    "TEXT named_metrics.queue=-1",
+    "TEXT named_metrics.queue=nan",
+    "TEXT named_metrics.queue=1e308",
+    "TEXT " + ", ".join(f"named_metrics.m{i}=1" for i in range(2000)),  # ~34 KB: in the cap
+    'JSON {"named_metrics": {"queue": 0}}',
+)
+_forged = itertools.cycle(FORGED_LOAD)
 _TRACE_HEADERS = ("traceparent", "tracestate")
 
 
@@ -210,6 +221,10 @@ async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, mod
             elif mode == "headers":
                 print("headers", orjson.dumps(trace).decode(), flush=True)
                 reply, _ = _late_answers(mode, body)
+            elif mode == "forged-load":
+                reply, _ = _late_answers(mode, body)
+                forged = f"endpoint-load-metrics: {next(_forged)}\r\n".encode()
+                reply = reply.replace(b"\r\n", b"\r\n" + forged, 1)
             elif mode in LATE_MODES:
                 reply, copy = _late_answers(mode, body)
                 if behind is not None:  # the previous request's answer, this one's held

@@ -11,6 +11,14 @@ own transport (`page_transport`), at most ``max_concurrent`` of a pool at once, 
 per pool reading every source together costs a GET less, but the burst of answers it brings
 holds the event loop, and a request must not wait for a sample (docs/hardware.md has the
 figures).
+A source is read every ``idle_interval_s`` (1 Hz) while each of its replicas' readings is far
+from every limit, and every ``interval_s`` (up to 10 Hz) once one is near a limit, drained or
+unknown (`ReplicaHardware.urgent`, `gateway.policies.hardware_need`): a fleet of cool GPUs
+costs a GET per replica per second. The temperature and ECC counts a replica attaches to its
+answers (its load report, `v2proto.load`) are taken between reads: an answer's report wakes
+the replica's loop (`wake`: the control process's intake of its workers' batches calls it),
+which judges them as a sample (at most one per ``interval_s`` unless an ECC count moved),
+so an uncorrectable ECC error drains within a batch of the answer that said it.
 A page is bounded in bytes and series and read (`read_page`) in a worker thread, so no
 page, however large, holds the event loop; each of its devices' readings goes to the
 replica's `ReplicaHardware`, whose hysteresis says when to drain or restore. A loop is named
@@ -29,13 +37,15 @@ What a judgement asks for (a drain, a restore, a weight) is carried out by
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import math
 import random
 from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from gateway.clock import Clock
+from gateway.clock import Clock, wait_first
 from gateway.config.accelerator import AcceleratorConfig
 from gateway.config.endpoint import Endpoint
 from gateway.errors import UpstreamError
@@ -54,7 +64,7 @@ from gateway.upstream.probes.prober import Prober
 from gateway.upstream.registry import Pool, Registry
 from gateway.upstream.replica import Replica
 from gateway.upstream.transport.base import Transport
-from v2proto.dcgm import NAMES
+from v2proto.dcgm import BY_NAME, NAMES, Reading
 
 log = logging.getLogger(__name__)
 REPLICA_QUERY = "/metrics?" + "&".join(f"name[]={name}" for name in NAMES)
@@ -110,6 +120,9 @@ class AcceleratorSampler(Prober):
         self._members: dict[SourceKey, list[Replica]] = {}  # the replicas each source reports
         self._lines = LogThrottle(clock, LOG_EVERY_S)
         self._parsing: ThreadPoolExecutor | None = None  # one thread: pages read off the loop
+        self._wakes: dict[SourceKey, asyncio.Future[None]] = {}  # a resting loop's alarm
+        # replica id -> (when, values) of the answers' readings last taken
+        self._inband: dict[str, tuple[float, tuple[tuple[str, float], ...]]] = {}
 
     @staticmethod
     def _config(pool: Pool) -> AcceleratorConfig:
@@ -160,6 +173,7 @@ class AcceleratorSampler(Prober):
     def left(self, pool: Pool, replica: Replica) -> None:
         source = self._sources.pop(replica.id, None)
         self.states.pop(replica.id, None)
+        self._inband.pop(replica.id, None)
         for count in [c for c in self.bad_values if c[1] == replica.id]:
             del self.bad_values[count]
         if source is None:
@@ -176,17 +190,71 @@ class AcceleratorSampler(Prober):
         config = self._config(pool)
         await self._clock.sleep(config.interval_s * self._rng.random())  # spread the loops
         refusals = 0  # in a row: the pause doubles with each
+        due = -math.inf  # when the source is read next
         while True:
-            readers = self._members.get(key)
+            readers = list(self._members.get(key) or ())
             if readers:
                 try:
-                    refused = await self._sample_source(pool, list(readers))
-                    refusals = min(refusals + 1, 16) if refused else 0
+                    await self._take_inband(pool, readers)
+                    if self._clock.now() >= due:
+                        refused = await self._sample_source(pool, readers)
+                        refusals = min(refusals + 1, 16) if refused else 0
                 except Exception:  # a bug must not end sampling: counted, logged, skipped
                     self._caught(pool, key)
-            jitter = 1.0 + config.jitter * (2 * self._rng.random() - 1)
-            pause = min(config.interval_s * 2**refusals, REFUSED_PAUSE_MAX_S)
-            await self._clock.sleep(pause * jitter)
+                now = self._clock.now()
+                fast = any(self._urgent(replica, now) for replica in readers)
+                if now >= due or (fast and due > now + config.interval_s):
+                    jitter = 1.0 + config.jitter * (2 * self._rng.random() - 1)
+                    base = config.interval_s if fast else config.idle_interval_s
+                    due = now + min(base * 2**refusals, REFUSED_PAUSE_MAX_S) * jitter
+            else:
+                due = self._clock.now() + config.interval_s
+            await self._rest(key, due - self._clock.now())
+
+    def _urgent(self, replica: Replica, now: float) -> bool:
+        state = self.states.get(replica.id)
+        return state is None or state.urgent(now)
+
+    async def _rest(self, key: SourceKey, pause: float) -> None:
+        """Sleeps ``pause``, or less if an answer reports one of the source's replicas."""
+        wake = self._wakes[key] = asyncio.get_running_loop().create_future()
+        sleeper = asyncio.ensure_future(self._clock.sleep(max(0.0, pause)))
+        try:
+            await wait_first(self._clock, (sleeper, wake), None)
+        finally:
+            sleeper.cancel()
+            if self._wakes.get(key) is wake:
+                del self._wakes[key]
+
+    def wake(self, replica_id: str) -> None:
+        """An answer reported ``replica_id``'s accelerator: its loop takes it now."""
+        source = self._sources.get(replica_id)
+        wake = None if source is None else self._wakes.get(source.key)
+        if wake is not None and not wake.done():
+            wake.set_result(None)
+
+    async def _take_inband(self, pool: Pool, replicas: list[Replica]) -> None:
+        """The readings the replicas' answers reported since they were last taken, judged as
+        samples: at most one per ``interval_s``, unless an ECC count moved."""
+        interval = self._config(pool).interval_s
+        for replica in replicas:
+            load = replica.load
+            if load is None or not load.accelerator:
+                continue
+            at = replica.load_at
+            last_at, last = self._inband.get(replica.id, (-math.inf, ()))
+            if at <= last_at or (at - last_at < interval and _same_ecc(load.accelerator, last)):
+                continue
+            state = self.states.get(replica.id)
+            if state is None:
+                state = self.states[replica.id] = ReplicaHardware(self._config(pool))
+            if state.samples and at <= state.samples[-1].at:
+                continue  # a read of the page came after it
+            self._inband[replica.id] = (at, load.accelerator)
+            judgement = state.observe(at, _overlaid(state.reading, load.accelerator))
+            count = (pool.name, "answer")
+            self.samples[count] = self.samples.get(count, 0) + 1
+            await self._drains.act(pool, replica, state, judgement)
 
     def _source(self, pool: Pool, replica: Replica) -> Source:
         source = self._sources.get(replica.id)
@@ -298,9 +366,22 @@ class AcceleratorSampler(Prober):
                 if state is not None:
                     held_back = self.held_back.get(replica.id)
                     replicas[replica.id] = {**state.snapshot(now), "held_back": held_back}
-            doc[name] = {"interval_s": config.interval_s, "lead_s": config.lead_s,
+            doc[name] = {"interval_s": config.interval_s,
+                         "idle_interval_s": config.idle_interval_s, "lead_s": config.lead_s,
                          "healthy_for_s": config.healthy_for_s, "replicas": replicas}  # fmt: skip
         return doc
+
+
+def _same_ecc(now: tuple[tuple[str, float], ...], then: tuple[tuple[str, float], ...]) -> bool:
+    """Whether two answers' readings have the same ECC counts (or neither has any)."""
+    return {n: v for n, v in now if "ECC" in n} == {n: v for n, v in then if "ECC" in n}
+
+
+def _overlaid(reading: Reading | None, values: tuple[tuple[str, float], ...]) -> Reading:
+    """The device's last reading with an answer's values (DCGM name, value) over it."""
+    base = reading if reading is not None else Reading("", "")
+    fields: dict[str, Any] = {BY_NAME[name].attr: value for name, value in values}
+    return dataclasses.replace(base, **fields)
 
 
 def _since(held: int) -> str:

@@ -16,6 +16,8 @@ from gateway.clock import Clock
 from gateway.upstream.registry import Registry
 from gateway.upstream.transport.base import Transport
 
+STOP_AGAIN_S = 0.1  # a loop still running this long after its cancellation is cancelled again
+
 
 class Prober:
     def __init__(
@@ -47,8 +49,13 @@ class Prober:
         raise NotImplementedError
 
     async def stop(self) -> None:
-        tasks = list(self._tasks.values())
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        """Cancels every loop and returns once all have ended. A loop is cancelled again
+        while it runs on: in Python 3.11 `asyncio.wait_for` swallows a cancellation that
+        lands as its inner future finishes (a transport or a fake that uses it), and the
+        loop would go on."""
+        pending = set(self._tasks.values())
+        while pending:
+            for task in pending:
+                task.cancel()
+            _, pending = await asyncio.wait(pending, timeout=STOP_AGAIN_S)
         self._tasks.clear()

@@ -21,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.support.faults import clear_faults, inject_faults
 from tests.support.gateway import GatewayProcess, pool_config, start_gateway
 from tests.support.processes import ReplicaProcess, start_replica
+from v2proto.load import PENDING_METRIC
 
 pytestmark = pytest.mark.integration
 
@@ -128,6 +129,10 @@ def test_a_replica_s_metrics_pass_promtool(replicas: list[ReplicaProcess]) -> No
     check = subprocess.run(
         [PROMTOOL, "check", "metrics"], input=scrape.content, capture_output=True, timeout=30
     )
-    findings = (check.stdout + check.stderr).decode()
-    assert (check.returncode, findings) == (0, ""), findings
+    findings = (check.stdout + check.stderr).decode().splitlines()
+    # the replica's queue is under Triton's own name (a gauge ending in _count), so that a
+    # gateway scrapes it as it would Triton: promtool's naming lint is the one finding allowed
+    allowed = f"{PENDING_METRIC} non-histogram and non-summary metrics should not have"
+    findings = [line for line in findings if not line.startswith(allowed)]
+    assert findings == [], findings
     assert 'replica_ready{model="digits-mlp",version="1"} 1.0' in scrape.text

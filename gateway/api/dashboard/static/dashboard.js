@@ -143,6 +143,11 @@ function tile(r, seen) {
   }
   lines.push(`<span class="mute">requests ${esc(r.requests)} · failures ${esc(r.failures)} · `
     + `outstanding ${esc(r.outstanding)}${r.standby ? " · standby" : ""}</span>`);
+  if (r.reported_queue != null) {  // what it reported of its load (load-aware pools)
+    lines.push(`<span class="mute" data-reported-queue>reported queue <b>`
+      + `${esc(fmt(r.reported_queue, ""))}</b> · ${esc(r.reported_by)} `
+      + `${esc(fmt(r.reported_age_s, ""))} s ago</span>`);
+  }
   return `<div class="tile ${level}" data-replica="${esc(r.id)}" data-health="${health}"`
     + ` data-ejected="${r.ejected ? "yes" : "no"}" data-level="${level}"`
     + ` data-held="${held ? esc(held.action) : "no"}"><div class="name">`
@@ -170,6 +175,7 @@ function renderPools(state, hist, span) {
       + `<div class="facts">`
       + `<span><b>${esc(p.healthy)}</b>/${esc(p.size)} healthy</span><span><b>${esc(now.ejected)}`
       + `</b> ejected</span>${p.panic ? word("PANIC: balancing over all replicas", "bad") : ""}`
+      + `${p.saturated ? word("SATURATED: sheddable requests refused", "bad") : ""}`
       + `</div><div class="poolbody"><div class="tiles">${tiles}</div>`
       + `${chart(p.name + "-replicas", "replicas", t, [
         {name: "healthy", values: series("healthy"), color: "#2e7d32"},
