@@ -22,3 +22,25 @@ def models_dir() -> Path:
 
         build_models(MODELS, MODELS.parent / "fallback_models", progress=False)
     return MODELS
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files with integration tests first, each file's tests in their own order.
+
+    `make test` gives each worker a whole file at a time (``--dist loadfile``), in this order.
+    The integration files are the long ones (a minute or two each, starting processes); started
+    last, one of them holds a worker long after the others ran out of work. First, the short
+    unit files fill the end of the run instead, and the workers finish together.
+    """
+    first_seen: dict[str, int] = {}
+    starts_processes: set[str] = set()
+    for index, item in enumerate(items):
+        first_seen.setdefault(item.path.as_posix(), index)
+        if item.get_closest_marker("integration") is not None:
+            starts_processes.add(item.path.as_posix())
+
+    def order(item: pytest.Item) -> tuple[bool, int]:
+        path = item.path.as_posix()
+        return path not in starts_processes, first_seen[path]
+
+    items.sort(key=order)

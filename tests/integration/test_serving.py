@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -16,14 +17,36 @@ from gateway.cli import main
 from replicas.dataset import load_split
 from tests.integration.conftest import StartGateway, StartReplicas
 from tests.support.faults import inject_faults
-from tests.support.gateway import pool_config
+from tests.support.gateway import pool_config, start_gateway
+from tests.support.processes import ReplicaProcess, start_replica
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.fixture(scope="module")
+def gateway_url(models_dir: Path) -> Iterator[str]:
+    """One stack (two replicas, a gateway) for the tests that only read from it: what they
+    check does not depend on what the others sent; a test that counts starts its own."""
+    replicas: list[ReplicaProcess] = []
+    try:
+        for _ in range(2):
+            replicas.append(
+                start_replica(models_dir / "digits-mlp.onnx", name="digits-mlp", enable_faults=True)
+            )
+        gateway = start_gateway(pool_config(replicas))
+        try:
+            yield gateway.url
+        finally:
+            gateway.cleanup()
+    finally:
+        for replica in replicas:
+            replica.cleanup()
+
+
 @pytest.fixture
-def gateway_url(start_replicas: StartReplicas, start_gw: StartGateway) -> str:
+def fresh_gateway_url(start_replicas: StartReplicas, start_gw: StartGateway) -> str:
+    """A stack of its own, for a test that counts what the gateway served."""
     replicas = start_replicas(2)
     return start_gw(pool_config(replicas)).url
 
@@ -56,8 +79,8 @@ def test_tritonclient_live_ready_metadata_and_infer(gateway_url: str) -> None:
     assert implicit.as_numpy("label") is not None
 
 
-def test_tritonclient_repository_index_config_and_statistics(gateway_url: str) -> None:
-    client = triton.InferenceServerClient(gateway_url.removeprefix("http://"))
+def test_tritonclient_repository_index_config_and_statistics(fresh_gateway_url: str) -> None:
+    client = triton.InferenceServerClient(fresh_gateway_url.removeprefix("http://"))
     assert client.get_model_repository_index() == [
         {"name": "digits", "version": "1", "state": "READY", "reason": ""}
     ]
