@@ -120,6 +120,12 @@ class ServerConfig(Frozen):
         "REST and gRPC ports; auto: the CPUs this process may use (its CPU affinity, capped by "
         "its cgroup's CPU quota); `--workers` overrides it; a change needs a restart",
     )
+    standby_worker: bool = Field(
+        True,
+        description="keep one worker process started ahead, its imports done, so a worker that "
+        "dies serves again within 2 s; false: one process fewer, and a dead worker's "
+        "replacement starts cold (its imports take a second or more); a change needs a restart",
+    )
     max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, gt=0, description="over it: 413")
     max_connections: int | None = Field(
         None,

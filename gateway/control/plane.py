@@ -85,7 +85,8 @@ class ControlPlane:
         self.link = LinkServer(str(run_dir / "control.sock"), self._hello, self._batch, self._lost)
         self.publisher = SnapshotPublisher(self.view.snapshot, self.link.broadcast, self._clock)
         self._publishing: Periodic | None = None
-        self._spawner = StandbySpawner(self._argv, (rest.fileno(),))
+        ahead = gateway.config.server.standby_worker
+        self._spawner = StandbySpawner(self._argv, (rest.fileno(),), ahead=ahead)
         self.supervisor = Supervisor(self._spawner, workers, clock=self._clock)
         self._attach(gateway)
 

@@ -3,7 +3,8 @@
 Most of a worker's start is imports, and on a loaded machine that takes longer than the 2 s in
 which a dead worker must be serving again. `StandbySpawner` is a `Spawn` that keeps one worker
 process started ahead; ``spawn(index)`` hands that one its index (it serves at once) and starts
-the next standby. It costs one idle process beside the workers.
+the next standby. It costs one idle process beside the workers (`server.standby_worker`: off,
+each spawn starts its worker cold and none waits).
 
 The protocol, for the worker's main: the file descriptor given to ``argv(fd)`` is the read end
 of a pipe; read it to EOF. An index (ASCII decimal digits, a newline) then EOF: serve as that
@@ -59,7 +60,11 @@ class StandbySpawner:
         *,
         env: Mapping[str, str] | None = None,
         die_with_parent: bool = True,
+        ahead: bool = True,
     ) -> None:
+        """``ahead``: keep a standby started (False: each spawn starts its worker cold, and
+        no process waits beside the workers)."""
+        self._ahead = ahead
         self._argv = argv
         self._pass_fds = tuple(pass_fds)
         self._env = env
@@ -83,8 +88,9 @@ class StandbySpawner:
                 log.warning("the standby worker (pid %d) had exited", ready.process.pid)
             ready = await self._start()
         ready.assign(index)
-        # the next one warms up while this one serves
-        self._standby = await self._start()
+        if self._ahead:
+            # the next one warms up while this one serves
+            self._standby = await self._start()
         return ready.process
 
     async def close(self, grace_s: float = 2.0) -> None:

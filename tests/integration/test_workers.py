@@ -29,7 +29,7 @@ WORKERS = 2
 
 def two_workers(replicas: list[Any], **model: Any) -> dict[str, Any]:
     config = pool_config(replicas, pool={"health": {"interval_s": 0.2}}, **model)
-    config["server"] = {"workers": WORKERS}
+    config["server"] = {"workers": WORKERS, "standby_worker": True}
     return config
 
 

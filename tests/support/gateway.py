@@ -28,7 +28,8 @@ MODELS = Path(__file__).resolve().parents[2] / "models"
 class GatewayProcess(ManagedProcess):
     """``gateway serve`` on loopback; ``env`` adds variables (an admin key named by the config).
 
-    ``server.drain_s`` is 0 unless the config sets it, so a test's SIGTERM stops it at once.
+    ``server.drain_s`` is 0 unless the config sets it, so a test's SIGTERM stops it at once;
+    ``server.standby_worker`` is false unless it sets it (one process fewer to start).
     ``grpc_port``: also serve the V2 gRPC service there (``--grpc-port``); ready once it listens.
     ``nofile``: the (soft, hard) limit on open file descriptors it starts with.
     """
@@ -42,7 +43,9 @@ class GatewayProcess(ManagedProcess):
         nofile: tuple[int, int] | None = None,
     ) -> None:
         server = config.get("server", {})
-        config = {**config, "server": {"drain_s": 0, **server}}  # stopped at once unless asked
+        # stopped at once unless asked; no worker started ahead (a second of imports each start)
+        # unless the test replaces workers
+        config = {**config, "server": {"drain_s": 0, "standby_worker": False, **server}}
         handle, path = tempfile.mkstemp(prefix="gateway-", suffix=".yaml")
         self.config_path = Path(path)
         with open(handle, "w") as out:

@@ -27,7 +27,7 @@ SLOW_START_S = 2.5  # longer than REPLACED_WITHIN_S: only a standby can make it
 class Stack:
     """One supervisor of toy workers behind a standby spawner, on a port of its own."""
 
-    def __init__(self, markers: Path, start_s: float) -> None:
+    def __init__(self, markers: Path, start_s: float, ahead: bool = True) -> None:
         self.listener = rest_listener("127.0.0.1", 0)
         self.port = int(self.listener.getsockname()[1])
         self.markers = markers
@@ -39,6 +39,7 @@ class Stack:
                 *("--start-s", str(start_s), "--index-fd", str(index_fd)),
             ],
             [fd],
+            ahead=ahead,
         )
         self.supervisor = Supervisor(self._recorded, 1)
 
@@ -67,10 +68,10 @@ async def stacks(tmp_path: Path) -> AsyncIterator[list[Stack]]:
         assert [p for p in stack.started if not gone(p)] == []
 
 
-def stack(stacks: list[Stack], tmp_path: Path, start_s: float) -> Stack:
+def stack(stacks: list[Stack], tmp_path: Path, start_s: float, ahead: bool = True) -> Stack:
     markers = tmp_path / f"markers-{len(stacks)}"
     markers.mkdir()
-    stacks.append(Stack(markers, start_s))
+    stacks.append(Stack(markers, start_s, ahead))
     return stacks[-1]
 
 
@@ -123,3 +124,21 @@ async def test_closing_dismisses_the_standby(stacks: list[Stack], tmp_path: Path
     assert not one.has("ready", standby)  # it never served
     with pytest.raises(RuntimeError, match="closed"):
         await one.spawner(0)
+
+
+async def test_without_a_standby_none_waits_and_a_dead_worker_is_started_cold(
+    stacks: list[Stack], tmp_path: Path
+) -> None:
+    one = stack(stacks, tmp_path, 0.0, ahead=False)
+    await one.supervisor.start()
+    first = one.supervisor.pids[0]
+    assert one.spawner.standby_pid is None
+    await wait_until_async(lambda: one.has("ready", first), 10.0, message="serving")
+    os.kill(first, signal.SIGKILL)
+    await wait_until_async(
+        lambda: one.supervisor.pids not in ([], [first]), 10.0, message="a replacement"
+    )
+    replacement = one.supervisor.pids[0]
+    assert await asyncio.to_thread(fetch, one.port) == replacement
+    assert one.spawner.standby_pid is None
+    assert one.started == [first, replacement]
