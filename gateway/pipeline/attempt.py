@@ -272,7 +272,7 @@ def _judge_reply(
         length = response.headers.get(HEADER_LENGTH)
         problem = check_reply(response.body, length, expected, echoes_id=echoes_id)
         overflowed = None  # NaN out of a finite input: a refusal, judged by evidence
-        if problem is not None or b"null" in response.body:  # JSON that parsed has no NaN
+        if problem is not None or response.body.find(b"null") >= 0:  # parsed JSON has no NaN
             overflowed = overflowed_output(response.body, length, expected, echoes_id=echoes_id)
         if overflowed is not None:
             message = printable(nonfinite_message(overflowed))
