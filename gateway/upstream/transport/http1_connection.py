@@ -33,6 +33,7 @@ from gateway.upstream.transport.reply_head import (
 )
 
 _READ_BYTES = 64 * 1024  # the buffer heads (and small bodies) are read into
+_OWS = (b" ", b"\t")  # optional whitespace (RFC 9110, 5.6.3)
 
 
 class _NoCallbacks:
@@ -265,7 +266,9 @@ class Connection(DeadlineTimer, asyncio.BufferedProtocol):
             self._reject(cap_message(self._limits, "reply header fields", "max_reply_header_count"))
         if self._final:
             return  # a trailer field: counted, never merged into the head
-        if value[-1:] in b" \t":  # llhttp strips only the leading OWS (and b"" is in it)
+        # llhttp strips only the leading OWS; endswith, not ``in b" \t"``: bytes' ``in`` tries
+        # its operand as an integer first (a TypeError raised and cleared per field)
+        if value.endswith(_OWS):
             value = value.rstrip(b" \t")
         text = value.decode("latin-1")
         headers = self._headers
