@@ -145,9 +145,11 @@ class _MonotonicTimeoutAt:
     async def __aexit__(
         self, kind: type[BaseException] | None, error: BaseException | None, tb: Any
     ) -> None:
-        if self.open:
+        if self.open:  # ended in time; it may wait in the heap a while, holding no task
             self.open = False
+            del self._task
             self._scopes.ended()
+            return
         if not self._expired:
             return
         if self._task.uncancel() <= self._cancelling and kind is asyncio.CancelledError:
