@@ -73,6 +73,7 @@ bench: setup
 	$(PY) loadtests/bench_payloads.py
 	$(PY) loadtests/bench_pressure.py
 	$(PY) loadtests/bench_scaling.py --rounds 3
+	$(PY) loadtests/bench_isolation.py
 
 faults: setup
 	$(PY) loadtests/bench_faults.py

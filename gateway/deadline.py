@@ -14,8 +14,12 @@ from gateway.errors import BadRequest
 TIMEOUT_HEADER = "x-request-timeout-ms"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Deadline:
+    """When a request started and when it must be answered by. Built for every request and
+    never written after (not frozen: a frozen one's construction stores each field through
+    ``object.__setattr__``)."""
+
     clock: Clock
     started_at: float
     expires_at: float

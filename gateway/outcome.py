@@ -3,7 +3,10 @@
 A leaf value: the error tree carries it (`gateway.errors.UpstreamError.outcome`) and every
 reactor (retry policy, breaker, outlier detector, metrics, traces) reads it; the classifying
 itself is `gateway.faults.classify`, and who is at fault for an error answer is the fault
-judge's to say (`gateway.faults.judge`).
+judge's to say (`gateway.faults.judge`). Nothing writes one once it is built (a changed one
+is a `dataclasses.replace`); it is a plain slotted dataclass all the same, not a frozen one,
+because one is built for every attempt and a frozen one's construction stores each field
+through ``object.__setattr__``.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ class OutcomeKind(StrEnum):
     LOCAL_RESOURCE = "local_resource"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Outcome:
     kind: OutcomeKind
     replica: str

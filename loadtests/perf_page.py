@@ -34,6 +34,10 @@ BENCHES = {  # name: (title, the command that writes it)
         "Scaling over an upstream that costs almost nothing (wrk)",
         "loadtests/bench_scaling.py --rounds 3",
     ),
+    "isolation": (
+        "Probing and sampling 32 replicas at 10 Hz: each worker's CPU at idle",
+        "loadtests/bench_isolation.py",
+    ),
 }
 
 HEADER = """\

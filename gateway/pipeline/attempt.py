@@ -292,8 +292,8 @@ def _classify_reply(
         problem = check_reply(response.body, length, expected, echoes_id=echoes_id)
         # NaN out of a finite input: a refusal, judged by evidence
         overflowed = None
-        if problem is not None or b"null" in response.body:
-            # JSON that parsed has no NaN
+        # JSON that parsed has no NaN
+        if problem is not None or response.body.find(b"null") >= 0:
             overflowed = overflowed_output(response.body, length, expected, echoes_id=echoes_id)
         if overflowed is not None:
             message = printable(nonfinite_message(overflowed))

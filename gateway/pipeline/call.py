@@ -1,8 +1,8 @@
 """The values that flow through the pipeline: an immutable request down, `InferResult` up.
 
 - `InferCall`: the client's request as the edge accepted it (model, body, headers to forward,
-  deadline, id, parsed header, span). Frozen: no layer changes it; a vote derives its legs'
-  request with ``dataclasses.replace``.
+  deadline, id, parsed header, span). No layer changes it; a vote derives its legs' request
+  with ``dataclasses.replace``.
 - `Ledger`: what the request has cost so far: attempts on every pool and how each ended (its
   `Outcome`), for the answer's ``x-attempts``, the 504's message and tests. One per request,
   carried by the call; a vote's legs add to the same one.
@@ -15,6 +15,11 @@
 
 Layers return results (or raise one error carrying its `Outcome`) instead of annotating a
 shared object, so a layer's signature says what it reads.
+
+`InferCall`, `Leg` and `Try` are built for every request and never written after: plain slotted
+dataclasses, not frozen ones, whose construction stores each field through
+``object.__setattr__`` (a call per field, on every request). None of them is hashable either
+way (`InferCall` holds a dict).
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ class Ledger:
         self.outcomes.append(outcome)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class InferCall:
     model_name: str
     model: ModelConfig
@@ -107,7 +112,7 @@ class Tries:
         return Tries(self.ledger, self.pool, self.zones, self.attempts, self.tried)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Leg:
     call: InferCall
     tries: Tries
@@ -117,7 +122,7 @@ class Leg:
         return self.tries.pool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Try:
     leg: Leg
     replica: Replica

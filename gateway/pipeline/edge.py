@@ -202,10 +202,13 @@ class Edge:
             body = await self._body(headers.get("content-length"), read, holder)
             arrival.received = body.size
             timeout_s = self._timeout(headers.get(TIMEOUT_HEADER), model)
-            if TIMEOUT_HEADER in headers:
-                arrival.client_timeout_s = timeout_s
+            # for the SLOs, only a deadline the client chose
+            arrival.client_timeout_s = timeout_s if TIMEOUT_HEADER in headers else None
             header_length = headers.get(HEADER_LENGTH)
-            request = await self._parse(body, header_length, model.max_rows)
+            request = self._parse.inline(body, header_length, model.max_rows)
+            if request is None:
+                # a large body: the fast path, or parsed off the loop
+                request = await self._parse(body, header_length, model.max_rows)
             self._schema(arrival.model_name, request)
             arrival.rows = rows(request)
             call = arrival.call = self._build_call(

@@ -184,14 +184,25 @@ class Parse:
         self._inline_max = parser.inline_max_bytes
         self._fast_max = parser.fast_inline_max_bytes
 
-    async def __call__(
+    def inline(
         self, body: Body, header_length: str | None, max_rows: int | None
-    ) -> InferRequestInfo:
+    ) -> InferRequestInfo | None:
+        """The request checked here and now when its JSON is small enough (no coroutine: the
+        small request's case), else None: the caller awaits the call itself."""
         size = body.size
         if header_length is not None and header_length.isdigit():
             size = min(size, int(header_length))
         if size <= self._inline_max:
             return check_infer_request(body, header_length, max_rows)
+        return None
+
+    async def __call__(
+        self, body: Body, header_length: str | None, max_rows: int | None
+    ) -> InferRequestInfo:
+        info = self.inline(body, header_length, max_rows)
+        if info is not None:
+            return info
+        size = body.size
         if header_length is None and size <= self._fast_max:
             info = fast_json_request(body, max_rows)
             if info is not None:

@@ -27,7 +27,9 @@ def rename_reply(
 ) -> tuple[bytes, str | None]:
     """Returns the new body and the new Inference-Header-Content-Length (or None)."""
     match = _PREFIX.match(body)
-    if match is not None and (match[1] is not None or b'"model_version"' not in body):
+    # bytes.find, not ``in``: ``in`` first tries the operand as an integer (a TypeError raised
+    # and cleared on every call)
+    if match is not None and (match[1] is not None or body.find(b'"model_version"') < 0):
         prefix = orjson.dumps({"model_name": model_name, "model_version": version})[:-1]
         # one copy of the tensors
         new = b"".join((prefix, memoryview(body)[match.end() :]))

@@ -36,9 +36,11 @@ from v2proto.codec import HEADER_LENGTH as HEADER_LENGTH
 FAST_JSON_MIN_BYTES = 32 * 1024
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class InferRequestInfo:
-    """What the gateway keeps from a validated request.
+    """What the gateway keeps from a validated request (one or two per request, never written
+    after: not frozen, whose construction costs a call per field; it holds a dict, so it is
+    not hashable either way).
 
     A request parsed in a worker process comes back with its inputs' ``data`` left out of
     ``header`` (carrying it back would cost the event loop what the worker saved), and so does

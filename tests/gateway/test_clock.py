@@ -154,3 +154,32 @@ def test_the_real_timeout_scope_keeps_asyncios_semantics_on_uvloop() -> None:
         return seen
 
     assert uvloop.run(main()) == ["timeout", "cancelled", "left in time"]
+
+
+def test_real_timeout_scopes_share_a_timer_each_expiring_at_its_own_time() -> None:
+    """Scopes under one loop timer: each expires at its own time and never before it, scopes
+    that end in time (in any order) cancel nothing, and ended ones do not pile up."""
+
+    async def main() -> tuple[list[str], int]:
+        clock = MonotonicClock()
+
+        async def scoped(seconds: float, hold: float) -> str:
+            until = clock.now() + seconds
+            try:
+                async with clock.timeout_at(until):
+                    await asyncio.sleep(hold)
+            except TimeoutError:
+                return "expired" if clock.now() >= until else "early"
+            return "ended"
+
+        many = [scoped(60.0, 0.001 * (i % 7)) for i in range(300)]
+        results = await asyncio.gather(
+            scoped(30.0, 0.0), scoped(0.02, 30.0), scoped(0.05, 30.0), scoped(0.5, 0.01), *many
+        )
+        scopes = clock._scopes
+        assert scopes is not None
+        return results[:4] + sorted(set(results[4:])), len(scopes._heap)
+
+    results, left = uvloop.run(main())
+    assert results == ["ended", "expired", "expired", "ended", "ended"]
+    assert left == 0

@@ -33,10 +33,13 @@ class Stream(Protocol):
         """Close it: its stream is out of step and must carry no other exchange."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Reply:
     """A complete upstream reply. Header names are lower-case. ``stream``: the connection it
-    came on (None where the transport keeps none, or lets its library pool them)."""
+    came on (None where the transport keeps none, or lets its library pool them).
+
+    One per reply and never written after: a plain slotted dataclass, as frozen construction
+    costs a call per field (it holds a dict: not hashable either way)."""
 
     status: int
     headers: Mapping[str, str] = field(default_factory=dict)

@@ -34,6 +34,8 @@ from gateway.upstream.transport.reply_head import (
 
 # the buffer heads (and small bodies) are read into
 _READ_BYTES = 64 * 1024
+# optional whitespace (RFC 9110, 5.6.3)
+_OWS = (b" ", b"\t")
 
 
 class _NoCallbacks:
@@ -288,8 +290,9 @@ class Connection(DeadlineTimer, asyncio.BufferedProtocol):
         if self._final:
             # a trailer field: counted, never merged into the head
             return
-        if value[-1:] in b" \t":
-            # llhttp strips only the leading OWS (and b"" is in it)
+        # llhttp strips only the leading OWS; endswith, not ``in b" \t"``: bytes' ``in`` tries
+        # its operand as an integer first (a TypeError raised and cleared per field)
+        if value.endswith(_OWS):
             value = value.rstrip(b" \t")
         text = value.decode("latin-1")
         headers = self._headers

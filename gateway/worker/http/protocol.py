@@ -76,6 +76,7 @@ _OWN = {
 # shared while a head has none of the wanted headers
 _NONE_FOUND: dict[str, str] = {}
 _METHODS = {m.encode(): m for m in ("GET", "POST", "HEAD", "PUT", "DELETE", "OPTIONS", "PATCH")}
+_TASK = "http request"  # every request's task's name
 
 
 class _Refused(Exception):
@@ -466,7 +467,9 @@ class HttpProtocol(asyncio.Protocol):
     def _start(self, request: Request) -> None:
         answer = request.answer = Answer(self, request)
         handler = self._router.route(request)
-        self._task = self._loop.create_task(serve(handler, request, answer))
+        # A task named here: one left to the loop formats a "Task-N" name for every request
+        # (the loop's create_task, task factory unset as on a worker, builds the same task).
+        self._task = asyncio.Task(serve(handler, request, answer), loop=self._loop, name=_TASK)
 
     def written(self, answer: Answer, close: bool) -> None:
         """`Answer`'s call once its last bytes are with the transport."""
