@@ -6,6 +6,11 @@ A change is told by the encoded snapshot itself: its bytes, with ``version`` and
 zeroed, against the last sent. So ``build`` states what the data plane needs and nothing has
 to track what changed; the version goes up by one on each change (never on a heartbeat), and
 ``latest`` is what a worker that just said hello is sent.
+
+Replicas' load readings change with nearly every answer while traffic flows; a change of loads
+alone goes out at most every ``loads_every_s`` (with any other change at once), so under load
+the workers apply a few snapshots a second, not one a tick. A reading is stale only after
+``load.stale_s`` (2 s by default), and each worker reads its own answers' reports at once.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from gateway.snapshot.messages import Snapshot
 
 INTERVAL_S: Final = 0.05
 HEARTBEAT_S: Final = 1.0
+# a change of replicas' loads alone goes out at most this often (`load.interval_s`'s default)
+LOADS_EVERY_S: Final = 0.25
 
 _encoder = msgspec.msgpack.Encoder()
 
@@ -30,11 +37,13 @@ class SnapshotPublisher:
         "_build",
         "_clock",
         "_key",
+        "_rest_key",
         "_send",
         "_sent_at",
         "heartbeat_s",
         "interval_s",
         "latest",
+        "loads_every_s",
         "sends",
         "version",
     )
@@ -46,14 +55,18 @@ class SnapshotPublisher:
         clock: Clock,
         interval_s: float = INTERVAL_S,
         heartbeat_s: float = HEARTBEAT_S,
+        loads_every_s: float = LOADS_EVERY_S,
     ) -> None:
         """``send`` is usually `LinkServer.broadcast`."""
+        self.loads_every_s = loads_every_s
         self._build = build
         self._send = send
         self._clock = clock
         self.interval_s = interval_s
         self.heartbeat_s = heartbeat_s
         self._key = b""
+        # the last sent without its loads
+        self._rest_key = b""
         self._sent_at = float("-inf")
         self.version = 0
         # the last sent, as sent
@@ -64,14 +77,21 @@ class SnapshotPublisher:
         """Builds the snapshot and sends it if it changed or a heartbeat is due (control may
         also tick at once after a change it knows of, such as a drain)."""
         snapshot = self._build()
-        key = _encoder.encode(msgspec.structs.replace(snapshot, version=0, sent_at=0.0))
+        bare = msgspec.structs.replace(snapshot, version=0, sent_at=0.0)
+        key = _encoder.encode(bare)
         now = self._clock.now()
+        since = now - self._sent_at
         changed = key != self._key
+        rest_key = _encoder.encode(_without_loads(bare)) if changed else self._rest_key
+        if changed and rest_key == self._rest_key and since < self.loads_every_s - 1e-9:
+            # loads alone: they go with the next send
+            return
         # a heartbeat goes at the last tick before a second would pass without one
-        if not changed and now - self._sent_at < self.heartbeat_s - self.interval_s:
+        if not changed and since < self.heartbeat_s - self.interval_s:
             return
         if changed:
             self._key = key
+            self._rest_key = rest_key
             self.version += 1
         sent = msgspec.structs.replace(snapshot, version=self.version, sent_at=now)
         self._sent_at = now
@@ -82,3 +102,14 @@ class SnapshotPublisher:
     def service(self) -> Periodic:
         """Ticks every ``interval_s``."""
         return Periodic("snapshot-publisher", self.interval_s, self._clock, self.tick)
+
+
+def _without_loads(snapshot: Snapshot) -> Snapshot:
+    """``snapshot`` with every replica's load reading taken out."""
+    pools = tuple(
+        msgspec.structs.replace(
+            pool, members=tuple(msgspec.structs.replace(r, load=None) for r in pool.members)
+        )
+        for pool in snapshot.pools
+    )
+    return msgspec.structs.replace(snapshot, pools=pools)

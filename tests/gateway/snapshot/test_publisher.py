@@ -8,7 +8,7 @@ import itertools
 
 import msgspec
 
-from gateway.snapshot.messages import Snapshot
+from gateway.snapshot.messages import LoadView, PoolView, ReplicaView, Snapshot
 from gateway.snapshot.publisher import SnapshotPublisher
 from tests.support.clock import FakeClock
 from tests.support.virtual_time import VirtualClock, VirtualTimeLoop
@@ -99,3 +99,35 @@ def test_its_service_ticks_every_interval() -> None:
     with asyncio.Runner(loop_factory=VirtualTimeLoop) as runner:
         runner.run(main())
     assert [(s.version, round(s.sent_at, 3)) for s in rig.sent] == [(1, 0.05), (2, 0.3)]
+
+
+def loaded(queue: float, healthy: bool = True) -> Snapshot:
+    """A one-pool snapshot whose one replica reported ``queue``."""
+    load = LoadView(queue, None, queue, "answer")
+    replica = ReplicaView("r0", "http://r0", None, False, healthy, 0.0, None, 0.0, None, 1.0, load)
+    pool = PoolView("p", None, (), None, (replica,))
+    return Snapshot(0, 0.0, False, (pool,), {}, ())
+
+
+def test_a_change_of_loads_alone_waits_for_the_loads_interval_and_others_go_at_once() -> None:
+    clock = FakeClock(start=0.0)
+    rig = Rig(clock)
+    rig.state = loaded(1.0)
+    rig.publisher.tick()
+    # a new reading every tick, for 0.2 s: none sent, the last goes at 0.25 s
+    for queue in (2.0, 3.0, 4.0, 5.0):
+        clock.advance(0.05)
+        rig.state = loaded(queue)
+        rig.publisher.tick()
+    assert len(rig.sent) == 1
+    clock.advance(0.05)
+    rig.state = loaded(6.0)
+    rig.publisher.tick()
+    assert [s.version for s in rig.sent] == [1, 2]
+    assert rig.sent[-1].pools[0].members[0].load == LoadView(6.0, None, 6.0, "answer")
+    # anything else goes at the next tick, the loads with it
+    clock.advance(0.05)
+    rig.state = loaded(7.0, healthy=False)
+    rig.publisher.tick()
+    assert [s.version for s in rig.sent] == [1, 2, 3]
+    assert rig.sent[-1].pools[0].members[0].healthy is False
