@@ -130,6 +130,14 @@ async def test_replicas_follow_dns_under_load_without_a_failed_request(
                     lambda: load.served_by()[id_b] >= 20, 30, message="B to serve"
                 )
 
+                deadline = time.monotonic() + 30
+                while True:  # A is dropped while it holds attempts (its answers take 100 ms)
+                    state = await pool()
+                    held = {r["id"]: r["outstanding"] for r in state["replicas"]}
+                    if held.get(id_a, 0) > 0:
+                        break
+                    assert time.monotonic() < deadline, f"A never held an attempt: {state}"
+                    await asyncio.sleep(0.01)
                 answer(records, {"b": b})
                 in_flight_on_a = 0
                 deadline = time.monotonic() + 30

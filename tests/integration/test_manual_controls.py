@@ -71,21 +71,29 @@ async def test_a_drained_replica_gets_no_new_requests_while_its_in_flight_ones_f
         await inject_faults_async(replicas[0].url, latency_ms=1500)  # r0's answers take 1.5 s
         headers = {"x-request-timeout-ms": "10000"}
         async with httpx.AsyncClient(base_url=gateway.url, trust_env=False, timeout=20) as http:
-            slow = [
-                asyncio.create_task(
-                    http.post("/v2/models/digits/infer", content=REQUEST, headers=headers)
-                )
-                for _ in range(6)
-            ]
+
+            def send_slow() -> list[asyncio.Task[httpx.Response]]:
+                return [
+                    asyncio.create_task(
+                        http.post("/v2/models/digits/infer", content=REQUEST, headers=headers)
+                    )
+                    for _ in range(6)
+                ]
 
             async def r0_busy() -> bool:  # asked on the loop: the slow requests go on meanwhile
                 doc = (await http.get("/admin/state", headers=AS_ALICE)).json()
-                return bool(doc["pools"][0]["replicas"][0]["outstanding"] > 0)
+                [r0] = [r for r in doc["pools"][0]["replicas"] if r["id"] == "r0"]
+                return bool(r0["outstanding"] > 0)
 
+            # ready means a replica per model: r0 may join the rotation after the first
+            # requests were answered by r1, so more go until one is in flight on r0
+            slow = send_slow()
             loop = asyncio.get_running_loop()
             deadline = loop.time() + 30  # a blocking poll here once starved the requests for 5 s
             while not await r0_busy():
                 assert loop.time() < deadline, "no request in flight on r0 in 30 s"
+                if all(task.done() for task in slow):
+                    slow += send_slow()
                 await asyncio.sleep(0.01)
             drained = await http.post(
                 "/admin/replicas/r0/drain", json={"reason": "test"}, headers=AS_ALICE
