@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import random
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import orjson
@@ -41,7 +41,6 @@ from gateway.upstream.registry import Registry
 from gateway.upstream.suspects import DissentSink, Suspects
 from gateway.upstream.transport.base import Transport
 from gateway.upstream.transport.dispatch import ProtocolTransport
-from gateway.upstream.transport.grpc_client import GrpcTransport
 from gateway.upstream.transport.http1 import Http1Transport
 from gateway.v2.schema import ModelSchema
 from gateway.v2.triton import triton_config
@@ -119,9 +118,10 @@ class Serving:
                 max_reply_header_bytes=upstream.max_reply_header_bytes,
                 max_reply_body_bytes=upstream.max_reply_body_bytes,
             )
-            grpc = GrpcTransport(max_reply_body_bytes=upstream.max_reply_body_bytes)
             # grpc:// replicas: V2 gRPC
-            self._transport = ProtocolTransport(http, grpc)
+            self._transport = ProtocolTransport(
+                http, _grpc_transport(upstream.max_reply_body_bytes)
+            )
         self._pipeline = build_pipeline(
             self.registry,
             self._transport,
@@ -277,3 +277,14 @@ class Serving:
 
     def server_metadata(self) -> dict[str, Any]:
         return {"name": "v2-gateway", "version": __version__, "extensions": ["binary_tensor_data"]}
+
+
+def _grpc_transport(max_reply_body_bytes: int) -> Callable[[], Transport]:
+    """What makes the gRPC transport, imported only then (`ProtocolTransport`)."""
+
+    def make() -> Transport:
+        from gateway.upstream.transport.grpc_client import GrpcTransport
+
+        return GrpcTransport(max_reply_body_bytes=max_reply_body_bytes)
+
+    return make

@@ -22,7 +22,7 @@ from gateway.api.tenants import TenantKeys
 from gateway.config import ConfigError, GatewayConfig, load_config
 from gateway.pipeline.build import explain
 from gateway.preflight import config_problems, fallback_signatures, named_files
-from gateway.state import redis_target
+from gateway.state import redis_url
 from gateway.upstream.probes.conformance import Finding, probe_config
 from gateway.upstream.transport.dispatch import ProtocolTransport
 from gateway.upstream.transport.grpc_client import GrpcTransport
@@ -126,7 +126,7 @@ def _redis_endpoint(url: str) -> tuple[list[str], bool, bool]:
     if url.partition("://")[0].lower() == "unix":
         # a socket on this machine
         return [], True, True
-    target = redis_target.parse(url)
+    target = redis_url.parse(url)
     parts = urlsplit(url)
     in_query = any(parse_qs(parts.query).get("password", []))
     if target.mode == "single":
@@ -137,7 +137,7 @@ def _redis_endpoint(url: str) -> tuple[list[str], bool, bool]:
 
 async def _probe(config: GatewayConfig) -> list[Finding]:
     # grpc:// replicas too
-    transport = ProtocolTransport(Http1Transport(), GrpcTransport())
+    transport = ProtocolTransport(Http1Transport(), GrpcTransport)
     try:
         return await probe_config(config, transport, fallback_signatures(config))
     finally:

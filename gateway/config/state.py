@@ -20,7 +20,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from gateway.frozen import Frozen
-from gateway.state import redis_target
+from gateway.state import redis_url
 from gateway.state.sentinel_auth import SentinelAuth, read_password
 
 # as in gateway.config.headers
@@ -89,7 +89,7 @@ class StateConfig(Frozen):
     @classmethod
     def _redis_url_parses(cls, value: str) -> str:
         # messages never quote the URL
-        redis_target.parse(expand(value, os.environ))
+        redis_url.parse(expand(value, os.environ))
         return value
 
     def url(self, environ: Mapping[str, str]) -> str:
@@ -107,7 +107,7 @@ class StateConfig(Frozen):
             return self
         if env is not None and file is not None:
             raise ValueError("give one of sentinel_password_env and sentinel_password_file")
-        if redis_target.parse(self.url(os.environ)).mode != "sentinel":
+        if redis_url.parse(self.url(os.environ)).mode != "sentinel":
             raise ValueError("a sentinel password needs a redis+sentinel:// redis_url")
         if env is not None:
             # unset or empty: refused now, not at connect

@@ -1,7 +1,7 @@
 """The Redis `StateStore`: several gateway instances share state through Redis.
 
 The Redis is one server, a Redis Cluster or a primary found through Sentinel
-(`redis_target` reads which from the URL; the sentinels' own password, if they have one, comes
+(`redis_url` reads which from the URL; the sentinels' own password, if they have one, comes
 as a `SentinelAuth`); the keys of one namespace share one hash tag, so the scripts work on all
 three alike. No secret is kept for display: the URL is masked, the sentinels' password scrubbed.
 
@@ -27,7 +27,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
 from gateway.redact import mask_url, scrub, url_secrets
-from gateway.state import lease, redis_scripts, redis_target
+from gateway.state import lease, redis_scripts, redis_target, redis_url
 from gateway.state.base import (
     SIGNAL_TTL_S,
     START,
@@ -76,7 +76,7 @@ class RedisStore:
         self.url = mask_url(url)
         extra = (sentinel_auth.password,) if sentinel_auth is not None else ()
         self._secrets = tuple(sorted({*url_secrets(url), *extra}, key=len, reverse=True))
-        self.target = redis_target.parse(url)
+        self.target = redis_url.parse(url)
         self._sentinel_auth = sentinel_auth
         self.namespace = namespace
         # one hash tag: every key in one cluster slot

@@ -40,7 +40,6 @@ from gateway.clock import MonotonicClock
 from gateway.config.connections import door_connections
 from gateway.config.loader import ConfigError, config_from_text
 from gateway.config.models import GatewayConfig
-from gateway.grpc_door.server import GrpcDoor
 from gateway.memory.heap_trim import HeapTrim, return_large_buffers_to_the_os
 from gateway.memory.inflight_bytes import InflightBytes
 from gateway.pipeline.edge import HEADERS as EDGE_HEADERS
@@ -193,6 +192,10 @@ class Worker:
         await http.start(sock=socket.socket(fileno=self._args.rest_fd))
         grpc = None
         if self._args.grpc_port is not None:
+            # grpcio and the door's stubs cost a worker's start more than half a second of
+            # imports; a gateway without a gRPC port does not pay them
+            from gateway.grpc_door.server import GrpcDoor
+
             host = self._args.grpc_host or server.host
             grpc = GrpcDoor(app, host, self._args.grpc_port, reuse_port=True)
             grpc.bind()

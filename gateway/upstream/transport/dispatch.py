@@ -3,13 +3,15 @@
 A pool may mix replicas that speak V2 REST (``http://``, ``https://``) and V2 gRPC
 (``grpc://``, ``grpcs://``); every caller (the attempt layer, probes, metadata) holds one
 `Transport` and sends REST-shaped exchanges, and this one hands each to the transport of the
-endpoint's protocol (`Http1Transport`, `GrpcTransport`).
+endpoint's protocol (`Http1Transport`, `GrpcTransport`). The gRPC one is made on the first
+``grpc://`` endpoint: grpcio costs every process that imports it more than half a second of
+start, and most gateways have no gRPC replica.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 from gateway.config.endpoint import Endpoint
@@ -18,9 +20,19 @@ from gateway.v2.body import Body
 
 
 class ProtocolTransport:
-    def __init__(self, http: Transport, grpc: Transport) -> None:
-        self.http, self.grpc = http, grpc
-        self.name = f"{http.name}+{grpc.name}"
+    """``http`` for REST endpoints; for gRPC ones, the transport ``grpc()`` makes, once."""
+
+    def __init__(self, http: Transport, grpc: Callable[[], Transport]) -> None:
+        self.http = http
+        self._make_grpc = grpc
+        self._grpc: Transport | None = None
+        self.name = f"{http.name}+grpc"
+
+    @property
+    def grpc(self) -> Transport:
+        if self._grpc is None:
+            self._grpc = self._make_grpc()
+        return self._grpc
 
     def _of(self, endpoint: Endpoint) -> Transport:
         return self.grpc if endpoint.is_grpc else self.http
@@ -45,4 +57,5 @@ class ProtocolTransport:
         self._of(endpoint).forget(endpoint)
 
     async def aclose(self) -> None:
-        await asyncio.gather(self.http.aclose(), self.grpc.aclose())
+        grpc = self._grpc
+        await asyncio.gather(self.http.aclose(), *([grpc.aclose()] if grpc is not None else []))

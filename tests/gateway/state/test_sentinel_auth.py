@@ -17,7 +17,8 @@ import yaml
 from gateway.config.loader import ConfigError, load_config, parse_config
 from gateway.preflight import config_problems
 from gateway.state.redis_store import RedisStore
-from gateway.state.redis_target import connect, parse
+from gateway.state.redis_target import connect
+from gateway.state.redis_url import parse
 from gateway.state.sentinel_auth import SentinelAuth
 
 SECRET = "s3ntinel-Pa55"

@@ -323,7 +323,7 @@ async def test_one_channel_per_replica_kept_open(server: Any, transport: GrpcTra
 async def test_protocol_transport_sends_each_endpoint_its_protocol(server: Any) -> None:
     _, endpoint = server
     fast = Http1Transport()
-    both = ProtocolTransport(fast, GrpcTransport())
+    both = ProtocolTransport(fast, GrpcTransport)
     try:
         reply = await both.request(endpoint, "GET", "/v2/health/ready", timeout=5)
         assert reply.status == 200

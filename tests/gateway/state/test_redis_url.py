@@ -9,7 +9,7 @@ import pytest
 
 from gateway.config.loader import ConfigError, parse_config
 from gateway.state.redis_store import RedisStore
-from gateway.state.redis_target import parse
+from gateway.state.redis_url import parse
 
 
 def test_a_plain_url_is_one_redis_as_before() -> None:
