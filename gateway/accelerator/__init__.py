@@ -1,4 +1,4 @@
-"""Accelerator health: each replica's GPU read off the request path and judged by the
+"""Accelerator health: each replica's GPU read off the request path and matched against the
 accelerator rules, which drain a replica before its GPU fails or lower its weight while it is
 throttled.
 

@@ -1,4 +1,4 @@
-"""The accelerator rules' verdicts carried out as the operators' own drain.
+"""What the accelerator rules advise, carried out as the operators' own drain.
 
 A drain is a `Decision` by ``hardware`` (`Decider.decide`): obeyed at once here, shared
 like an operator's drain, audited, in the timeline, and its reason is the evidence
@@ -45,7 +45,7 @@ class Decider(Protocol):
 
 
 class AcceleratorDrains:
-    """Drains, restores and weights asked for by judgements, within the pool's limits.
+    """Drains, restores and weights asked for by the trackers' advice, within the pool's limits.
     ``states``: the sampler's, by replica id (a drained replica still counts as out)."""
 
     def __init__(

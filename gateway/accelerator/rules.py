@@ -61,7 +61,7 @@ class Evidence:
 
 @dataclass(frozen=True, slots=True)
 class Window:
-    """The samples a judgement reads (oldest first) and what the config says about them."""
+    """The samples the rules read (oldest first) and what the config says about them."""
 
     samples: Sequence[Sample]
     limits: AcceleratorLimits

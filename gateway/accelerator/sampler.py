@@ -1,5 +1,5 @@
-"""The accelerator sampler: each replica's GPU health read off the request path, and the
-accelerator rules' verdicts carried out as the operators' own drain.
+"""The accelerator sampler: each replica's GPU health read off the request path, and
+what the accelerator rules advise, carried out as the operators' own drain.
 
 Only pools with ``accelerator:`` get loops, so a gateway without it runs nothing of this.
 There is one loop per source: a replica's ``/metrics`` (its DCGM series only,
@@ -285,7 +285,7 @@ class AcceleratorSampler(Prober):
             log.warning("%s: page refused: %s", source.key, refused)
         for replica, read in zip(replicas, reads, strict=True):
             try:
-                await self._judge(pool, replica, now, read)
+                await self._observe(pool, replica, now, read)
             except Exception:  # one replica's trouble is not the page's
                 self._caught(pool, f"{source.key} ({replica.id})")
         return all(read.refused is not None for read in reads)
@@ -302,7 +302,7 @@ class AcceleratorSampler(Prober):
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._parsing, read_page, page, parsers, caps)
 
-    async def _judge(self, pool: Pool, replica: Replica, now: float, read: DeviceRead) -> None:
+    async def _observe(self, pool: Pool, replica: Replica, now: float, read: DeviceRead) -> None:
         state = self.states.get(replica.id)
         if state is None:
             state = self.states[replica.id] = AcceleratorTracker(self._config(pool))

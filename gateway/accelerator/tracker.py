@@ -82,7 +82,7 @@ class AcceleratorTracker:
     def observe(self, now: float, reading: Reading | None, new: bool = True) -> Advice:
         """One sample (None: the source shows no accelerator for this replica). ``new``
         False: the source answered with its previous measurement again (its own sampler has
-        not moved on): it is fresh, but not a second point for the trend, and the verdict on
+        not moved on): it is fresh, but not a second point for the trend, and the advice on
         it stands as it was."""
         if reading is None:
             return self.failed(now, "no accelerator readings")
