@@ -16,6 +16,8 @@ import random
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from gateway.accelerator.metrics import AcceleratorCollector
+from gateway.accelerator.sampler import AcceleratorSampler
 from gateway.answered import answer_tape
 from gateway.audit_verdicts import AuditVerdicts
 from gateway.clock import Clock, MonotonicClock
@@ -37,8 +39,6 @@ from gateway.telemetry.tracing import Tracer
 from gateway.upstream.departures import Departures
 from gateway.upstream.discovery.watch import DiscoveryService
 from gateway.upstream.events import FanoutEvents
-from gateway.upstream.probes.accelerator import AcceleratorSampler
-from gateway.upstream.probes.accelerator_metrics import AcceleratorCollector
 from gateway.upstream.probes.accelerator_pages import page_transport
 from gateway.upstream.probes.extensions import BinaryLearner
 from gateway.upstream.probes.golden_prober import GoldenProber

@@ -1,6 +1,6 @@
 """What sampling accelerators costs the gateway: 32 replicas at 10 Hz, and a request beside it.
 
-Why: the hardware rules (docs/hardware.md) read every replica's GPU up to 10 times a second
+Why: the accelerator rules (docs/hardware.md) read every replica's GPU up to 10 times a second
 on the gateway's event loop; that must stay a small share of a core and must not delay
 requests. One helper process serves 32 replica stand-ins (a raw asyncio server per port: a
 replica's DCGM page, or a small infer answer), whose temperature and power change every
@@ -38,11 +38,11 @@ import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere in the repo
 
+from gateway.accelerator.sampler import AcceleratorSampler
 from gateway.config import parse_config
 from gateway.config.endpoint import Endpoint
 from gateway.errors import UpstreamError
 from gateway.runtime import Gateway
-from gateway.upstream.probes.accelerator import AcceleratorSampler
 from gateway.upstream.transport.http1 import Http1Transport
 from v2proto.dcgm import FIELDS
 

@@ -3,10 +3,10 @@
 Absent (the default), nothing is sampled and nothing runs for the pool. Present, the gateway
 reads each replica's accelerator every ``idle_interval_s`` while its readings are far from
 every limit, and every ``interval_s`` once one comes within a margin of a rule's threshold
-(`gateway.policies.hardware_need`), from the replica's own ``/metrics``
+(`gateway.accelerator.need`), from the replica's own ``/metrics``
 or, for a replica named in ``exporters``, from a dcgm-exporter (per node) with the UUID of
-the replica's GPU, and judges the readings by the hardware rules
-(`gateway.policies.hardware`), with the thresholds below where the device does not report
+the replica's GPU, and judges the readings by the accelerator rules
+(`gateway.accelerator.rules`), with the thresholds below where the device does not report
 its own.
 
 A page is read with a cap in bytes (``max_page_bytes``: the read stops past it) and in series
@@ -45,8 +45,8 @@ class ExporterTarget(Frozen):
         return value.rstrip("/")
 
 
-class HardwareLimits(Frozen):
-    """Thresholds of the hardware rules (the device's own slowdown/shutdown win when known)."""
+class AcceleratorLimits(Frozen):
+    """Thresholds of the accelerator rules (the device's own slowdown/shutdown win when known)."""
 
     slowdown_c: float | None = Field(
         None, gt=0, description="slowdown temperature when the device reports none (°C)"
@@ -66,7 +66,7 @@ class HardwareLimits(Frozen):
 
 
 class AcceleratorConfig(Frozen):
-    """Sampling of the pool's accelerators and when the hardware rules act."""
+    """Sampling of the pool's accelerators and when the accelerator rules act."""
 
     interval_s: float = Field(
         0.5,
@@ -133,7 +133,7 @@ class AcceleratorConfig(Frozen):
         description="replica id -> the dcgm-exporter and GPU UUID to read it from; replicas "
         "not named here are read from their own /metrics",
     )
-    limits: HardwareLimits = Field(default_factory=HardwareLimits, description="thresholds")
+    limits: AcceleratorLimits = Field(default_factory=AcceleratorLimits, description="thresholds")
 
     @model_validator(mode="after")
     def _timeout(self) -> AcceleratorConfig:

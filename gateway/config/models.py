@@ -249,7 +249,7 @@ class PoolConfig(Frozen):
     accelerator: AcceleratorConfig | None = Field(
         None,
         description="accelerator health sampled from each replica (or dcgm-exporter); the "
-        "hardware rules drain a replica before its GPU fails; none: no sampling",
+        "accelerator rules drain a replica before its GPU fails; none: no sampling",
     )
     panic_threshold_percent: int = Field(
         50, ge=0, le=100, description="below this share of usable replicas, use all of them"

@@ -6,7 +6,7 @@ counts by their DCGM names. A replica is an untrusted peer: a report is refused 
 partly believed) when it is longer than `MAX_CHARS`, has more than `MAX_NAMES` names, is not
 the text form, repeats a name, has a value that is not a number, or one no replica can
 report (negative, NaN, an infinity, over `MAX_QUEUE`, an accelerator reading out of its
-range: `gateway.policies.hardware_values`). A refusal is counted by its reason and the
+range: `gateway.policies.accelerator_values`). A refusal is counted by its reason and the
 replica's previous reading stands (or ages out): a report is never taken for zero.
 
 Reading costs one dictionary look-up per answer: `LoadReports` remembers the last
@@ -21,7 +21,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from gateway.policies.hardware_values import believable
+from gateway.policies.accelerator_values import believable
 from v2proto.load import ACCELERATOR_NAMES, INFLIGHT, NAMED, QUEUE, TEXT_FORM
 
 MAX_CHARS = 1024  # a report of ours with an accelerator is under 250

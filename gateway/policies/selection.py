@@ -1,6 +1,6 @@
 """Replica selection: power-of-two-choices on least load, tie-broken by EWMA latency.
 
-Load is ``(outstanding + 1) / weight``: at weight 1 (every replica, unless the hardware rules
+Load is ``(outstanding + 1) / weight``: at weight 1 (every replica, unless the accelerator rules
 lowered it for a throttled GPU) the order is plain least outstanding; at 0.25 an idle
 replica counts as one with 3 requests in flight. Where both candidates reported their load
 recently (a pool with ``load_aware``: `gateway.config.load`), their reported queue counts

@@ -36,13 +36,13 @@ log = logging.getLogger(__name__)
 Change = tuple[str, str]
 
 
-# The author of the hardware rules' drains (`gateway.upstream.probes.accelerator`).
+# The author of the accelerator rules' drains (`gateway.accelerator.sampler`).
 HARDWARE = "hardware"
 
 
 def describe(decision: Decision) -> str:
     """``drained by alice: disk full`` (what the pool's or the replica's state says); the
-    hardware rules' own: ``drained: hardware — temperature 93 °C, slowdown at 90 °C``."""
+    accelerator rules' own: ``drained: hardware — temperature 93 °C, slowdown at 90 °C``."""
     verb = {"drain": "drained", "eject": "ejected", "pause": "paused"}.get(
         decision.action, decision.action
     )

@@ -177,7 +177,7 @@ class Replica:
         self.standby = standby
 
     def set_weight(self, weight: float) -> None:
-        """The balancer's share, as the hardware rules now say (1: full)."""
+        """The balancer's share, as the accelerator rules now say (1: full)."""
         self.weight = weight
 
     def report_load(self, report: LoadReport, at: float) -> None:

@@ -15,7 +15,7 @@ costs one parse of two short lines (docs/hardware.md has the figures).
 What a page may cost is bounded before any of this (`gateway.upstream.probes.accelerator_pages`:
 its bytes and series), and here: more than `MAX_DEVICE_LINES` lines of the wanted device
 refuse the page (`PageRefused`). A value no device can report (NaN, an infinity, out of
-`gateway.policies.hardware_values.BOUNDS`) is left out of the reading and named in ``bad``.
+`gateway.policies.accelerator_values.BOUNDS`) is left out of the reading and named in ``bad``.
 Nothing here does I/O or reads a clock, so it runs in a worker thread.
 """
 
@@ -27,7 +27,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway.policies.hardware_values import believable
+from gateway.policies.accelerator_values import believable
 from v2proto.dcgm import BY_NAME, GPU_LABEL, NAMES, UUID_LABEL, Reading
 
 ParsedLine = tuple[str, dict[str, str], float] | None  # (name, labels, value); None: not ours

@@ -12,22 +12,22 @@ from typing import Any
 
 import pytest
 
+from gateway.accelerator.metrics import AcceleratorCollector
+from gateway.accelerator.sampler import LOG_EVERY_S, REPLICA_QUERY, AcceleratorSampler
 from gateway.config import parse_config
 from gateway.config.endpoint import Endpoint
 from gateway.runtime import Gateway
-from gateway.upstream.probes.accelerator import LOG_EVERY_S, REPLICA_QUERY, AcceleratorSampler
-from gateway.upstream.probes.accelerator_metrics import AcceleratorCollector
 from gateway.upstream.probes.accelerator_readings import MAX_DEVICE_LINES
 from gateway.upstream.transport.base import Reply
 from gateway.v2.body import Body
+from tests.gateway.accelerator.test_sampler import UUID, held, setup
 from tests.gateway.fakes import FakeTransport, fail
-from tests.gateway.upstream.probes.test_accelerator import UUID, held, setup
 from tests.support.clock import FakeClock
 from tests.support.processes import wait_until_async
 
 UUID_B = "GPU-11111111-2222-3333-4444-555555555555"
 WAIT_S = 10.0  # bound on every condition below (the loops run on a fake clock, parsing in a thread)
-LOGGER = "gateway.upstream.probes.accelerator"
+LOGGER = "gateway.accelerator.sampler"
 
 
 def sampler_of(doc: dict[str, Any], transport: Any) -> tuple[Gateway, AcceleratorSampler]:

@@ -1,6 +1,6 @@
 """One replica's accelerator as the gateway has seen it: recent samples, staleness, hysteresis.
 
-`judge` (`gateway.policies.hardware`) says what the latest window shows; this says what to do
+`match` (`gateway.accelerator.rules`) says what the latest window shows; this says what to do
 about it, so that a reading that flaps does not flap the traffic:
 
 - a drain rule that matches asks for a drain at once (`Want.DRAIN`), and every sample on
@@ -10,7 +10,7 @@ about it, so that a reading that flaps does not flap the traffic:
 - a reading older than 3 intervals (`AcceleratorConfig.stale_after_s`), or none at all, is
   *unknown*: it neither drains nor restores, and the good streak starts again after it;
 - `urgent` says when the next sample is due at the pool's fast interval: the readings are
-  near a limit (`gateway.policies.hardware_need`), the replica is drained or its weight
+  near a limit (`gateway.accelerator.need`), the replica is drained or its weight
   lowered by the rules, or its reading is unknown; otherwise at the idle interval.
 
 Nothing here does I/O or reads a clock: times come in as arguments.
@@ -22,9 +22,9 @@ from collections import deque
 from dataclasses import dataclass
 from enum import Enum
 
+from gateway.accelerator.need import Margins, near
+from gateway.accelerator.rules import Evidence, Sample, Window, match
 from gateway.config.accelerator import AcceleratorConfig
-from gateway.policies.hardware import Evidence, Sample, Window, judge
-from gateway.policies.hardware_need import Margins, near
 from v2proto.dcgm import Reading
 
 
@@ -35,13 +35,13 @@ class Want(Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class Judgement:
+class Advice:
     want: Want
     drain: Evidence | None  # the rule that drains, on this sample
     weight: float  # the balancer weight the replica should have now
 
 
-class ReplicaHardware:
+class AcceleratorTracker:
     """The window and the hysteresis of one replica's accelerator."""
 
     def __init__(self, config: AcceleratorConfig) -> None:
@@ -51,7 +51,7 @@ class ReplicaHardware:
         self.samples: deque[Sample] = deque()
         self.error: str | None = None  # why the last sample failed
         self.last_at: float | None = None  # when the last good sample was read
-        self.drained: Evidence | None = None  # the evidence a drain by hardware holds on
+        self.drained: Evidence | None = None  # the evidence an accelerator drain holds on
         self.good_since: float | None = None  # start of the streak with no drain rule matched
         self.weight_evidence: Evidence | None = None
         self.weight_good_since: float | None = None
@@ -72,17 +72,17 @@ class ReplicaHardware:
     def stale(self, now: float) -> bool:
         return self.last_at is None or now - self.last_at > self._config.stale_after_s
 
-    def failed(self, now: float, error: str) -> Judgement:
+    def failed(self, now: float, error: str) -> Advice:
         """A sample that could not be read: unknown, not healthy."""
         self.error = error
         if self.stale(now):
             self.good_since = self.weight_good_since = None
-        return Judgement(Want.NOTHING, None, self.weight)
+        return Advice(Want.NOTHING, None, self.weight)
 
-    def observe(self, now: float, reading: Reading | None, new: bool = True) -> Judgement:
+    def observe(self, now: float, reading: Reading | None, new: bool = True) -> Advice:
         """One sample (None: the source shows no accelerator for this replica). ``new``
         False: the source answered with its previous measurement again (its own sampler has
-        not moved on): it is fresh, but not a second point for the trend, and the verdict on
+        not moved on): it is fresh, but not a second point for the trend, and the advice on
         it stands as it was."""
         if reading is None:
             return self.failed(now, "no accelerator readings")
@@ -96,18 +96,18 @@ class ReplicaHardware:
                 self.samples.popleft()
             fit = [s for s in self.samples if s.at >= now - self._config.fit_s]
             window = Window(fit, self._config.limits, self._config.lead_s, self._config.fit_s)
-            self.last_drain, self._throttle = judge(window)
+            self.last_drain, self._throttle = match(window)
             self.near = near(window, self._margins)
         drain = self.last_drain
         self._weigh(now, self._throttle)
         if drain is not None:
             self.good_since = None
-            return Judgement(Want.DRAIN, drain, self.weight)
+            return Advice(Want.DRAIN, drain, self.weight)
         if self.good_since is None:
             self.good_since = now
         if self.drained is not None and now - self.good_since >= self._config.healthy_for_s:
-            return Judgement(Want.RESTORE, None, self.weight)
-        return Judgement(Want.NOTHING, None, self.weight)
+            return Advice(Want.RESTORE, None, self.weight)
+        return Advice(Want.NOTHING, None, self.weight)
 
     def _weigh(self, now: float, throttle: Evidence | None) -> None:
         if throttle is not None:

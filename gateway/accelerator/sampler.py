@@ -1,5 +1,5 @@
-"""The accelerator sampler: each replica's GPU health read off the request path, and the
-hardware rules' verdicts carried out as the operators' own drain.
+"""The accelerator sampler: each replica's GPU health read off the request path, and
+what the accelerator rules advise, carried out as the operators' own drain.
 
 Only pools with ``accelerator:`` get loops, so a gateway without it runs nothing of this.
 There is one loop per source: a replica's ``/metrics`` (its DCGM series only,
@@ -13,7 +13,7 @@ holds the event loop, and a request must not wait for a sample (docs/hardware.md
 figures).
 A source is read every ``idle_interval_s`` (1 Hz) while each of its replicas' readings is far
 from every limit, and every ``interval_s`` (up to 10 Hz) once one is near a limit, drained or
-unknown (`ReplicaHardware.urgent`, `gateway.policies.hardware_need`): a fleet of cool GPUs
+unknown (`AcceleratorTracker.urgent`, `gateway.accelerator.need`): a fleet of cool GPUs
 costs a GET per replica per second. The temperature and ECC counts a replica attaches to its
 answers (its load report, `v2proto.load`) are taken between reads: an answer's report wakes
 the replica's loop (`wake`: the control process's intake of its workers' batches calls it),
@@ -21,17 +21,17 @@ which judges them as a sample (at most one per ``interval_s`` unless an ECC coun
 so an uncorrectable ECC error drains within a batch of the answer that said it.
 A page is bounded in bytes and series and read (`read_page`) in a worker thread, so no
 page, however large, holds the event loop; each of its devices' readings goes to the
-replica's `ReplicaHardware`, whose hysteresis says when to drain or restore. A loop is named
+replica's `AcceleratorTracker`, whose hysteresis says when to drain or restore. A loop is named
 by the page's full URL (scheme, host, port, path prefix and path) within its pool: replicas
 behind one ingress, on one host and port, each have their own.
 
 Every loop is guarded: a page refused over a cap, a value no device can report (left out of
-the reading: `gateway.policies.hardware_values`) or an exception while a replica is judged
+the reading: `gateway.policies.accelerator_values`) or an exception while a replica is judged
 is counted, logged at most once a minute per source, replica or field, and skipped; the
 next sample comes as usual, and the other replicas of the page are judged all the same.
 
-What a judgement asks for (a drain, a restore, a weight) is carried out by
-`gateway.upstream.probes.accelerator_drains.HardwareDrains`.
+What the tracker's advice asks for (a drain, a restore, a weight) is carried out by
+`gateway.accelerator.drains.AcceleratorDrains`.
 """
 
 from __future__ import annotations
@@ -45,13 +45,13 @@ from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from gateway.accelerator.drains import AcceleratorDrains, Decider, MayEmpty
+from gateway.accelerator.tracker import AcceleratorTracker
 from gateway.clock import Clock, wait_first
 from gateway.config.accelerator import AcceleratorConfig
 from gateway.config.endpoint import Endpoint
 from gateway.errors import UpstreamError
-from gateway.policies.hardware_state import ReplicaHardware
 from gateway.telemetry.throttle import LogThrottle
-from gateway.upstream.probes.accelerator_drains import Decider, HardwareDrains, MayEmpty
 from gateway.upstream.probes.accelerator_pages import (
     DeviceRead,
     PageCaps,
@@ -109,9 +109,9 @@ class AcceleratorSampler(Prober):
         self.pools = {n: p for n, p in registry.pools.items() if p.config.accelerator}
         self._limits = {n: asyncio.Semaphore(self._config(p).max_concurrent)
                         for n, p in self.pools.items()}  # fmt: skip
-        self.states: dict[str, ReplicaHardware] = {}
+        self.states: dict[str, AcceleratorTracker] = {}
         self._sources: dict[str, Source] = {}
-        self._drains = HardwareDrains(shared, may_empty, clock, self.states)
+        self._drains = AcceleratorDrains(shared, may_empty, clock, self.states)
         self.drains = self._drains.drains  # (pool, replica, signal) -> count
         self.held_back = self._drains.held_back  # replica id -> why a drain it asked for waits
         self.samples: dict[tuple[str, str], int] = {}  # (pool, ok | error | refused) -> count
@@ -247,14 +247,14 @@ class AcceleratorSampler(Prober):
                 continue
             state = self.states.get(replica.id)
             if state is None:
-                state = self.states[replica.id] = ReplicaHardware(self._config(pool))
+                state = self.states[replica.id] = AcceleratorTracker(self._config(pool))
             if state.samples and at <= state.samples[-1].at:
                 continue  # a read of the page came after it
             self._inband[replica.id] = (at, load.accelerator)
-            judgement = state.observe(at, _overlaid(state.reading, load.accelerator))
+            advice = state.observe(at, _overlaid(state.reading, load.accelerator))
             count = (pool.name, "answer")
             self.samples[count] = self.samples.get(count, 0) + 1
-            await self._drains.act(pool, replica, state, judgement)
+            await self._drains.act(pool, replica, state, advice)
 
     def _source(self, pool: Pool, replica: Replica) -> Source:
         source = self._sources.get(replica.id)
@@ -285,7 +285,7 @@ class AcceleratorSampler(Prober):
             log.warning("%s: page refused: %s", source.key, refused)
         for replica, read in zip(replicas, reads, strict=True):
             try:
-                await self._judge(pool, replica, now, read)
+                await self._observe(pool, replica, now, read)
             except Exception:  # one replica's trouble is not the page's
                 self._caught(pool, f"{source.key} ({replica.id})")
         return all(read.refused is not None for read in reads)
@@ -302,24 +302,24 @@ class AcceleratorSampler(Prober):
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._parsing, read_page, page, parsers, caps)
 
-    async def _judge(self, pool: Pool, replica: Replica, now: float, read: DeviceRead) -> None:
+    async def _observe(self, pool: Pool, replica: Replica, now: float, read: DeviceRead) -> None:
         state = self.states.get(replica.id)
         if state is None:
-            state = self.states[replica.id] = ReplicaHardware(self._config(pool))
+            state = self.states[replica.id] = AcceleratorTracker(self._config(pool))
         if read.failed is not None:
             result = "error"
-            judgement = state.failed(now, read.failed)
+            advice = state.failed(now, read.failed)
         elif read.refused is not None:
             result = "refused"
-            judgement = state.failed(now, f"page refused: {read.refused}")
+            advice = state.failed(now, f"page refused: {read.refused}")
         else:
             result = "ok"
             for field in read.bad:
                 self._bad(pool, replica, field)
-            judgement = state.observe(now, read.reading, read.changed)
+            advice = state.observe(now, read.reading, read.changed)
         count = (pool.name, result)
         self.samples[count] = self.samples.get(count, 0) + 1
-        await self._drains.act(pool, replica, state, judgement)
+        await self._drains.act(pool, replica, state, advice)
 
     def _bad(self, pool: Pool, replica: Replica, field: str) -> None:
         count = (pool.name, replica.id, field)

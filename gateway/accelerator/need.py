@@ -14,7 +14,7 @@ threshold, as data (`NEAR`):
   throttling): fast while it lasts, so its end is seen soon.
 
 Nothing here does I/O or reads a clock; the readings it sees were vetted
-(`gateway.policies.hardware_values`).
+(`gateway.policies.accelerator_values`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gateway.policies.hardware import RULES, Window, trend
+from gateway.accelerator.rules import RULES, Window, trend
 
 Near = Callable[[Window, "Margins"], str | None]
 

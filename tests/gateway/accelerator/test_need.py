@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gateway.config.accelerator import AcceleratorConfig, HardwareLimits
-from gateway.policies.hardware import Sample, Window
-from gateway.policies.hardware_need import Margins, near
-from gateway.policies.hardware_state import ReplicaHardware
+from gateway.accelerator.need import Margins, near
+from gateway.accelerator.rules import Sample, Window
+from gateway.accelerator.tracker import AcceleratorTracker
+from gateway.config.accelerator import AcceleratorConfig, AcceleratorLimits
 from v2proto.dcgm import THROTTLE_HW_THERMAL, Reading
 
 COOL = Reading("0", "GPU-1", temperature_c=60, ecc_sbe_total=0, ecc_dbe_total=0, xid=0,
@@ -18,7 +18,7 @@ MARGINS = Margins(margin_c=10.0, margin_share=0.5)
 
 def window(*readings: Reading, step_s: float = 1.0, lead_s: float = 5.0) -> Window:
     samples = [Sample(i * step_s, r) for i, r in enumerate(readings)]
-    return Window(samples, HardwareLimits(sbe_per_minute=60), lead_s)
+    return Window(samples, AcceleratorLimits(sbe_per_minute=60), lead_s)
 
 
 def test_far_from_every_limit_is_not_near() -> None:
@@ -50,7 +50,7 @@ def test_an_sbe_rate_over_the_margin_share_and_acting_rules_are_near() -> None:
 
 def test_a_replica_is_urgent_while_near_drained_or_unknown() -> None:
     config = AcceleratorConfig(interval_s=0.1, idle_interval_s=1.0, healthy_for_s=2.0)
-    state = ReplicaHardware(config)
+    state = AcceleratorTracker(config)
     assert state.urgent(0.0)  # no reading yet: unknown
     state.observe(0.0, COOL)
     assert not state.urgent(0.5)

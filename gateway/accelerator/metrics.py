@@ -1,6 +1,6 @@
 """The accelerator sampler's Prometheus series, built at scrape time from its state.
 
-Readings, staleness, weight, hardware drains in force and counted, samples read, failed or
+Readings, staleness, weight, accelerator drains in force and counted, samples read, failed or
 refused (over a page cap), values left out as impossible, and exceptions a loop caught;
 labelled by the configured pools, their replicas and the DCGM fields only (bounded). A
 collector reads the sampler's dictionaries when Prometheus scrapes, so sampling itself records
@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from gateway.upstream.probes.accelerator import AcceleratorSampler
+from gateway.accelerator.sampler import AcceleratorSampler
 from v2proto.dcgm import FIELDS
 
 
@@ -42,7 +42,7 @@ class AcceleratorCollector(Collector):
         )
         drained = GaugeMetricFamily(
             "gateway_hardware_drained",
-            "1 while the hardware rules hold a replica drained, by the signal that drained it.",
+            "1 while the accelerator rules hold a replica drained, by the signal that drained it.",
             labels=["pool", "replica", "signal"],
         )
         for name, pool in sampler.pools.items():
@@ -63,7 +63,7 @@ class AcceleratorCollector(Collector):
                     drained.add_metric([name, replica.id, state.drained.signal], 1.0)
         drains = CounterMetricFamily(
             "gateway_hardware_drains",
-            "Drains the hardware rules decided, by replica and signal.",
+            "Drains the accelerator rules decided, by replica and signal.",
             labels=["pool", "replica", "signal"],
         )
         for (pool_name, replica_id, signal), count in sorted(sampler.drains.items()):

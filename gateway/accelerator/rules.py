@@ -1,7 +1,7 @@
-"""The hardware rules: which accelerator readings take a replica out of traffic, as data.
+"""The accelerator rules: which accelerator readings take a replica out of traffic, as data.
 
-Beside the fault judge (`gateway.faults.judge`), which judges answers, these judge the GPU
-before it fails. `RULES` is the table, in order, read by `judge`: each row names a signal, its
+Beside the fault judge (`gateway.faults.judge`), which judges answers, these read the GPU
+before it fails. `RULES` is the table, in order, read by `match`: each row names a signal, its
 condition in words (the table in ``docs/hardware.md`` is checked against it by a test) and
 the action:
 
@@ -12,10 +12,10 @@ the action:
   ``lead_s``; correctable ECC errors per minute over the limit);
 - ``lower weight``: it is throttled (thermal or power), so it gets fewer requests.
 
-`judge` is pure: a window of recent samples and the limits in, the first matching rules' ``
+`match` is pure: a window of recent samples and the limits in, the first matching rules' ``
 Evidence`` out (the signal, the reading, the threshold, and a line for people). When to act on
-it (hysteresis, caps) is `gateway.policies.hardware_state`'s. The readings it sees were vetted
-(`gateway.policies.hardware_values`); the rules that make integers of them check anyway, so a
+it (hysteresis, caps) is `gateway.accelerator.tracker`'s. The readings it sees were vetted
+(`gateway.policies.accelerator_values`); the rules that make integers of them check anyway, so a
 reading built elsewhere cannot make one raise.
 """
 
@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from gateway.config.accelerator import HardwareLimits
+from gateway.config.accelerator import AcceleratorLimits
 from v2proto.dcgm import POWER_THROTTLE, THERMAL_THROTTLE, Reading
 
 Action = Literal["drain now", "drain early", "lower weight"]
@@ -61,10 +61,10 @@ class Evidence:
 
 @dataclass(frozen=True, slots=True)
 class Window:
-    """The samples a judgement reads (oldest first) and what the config says about them."""
+    """The samples the rules read (oldest first) and what the config says about them."""
 
     samples: Sequence[Sample]
-    limits: HardwareLimits
+    limits: AcceleratorLimits
     lead_s: float
     fit_s: float = 0.0  # a trend needs samples over at least half of this
 
@@ -81,7 +81,7 @@ Check = Callable[[Window], Evidence | None]
 
 
 @dataclass(frozen=True, slots=True)
-class Rule:
+class AcceleratorRule:
     signal: str
     condition: str  # in words, as the docs' table says it
     action: Action
@@ -182,22 +182,40 @@ def _throttle(w: Window) -> Evidence | None:
     return Evidence("throttle", "lower weight", reasons, weight, text)
 
 
-RULES: tuple[Rule, ...] = (
-    Rule("ecc_dbe", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL > 0", "drain now", _dbe),
-    Rule("xid", "DCGM_FI_DEV_XID_ERRORS in 48, 63, 64, 74, 79, 92, 94, 95", "drain now", _xid),
-    Rule("row_remap", "DCGM_FI_DEV_ROW_REMAP_PENDING or DCGM_FI_DEV_ROW_REMAP_FAILURE",
-         "drain now", _row_remap),
-    Rule("temperature", "DCGM_FI_DEV_GPU_TEMP ≥ slowdown", "drain now", _temperature),
-    Rule("temperature_trend", "fitted DCGM_FI_DEV_GPU_TEMP reaches slowdown within lead_s",
-         "drain early", _temperature_trend),
-    Rule("ecc_sbe_rate", "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL rate > sbe_per_minute", "drain early",
-         _sbe_rate),
-    Rule("throttle", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS has a thermal or power bit",
-         "lower weight", _throttle),
-)  # fmt: skip
+RULES: tuple[AcceleratorRule, ...] = (
+    AcceleratorRule("ecc_dbe", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL > 0", "drain now", _dbe),
+    AcceleratorRule(
+        "xid", "DCGM_FI_DEV_XID_ERRORS in 48, 63, 64, 74, 79, 92, 94, 95", "drain now", _xid
+    ),
+    AcceleratorRule(
+        "row_remap",
+        "DCGM_FI_DEV_ROW_REMAP_PENDING or DCGM_FI_DEV_ROW_REMAP_FAILURE",
+        "drain now",
+        _row_remap,
+    ),
+    AcceleratorRule("temperature", "DCGM_FI_DEV_GPU_TEMP ≥ slowdown", "drain now", _temperature),
+    AcceleratorRule(
+        "temperature_trend",
+        "fitted DCGM_FI_DEV_GPU_TEMP reaches slowdown within lead_s",
+        "drain early",
+        _temperature_trend,
+    ),
+    AcceleratorRule(
+        "ecc_sbe_rate",
+        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL rate > sbe_per_minute",
+        "drain early",
+        _sbe_rate,
+    ),
+    AcceleratorRule(
+        "throttle",
+        "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS has a thermal or power bit",
+        "lower weight",
+        _throttle,
+    ),
+)
 
 
-def judge(window: Window) -> tuple[Evidence | None, Evidence | None]:
+def match(window: Window) -> tuple[Evidence | None, Evidence | None]:
     """(the first rule that drains, the first that lowers weight), each None if none did."""
     drain = weight = None
     for rule in RULES:

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from gateway.config.accelerator import HardwareLimits
-from gateway.policies.hardware import Sample, Window, judge
-from gateway.policies.hardware_values import BOUNDS, UINT64_MAX, believable
+from gateway.accelerator.rules import Sample, Window, match
+from gateway.config.accelerator import AcceleratorLimits
+from gateway.policies.accelerator_values import BOUNDS, UINT64_MAX, believable
 from v2proto.dcgm import FIELDS, Field, Reading
 
 DOCS = Path(__file__).parents[3] / "docs" / "hardware.md"
@@ -55,8 +55,8 @@ def test_the_rules_never_raise_on_a_value_that_is_not_a_number(field: Field, val
     rule raise (``int(nan)``, ``int(inf)``), which would end a sampling loop."""
     changes: dict[str, Any] = {field.attr: value}
     readings = [replace(GOOD, **changes) for _ in range(4)]
-    window = Window([Sample(i * 0.5, r) for i, r in enumerate(readings)], HardwareLimits(), 10.0)
-    judge(window)
+    window = Window([Sample(i * 0.5, r) for i, r in enumerate(readings)], AcceleratorLimits(), 10.0)
+    match(window)
 
 
 def _shown(value: float) -> str:

@@ -1,12 +1,12 @@
-"""The hardware rules' verdicts carried out as the operators' own drain.
+"""What the accelerator rules advise, carried out as the operators' own drain.
 
 A drain is a `Decision` by ``hardware`` (`Decider.decide`): obeyed at once here, shared
 like an operator's drain, audited, in the timeline, and its reason is the evidence
 ("temperature 93 °C, slowdown at 90 °C"). It never undoes an operator's decision, and it
 holds two limits: no more of a pool out than its outlier ``max_ejection_percent`` (at least
 one may go), and never the last replica of a pool unless every model it serves has a
-fallback that can answer. A stale reading drains nothing (`ReplicaHardware` never asks).
-A throttled GPU's replica gets the weight its judgement says.
+fallback that can answer. A stale reading drains nothing (`AcceleratorTracker` never asks).
+A throttled GPU's replica gets the weight its advice says.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import logging
 from collections.abc import Callable
 from typing import Protocol
 
+from gateway.accelerator.rules import Evidence
+from gateway.accelerator.tracker import AcceleratorTracker, Advice, Want
 from gateway.clock import Clock
-from gateway.policies.hardware import Evidence
-from gateway.policies.hardware_state import Judgement, ReplicaHardware, Want
 from gateway.state.decisions import Decision, DecisionBook, replica_key
 from gateway.telemetry.audit import AuditEvent
 from gateway.upstream.controls import HARDWARE
@@ -44,12 +44,16 @@ class Decider(Protocol):
     def audit(self, event: AuditEvent) -> None: ...
 
 
-class HardwareDrains:
-    """Drains, restores and weights asked for by judgements, within the pool's limits.
+class AcceleratorDrains:
+    """Drains, restores and weights asked for by the trackers' advice, within the pool's limits.
     ``states``: the sampler's, by replica id (a drained replica still counts as out)."""
 
     def __init__(
-        self, shared: Decider, may_empty: MayEmpty, clock: Clock, states: dict[str, ReplicaHardware]
+        self,
+        shared: Decider,
+        may_empty: MayEmpty,
+        clock: Clock,
+        states: dict[str, AcceleratorTracker],
     ) -> None:
         self._shared = shared
         self._may_empty = may_empty
@@ -59,12 +63,12 @@ class HardwareDrains:
         self.held_back: dict[str, str] = {}  # replica id -> why a drain it asked for waits
 
     async def act(
-        self, pool: Pool, replica: Replica, state: ReplicaHardware, judgement: Judgement
+        self, pool: Pool, replica: Replica, state: AcceleratorTracker, advice: Advice
     ) -> None:
-        if replica.weight != judgement.weight:
-            replica.set_weight(judgement.weight)
+        if replica.weight != advice.weight:
+            replica.set_weight(advice.weight)
             cause = state.weight_evidence.text if state.weight_evidence else "no throttling"
-            weight = judgement.weight
+            weight = advice.weight
             log.warning("replica %s: balancer weight %.2f (%s)", replica.id, weight, cause)
         key = replica_key(replica.id)
         decision = self._shared.decisions.get(key)
@@ -72,25 +76,25 @@ class HardwareDrains:
         held = decision is not None and decision.holds(wall)
         ours = held and decision is not None and decision.by == BY
         if ours and state.drained is None and decision is not None:
-            # another gateway's hardware drain, or one from before a reload or restart
-            state.drained = judgement.drain or Evidence(
+            # another gateway's accelerator drain, or one from before a reload or restart
+            state.drained = advice.drain or Evidence(
                 "earlier", "drain now", 0.0, 0.0, decision.reason
             )
-        if judgement.want is Want.DRAIN and judgement.drain is not None:
+        if advice.want is Want.DRAIN and advice.drain is not None:
             if held:
                 return
             why = self._refusal(pool, replica)
             if why is not None:
                 if self.held_back.get(replica.id) != why:
-                    text = judgement.drain.text
+                    text = advice.drain.text
                     log.warning(
-                        "replica %s: hardware drain held back (%s): %s", replica.id, why, text
+                        "replica %s: accelerator drain held back (%s): %s", replica.id, why, text
                     )
                 self.held_back[replica.id] = why
                 return
             self.held_back.pop(replica.id, None)
-            await self._decide(pool, replica, state, "drain", judgement.drain)
-        elif judgement.want is Want.RESTORE:
+            await self._decide(pool, replica, state, "drain", advice.drain)
+        elif advice.want is Want.RESTORE:
             if ours:
                 await self._decide(pool, replica, state, "restore", None)
             state.drained = None
@@ -112,7 +116,7 @@ class HardwareDrains:
         self,
         pool: Pool,
         replica: Replica,
-        state: ReplicaHardware,
+        state: AcceleratorTracker,
         action: str,
         evidence: Evidence | None,
     ) -> None:

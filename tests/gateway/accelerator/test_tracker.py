@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from gateway.accelerator.tracker import AcceleratorTracker, Want
 from gateway.config.accelerator import AcceleratorConfig
-from gateway.policies.hardware_state import ReplicaHardware, Want
 from v2proto.dcgm import THROTTLE_HW_THERMAL, Reading
 
 GOOD = Reading("0", "GPU-1", temperature_c=60, ecc_dbe_total=0, slowdown_c=90, shutdown_c=95)
@@ -14,9 +14,9 @@ HOT = replace(GOOD, temperature_c=91)
 CONFIG = AcceleratorConfig(interval_s=0.5, healthy_for_s=5.0, lead_s=0.0)
 
 
-def drained_state() -> ReplicaHardware:
+def drained_state() -> AcceleratorTracker:
     """A replica that asked to be drained at t=0 (as the sampler records it)."""
-    state = ReplicaHardware(CONFIG)
+    state = AcceleratorTracker(CONFIG)
     judgement = state.observe(0.0, HOT)
     assert judgement.want is Want.DRAIN and judgement.drain is not None
     state.drained = judgement.drain
@@ -57,14 +57,14 @@ def test_a_stale_reading_is_unknown_and_never_healthy() -> None:
 
 
 def test_a_source_without_the_device_is_unknown() -> None:
-    state = ReplicaHardware(CONFIG)
+    state = AcceleratorTracker(CONFIG)
     assert state.observe(0.0, None).want is Want.NOTHING
     assert state.snapshot(0.0)["error"] == "no accelerator readings"
     assert state.stale(0.0)
 
 
 def test_throttling_lowers_the_weight_until_healthy_for_s_without_it() -> None:
-    state = ReplicaHardware(CONFIG)
+    state = AcceleratorTracker(CONFIG)
     throttled = replace(GOOD, throttle_reasons=THROTTLE_HW_THERMAL)
     assert state.observe(0.0, throttled).weight == CONFIG.limits.throttled_weight
     weights = [state.observe(t * 0.5, throttled if t % 2 else GOOD).weight for t in range(1, 40)]
@@ -74,7 +74,7 @@ def test_throttling_lowers_the_weight_until_healthy_for_s_without_it() -> None:
 
 
 def test_a_page_seen_again_is_fresh_but_no_second_point() -> None:
-    state = ReplicaHardware(CONFIG)
+    state = AcceleratorTracker(CONFIG)
     state.observe(0.0, GOOD)
     for t in (0.5, 1.0, 1.5, 2.0):
         assert state.observe(t, GOOD, new=False).want is Want.NOTHING

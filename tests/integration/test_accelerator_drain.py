@@ -1,4 +1,4 @@
-"""Drain before the hardware fails, on real processes: replicas with injected accelerator
+"""Drain before the GPU fails, on real processes: replicas with injected accelerator
 readings, a real gateway sampling them, and the drain, restore and limits seen from outside
 (``/admin/state``, ``/metrics``, the timeline, the served-by header)."""
 
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.integration
 WAIT_S = 20.0  # bound on every condition below (a busy 2-core machine)
 
 
-def hardware_config(replicas: list[ReplicaProcess], **accelerator: Any) -> dict[str, Any]:
+def accelerator_config(replicas: list[ReplicaProcess], **accelerator: Any) -> dict[str, Any]:
     section = {"interval_s": 0.1, "healthy_for_s": 1.0, "lead_s": 2.0, **accelerator}
     return pool_config(replicas, pool={"accelerator": section, "health": {"interval_s": 0.2}})
 
@@ -54,12 +54,12 @@ async def test_an_uncorrectable_ecc_error_drains_and_healthy_samples_restore(
     start_replicas: StartReplicas, start_gw: StartGateway
 ) -> None:
     replicas = start_replicas(2)
-    gateway = start_gw(hardware_config(replicas))
+    gateway = start_gw(accelerator_config(replicas))
     body = request_bodies(1)[0]
     async with httpx.AsyncClient(base_url=gateway.url, trust_env=False, timeout=10) as http:
         await until(lambda: _sampled(http, "r0"), "r0 sampled")
         await inject_faults_async(replicas[0].url, accelerator={"ecc_dbe_total": 1})
-        await until(lambda: _held(http, "r0"), "the hardware drain of r0")
+        await until(lambda: _held(http, "r0"), "the accelerator drain of r0")
         held = await decision_of(http, "r0")
         assert held is not None and held["by"] == "hardware"
         assert held["state"] == "drained: hardware — uncorrectable ECC errors 1"
@@ -90,7 +90,7 @@ async def test_the_last_replica_is_not_drained_without_a_fallback(
     start_replicas: StartReplicas, start_gw: StartGateway
 ) -> None:
     (replica,) = start_replicas(1)
-    gateway = start_gw(hardware_config([replica]))
+    gateway = start_gw(accelerator_config([replica]))
     async with httpx.AsyncClient(base_url=gateway.url, trust_env=False, timeout=10) as http:
         await until(lambda: _sampled(http, "r0"), "r0 sampled")
         await inject_faults_async(replica.url, accelerator={"temperature_c": 93})
@@ -104,7 +104,7 @@ async def test_a_replica_without_an_accelerator_is_unknown_not_healthy(
     start_replicas: StartReplicas, start_gw: StartGateway
 ) -> None:
     replicas = start_replicas(2)
-    gateway = start_gw(hardware_config(replicas))
+    gateway = start_gw(accelerator_config(replicas))
     async with httpx.AsyncClient(base_url=gateway.url, trust_env=False, timeout=10) as http:
 
         async def sampled() -> bool:
@@ -141,7 +141,7 @@ async def test_a_rising_temperature_drains_before_it_reaches_slowdown(
     start_replicas: StartReplicas, start_gw: StartGateway
 ) -> None:
     replicas = start_replicas(2)
-    gateway = start_gw(hardware_config(replicas, lead_s=2.0, fit_s=1.0))
+    gateway = start_gw(accelerator_config(replicas, lead_s=2.0, fit_s=1.0))
     ramp = {"from": 70, "to": 100, "over_s": 6}  # 5 °C/s: slowdown (90 °C) after 4 s
     async with httpx.AsyncClient(base_url=gateway.url, trust_env=False, timeout=10) as http:
         await until(lambda: _sampled(http, "r0"), "r0 sampled")
@@ -177,7 +177,7 @@ async def test_with_shared_state_every_gateway_drains_the_same_replica(
         replicas = start_replicas(2)
         shared = {"backend": "redis", "redis_url": redis.url, "sync_interval_s": 0.2,
                   "namespace": "hw"}  # fmt: skip
-        sampling = {**hardware_config(replicas), "state": {**shared, "instance": "a"}}
+        sampling = {**accelerator_config(replicas), "state": {**shared, "instance": "a"}}
         plain = {**pool_config(replicas), "state": {**shared, "instance": "b"}}
         a, b = start_gw(sampling), start_gw(plain)
         async with (
@@ -283,7 +283,7 @@ async def test_a_nan_beside_a_hot_gpu_and_replicas_under_two_prefixes(
     exporters = {"r1": ("/nan-beside-hot", UUID_A), "r2": ("/nan-beside-hot", UUID_B)}
     gateway = start_gw(rogue_config(rogue, exporters))
     async with httpx.AsyncClient(base_url=gateway.url, trust_env=False, timeout=10) as http:
-        await until(lambda: _held(http, "r2"), "the hardware drain of r2")
+        await until(lambda: _held(http, "r2"), "the accelerator drain of r2")
         held = await decision_of(http, "r2")
         assert held is not None and held["state"] == (
             "drained: hardware — temperature 100 °C, slowdown at 90 °C"

@@ -1,4 +1,4 @@
-"""The hardware rules as a table: each row of `RULES` case by case, and docs/hardware.md's
+"""The accelerator rules as a table: each row of `RULES` case by case, and docs/hardware.md's
 table checked against it."""
 
 from __future__ import annotations
@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from gateway.config.accelerator import HardwareLimits
-from gateway.policies.hardware import CRITICAL_XIDS, RULES, Sample, Window, judge, trend
+from gateway.accelerator.rules import CRITICAL_XIDS, RULES, Sample, Window, match, trend
+from gateway.config.accelerator import AcceleratorLimits
 from v2proto.dcgm import THROTTLE_HW_THERMAL, THROTTLE_SW_POWER_CAP, Reading
 
 GOOD = Reading("0", "GPU-1", temperature_c=60, power_w=300, ecc_sbe_total=0, ecc_dbe_total=0,
                xid=0, row_remap_pending=0, row_remap_failure=0, throttle_reasons=0,
                slowdown_c=90, shutdown_c=95)  # fmt: skip
-LIMITS = HardwareLimits()
+LIMITS = AcceleratorLimits()
 
 
 def window(*readings: Reading, step_s: float = 0.5, lead_s: float = 10.0) -> Window:
@@ -68,7 +68,7 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c.row}: {c.name}")
 def test_each_rule(case: Case) -> None:
-    drain, weight = judge(case.window)
+    drain, weight = match(case.window)
     signals = {e.signal for e in (drain, weight) if e is not None}
     assert signals == ({case.decides} if case.decides else set())
 
@@ -81,21 +81,21 @@ def test_every_rule_has_a_case_that_fires_and_one_that_does_not() -> None:
 
 def test_the_first_drain_rule_in_the_table_speaks() -> None:
     both = replace(GOOD, ecc_dbe_total=2, temperature_c=93, throttle_reasons=THROTTLE_HW_THERMAL)
-    drain, weight = judge(window(both))
+    drain, weight = match(window(both))
     assert drain is not None and drain.signal == "ecc_dbe" and drain.action == "drain now"
     assert weight is not None and weight.action == "lower weight"
 
 
 def test_evidence_names_the_reading_and_the_threshold() -> None:
-    drain, _ = judge(window(replace(GOOD, temperature_c=93)))
+    drain, _ = match(window(replace(GOOD, temperature_c=93)))
     assert drain is not None
     assert (drain.reading, drain.threshold) == (93, 90)
     assert drain.text == "temperature 93 °C, slowdown at 90 °C"
 
 
 def test_the_configured_slowdown_serves_a_device_that_reports_none() -> None:
-    limits = HardwareLimits(slowdown_c=80)
-    drain, _ = judge(Window([Sample(0, replace(GOOD, temperature_c=85, slowdown_c=None))],
+    limits = AcceleratorLimits(slowdown_c=80)
+    drain, _ = match(Window([Sample(0, replace(GOOD, temperature_c=85, slowdown_c=None))],
                             limits, 10))  # fmt: skip
     assert drain is not None and drain.threshold == 80
 
@@ -130,7 +130,7 @@ def test_the_docs_list_the_same_rules_in_the_same_order() -> None:
 def test_a_few_close_samples_of_integer_degrees_are_no_trend() -> None:
     """60, 61, 61 °C within 0.2 s fit a steep line; over less than half of fit_s it is noise."""
     quick = [Sample(t, replace(GOOD, temperature_c=c)) for t, c in ((0, 60), (0.1, 61), (0.2, 61))]
-    assert judge(Window(quick, LIMITS, 10.0, fit_s=3.0)) == (None, None)
+    assert match(Window(quick, LIMITS, 10.0, fit_s=3.0)) == (None, None)
     spread = [Sample(t * 0.5, r) for t, r in enumerate(ramp(80, 1, 4))]
-    drain, _ = judge(Window(spread, LIMITS, 10.0, fit_s=3.0))
+    drain, _ = match(Window(spread, LIMITS, 10.0, fit_s=3.0))
     assert drain is not None and drain.signal == "temperature_trend"
