@@ -14,10 +14,10 @@ import asyncio
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Mapping
 
+from gateway.call import Handler, InferAnswer, InferCall
 from gateway.config.models import ModelConfig
 from gateway.config.tenants import TenantConfig
 from gateway.errors import Overloaded, TooManyRequests
-from gateway.pipeline.call import Handler, InferCall, InferResult
 from gateway.policies.fair_share import FairShare, model_weights
 from gateway.telemetry.metrics import RequestMetrics
 
@@ -62,7 +62,7 @@ class AdmissionLayer:
         share = self.models.get(name)
         return share.held / share.bound if share is not None else 0.0
 
-    async def __call__(self, call: InferCall) -> InferResult:
+    async def __call__(self, call: InferCall) -> InferAnswer:
         name = call.model_name
         share = self.models.get(name)
         if share is None:

@@ -50,10 +50,10 @@ The pipeline (`build_pipeline`):
 A request whose client leaves is cancelled by its door; every try, hedge, vote leg and slow
 try it started then stops before admission gives its seat back (`gateway.pipeline.cancel`).
 
-What flows down (`gateway.pipeline.call`): above the route, the frozen `InferCall` (its
+What flows down (`gateway.call`): above the route, the frozen `InferCall` (its
 `Ledger` counts the attempts); from the route down, a `Leg` (the call on one pool with its
-`Tries`); from the balancer to the attempt, a `Try` (the leg and the chosen replica). What flows
-up is an `InferResult`, or one error carrying its `Outcome`.
+`Attempts`); from the balancer to the attempt layer, an `Attempt` (the leg and the chosen
+replica). What flows up is an `InferAnswer`, or one error carrying its `Outcome`.
 
 Each model's path below admission is assembled at load for what that model uses (`plan`,
 `assemble`): a fallback layer only for a model with a fallback, a hedge layer only where
@@ -75,6 +75,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from gateway.call import Adjuster, Handler, no_adjustment
 from gateway.clock import Clock
 from gateway.config.models import GatewayConfig, ModelConfig
 from gateway.config.tenants import TenantConfig
@@ -83,7 +84,6 @@ from gateway.pipeline.admission import AdmissionLayer
 from gateway.pipeline.attempt import AttemptLayer
 from gateway.pipeline.audit import AuditedRoute, Auditor, AuditSink
 from gateway.pipeline.balance import BalanceLayer
-from gateway.pipeline.call import Adjuster, Handler, no_adjustment
 from gateway.pipeline.deadline import DeadlineLayer
 from gateway.pipeline.edge import Edge, Observer
 from gateway.pipeline.edge_steps import (
