@@ -38,13 +38,13 @@ from gateway.telemetry.tracing import Tracer
 from gateway.upstream.events import UpstreamEvents
 from gateway.upstream.probes.metadata import MetadataCache
 from gateway.upstream.registry import Registry
-from gateway.upstream.suspects import DissentSink, Suspects
 from gateway.upstream.transport.base import Transport
 from gateway.upstream.transport.dispatch import ProtocolTransport
 from gateway.upstream.transport.grpc_client import GrpcTransport
 from gateway.upstream.transport.http1 import Http1Transport
 from gateway.v2.schema import ModelSchema
 from gateway.v2.triton import triton_config
+from gateway.voting.quarantine import DissentSink, Suspects
 from v2proto.signature import Signature
 
 CONFIG_TIMEOUT_S = 2.0

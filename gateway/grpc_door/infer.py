@@ -22,7 +22,7 @@ apart from the message costs the call one more write. An error is answered with 
 (`gateway.grpc_door.status`), its message, and the same metadata. A call the client cancels (or
 whose connection drops), or whose deadline gRPC ends first, is recorded as 499
 (`CLIENT_CLOSED`) or 504; grpc.aio cancels the call's task, so everything the request started
-stops with it (`gateway.pipeline.cancel`)."""
+stops with it (`gateway.cancel`)."""
 
 from __future__ import annotations
 

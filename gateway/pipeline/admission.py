@@ -5,7 +5,7 @@ without bound would turn overload into timeouts for everyone. Each model's bound
 among the tenants by weight (`gateway.policies.fair_share`): the tenant over its share gets
 429, and 503 means the model itself is full. The count is taken before the deadline starts
 to matter and released however the request ends: for a request cancelled (its client left),
-once the tries it left running in the background have stopped too (`gateway.pipeline.cancel`).
+once the tries it left running in the background have stopped too (`gateway.cancel`).
 """
 
 from __future__ import annotations

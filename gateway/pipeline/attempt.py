@@ -20,7 +20,7 @@ ended. A late answer makes the replica slow (its EWMA and outstanding count stee
 but not failed; a replica that never answers times out at the deadline and is ejected. So a
 hang costs each client one short try, and a slow but healthy replica is kept, which a fixed
 proxy read timeout cannot do both of. Those background exchanges are the request's all the same:
-when its client leaves, the admission layer stops them (`stop`; `gateway.pipeline.cancel`).
+when its client leaves, the admission layer stops them (`stop`; `gateway.cancel`).
 
 In a ``load_aware`` pool, an answer's load report (``endpoint-load-metrics``: one header
 look-up, read only when present, `gateway.policies.load_report`) becomes the replica's
@@ -36,6 +36,7 @@ from collections.abc import Awaitable, Coroutine
 from typing import Any
 
 from gateway.call import Attempt, InferAnswer, InferCall, Ledger, Leg
+from gateway.cancel import cancel_all
 from gateway.clock import Clock, wait_first
 from gateway.errors import (
     BadRequest,
@@ -47,11 +48,10 @@ from gateway.errors import (
 from gateway.faults.classify import classify_error, classify_status
 from gateway.faults.judge import NONFINITE_STATUS, disputed, input_is_evidence
 from gateway.outcome import Outcome, OutcomeKind
-from gateway.pipeline.cancel import cancel_all
 from gateway.pipeline.reactions import Reactions
-from gateway.pipeline.retry_policy import RetryPolicy
 from gateway.policies.load_report import LoadReports
 from gateway.redact import printable
+from gateway.retry.policy import RetryPolicy
 from gateway.retry.try_timeout import try_timeout
 from gateway.telemetry.metrics import RequestMetrics
 from gateway.upstream.fault_actions import Dispute

@@ -46,11 +46,11 @@ from gateway.deadline import Deadline
 from gateway.errors import BadRequest, GatewayError
 from gateway.pipeline.fallback import FallbackRunner, fallback_outputs
 from gateway.pipeline.rollout import ONE_TRY, SHED_LOAD
-from gateway.pipeline.vote import conform
 from gateway.policies.copy_gate import CopyGate
 from gateway.rollout.compare import compare
 from gateway.upstream.registry import Pool, Registry
 from gateway.v2.codec import decode_outputs
+from gateway.voting.route import conform
 from gateway.voting.rule import VoteRule, vote
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from gateway.call import Handler, InferAnswer, InferCall
 from gateway.clock import Clock
 from gateway.errors import DeadlineExceeded, UpstreamError, UpstreamFailed, UpstreamTimeout
-from gateway.pipeline.retry_policy import MIN_TRY_S
+from gateway.retry.policy import MIN_TRY_S
 
 
 class DeadlineLayer:

@@ -14,7 +14,7 @@ bytes received, rows, the call), so that `done` can report a refused request as 
 answered one.
 
 A client that leaves before its answer: its door cancels the task running `infer` (everything
-the request started stops, `gateway.pipeline.cancel`), then calls `done` with `CLIENT_CLOSED`
+the request started stops, `gateway.cancel`), then calls `done` with `CLIENT_CLOSED`
 (499) and writes nothing; `done` records it as any answer, plus a log line (`LeftLines`).
 """
 
@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gateway.call import Handler, InferAnswer, InferCall
+from gateway.cancel import LeftLines
 from gateway.clock import Clock
 from gateway.config.models import ModelConfig
 from gateway.config.tenants import ANONYMOUS
@@ -33,7 +34,6 @@ from gateway.deadline import TIMEOUT_HEADER
 from gateway.errors import CLIENT_CLOSED, GatewayError
 from gateway.memory.inflight_bytes import InflightBytes
 from gateway.memory.peer_share import PeerAccount
-from gateway.pipeline.cancel import LeftLines
 from gateway.pipeline.edge_steps import (
     BodyReader,
     BoundedBody,

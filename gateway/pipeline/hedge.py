@@ -3,7 +3,7 @@
 "The Tail at Scale": a request still unanswered when most requests would have finished is
 probably stuck behind a slow replica; a second copy elsewhere cuts the tail for a few percent
 more load. The first good answer wins and the other copy is cancelled (both are, and waited
-for, when the request itself is cancelled: `gateway.pipeline.cancel`). Hedges are paid through
+for, when the request itself is cancelled: `gateway.cancel`). Hedges are paid through
 the `RetryPolicy` (the retry budget at the burn policy's scale), so a slow pool cannot double
 its own load. Off unless the model enables it.
 """
@@ -13,9 +13,9 @@ from __future__ import annotations
 import asyncio
 
 from gateway.call import Adjuster, InferAnswer, Leg, LegHandler
+from gateway.cancel import cancel_all
 from gateway.clock import Clock, wait_first
-from gateway.pipeline.cancel import cancel_all
-from gateway.pipeline.retry_policy import RetryPolicy
+from gateway.retry.policy import RetryPolicy
 from gateway.telemetry.metrics import RequestMetrics
 
 

@@ -9,7 +9,7 @@ import pytest
 from gateway.call import Attempts, Leg
 from gateway.errors import UpstreamError, UpstreamStatusError, UpstreamTimeout
 from gateway.outcome import Outcome, OutcomeKind
-from gateway.pipeline.retry_policy import MIN_TRY_S, RetryPolicy
+from gateway.retry.policy import MIN_TRY_S, RetryPolicy
 from gateway.slo.policy import NORMAL, PolicyAdjustment
 from tests.gateway.conftest import make_config
 from tests.gateway.pipeline.rig import Rig

@@ -5,7 +5,7 @@ the outputs the vote compares, in JSON: those the client names, else the vote's 
 (its label outputs by default), so that every leg is asked the same question whatever a server
 returns by default; a leg that answers other outputs is a missing answer. Answers are compared
 as they arrive; once a quorum agrees, stragglers get a short grace and are then cancelled (all
-legs are, and waited for, when the request itself is cancelled: `gateway.pipeline.cancel`).
+legs are, and waited for, when the request itself is cancelled: `gateway.cancel`).
 Legs that answered against the quorum count against the replica that served them; a replica
 whose dissent share crosses the suspect threshold is quarantined. A leg that fails (an error,
 a refusal) is a missing answer: the rest decide, and a refusal the quorum refutes is charged
@@ -24,19 +24,19 @@ from typing import Any
 import numpy as np
 
 from gateway.call import Attempts, InferAnswer, InferCall, Leg, LegHandler, speak
+from gateway.cancel import cancel_all
 from gateway.clock import Clock, wait_first
 from gateway.config.policies import VoteConfig
 from gateway.errors import BadRequest, GatewayError, NoQuorum
-from gateway.pipeline.cancel import cancel_all
 from gateway.telemetry.metrics import RequestMetrics
 from gateway.telemetry.throttle import LogThrottle
 from gateway.upstream import fault_actions
 from gateway.upstream.registry import Registry
-from gateway.upstream.suspects import DissentSink
 from gateway.v2.answer import encode_answer
 from gateway.v2.codec import decode_outputs
 from gateway.v2.outputs import asking_for
 from gateway.v2.request import HEADER_LENGTH, InferRequestInfo
+from gateway.voting.quarantine import DissentSink
 from gateway.voting.rule import VoteResult, VoteRule, other_outputs, vote
 from v2proto.outputs import requested_outputs
 
@@ -56,7 +56,7 @@ class VoteRoute:
     ) -> None:
         """``pay``: spends one retry from the budget for a send beyond a leg's first
         (`RetryPolicy.pay`); False when the budget (or the pool) refuses it. ``suspects``:
-        where each replica's dissent goes (`gateway.upstream.suspects`)."""
+        where each replica's dissent goes (`gateway.voting.quarantine`)."""
         self._pay = pay
         self._metrics = metrics
         self._registry = registry

@@ -4,7 +4,7 @@ When a try is slow, the retry goes to another replica but the slow exchange keep
 `AttemptLayer`); whichever answers first wins. This is hedging driven by the learned per-try
 timeout, and it means giving up early never throws away an answer that was about to arrive.
 A race cancelled stops its own try; the pending exchanges are left to whoever cancelled it
-(the admission layer stops them when the client leaves: `gateway.pipeline.cancel`).
+(the admission layer stops them when the client leaves: `gateway.cancel`).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import asyncio
 from collections.abc import Awaitable
 
 from gateway.call import InferAnswer
+from gateway.cancel import cancel_all
 from gateway.errors import UpstreamError
-from gateway.pipeline.cancel import cancel_all
 
 
 class PendingAnswers:

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from gateway.call import InferAnswer, Leg, LegHandler
 from gateway.errors import NoReplicaAvailable, UpstreamError
-from gateway.pipeline.pending import PendingAnswers
-from gateway.pipeline.retry_policy import RetryPolicy
+from gateway.retry.pending import PendingAnswers
+from gateway.retry.policy import RetryPolicy
 from gateway.upstream import fault_actions
 
 
