@@ -3,7 +3,7 @@
 An audit's verdict (`gateway.pipeline.audit`) becomes an event of the model's correctness SLOs
 (good unless its answer was shown wrong; a failed audit judged nothing), a strike (or a clean
 record) for every replica it judged, through the suspects' records that votes use
-(`gateway.upstream.suspects`, ``by="audit"``: a replica found wrong too often is quarantined),
+(`gateway.voting.quarantine`, ``by="audit"``: a replica found wrong too often is quarantined),
 and a count by outcome (``gateway_audits_total``). A golden probe's result is an event of the
 correctness SLOs of every model served by the probed pool. In one process the pipeline's
 auditor reports here directly; a data-plane worker ships its verdicts to the control process
@@ -20,7 +20,7 @@ from gateway.config.models import ModelConfig
 from gateway.pipeline.audit import FAILED, VERDICTS, WRONG
 from gateway.slo.engine import SloBook
 from gateway.telemetry.metrics import Metrics
-from gateway.upstream.suspects import DissentSink
+from gateway.voting.quarantine import DissentSink
 
 FALLBACK_PREFIX = "fallback/"
 SHED = ("load", "concurrency", "rate")

@@ -30,7 +30,7 @@ so the edge renders every failure the same way: ``{"error": "..."}`` with a prec
 
 A request whose client left before its answer gets no answer at all: it is recorded with
 `CLIENT_CLOSED` (499, nginx's "client closed request"), a failure the client caused, outside
-the SLOs (`gateway.pipeline.cancel`).
+the SLOs (`gateway.cancel`).
 """
 
 from __future__ import annotations

@@ -46,9 +46,9 @@ from gateway.upstream.probes.health import HealthProber
 from gateway.upstream.probes.load import LoadScraper, load_transport
 from gateway.upstream.probes.load_metrics import LoadCollector
 from gateway.upstream.probes.metadata import MetadataWarmer
-from gateway.upstream.suspects import Suspects
 from gateway.upstream.transport.base import Transport
 from gateway.upstream.transport.local_errors import LOCAL_RESOURCE_ERRORS
+from gateway.voting.quarantine import Suspects
 
 FALLBACK_RECHECK_S = 30.0
 SLO_EVALUATE_S = 1.0

@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from gateway import __version__
+from gateway.call import Adjuster, InferAnswer, InferCall
 from gateway.clock import Clock
 from gateway.config.models import GatewayConfig, ModelConfig
 from gateway.errors import NoReplicaAvailable, NotFound, UpstreamError
@@ -26,7 +27,6 @@ from gateway.fallback.manifest import configured_manifest
 from gateway.fallback.model import FallbackModel
 from gateway.pipeline.audit import AuditSink
 from gateway.pipeline.build import Pipeline, build_pipeline
-from gateway.pipeline.call import Adjuster, InferCall, InferResult
 from gateway.pipeline.fallback import FallbackRunner
 from gateway.pipeline.reactions import Reactions
 from gateway.policies.tenant_limits import TenantLimits
@@ -38,12 +38,12 @@ from gateway.telemetry.tracing import Tracer
 from gateway.upstream.events import UpstreamEvents
 from gateway.upstream.probes.metadata import MetadataCache
 from gateway.upstream.registry import Registry
-from gateway.upstream.suspects import DissentSink, Suspects
 from gateway.upstream.transport.base import Transport
 from gateway.upstream.transport.dispatch import ProtocolTransport
 from gateway.upstream.transport.http1 import Http1Transport
 from gateway.v2.schema import ModelSchema
 from gateway.v2.triton import triton_config
+from gateway.voting.quarantine import DissentSink, Suspects
 from v2proto.signature import Signature
 
 CONFIG_TIMEOUT_S = 2.0
@@ -207,7 +207,7 @@ class Serving:
             doc["fallbacks_refused"] = refused
         return doc
 
-    def infer(self, call: InferCall) -> Awaitable[InferResult]:
+    def infer(self, call: InferCall) -> Awaitable[InferAnswer]:
         """The pipeline's answer to ``call`` (its awaitable itself: a frame fewer per request)."""
         return self.pipeline.handler(call)
 

@@ -16,19 +16,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from gateway.call import InferAnswer, InferCall
 from gateway.clock import MonotonicClock
 from gateway.config import GatewayConfig, parse_config
 from gateway.config.tenants import ANONYMOUS, TenantConfig
 from gateway.deadline import Deadline
 from gateway.pipeline.admission import AdmissionLayer
-from gateway.pipeline.call import InferCall, InferResult
 from gateway.policies.fair_share import FairShare, model_weights
 from gateway.telemetry.metrics import Metrics
 
-RESULT = InferResult(200, b"{}", None, None, "r0", 1)
+RESULT = InferAnswer(200, b"{}", None, None, "r0", 1)
 
 
-async def answer(call: InferCall) -> InferResult:
+async def answer(call: InferCall) -> InferAnswer:
     return RESULT
 
 

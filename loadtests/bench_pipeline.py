@@ -22,12 +22,12 @@ import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from gateway.call import InferCall
 from gateway.clock import MonotonicClock
 from gateway.config import GatewayConfig, parse_config
 from gateway.config.endpoint import Endpoint
 from gateway.deadline import Deadline
 from gateway.pipeline.build import build_pipeline
-from gateway.pipeline.call import InferCall
 from gateway.retry.budget import RetryBudget
 from gateway.slo.engine import SloBook
 from gateway.telemetry.metrics import Metrics

@@ -5,7 +5,7 @@ server): built from values the gateway made, or `checked` where a replica or a c
 from __future__ import annotations
 
 from gateway.api.responses import checked
-from gateway.pipeline.call import InferResult
+from gateway.call import InferAnswer
 from gateway.pipeline.edge import Arrival
 from gateway.v2.request import HEADER_LENGTH
 
@@ -15,7 +15,7 @@ _HEADER_LENGTH = HEADER_LENGTH.encode()
 _ANSWER_HEAD = b"content-type: %s\r\nx-served-by: %s\r\nx-attempts: %d\r\nx-request-id: %s\r\n"
 
 
-def answer_lines(arrival: Arrival, result: InferResult) -> bytes:
+def answer_lines(arrival: Arrival, result: InferAnswer) -> bytes:
     """The answer's header lines, from values the gateway made or `checked`."""
     ctype = result.content_type
     content_type = _JSON_TYPE if ctype is None or ctype == _JSON_NAME else checked(ctype.encode())

@@ -22,7 +22,7 @@ apart from the message costs the call one more write. An error is answered with 
 (`gateway.grpc_door.status`), its message, and the same metadata. A call the client cancels (or
 whose connection drops), or whose deadline gRPC ends first, is recorded as 499
 (`CLIENT_CLOSED`) or 504; grpc.aio cancels the call's task, so everything the request started
-stops with it (`gateway.pipeline.cancel`)."""
+stops with it (`gateway.cancel`)."""
 
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ from typing import Any
 import grpc
 
 from gateway.api.tenants import HEADERS as TENANT_HEADERS
+from gateway.call import InferAnswer
 from gateway.deadline import TIMEOUT_HEADER
 from gateway.errors import CLIENT_CLOSED, BadRequest, GatewayError
 from gateway.grpc_door.door_app import DoorApp
@@ -42,7 +43,6 @@ from gateway.grpc_door.receive import CallRefused, MessageReader, missing_reques
 from gateway.grpc_door.status import code_of, error_metadata
 from gateway.grpc_door.typed import typed_to_raw
 from gateway.memory.inflight_bytes import Hold
-from gateway.pipeline.call import InferResult
 from gateway.pipeline.edge import Arrival, Edge
 from gateway.pipeline.edge_steps import BodyReader
 from gateway.v2.request import HEADER_LENGTH
@@ -213,7 +213,7 @@ def _body_reader(
     return read
 
 
-def _ok_answer(result: InferResult, arrival: Arrival, request_id: str, edge: Edge) -> GrpcAnswer:
+def _ok_answer(result: InferAnswer, arrival: Arrival, request_id: str, edge: Edge) -> GrpcAnswer:
     """A 2xx result as a ModelInferResponse, with the served metadata REST's door sends as
     headers; its bytes are given back once grpc has written it (`Edge.written`)."""
     if not 200 <= result.status < 300:

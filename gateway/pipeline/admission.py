@@ -5,7 +5,7 @@ without bound would turn overload into timeouts for everyone. Each model's bound
 among the tenants by weight (`gateway.policies.fair_share`): the tenant over its share gets
 429, and 503 means the model itself is full. The count is taken before the deadline starts
 to matter and released however the request ends: for a request cancelled (its client left),
-once the tries it left running in the background have stopped too (`gateway.pipeline.cancel`).
+once the tries it left running in the background have stopped too (`gateway.cancel`).
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import asyncio
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Mapping
 
+from gateway.call import Handler, InferAnswer, InferCall
 from gateway.config.models import ModelConfig
 from gateway.config.tenants import TenantConfig
 from gateway.errors import Overloaded, TooManyRequests
-from gateway.pipeline.call import Handler, InferCall, InferResult
 from gateway.policies.fair_share import FairShare, model_weights
 from gateway.telemetry.metrics import RequestMetrics
 
@@ -62,7 +62,7 @@ class AdmissionLayer:
         share = self.models.get(name)
         return share.held / share.bound if share is not None else 0.0
 
-    async def __call__(self, call: InferCall) -> InferResult:
+    async def __call__(self, call: InferCall) -> InferAnswer:
         name = call.model_name
         share = self.models.get(name)
         if share is None:

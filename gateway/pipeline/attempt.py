@@ -1,4 +1,4 @@
-"""Attempt layer: one upstream exchange with the `Try`'s replica, classified exactly once.
+"""Attempt layer: one upstream exchange with the `Attempt`'s replica, classified exactly once.
 
 It owns the per-try timeout. The exchange (`_exchange`) sends, classifies the reply once
 (`_classify_reply`), translates a pool's dialect, and hands every `Outcome` to the reactions
@@ -20,7 +20,7 @@ ended. A late answer makes the replica slow (its EWMA and outstanding count stee
 but not failed; a replica that never answers times out at the deadline and is ejected. So a
 hang costs each client one short try, and a slow but healthy replica is kept, which a fixed
 proxy read timeout cannot do both of. Those background exchanges are the request's all the same:
-when its client leaves, the admission layer stops them (`stop`; `gateway.pipeline.cancel`).
+when its client leaves, the admission layer stops them (`stop`; `gateway.cancel`).
 
 In a ``load_aware`` pool, an answer's load report (``endpoint-load-metrics``: one header
 look-up, read only when present, `gateway.policies.load_report`) becomes the replica's
@@ -35,6 +35,8 @@ import functools
 from collections.abc import Awaitable, Coroutine
 from typing import Any
 
+from gateway.call import Attempt, InferAnswer, InferCall, Ledger, Leg
+from gateway.cancel import cancel_all
 from gateway.clock import Clock, wait_first
 from gateway.errors import (
     BadRequest,
@@ -46,12 +48,10 @@ from gateway.errors import (
 from gateway.faults.classify import classify_error, classify_status
 from gateway.faults.judge import NONFINITE_STATUS, disputed, input_is_evidence
 from gateway.outcome import Outcome, OutcomeKind
-from gateway.pipeline.call import InferCall, InferResult, Ledger, Leg, Try
-from gateway.pipeline.cancel import cancel_all
 from gateway.pipeline.reactions import Reactions
-from gateway.pipeline.retry_policy import RetryPolicy
 from gateway.policies.load_report import LoadReports
 from gateway.redact import printable
+from gateway.retry.policy import RetryPolicy
 from gateway.retry.try_timeout import try_timeout
 from gateway.telemetry.metrics import RequestMetrics
 from gateway.upstream.fault_actions import Dispute
@@ -90,10 +90,10 @@ class AttemptLayer:
         self._metrics = metrics
         self._reactions = reactions
         # exchanges handed to the background (slow tries), each with its request's ledger
-        self.background: dict[asyncio.Future[InferResult], Ledger] = {}
+        self.background: dict[asyncio.Future[InferAnswer], Ledger] = {}
         self.load_reports = LoadReports()  # the answers' load reports, read and counted
 
-    def __call__(self, attempt: Try) -> Awaitable[InferResult]:
+    def __call__(self, attempt: Attempt) -> Awaitable[InferAnswer]:
         """The exchange itself where it may take all the time left (no coroutine around it),
         else the exchange raced against the per-try timeout (`_raced`)."""
         leg, replica, breaker_state = attempt.leg, attempt.replica, attempt.breaker_state
@@ -109,7 +109,7 @@ class AttemptLayer:
             self._metrics.queued(leg.call.model_name, leg.call.deadline.timeout_s - remaining)
         patience = try_timeout(
             leg.call.model.retry.try_timeout,
-            leg.tries.pool.latency,
+            leg.attempts.pool.latency,
             remaining,
             self._retry.possible(leg),
         )
@@ -119,8 +119,8 @@ class AttemptLayer:
         return self._raced(attempt, exchange, patience)
 
     async def _raced(
-        self, attempt: Try, exchange: Coroutine[Any, Any, InferResult], patience: float
-    ) -> InferResult:
+        self, attempt: Attempt, exchange: Coroutine[Any, Any, InferAnswer], patience: float
+    ) -> InferAnswer:
         leg, replica = attempt.leg, attempt.replica
         # not ensure_future's checks
         task = asyncio.get_running_loop().create_task(exchange)
@@ -139,7 +139,7 @@ class AttemptLayer:
         message = f"{replica.id}: no answer within {patience * 1000:.0f} ms"
         raise UpstreamTimeout(message, outcome=slow, pending=task)
 
-    def _finished_in_background(self, task: asyncio.Future[InferResult]) -> None:
+    def _finished_in_background(self, task: asyncio.Future[InferAnswer]) -> None:
         self.background.pop(task, None)
         if not task.cancelled():
             # retrieved: its outcome was recorded by _exchange
@@ -157,11 +157,11 @@ class AttemptLayer:
             task.cancel()
         await asyncio.gather(*self.background, return_exceptions=True)
 
-    async def _exchange(self, attempt: Try, timeout: float) -> InferResult:
+    async def _exchange(self, attempt: Attempt, timeout: float) -> InferAnswer:
         """Sends the call to the try's replica and classifies what came back, once; the
         outcome goes to the reactions however the exchange ends."""
         leg, replica = attempt.leg, attempt.replica
-        call, pool = leg.call, leg.tries.pool
+        call, pool = leg.call, leg.attempts.pool
         started = self._clock.now()
         replica.started()
         # None at the end: cancelled (or crashed) before a verdict
@@ -220,7 +220,7 @@ async def _refused(
     """Raises the error of a reply that is not an answer: a protocol error's connection is
     dropped (its real answer may follow on it); a disputed refusal is recorded, with its
     input's digest where that is evidence, for the fault judge to decide later."""
-    pool = leg.tries.pool
+    pool = leg.attempts.pool
     if outcome.kind is OutcomeKind.PROTOCOL_ERROR:
         # out of step: its real answer may follow on the connection
         response.discard()
@@ -235,7 +235,7 @@ async def _refused(
     if input_is_evidence(len(pool.replicas), dispute.status):
         dispute = dataclasses.replace(dispute, input=await _input_of(leg.call))
     pool.record.refused(dispute.input, dispute.status)
-    leg.tries.dispute(dispute)
+    leg.attempts.dispute(dispute)
     raise error
 
 
@@ -245,13 +245,13 @@ def _answer(
     replica_id: str,
     response: Reply,
     translated: EncodedBody | None,
-) -> InferResult:
+) -> InferAnswer:
     """The replica's answer as the pipeline hands it up: re-encoded in the client's dialect
     where it was translated, else as it came (with the request's id where the pool's server
     does not echo ids)."""
     if translated is not None:
         length = translated.json_length
-        return InferResult(
+        return InferAnswer(
             status=200,
             body=translated.body,
             content_type=translated.content_type,
@@ -263,7 +263,7 @@ def _answer(
     request_id = call.request.id if call.request is not None else None
     if not pool.config.echoes_id and request_id is not None:
         body, header_length = with_reply_id(body, header_length, request_id)
-    return InferResult(
+    return InferAnswer(
         status=response.status,
         body=body,
         content_type=response.headers.get("content-type"),

@@ -3,7 +3,7 @@
 `AuditedRoute` wraps the route of a model that declares ``audit`` (and no other): it draws,
 with the gateway's own random generator, whether an answer is audited (``audit.rate``), so no
 header or body of the request decides it, and a tenant cannot choose which of its requests are
-audited. A sampled answer carries its audit (`InferResult.audit`), which the edge starts once
+audited. A sampled answer carries its audit (`InferAnswer.audit`), which the edge starts once
 the door has answered (`gateway.pipeline.edge.Edge.done`): the client never waits for it and
 its answer never changes because of it.
 
@@ -37,21 +37,20 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from gateway.call import Attempts, Handler, InferAnswer, InferCall, Ledger, Leg, LegHandler, speak
 from gateway.clock import Clock
 from gateway.config.audit import AuditConfig
 from gateway.config.models import ModelConfig
 from gateway.config.policies import HedgeConfig
 from gateway.deadline import Deadline
 from gateway.errors import BadRequest, GatewayError
-from gateway.pipeline.call import Handler, InferCall, InferResult, Ledger, Leg, LegHandler, Tries
 from gateway.pipeline.fallback import FallbackRunner, fallback_outputs
 from gateway.pipeline.rollout import ONE_TRY, SHED_LOAD
-from gateway.pipeline.route import speak
-from gateway.pipeline.vote import conform
 from gateway.policies.copy_gate import CopyGate
 from gateway.rollout.compare import compare
 from gateway.upstream.registry import Pool, Registry
 from gateway.v2.codec import decode_outputs
+from gateway.voting.route import conform
 from gateway.voting.rule import VoteRule, vote
 
 log = logging.getLogger(__name__)
@@ -94,7 +93,7 @@ class AuditedRoute:
         self._rate = rate
         self._random = rng.random
 
-    async def __call__(self, call: InferCall) -> InferResult:
+    async def __call__(self, call: InferCall) -> InferAnswer:
         result = await self._route(call)
         if result.status == 200 and result.degraded is None and self._random() < self._rate:
             result.audit = functools.partial(
@@ -223,9 +222,9 @@ class Auditor:
     ) -> tuple[str, Outputs] | None:
         """One try on a replica of ``pool`` not in ``asked``: who answered, and what."""
         call = dataclasses.replace(copy, ledger=Ledger())
-        tries = Tries(call.ledger, pool, tried=set(asked))
+        attempts = Attempts(call.ledger, pool, tried=set(asked))
         try:
-            result = await self._leg(Leg(speak(call, pool), tries))
+            result = await self._leg(Leg(speak(call, pool), attempts))
         except GatewayError:
             return None
         if result.status != 200:

@@ -8,8 +8,8 @@ ejected-share cap keep their rules, and the load only orders the replicas they a
 A vote's legs share a set of zones taken, so where the config names failure domains the legs
 land in distinct ones when they can. A half-open breaker may refuse the permit at the last
 moment (its probe slots are taken), in which case the next candidate is picked. The chosen
-replica is taken on the leg's `Tries` (tried, counted, its zone taken) and handed down as a
-`Try` with the breaker state it was admitted under.
+replica is taken on the leg's `Attempts` (tried, counted, its zone taken) and handed down as an
+`Attempt` with the breaker state it was admitted under.
 """
 
 from __future__ import annotations
@@ -17,27 +17,27 @@ from __future__ import annotations
 import math
 from collections.abc import Awaitable
 
+from gateway.call import Attempt, AttemptHandler, InferAnswer, Leg
 from gateway.clock import Clock
 from gateway.errors import NoReplicaAvailable
-from gateway.pipeline.call import InferResult, Leg, Try, TryHandler
 from gateway.policies.selection import PowerOfTwoChoices
 from gateway.upstream.eligibility import eligible
 
 
 class BalanceLayer:
-    def __init__(self, selector: PowerOfTwoChoices, clock: Clock, inner: TryHandler) -> None:
+    def __init__(self, selector: PowerOfTwoChoices, clock: Clock, inner: AttemptHandler) -> None:
         self._selector = selector
         self._clock = clock
         self._inner = inner
 
-    def __call__(self, leg: Leg) -> Awaitable[InferResult]:
+    def __call__(self, leg: Leg) -> Awaitable[InferAnswer]:
         """The chosen replica's attempt, handed on as it is (no coroutine of its own); with no
         replica to try, `NoReplicaAvailable` is raised at once."""
-        tries = leg.tries
-        pool = tries.pool
+        attempts = leg.attempts
+        pool = attempts.pool
         now = self._clock.now()
-        candidates = eligible(pool, tries.tried, now)
-        taken = tries.zones
+        candidates = eligible(pool, attempts.tried, now)
+        taken = attempts.zones
         if taken:  # a vote leg: prefer a failure domain no other leg is in
             candidates = [r for r in candidates if r.zone not in taken] or candidates
         config = pool.config
@@ -47,17 +47,17 @@ class BalanceLayer:
             assert replica is not None
             breaker = replica.breaker
             if breaker is None or breaker.closed:  # the hot path: no permit to take
-                tries.take(replica)
-                return self._inner(Try(leg, replica, "closed"))
+                attempts.take(replica)
+                return self._inner(Attempt(leg, replica, "closed"))
             state = breaker.state()
             if breaker.acquire():
-                tries.take(replica)
-                return self._inner(Try(leg, replica, state))
+                attempts.take(replica)
+                return self._inner(Attempt(leg, replica, state))
             candidates.remove(replica)
         if pool.paused is not None:  # an operator's pause: say so, not "down"; who paused
             # it and why stay in the keyed /admin/state (a reason may name a node or a person)
             raise NoReplicaAvailable(f"model {leg.call.model_name!r}: pool {pool.name!r} is paused")
         raise NoReplicaAvailable(
             f"model {leg.call.model_name!r}: no replica of pool {pool.name!r} is "
-            f"available ({len(tries.tried)} tried; others down, ejected or with open breakers)"
+            f"available ({len(attempts.tried)} tried; others down, ejected or with open breakers)"
         )

@@ -48,12 +48,12 @@ The pipeline (`build_pipeline`):
 - attempt: one classified exchange; its `Outcome` feeds the replica's breaker, the outlier
   detector and the latency window.
 A request whose client leaves is cancelled by its door; every try, hedge, vote leg and slow
-try it started then stops before admission gives its seat back (`gateway.pipeline.cancel`).
+try it started then stops before admission gives its seat back (`gateway.cancel`).
 
-What flows down (`gateway.pipeline.call`): above the route, the frozen `InferCall` (its
+What flows down (`gateway.call`): above the route, the frozen `InferCall` (its
 `Ledger` counts the attempts); from the route down, a `Leg` (the call on one pool with its
-`Tries`); from the balancer to the attempt, a `Try` (the leg and the chosen replica). What flows
-up is an `InferResult`, or one error carrying its `Outcome`.
+`Attempts`); from the balancer to the attempt layer, an `Attempt` (the leg and the chosen
+replica). What flows up is an `InferAnswer`, or one error carrying its `Outcome`.
 
 Each model's path below admission is assembled at load for what that model uses (`plan`,
 `assemble`): a fallback layer only for a model with a fallback, a hedge layer only where
@@ -75,6 +75,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from gateway.call import Adjuster, Handler, no_adjustment
 from gateway.clock import Clock
 from gateway.config.models import GatewayConfig, ModelConfig
 from gateway.config.tenants import TenantConfig
@@ -83,7 +84,6 @@ from gateway.pipeline.admission import AdmissionLayer
 from gateway.pipeline.attempt import AttemptLayer
 from gateway.pipeline.audit import AuditedRoute, Auditor, AuditSink
 from gateway.pipeline.balance import BalanceLayer
-from gateway.pipeline.call import Adjuster, Handler, no_adjustment
 from gateway.pipeline.deadline import DeadlineLayer
 from gateway.pipeline.edge import Edge, Observer
 from gateway.pipeline.edge_steps import (
@@ -102,21 +102,21 @@ from gateway.pipeline.escalate import EscalatingRoute
 from gateway.pipeline.fallback import FallbackLayer, FallbackRunner
 from gateway.pipeline.hedge import HedgeLayer
 from gateway.pipeline.reactions import Reactions
-from gateway.pipeline.retry import RetryLayer
-from gateway.pipeline.retry_policy import RetryPolicy
 from gateway.pipeline.rollout import RolloutRoute
 from gateway.pipeline.route import Counted, Router, SingleRoute
 from gateway.pipeline.saturation import SaturationLayer, sheddable
-from gateway.pipeline.vote import VoteRoute
 from gateway.policies.selection import PowerOfTwoChoices
 from gateway.policies.tenant_limits import TenantLimits
 from gateway.retry.budget import RetryBudget
+from gateway.retry.layer import RetryLayer
+from gateway.retry.policy import RetryPolicy
 from gateway.rollout.controller import Rollouts
 from gateway.telemetry.metrics import Metrics, RequestMetrics
 from gateway.telemetry.tracing import Tracer
 from gateway.upstream.registry import Registry
-from gateway.upstream.suspects import DissentSink, Suspects
 from gateway.upstream.transport.base import Transport
+from gateway.voting.quarantine import DissentSink, Suspects
+from gateway.voting.route import VoteRoute
 
 
 def build_edge(

@@ -9,10 +9,10 @@ deadline passed (uvloop's timers have millisecond resolution), and that is still
 
 from __future__ import annotations
 
+from gateway.call import Handler, InferAnswer, InferCall
 from gateway.clock import Clock
 from gateway.errors import DeadlineExceeded, UpstreamError, UpstreamFailed, UpstreamTimeout
-from gateway.pipeline.call import Handler, InferCall, InferResult
-from gateway.pipeline.retry_policy import MIN_TRY_S
+from gateway.retry.policy import MIN_TRY_S
 
 
 class DeadlineLayer:
@@ -20,7 +20,7 @@ class DeadlineLayer:
         self._clock = clock
         self._inner = inner
 
-    async def __call__(self, call: InferCall) -> InferResult:
+    async def __call__(self, call: InferCall) -> InferAnswer:
         remaining = call.deadline.remaining()
         if remaining <= 0:
             raise DeadlineExceeded(self._expired_message(call))

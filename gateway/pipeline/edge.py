@@ -14,7 +14,7 @@ bytes received, rows, the call), so that `done` can report a refused request as 
 answered one.
 
 A client that leaves before its answer: its door cancels the task running `infer` (everything
-the request started stops, `gateway.pipeline.cancel`), then calls `done` with `CLIENT_CLOSED`
+the request started stops, `gateway.cancel`), then calls `done` with `CLIENT_CLOSED`
 (499) and writes nothing; `done` records it as any answer, plus a log line (`LeftLines`).
 """
 
@@ -25,6 +25,8 @@ from contextvars import Token
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from gateway.call import Handler, InferAnswer, InferCall
+from gateway.cancel import LeftLines
 from gateway.clock import Clock
 from gateway.config.models import ModelConfig
 from gateway.config.tenants import ANONYMOUS
@@ -32,8 +34,6 @@ from gateway.deadline import TIMEOUT_HEADER
 from gateway.errors import CLIENT_CLOSED, GatewayError
 from gateway.memory.inflight_bytes import InflightBytes
 from gateway.memory.peer_share import PeerAccount
-from gateway.pipeline.call import Handler, InferCall, InferResult
-from gateway.pipeline.cancel import LeftLines
 from gateway.pipeline.edge_steps import (
     BodyReader,
     BoundedBody,
@@ -175,7 +175,7 @@ class Edge:
             model_name, version, headers, arrived, request_id, span, log_token, peer=peer
         )
 
-    async def infer(self, arrival: Arrival, read: BodyReader) -> InferResult:
+    async def infer(self, arrival: Arrival, read: BodyReader) -> InferAnswer:
         """The steps in order, then the pipeline; raises the `GatewayError` of the first refusal."""
         headers = arrival.headers
         tenant = arrival.tenant = self._caller.tenant(headers)

@@ -11,13 +11,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
 from typing import Protocol
 
+from gateway.call import InferCall
 from gateway.clock import Clock
 from gateway.config.models import ModelConfig
 from gateway.config.tenants import ANONYMOUS
 from gateway.deadline import Deadline, timeout_from_header
 from gateway.errors import PayloadTooLarge, Unauthorized
 from gateway.memory.inflight_bytes import READ_BYTES, Holder, InflightBytes
-from gateway.pipeline.call import InferCall
 from gateway.telemetry.spans import RequestSpan
 from gateway.v2.body import Body, Piece
 from gateway.v2.identity import upstream_id, with_request_id

@@ -17,8 +17,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Awaitable, Mapping
 
+from gateway.call import Handler, InferAnswer, InferCall
 from gateway.config.models import ModelConfig
-from gateway.pipeline.call import Handler, InferCall, InferResult
 
 # what an escalated answer's x-vote says after its tally
 ESCALATED = "escalated"
@@ -48,7 +48,7 @@ class EscalatingRoute:
         # requests that took the single route for the cap
         self.over_cap = 0
 
-    def __call__(self, call: InferCall) -> Awaitable[InferResult]:
+    def __call__(self, call: InferCall) -> Awaitable[InferAnswer]:
         if self._name not in self._escalated:
             return self._single(call)
         if (self.in_flight + 1) * self._extra > self._cap:
@@ -56,7 +56,7 @@ class EscalatingRoute:
             return self._single(call)
         return self._voting(call)
 
-    async def _voting(self, call: InferCall) -> InferResult:
+    async def _voting(self, call: InferCall) -> InferAnswer:
         self.in_flight += 1
         try:
             result = await self._vote(dataclasses.replace(call, model=self._voted))

@@ -16,6 +16,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from gateway.call import Adjuster, Handler, InferAnswer, InferCall
 from gateway.clock import Clock
 from gateway.errors import (
     DeadlineExceeded,
@@ -24,7 +25,6 @@ from gateway.errors import (
     NoReplicaAvailable,
     UpstreamError,
 )
-from gateway.pipeline.call import Adjuster, Handler, InferCall, InferResult
 from gateway.telemetry.metrics import RequestMetrics
 from gateway.v2.answer import encode_answer
 from gateway.v2.codec import decode_inputs
@@ -76,7 +76,7 @@ class FallbackLayer:
         """This layer above ``inner`` instead (a model's own path, assembled at load)."""
         return FallbackLayer(self._fallbacks, self._clock, self._metrics, self._adjust, inner)
 
-    async def __call__(self, call: InferCall) -> InferResult:
+    async def __call__(self, call: InferCall) -> InferAnswer:
         policy = call.model.fallback
         if policy is None:
             return await self._inner(call)
@@ -104,12 +104,12 @@ class FallbackLayer:
 
     async def _answer(
         self, call: InferCall, name: str, runner: FallbackRunner, reason: str
-    ) -> InferResult:
+    ) -> InferAnswer:
         outputs = await fallback_outputs(call, runner)
         served = {"degraded": reason, "served_by": f"fallback/{name}"}
         reply = encode_answer(call, outputs, served)
         self._metrics.fallback(call.model_name, reason)
-        return InferResult(
+        return InferAnswer(
             status=200,
             body=reply.body,
             content_type=reply.content_type,

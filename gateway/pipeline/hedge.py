@@ -3,7 +3,7 @@
 "The Tail at Scale": a request still unanswered when most requests would have finished is
 probably stuck behind a slow replica; a second copy elsewhere cuts the tail for a few percent
 more load. The first good answer wins and the other copy is cancelled (both are, and waited
-for, when the request itself is cancelled: `gateway.pipeline.cancel`). Hedges are paid through
+for, when the request itself is cancelled: `gateway.cancel`). Hedges are paid through
 the `RetryPolicy` (the retry budget at the burn policy's scale), so a slow pool cannot double
 its own load. Off unless the model enables it.
 """
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import asyncio
 
+from gateway.call import Adjuster, InferAnswer, Leg, LegHandler
+from gateway.cancel import cancel_all
 from gateway.clock import Clock, wait_first
-from gateway.pipeline.call import Adjuster, InferResult, Leg, LegHandler
-from gateway.pipeline.cancel import cancel_all
-from gateway.pipeline.retry_policy import RetryPolicy
+from gateway.retry.policy import RetryPolicy
 from gateway.telemetry.metrics import RequestMetrics
 
 
@@ -50,7 +50,7 @@ class HedgeLayer:
         delay = max(policy.min_delay_ms / 1000, observed)
         return delay if delay < call.deadline.remaining() else None
 
-    async def __call__(self, leg: Leg) -> InferResult:
+    async def __call__(self, leg: Leg) -> InferAnswer:
         delay = self._delay(leg)
         if delay is None:
             return await self._inner(leg)
@@ -75,16 +75,16 @@ class HedgeLayer:
                 if not task.done():
                     task.cancel()
 
-    async def _second(self, leg: Leg) -> InferResult:
+    async def _second(self, leg: Leg) -> InferAnswer:
         """The hedge's copy: a refusal to start one (no other replica) is the copy's failure,
         as the primary's answer may still be good."""
         return await self._inner(leg)
 
     async def _first_good(
-        self, primary: asyncio.Future[InferResult], hedge: asyncio.Future[InferResult]
-    ) -> InferResult:
-        pending: set[asyncio.Future[InferResult]] = {primary, hedge}
-        errors: dict[asyncio.Future[InferResult], BaseException] = {}
+        self, primary: asyncio.Future[InferAnswer], hedge: asyncio.Future[InferAnswer]
+    ) -> InferAnswer:
+        pending: set[asyncio.Future[InferAnswer]] = {primary, hedge}
+        errors: dict[asyncio.Future[InferAnswer], BaseException] = {}
         while pending:
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
             for task in done:

@@ -15,9 +15,9 @@ its registry, so ejections and metrics see every worker's attempts.
 
 from __future__ import annotations
 
+from gateway.call import InferCall
 from gateway.faults.judge import judged_now
 from gateway.outcome import REPLICA_FAILURES, Outcome, OutcomeKind
-from gateway.pipeline.call import InferCall
 from gateway.telemetry.metrics import RequestMetrics
 from gateway.upstream.registry import Pool
 from gateway.upstream.replica import Replica

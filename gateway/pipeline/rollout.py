@@ -24,13 +24,12 @@ import dataclasses
 import logging
 from collections.abc import Callable
 
+from gateway.call import Attempts, InferAnswer, InferCall, Ledger, Leg, LegHandler, speak
 from gateway.clock import Clock
 from gateway.config.models import ModelConfig
 from gateway.config.policies import HedgeConfig, RetryConfig, TryTimeoutConfig
 from gateway.deadline import Deadline
 from gateway.errors import BadRequest, GatewayError
-from gateway.pipeline.call import InferCall, InferResult, Ledger, Leg, LegHandler, Tries
-from gateway.pipeline.route import speak
 from gateway.rollout.compare import compare
 from gateway.rollout.controller import Rollouts
 from gateway.upstream.registry import Pool, Registry
@@ -60,7 +59,7 @@ class RolloutRoute:
         self._copies: set[asyncio.Task[None]] = set()
         self._copy_models: dict[int, ModelConfig] = {}
 
-    async def __call__(self, call: InferCall) -> InferResult:
+    async def __call__(self, call: InferCall) -> InferAnswer:
         model = call.model
         assert model.rollout is not None and model.pool is not None, "the router checks"
         name = call.model_name
@@ -70,21 +69,21 @@ class RolloutRoute:
         serving, other = (candidate, current) if plan.candidate else (current, candidate)
         started = self._clock.now()
         try:
-            result = await self._leg(Leg(speak(call, serving), Tries(call.ledger, serving)))
+            result = await self._leg(Leg(speak(call, serving), Attempts(call.ledger, serving)))
         except GatewayError:
             self._rollouts.served(name, plan.candidate, False, self._clock.now() - started)
             if not plan.candidate:
                 raise
-            return await self._leg(Leg(speak(call, current), Tries(call.ledger, current)))
+            return await self._leg(Leg(speak(call, current), Attempts(call.ledger, current)))
         ok = result.status < 500
         self._rollouts.served(name, plan.candidate, ok, self._clock.now() - started)
         if plan.candidate and not ok:
-            return await self._leg(Leg(speak(call, current), Tries(call.ledger, current)))
+            return await self._leg(Leg(speak(call, current), Attempts(call.ledger, current)))
         if plan.compare and result.status == 200:
             self._copy(call, result, other)
         return result
 
-    def _copy(self, call: InferCall, answer: InferResult, pool: Pool) -> None:
+    def _copy(self, call: InferCall, answer: InferAnswer, pool: Pool) -> None:
         name = call.model_name
         gate = self._rollouts.gate(name)
         if self._load(name) > SHED_LOAD or self._rollouts.busy(name) or gate.admit() is not None:
@@ -100,13 +99,13 @@ class RolloutRoute:
 
         task.add_done_callback(done)
 
-    async def _compare(self, call: InferCall, answer: InferResult, pool: Pool) -> None:
+    async def _compare(self, call: InferCall, answer: InferAnswer, pool: Pool) -> None:
         name = call.model_name
         try:
             copy = self._copy_call(call)
             started = self._clock.now()
             try:
-                other = await self._leg(Leg(speak(copy, pool), Tries(copy.ledger, pool)))
+                other = await self._leg(Leg(speak(copy, pool), Attempts(copy.ledger, pool)))
             except GatewayError:
                 self._rollouts.copy_failed(name)
                 return

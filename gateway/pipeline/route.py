@@ -2,9 +2,10 @@
 rollout (the pool and a candidate pool, `gateway.pipeline.rollout`).
 
 Routes are picked by name from a dict (as uvicorn picks its loop) instead of ``if`` branches;
-each route opens a `Leg` (the request on one pool, with its `Tries`) and hands it to the same
+each route opens a `Leg` (the request on one pool, with its `Attempts`) and hands it to the same
 per-pool leg: retry, hedge, balance, attempt. A leg's request is in its pool's dialect
-(`speak`): unchanged for a pool that speaks the client's, else re-encoded in the pool's names.
+(`gateway.call.speak`): unchanged for a pool that speaks the client's, else re-encoded in the
+pool's names.
 The router counts each request once towards the retry budget's allowance (``count``): a vote's
 k legs are one request, not k; every send beyond a leg's first is paid from that budget below
 (retries, hedges, a vote's tie-breaks).
@@ -16,13 +17,10 @@ frame in that chain is created, resumed at every wake-up, and torn down).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Awaitable, Callable, Mapping
 
-from gateway.pipeline.call import Handler, InferCall, InferResult, Leg, LegHandler, Tries
-from gateway.upstream.registry import Pool, Registry
-from gateway.v2.body import Body
-from gateway.v2.request import HEADER_LENGTH
+from gateway.call import Attempts, Handler, InferAnswer, InferCall, Leg, LegHandler, speak
+from gateway.upstream.registry import Registry
 
 
 class SingleRoute:
@@ -35,11 +33,11 @@ class SingleRoute:
         self._leg = leg
         self._count = count
 
-    def __call__(self, call: InferCall) -> Awaitable[InferResult]:
+    def __call__(self, call: InferCall) -> Awaitable[InferAnswer]:
         if self._count is not None:
             self._count()
         pool = self._registry.pools[call.model.pools[0]]
-        return self._leg(Leg(speak(call, pool), Tries(call.ledger, pool)))
+        return self._leg(Leg(speak(call, pool), Attempts(call.ledger, pool)))
 
 
 class Router:
@@ -47,7 +45,7 @@ class Router:
         self._routes = dict(routes)
         self._count = count
 
-    def __call__(self, call: InferCall) -> Awaitable[InferResult]:
+    def __call__(self, call: InferCall) -> Awaitable[InferAnswer]:
         self._count()
         route = "rollout" if call.model.rollout is not None else call.model.route
         return self._routes[route](call)
@@ -63,17 +61,6 @@ class Counted:
         self._route = route
         self._count = count
 
-    def __call__(self, call: InferCall) -> Awaitable[InferResult]:
+    def __call__(self, call: InferCall) -> Awaitable[InferAnswer]:
         self._count()
         return self._route(call)
-
-
-def speak(call: InferCall, pool: Pool) -> InferCall:
-    """The call as ``pool`` understands it (`gateway.v2.dialect`); the attempt layer turns the
-    reply back into the client's names and form."""
-    dialect = pool.dialect
-    if dialect.native or call.request is None or dialect.speaks_as_is(call.request):
-        return call
-    header_length = call.upstream_headers.get(HEADER_LENGTH)
-    encoded = dialect.request(call.body.joined(), header_length, call.request)
-    return dataclasses.replace(call, body=Body.of(encoded.body), upstream_headers=encoded.headers())

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Mapping, Sequence
 
+from gateway.call import Handler, InferAnswer, InferCall
 from gateway.clock import Clock
 from gateway.config.models import ModelConfig
 from gateway.config.tenants import ANONYMOUS, TenantConfig
 from gateway.errors import Overloaded
-from gateway.pipeline.call import Handler, InferCall, InferResult
 from gateway.telemetry.metrics import RequestMetrics
 from gateway.upstream.registry import Pool
 from gateway.upstream.saturation import saturation
@@ -54,7 +54,7 @@ class SaturationLayer:
         self._metrics = metrics
         self._inner = inner
 
-    def __call__(self, call: InferCall) -> Awaitable[InferResult]:
+    def __call__(self, call: InferCall) -> Awaitable[InferAnswer]:
         if call.tenant in self._shed:
             now = self._clock.now()
             for pool in self._pools:

@@ -97,7 +97,7 @@ class Catalog:
         )
         self.per_try_timeouts = CounterFamily(
             "gateway_upstream_per_try_timeouts_total",
-            "Tries given up on after the per-try timeout and retried (the exchange runs on).",
+            "Attempts given up on after the per-try timeout and retried (the exchange runs on).",
             ("model", "pool", "replica"),
         )
         self.retries = CounterFamily("gateway_retries_total", "Retries sent.", ("model",))

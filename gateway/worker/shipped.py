@@ -95,7 +95,7 @@ class ShippedReactions(Reactions):
 
 
 class ShippedSuspects:
-    """`gateway.upstream.suspects.DissentSink`: votes' dissents shipped as ``suspects`` calls
+    """`gateway.voting.quarantine.DissentSink`: votes' dissents shipped as ``suspects`` calls
     (control keeps the records and quarantines)."""
 
     __slots__ = ("_shipper",)

@@ -14,12 +14,12 @@ import grpc
 import orjson
 import pytest
 
+from gateway.call import InferAnswer
 from gateway.errors import TooManyRequests
 from gateway.grpc_door.infer import InferDoor
 from gateway.grpc_door.receive import MessageReader
 from gateway.grpc_door.service import V2Service
 from gateway.memory.inflight_bytes import InflightBytes
-from gateway.pipeline.call import InferResult
 from tests.support.processes import wait_until_async
 from v2proto.grpc import grpc_service_pb2 as pb
 from v2proto.grpc.service import SERVICE, Stub
@@ -67,7 +67,7 @@ class FakeContext:
 class FakeEdge:
     """Reads the body as the edge does, then answers with ``answer``."""
 
-    answer: Callable[[dict[str, str], list[bytes | memoryview]], InferResult]
+    answer: Callable[[dict[str, str], list[bytes | memoryview]], InferAnswer]
     done_calls: list[tuple[Any, ...]] = field(default_factory=list)
     headers: dict[str, str] = field(default_factory=dict)
     pieces: list[bytes | memoryview] = field(default_factory=list)
@@ -79,7 +79,7 @@ class FakeEdge:
         span = SimpleNamespace(traceparent="00-" + "a" * 32 + "-" + "b" * 16 + "-01")
         return SimpleNamespace(request_id="req-1", span=span, attempts=2)
 
-    async def infer(self, arrival: Any, read: Reader) -> InferResult:
+    async def infer(self, arrival: Any, read: Reader) -> InferAnswer:
         while True:
             chunk, more = await read()
             self.pieces.append(chunk)
@@ -109,7 +109,7 @@ def raw_request() -> pb.ModelInferRequest:
     return request
 
 
-def reply(vote: str | None = None) -> InferResult:
+def reply(vote: str | None = None) -> InferAnswer:
     head = orjson.dumps(
         {
             "model_name": "digits",
@@ -123,7 +123,7 @@ def reply(vote: str | None = None) -> InferResult:
             ],
         }
     )
-    return InferResult(
+    return InferAnswer(
         200,
         head + (3).to_bytes(8, "little"),
         "application/octet-stream",
@@ -182,7 +182,7 @@ async def test_a_large_messages_tensor_reaches_the_edge_as_a_view_of_it() -> Non
 
 
 async def test_a_refusal_is_its_code_with_retry_after_and_reported_once() -> None:
-    def refuse(headers: dict[str, str], pieces: list[bytes | memoryview]) -> InferResult:
+    def refuse(headers: dict[str, str], pieces: list[bytes | memoryview]) -> InferAnswer:
         raise TooManyRequests("tenant globex over its rate", 2.0)
 
     edge = FakeEdge(refuse)
@@ -218,7 +218,7 @@ async def test_bytes_that_are_not_a_message_are_invalid_argument_before_the_edge
 
 
 async def test_a_bug_is_internal_without_its_text() -> None:
-    def bug(headers: dict[str, str], pieces: list[bytes | memoryview]) -> InferResult:
+    def bug(headers: dict[str, str], pieces: list[bytes | memoryview]) -> InferAnswer:
         raise KeyError("secret detail")
 
     edge = FakeEdge(bug)
@@ -235,7 +235,7 @@ async def test_a_bug_is_internal_without_its_text() -> None:
 async def test_a_cancelled_call_is_reported_as_its_deadline_or_the_client(
     remaining: float, status: int
 ) -> None:
-    def cancelled(headers: dict[str, str], pieces: list[bytes | memoryview]) -> InferResult:
+    def cancelled(headers: dict[str, str], pieces: list[bytes | memoryview]) -> InferAnswer:
         raise asyncio.CancelledError
 
     edge = FakeEdge(cancelled)
@@ -245,7 +245,7 @@ async def test_a_cancelled_call_is_reported_as_its_deadline_or_the_client(
 
 
 async def test_a_non_2xx_result_is_internal() -> None:
-    edge = FakeEdge(lambda headers, pieces: InferResult(502, b"", None, None, "r0", 1))
+    edge = FakeEdge(lambda headers, pieces: InferAnswer(502, b"", None, None, "r0", 1))
     context = FakeContext()
     with pytest.raises(Aborted):
         await door(edge)(raw_request().SerializeToString(), context)

@@ -10,11 +10,11 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
+from gateway.call import Adjuster, InferAnswer, InferCall
 from gateway.config import GatewayConfig
 from gateway.config.policies import RetryBudgetConfig
 from gateway.deadline import Deadline
 from gateway.pipeline.build import Pipeline, build_pipeline
-from gateway.pipeline.call import Adjuster, InferCall, InferResult
 from gateway.pipeline.fallback import FallbackRunner
 from gateway.retry.budget import RetryBudget
 from gateway.telemetry.metrics import Metrics
@@ -98,7 +98,7 @@ class Rig:
             request=request,
         )
 
-    async def run(self, timeout_s: float = 1.0) -> InferResult:
+    async def run(self, timeout_s: float = 1.0) -> InferAnswer:
         return await self.pipeline.handler(self.call(timeout_s))
 
     def replica(self, index: int, pool: str = "p") -> Replica:

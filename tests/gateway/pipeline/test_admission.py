@@ -7,11 +7,11 @@ import asyncio
 
 import pytest
 
+from gateway.call import InferAnswer, InferCall
 from gateway.config.tenants import ANONYMOUS, TenantConfig
 from gateway.deadline import Deadline
 from gateway.errors import GatewayError, Overloaded, TooManyRequests
 from gateway.pipeline.admission import AdmissionLayer
-from gateway.pipeline.call import InferCall, InferResult
 from gateway.telemetry.metrics import Metrics
 from gateway.v2.body import Body
 from tests.gateway.conftest import make_config
@@ -46,9 +46,9 @@ async def test_tenants_share_the_bound_and_the_one_over_its_share_gets_429() -> 
     tenants = {name: TenantConfig(key_env=f"{name.upper()}_KEY") for name in ("acme", "globex")}
     release = asyncio.Event()
 
-    async def hold(call: InferCall) -> InferResult:
+    async def hold(call: InferCall) -> InferAnswer:
         await release.wait()
-        return InferResult(200, b"{}", None, None, "r0", 1)
+        return InferAnswer(200, b"{}", None, None, "r0", 1)
 
     layer = AdmissionLayer(Metrics(process=False), hold, tenants)
     clock = VirtualClock()

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
+from gateway.call import InferCall
 from gateway.config import GatewayConfig, parse_config
 from gateway.outcome import OutcomeKind
-from gateway.pipeline.call import InferCall
 from gateway.upstream.breaker import CLOSED
 from gateway.upstream.transport.base import Reply
 from tests.gateway.conftest import make_config

@@ -6,8 +6,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
+from gateway.call import InferCall
 from gateway.errors import GatewayError, NoReplicaAvailable, RejectedByReplicas, UpstreamFailed
-from gateway.pipeline.call import InferCall
 from gateway.upstream.breaker import CLOSED, OPEN
 from gateway.upstream.transport.base import Reply
 from gateway.v2.request import InferRequestInfo

@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
+from gateway.call import InferAnswer, InferCall
 from gateway.config import parse_config
 from gateway.config.models import ModelConfig
 from gateway.config.tenants import ANONYMOUS, TenantConfig
@@ -25,7 +26,6 @@ from gateway.errors import (
     Unauthorized,
 )
 from gateway.pipeline.build import build_edge
-from gateway.pipeline.call import InferCall, InferResult
 from gateway.pipeline.edge import Arrival, Edge
 from gateway.policies.tenant_limits import TenantLimits
 from gateway.telemetry.tracing import Tracer
@@ -120,12 +120,12 @@ class Setup:
             raise NotFound(f"model {name!r} not found")
         return CONFIG.models[name]
 
-    async def pipeline(self, call: InferCall) -> InferResult:
+    async def pipeline(self, call: InferCall) -> InferAnswer:
         self.calls.append(call)
         limiter = self.limits.limiters.get("acme")
         self.in_flight_seen.append(limiter.in_flight if limiter is not None else -1)
         self.clock.advance(0.25)
-        return InferResult(200, REPLY, "application/json", None, "r0", 1)
+        return InferAnswer(200, REPLY, "application/json", None, "r0", 1)
 
     def observe(self, *args: Any) -> None:
         self.observed.append(args)
@@ -133,7 +133,7 @@ class Setup:
     def arrive(self, door: Door, model: str = "digits") -> Arrival:
         return self.edge.arrive(model, None, door.headers)
 
-    async def infer(self, door: Door, model: str = "digits") -> tuple[Arrival, InferResult]:
+    async def infer(self, door: Door, model: str = "digits") -> tuple[Arrival, InferAnswer]:
         arrival = self.arrive(door, model)
         result = await self.edge.infer(arrival, door.read)
         self.edge.done(arrival, result.status, result.served_by, result.degraded, len(result.body))

@@ -17,7 +17,7 @@ from gateway.errors import (
     UpstreamFailed,
 )
 from gateway.outcome import OutcomeKind
-from gateway.pipeline.retry_policy import MIN_TRY_S
+from gateway.retry.policy import MIN_TRY_S
 from gateway.slo.policy import PolicyAdjustment
 from tests.gateway.conftest import make_config
 from tests.gateway.fakes import Behaviour, fail, hang, reply

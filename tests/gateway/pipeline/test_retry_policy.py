@@ -6,10 +6,10 @@ import random
 
 import pytest
 
+from gateway.call import Attempts, Leg
 from gateway.errors import UpstreamError, UpstreamStatusError, UpstreamTimeout
 from gateway.outcome import Outcome, OutcomeKind
-from gateway.pipeline.call import Leg, Tries
-from gateway.pipeline.retry_policy import MIN_TRY_S, RetryPolicy
+from gateway.retry.policy import MIN_TRY_S, RetryPolicy
 from gateway.slo.policy import NORMAL, PolicyAdjustment
 from tests.gateway.conftest import make_config
 from tests.gateway.pipeline.rig import Rig
@@ -22,9 +22,9 @@ def _policy(rig: Rig, scale: float = 1.0) -> RetryPolicy:
 
 def _after_one_try(rig: Rig, timeout_s: float = 1.0) -> Leg:
     call = rig.call(timeout_s)
-    tries = Tries(call.ledger, rig.registry.pools["p"])
-    tries.take(rig.replica(0))
-    return Leg(call, tries)
+    attempts = Attempts(call.ledger, rig.registry.pools["p"])
+    attempts.take(rig.replica(0))
+    return Leg(call, attempts)
 
 
 def _failed(kind: OutcomeKind, status: int | None = None) -> UpstreamError:
@@ -41,10 +41,10 @@ def test_possible_while_attempts_replicas_and_budget_remain() -> None:
     rig = Rig(make_config(retry={"max_attempts": 3}))
     policy, leg = _policy(rig), _after_one_try(rig)
     assert policy.possible(leg)
-    leg.tries.attempts = 3
+    leg.attempts.count = 3
     assert not policy.possible(leg)  # the attempt cap
-    leg.tries.attempts = 2
-    leg.tries.tried |= {"r1", "r2"}
+    leg.attempts.count = 2
+    leg.attempts.tried |= {"r1", "r2"}
     assert not policy.possible(leg)  # every replica tried
     assert rig.budget.refused_total == 0  # asking changes nothing
 

@@ -9,12 +9,12 @@ import random
 
 import pytest
 
+from gateway.call import InferCall
 from gateway.config import parse_config
 from gateway.config.tenants import ANONYMOUS, TenantConfig
 from gateway.deadline import Deadline
 from gateway.errors import Overloaded
 from gateway.pipeline.build import build_pipeline, explain
-from gateway.pipeline.call import InferCall
 from gateway.pipeline.saturation import sheddable
 from gateway.policies.load_report import LoadReport
 from gateway.retry.budget import RetryBudget

@@ -167,13 +167,13 @@ async def test_a_reply_for_another_request_is_never_an_answer() -> None:
 async def test_dissent_lines_are_rate_limited(caplog: pytest.LogCaptureFixture) -> None:
     """A dissenting replica writes one line per interval, not one per vote (34 in 20 s before)."""
     rig = _rig({"a": reply(200, answer(7)), "b": reply(200, answer(7)), "c": reply(200, answer(2))})
-    with caplog.at_level("INFO", logger="gateway.pipeline.vote"):
+    with caplog.at_level("INFO", logger="gateway.voting.route"):
         for _ in range(20):
             await rig.pipeline.handler(vote_call(rig))
     lines = [r.getMessage() for r in caplog.records if "dissented" in r.getMessage()]
     assert len(lines) == 1 and "c dissented on 1 of 1 rows" in lines[0]
     rig.clock.advance(10.0)
-    with caplog.at_level("INFO", logger="gateway.pipeline.vote"):
+    with caplog.at_level("INFO", logger="gateway.voting.route"):
         await rig.pipeline.handler(vote_call(rig))
     lines = [r.getMessage() for r in caplog.records if "dissented" in r.getMessage()]
     assert "(19 more dissents since its last line)" in lines[-1]

@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 import orjson
 
+from gateway.call import InferCall
 from gateway.clock import Clock
 from gateway.config import GatewayConfig, parse_config
 from gateway.fallback.model import FallbackModel
-from gateway.pipeline.call import InferCall
 from gateway.v2.request import parse_infer_request
 from tests.gateway.fakes import Behaviour
 from tests.gateway.pipeline.rig import Rig

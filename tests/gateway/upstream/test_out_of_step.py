@@ -15,13 +15,13 @@ from collections.abc import AsyncIterator
 import orjson
 import pytest
 
+from gateway.call import InferCall
 from gateway.clock import MonotonicClock
 from gateway.config import parse_config
 from gateway.config.endpoint import Endpoint
 from gateway.deadline import Deadline
 from gateway.errors import ServiceUnavailable
 from gateway.pipeline.build import build_pipeline
-from gateway.pipeline.call import InferCall
 from gateway.retry.budget import RetryBudget
 from gateway.upstream.probes.health import HealthProber
 from gateway.upstream.registry import Registry

@@ -29,10 +29,10 @@ import random
 
 from tenacity import RetryCallState, Retrying
 
+from gateway.call import Adjuster, Leg
 from gateway.clock import Clock
 from gateway.errors import UpstreamError
 from gateway.outcome import OutcomeKind
-from gateway.pipeline.call import Adjuster, Leg
 from gateway.retry.backoff import FullJitter
 from gateway.retry.budget import RetryBudget
 from gateway.telemetry.metrics import RequestMetrics
@@ -105,7 +105,7 @@ class RetryPolicy:
         """Right before a send beyond the leg's first (a retry after its wait; a vote's
         tie-break): an admissible replica is left and the budget still pays (others may have
         spent it meanwhile). True: one retry spent and recorded."""
-        if not eligible(leg.pool, leg.tries.tried, self._clock.now()):
+        if not eligible(leg.pool, leg.attempts.tried, self._clock.now()):
             # the untried replicas are down, ejected or tripped
             return False
         if not self._budget.try_spend(self._scale(leg)):
@@ -115,9 +115,9 @@ class RetryPolicy:
         return True
 
     def _tries_left(self, leg: Leg) -> bool:
-        tries = leg.tries
-        return tries.attempts < leg.call.model.retry.max_attempts and len(tries.tried) < len(
-            tries.pool.replicas
+        attempts = leg.attempts
+        return attempts.count < leg.call.model.retry.max_attempts and len(attempts.tried) < len(
+            attempts.pool.replicas
         )
 
     def _scale(self, leg: Leg) -> float:
@@ -133,5 +133,5 @@ class RetryPolicy:
             jitter = FullJitter(key[0] / 1000, key[1] / 1000, self._rng)
             retrying = self._backoffs[key] = Retrying(wait=jitter)
         state = RetryCallState(retrying, None, (), {})
-        state.attempt_number = max(1, leg.tries.attempts)
+        state.attempt_number = max(1, leg.attempts.count)
         return retrying.wait(state)

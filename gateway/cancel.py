@@ -34,6 +34,9 @@ A cancellation inside the pipeline that is not the client's leaving (the deadlin
 fallback's reserve, a vote's stragglers past the quorum, a hedge's losing copy) stops what that
 layer started but leaves the slow tries running to their end, as before: a late answer still
 teaches the pool's latency, and a hung replica still times out and is ejected.
+
+The module sits beside `gateway.call`, below every package that holds a layer (the pipeline,
+`gateway.voting`, `gateway.retry`), since each of them cancels what it started.
 """
 
 from __future__ import annotations

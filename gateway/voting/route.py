@@ -5,7 +5,7 @@ the outputs the vote compares, in JSON: those the client names, else the vote's 
 (its label outputs by default), so that every leg is asked the same question whatever a server
 returns by default; a leg that answers other outputs is a missing answer. Answers are compared
 as they arrive; once a quorum agrees, stragglers get a short grace and are then cancelled (all
-legs are, and waited for, when the request itself is cancelled: `gateway.pipeline.cancel`).
+legs are, and waited for, when the request itself is cancelled: `gateway.cancel`).
 Legs that answered against the quorum count against the replica that served them; a replica
 whose dissent share crosses the suspect threshold is quarantined. A leg that fails (an error,
 a refusal) is a missing answer: the rest decide, and a refusal the quorum refutes is charged
@@ -23,21 +23,20 @@ from typing import Any
 
 import numpy as np
 
+from gateway.call import Attempts, InferAnswer, InferCall, Leg, LegHandler, speak
+from gateway.cancel import cancel_all
 from gateway.clock import Clock, wait_first
 from gateway.config.policies import VoteConfig
 from gateway.errors import BadRequest, GatewayError, NoQuorum
-from gateway.pipeline.call import InferCall, InferResult, Leg, LegHandler, Tries
-from gateway.pipeline.cancel import cancel_all
-from gateway.pipeline.route import speak
 from gateway.telemetry.metrics import RequestMetrics
 from gateway.telemetry.throttle import LogThrottle
 from gateway.upstream import fault_actions
 from gateway.upstream.registry import Registry
-from gateway.upstream.suspects import DissentSink
 from gateway.v2.answer import encode_answer
 from gateway.v2.codec import decode_outputs
 from gateway.v2.outputs import asking_for
 from gateway.v2.request import HEADER_LENGTH, InferRequestInfo
+from gateway.voting.quarantine import DissentSink
 from gateway.voting.rule import VoteResult, VoteRule, other_outputs, vote
 from v2proto.outputs import requested_outputs
 
@@ -57,7 +56,7 @@ class VoteRoute:
     ) -> None:
         """``pay``: spends one retry from the budget for a send beyond a leg's first
         (`RetryPolicy.pay`); False when the budget (or the pool) refuses it. ``suspects``:
-        where each replica's dissent goes (`gateway.upstream.suspects`)."""
+        where each replica's dissent goes (`gateway.voting.quarantine`)."""
         self._pay = pay
         self._metrics = metrics
         self._registry = registry
@@ -66,7 +65,7 @@ class VoteRoute:
         self._suspects = suspects
         self._dissent_lines = LogThrottle(clock)
 
-    async def __call__(self, call: InferCall) -> InferResult:
+    async def __call__(self, call: InferCall) -> InferAnswer:
         config = call.model.vote
         assert config is not None and call.request is not None, "router and edge set these"
         compared = _compared(call.request, config)
@@ -79,7 +78,7 @@ class VoteRoute:
         zones: set[str] = set()
         pools = {name: self._registry.pools[name] for name in config.pools}
         legs = {
-            name: Leg(speak(asking, pool), Tries(call.ledger, pool, zones))
+            name: Leg(speak(asking, pool), Attempts(call.ledger, pool, zones))
             for name, pool in pools.items()
         }
         rule = VoteRule(
@@ -91,7 +90,7 @@ class VoteRoute:
         replaced: list[tuple[str, Outputs]] = []
         if result is not None and not result.agreed:
             result = await self._tiebreak(legs, config, rule, answers, served, replaced, compared)
-        refusals = [d for leg in legs.values() for d in leg.tries.settle()]
+        refusals = [d for leg in legs.values() for d in leg.attempts.settle()]
         if result is None or not result.agreed:
             self._metrics.vote(call.model_name, "no_quorum")
             rejected = fault_actions.no_quorum(refusals, call.model_name)
@@ -104,7 +103,7 @@ class VoteRoute:
         dissenters = [served[leg] for leg, rows in result.dissenters.items() if rows]
         self._metrics.vote(call.model_name, result.tally, dissenters)
         reply = encode_answer(call, result.outputs, {"vote": result.tally})
-        return InferResult(
+        return InferAnswer(
             status=200,
             body=reply.body,
             content_type=reply.content_type,
@@ -171,10 +170,10 @@ class VoteRoute:
         asked again.
         """
         again = {
-            name: Leg(leg.call, leg.tries.again())
+            name: Leg(leg.call, leg.attempts.again())
             for name, leg in legs.items()
             if name in answers
-            and len(leg.tries.tried) < len(leg.pool.replicas)
+            and len(leg.attempts.tried) < len(leg.pool.replicas)
             and self._pay(leg)  # paid like a retry, or not sent
         }
         if again:
@@ -190,7 +189,7 @@ class VoteRoute:
         self,
         outputs: Outputs | None,
         compared: tuple[str, ...] | None,
-        task: asyncio.Future[InferResult],
+        task: asyncio.Future[InferAnswer],
     ) -> Outputs | None:
         """The outputs the leg was asked for, or None (a missing answer, `other_outputs`)
         when it answered others; outputs beyond them are not compared."""
@@ -246,7 +245,7 @@ def _compared(info: InferRequestInfo, config: VoteConfig) -> tuple[str, ...] | N
     return config.compared_outputs
 
 
-def _decoded(task: asyncio.Future[InferResult], compared: tuple[str, ...] | None) -> Outputs | None:
+def _decoded(task: asyncio.Future[InferAnswer], compared: tuple[str, ...] | None) -> Outputs | None:
     """The leg's answer as arrays: only the compared outputs (the others are never converted)."""
     if task.cancelled() or task.exception() is not None:
         error = None if task.cancelled() else task.exception()

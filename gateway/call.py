@@ -1,29 +1,36 @@
-"""The values that flow through the pipeline: an immutable request down, `InferResult` up.
+"""The values that flow through the request path: an immutable request down, `InferAnswer` up.
 
 - `InferCall`: the client's request as the edge accepted it (model, body, headers to forward,
   deadline, id, parsed header, span). No layer changes it; a vote derives its legs' request
-  with ``dataclasses.replace``.
+  with ``dataclasses.replace`` (`speak`: the request in a pool's dialect).
 - `Ledger`: what the request has cost so far: attempts on every pool and how each ended (its
   `Outcome`), for the answer's ``x-attempts``, the 504's message and tests. One per request,
   carried by the call; a vote's legs add to the same one.
-- `Tries`: one leg's record on one pool: the replicas tried, the error answers awaiting a
-  verdict (`Dispute`), and the failure domains a vote's legs already took. A route opens it for
-  each leg; below the route only the leg's own layers write it, through its methods.
-- `Leg`: the request on one pool with its `Tries`: what the retry, hedge and balance layers take.
-- `Try`: one attempt: the leg, the replica the balancer chose and the breaker state it was
-  admitted under: what the attempt layer takes.
+- `Attempts`: one leg's record on one pool: how many attempts, the replicas tried, the error
+  answers awaiting a verdict (`Dispute`), and the failure domains a vote's legs already took.
+  A route opens it for each leg; below the route only the leg's own layers write it, through
+  its methods.
+- `Leg`: the request on one pool with its `Attempts`: what the retry, hedge and balance layers
+  take.
+- `Attempt`: one send of a leg's request: the leg, the replica the balancer chose and the
+  breaker state it was admitted under: what the attempt layer takes.
+- `InferAnswer`: what the gateway answers the client: a replica's reply passed on, or its own.
 
-Layers return results (or raise one error carrying its `Outcome`) instead of annotating a
-shared object, so a layer's signature says what it reads.
+Layers return answers (or raise one error carrying its `Outcome`) instead of annotating a
+shared object, so a layer's signature says what it reads. The module sits one layer below the
+feature folders that hold layers (`gateway.voting`, `gateway.retry`) and below
+`gateway.pipeline`, which composes them, so that every layer takes these values without
+importing the pipeline.
 
-`InferCall`, `Leg` and `Try` are built for every request and never written after: plain slotted
-dataclasses, not frozen ones, whose construction stores each field through
+`InferCall`, `Leg` and `Attempt` are built for every request and never written after: plain
+slotted dataclasses, not frozen ones, whose construction stores each field through
 ``object.__setattr__`` (a call per field, on every request). None of them is hashable either
 way (`InferCall` holds a dict).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -37,7 +44,7 @@ from gateway.upstream.fault_actions import Dispute
 from gateway.upstream.registry import Pool
 from gateway.upstream.replica import Replica
 from gateway.v2.body import Body
-from gateway.v2.request import InferRequestInfo
+from gateway.v2.request import HEADER_LENGTH, InferRequestInfo
 
 
 @dataclass(slots=True)
@@ -78,21 +85,22 @@ class InferCall:
 
 
 @dataclass(slots=True, eq=False)
-class Tries:
-    """One leg's tries on one pool; written only by that leg's layers, through these methods."""
+class Attempts:
+    """One leg's attempts on one pool; written only by that leg's layers, through these
+    methods."""
 
     ledger: Ledger
     pool: Pool
     # shared by a vote's legs, to land in distinct zones
     zones: set[str] | None = None
-    attempts: int = 0
+    count: int = 0
     tried: set[str] = field(default_factory=set)
     # error answers awaiting a verdict
     disputes: list[Dispute] = field(default_factory=list)
 
     def take(self, replica: Replica) -> None:
         """The balancer chose ``replica`` for the next attempt."""
-        self.attempts += 1
+        self.count += 1
         self.ledger.attempts += 1
         self.tried.add(replica.id)
         if self.zones is not None and replica.zone is not None:
@@ -106,24 +114,35 @@ class Tries:
         disputes, self.disputes = self.disputes, []
         return disputes
 
-    def again(self) -> Tries:
-        """Tries for a tiebreak on the same pool: the replicas tried stay tried, the attempts
-        count on, and the disputes start afresh."""
-        return Tries(self.ledger, self.pool, self.zones, self.attempts, self.tried)
+    def again(self) -> Attempts:
+        """Attempts for a tiebreak on the same pool: the replicas tried stay tried, the count
+        goes on, and the disputes start afresh."""
+        return Attempts(self.ledger, self.pool, self.zones, self.count, self.tried)
 
 
 @dataclass(slots=True)
 class Leg:
     call: InferCall
-    tries: Tries
+    attempts: Attempts
 
     @property
     def pool(self) -> Pool:
-        return self.tries.pool
+        return self.attempts.pool
+
+
+def speak(call: InferCall, pool: Pool) -> InferCall:
+    """The call as ``pool`` understands it (`gateway.v2.dialect`); the attempt layer turns the
+    reply back into the client's names and form."""
+    dialect = pool.dialect
+    if dialect.native or call.request is None or dialect.speaks_as_is(call.request):
+        return call
+    header_length = call.upstream_headers.get(HEADER_LENGTH)
+    encoded = dialect.request(call.body.joined(), header_length, call.request)
+    return dataclasses.replace(call, body=Body.of(encoded.body), upstream_headers=encoded.headers())
 
 
 @dataclass(slots=True)
-class Try:
+class Attempt:
     leg: Leg
     replica: Replica
     # the state it was admitted under: a half-open permit is handed back
@@ -131,7 +150,7 @@ class Try:
 
 
 @dataclass(slots=True)
-class InferResult:
+class InferAnswer:
     status: int
     body: bytes
     content_type: str | None
@@ -147,9 +166,9 @@ class InferResult:
     audit: Callable[[], None] | None = None
 
 
-Handler = Callable[[InferCall], Awaitable[InferResult]]
-LegHandler = Callable[[Leg], Awaitable[InferResult]]
-TryHandler = Callable[[Try], Awaitable[InferResult]]
+Handler = Callable[[InferCall], Awaitable[InferAnswer]]
+LegHandler = Callable[[Leg], Awaitable[InferAnswer]]
+AttemptHandler = Callable[[Attempt], Awaitable[InferAnswer]]
 # model name -> the burn policy's adjustment
 Adjuster = Callable[[str], PolicyAdjustment]
 

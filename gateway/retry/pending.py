@@ -4,7 +4,7 @@ When a try is slow, the retry goes to another replica but the slow exchange keep
 `AttemptLayer`); whichever answers first wins. This is hedging driven by the learned per-try
 timeout, and it means giving up early never throws away an answer that was about to arrive.
 A race cancelled stops its own try; the pending exchanges are left to whoever cancelled it
-(the admission layer stops them when the client leaves: `gateway.pipeline.cancel`).
+(the admission layer stops them when the client leaves: `gateway.cancel`).
 """
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable
 
+from gateway.call import InferAnswer
+from gateway.cancel import cancel_all
 from gateway.errors import UpstreamError
-from gateway.pipeline.call import InferResult
-from gateway.pipeline.cancel import cancel_all
 
 
 class PendingAnswers:
     def __init__(self) -> None:
-        self._tasks: list[asyncio.Future[InferResult]] = []
+        self._tasks: list[asyncio.Future[InferAnswer]] = []
 
     def __bool__(self) -> bool:
         return bool(self._tasks)
@@ -28,7 +28,7 @@ class PendingAnswers:
         if error.pending is not None:
             self._tasks.append(error.pending)
 
-    async def race(self, attempt: Awaitable[InferResult]) -> InferResult:
+    async def race(self, attempt: Awaitable[InferAnswer]) -> InferAnswer:
         """The attempt's result, unless a pending exchange answers well first."""
         if not self._tasks:
             return await attempt
@@ -48,7 +48,7 @@ class PendingAnswers:
             await cancel_all((main,))
             raise
 
-    async def first_good(self) -> InferResult | None:
+    async def first_good(self) -> InferAnswer | None:
         """Waits for the first pending exchange that answers well; None if none does."""
         while self._tasks:
             done, _ = await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -57,7 +57,7 @@ class PendingAnswers:
                 return won
         return None
 
-    def _settle(self, done: set[asyncio.Future[InferResult]]) -> InferResult | None:
+    def _settle(self, done: set[asyncio.Future[InferAnswer]]) -> InferAnswer | None:
         for task in [t for t in self._tasks if t in done]:
             # the order they were sent in
             self._tasks.remove(task)

@@ -14,10 +14,10 @@ for the retry), and
 
 from __future__ import annotations
 
+from gateway.call import InferAnswer, Leg, LegHandler
 from gateway.errors import NoReplicaAvailable, UpstreamError
-from gateway.pipeline.call import InferResult, Leg, LegHandler
-from gateway.pipeline.pending import PendingAnswers
-from gateway.pipeline.retry_policy import RetryPolicy
+from gateway.retry.pending import PendingAnswers
+from gateway.retry.policy import RetryPolicy
 from gateway.upstream import fault_actions
 
 
@@ -26,16 +26,16 @@ class RetryLayer:
         self._policy = policy
         self._inner = inner
 
-    async def __call__(self, leg: Leg) -> InferResult:
+    async def __call__(self, leg: Leg) -> InferAnswer:
         try:
             result = await self._inner(leg)
         except UpstreamError as first:
             result = await self._retry(leg, first)
-        if leg.tries.disputes:
-            fault_actions.answered(leg.tries.settle(), result.served_by)
+        if leg.attempts.disputes:
+            fault_actions.answered(leg.attempts.settle(), result.served_by)
         return result
 
-    async def _retry(self, leg: Leg, error: UpstreamError) -> InferResult:
+    async def _retry(self, leg: Leg, error: UpstreamError) -> InferAnswer:
         pending = PendingAnswers()
         pending.keep(error)
         while await self._policy.next_try(leg, error):
@@ -44,11 +44,11 @@ class RetryLayer:
             except UpstreamError as exc:
                 pending.keep(exc)
                 rejected = fault_actions.refused(
-                    leg.tries.disputes, leg.call.model_name, leg.call.model.retry.max_attempts
+                    leg.attempts.disputes, leg.call.model_name, leg.call.model.retry.max_attempts
                 )
                 if rejected is not None:
                     # the request's fault: nobody is charged
-                    leg.tries.settle()
+                    leg.attempts.settle()
                     raise rejected from exc
                 error = exc
             except NoReplicaAvailable:
@@ -56,16 +56,18 @@ class RetryLayer:
                 break
         return await self._settle(leg, pending, error)
 
-    async def _settle(self, leg: Leg, pending: PendingAnswers, error: UpstreamError) -> InferResult:
+    async def _settle(self, leg: Leg, pending: PendingAnswers, error: UpstreamError) -> InferAnswer:
         """No more tries: a slow exchange that still answers well wins, else the error stands
         or the judge's verdict on the disputes (refusals it leaves open stay on the leg's
         tries, for a vote to refute with the other legs' answers)."""
         result = await pending.first_good()
         if result is not None:
             return result
-        rejected, refusals = fault_actions.attempts_ended(leg.tries.settle(), leg.call.model_name)
+        rejected, refusals = fault_actions.attempts_ended(
+            leg.attempts.settle(), leg.call.model_name
+        )
         for refusal in refusals:
-            leg.tries.dispute(refusal)
+            leg.attempts.dispute(refusal)
         if rejected is not None:
             raise rejected from error
         raise error
