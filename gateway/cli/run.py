@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import resource
 import shutil
 import signal
@@ -29,7 +30,8 @@ from gateway.banner import announce_when_listening, banner
 from gateway.config import ConfigError, GatewayConfig
 from gateway.config.connections import door_connections
 from gateway.config.loader import read_config
-from gateway.control.plane import ControlPlane
+from gateway.control.forks import ForkServer
+from gateway.control.plane import WORKER_PREFIX_ENV, ControlPlane
 from gateway.control.sockets import reserve_port, rest_listener
 from gateway.control.worker_count import chosen_workers
 from gateway.launcher import Launcher
@@ -55,6 +57,7 @@ class Control:
     rest: socket.socket
     grpc: socket.socket | None
     run_dir: Path
+    forks: ForkServer | None
 
     @property
     def rest_port(self) -> int:
@@ -65,6 +68,8 @@ class Control:
         self.rest.close()
         if self.grpc is not None:
             self.grpc.close()
+        if self.forks is not None:
+            self.forks.close()
         shutil.rmtree(self.run_dir, ignore_errors=True)
 
 
@@ -82,6 +87,24 @@ def _control(
     _refuse_problems(path or "<config>", config)
     return_large_buffers_to_the_os()
     _raise_fd_limit(config)
+    # forked before this process has a descriptor, a thread or a loop of its own
+    forks = None if os.environ.get(WORKER_PREFIX_ENV) else ForkServer.start()
+    try:
+        return _bound(config, text, args, grpc_port, forks)
+    except BaseException:
+        if forks is not None:
+            forks.close()
+        raise
+
+
+def _bound(
+    config: GatewayConfig,
+    text: str,
+    args: argparse.Namespace,
+    grpc_port: int | None,
+    forks: ForkServer | None,
+) -> Control:
+    path = args.config
     bind_host = args.host or config.server.host
     port = args.port if args.port is not None else config.server.port
     workers = chosen_workers(args.workers, config.server.workers)
@@ -106,6 +129,7 @@ def _control(
         text,
         str(Path(path).absolute().parent),
         grpc=None if grpc_port is None else (bind_host, grpc_port),
+        forks=forks,
     )
     app.on_reload.append(plane.reloaded)
     app.barrier = plane.barrier
@@ -127,7 +151,7 @@ def _control(
         path,
         plane=plane,
     )
-    return Control(server, plane, rest, grpc, run_dir)
+    return Control(server, plane, rest, grpc, run_dir, forks)
 
 
 def _raise_fd_limit(config: GatewayConfig) -> None:

@@ -33,7 +33,9 @@ from typing import Any
 
 from gateway.call_count import ENV as CALL_COUNT_ENV
 from gateway.clock import Clock
+from gateway.control.forks import ForkServer
 from gateway.control.intake import BatchIntake
+from gateway.control.spawn import process_spawner
 from gateway.control.standby import StandbySpawner
 from gateway.control.supervisor import Supervisor, WorkerEvent
 from gateway.control.view import FleetView
@@ -63,10 +65,12 @@ class ControlPlane:
         *,
         grpc: tuple[str, int] | None = None,
         clock: Clock | None = None,
+        forks: ForkServer | None = None,
     ) -> None:
         """``rest``: the REST listening socket the workers inherit (kept open here while they
         serve, so a worker being replaced refuses nobody); ``grpc``: the host and port of
-        their gRPC door (None: none)."""
+        their gRPC door (None: none); ``forks``: where workers are forked from (None: each
+        started anew)."""
         self.run_dir = run_dir
         self.workers = workers
         self._clock = clock or gateway.clock
@@ -86,7 +90,9 @@ class ControlPlane:
         self.publisher = SnapshotPublisher(self.view.snapshot, self.link.broadcast, self._clock)
         self._publishing: Periodic | None = None
         ahead = gateway.config.server.standby_worker
-        self._spawner = StandbySpawner(self._argv, (rest.fileno(),), ahead=ahead)
+        self._forks = forks
+        spawner = process_spawner if forks is None else forks.spawner
+        self._spawner = StandbySpawner(self._argv, (rest.fileno(),), ahead=ahead, spawner=spawner)
         self.supervisor = Supervisor(self._spawner, workers, clock=self._clock)
         self._attach(gateway)
 
@@ -179,6 +185,7 @@ class ControlPlane:
 
     def state(self) -> dict[str, Any]:
         """What `/admin/state` shows of the workers and their link."""
+        forks = self._forks
         return {
             "count": self.workers,
             "workers": self.supervisor.view(),
@@ -187,6 +194,7 @@ class ControlPlane:
             "batches_dropped": self.intake.gaps,
             "records_refused": dict(self.intake.refused),
             "stale_answers": self.intake.stale_answers,
+            "fork_server": None if forks is None else {"pid": forks.pid, "forking": forks.alive},
         }
 
     def _scrape(self) -> None:

@@ -39,6 +39,20 @@ class Child(Protocol):
 Spawn = Callable[[int], Awaitable[Child]]
 
 
+class Spawner(Protocol):
+    """What makes a `Spawn` of a command line and the descriptors it inherits
+    (`process_spawner`, `gateway.control.forks.ForkServer.spawner`)."""
+
+    def __call__(
+        self,
+        argv: WorkerArgv,
+        pass_fds: Sequence[int],
+        *,
+        env: Mapping[str, str] | None = ...,
+        die_with_parent: bool = ...,
+    ) -> Spawn: ...
+
+
 def process_spawner(
     argv: WorkerArgv,
     pass_fds: Sequence[int],
@@ -69,18 +83,19 @@ def _parent_death_signal(sig: signal.Signals) -> Callable[[], None] | None:
     """What the child runs between fork and exec to get ``sig`` when its parent dies; None
     where libc has no ``prctl`` (not Linux). libc is looked up here, in the parent: the
     child only makes the call (no library loading after a fork, whatever other threads held)."""
-    prctl = _prctl()
-    if prctl is None:
+    call = prctl()
+    if call is None:
         return None
 
     def set_signal() -> None:
-        prctl(PR_SET_PDEATHSIG, int(sig))
+        call(PR_SET_PDEATHSIG, int(sig))
 
     return set_signal
 
 
 @functools.cache
-def _prctl() -> Callable[[int, int], int] | None:
+def prctl() -> Callable[[int, int], int] | None:
+    """libc's ``prctl`` (None where there is none: not Linux)."""
     try:
         function: Callable[[int, int], int] = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):

@@ -21,7 +21,7 @@ import signal
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from gateway.control.spawn import Child, process_spawner
+from gateway.control.spawn import Child, Spawner, process_spawner
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +61,13 @@ class StandbySpawner:
         env: Mapping[str, str] | None = None,
         die_with_parent: bool = True,
         ahead: bool = True,
+        spawner: Spawner = process_spawner,
     ) -> None:
         """``ahead``: keep a standby started (False: each spawn starts its worker cold, and
-        no process waits beside the workers)."""
+        no process waits beside the workers); ``spawner``: how a worker process starts
+        (`gateway.control.forks.ForkServer.spawner`: forked from one that did its imports)."""
         self._ahead = ahead
+        self._spawner = spawner
         self._argv = argv
         self._pass_fds = tuple(pass_fds)
         self._env = env
@@ -113,7 +116,7 @@ class StandbySpawner:
         # close-on-exec: no other child holds the write end
         read_end, write_end = os.pipe()
         try:
-            spawn = process_spawner(
+            spawn = self._spawner(
                 lambda _: self._argv(read_end),
                 (*self._pass_fds, read_end),
                 env=self._env,

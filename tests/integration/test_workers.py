@@ -148,3 +148,38 @@ async def test_a_reload_reaches_every_worker(
     for _ in range(5):
         traffic = await drive(gateway.url, requests=40, concurrency=8, model="digits-too")
         assert traffic.failed == 0, (traffic.failed, traffic.answers[:1])
+
+
+def proc_status(pid: int) -> dict[str, str]:
+    with open(f"/proc/{pid}/status") as status:
+        return dict(line.rstrip("\n").split(":\t", 1) for line in status if ":\t" in line)
+
+
+async def test_workers_are_forked_and_started_anew_once_the_fork_server_is_gone(
+    start_replicas: StartReplicas, start_gw: StartGateway
+) -> None:
+    """Workers come from the fork server (its imports done once) as the control process's
+    own children; killed, it leaves the gateway starting them anew, and nothing fails."""
+    config = two_workers(start_replicas(2))
+    # the replacement is spawned, not a standby forked before the fork server died
+    config["server"]["standby_worker"] = False
+    gateway = start_gw(config)
+    forks = get(gateway.url, "/admin/state")["workers"]["fork_server"]
+    assert forks["forking"] is True
+    for pid in gateway.worker_pids():
+        status = proc_status(pid)
+        assert status["Name"] == "gw-worker" and int(status["PPid"]) == gateway.pid
+    os.kill(forks["pid"], signal.SIGKILL)
+    victim = gateway.worker_pids()[0]
+    os.kill(victim, signal.SIGKILL)
+
+    def replaced() -> bool:
+        pids = gateway.worker_pids()
+        return len(pids) == WORKERS and victim not in pids and all(pids)
+
+    wait_until(replaced, 20, message="a worker started anew in the dead one's place")
+    new = gateway.worker_pids()[0]
+    assert proc_status(new)["Name"] != "gw-worker" and int(proc_status(new)["PPid"]) == gateway.pid
+    assert get(gateway.url, "/admin/state")["workers"]["fork_server"]["forking"] is False
+    wait_until(lambda: sorted(state_connected(gateway.url)) == [0, 1], 20, message="connected")
+    assert (await drive(gateway.url, requests=100, concurrency=8)).failed == 0
