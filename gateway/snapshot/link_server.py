@@ -31,6 +31,7 @@ from gateway.snapshot.messages import (
     Batch,
     ControlMessage,
     Hello,
+    Loads,
     Refused,
     Snapshot,
     WorkerMessage,
@@ -41,13 +42,16 @@ log = logging.getLogger(__name__)
 
 # the kind of frame of which only the newest is kept
 SNAPSHOT: Final = "snapshot"
+LOADS: Final = "loads"
 MAX_HELD_FRAMES: Final = 64
 MAX_HELD_BYTES: Final = 2 * MAX_FRAME_BYTES
 BACKLOG: Final = 128
 
 
 def kind_of(message: ControlMessage) -> str | None:
-    return SNAPSHOT if isinstance(message, Snapshot) else None
+    if isinstance(message, Snapshot):
+        return SNAPSHOT
+    return LOADS if isinstance(message, Loads) else None
 
 
 class WorkerConnection(asyncio.Protocol):

@@ -23,7 +23,7 @@ import msgspec
 
 from gateway.telemetry.answers import Answer
 
-PROTOCOL = 1  # bumped when a message changes meaning; both ends refuse another
+PROTOCOL = 2  # bumped when a message changes meaning; both ends refuse another
 
 
 class Hello(msgspec.Struct, frozen=True, tag=True):
@@ -133,6 +133,16 @@ class Snapshot(msgspec.Struct, frozen=True, tag=True):
     breakers: tuple[BreakerSignal, ...]
 
 
+class Loads(msgspec.Struct, frozen=True, tag=True):
+    """The replicas' load readings (by replica id) alone, sent in place of a `Snapshot` when
+    nothing else changed since the last one: a worker takes each reading fresher than its
+    own. ``version`` is the snapshot's this one would have been."""
+
+    version: int
+    sent_at: float
+    loads: dict[str, LoadView]
+
+
 class Reload(msgspec.Struct, frozen=True, tag=True):
     config_text: str
     config_version: int
@@ -209,5 +219,5 @@ class Flush(msgspec.Struct, frozen=True, tag=True):
     token: int
 
 
-ControlMessage = Welcome | Snapshot | Reload | Drain | Stop | Refused | Flush
+ControlMessage = Welcome | Snapshot | Loads | Reload | Drain | Stop | Refused | Flush
 WorkerMessage = Hello | Batch

@@ -8,8 +8,9 @@ to track what changed; the version goes up by one on each change (never on a hea
 ``latest`` is what a worker that just said hello is sent.
 
 Replicas' load readings change with nearly every answer while traffic flows; a change of loads
-alone goes out at most every ``loads_every_s`` (with any other change at once), so under load
-the workers apply a few snapshots a second, not one a tick. A reading is stale only after
+alone goes out at most every ``loads_every_s`` (with any other change at once), and as a
+`Loads` message, the readings only, not the whole snapshot: under load the workers decode and
+apply a few small messages a second, not a snapshot a tick. A reading is stale only after
 ``load.stale_s`` (2 s by default), and each worker reads its own answers' reports at once.
 """
 
@@ -22,7 +23,7 @@ import msgspec
 
 from gateway.clock import Clock
 from gateway.periodic import Periodic
-from gateway.snapshot.messages import Snapshot
+from gateway.snapshot.messages import Loads, LoadView, Snapshot
 
 INTERVAL_S: Final = 0.05
 HEARTBEAT_S: Final = 1.0
@@ -51,7 +52,7 @@ class SnapshotPublisher:
     def __init__(
         self,
         build: Callable[[], Snapshot],
-        send: Callable[[Snapshot], None],
+        send: Callable[[Snapshot | Loads], None],
         clock: Clock,
         interval_s: float = INTERVAL_S,
         heartbeat_s: float = HEARTBEAT_S,
@@ -83,7 +84,8 @@ class SnapshotPublisher:
         since = now - self._sent_at
         changed = key != self._key
         rest_key = _encoder.encode(_without_loads(bare)) if changed else self._rest_key
-        if changed and rest_key == self._rest_key and since < self.loads_every_s - 1e-9:
+        loads_only = changed and rest_key == self._rest_key
+        if loads_only and since < self.loads_every_s - 1e-9:
             # loads alone: they go with the next send
             return
         # a heartbeat goes at the last tick before a second would pass without one
@@ -97,7 +99,7 @@ class SnapshotPublisher:
         self._sent_at = now
         self.latest = sent
         self.sends += 1
-        self._send(sent)
+        self._send(Loads(self.version, now, _loads(snapshot)) if loads_only else sent)
 
     def service(self) -> Periodic:
         """Ticks every ``interval_s``."""
@@ -113,3 +115,13 @@ def _without_loads(snapshot: Snapshot) -> Snapshot:
         for pool in snapshot.pools
     )
     return msgspec.structs.replace(snapshot, pools=pools)
+
+
+def _loads(snapshot: Snapshot) -> dict[str, LoadView]:
+    """Every replica's load reading in ``snapshot``, by replica id."""
+    return {
+        replica.id: replica.load
+        for pool in snapshot.pools
+        for replica in pool.members
+        if replica.load is not None
+    }

@@ -22,7 +22,7 @@ from gateway.api.tenants import TenantKeys
 from gateway.memory.inflight_bytes import InflightBytes
 from gateway.pipeline.build import build_edge
 from gateway.pipeline.edge import Edge
-from gateway.snapshot.messages import Snapshot
+from gateway.snapshot.messages import Loads, Snapshot
 from gateway.worker.runtime import WorkerRuntime
 
 log = logging.getLogger(__name__)
@@ -80,6 +80,11 @@ class WorkerApp:
         """The control's decisions, applied to the runtime the doors read."""
         self.latest = snapshot
         self.runtime.mirror.apply(snapshot)
+
+    def follow_loads(self, loads: Loads) -> None:
+        """Replicas' load readings alone, applied to the runtime the doors read (the next
+        runtime a reload builds starts from `latest` and takes newer readings from answers)."""
+        self.runtime.mirror.loads(loads)
 
     async def swap(self, build: Callable[[], WorkerRuntime]) -> None:
         """A reload: the new runtime started and serving, the outgoing one retired."""

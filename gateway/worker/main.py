@@ -53,6 +53,7 @@ from gateway.snapshot.messages import (
     Flush,
     Gauges,
     Hello,
+    Loads,
     Refused,
     Reload,
     Snapshot,
@@ -243,6 +244,9 @@ class Worker:
     def _message(self, message: ControlMessage) -> None:
         if isinstance(message, Snapshot):
             self._snapshot(message)
+        elif isinstance(message, Loads):
+            if self._app is not None:
+                self._app.follow_loads(message)
         elif isinstance(message, Reload):
             self._reloading = self._spawn(self._reload(message))
         elif isinstance(message, Flush):

@@ -26,7 +26,7 @@ from gateway.config.models import ReplicaConfig
 from gateway.serving import Serving
 from gateway.slo.policy import NORMAL, PolicyAdjustment
 from gateway.snapshot.loads import load_report
-from gateway.snapshot.messages import AdjustmentView, PoolView, ReplicaView, Snapshot
+from gateway.snapshot.messages import AdjustmentView, Loads, PoolView, ReplicaView, Snapshot
 from gateway.upstream.registry import Pool
 from gateway.worker.shipped import ShippedEvents, WorkerRollouts
 
@@ -96,6 +96,16 @@ class Mirror:
         self._rollouts.follow({n: v.rollout for n, v in snapshot.models.items()})
         self._signals(snapshot)
         self.version = snapshot.version
+
+    def loads(self, loads: Loads) -> None:
+        """Replicas' load readings alone (`Loads`): each fresher than the replica's own."""
+        registry = self._serving.registry
+        for replica_id, load in loads.loads.items():
+            replica = registry.replica(replica_id)
+            if replica is not None and load.at > replica.load_at:
+                replica.report_load(load_report(load), load.at)
+                self._loads_known[replica_id] = load.at
+        self.version = loads.version
 
     def _pool(self, pool: Pool, view: PoolView) -> None:
         registry = self._serving.registry

@@ -8,17 +8,21 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import msgspec
+
 from gateway.api.parsing import RequestParser
 from gateway.config import parse_config
 from gateway.errors import GatewayError
 from gateway.memory.inflight_bytes import InflightBytes
 from gateway.policies.load_report import LoadReport
-from gateway.snapshot.messages import Gauges
+from gateway.snapshot.codec import control_decoder
+from gateway.snapshot.messages import Gauges, Loads, Snapshot
+from gateway.snapshot.publisher import LOADS_EVERY_S, SnapshotPublisher
 from gateway.snapshot.shipper import BatchShipper
 from gateway.upstream.transport.base import Reply
 from gateway.worker.app import WorkerApp
 from gateway.worker.runtime import WorkerRuntime
-from tests.gateway.control.test_planes import BODY, CONFIG, NoControl, Planes
+from tests.gateway.control.test_planes import BODY, CONFIG, NoControl, Planes, _wire
 from tests.gateway.fakes import FakeTransport, with_echoed_id
 from tests.support.clock import FakeClock
 from v2proto.load import HEADER, text_report
@@ -126,3 +130,43 @@ async def test_a_scraped_reading_reaches_every_worker_and_saturation_sheds_at_on
     clock.advance(planes.config.pools["p"].load.stale_s + 0.1)  # stale: never taken as full
     for app in planes.workers:
         assert (await answer(app))[0] == 200
+
+
+async def test_a_change_of_loads_alone_reaches_the_workers_as_readings_only() -> None:
+    """Through the publisher and the link's codec: once nothing but loads changed, the
+    workers get `Loads`, take each reading fresher than theirs, and the version moves on."""
+    clock = FakeClock()
+    transport = FakeTransport({f"127.0.0.1:{9000 + i}": reporting(1.0) for i in range(3)})
+    planes = await rig(clock, transport)
+    sent: list[Snapshot | Loads] = []
+    publisher = SnapshotPublisher(planes.view.snapshot, sent.append, clock)
+
+    def deliver() -> None:
+        for message in sent:
+            wired = _wire(message, control_decoder)
+            for app in planes.workers:
+                if isinstance(wired, Loads):
+                    app.follow_loads(wired)
+                else:
+                    app.follow(wired)
+        sent.clear()
+
+    publisher.tick()
+    deliver()
+    clock.advance(LOADS_EVERY_S)
+    for replica in planes.control.registry.replicas():
+        replica.report_load(LoadReport(7.0, source="scrape"), clock.now())
+    publisher.tick()
+    [message] = sent
+    assert isinstance(message, Loads) and set(message.loads) == {
+        r.id for r in planes.control.registry.replicas()
+    }
+    deliver()
+    for app in planes.workers:
+        assert app.runtime.mirror.version == publisher.version == 2
+        assert all(r.reported_queue == 7.0 for r in app.gateway.registry.replicas())
+    # an older reading than a worker's own is not taken
+    older = {r: msgspec.structs.replace(v, queue=99.0, at=0.0) for r, v in message.loads.items()}
+    stale = Loads(3, clock.now(), older)
+    planes.workers[0].follow_loads(stale)
+    assert all(r.reported_queue == 7.0 for r in planes.workers[0].gateway.registry.replicas())

@@ -8,7 +8,7 @@ import itertools
 
 import msgspec
 
-from gateway.snapshot.messages import LoadView, PoolView, ReplicaView, Snapshot
+from gateway.snapshot.messages import Loads, LoadView, PoolView, ReplicaView, Snapshot
 from gateway.snapshot.publisher import SnapshotPublisher
 from tests.support.clock import FakeClock
 from tests.support.virtual_time import VirtualClock, VirtualTimeLoop
@@ -22,7 +22,7 @@ class Rig:
     def __init__(self, clock: FakeClock) -> None:
         self.clock = clock
         self.state = snapshot()
-        self.sent: list[Snapshot] = []
+        self.sent: list[Snapshot | Loads] = []
         self.publisher = SnapshotPublisher(lambda: self.state, self.sent.append, clock)
 
 
@@ -109,7 +109,7 @@ def loaded(queue: float, healthy: bool = True) -> Snapshot:
     return Snapshot(0, 0.0, False, (pool,), {}, ())
 
 
-def test_a_change_of_loads_alone_waits_for_the_loads_interval_and_others_go_at_once() -> None:
+def test_a_change_of_loads_alone_waits_for_the_loads_interval_and_goes_alone() -> None:
     clock = FakeClock(start=0.0)
     rig = Rig(clock)
     rig.state = loaded(1.0)
@@ -124,10 +124,15 @@ def test_a_change_of_loads_alone_waits_for_the_loads_interval_and_others_go_at_o
     rig.state = loaded(6.0)
     rig.publisher.tick()
     assert [s.version for s in rig.sent] == [1, 2]
-    assert rig.sent[-1].pools[0].members[0].load == LoadView(6.0, None, 6.0, "answer")
-    # anything else goes at the next tick, the loads with it
+    # the readings alone, not the whole snapshot; a worker that says hello gets it whole
+    assert rig.sent[-1] == Loads(2, 0.25, {"r0": LoadView(6.0, None, 6.0, "answer")})
+    latest = rig.publisher.latest
+    assert latest is not None and latest.version == 2
+    assert latest.pools[0].members[0].load == LoadView(6.0, None, 6.0, "answer")
+    # anything else goes at the next tick, whole, the loads with it
     clock.advance(0.05)
     rig.state = loaded(7.0, healthy=False)
     rig.publisher.tick()
     assert [s.version for s in rig.sent] == [1, 2, 3]
-    assert rig.sent[-1].pools[0].members[0].healthy is False
+    last = rig.sent[-1]
+    assert isinstance(last, Snapshot) and last.pools[0].members[0].healthy is False
