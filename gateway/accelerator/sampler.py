@@ -20,8 +20,11 @@ the replica's loop (`wake`: the control process's intake of its workers' batches
 which judges them as a sample (at most one per ``interval_s`` unless an ECC count moved),
 so an uncorrectable ECC error drains within a batch of the answer that said it.
 A page is bounded in bytes and series and read (`read_page`) in a worker thread, so no
-page, however large, holds the event loop; each of its devices' readings goes to the
-replica's `AcceleratorTracker`, whose hysteresis says when to drain or restore. A loop is named
+page, however large, holds the event loop; a page of at most ``INLINE_PAGE_BYTES`` (one
+GPU's, as a replica serves its own) is read on the loop, where its parse costs about what
+the hop to the thread would and holds the loop for well under a millisecond. Each device's
+reading goes to the replica's `AcceleratorTracker`, whose hysteresis says when to drain or
+restore. A loop is named
 by the page's full URL (scheme, host, port, path prefix and path) within its pool: replicas
 behind one ingress, on one host and port, each have their own.
 
@@ -73,6 +76,8 @@ LOG_EVERY_S = 60.0  # a refused page, a bad value or a caught error: one line a 
 # A refused page is read again after a pause that doubles up to this: a page over a cap does
 # not shrink in a tenth of a second, and each read of one costs up to its cap and a connection.
 REFUSED_PAUSE_MAX_S = 30.0
+# a page this small is read on the loop: one GPU's DCGM page with its HELP and TYPE lines
+INLINE_PAGE_BYTES = 4096
 
 
 class Source:
@@ -293,9 +298,9 @@ class AcceleratorSampler(Prober):
     async def _read(
         self, page: bytes, parsers: list[ReadingParser], caps: PageCaps
     ) -> list[DeviceRead]:
-        """``page`` read for each parser: in the worker thread, unless every parser read
-        this very page last time (then it costs a comparison each, here)."""
-        if unchanged(page, parsers):
+        """``page`` read for each parser: in the worker thread, unless it is small (one
+        GPU's) or every parser read this very page last time (a comparison each), then here."""
+        if len(page) <= INLINE_PAGE_BYTES or unchanged(page, parsers):
             return read_page(page, parsers, caps)
         if self._parsing is None:
             self._parsing = ThreadPoolExecutor(1, thread_name_prefix="accelerator-pages")
