@@ -199,3 +199,29 @@ async def test_a_loop_per_source_follows_replicas_that_join_and_leave() -> None:
     finally:
         await sampler.stop()
     assert sampler._tasks == {} and sampler._members == {}
+
+
+async def test_a_page_of_one_gpu_is_read_on_the_loop_and_a_larger_one_in_the_thread() -> None:
+    gateway, sampler, pages, clock = setup(2)
+    for i in range(3):
+        # a new page every tick
+        pages.readings[9000] = {"DCGM_FI_DEV_GPU_TEMP": 60.0 + i}
+        await tick(gateway, sampler, clock)
+    # no thread started for pages this small
+    assert sampler._parsing is None
+    assert sampler.snapshot()["p"]["replicas"]["r0"]["reading"]["temperature_c"] == 62.0
+    padding = "# HELP DCGM_FI_DEV_GPU_TEMP GPU temperature (in C).\n" * 100
+    pages.readings[9000] = {"DCGM_FI_DEV_GPU_TEMP": 70.0}
+    pool = gateway.registry.pools["p"]
+    big = Pages.behaviour(pages, 9000)
+
+    async def padded(method: str, path: str, payload: bytes) -> Reply:
+        reply = await big(method, path, payload)
+        return Reply(200, {}, padding.encode() + reply.body)
+
+    sampler._transport = FakeTransport({"127.0.0.1:9000": padded})
+    await sampler.sample(pool, pool.replicas[0])
+    # over INLINE_PAGE_BYTES: parsed off the loop
+    assert sampler._parsing is not None
+    assert sampler.snapshot()["p"]["replicas"]["r0"]["reading"]["temperature_c"] == 70.0
+    await sampler.stop()
