@@ -11,9 +11,10 @@ itself a child subreaper for that), and answers the worker's PID. The control pr
 that child through a pidfd on its loop and reaps it as `asyncio` would (`ForkedChild`).
 
 A forked worker starts as a ``python -m gateway.worker`` does: its own session, stdin from
-``/dev/null``, the descriptors at the numbers its command line names, default signal
-handlers, ``PR_SET_PDEATHSIG`` to the control process, then `gateway.worker.main.main`. Its
-command line in ``ps`` is the control process's (its name, ``comm``, says ``gw-worker``).
+``/dev/null``, the descriptors at the numbers its command line names, the signal handlers a
+new interpreter has (SIGPIPE ignored), ``PR_SET_PDEATHSIG`` to the control process, then
+`gateway.worker.main.main`. Its command line in ``ps`` is the control process's (its name,
+``comm``, says ``gw-worker``).
 
 Where any of this is missing (not Linux, no pidfd, no subreaper) or asked not to be
 (`WORKER_PREFIX_ENV`: a worker under a profiler is a new program), or once the fork server is
@@ -249,9 +250,13 @@ def _become_worker(
         sock.close()
         _descriptors(fds, [int(fd) for fd in request["fds"]])
         _stdin_from_devnull()
-        for sig in (signal.SIGTERM, signal.SIGCHLD, signal.SIGPIPE):
+        # as a new interpreter starts: SIGINT raises KeyboardInterrupt, SIGPIPE and SIGXFSZ
+        # stay ignored (a write to a peer that left is an error, not the process's end)
+        for sig in (signal.SIGTERM, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+            signal.signal(sig, signal.SIG_IGN)
         gc.unfreeze()
         env = request.get("env")
         if env is not None:
