@@ -26,8 +26,16 @@ from gateway.config.models import ReplicaConfig
 from gateway.serving import Serving
 from gateway.slo.policy import NORMAL, PolicyAdjustment
 from gateway.snapshot.loads import load_report
-from gateway.snapshot.messages import AdjustmentView, Loads, PoolView, ReplicaView, Snapshot
+from gateway.snapshot.messages import (
+    AdjustmentView,
+    Loads,
+    LoadView,
+    PoolView,
+    ReplicaView,
+    Snapshot,
+)
 from gateway.upstream.registry import Pool
+from gateway.upstream.replica import Replica
 from gateway.worker.shipped import ShippedEvents, WorkerRollouts
 
 log = logging.getLogger(__name__)
@@ -102,10 +110,15 @@ class Mirror:
         registry = self._serving.registry
         for replica_id, load in loads.loads.items():
             replica = registry.replica(replica_id)
-            if replica is not None and load.at > replica.load_at:
-                replica.report_load(load_report(load), load.at)
-                self._loads_known[replica_id] = load.at
+            if replica is not None:
+                self._take_load(replica, load)
         self.version = loads.version
+
+    def _take_load(self, replica: Replica, load: LoadView | None) -> None:
+        """``load`` as the replica's reading, if fresher than its own."""
+        if load is not None and load.at > replica.load_at:
+            replica.report_load(load_report(load), load.at)
+            self._loads_known[replica.id] = load.at
 
     def _pool(self, pool: Pool, view: PoolView) -> None:
         registry = self._serving.registry
@@ -127,10 +140,7 @@ class Mirror:
                 weight=member.weight,
                 standby=member.standby,
             )
-            load = member.load
-            if load is not None and load.at > replica.load_at:  # fresher than its own
-                replica.report_load(load_report(load), load.at)
-                self._loads_known[replica.id] = load.at
+            self._take_load(replica, member.load)
         for replica in pool.draining:
             if replica.outstanding <= 0:
                 registry.release(pool, replica)
