@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from gateway import __version__
+from gateway.admission.tenant_limits import TenantLimits
 from gateway.call import Adjuster, InferAnswer, InferCall
 from gateway.clock import Clock
 from gateway.config.models import GatewayConfig, ModelConfig
@@ -29,7 +30,6 @@ from gateway.pipeline.audit import AuditSink
 from gateway.pipeline.build import Pipeline, build_pipeline
 from gateway.pipeline.fallback import FallbackRunner
 from gateway.pipeline.reactions import Reactions
-from gateway.policies.tenant_limits import TenantLimits
 from gateway.readiness import FallbackFit, Readiness, gateway_readiness, model_readiness
 from gateway.retry.budget import RetryBudget
 from gateway.rollout.controller import Rollouts

@@ -92,7 +92,7 @@ class RetryBudgetConfig(Frozen):
 class AdmissionConfig(Frozen):
     """Bound on in-flight requests per model; beyond it requests are shed at once.
 
-    The bound is shared by the tenants by weight (`gateway.policies.fair_share`);
+    The bound is shared by the tenants by weight (`gateway.admission.fair_share`);
     ``tenant_reserve``: the part of each tenant's share that the others may not borrow while
     it uses less than its share (0: they may borrow all of it, first come as one tenant).
     """

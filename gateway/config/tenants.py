@@ -34,7 +34,7 @@ class TenantConfig(Frozen):
     ``burst``: a token bucket (``burst`` requests at once, refilled at ``rate_per_s``;
     default burst: one second's worth). Over either: 429 with ``Retry-After``, before the
     body is read. ``weight``: its share of every model's ``admission.max_in_flight``,
-    relative to the other tenants' (`gateway.policies.fair_share`). ``priority``: below 0
+    relative to the other tenants' (`gateway.admission.fair_share`). ``priority``: below 0
     its requests are sheddable (`gateway.pipeline.saturation`).
     """
 

@@ -45,9 +45,9 @@ from gateway.config.policies import HedgeConfig
 from gateway.deadline import Deadline
 from gateway.errors import BadRequest, GatewayError
 from gateway.pipeline.fallback import FallbackRunner, fallback_outputs
-from gateway.pipeline.rollout import ONE_TRY, SHED_LOAD
 from gateway.policies.copy_gate import CopyGate
 from gateway.rollout.compare import compare
+from gateway.rollout.route import ONE_TRY, SHED_LOAD
 from gateway.upstream.registry import Pool, Registry
 from gateway.v2.codec import decode_outputs
 from gateway.voting.route import conform

@@ -20,8 +20,8 @@ from collections.abc import Awaitable
 from gateway.call import Attempt, AttemptHandler, InferAnswer, Leg
 from gateway.clock import Clock
 from gateway.errors import NoReplicaAvailable
-from gateway.policies.selection import PowerOfTwoChoices
 from gateway.upstream.eligibility import eligible
+from gateway.upstream.selection import PowerOfTwoChoices
 
 
 class BalanceLayer:

@@ -33,7 +33,7 @@ The pipeline (`build_pipeline`):
 - deadline: nothing below runs past the request's deadline (504);
 - fallback: the verified in-process model answers, degraded, when the primary path cannot;
 - route: the model's pool, or a vote over pools (each leg a full single route), or a rollout
-  (`gateway.pipeline.rollout`: the candidate serves a canary's share, a copy to the other pool
+  (`gateway.rollout.route`: the candidate serves a canary's share, a copy to the other pool
   is compared in the background, bounded, outside the retry budget and the model's SLOs); one
   request counts once towards the retry budget's allowance, however many legs it has; a
   single route with ``audit`` samples answers for audits (`gateway.pipeline.audit`: asked
@@ -75,12 +75,13 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from gateway.admission.layer import AdmissionLayer
+from gateway.admission.tenant_limits import TenantLimits
 from gateway.call import Adjuster, Handler, no_adjustment
 from gateway.clock import Clock
 from gateway.config.models import GatewayConfig, ModelConfig
 from gateway.config.tenants import TenantConfig
 from gateway.memory.inflight_bytes import InflightBytes
-from gateway.pipeline.admission import AdmissionLayer
 from gateway.pipeline.attempt import AttemptLayer
 from gateway.pipeline.audit import AuditedRoute, Auditor, AuditSink
 from gateway.pipeline.balance import BalanceLayer
@@ -102,18 +103,17 @@ from gateway.pipeline.escalate import EscalatingRoute
 from gateway.pipeline.fallback import FallbackLayer, FallbackRunner
 from gateway.pipeline.hedge import HedgeLayer
 from gateway.pipeline.reactions import Reactions
-from gateway.pipeline.rollout import RolloutRoute
 from gateway.pipeline.route import Counted, Router, SingleRoute
 from gateway.pipeline.saturation import SaturationLayer, sheddable
-from gateway.policies.selection import PowerOfTwoChoices
-from gateway.policies.tenant_limits import TenantLimits
 from gateway.retry.budget import RetryBudget
 from gateway.retry.layer import RetryLayer
 from gateway.retry.policy import RetryPolicy
 from gateway.rollout.controller import Rollouts
+from gateway.rollout.route import RolloutRoute
 from gateway.telemetry.metrics import Metrics, RequestMetrics
 from gateway.telemetry.tracing import Tracer
 from gateway.upstream.registry import Registry
+from gateway.upstream.selection import PowerOfTwoChoices
 from gateway.upstream.transport.base import Transport
 from gateway.voting.quarantine import DissentSink, Suspects
 from gateway.voting.route import VoteRoute

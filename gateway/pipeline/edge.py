@@ -25,6 +25,7 @@ from contextvars import Token
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from gateway.admission.tenant_limits import TenantLimits
 from gateway.call import Handler, InferAnswer, InferCall
 from gateway.cancel import LeftLines
 from gateway.clock import Clock
@@ -43,7 +44,6 @@ from gateway.pipeline.edge_steps import (
     SchemaCheck,
     rows,
 )
-from gateway.policies.tenant_limits import TenantLimits
 from gateway.telemetry.logging import bind_request, unbind_request
 from gateway.telemetry.spans import RequestSpan
 from gateway.telemetry.tracing import Tracer

@@ -1,5 +1,5 @@
 """Route layer: sends the call down the model's route: a single pool, a vote over pools, or a
-rollout (the pool and a candidate pool, `gateway.pipeline.rollout`).
+rollout (the pool and a candidate pool, `gateway.rollout.route`).
 
 Routes are picked by name from a dict (as uvicorn picks its loop) instead of ``if`` branches;
 each route opens a `Leg` (the request on one pool, with its `Attempts`) and hands it to the same

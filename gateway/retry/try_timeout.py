@@ -9,7 +9,7 @@ that's left.
 from __future__ import annotations
 
 from gateway.config.policies import TryTimeoutConfig
-from gateway.policies.latency import LatencyWindow
+from gateway.upstream.latency import LatencyWindow
 
 
 def try_timeout(

@@ -23,10 +23,10 @@ from typing import Any, Protocol
 from gateway.clock import Clock
 from gateway.config.models import GatewayConfig, PoolConfig, ReplicaConfig
 from gateway.faults.record import FaultRecord
-from gateway.policies.latency import LatencyWindow
 from gateway.upstream.breaker import ReplicaBreaker, StateListener
 from gateway.upstream.eligibility import in_panic
 from gateway.upstream.events import NullEvents, UpstreamEvents
+from gateway.upstream.latency import LatencyWindow
 from gateway.upstream.outlier import OutlierDetector
 from gateway.upstream.replica import Replica
 from gateway.upstream.saturation import saturation

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gateway.faults.record import KEPT_TIMES, FaultRecord
-from gateway.policies.latency import LatencyWindow
+from gateway.upstream.latency import LatencyWindow
 from gateway.voting.suspects import SuspectTracker
 from tests.support.clock import FakeClock
 

@@ -7,11 +7,11 @@ import asyncio
 
 import pytest
 
+from gateway.admission.layer import AdmissionLayer
 from gateway.call import InferAnswer, InferCall
 from gateway.config.tenants import ANONYMOUS, TenantConfig
 from gateway.deadline import Deadline
 from gateway.errors import GatewayError, Overloaded, TooManyRequests
-from gateway.pipeline.admission import AdmissionLayer
 from gateway.telemetry.metrics import Metrics
 from gateway.v2.body import Body
 from tests.gateway.conftest import make_config

@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
+from gateway.admission.tenant_limits import TenantLimits
 from gateway.call import InferAnswer, InferCall
 from gateway.config import parse_config
 from gateway.config.models import ModelConfig
@@ -27,7 +28,6 @@ from gateway.errors import (
 )
 from gateway.pipeline.build import build_edge
 from gateway.pipeline.edge import Arrival, Edge
-from gateway.policies.tenant_limits import TenantLimits
 from gateway.telemetry.tracing import Tracer
 from gateway.v2.body import Body
 from gateway.v2.request import InferRequestInfo, parse_infer_request

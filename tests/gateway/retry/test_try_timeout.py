@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 
 from gateway.config.policies import TryTimeoutConfig
-from gateway.policies.latency import LatencyWindow
 from gateway.retry.try_timeout import try_timeout
+from gateway.upstream.latency import LatencyWindow
 
 CONFIG = TryTimeoutConfig(quantile=0.99, multiplier=4, min_ms=25, min_samples=10, cold_ms=200)
 

@@ -2,7 +2,7 @@
 
 Shedding early with ``Retry-After`` keeps latency bounded for the admitted requests; queueing
 without bound would turn overload into timeouts for everyone. Each model's bound is split
-among the tenants by weight (`gateway.policies.fair_share`): the tenant over its share gets
+among the tenants by weight (`gateway.admission.fair_share`): the tenant over its share gets
 429, and 503 means the model itself is full. The count is taken before the deadline starts
 to matter and released however the request ends: for a request cancelled (its client left),
 once the tries it left running in the background have stopped too (`gateway.cancel`).
@@ -14,11 +14,11 @@ import asyncio
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Mapping
 
+from gateway.admission.fair_share import FairShare, model_weights
 from gateway.call import Handler, InferAnswer, InferCall
 from gateway.config.models import ModelConfig
 from gateway.config.tenants import TenantConfig
 from gateway.errors import Overloaded, TooManyRequests
-from gateway.policies.fair_share import FairShare, model_weights
 from gateway.telemetry.metrics import RequestMetrics
 
 # the shed metric's reason for a tenant over its share (429)

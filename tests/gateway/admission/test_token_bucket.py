@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.policies.token_bucket import TokenBucket
+from gateway.admission.token_bucket import TokenBucket
 from tests.support.clock import FakeClock
 
 

@@ -7,10 +7,10 @@ import random
 
 import pytest
 
+from gateway.admission.fair_share import FairShare, Seat, model_weights, shares
 from gateway.config.policies import AdmissionConfig
 from gateway.config.tenants import ANONYMOUS, TenantConfig
 from gateway.errors import Overloaded, TooManyRequests
-from gateway.policies.fair_share import FairShare, Seat, model_weights, shares
 
 EQUAL = {"acme": 1.0, "globex": 1.0, ANONYMOUS: 1.0}
 

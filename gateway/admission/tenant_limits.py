@@ -2,7 +2,7 @@
 
 A tenant over its share gets 429 with ``Retry-After`` before its body is read, so a noisy
 tenant costs the gateway almost nothing and cannot take the model's admission bound (503,
-`gateway.pipeline.admission`) from the others. A tenant with no limits gets `NO_LIMIT`, a
+`gateway.admission.layer`) from the others. A tenant with no limits gets `NO_LIMIT`, a
 null object, so the edge never branches on whether limits are configured.
 """
 
@@ -12,10 +12,10 @@ import math
 from collections.abc import Mapping
 from typing import Protocol
 
+from gateway.admission.token_bucket import TokenBucket
 from gateway.clock import Clock
 from gateway.config.tenants import TenantConfig
 from gateway.errors import TooManyRequests
-from gateway.policies.token_bucket import TokenBucket
 
 # a request of the tenant's is in flight: it may end any moment
 BUSY_RETRY_AFTER_S = 1.0

@@ -7,10 +7,10 @@ from typing import cast
 import pytest
 
 from gateway.config.endpoint import Endpoint
-from gateway.policies import selection
 from gateway.policies.load_report import LoadReport
-from gateway.policies.selection import Loaded, PowerOfTwoChoices
+from gateway.upstream import selection
 from gateway.upstream.replica import Replica
+from gateway.upstream.selection import Loaded, PowerOfTwoChoices
 
 
 def _replicas(loads: list[int]) -> list[Replica]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from gateway.admission.tenant_limits import NO_LIMIT, TenantLimiter, TenantLimits
 from gateway.config.tenants import TenantConfig
 from gateway.errors import TooManyRequests
-from gateway.policies.tenant_limits import NO_LIMIT, TenantLimiter, TenantLimits
 from tests.support.clock import FakeClock
 
 
