@@ -16,13 +16,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from gateway.admission.fair_share import FairShare, model_weights
+from gateway.admission.layer import AdmissionLayer
 from gateway.call import InferAnswer, InferCall
 from gateway.clock import MonotonicClock
 from gateway.config import GatewayConfig, parse_config
 from gateway.config.tenants import ANONYMOUS, TenantConfig
 from gateway.deadline import Deadline
-from gateway.pipeline.admission import AdmissionLayer
-from gateway.policies.fair_share import FairShare, model_weights
 from gateway.telemetry.metrics import Metrics
 
 RESULT = InferAnswer(200, b"{}", None, None, "r0", 1)
