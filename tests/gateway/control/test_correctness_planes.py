@@ -75,11 +75,11 @@ async def rig(clock: FakeClock, raw: dict[str, Any], workers: int = 1) -> Planes
     return planes
 
 
-async def ask(app: WorkerApp) -> tuple[int, int | None, str | None]:
+async def ask(app: WorkerApp, body: bytes = BODY) -> tuple[int, int | None, str | None]:
     """One request: its status, the label answered and the answer's x-vote."""
     edge = app.edge
     arrival = edge.arrive("digits", None, {"content-type": "application/json"}, "127.0.0.1")
-    chunks = [BODY]
+    chunks = [body]
 
     async def read() -> tuple[bytes, bool]:
         return chunks.pop(0), False
