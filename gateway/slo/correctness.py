@@ -9,11 +9,13 @@ The interval is Wilson's score interval with a continuity correction (Newcombe 1
 at a 95 % confidence level. Why this one: the wrong rates that matter are small (a few in a
 thousand to a few in a hundred) and the counts modest (hundreds of audits), where the plain
 normal (Wald) interval collapses to zero width on zero wrong answers and covers the true rate
-far less often than it says; the plain Wilson interval is better but dips below its stated
+far less often than it says; the plain Wilson interval is better but dips well below its stated
 coverage at small counts; Clopper-Pearson's exact interval never does but needs a beta quantile
-the gateway has no library for. The corrected Wilson interval is closed-form and its coverage
-stays at its stated 95 % over those rates and counts (the property test
-`tests/gateway/slo/test_correctness_interval.py` computes it exactly).
+the gateway has no library for. The corrected Wilson interval is closed-form, and over those
+rates and counts its coverage stays within half a point of its stated 95 %: it dips just below
+it at a few small counts, never further (the property test
+`test_the_interval_holds_the_true_wrong_rate_at_its_stated_level` in
+`tests/gateway/slo/test_correctness.py` computes the coverage exactly and holds it to that).
 
 An alert of the SLO's table (`gateway.slo.alerts`) compares a burn rate with a factor, i.e. a
 wrong rate with ``factor × (1 - objective)``. Fewer judged answers than `min_judged` cannot tell

@@ -44,7 +44,7 @@ ALLOWED = {
     ("gateway/telemetry/catalog.py", "256 B ... 64 MiB"): "the byte buckets' range",
     ("gateway/telemetry/history_buffers.py", "5 % wider"): "the sketch's growth, by definition",
     ("gateway/slo/correctness.py", "at a 95 % confidence level"): "the interval's definition",
-    ("gateway/slo/correctness.py", "its stated 95 % over"): "the interval's definition",
+    ("gateway/slo/correctness.py", "of its stated 95 %:"): "the interval's definition",
     ("gateway/slo/correctness.py", "two-sided 95 % interval"): "the interval's definition",
     ("gateway/slo/correctness.py", "The 95 % interval of"): "the interval's definition",
     ("gateway/slo/engine.py", "95 % interval"): "the interval's definition",

@@ -30,7 +30,7 @@ from tests.support.clock import FakeClock
 RIGHT, WRONG_LABEL = 3, 4
 
 
-def _answer(label: int) -> bytes:
+def answer_of(label: int) -> bytes:
     output = {"name": "label", "shape": [1], "datatype": "INT64", "data": [label]}
     return orjson.dumps({"model_name": "m", "outputs": [output]})
 
@@ -59,9 +59,9 @@ def config(**model: Any) -> dict[str, Any]:
 
 def transport() -> FakeTransport:
     """p0 answers every request wrong; every other replica right."""
-    right = reply(body=_answer(RIGHT))
+    right = reply(body=answer_of(RIGHT))
     answers = {f"127.0.0.1:{port}": right for port in (9001, 9002, 9010, 9020)}
-    answers["127.0.0.1:9000"] = reply(body=_answer(WRONG_LABEL))
+    answers["127.0.0.1:9000"] = reply(body=answer_of(WRONG_LABEL))
     return FakeTransport(answers)
 
 
@@ -75,11 +75,11 @@ async def rig(clock: FakeClock, raw: dict[str, Any], workers: int = 1) -> Planes
     return planes
 
 
-async def ask(app: WorkerApp) -> tuple[int, int | None, str | None]:
+async def ask(app: WorkerApp, body: bytes = BODY) -> tuple[int, int | None, str | None]:
     """One request: its status, the label answered and the answer's x-vote."""
     edge = app.edge
     arrival = edge.arrive("digits", None, {"content-type": "application/json"}, "127.0.0.1")
-    chunks = [BODY]
+    chunks = [body]
 
     async def read() -> tuple[bytes, bool]:
         return chunks.pop(0), False
@@ -222,7 +222,7 @@ async def test_a_burning_correctness_slo_escalates_the_model_to_a_vote_and_back(
     planes.control.slo.evaluate()
     assert "digits" in planes.control.slo.escalated
     # p0 answers right again: recover_s of votes that show it, and the model goes back
-    planes.transport.behaviours["127.0.0.1:9000"] = reply(body=_answer(RIGHT))
+    planes.transport.behaviours["127.0.0.1:9000"] = reply(body=answer_of(RIGHT))
     for _ in range(60):
         await ask(app)
     planes.ship()
