@@ -60,7 +60,7 @@ UNREAD_AT_ONCE = 16
 UNREAD_SLACK = 48 * MIB
 NEAR_BASELINE = 24 * MIB
 # each probe's own deadline: a busy 2-core machine is never quiet
-PROBE_DEADLINE_S = 2.0
+PROBE_DEADLINE_S = 5.0
 PROBES = 40
 PROBE_GAP_S = 0.05
 WAIT_S = 30.0
