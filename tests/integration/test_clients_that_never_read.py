@@ -8,8 +8,9 @@ worker, a replica whose answers are about 14 MiB (``large``) and one whose answe
   requests a connection and stops reading it, so its RSS stays within 64 MiB of its baseline,
   another client's probes are all answered 200 each within its own deadline, and once the
   attackers close the RSS is back near the baseline. Sized to take a few seconds; the issue's
-  full size (8 x 100,000) is measured by a one-off run (``docs/measured.md``). Without the bound
-  every request of a read was parsed and queued: the worker grew by about 180 MiB here.
+  full size (8 x 100,000, on two workers) is ``loadtests/bench_pipelining.py``'s, its figures
+  in ``docs/measured.md``. Without the bound every request of a read was parsed and queued: the
+  worker grew by more than twice the bound here.
 - **Unread answers, one client after another.** An answer holds ``server.inflight_bytes`` until
   the transport has written it, so once unread answers fill the budget a new large request is
   refused (503) instead of served: of eight clients that ask the ``large`` model in turn and
