@@ -1,19 +1,21 @@
 """The in-flight byte budget under clients that declare much and send nothing (issue 37's flood).
 
-A gateway on its default budget (``server.inflight_bytes`` unset: 1/16 of the machine's memory,
-at most 1 GiB) and default ``max_body_bytes`` (16 MiB), over one digits replica. An attacker
+A ``gateway serve`` with ``--workers`` data-plane workers (2) on its default budget
+(``server.inflight_bytes`` unset: 1/16 of the machine's memory, at most 1 GiB, shared among the
+workers) and default ``max_body_bytes`` (16 MiB), over one digits replica. An attacker
 process opens ``--silent`` REST connections (256), each a request head declaring a 16 MiB body
 and not one byte of it, and ``--header-only`` gRPC calls (64) that send only their HEADERS, and
 keeps them open for ``--seconds`` (60), opening a new one for each that the gateway ends (its
 header and body timeouts, a refusal). Meanwhile a second client sends one-row digits infers
 (closed loop, ``--concurrency``), first alone (the reference), then under the flood; its
-failures and latency quantiles are printed, with what the attacker saw and the gateway's RSS.
+failures and latency quantiles are printed, with what the attacker saw and the RSS of the
+gateway's workers (added up) and of its control process.
 Everything runs on 127.0.0.1: attacker and client are one address, so the per-address share
 cannot tell them apart; what the client's small requests find is the part of the budget kept
 for small requests, and a budget that charges what arrives.
 
 Bounded in time (about ``--seconds`` + 30 s). Run: ``.venv/bin/python
-loadtests/bench_byte_budget.py [--seconds 60] [--silent 256] [--header-only 64]``.
+loadtests/bench_byte_budget.py [--seconds 60] [--silent 256] [--header-only 64] [--workers 2]``.
 """
 
 from __future__ import annotations
@@ -33,8 +35,8 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from loadtests.loadgen import LoadResult, closed_loop
-from loadtests.stack import Stack, free_port
-from tests.support.h2_grpc import INFER, H2Client, rss_bytes
+from loadtests.stack import Stack, free_port, rss_of, worker_pids
+from tests.support.h2_grpc import INFER, H2Client
 
 DIGITS = "digits-mlp"
 BODY_BYTES = 16 * 1024 * 1024  # what each silent connection declares (the default body cap)
@@ -118,12 +120,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--silent", type=int, default=256, help="silent REST connections")
     parser.add_argument("--header-only", type=int, default=64, help="header-only gRPC calls")
     parser.add_argument("--concurrency", type=int, default=4, help="the client's connections")
+    parser.add_argument("--workers", type=int, default=2, help="the gateway's data-plane workers")
     args = parser.parse_args(argv)
     with Stack() as stack:
         replica = stack.replica("digits", DIGITS, faults=False)
         grpc_port = free_port()
         config = {
-            "server": {"grpc_port": grpc_port},
+            "server": {"grpc_port": grpc_port, "workers": args.workers},
             "pools": {"p": {"model": DIGITS, "replicas": [{"id": "r0", "url": replica.url}]}},
             "models": {DIGITS: {"pool": "p"}},
         }
@@ -131,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         port = int(gateway.url.rsplit(":", 1)[1])
         _client(gateway.url, 3.0, args.concurrency)  # warm: connections, caches
         alone = _client(gateway.url, 10.0, args.concurrency)
-        baseline = rss_bytes(gateway.pid)
+        workers = worker_pids(gateway.url)
+        baseline = rss_of(workers), rss_of([gateway.pid])
         ctx = multiprocessing.get_context("spawn")
         out = ctx.Queue()
         flood = (port, grpc_port, args.silent, args.header_only, args.seconds)
@@ -139,12 +143,13 @@ def main(argv: list[str] | None = None) -> int:
         attacker.start()
         time.sleep(SETTLE_S)
         flooded = _client(gateway.url, args.seconds - SETTLE_S - 1.0, args.concurrency)
-        peak = rss_bytes(gateway.pid)
+        peak = rss_of(workers), rss_of([gateway.pid])
         attacker.join(timeout=args.seconds + 30.0)
         seen = out.get(timeout=10.0) if attacker.exitcode == 0 else "attacker failed"
     print(
         f"{args.silent} silent REST connections declaring {BODY_BYTES >> 20} MiB and "
-        f"{args.header_only} header-only gRPC calls for {args.seconds:g} s, default budget; "
+        f"{args.header_only} header-only gRPC calls for {args.seconds:g} s, default budget, "
+        f"{args.workers} workers; "
         f"a client of one-row infers, {args.concurrency} connections, all on 127.0.0.1"
     )
     print(
@@ -153,7 +158,10 @@ def main(argv: list[str] | None = None) -> int:
     print(_row("alone", alone))
     print(_row("under the flood", flooded))
     print(f"statuses under the flood: {dict(flooded.statuses)}, errors {dict(flooded.errors)}")
-    print(f"gateway RSS: {baseline >> 20} MiB before the flood, {peak >> 20} MiB at its end")
+    print(
+        f"workers' RSS: {baseline[0] >> 20} MiB before the flood, {peak[0] >> 20} MiB at its "
+        f"end; control process: {baseline[1] >> 20} -> {peak[1] >> 20} MiB"
+    )
     print(f"attacker: {seen}")
     return 0
 

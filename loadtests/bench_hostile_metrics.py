@@ -7,16 +7,17 @@ Now a page is read no further than ``max_page_bytes`` and parsed in a worker thr
 target is a request p99 within 20 % of the same run without the page.
 
 On 127.0.0.1 only: two digits replicas, `tests.support.rogue_metrics` as the exporter of
-replica r0's GPU (``/switch``: a normal page, or a 15 MiB flood once switched), and a gateway
-sampling at 0.1 s (each read within 0.3 s, the most allowed: a gateway that reads a page whole
-has the time to). A closed loop of infer requests (``--concurrency``) runs ``--rounds``
-pairs of phases of ``--seconds`` each, without and with the flood, alternating so that the
-machine's drift falls on both; the p99 of each side over all its phases, and their ratio, are
-printed from this one run, with how many pages the gateway refused meanwhile. ``--page
-huge-framed`` sends the flood with its Content-Length (refused on its head) instead of
-chunked (read up to the cap, then refused).
+replica r0's GPU (``/switch``: a normal page, or a 15 MiB flood once switched), and a ``gateway
+serve`` with ``--workers`` data-plane workers (2), its control process sampling at 0.1 s (each
+read within 0.3 s, the most allowed: a gateway that reads a page whole has the time to). The
+CPU a request is that of all the gateway's processes. A closed loop of infer requests
+(``--concurrency``) runs ``--rounds`` pairs of phases of ``--seconds`` each, without and with
+the flood, alternating so that the machine's drift falls on both; the p99 of each side over
+all its phases, and their ratio, are printed from this one run, with how many pages the
+gateway refused meanwhile. ``--page huge-framed`` sends the flood with its Content-Length
+(refused on its head) instead of chunked (read up to the cap, then refused).
 
-    .venv/bin/python loadtests/bench_hostile_metrics.py [--rounds 3] [--seconds 5]
+    .venv/bin/python loadtests/bench_hostile_metrics.py [--rounds 3] [--seconds 5] [--workers 2]
 """
 
 from __future__ import annotations
@@ -34,14 +35,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywher
 
 from loadtests.loadgen import LoadResult, closed_loop
 from loadtests.payloads import DIGITS
-from loadtests.stack import Stack, cpu_seconds, free_port
+from loadtests.stack import Stack, cpu_seconds, free_port, worker_pids
 from tests.support.rogue_metrics import UUID_A
 from tests.support.traffic import request_bodies
 
 INTERVAL_S = 0.1
 
 
-def config(replicas: list[str], rogue: str) -> dict[str, object]:
+def config(replicas: list[str], rogue: str, workers: int) -> dict[str, object]:
     exporter = {"url": rogue, "path": "/switch", "uuid": UUID_A}
     pool = {
         "model": DIGITS,
@@ -53,7 +54,11 @@ def config(replicas: list[str], rogue: str) -> dict[str, object]:
             "exporters": {"r0": exporter},
         },
     }
-    return {"pools": {"pool": pool}, "models": {DIGITS: {"pool": "pool"}}}
+    return {
+        "server": {"workers": workers},
+        "pools": {"pool": pool},
+        "models": {DIGITS: {"pool": "pool"}},
+    }
 
 
 def refused(metrics: str) -> int:
@@ -78,18 +83,20 @@ async def run(args: argparse.Namespace) -> str:
         port = free_port()
         argv = [sys.executable, "-m", "tests.support.rogue_metrics", "--port", str(port)]
         rogue = stack.start("rogue", argv, f"http://127.0.0.1:{port}", "/v2/health/ready")
-        gateway = stack.gateway(config(replicas, rogue.url))
+        gateway = stack.gateway(config(replicas, rogue.url, args.workers))
+        # the control process (it samples the pages) and the workers (they serve)
+        pids = [gateway.pid, *worker_pids(gateway.url)]
         body = request_bodies(1)[0]
         path = f"/v2/models/{DIGITS}/infer"
         sides: dict[str, list[LoadResult]] = {"without": [], "with": []}
-        cpus = {"without": 0.0, "with": 0.0}  # the gateway's CPU seconds
+        cpus = {"without": 0.0, "with": 0.0}  # the gateway's CPU seconds, all its processes
         async with httpx.AsyncClient(trust_env=False, timeout=10) as http:
             before = refused((await http.get(f"{gateway.url}/metrics")).text)
             for _ in range(args.rounds):
                 for side, mode in (("without", "off"), ("with", args.page)):
                     await http.get(f"{rogue.url}/switch/{mode}")
                     await asyncio.sleep(4 * INTERVAL_S)  # the sampler has met the new page
-                    cpu = cpu_seconds(gateway.pid)
+                    cpu = cpu_seconds(*pids)
                     result = await closed_loop(
                         gateway.url,
                         path,
@@ -99,7 +106,7 @@ async def run(args: argparse.Namespace) -> str:
                         max_requests=10**9,
                     )
                     sides[side].append(result)
-                    cpus[side] += cpu_seconds(gateway.pid) - cpu
+                    cpus[side] += cpu_seconds(*pids) - cpu
             await http.get(f"{rogue.url}/switch/off")
             pages = refused((await http.get(f"{gateway.url}/metrics")).text) - before
     whole = {side: merged(results) for side, results in sides.items()}
@@ -120,7 +127,7 @@ async def run(args: argparse.Namespace) -> str:
     return (
         f"{table}\n\np99 with / without: {ratio:.2f} (target ≤ 1.20); pages refused "
         f"meanwhile: {pages} ({args.page}, {args.rounds} × {args.seconds:g} s a side, "
-        f"c={args.concurrency})"
+        f"c={args.concurrency}, {args.workers} workers)"
     )
 
 
@@ -130,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--page", choices=["huge", "huge-framed"], default="huge")
+    parser.add_argument("--workers", type=int, default=2, help="the gateway's data-plane workers")
     args = parser.parse_args(argv)
     print(uvloop.run(run(args)))
     return 0

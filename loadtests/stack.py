@@ -214,16 +214,36 @@ def wait_http(proc: Proc, path: str, timeout_s: float = 60.0) -> None:
     raise RuntimeError(f"{proc.name} not ready after {timeout_s} s")
 
 
-def cpu_seconds(pid: int) -> float:
-    """CPU time (user + system) of a process and its children threads, from /proc."""
+def cpu_seconds(*pids: int) -> float:
+    """CPU time (user + system) of processes and their children, each counted once, from
+    /proc (a gateway's control process and its workers, forked apart from it)."""
     total = 0.0
     tick = os.sysconf("SC_CLK_TCK")
-    for candidate in [pid, *_children(pid)]:
+    counted = dict.fromkeys(candidate for pid in pids for candidate in [pid, *_children(pid)])
+    for candidate in counted:
         try:
             fields = Path(f"/proc/{candidate}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
         total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def worker_pids(url: str) -> list[int]:
+    """The PIDs of a ``gateway serve``'s data-plane workers (its ``/admin/state``): the
+    processes that hold its clients' connections, bodies and answers."""
+    doc = httpx.get(f"{url}/admin/state", timeout=5.0, trust_env=False).json()
+    return [int(w["pid"]) for w in doc["workers"]["workers"]]
+
+
+def rss_of(pids: Sequence[int]) -> int:
+    """The resident set sizes of ``pids`` added up, in bytes (a process gone counts 0)."""
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) * 1024
     return total
 
 
