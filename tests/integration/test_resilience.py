@@ -118,7 +118,10 @@ async def test_restarted_replica_rejoins_through_a_bounded_half_open(
         "success_threshold": 2,
         "half_open_max_calls": 1,
     }
-    health = {"interval_s": 0.3, "healthy_threshold": 3, "unhealthy_threshold": 3}
+    # probes give up on a dead replica after 3 s, so live traffic (three failures) trips its
+    # breaker first even on a starved machine, where the first requests may start a second late
+    # (with 3 probes, 0.9 s, the probes won that race once beside four busy loops)
+    health = {"interval_s": 0.3, "healthy_threshold": 3, "unhealthy_threshold": 10}
     gateway = start_gw(pool_config(replicas, pool={"breaker": breaker, "health": health}))
     dead = replicas[0]
     os.kill(dead.pid, signal.SIGKILL)
