@@ -184,7 +184,7 @@ class Worker:
         app = self._app = WorkerApp(runtime, parser, memory, control)
         if self._latest is not None:
             app.follow(self._latest)
-        proxy = UnixProxy(str(self._run_dir / "admin.sock"))
+        proxy = UnixProxy(str(self._run_dir / "admin.sock"), clock=runtime.clock)
         http = HttpServer(
             RestDoor(app).routes(proxy),
             _client_limits(config),
