@@ -122,7 +122,7 @@ class UnixProxy:
         bodied = request.header(b"content-length") is not None or _chunked(request)
         for attempt in (1, 2):
             try:
-                conn = await self.pool.take()
+                conn = await self.pool.take(request.peer)
             except (TimeoutError, OSError) as exc:
                 log.warning("control plane unreachable at %s: %s", self.pool.path, exc)
                 answer.send_error(503, "the control plane is unavailable", _RETRY_AFTER)
@@ -131,7 +131,7 @@ class UnixProxy:
             try:
                 done, held = await self._exchange(conn, head, request, answer, bodied)
             except UpstreamGone as exc:
-                self.pool.give(conn, reuse=False)
+                self.pool.give(conn, request.peer, reuse=False)
                 if reused and attempt == 1 and not bodied and not answer.started:
                     # it closed while idle: once more on a new connection
                     continue
@@ -141,9 +141,9 @@ class UnixProxy:
                     answer.abort()
                 return
             except BaseException:
-                self.pool.give(conn, reuse=False)
+                self.pool.give(conn, request.peer, reuse=False)
                 raise
-            self.pool.give(conn, reuse=done)
+            self.pool.give(conn, request.peer, reuse=done)
             if held is not None:
                 # the connection is back in the pool: only this client waits
                 await self._clock.sleep(held.seconds)
