@@ -63,6 +63,7 @@ RESTART_FIELDS = (
     "grpc",
     "workers",
     "max_connections",
+    "max_connections_per_peer",
 )
 DRAIN_SLACK_S = 1.0
 _READS = frozenset({"GET", "HEAD"})

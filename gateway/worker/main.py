@@ -342,6 +342,7 @@ def _client_limits(config: GatewayConfig) -> ClientLimits:
         # what a body's framing may add to it
         max_body_bytes=2 * server.max_body_bytes + FRAMING_BYTES,
         max_connections=door_connections(config),
+        max_connections_per_peer=server.max_connections_per_peer,
     )
 
 

@@ -336,7 +336,9 @@ async def test_a_held_answer_waits_for_its_client_alone_off_the_pools_connection
         reader, writer = await connect(server.port)
         writer.write(get("/metrics"))
         assert (await answer(reader))[0] == 200  # the one connection was free
-        assert not waiting_reader.at_eof() and not waiting_reader._buffer  # still held
+        with pytest.raises(TimeoutError):  # still held
+            async with asyncio.timeout(0.05):
+                await waiting_reader.read(1)
     finally:
         clock.go.set()
     status, headers, body = await answer(waiting_reader)
