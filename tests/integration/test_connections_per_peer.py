@@ -72,17 +72,16 @@ async def test_a_rest_client_past_its_cap_gets_a_json_503(capped: GatewayProcess
 
 
 async def test_a_grpc_client_past_its_cap_gets_resource_exhausted(capped: GatewayProcess) -> None:
-    assert capped.grpc_port is not None
+    port = capped.grpc_port
+    assert port is not None
     async with contextlib.AsyncExitStack() as stack:
         for _ in range(CAP):
-            client = await stack.enter_async_context(
-                H2Client("127.0.0.1", capped.grpc_port, source=ATTACKER)
-            )
+            client = await stack.enter_async_context(H2Client("127.0.0.1", port, source=ATTACKER))
             client.call(INFER, end=False)  # in flight: waits for its message
         codes: list[int | None] = []
 
         async def one_more(source: str) -> int | None:
-            async with H2Client("127.0.0.1", capped.grpc_port, source=source) as other:
+            async with H2Client("127.0.0.1", port, source=source) as other:
                 ended = await other.wait(other.call(INFER), 10)
             return None if ended is None else ended.code
 
