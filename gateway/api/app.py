@@ -18,7 +18,7 @@ from typing import Any
 from gateway.api.admin import build_admin_app
 from gateway.api.auth import ControlAccess, refuse_unprotected
 from gateway.api.auth_failures import AuthFailures
-from gateway.api.guard import ControlPlaneGuard, allowed_hosts
+from gateway.api.guard import ControlPlaneGuard, allowed_hosts, mark_forwarded
 from gateway.api.ids import AnswerIds
 from gateway.api.infer import InferEndpoint
 from gateway.api.parsing import RequestParser
@@ -63,6 +63,7 @@ RESTART_FIELDS = (
     "grpc",
     "workers",
     "max_connections",
+    "max_connections_per_peer",
 )
 DRAIN_SLACK_S = 1.0
 _READS = frozenset({"GET", "HEAD"})
@@ -363,7 +364,7 @@ def _client_from_worker(scope: Scope) -> None:
     private socket, which no client reaches): its client's address, as the worker says."""
     for name, value in scope["headers"]:
         if name == PEER_HEADER:
-            scope["client"] = (value.decode("latin-1"), 0)
+            mark_forwarded(scope, value.decode("latin-1"))
             return
 
 

@@ -8,7 +8,10 @@ without anyone remembering to key it); ``/metrics`` also opens to a metrics key.
 2. ``Authorization: Bearer <key>`` (`ControlAccess`), else 401 with ``WWW-Authenticate``; a
    wrong key's 401 comes after a delay that grows with its address's failures, and an address
    with too many queued gets 429 before its key is read (`gateway.api.auth_failures`). Every
-   refusal is counted by gate (``gateway_admin_auth_failures_total``).
+   refusal is counted by gate (``gateway_admin_auth_failures_total``). A request a worker
+   forwarded (`forwarded`) is answered at once, its delay in `HOLD_HEADER`: the worker holds
+   the answer on the client's own exchange, so that the delay never holds one of the few
+   connections all control-plane requests share (`gateway.worker.http.proxy`).
 3. A method other than GET/HEAD needs ``Content-Type: application/json``, else 415: a
    browser's cross-site "simple" request (text/plain, form) is never a state change, and
    no CORS header is ever sent, so no page may send the JSON one.
@@ -35,6 +38,10 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 Refused = Callable[[str, int], None]
 
 SAFE_METHODS = frozenset({"GET", "HEAD"})
+# seconds a forwarding worker holds the answer (read by `gateway.worker.http.proxy`)
+HOLD_HEADER = b"x-gateway-hold-s"
+# in ``scope["state"]``: a worker forwarded the request
+FORWARDED = "forwarded"
 WILDCARD_BINDS = frozenset({"", "0.0.0.0", "::", "[::]"})
 
 
@@ -64,6 +71,16 @@ def host_name(header: bytes) -> str:
     if host.startswith("["):
         return host[: host.find("]") + 1]
     return (host.rpartition(":")[0] if ":" in host else host).rstrip(".")
+
+
+def mark_forwarded(scope: Scope, peer: str) -> None:
+    """A request a worker forwarded for a client at ``peer``: its delays are the worker's."""
+    scope["client"] = (peer, 0)
+    scope.setdefault("state", {})[FORWARDED] = True
+
+
+def forwarded(scope: Scope) -> bool:
+    return bool(scope.get("state", {}).get(FORWARDED))
 
 
 def client_address(scope: Scope) -> str:
@@ -141,24 +158,30 @@ class ControlPlaneGuard:
             retry_after = str(math.ceil(wait)).encode()
             await send_json(send, 429, {"error": message}, [(b"retry-after", retry_after)])
         elif not self.access.allows(gate, authorization):
-            await self._unauthorized(send, gate, authorization, address)
+            await self._unauthorized(scope, send, gate, authorization, address)
         else:
             self.failures.succeeded(address)
             await self._allowed(scope, receive, send, gate, content_type, authorization)
 
     async def _unauthorized(
-        self, send: Send, gate: Gate, authorization: bytes | None, address: str
+        self, scope: Scope, send: Send, gate: Gate, authorization: bytes | None, address: str
     ) -> None:
-        """401; a wrong key's after its address's delay (a missing one is no guess: at once)."""
+        """401; a wrong key's after its address's delay (a missing one is no guess: at once),
+        waited here or, for a forwarded request, by the worker."""
+        headers = [(b"www-authenticate", b'Bearer realm="gateway"')]
         if bearer_token(authorization) is not None:
-            await self.failures.wait(self.failures.failed(address))
+            delay = self.failures.failed(address)
+            if forwarded(scope):
+                headers.append((HOLD_HEADER, f"{delay:.3f}".encode()))
+            else:
+                await self.failures.wait(delay)
         self._refused(gate.value, 401)
         which = "an admin or metrics key" if gate is Gate.METRICS else "an admin key"
         await send_json(
             send,
             401,
             {"error": f"this endpoint needs {which}: Authorization: Bearer <key>"},
-            [(b"www-authenticate", b'Bearer realm="gateway"')],
+            headers,
         )
 
     async def _allowed(

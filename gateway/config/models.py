@@ -136,6 +136,17 @@ class ServerConfig(Frozen):
         "replicas (at most half the rest), split between the two doors, from 16 to 16384 "
         "(gateway.config.connections)",
     )
+    max_connections_per_peer: int | None = Field(
+        256,
+        ge=1,
+        description="client connections one address holds at once on each door of each worker "
+        "process (REST: one more is answered 503 and closed; gRPC: a call on one more "
+        "connection is answered RESOURCE_EXHAUSTED). Each worker enforces the whole value, "
+        "not a share of it: the kernel spreads one client's connections unevenly across the "
+        "workers, so a share would refuse a client below the value; the most one address "
+        "holds is then this many per worker. An IPv6 client counts by its full address; "
+        "null: no cap",
+    )
     max_header_bytes: int = Field(32 * 1024, ge=1024, description="request line + headers: 431")
     header_timeout_s: float = Field(
         10.0, gt=0, description="headers incomplete this long after connect: 408, closed"

@@ -7,7 +7,9 @@ grace (the longest deadline a model allows), before the gateway stops.
 
 The client limits follow REST's: at most ``server.max_connections`` connections at once (one
 more is closed at once, before its handshake: `gateway.config.connections`), each closed if it
-has not sent its HTTP/2 preface within ``server.header_timeout_s``; a message over
+has not sent its HTTP/2 preface within ``server.header_timeout_s``; at most
+``server.max_connections_per_peer`` of one address's connections with calls in flight
+(`gateway.grpc_door.peer_connections`: RESOURCE_EXHAUSTED past it); a message over
 ``server.max_body_bytes`` is refused by gRPC itself (RESOURCE_EXHAUSTED), and metadata over
 ``server.max_header_bytes`` too; each message
 counts against ``server.inflight_bytes`` from before grpc takes it in, and must be complete
@@ -29,6 +31,7 @@ import grpc
 from gateway.config.connections import door_connections
 from gateway.grpc_door.door_app import DoorApp
 from gateway.grpc_door.metadata_log import quiet_non_utf8_metadata
+from gateway.grpc_door.peer_connections import PeerConnections
 from gateway.grpc_door.receive import MessageReader
 from gateway.grpc_door.service import V2Service
 from v2proto.grpc.service import generic_handler
@@ -74,7 +77,9 @@ class GrpcDoor:
             ]
         )
         reader = MessageReader(self._app.memory, limits.max_body_bytes, limits.body_timeout_s)
-        service = V2Service(self._app, reader, limits.grpc.stream_answers)
+        per_peer = limits.max_connections_per_peer
+        peers = None if per_peer is None else PeerConnections(per_peer)
+        service = V2Service(self._app, reader, limits.grpc.stream_answers, peers)
         server.add_generic_rpc_handlers(
             (service.infer_handler(), generic_handler(service.handlers()))
         )

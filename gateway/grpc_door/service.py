@@ -7,7 +7,8 @@ replica's own config may say more than the message holds). ModelInfer is the edg
 (`gateway.grpc_door.infer`), which takes the message as received, and so is each request of
 a ModelStreamInfer stream (`gateway.grpc_door.stream`). A `GatewayError` is
 answered with its code from `gateway.grpc_door.status`; the gateway is read at each call, so
-a reload takes over at once.
+a reload takes over at once. With ``server.max_connections_per_peer`` set, every method is
+under its cap (`gateway.grpc_door.peer_connections`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from google.protobuf.message import Message
 from gateway.errors import GatewayError
 from gateway.grpc_door.door_app import DoorApp
 from gateway.grpc_door.infer import InferDoor
+from gateway.grpc_door.peer_connections import PeerConnections, capped, capped_stream
 from gateway.grpc_door.receive import MessageReader
 from gateway.grpc_door.status import code_of, error_metadata
 from gateway.grpc_door.stream import StreamDoor
@@ -48,32 +50,43 @@ def message(doc: dict[str, Any], into: M) -> M:
 class V2Service:
     """Every method of ``inference.GRPCInferenceService`` the gateway serves."""
 
-    def __init__(self, app: DoorApp, reader: MessageReader, stream_answers: int) -> None:
+    def __init__(
+        self,
+        app: DoorApp,
+        reader: MessageReader,
+        stream_answers: int,
+        peers: PeerConnections | None = None,
+    ) -> None:
+        """``peers``: the cap on connections per client address (None: none)."""
         self._app = app
         self._infer = InferDoor(app, reader)
         self._stream = StreamDoor(self._infer, stream_answers)
+        self.peers = peers
 
     def infer_handler(self) -> grpc.GenericRpcHandler:
         """ModelInfer and ModelStreamInfer, given each message as received: the door reads it
         itself (`v2proto.grpc.wire`), its raw contents as views of those bytes. ModelInfer is
         served as client-streaming (the same frames on the wire) so that the door asks for its
         message only when there is room for it (`gateway.grpc_door.receive`)."""
+        # a coroutine function, as gRPC checks
+        infer: Any = self._infer.__call__
+        # an async generator: the answers as they complete
+        streamed: Any = self._stream.__call__
+        if self.peers is not None:
+            infer = capped(infer, self.peers)
+            streamed = capped_stream(streamed, self.peers)
         method: grpc.RpcMethodHandler[bytes, Message] = grpc.stream_unary_rpc_method_handler(
-            self._infer.__call__,  # a coroutine function, as gRPC checks
-            request_deserializer=None,
-            response_serializer=_serialize,
+            infer, request_deserializer=None, response_serializer=_serialize
         )
         stream: grpc.RpcMethodHandler[bytes, Message] = grpc.stream_stream_rpc_method_handler(
-            self._stream.__call__,  # an async generator: the answers as they complete
-            request_deserializer=None,
-            response_serializer=_serialize,
+            streamed, request_deserializer=None, response_serializer=_serialize
         )
         handlers = {MODEL_INFER.name: method, MODEL_STREAM_INFER: stream}
         return grpc.method_handlers_generic_handler(SERVICE, handlers)
 
     def handlers(self) -> dict[str, Handler]:
         """The other methods by name, for `v2proto.grpc.service.generic_handler`."""
-        return {
+        methods: dict[str, Handler] = {
             "ServerLive": self._guarded(self.server_live),
             "ServerReady": self._guarded(self.server_ready),
             "ModelReady": self._guarded(self.model_ready),
@@ -83,6 +96,10 @@ class V2Service:
             "ModelConfig": self._guarded(self.model_config),
             "ModelStatistics": self._guarded(self.model_statistics),
         }
+        peers = self.peers
+        if peers is None:
+            return methods
+        return {name: capped(method, peers) for name, method in methods.items()}
 
     @staticmethod
     def _guarded(method: Callable[[Any], Awaitable[Message]]) -> Handler:

@@ -184,7 +184,7 @@ class Worker:
         app = self._app = WorkerApp(runtime, parser, memory, control)
         if self._latest is not None:
             app.follow(self._latest)
-        proxy = UnixProxy(str(self._run_dir / "admin.sock"))
+        proxy = UnixProxy(str(self._run_dir / "admin.sock"), clock=runtime.clock)
         http = HttpServer(
             RestDoor(app).routes(proxy),
             _client_limits(config),
@@ -342,6 +342,7 @@ def _client_limits(config: GatewayConfig) -> ClientLimits:
         # what a body's framing may add to it
         max_body_bytes=2 * server.max_body_bytes + FRAMING_BYTES,
         max_connections=door_connections(config),
+        max_connections_per_peer=server.max_connections_per_peer,
     )
 
 

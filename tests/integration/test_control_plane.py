@@ -3,6 +3,7 @@ changes, protected mode, a reload that keeps what the gateway learned, secrets n
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,10 +14,11 @@ import httpx
 import pytest
 import yaml
 
+from gateway.api.auth_failures import STEP_S
 from tests.integration.conftest import StartGateway, StartReplicas
 from tests.support.faults import inject_faults_async
 from tests.support.gateway import GatewayProcess, pool_config, start_gateway
-from tests.support.processes import REPO_ROOT, free_port, wait_until
+from tests.support.processes import REPO_ROOT, free_port, wait_until, wait_until_async
 from tests.support.traffic import drive
 
 pytestmark = pytest.mark.integration
@@ -32,6 +34,7 @@ KEYED = {
 }
 KEY_ENV = {"GW_TEST_ADMIN_KEY": ADMIN_KEY, "GW_TEST_METRICS_KEY": METRICS_KEY}
 ADMIN = {"authorization": f"Bearer {ADMIN_KEY}"}
+ATTACKER = "127.0.0.2"  # another loopback address: another client
 GOLDEN = str(REPO_ROOT / "fallback_models" / "digits-golden.json")
 
 
@@ -69,6 +72,50 @@ async def test_admin_routes_need_the_key_and_the_data_plane_does_not(
             assert (await http.get(path)).status_code == 200, path
         assert (await http.post("/v2/repository/index")).status_code == 200
         assert (await drive(keyed_gateway.url, requests=10, concurrency=2)).failed == 0
+
+
+async def test_a_flood_of_wrong_keys_from_one_address_leaves_the_operator_answered(
+    keyed_gateway: GatewayProcess,
+) -> None:
+    """40 clients at 127.0.0.2 sending wrong keys without pause (once: their delayed 401s held
+    every connection from the worker to the control process, and the operator's requests got
+    503 after 2 s): the attacker gets delayed 401s, then 429s; meanwhile each of the
+    operator's requests from 127.0.0.1 is answered 200 within 1 s."""
+    wrong = {"authorization": f"Bearer {ADMIN_KEY}x"}
+    seen: list[tuple[int, float]] = []
+
+    async def attack(http: httpx.AsyncClient) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            started = loop.time()
+            answer = await http.get("/admin/state", headers=wrong)
+            seen.append((answer.status_code, loop.time() - started))
+
+    transport = httpx.AsyncHTTPTransport(
+        local_address=ATTACKER, limits=httpx.Limits(max_connections=64)
+    )
+    url = keyed_gateway.url
+    async with (
+        httpx.AsyncClient(base_url=url, transport=transport, trust_env=False, timeout=30) as bad,
+        httpx.AsyncClient(base_url=url, trust_env=False, timeout=30) as operator,
+    ):
+        flood = [asyncio.create_task(attack(bad)) for _ in range(40)]
+        try:
+            await wait_until_async(
+                lambda: {401, 429} <= {status for status, _ in seen}, 10, message="401s and 429s"
+            )
+            for _ in range(10):
+                async with asyncio.timeout(1.0):
+                    answer = await operator.get("/admin/state", headers=ADMIN)
+                assert answer.status_code == 200
+            # the flood held throughout
+            assert not any(task.done() for task in flood)
+        finally:
+            for task in flood:
+                task.cancel()
+            await asyncio.gather(*flood, return_exceptions=True)
+    assert {status for status, _ in seen} == {401, 429}
+    assert min(elapsed for status, elapsed in seen if status == 401) >= STEP_S
 
 
 async def test_a_simple_cross_site_reload_is_415_and_a_foreign_host_421(

@@ -20,6 +20,12 @@ uvicorn listens on a Unix socket: `UnixProxy` is the router's fallback for that.
   gone mid-answer: the client's connection is cut, so it never takes a short answer for a
   whole one. A pooled connection the server closed while it idled is retried once on a new
   one, for a request without a body.
+- **Held answers**: an answer the control plane marks with `HOLD_HEADER` (a wrong key's 401,
+  delayed per client address by `gateway.api.auth_failures`) is read whole (at most
+  `MAX_HELD_BYTES`), its connection given back at once, and written to the client only after
+  that many seconds on the injected clock: the delay holds the client's own exchange, never
+  one of the pool's few connections that every client's control-plane request shares. The
+  field is never forwarded from a client nor returned to one.
 - Upgrades and CONNECT are not forwarded: 501.
 """
 
@@ -27,7 +33,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
+from dataclasses import dataclass
 
+from gateway.clock import Clock, MonotonicClock
 from gateway.worker.http.answer import Answer
 from gateway.worker.http.proxy_pool import ProxyConnection, ProxyPool, UpstreamGone
 from gateway.worker.http.request import Request
@@ -35,6 +44,10 @@ from gateway.worker.http.request import Request
 log = logging.getLogger(__name__)
 
 PEER_HEADER = b"x-gateway-peer"
+# on the control plane's answer: seconds to hold it before the client has it
+HOLD_HEADER = b"x-gateway-hold-s"
+# a held answer is read whole first: an error's few lines
+MAX_HELD_BYTES = 64 * 1024
 # RFC 9110 7.6.1's hop-by-hop fields, and what each side frames or answers for itself
 _NOT_FORWARDED = frozenset(
     (
@@ -48,6 +61,7 @@ _NOT_FORWARDED = frozenset(
         b"content-length",
         b"expect",
         PEER_HEADER,
+        HOLD_HEADER,
     )
 )
 _NOT_RETURNED = frozenset(
@@ -61,9 +75,25 @@ _NOT_RETURNED = frozenset(
         b"upgrade",
         b"content-length",
         b"date",
+        HOLD_HEADER,
     )
 )
 _RETRY_AFTER = b"retry-after: 1\r\n"
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """An answer read whole, for the client after ``seconds``."""
+
+    seconds: float
+    status: int
+    lines: bytes
+    body: bytes
+
+    async def write(self, answer: Answer) -> None:
+        answer.start(self.status, self.lines, len(self.body))
+        await answer.write(self.body)
+        answer.end()
 
 
 class UnixProxy:
@@ -76,10 +106,13 @@ class UnixProxy:
         connect_timeout_s: float = 2.0,
         answer_timeout_s: float = 60.0,
         max_head_bytes: int = 64 * 1024,
+        clock: Clock | None = None,
     ) -> None:
-        """``path``: the server's socket; ``connections``: how many exchanges at once."""
+        """``path``: the server's socket; ``connections``: how many exchanges at once;
+        ``clock``: what a held answer waits on."""
         self.pool = ProxyPool(path, connections, idle_s, connect_timeout_s, max_head_bytes)
         self._answer_timeout_s = answer_timeout_s
+        self._clock = clock or MonotonicClock()
 
     async def __call__(self, request: Request, answer: Answer) -> None:
         if request.method == "CONNECT" or request.header(b"upgrade") is not None:
@@ -89,16 +122,16 @@ class UnixProxy:
         bodied = request.header(b"content-length") is not None or _chunked(request)
         for attempt in (1, 2):
             try:
-                conn = await self.pool.take()
+                conn = await self.pool.take(request.peer)
             except (TimeoutError, OSError) as exc:
                 log.warning("control plane unreachable at %s: %s", self.pool.path, exc)
                 answer.send_error(503, "the control plane is unavailable", _RETRY_AFTER)
                 return
             reused = conn.used
             try:
-                done = await self._exchange(conn, head, request, answer, bodied)
+                done, held = await self._exchange(conn, head, request, answer, bodied)
             except UpstreamGone as exc:
-                self.pool.give(conn, reuse=False)
+                self.pool.give(conn, request.peer, reuse=False)
                 if reused and attempt == 1 and not bodied and not answer.started:
                     # it closed while idle: once more on a new connection
                     continue
@@ -108,30 +141,42 @@ class UnixProxy:
                     answer.abort()
                 return
             except BaseException:
-                self.pool.give(conn, reuse=False)
+                self.pool.give(conn, request.peer, reuse=False)
                 raise
-            self.pool.give(conn, reuse=done)
+            self.pool.give(conn, request.peer, reuse=done)
+            if held is not None:
+                # the connection is back in the pool: only this client waits
+                await self._clock.sleep(held.seconds)
+                await held.write(answer)
             return
 
     async def _exchange(
         self, conn: ProxyConnection, head: bytes, request: Request, answer: Answer, bodied: bool
-    ) -> bool:
-        """One exchange; True if the connection may carry another."""
+    ) -> tuple[bool, Held | None]:
+        """One exchange; True if the connection may carry another, and the answer if it is
+        to be held (then not yet written)."""
         conn.send(head)
         sender = asyncio.ensure_future(_send_body(conn, request)) if bodied else None
+        held = None
         try:
             if not await self._head(conn, sender):
                 answer.send_error(504, "the control plane did not answer in time")
-                return False
-            await self._answer(conn, answer)
+                return False, None
+            seconds = _hold_of(conn.headers)
+            if seconds is None:
+                await self._answer(conn, answer)
+            else:
+                held = Held(
+                    seconds, conn.status, _answer_lines(conn.headers), await self._read(conn)
+                )
         finally:
             if sender is not None and not sender.done():
                 # answered before the whole body went: the connection ends
                 sender.cancel()
                 conn.reusable = False
         if sender is not None and (sender.cancelled() or sender.exception() is not None):
-            return False
-        return conn.reusable
+            return False, held
+        return conn.reusable, held
 
     async def _head(self, conn: ProxyConnection, sender: asyncio.Future[None] | None) -> bool:
         """Waits for the answer's head while the body goes; False if none came in time.
@@ -157,12 +202,7 @@ class UnixProxy:
         return True
 
     async def _answer(self, conn: ProxyConnection, answer: Answer) -> None:
-        named = _connection_named(conn.headers)
-        lines = b"".join(
-            b"%s: %s\r\n" % (name, value)
-            for name, value in conn.headers
-            if name not in _NOT_RETURNED and name not in named
-        )
+        lines = _answer_lines(conn.headers)
         declared = _value(conn.headers, b"content-length")
         chunked = _value(conn.headers, b"transfer-encoding") is not None
         length = int(declared) if declared is not None and not chunked else None
@@ -176,6 +216,45 @@ class UnixProxy:
                 raise UpstreamGone("the control plane stalled mid-answer") from None
             await answer.write(chunk)
         answer.end()
+
+    async def _read(self, conn: ProxyConnection) -> bytes:
+        """The whole answer's body, at most `MAX_HELD_BYTES`."""
+        chunks: list[bytes] = []
+        size = 0
+        more = True
+        while more:
+            try:
+                async with asyncio.timeout(self._answer_timeout_s):
+                    chunk, more = await conn.read()
+            except TimeoutError:
+                raise UpstreamGone("the control plane stalled mid-answer") from None
+            size += len(chunk)
+            if size > MAX_HELD_BYTES:
+                raise UpstreamGone("the control plane's held answer is too large")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+def _hold_of(headers: list[tuple[bytes, bytes]]) -> float | None:
+    """`HOLD_HEADER`'s seconds (None: answer at once; so is a value that is no number)."""
+    value = _value(headers, HOLD_HEADER)
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None
+    return seconds if math.isfinite(seconds) and seconds > 0 else None
+
+
+def _answer_lines(headers: list[tuple[bytes, bytes]]) -> bytes:
+    """The answer's header lines the client is given."""
+    named = _connection_named(headers)
+    return b"".join(
+        b"%s: %s\r\n" % (name, value)
+        for name, value in headers
+        if name not in _NOT_RETURNED and name not in named
+    )
 
 
 async def _send_body(conn: ProxyConnection, request: Request) -> None:

@@ -3,7 +3,9 @@
 `ProxyPool` holds at most ``size`` connections, idle ones for at most ``idle_s`` (less than
 the server's own keep-alive timeout, so that a connection is rarely taken just as the server
 closes it); a request finds an idle one or opens one, and waits for a free slot when all are
-busy. `ProxyConnection` sends a request's head and body as it is given them, waiting while its
+busy. One client address holds at most half of the slots at once (`PeerShares`): a client that
+sends many requests at once waits for its own, and the others still find a free slot.
+`ProxyConnection` sends a request's head and body as it is given them, waiting while its
 transport holds more than `HIGH_WATER_BYTES` (the server reads slowly), and hands the answer
 over as httptools parses it: the head once complete (interim 1xx answers skipped), then the
 body's chunks, reading paused while more than `HIGH_WATER_BYTES` wait unread (the client reads
@@ -14,7 +16,7 @@ kept alive with nothing more sent.
 from __future__ import annotations
 
 import asyncio
-from collections import deque
+from collections import Counter, deque
 
 import httptools
 
@@ -203,6 +205,40 @@ def _retrieved(future: asyncio.Future[None]) -> None:
         future.exception()
 
 
+class PeerShares:
+    """At most ``share`` slots held at once by each client address; an address's count is
+    kept only while it holds or waits for one."""
+
+    def __init__(self, share: int) -> None:
+        self.share = share
+        self._shares: dict[str, asyncio.Semaphore] = {}
+        self._users: Counter[str] = Counter()
+
+    async def acquire(self, peer: str) -> None:
+        share = self._shares.get(peer)
+        if share is None:
+            share = self._shares[peer] = asyncio.Semaphore(self.share)
+        self._users[peer] += 1
+        try:
+            await share.acquire()
+        except BaseException:
+            self._forget(peer)
+            raise
+
+    def release(self, peer: str) -> None:
+        self._shares[peer].release()
+        self._forget(peer)
+
+    def __len__(self) -> int:
+        return len(self._shares)
+
+    def _forget(self, peer: str) -> None:
+        self._users[peer] -= 1
+        if not self._users[peer]:
+            del self._users[peer]
+            del self._shares[peer]
+
+
 class ProxyPool:
     def __init__(
         self, path: str, size: int, idle_s: float, connect_timeout_s: float, max_head_bytes: int
@@ -210,15 +246,21 @@ class ProxyPool:
         self.path = path
         self._idle: list[tuple[ProxyConnection, float]] = []
         self._slots = asyncio.Semaphore(size)
+        self.peers = PeerShares(max(1, size // 2))
         self._idle_s = idle_s
         self._connect_timeout_s = connect_timeout_s
         self._max_head_bytes = max_head_bytes
 
-    async def take(self) -> ProxyConnection:
-        """A connection for one exchange (`TimeoutError` or `OSError` if none can be had);
-        give it back with `give`."""
+    async def take(self, peer: str) -> ProxyConnection:
+        """A connection for one exchange for the client at ``peer`` (`TimeoutError` or
+        `OSError` if none can be had); give it back with `give`."""
         async with asyncio.timeout(self._connect_timeout_s):
-            await self._slots.acquire()
+            await self.peers.acquire(peer)
+            try:
+                await self._slots.acquire()
+            except BaseException:
+                self.peers.release(peer)
+                raise
         loop = asyncio.get_running_loop()
         try:
             while self._idle:
@@ -235,16 +277,20 @@ class ProxyPool:
             conn.used = False
             return conn
         except BaseException:
-            self._slots.release()
+            self._release(peer)
             raise
 
-    def give(self, conn: ProxyConnection, reuse: bool) -> None:
-        """Back from an exchange: kept for the next one if ``reuse`` and it may be."""
-        self._slots.release()
+    def give(self, conn: ProxyConnection, peer: str, reuse: bool) -> None:
+        """Back from ``peer``'s exchange: kept for the next one if ``reuse`` and it may be."""
+        self._release(peer)
         if reuse and conn.reusable:
             self._idle.append((conn, asyncio.get_running_loop().time()))
         else:
             conn.close()
+
+    def _release(self, peer: str) -> None:
+        self._slots.release()
+        self.peers.release(peer)
 
     def close(self) -> None:
         for conn, _ in self._idle:

@@ -24,7 +24,13 @@ from gateway.api.auth_failures import (
     STEP_S,
     AuthFailures,
 )
-from gateway.api.guard import ControlPlaneGuard, allowed_hosts, client_address
+from gateway.api.guard import (
+    HOLD_HEADER,
+    ControlPlaneGuard,
+    allowed_hosts,
+    client_address,
+    mark_forwarded,
+)
 from gateway.api.responses import Receive, Scope, Send, send_json
 from gateway.config.access import AdminAccessConfig
 from gateway.runtime import Gateway
@@ -134,6 +140,33 @@ async def test_a_wrong_key_is_answered_after_its_delay_and_counted() -> None:
         assert missing.status_code == 401
         assert rig.clock.now() - started == pytest.approx(STEP_S)
     assert rig.refused == {("admin", 401): 1, ("metrics", 401): 1}
+
+
+async def test_a_forwarded_wrong_key_is_answered_at_once_with_the_delay_for_its_worker() -> None:
+    """A worker holds the answer itself (`gateway.worker.http.proxy`): the control plane keeps
+    the one table of failures and says how long; its own connection is free at once."""
+    rig = _Rig()
+
+    async def forwarded(scope: Scope, receive: Receive, send: Send) -> None:
+        mark_forwarded(scope, "10.0.0.7")
+        await rig.guard(scope, receive, send)
+
+    transport = httpx.ASGITransport(app=forwarded)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8000") as http:
+        started = rig.clock.now()
+        first = await http.get("/admin/state", headers=WRONG)
+        second = await http.get("/admin/state", headers=WRONG)
+        missing = await http.get("/admin/state")
+        right = await http.get("/admin/state", headers=RIGHT)
+    assert rig.clock.now() == started  # nothing waited here
+    assert first.status_code == second.status_code == missing.status_code == 401
+    hold = HOLD_HEADER.decode()
+    assert float(first.headers[hold]) == pytest.approx(STEP_S)
+    # queued behind the first, then its own doubled delay
+    assert float(second.headers[hold]) == pytest.approx(STEP_S + 2 * STEP_S)
+    assert hold not in missing.headers and hold not in right.headers
+    assert right.status_code == 200
+    assert rig.refused == {("admin", 401): 3}
 
 
 def test_a_flood_of_wrong_keys_is_held_back_without_holding_anyone_else() -> None:

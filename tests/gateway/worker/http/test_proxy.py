@@ -23,6 +23,7 @@ from starlette.routing import Route
 from gateway.worker.http.answer import Answer
 from gateway.worker.http.limits import ClientLimits
 from gateway.worker.http.proxy import UnixProxy
+from gateway.worker.http.proxy_pool import PeerShares
 from gateway.worker.http.request import Request
 from gateway.worker.http.router import PathRouter
 from gateway.worker.http.server import HttpServer
@@ -35,6 +36,7 @@ from tests.gateway.worker.http.served import (
     until,
     within,
 )
+from tests.support.clock import FakeClock
 
 MIB = 1024 * 1024
 STREAMED = bytes(range(256)) * 32 * 1024  # 8 MiB
@@ -162,7 +164,7 @@ async def test_a_post_body_is_forwarded_with_the_peer_and_without_hop_by_hop_fie
     body = bytes(range(256)) * 12 * 1024  # 3 MiB
     extra = (
         b"connection: x-hop\r\nx-hop: 1\r\nkeep-alive: 5\r\nte: trailers\r\n"
-        b"x-gateway-peer: 10.0.0.66\r\nx-kept: yes\r\n"
+        b"x-gateway-peer: 10.0.0.66\r\nx-gateway-hold-s: 30\r\nx-kept: yes\r\n"
     )
     if framing == "length":
         extra += b"content-length: %d\r\n" % len(body)
@@ -180,6 +182,7 @@ async def test_a_post_body_is_forwarded_with_the_peer_and_without_hop_by_hop_fie
         assert field not in doc["headers"]
     assert "x-kept" in doc["headers"]
     assert doc["headers"].count("x-gateway-peer") == 1
+    assert "x-gateway-hold-s" not in doc["headers"]  # the control's word, never a client's
     assert "x-private" not in headers and "keep-alive" not in headers  # nor on the way back
 
 
@@ -292,3 +295,70 @@ async def test_upgrades_are_not_forwarded(site: Site) -> None:
     writer.write(get("/ws", b"upgrade: websocket\r\n"))
     status, _, body = await answer(reader)
     assert status == 501 and b"not forwarded" in body
+
+
+class HeldClock(FakeClock):
+    """A clock whose ``sleep`` returns only once the test lets it go."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.go = asyncio.Event()
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        await self.go.wait()
+
+
+async def test_a_held_answer_waits_for_its_client_alone_off_the_pools_connection(
+    tmp_path: Path,
+) -> None:
+    """A wrong key's 401, which the control marks to be held: with one pooled connection,
+    another client is answered while the first still waits, which then has its 401 without
+    the mark."""
+    path = str(tmp_path / "control.sock")
+
+    async def held(request: StarletteRequest) -> Response:
+        headers = {"x-gateway-hold-s": "2.5", "www-authenticate": "Bearer"}
+        return JSONResponse({"error": "wrong key"}, status_code=401, headers=headers)
+
+    app = Starlette(routes=[Route("/held", held), Route("/metrics", metrics)])
+    control = uvicorn.Server(uvicorn.Config(app, uds=path, lifespan="off", log_level="critical"))
+    serving = asyncio.create_task(control.serve())
+    await until(lambda: control.started)
+    clock = HeldClock()
+    proxy = UnixProxy(path, connections=1, clock=clock)
+    server = await serve(ClientLimits(min_body_rate=0), PathRouter(proxy))
+    waiting_reader, waiting = await connect(server.port)
+    waiting.write(get("/held"))
+    try:
+        await until(lambda: clock.slept)
+        assert clock.slept == [2.5]
+        reader, writer = await connect(server.port)
+        writer.write(get("/metrics"))
+        assert (await answer(reader))[0] == 200  # the one connection was free
+        with pytest.raises(TimeoutError):  # still held
+            async with asyncio.timeout(0.05):
+                await waiting_reader.read(1)
+    finally:
+        clock.go.set()
+    status, headers, body = await answer(waiting_reader)
+    assert (status, orjson.loads(body)) == (401, {"error": "wrong key"})
+    assert headers["www-authenticate"] == "bearer" and "x-gateway-hold-s" not in headers
+    proxy.pool.close()
+    control.should_exit = True
+    await within(serving)
+
+
+async def test_one_address_holds_at_most_its_share_of_the_pools_slots() -> None:
+    shares = PeerShares(2)
+    for _ in range(2):
+        await within(shares.acquire("10.0.0.9"))
+    third = asyncio.ensure_future(shares.acquire("10.0.0.9"))
+    await within(shares.acquire("10.0.0.1"))  # another address is not held up
+    await asyncio.sleep(0)
+    assert not third.done()
+    shares.release("10.0.0.9")
+    await within(third)
+    for peer in ("10.0.0.9", "10.0.0.9", "10.0.0.1"):
+        shares.release(peer)
+    assert len(shares) == 0  # nothing kept for an address that holds nothing
