@@ -184,9 +184,8 @@ class AttemptLayer:
                 outcome = classify_error(replica.id, exc, self._clock.now() - started)
                 raise exc.classified(outcome) from exc
             ended = self._clock.now()
-            config = pool.config
-            outcome = _classify_reply(call, replica.id, response, ended - started, config.echoes_id)
-            if config.load_aware:
+            outcome = _classify_reply(call, replica.id, response, ended - started, pool.echoes_id)
+            if pool.load_aware:
                 text = response.headers.get(LOAD_HEADER)
                 if text is not None:
                     report = self.load_reports.read(text)
@@ -261,7 +260,7 @@ def _answer(
         )
     body, header_length = response.body, response.headers.get(HEADER_LENGTH)
     request_id = call.request.id if call.request is not None else None
-    if not pool.config.echoes_id and request_id is not None:
+    if not pool.echoes_id and request_id is not None:
         body, header_length = with_reply_id(body, header_length, request_id)
     return InferAnswer(
         status=response.status,
