@@ -208,8 +208,12 @@ class Serving:
         return doc
 
     def infer(self, call: InferCall) -> Awaitable[InferAnswer]:
-        """The pipeline's answer to ``call`` (its awaitable itself: a frame fewer per request)."""
-        return self.pipeline.handler(call)
+        """The pipeline's answer to ``call`` (its awaitable itself: a frame fewer per request;
+        the pipeline read without the `pipeline` property's call, for the same reason)."""
+        pipeline = self._pipeline
+        if pipeline is None:
+            raise RuntimeError("gateway not started")
+        return pipeline.handler(call)
 
     # --- Triton/KServe parity: repository index, model config -----------------------------
 
