@@ -107,12 +107,13 @@ class AttemptLayer:
         if leg.call.ledger.attempts == 1:
             # the request's first send (taken just now, no await)
             self._metrics.queued(leg.call.model_name, leg.call.deadline.timeout_s - remaining)
-        patience = try_timeout(
-            leg.call.model.retry.try_timeout,
-            leg.attempts.pool.latency,
-            remaining,
-            self._retry.possible(leg),
-        )
+        # the model's per-try timeout is read only where a retry could follow (no config read,
+        # a pydantic model's ``__getattr__`` hook, where none can)
+        patience = remaining
+        if self._retry.possible(leg):
+            patience = try_timeout(
+                leg.call.model.retry.try_timeout, leg.attempts.pool.latency, remaining, True
+            )
         exchange = self._exchange(attempt, remaining)
         if patience >= remaining:
             return exchange
