@@ -66,6 +66,9 @@ class Serving:
         adjustment now. The subclass sets `rollouts` (and may set `suspects`, `audits` and
         `escalated`) before `start`."""
         self.config = config
+        # read on every request: a plain attribute (each read of a config goes through a
+        # pydantic model's ``__getattr__`` hook)
+        self._models = config.models
         self.clock = clock
         self.rng = rng
         self.tracer = tracer
@@ -159,7 +162,7 @@ class Serving:
     # --- models -------------------------------------------------------------------------
 
     def model(self, name: str, version: str | None = None) -> ModelConfig:
-        model = self.config.models.get(name)
+        model = self._models.get(name)
         if model is None:
             raise NotFound(f"model {name!r} not found")
         if version is not None and version != model.version:
