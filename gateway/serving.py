@@ -66,6 +66,9 @@ class Serving:
         adjustment now. The subclass sets `rollouts` (and may set `suspects`, `audits` and
         `escalated`) before `start`."""
         self.config = config
+        # read on every request: a plain attribute (each read of a config goes through a
+        # pydantic model's ``__getattr__`` hook)
+        self._models = config.models
         self.clock = clock
         self.rng = rng
         self.tracer = tracer
@@ -159,7 +162,7 @@ class Serving:
     # --- models -------------------------------------------------------------------------
 
     def model(self, name: str, version: str | None = None) -> ModelConfig:
-        model = self.config.models.get(name)
+        model = self._models.get(name)
         if model is None:
             raise NotFound(f"model {name!r} not found")
         if version is not None and version != model.version:
@@ -208,8 +211,12 @@ class Serving:
         return doc
 
     def infer(self, call: InferCall) -> Awaitable[InferAnswer]:
-        """The pipeline's answer to ``call`` (its awaitable itself: a frame fewer per request)."""
-        return self.pipeline.handler(call)
+        """The pipeline's answer to ``call`` (its awaitable itself: a frame fewer per request;
+        the pipeline read without the `pipeline` property's call, for the same reason)."""
+        pipeline = self._pipeline
+        if pipeline is None:
+            raise RuntimeError("gateway not started")
+        return pipeline.handler(call)
 
     # --- Triton/KServe parity: repository index, model config -----------------------------
 

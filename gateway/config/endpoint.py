@@ -34,8 +34,10 @@ class Endpoint:
     it (``Connection: close``) and is never pooled, for servers whose replies carry no request
     id: on a reused connection a late reply would be read as the next request's.
     ``fixed_head`` is the part of every request head that depends on the endpoint alone (Host,
-    Connection and the extra headers), built once; ``fixed_lines`` counts its lines. The hash is
-    computed once too: the transport looks an endpoint up on every request (docs/measured.md).
+    Connection and the extra headers), built once, and refused (ValueError) if a CR or LF in
+    its host or headers would end a line early: the transport checks only the rest of
+    each head. The hash is computed once too: the transport looks an endpoint up on every
+    request (docs/measured.md).
     """
 
     host: str
@@ -48,7 +50,6 @@ class Endpoint:
     headers: ExtraHeaders = field(default=NO_HEADERS, compare=False, repr=False)
     keep_alive: bool = True
     fixed_head: str = field(init=False, compare=False, repr=False)
-    fixed_lines: int = field(init=False, compare=False, repr=False)
     # Reached over V2 gRPC (grpc://, grpcs://) rather than REST: read on every exchange, so an
     # attribute set once, not a property
     is_grpc: bool = field(init=False, compare=False, repr=False)
@@ -62,8 +63,10 @@ class Endpoint:
         host = self.headers.host or self.authority
         close = "" if self.keep_alive else "connection: close\r\n"
         head = f"host: {host}\r\n{close}{self.headers.lines}"
+        lines = 1 + (not self.keep_alive) + self.headers.count
+        if head.count("\n") != lines or head.count("\r") != lines:
+            raise ValueError("CR or LF in an endpoint's host or headers")
         object.__setattr__(self, "fixed_head", head)
-        object.__setattr__(self, "fixed_lines", 1 + (not self.keep_alive) + self.headers.count)
         object.__setattr__(self, "is_grpc", self.scheme in GRPC_SCHEMES)
         key = (self.host, self.port, self.prefix, self.scheme, self.tls, self.keep_alive)
         object.__setattr__(self, "_hash", hash(key))

@@ -107,12 +107,13 @@ class AttemptLayer:
         if leg.call.ledger.attempts == 1:
             # the request's first send (taken just now, no await)
             self._metrics.queued(leg.call.model_name, leg.call.deadline.timeout_s - remaining)
-        patience = try_timeout(
-            leg.call.model.retry.try_timeout,
-            leg.attempts.pool.latency,
-            remaining,
-            self._retry.possible(leg),
-        )
+        # the model's per-try timeout is read only where a retry could follow (no config read,
+        # a pydantic model's ``__getattr__`` hook, where none can)
+        patience = remaining
+        if self._retry.possible(leg):
+            patience = try_timeout(
+                leg.call.model.retry.try_timeout, leg.attempts.pool.latency, remaining, True
+            )
         exchange = self._exchange(attempt, remaining)
         if patience >= remaining:
             return exchange
@@ -184,9 +185,8 @@ class AttemptLayer:
                 outcome = classify_error(replica.id, exc, self._clock.now() - started)
                 raise exc.classified(outcome) from exc
             ended = self._clock.now()
-            config = pool.config
-            outcome = _classify_reply(call, replica.id, response, ended - started, config.echoes_id)
-            if config.load_aware:
+            outcome = _classify_reply(call, replica.id, response, ended - started, pool.echoes_id)
+            if pool.load_aware:
                 text = response.headers.get(LOAD_HEADER)
                 if text is not None:
                     report = self.load_reports.read(text)
@@ -261,7 +261,7 @@ def _answer(
         )
     body, header_length = response.body, response.headers.get(HEADER_LENGTH)
     request_id = call.request.id if call.request is not None else None
-    if not pool.config.echoes_id and request_id is not None:
+    if not pool.echoes_id and request_id is not None:
         body, header_length = with_reply_id(body, header_length, request_id)
     return InferAnswer(
         status=response.status,

@@ -40,8 +40,7 @@ class BalanceLayer:
         taken = attempts.zones
         if taken:  # a vote leg: prefer a failure domain no other leg is in
             candidates = [r for r in candidates if r.zone not in taken] or candidates
-        config = pool.config
-        fresh_after = now - config.load.stale_s if config.load_aware else math.inf
+        fresh_after = now - pool.load_stale_s if pool.load_aware else math.inf
         while candidates:
             replica = self._selector.pick(candidates, fresh_after)
             assert replica is not None

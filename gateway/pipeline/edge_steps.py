@@ -164,6 +164,10 @@ class BoundedBody:
 def timeout_of(raw: str | None, model: ModelConfig) -> float:
     """Seconds the request may take: ``x-request-timeout-ms`` capped by the model's
     ``max_timeout_ms`` (400 if not a positive number), else the model's ``timeout_ms``."""
+    if raw is None:
+        # as `timeout_from_header` answers it, without reading the cap (each read of a config
+        # goes through a pydantic model's ``__getattr__`` hook)
+        return model.timeout_ms / 1000.0
     return timeout_from_header(raw, model.timeout_ms, model.max_timeout_ms)
 
 

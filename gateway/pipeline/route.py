@@ -36,7 +36,11 @@ class SingleRoute:
     def __call__(self, call: InferCall) -> Awaitable[InferAnswer]:
         if self._count is not None:
             self._count()
-        pool = self._registry.pools[call.model.pools[0]]
+        model = call.model
+        # `ModelConfig.pools` without its property: each read of a config is a pydantic
+        # model's ``__getattr__`` hook, and a single route's model has no vote
+        vote = model.vote
+        pool = self._registry.pools[(model.pool or "") if vote is None else vote.pools[0]]
         return self._leg(Leg(speak(call, pool), Attempts(call.ledger, pool)))
 
 

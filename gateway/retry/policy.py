@@ -116,8 +116,10 @@ class RetryPolicy:
 
     def _tries_left(self, leg: Leg) -> bool:
         attempts = leg.attempts
-        return attempts.count < leg.call.model.retry.max_attempts and len(attempts.tried) < len(
-            attempts.pool.replicas
+        # the replicas first: no config read (a pydantic model's ``__getattr__`` hook) where
+        # every one was tried, as in a pool of one
+        return len(attempts.tried) < len(attempts.pool.replicas) and (
+            attempts.count < leg.call.model.retry.max_attempts
         )
 
     def _scale(self, leg: Leg) -> float:

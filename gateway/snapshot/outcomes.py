@@ -11,9 +11,11 @@ OutcomeArgs = tuple[str, str, float, int | None, str, str]
 
 
 def outcome_args(outcome: Outcome) -> OutcomeArgs:
-    """An `Outcome` as plain values for a `Call`."""
+    """An `Outcome` as plain values for a `Call`. Its kind is the member itself: a `StrEnum`
+    member is its value, a string on the wire, and reading ``.value`` costs two Python calls
+    (the enum's property) on every attempt."""
     return (
-        outcome.kind.value,
+        outcome.kind,
         outcome.replica,
         outcome.latency_s,
         outcome.status,

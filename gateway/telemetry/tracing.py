@@ -80,6 +80,9 @@ class Tracer:
     ) -> None:
         """``exporter`` overrides ``otlp_endpoint``; ``batch`` defaults to True for OTLP only."""
         self.config = config or TracingConfig()
+        # read on every request: a plain attribute (a pydantic model's reads go through its
+        # ``__getattr__`` hook)
+        self._enabled = self.config.enabled
         self._sampler = RootSampler(self.config.sample_ratio)
         self._recorder: SpanRecorder | None = None
         if exporter is None and self.config.otlp_endpoint is not None and self.config.enabled:
@@ -108,7 +111,7 @@ class Tracer:
 
         ``headers`` are the client's, lower-case names (as ASGI gives them).
         """
-        if not self.config.enabled:
+        if not self._enabled:
             return UntracedRequest(headers)
         parent = parse_traceparent(headers.get(TRACEPARENT))
         if parent is None:

@@ -29,6 +29,11 @@ class PoolMembers(Protocol):
     def config(self) -> PoolConfig: ...
 
     @property
+    def panic_share(self) -> float:
+        """``config.panic_threshold_percent / 100``."""
+        ...
+
+    @property
     def replicas(self) -> Sequence[Replica]: ...
 
     @property
@@ -64,7 +69,7 @@ def _usable(pool: PoolMembers, now: float) -> tuple[list[Replica], list[Replica]
 
 
 def _panics(pool: PoolMembers, usable: list[Replica]) -> bool:
-    return len(usable) < pool.config.panic_threshold_percent / 100 * len(pool.replicas)
+    return len(usable) < pool.panic_share * len(pool.replicas)
 
 
 def in_panic(pool: PoolMembers, now: float) -> bool:

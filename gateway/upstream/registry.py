@@ -49,9 +49,20 @@ class Pool:
     paused: str | None = None  # an operator's pause: why no replica of it is eligible
     held: frozenset[str] = frozenset()  # ids an operator drained or ejected: no rejoining
     infer_path: str = field(init=False)  # ``model_path("/infer")``, which every attempt sends to
+    # What every attempt reads of the config, copied once: each attribute read on a pydantic
+    # model goes through its ``__getattr__`` hook, never the interpreter's specialised read
+    load_aware: bool = field(init=False)  # ``config.load_aware``
+    load_stale_s: float = field(init=False)  # ``config.load.stale_s``
+    echoes_id: bool = field(init=False)  # ``config.echoes_id``
+    panic_share: float = field(init=False)  # ``config.panic_threshold_percent / 100``
 
     def __post_init__(self) -> None:
         self.infer_path = self.model_path("/infer")
+        config = self.config
+        self.load_aware = config.load_aware
+        self.load_stale_s = config.load.stale_s
+        self.echoes_id = config.echoes_id
+        self.panic_share = config.panic_threshold_percent / 100
 
     @classmethod
     def from_config(

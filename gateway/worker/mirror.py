@@ -19,6 +19,7 @@ under way) are left out until the worker runs the same config.
 from __future__ import annotations
 
 import logging
+import math
 
 import orjson
 
@@ -106,9 +107,14 @@ class Mirror:
         self.version = snapshot.version
 
     def loads(self, loads: Loads) -> None:
-        """Replicas' load readings alone (`Loads`): each fresher than the replica's own."""
+        """Replicas' load readings alone (`Loads`): each fresher than the replica's own. A
+        reading no fresher than one this worker shipped or took is passed over before its
+        replica is looked up: under load most are this worker's own, coming back."""
         registry = self._serving.registry
+        known = self._loads_known
         for replica_id, load in loads.loads.items():
+            if load.at <= known.get(replica_id, -math.inf):
+                continue
             replica = registry.replica(replica_id)
             if replica is not None:
                 self._take_load(replica, load)

@@ -14,7 +14,7 @@ import pytest
 from gateway.config.endpoint import Endpoint
 from gateway.errors import UpstreamConnectError, UpstreamProtocolError, UpstreamTimeout
 from gateway.upstream.transport.base import Transport
-from gateway.upstream.transport.http1 import Http1Transport
+from gateway.upstream.transport.http1 import Http1Transport, encode_request
 from loadtests.transports import TRANSPORTS, TransportLimits, make_transport
 from tests.gateway.upstream.scripted_server import CHUNKS, ScriptedServer, wait_until
 
@@ -391,6 +391,24 @@ async def test_fast_refuses_header_injection(endpoint: Endpoint) -> None:
         await transport.request(
             endpoint, "POST", "/echo", headers={"x-a": "1\r\nx-b: 2"}, timeout=1.0
         )
+
+
+@pytest.mark.parametrize("path", ["/a\r\nx-b: 2", "/a\nx-b: 2", "/a\rb"])
+def test_refuses_a_line_break_in_the_request_line(path: str) -> None:
+    with pytest.raises(ValueError, match="CR or LF"):
+        encode_request(Endpoint("127.0.0.1", 80), "POST", path, b"{}", None)
+
+
+@pytest.mark.parametrize("name", ["x-a\r\nx-b", "x-a\n"])
+def test_refuses_a_line_break_in_a_header_name(name: str) -> None:
+    with pytest.raises(ValueError, match="CR or LF"):
+        encode_request(Endpoint("127.0.0.1", 80), "POST", "/a", b"{}", {name: "1"})
+
+
+def test_an_endpoint_whose_host_breaks_a_line_is_refused() -> None:
+    """Its part of every head is checked once, where it is built."""
+    with pytest.raises(ValueError, match="CR or LF"):
+        Endpoint("a\r\nx-b: 2", 80)
 
 
 # --- names ------------------------------------------------------------------------------------
