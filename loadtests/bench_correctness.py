@@ -13,6 +13,8 @@ polled twice a second. Runs (``--runs``):
 - ``vote``: the suspects' quarantine out of reach: when the model is escalated to a vote, the
   wrong rate over the last 15 s; then the fault is cleared and the run goes on until the model
   is back on its single route (or ``recover_s`` + 20 s);
+- ``plain-fault``: the same fault on the plain route (no audits, no correctness SLO): the
+  clients' wrong-answer rate the fault costs when nothing watches for it;
 - ``clean`` and ``off``: fault-free with audits on and off: alerts, suspects, the audits' extra
   replica requests (the replicas' own request counts), latency p50 and p99 (compare them at a
   fixed ``--rate`` below saturation: closed-loop at c8 the machine's two cores are full, and
@@ -84,7 +86,7 @@ def config(mlp: list[Proc], svm: Proc, forest: Proc, run: str, workers: int) -> 
         return {"model": model, "replicas": replicas}
 
     digits: dict[str, Any] = {"pool": "digits-mlp", "timeout_ms": 1000}
-    if run != "off":
+    if run not in ("off", "plain-fault"):
         digits["audit"] = {"rate": 0.05}
         digits["slos"] = [{"name": "right-answers", "kind": "correctness", "objective": 0.999}]
     if run == "vote":
@@ -188,9 +190,9 @@ async def watch(url: str, answers: Answers, until: float, seen: dict[str, float]
     async with httpx.AsyncClient(base_url=url, trust_env=False, timeout=5) as client:
         while time.monotonic() < until:
             at = time.monotonic() - answers.began
-            slo = (await client.get("/slo")).json()["models"]["digits"]
+            slo = (await client.get("/slo")).json()["models"].get("digits", {})
             state = (await client.get("/admin/state")).json()
-            for tracker in slo["slos"]:
+            for tracker in slo.get("slos", ()):
                 if any(a["firing"] and a["severity"] == "page" for a in tracker["alerts"]):
                     seen.setdefault("alert", at)
             suspects = state["suspects"].get("digits", {})
@@ -234,7 +236,7 @@ async def one_run(run: str, corrupt: float, workers: int, rate: float | None) ->
         everyone = [*mlp, svm, forest]
         before = replica_requests(everyone)
         answers, seen = Answers(), {}
-        faulty = run in ("quarantine", "vote")
+        faulty = run in ("quarantine", "vote", "plain-fault")
         seconds = SECONDS + (30.0 if run == "vote" else 0.0)
         watcher = asyncio.create_task(watch(gateway.url, answers, answers.began + seconds, seen))
         loader = asyncio.create_task(load(gateway.url, requests, expected, seconds, answers, rate))
