@@ -224,9 +224,10 @@ SCENARIOS: tuple[Scenario, ...] = (
         ),
         Objective(max_failed_rate=0.0, max_wrong_rate=0.02),
         needs="audits (models.*.audit)",
-        expect="audits of 5 % of the answers find mlp-0's wrong ones; the correctness SLO "
-        "burns and mlp-0 is struck as a suspect, then quarantined (loadtests/bench_correctness.py "
-        "runs the same fault for 40 s)",
+        expect="no answer fails and at most 2 % are wrong; audits of 5 % of the answers find "
+        "some of mlp-0's wrong ones and strike it, but its few-second fault window is too short "
+        "for the page and the quarantine (loadtests/bench_correctness.py runs the same fault for "
+        "40 s and shows both)",
     ),
     Scenario(
         "all-down",
