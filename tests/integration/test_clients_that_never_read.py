@@ -276,14 +276,6 @@ def test_unread_answers_hold_the_budget_until_written(gateway: GatewayProcess) -
     _near_baseline(gateway, baseline)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 37 #4 is not bounded for answers that arrive at once: `InflightBytes.settle` "
-    "counts an answer read from the replica without waiting, so 16 requests admitted together "
-    "hold 16 answers (the worker grows several times the budget), and held answers past the "
-    "limit leave no room for small requests (the reserve is not kept from answers): others' "
-    "small infers wait inflight_wait_s and get 503 until write_timeout_s drops the clients",
-)
 def test_answers_never_read_at_once_hold_the_worker_within_the_budget(
     gateway: GatewayProcess,
 ) -> None:
