@@ -310,7 +310,11 @@ class InflightBytes:
             self.give(-size)
 
     def release(self, holder: Holder, keep: int = 0) -> None:
-        """Gives back what ``holder`` holds past ``keep`` bytes (an answer not yet written)."""
+        """Gives back what ``holder`` holds past ``keep`` bytes (an answer not yet written).
+        A wait of its own still queued (an answer's, for a try that outlived its request) is
+        cancelled: nothing is granted to a holder once it gives back."""
+        if self._small or self._large:
+            self._drop_waits(holder)
         size = holder.held - keep
         account = holder.account
         if account is not None:
@@ -403,6 +407,15 @@ class InflightBytes:
                 self._waiting[waiter.key] = left
             else:
                 del self._waiting[waiter.key]
+
+    def _drop_waits(self, holder: Holder) -> None:
+        dropped = [w for w in (*self._small, *self._large) if w.holder is holder]
+        for waiter in dropped:
+            self._dequeue(waiter)
+            waiter.future.cancel()
+        if dropped:
+            # those behind may fit now
+            self._wake()
 
     def _reclaim(self, key: str) -> None:
         """Takes back the oldest lent hold of the address most over its share (not ``key``)."""

@@ -24,7 +24,7 @@ import sys
 from collections.abc import Callable, Mapping
 from contextvars import Token
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from gateway.admission.tenant_limits import TenantLimits
 from gateway.call import Handler, InferAnswer, InferCall
@@ -132,12 +132,17 @@ class Arrival:
         return self.call.attempts if self.call is not None else 0
 
     def hold_answer(self, size: int) -> bool:
-        """Room for a reply body of ``size`` bytes now (`InflightBytes.hold_answer`)."""
-        return cast(InflightBytes, self.memory).hold_answer(self, size)
+        """Room for a reply body of ``size`` bytes now (`InflightBytes.hold_answer`); once
+        the request is done (a try that outlived it), none is held: nothing would give it
+        back."""
+        memory = self.memory
+        return memory is None or memory.hold_answer(self, size)
 
     async def wait_answer(self, size: int) -> None:
         """Room for a reply body of ``size`` bytes, waited for (`InflightBytes.wait_answer`)."""
-        await cast(InflightBytes, self.memory).wait_answer(self, size)
+        memory = self.memory
+        if memory is not None:
+            await memory.wait_answer(self, size)
 
 
 class Edge:
@@ -297,6 +302,8 @@ class Edge:
         once it has flushed them."""
         now = self._clock.now()
         self.open -= 1
+        # its tries still running hold no room from now on
+        arrival.memory = None
         self._observe(
             arrival.model_name,
             status,
@@ -330,5 +337,6 @@ class Edge:
         self._release(arrival)
 
     def _release(self, arrival: Arrival) -> None:
+        arrival.memory = None
         if self._memory is not None and (arrival.held or arrival.account is not None):
             self._memory.release(arrival)

@@ -344,3 +344,20 @@ async def test_answers_held_past_their_share_leave_small_requests_the_kept_part(
     for _ in range(19):  # the kept 200, less the bodies
         assert budget.fits(10)
         budget.add(10)
+
+
+async def test_a_request_that_ends_while_its_answer_waits_is_granted_nothing() -> None:
+    budget = InflightBytes(1000, wait_s=60.0, small_bytes=10, small_reserve=0.2)
+    first = await asking(budget, 5)
+    assert budget.hold_answer(first, 700)
+    late = await asking(budget, 5)  # a try that outlives its request
+    waiting = asyncio.ensure_future(budget.wait_answer(late, 300))
+    await asyncio.sleep(0)
+    behind = asyncio.ensure_future(budget.wait_answer(await asking(budget, 5), 50))
+    await asyncio.sleep(0)
+    budget.release(late)  # its request is done
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    await behind  # no longer behind it
+    budget.release(first)
+    assert late.held == 0 and late.account is None and budget.held == budget.large == 55
