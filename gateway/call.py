@@ -43,6 +43,7 @@ from gateway.telemetry.spans import RequestSpan
 from gateway.upstream.fault_actions import Dispute
 from gateway.upstream.registry import Pool
 from gateway.upstream.replica import Replica
+from gateway.upstream.transport.base import AnswerRoom
 from gateway.v2.body import Body
 from gateway.v2.request import HEADER_LENGTH, InferRequestInfo
 
@@ -77,6 +78,9 @@ class InferCall:
     # the id the client's answer carries (`request.id` is unique)
     client_id: str | None = None
     ledger: Ledger = field(default_factory=Ledger, compare=False)
+    # where its replies' bodies are held before they are read (its request's share of
+    # ``server.inflight_bytes``: `gateway.pipeline.edge.Arrival`); None: unbounded
+    room: AnswerRoom | None = field(default=None, compare=False, repr=False)
 
     @property
     def attempts(self) -> int:

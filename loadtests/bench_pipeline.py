@@ -32,7 +32,7 @@ from gateway.retry.budget import RetryBudget
 from gateway.slo.engine import SloBook
 from gateway.telemetry.metrics import Metrics
 from gateway.upstream.registry import Registry
-from gateway.upstream.transport.base import Reply
+from gateway.upstream.transport.base import AnswerRoom, Reply
 from gateway.v2.request import parse_infer_request
 
 BODY = orjson.dumps(
@@ -61,6 +61,7 @@ class InstantTransport:
         body: bytes = b"",
         headers: Mapping[str, str] | None = None,
         timeout: float,
+        room: AnswerRoom | None = None,
     ) -> Reply:
         return Reply(200, {"content-type": "application/json"}, REPLY)
 

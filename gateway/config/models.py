@@ -184,7 +184,10 @@ class ServerConfig(Frozen):
         "machine's (or container's) memory, from 64 MiB to 1 GiB",
     )
     inflight_wait_s: float = Field(
-        0.5, ge=0, description="how long a body that does not fit inflight_bytes waits, then 503"
+        0.5,
+        ge=0,
+        description="how long a body, or a replica's answer about to be read, that does not "
+        "fit inflight_bytes waits, then 503",
     )
     inflight_small_bytes: int = Field(
         64 * 1024,

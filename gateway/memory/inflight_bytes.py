@@ -7,10 +7,14 @@ its written answer, and what it holds is what it has sent, never what it says it
 body holds what has arrived plus one read's worth (`READ_BYTES`, what its door may read before
 the edge asks for more), and grows its hold as its chunks arrive (`hold`, else `wait`). A hold
 that does not fit waits, first come first served, up to ``server.inflight_wait_s``, then gets
-503 with Retry-After; bytes already in memory (an answer, a body read whole, a gRPC message) are
-counted, never waited for (`settle`), and hold new requests back until they are given back
-(`release`; an answer once its door says it is written). A client that declares a large body
-and sends nothing holds one read's worth, not what it declared.
+503 with Retry-After. An answer waits the same way before it is read from its replica
+(`hold_answer`, else `wait_answer`: its Content-Length, or as it arrives where it has none), so
+requests admitted together never bring in more answers than the budget holds. Bytes already in
+memory (an answer from a path that read it whole, a body read whole, a gRPC message) are
+counted, never waited for (`settle`). All of them hold new requests back until they are given
+back (`release`; an answer once its door says it is written, or when its request ends). A
+client that declares a large body and sends nothing holds one read's worth, not what it
+declared.
 
 Small and large: a request that holds at most ``small_bytes`` is small, and costs one
 comparison and an add (`fits`, `add`). Larger ones hold at most ``limit - kept`` between them:
@@ -72,6 +76,13 @@ class Holder(Protocol):
     peer: str
     # its address's account while it holds as a large request
     account: PeerAccount | None
+
+
+class AnswerHolder(Holder, Protocol):
+    """A request whose answer is read into memory under its hold (`InflightBytes.hold_answer`)."""
+
+    # of ``held``, its answer's bytes
+    answer_held: int
 
 
 class Hold:
@@ -249,6 +260,30 @@ class InflightBytes:
                 self._wake()
             raise
 
+    # --- answers: room before they are read -------------------------------------------------
+
+    def hold_answer(self, holder: AnswerHolder, size: int) -> bool:
+        """Makes room for an answer of ``size`` bytes about to be read (its Content-Length, or
+        what has arrived of one without it) if it fits now (True); else changes nothing (False:
+        `wait_answer`). The answer's bytes join what the holder holds for its request, in place
+        of an answer it held before (a retry's, a hedge's): a request holds room for its largest
+        answer at once, as one request. An answer larger than ``small_bytes`` makes it a large
+        request, so it never holds the part kept for small ones."""
+        if size <= holder.answer_held:
+            return True
+        if not self.hold(holder, holder.held - holder.answer_held + size):
+            return False
+        holder.answer_held = size
+        return True
+
+    async def wait_answer(self, holder: AnswerHolder, size: int) -> None:
+        """`hold_answer`, waiting up to ``wait_s`` as a body does (`wait`); `Overloaded` if no
+        room comes: its reader then drops the answer unread."""
+        if size <= holder.answer_held:
+            return
+        await self.wait(holder, holder.held - holder.answer_held + size)
+        holder.answer_held = size
+
     def settle(self, holder: Holder, total: int) -> None:
         """The holder's bytes are in memory and known: it holds ``total`` from now, counted
         without waiting (an answer, a body read whole, a gRPC message), lent none."""
@@ -275,7 +310,11 @@ class InflightBytes:
             self.give(-size)
 
     def release(self, holder: Holder, keep: int = 0) -> None:
-        """Gives back what ``holder`` holds past ``keep`` bytes (an answer not yet written)."""
+        """Gives back what ``holder`` holds past ``keep`` bytes (an answer not yet written).
+        A wait of its own still queued (an answer's, for a try that outlived its request) is
+        cancelled: nothing is granted to a holder once it gives back."""
+        if self._small or self._large:
+            self._drop_waits(holder)
         size = holder.held - keep
         account = holder.account
         if account is not None:
@@ -368,6 +407,15 @@ class InflightBytes:
                 self._waiting[waiter.key] = left
             else:
                 del self._waiting[waiter.key]
+
+    def _drop_waits(self, holder: Holder) -> None:
+        dropped = [w for w in (*self._small, *self._large) if w.holder is holder]
+        for waiter in dropped:
+            self._dequeue(waiter)
+            waiter.future.cancel()
+        if dropped:
+            # those behind may fit now
+            self._wake()
 
     def _reclaim(self, key: str) -> None:
         """Takes back the oldest lent hold of the address most over its share (not ``key``)."""

@@ -40,6 +40,7 @@ from gateway.cancel import cancel_all
 from gateway.clock import Clock, wait_first
 from gateway.errors import (
     BadRequest,
+    Overloaded,
     UpstreamError,
     UpstreamProtocolError,
     UpstreamStatusError,
@@ -180,10 +181,19 @@ class AttemptLayer:
                     body=call.body,
                     headers=headers,
                     timeout=timeout,
+                    room=call.room,
                 )
             except UpstreamError as exc:
                 outcome = classify_error(replica.id, exc, self._clock.now() - started)
                 raise exc.classified(outcome) from exc
+            except Overloaded:
+                # no room in the in-flight bytes for its answer: the gateway's own shortage,
+                # the answer dropped unread; up to the client as it is (503, Retry-After), as
+                # another replica's answer would not fit either
+                latency_s = self._clock.now() - started
+                kind = OutcomeKind.LOCAL_RESOURCE
+                outcome = Outcome(kind, replica.id, latency_s, None, "no room for its answer")
+                raise
             ended = self._clock.now()
             outcome = _classify_reply(call, replica.id, response, ended - started, pool.echoes_id)
             if pool.load_aware:

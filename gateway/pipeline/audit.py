@@ -236,7 +236,8 @@ class Auditor:
 
     def _copy(self, call: InferCall, audit: AuditConfig) -> InferCall:
         """The client's request for an audit: its own deadline and ledger, one try, no hedge
-        (nothing from the retry budget), no trace span (not the client's work)."""
+        (nothing from the retry budget), no trace span and no room in the client's in-flight
+        bytes (not the client's work)."""
         model = call.model
         copy_model = self._models.get(id(model))
         if copy_model is None:
@@ -244,7 +245,7 @@ class Auditor:
             self._models[id(model)] = copy_model
         deadline = Deadline.after(self._clock, audit.timeout_ms / 1000)
         return dataclasses.replace(
-            call, model=copy_model, deadline=deadline, span=None, ledger=Ledger()
+            call, model=copy_model, deadline=deadline, span=None, ledger=Ledger(), room=None
         )
 
     def in_flight(self) -> int:

@@ -20,6 +20,7 @@ the request started stops, `gateway.cancel`), then calls `done` with `CLIENT_CLO
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 from contextvars import Token
 from dataclasses import dataclass
@@ -119,11 +120,29 @@ class Arrival:
     answer_held: int = 0
     # its answer's audit, started once it is answered
     audit: Callable[[], None] | None = None
+    # It is its call's `AnswerRoom` (`gateway.upstream.transport.base`): a reply body over
+    # ``answer_free`` bytes is held in ``memory`` before it is read, as a large request's (no
+    # budget: never asked).
+    memory: InflightBytes | None = None
+    answer_free: int = sys.maxsize
 
     @property
     def attempts(self) -> int:
         """Attempts sent to replicas for this request so far."""
         return self.call.attempts if self.call is not None else 0
+
+    def hold_answer(self, size: int) -> bool:
+        """Room for a reply body of ``size`` bytes now (`InflightBytes.hold_answer`); once
+        the request is done (a try that outlived it), none is held: nothing would give it
+        back."""
+        memory = self.memory
+        return memory is None or memory.hold_answer(self, size)
+
+    async def wait_answer(self, size: int) -> None:
+        """Room for a reply body of ``size`` bytes, waited for (`InflightBytes.wait_answer`)."""
+        memory = self.memory
+        if memory is not None:
+            await memory.wait_answer(self, size)
 
 
 class Edge:
@@ -144,6 +163,8 @@ class Edge:
     ) -> None:
         # the gateway-wide bound on bytes in flight (None: unbounded)
         self._memory = memory
+        # a reply body within this is read without asking for room (`Arrival.answer_free`)
+        self._answer_free = sys.maxsize if memory is None else memory.small_bytes
         # requests arrived and not yet done (a replaced edge retires at 0)
         self.open = 0
         self._clock = clock
@@ -172,7 +193,16 @@ class Edge:
         log_token = bind_request(request_id, span)
         self.open += 1
         return Arrival(
-            model_name, version, headers, arrived, request_id, span, log_token, peer=peer
+            model_name,
+            version,
+            headers,
+            arrived,
+            request_id,
+            span,
+            log_token,
+            peer=peer,
+            memory=self._memory,
+            answer_free=self._answer_free,
         )
 
     async def infer(self, arrival: Arrival, read: BodyReader) -> InferAnswer:
@@ -223,6 +253,8 @@ class Edge:
                 arrival.span,
                 tenant,
             )
+            # its replies' bodies are held before they are read (without a budget: never)
+            call.room = arrival
             result = await self._pipeline(call)
         except GatewayError:
             # the door answers it, then calls `done`
@@ -245,9 +277,12 @@ class Edge:
                 result.body, result.header_length, call.request.id or "", call.client_id
             )
         if self._memory is not None:
-            # the answer is in memory until the door has written it
-            answer = arrival.answer_held = len(result.body)
-            self._memory.settle(arrival, arrival.held + answer)
+            # The answer is in memory until the door has written it: held in place of the
+            # room its reply's body was given (the room is the request's: a retry's or a
+            # hedge's reply read and dropped held it too), or counted now where none was.
+            answer = len(result.body)
+            self._memory.settle(arrival, arrival.held - arrival.answer_held + answer)
+            arrival.answer_held = answer
         arrival.audit = result.audit
         return result
 
@@ -267,6 +302,8 @@ class Edge:
         once it has flushed them."""
         now = self._clock.now()
         self.open -= 1
+        # its tries still running hold no room from now on
+        arrival.memory = None
         self._observe(
             arrival.model_name,
             status,
@@ -300,5 +337,6 @@ class Edge:
         self._release(arrival)
 
     def _release(self, arrival: Arrival) -> None:
+        arrival.memory = None
         if self._memory is not None and (arrival.held or arrival.account is not None):
             self._memory.release(arrival)

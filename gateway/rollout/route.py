@@ -127,7 +127,8 @@ class RolloutRoute:
 
     def _copy_call(self, call: InferCall) -> InferCall:
         """The client's request for the other pool: its own deadline and ledger, one try, no
-        hedge (nothing from the retry budget), no trace span (not the client's work)."""
+        hedge (nothing from the retry budget), no trace span and no room in the client's
+        in-flight bytes (not the client's work)."""
         model = call.model
         copy_model = self._copy_models.get(id(model))
         if copy_model is None:
@@ -136,7 +137,7 @@ class RolloutRoute:
         assert model.rollout is not None
         deadline = Deadline.after(self._clock, model.rollout.shadow_timeout_ms / 1000)
         return dataclasses.replace(
-            call, model=copy_model, deadline=deadline, span=None, ledger=Ledger()
+            call, model=copy_model, deadline=deadline, span=None, ledger=Ledger(), room=None
         )
 
     async def aclose(self) -> None:

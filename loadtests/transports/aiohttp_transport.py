@@ -19,7 +19,7 @@ from gateway.errors import (
     UpstreamProtocolError,
     UpstreamTimeout,
 )
-from gateway.upstream.transport.base import Reply
+from gateway.upstream.transport.base import AnswerRoom, Reply
 from gateway.v2.body import Body, as_bytes
 
 # aiohttp adds these unless told not to. A proxy hop needs none of them, and without an
@@ -101,6 +101,7 @@ class AiohttpTransport:
         body: bytes | Body = b"",
         headers: Mapping[str, str] | None = None,
         timeout: float,
+        room: AnswerRoom | None = None,
     ) -> Reply:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout

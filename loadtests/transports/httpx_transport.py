@@ -20,7 +20,7 @@ from gateway.errors import (
     UpstreamProtocolError,
     UpstreamTimeout,
 )
-from gateway.upstream.transport.base import Reply
+from gateway.upstream.transport.base import AnswerRoom, Reply
 from gateway.v2.body import Body, as_bytes
 
 # httpcore's message when the connection closed before any byte of the reply
@@ -80,6 +80,7 @@ class HttpxTransport:
         body: bytes | Body = b"",
         headers: Mapping[str, str] | None = None,
         timeout: float,
+        room: AnswerRoom | None = None,
     ) -> Reply:
         url = f"{endpoint.base_url}{path}"
         limits = httpx.Timeout(timeout, connect=min(timeout, self._connect_timeout))

@@ -12,7 +12,7 @@ import orjson
 from gateway.clock import Clock
 from gateway.config.endpoint import Endpoint
 from gateway.errors import UpstreamTimeout
-from gateway.upstream.transport.base import Reply
+from gateway.upstream.transport.base import AnswerRoom, Reply
 from gateway.v2.body import Body, as_bytes
 
 Behaviour = Callable[[str, str, bytes], Awaitable[Reply]]
@@ -86,6 +86,7 @@ class FakeTransport:
         body: bytes | Body = b"",
         headers: Mapping[str, str] | None = None,
         timeout: float,
+        room: AnswerRoom | None = None,
     ) -> Reply:
         body = as_bytes(body)
         self.calls[endpoint.authority].append(f"{method} {path}")

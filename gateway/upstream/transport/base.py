@@ -3,7 +3,8 @@
 The transport is a small swappable object (as in httpx's ``BaseTransport``) so the hot path can use
 the cheapest of the clients `loadtests/bench_transport.py` compares while tests and benchmarks swap
 in others. A transport is the only place where a client library's exceptions become ours: it raises
-`UpstreamConnectError`, `UpstreamTimeout` or `UpstreamProtocolError` and nothing else.
+`UpstreamConnectError`, `UpstreamTimeout` or `UpstreamProtocolError` and nothing else (but for
+the `Overloaded` of an `AnswerRoom` that found no room for a reply's body).
 
 A keep-alive connection is only as good as its stream is in step. Two rules keep one request's
 bytes from being read as another's reply, where HTTP framing alone cannot tell:
@@ -55,13 +56,37 @@ class Reply:
             self.stream.discard()
 
 
+class AnswerRoom(Protocol):
+    """Where a reply's body is held in memory before it is read (the request's share of
+    ``server.inflight_bytes``: `gateway.pipeline.edge.Arrival`). A reply whose body stays within
+    ``answer_free`` bytes asks nothing; a larger one asks for its Content-Length (or, without
+    one, for what has arrived plus one read) before reading on: `hold_answer` now, else the
+    connection stops reading while `wait_answer` waits. `Overloaded` from the wait fails the
+    exchange and drops the connection, the body unread (the gateway's own shortage, never the
+    replica's fault)."""
+
+    # a body up to this size is read without asking
+    answer_free: int
+
+    def hold_answer(self, size: int) -> bool:
+        """Room for ``size`` bytes of body now (True), or nothing changed (False)."""
+        ...
+
+    async def wait_answer(self, size: int) -> None:
+        """Room for ``size`` bytes of body, waited for; `Overloaded` if it never comes."""
+        ...
+
+
 class Transport(Protocol):
     """Sends one request to one endpoint and returns the whole reply.
 
     ``timeout`` bounds the whole exchange (connect, send, wait, read) in seconds.
     ``headers`` are extra request headers (lower-case names); the transport adds Host and
     Content-Length itself. A transport that pools connections keeps those of GET and HEAD
-    requests apart from the others, and closes a reply's connection on `discard`.
+    requests apart from the others, and closes a reply's connection on `discard`. ``room``:
+    where the reply's body is held before it is read (`AnswerRoom`); a transport that reads
+    replies whole may ignore it (the edge then counts the answer once it has it), and one that
+    heeds it may also raise the room's `Overloaded`.
     """
 
     name: str
@@ -75,6 +100,7 @@ class Transport(Protocol):
         body: bytes | Body = b"",  # a `Body` is sent as its pieces where the transport can
         headers: Mapping[str, str] | None = None,
         timeout: float,
+        room: AnswerRoom | None = None,
     ) -> Reply: ...
 
     def forget(self, endpoint: Endpoint) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 from gateway.config.endpoint import Endpoint
-from gateway.upstream.transport.base import Reply, Transport
+from gateway.upstream.transport.base import AnswerRoom, Reply, Transport
 from gateway.v2.body import Body
 
 
@@ -46,11 +46,12 @@ class ProtocolTransport:
         body: bytes | Body = b"",
         headers: Mapping[str, str] | None = None,
         timeout: float,
+        room: AnswerRoom | None = None,
     ) -> Coroutine[Any, Any, Reply]:
         """The endpoint's transport's exchange, handed on as it is (no coroutine of its own)."""
         transport = self.grpc if endpoint.is_grpc else self.http
         return transport.request(
-            endpoint, method, path, body=body, headers=headers, timeout=timeout
+            endpoint, method, path, body=body, headers=headers, timeout=timeout, room=room
         )
 
     def forget(self, endpoint: Endpoint) -> None:

@@ -47,7 +47,7 @@ from google.protobuf.json_format import MessageToDict
 
 from gateway.config.endpoint import Endpoint
 from gateway.errors import UpstreamConnectError, UpstreamProtocolError, UpstreamTimeout
-from gateway.upstream.transport.base import Reply
+from gateway.upstream.transport.base import AnswerRoom, Reply
 from gateway.upstream.transport.grpc_channels import Channel, open_channel
 from gateway.upstream.transport.limits import MAX_REPLY_BODY_BYTES
 from gateway.upstream.transport.local_errors import local_error_in
@@ -159,7 +159,9 @@ class GrpcTransport:
         body: bytes | Joinable = b"",
         headers: Mapping[str, str] | None = None,
         timeout: float,
+        room: AnswerRoom | None = None,
     ) -> Reply:
+        # grpc reads a reply whole (``room`` unheeded): the edge counts the answer once it has it
         channel = self._channel(endpoint)
         metadata = channel.metadata
         if headers:

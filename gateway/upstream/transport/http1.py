@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from gateway.config.endpoint import Endpoint
 from gateway.config.tls import TlsConfig
 from gateway.errors import UpstreamConnectError, UpstreamTimeout
-from gateway.upstream.transport.base import Reply
+from gateway.upstream.transport.base import AnswerRoom, Reply
 from gateway.upstream.transport.http1_connection import Connection
 from gateway.upstream.transport.limits import (
     MAX_REPLY_BODY_BYTES,
@@ -180,6 +180,7 @@ class Http1Transport:
         body: bytes | Body = b"",
         headers: Mapping[str, str] | None = None,
         timeout: float,
+        room: AnswerRoom | None = None,
     ) -> Reply:
         raw = encode_request(endpoint, method, path, body, headers)
         head = method == "HEAD"
@@ -197,7 +198,9 @@ class Http1Transport:
             conn = _pop_idle(route) if endpoint.keep_alive else None
             if conn is not None:
                 try:
-                    return await self._exchange(lane, route, endpoint, conn, raw, deadline, head)
+                    return await self._exchange(
+                        lane, route, endpoint, conn, raw, deadline, head, room
+                    )
                 except UpstreamConnectError:
                     # The server may close a keep-alive connection while it sits idle in our pool
                     # (its idle timeout, a restart); we then see EOF or a reset before any reply
@@ -207,7 +210,7 @@ class Http1Transport:
                     if conn.got_bytes:
                         raise
             conn = await self._connect(endpoint, deadline)
-            return await self._exchange(lane, route, endpoint, conn, raw, deadline, head)
+            return await self._exchange(lane, route, endpoint, conn, raw, deadline, head, room)
         finally:
             if route.waiters:
                 route.give_back()
@@ -258,9 +261,10 @@ class Http1Transport:
         raw: bytes | list[Piece],
         deadline: float,
         head: bool,
+        room: AnswerRoom | None,
     ) -> Reply:
         try:
-            response = await conn.exchange(raw, deadline, head=head)
+            response = await conn.exchange(raw, deadline, head=head, room=room)
         except BaseException:
             # an error, a timeout or our cancellation: never reuse it
             conn.abort()

@@ -6,19 +6,32 @@ and completes one future. Works on the default loop and on uvloop alike. A repli
 peer, so the framing follows RFC 9112 strictly (the head's rules and caps: `reply_head`; checked
 against h11 in tests/gateway/upstream). A large body is read straight into one buffer (`limits` says
 why).
+
+A body larger than its exchange's `AnswerRoom` lets in (``answer_free``) is held there before it
+is read: its Content-Length before its buffer is made, or, without one, what has arrived plus one
+read each time it outgrows what it holds. Where the room is not there at once, the connection
+stops reading (what the replica sends waits in the sockets) until the room's wait ends: reading
+resumes, or the exchange fails with its `Overloaded` and the connection is dropped, the body
+unread. A reply within ``answer_free`` costs one comparison per read, nothing more.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import select
 from collections.abc import Callable, Sequence
 from typing import NoReturn, cast
 
 import httptools
 
-from gateway.errors import UpstreamConnectError, UpstreamProtocolError, UpstreamTimeout
-from gateway.upstream.transport.base import Reply
+from gateway.errors import (
+    LocalResourceError,
+    UpstreamConnectError,
+    UpstreamProtocolError,
+    UpstreamTimeout,
+)
+from gateway.upstream.transport.base import AnswerRoom, Reply
 from gateway.upstream.transport.deadline_timer import DeadlineTimer
 from gateway.upstream.transport.limits import DEFAULT_LIMITS, ReplyLimits
 from gateway.upstream.transport.local_errors import local_error
@@ -71,6 +84,12 @@ class Connection(DeadlineTimer, asyncio.BufferedProtocol):
         self._max_fields = limits.max_reply_header_count
         self._max_field_bytes = limits.max_reply_header_bytes
         self._max_body = limits.max_reply_body_bytes
+        # where the current reply's body is held before it is read (None: read without asking)
+        self._room: AnswerRoom | None = None
+        # the body may grow to this many bytes before the room is asked for more (or the cap)
+        self._granted = self._max_body
+        # the room's wait in progress, reading paused meanwhile
+        self._room_wait: asyncio.Task[None] | None = None
         self._read_buffer = memoryview(bytearray(_READ_BYTES))
         # the body being read straight in, if any
         self._direct: bytearray | None = None
@@ -112,7 +131,12 @@ class Connection(DeadlineTimer, asyncio.BufferedProtocol):
     # --- the exchange, called by the pool --------------------------------------------------
 
     def exchange(
-        self, request: bytes | Sequence[bytes | memoryview], deadline: float, *, head: bool = False
+        self,
+        request: bytes | Sequence[bytes | memoryview],
+        deadline: float,
+        *,
+        head: bool = False,
+        room: AnswerRoom | None = None,
     ) -> asyncio.Future[Reply]:
         """Send one request (one buffer, or buffers sent as one vectored write); the future
         completes with the reply or fails with an upstream error.
@@ -121,12 +145,19 @@ class Connection(DeadlineTimer, asyncio.BufferedProtocol):
         is aborted, so a late reply can never be read by the next exchange (one loop timer
         serves many exchanges: `DeadlineTimer`). ``head`` says the request is a HEAD: httptools
         cannot be told, so that reply completes at its head and the connection is not reused.
+        ``room``: where the reply's body is held before it is read (the module says how).
         """
         self.got_bytes = self.keep_alive = False
         self._head_request = head
         self._final = self._until_eof = False
         self._received = self._body_size = self._fields = self._field_bytes = 0
         self._direct_size = 0
+        self._room = room
+        if room is None:
+            self._granted = self._max_body
+        else:
+            free = room.answer_free
+            self._granted = free if free < self._max_body else self._max_body
         self._waiter = waiter = self._loop.create_future()
         transport = self._transport
         if self.closed or transport is None or transport.is_closing():
@@ -264,6 +295,9 @@ class Connection(DeadlineTimer, asyncio.BufferedProtocol):
         self._waiter = None
         self._body = []
         self._direct = None
+        self._room = None
+        if self._room_wait is not None:
+            self._stop_room_wait()
 
     # --- httptools callbacks ------------------------------------------------------------------
 
@@ -340,9 +374,19 @@ class Connection(DeadlineTimer, asyncio.BufferedProtocol):
 
     def on_body(self, body: bytes) -> None:
         self._body_size += len(body)
-        if self._body_size > self._max_body:
-            self._reject(cap_message(self._limits, "reply body", "max_reply_body_bytes"))
+        if self._body_size > self._granted:
+            self._outgrown()
         self._body.append(body)
+
+    def _outgrown(self) -> None:
+        """The body outgrew what it may hold: over the cap, refused; else room for what has
+        arrived plus one read is asked for (unless a wait for it runs already)."""
+        size = self._body_size
+        if size > self._max_body:
+            self._reject(cap_message(self._limits, "reply body", "max_reply_body_bytes"))
+        if self._room_wait is None:
+            want = size + _READ_BYTES
+            self._ask_room(want if want < self._max_body else self._max_body)
 
     def on_message_complete(self) -> None:
         if self._final:
@@ -353,9 +397,13 @@ class Connection(DeadlineTimer, asyncio.BufferedProtocol):
 
     def _read_direct(self) -> None:
         """The head is parsed, the body is large: the rest goes into one buffer. The parser,
-        left mid-body (this read's body bytes are copied in), is replaced at the body's end."""
+        left mid-body (this read's body bytes are copied in), is replaced at the body's end.
+        Not before its room holds it: until then reading stays paused."""
+        size = self._direct_size
+        if size > self._granted and (self._room_wait is not None or not self._ask_room(size)):
+            return
         self._keep_alive_after = self._parser.should_keep_alive()
-        direct = self._direct = bytearray(self._direct_size)
+        direct = self._direct = bytearray(size)
         filled = 0
         for chunk in self._body:
             direct[filled : filled + len(chunk)] = chunk
@@ -403,6 +451,11 @@ class Connection(DeadlineTimer, asyncio.BufferedProtocol):
         if not self.keep_alive:
             # else it stays armed for the next exchange (see `exchange`)
             self._cancel_timer()
+        if self._room_wait is not None:
+            # the rest of a read that came before the pause ended the body: it is in memory
+            self._stop_room_wait()
+        # kept, it would hold its request while the connection idles in the pool
+        self._room = None
         waiter.set_result(Reply(status, self._headers, body, self))
         # Settled: from here on no exchange is in progress (every check reads None as done).
         # Kept, the future would hold the reply, its body included, for as long as the
@@ -411,6 +464,8 @@ class Connection(DeadlineTimer, asyncio.BufferedProtocol):
 
     def _fail(self, error: Exception, cause: BaseException | None) -> None:
         self._cancel_timer()
+        if self._room_wait is not None:
+            self._stop_room_wait()
         # the connection is dropped: so is a body half read straight in
         self._direct = None
         self.abort()
@@ -418,6 +473,52 @@ class Connection(DeadlineTimer, asyncio.BufferedProtocol):
         if waiter is not None and not waiter.done():
             error.__cause__ = cause
             waiter.set_exception(error)
+
+    # --- room for the body ------------------------------------------------------------------
+
+    def _ask_room(self, want: int) -> bool:
+        """Room for ``want`` bytes of body: True when the room holds them now; else False,
+        reading paused while the room's wait runs (`_room_given` ends it)."""
+        room = cast(AnswerRoom, self._room)
+        if room.hold_answer(want):
+            self._granted = want
+            return True
+        transport = self._transport
+        if transport is not None and not transport.is_closing():
+            transport.pause_reading()
+        wait = self._room_wait = self._loop.create_task(room.wait_answer(want))
+        wait.add_done_callback(functools.partial(self._room_given, want))
+        return False
+
+    def _room_given(self, want: int, wait: asyncio.Task[None]) -> None:
+        """The room's wait ended: reading resumes where it paused, or the exchange fails with
+        the room's refusal and the connection is dropped, the body unread."""
+        if wait is not self._room_wait:
+            # stopped: the exchange ended meanwhile
+            return
+        self._room_wait = None
+        raised = None if wait.cancelled() else wait.exception()
+        if raised is not None or wait.cancelled():
+            if not isinstance(raised, Exception):
+                raised = LocalResourceError("the wait for room for the reply's body was cancelled")
+            self._fail(raised, None)
+            return
+        self._granted = want
+        if self._direct_size and self._direct is None and self._busy():
+            self._read_direct()
+        transport = self._transport
+        if transport is not None and not transport.is_closing():
+            transport.resume_reading()
+
+    def _stop_room_wait(self) -> None:
+        """The exchange ended while its room's wait ran: the wait is cancelled (whatever it
+        was granted stays the request's, given back when it ends) and reading resumes."""
+        wait = cast("asyncio.Task[None]", self._room_wait)
+        self._room_wait = None
+        wait.cancel()
+        transport = self._transport
+        if transport is not None and not transport.is_closing():
+            transport.resume_reading()
 
     def _check_framing_size(self) -> None:
         """Run after each read once the reply outgrows the header cap (`size_refusal`)."""

@@ -18,7 +18,7 @@ from gateway.config import parse_config
 from gateway.config.endpoint import Endpoint
 from gateway.runtime import Gateway
 from gateway.upstream.probes.accelerator_readings import MAX_DEVICE_LINES
-from gateway.upstream.transport.base import Reply
+from gateway.upstream.transport.base import AnswerRoom, Reply
 from gateway.v2.body import Body
 from tests.gateway.accelerator.test_sampler import UUID, held, setup
 from tests.gateway.fakes import FakeTransport, fail
@@ -210,6 +210,7 @@ class ByPrefix:
         body: bytes | Body = b"",
         headers: Mapping[str, str] | None = None,
         timeout: float,
+        room: AnswerRoom | None = None,
     ) -> Reply:
         self.calls.append(endpoint.prefix + path.split("?")[0])
         temperature = self.temperatures[endpoint.prefix]

@@ -267,3 +267,97 @@ async def test_large_answers_one_after_the_other_call_emptied_once_they_add_up()
     budget.add(answer)
     budget.give(answer)
     assert drains == [0]  # counted afresh after each call
+
+
+class Asker(Hold):
+    """A request whose answer is held before it is read (as the edge's `Arrival`)."""
+
+    __slots__ = ("answer_held",)
+
+    def __init__(self, peer: str = "10.0.0.1") -> None:
+        super().__init__(peer)
+        self.answer_held = 0
+
+
+async def asking(budget: InflightBytes, body: int, peer: str = "10.0.0.1") -> Asker:
+    """A request from ``peer`` whose ``body`` bytes are held."""
+    asker = Asker(peer)
+    await budget.wait(asker, body)
+    return asker
+
+
+async def test_an_answer_is_held_before_it_is_read_as_a_large_request() -> None:
+    budget = InflightBytes(1000, wait_s=0.0, small_bytes=10)
+    asker = await asking(budget, 5)  # a small body
+    assert budget.hold_answer(asker, 300)  # its reply's Content-Length
+    assert asker.held == 305 and asker.answer_held == 300
+    assert budget.large == 305 and asker.account is not None  # it counts to its address
+    # a retry's or a hedge's smaller reply: the room held is the request's, for its largest
+    assert budget.hold_answer(asker, 200)
+    await budget.wait_answer(asker, 300)
+    assert asker.held == 305 and budget.held == 305
+    # the edge: the answer as written, in place of the room its reply was given
+    budget.settle(asker, asker.held - asker.answer_held + 290)
+    assert budget.held == budget.large == 295
+    budget.release(asker)
+    assert budget.held == budget.large == 0 and not len(budget.peers)
+
+
+async def test_answers_that_arrive_together_wait_their_turn_for_room() -> None:
+    budget = InflightBytes(1000, wait_s=60.0, small_bytes=10, small_reserve=0.2)
+    first, second, third = [await asking(budget, 5) for _ in range(3)]
+    assert budget.hold_answer(first, 500)
+    # 500 more would reach into the part kept for small requests: not now
+    assert not budget.hold_answer(second, 500)
+    assert second.held == 5 and second.answer_held == 0
+    waiting = asyncio.ensure_future(budget.wait_answer(second, 500))
+    await asyncio.sleep(0)
+    behind = asyncio.ensure_future(budget.wait_answer(third, 100))  # fits, but comes after
+    await asyncio.sleep(0)
+    assert not waiting.done() and not behind.done()
+    # small requests still find the kept part while the answers wait
+    assert budget.fits(10)
+    budget.release(first)  # its answer written
+    await asyncio.gather(waiting, behind)
+    assert second.answer_held == 500 and third.answer_held == 100
+    assert budget.held == budget.large == 610
+
+
+async def test_an_answer_with_no_room_within_the_wait_is_refused_with_503() -> None:
+    budget = InflightBytes(1000, wait_s=0.0, small_bytes=10, small_reserve=0.2)
+    held = await asking(budget, 5)
+    assert budget.hold_answer(held, 700)
+    asker = await asking(budget, 5)
+    with pytest.raises(Overloaded) as info:
+        await budget.wait_answer(asker, 200)  # 905 would reach into the kept 200
+    assert info.value.headers()["retry-after"] == "1" and budget.refused == 1
+    # the request keeps its body's hold, and holds no answer
+    assert asker.held == 5 and asker.answer_held == 0
+    assert budget.held == budget.large == 710  # it asked as a large request
+
+
+async def test_answers_held_past_their_share_leave_small_requests_the_kept_part() -> None:
+    budget = InflightBytes(1000, wait_s=0.0, small_bytes=10, small_reserve=0.2)
+    askers = [await asking(budget, 5) for _ in range(4)]
+    assert [budget.hold_answer(asker, 195) for asker in askers] == [True] * 4
+    assert not budget.hold_answer(await asking(budget, 5), 195)
+    for _ in range(19):  # the kept 200, less the bodies
+        assert budget.fits(10)
+        budget.add(10)
+
+
+async def test_a_request_that_ends_while_its_answer_waits_is_granted_nothing() -> None:
+    budget = InflightBytes(1000, wait_s=60.0, small_bytes=10, small_reserve=0.2)
+    first = await asking(budget, 5)
+    assert budget.hold_answer(first, 700)
+    late = await asking(budget, 5)  # a try that outlives its request
+    waiting = asyncio.ensure_future(budget.wait_answer(late, 300))
+    await asyncio.sleep(0)
+    behind = asyncio.ensure_future(budget.wait_answer(await asking(budget, 5), 50))
+    await asyncio.sleep(0)
+    budget.release(late)  # its request is done
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    await behind  # no longer behind it
+    budget.release(first)
+    assert late.held == 0 and late.account is None and budget.held == budget.large == 55

@@ -8,7 +8,7 @@ import errno
 
 import pytest
 
-from gateway.errors import DeadlineExceeded, UpstreamFailed
+from gateway.errors import DeadlineExceeded, Overloaded, UpstreamFailed
 from gateway.outcome import OutcomeKind
 from gateway.upstream.transport.local_errors import local_error
 from tests.gateway.conftest import make_config
@@ -118,3 +118,21 @@ def _short() -> Exception:
     error = local_error(OSError(errno.EMFILE, "Too many open files"))
     assert error is not None
     return error
+
+
+async def test_an_answer_with_no_room_is_the_gateways_shortage_and_not_retried() -> None:
+    """The in-flight bytes had no room for a reply's body (`Overloaded` from the transport):
+    503 with Retry-After to the client at once (another replica's answer would not fit
+    either), the attempt counted as ``local_resource``, charged to no replica."""
+    rig = Rig(make_config(replicas=2), {A: fail(Overloaded("no room for its answer"))})
+    rig.prime()
+    rig.replica(1).outstanding = 50  # P2C tries r0 first
+    full = rig.replica(0)
+    call = rig.call(timeout_s=1.0)
+    with pytest.raises(Overloaded) as raised:
+        await rig.pipeline.handler(call)
+    assert raised.value.status == 503 and raised.value.headers()["retry-after"] == "1"
+    assert [o.kind for o in call.ledger.outcomes] == [OutcomeKind.LOCAL_RESOURCE]
+    assert full.failures == 0 and full.consecutive_failures == 0 and full.last_error is None
+    assert full.breaker is not None and full.breaker.state() == "closed"
+    assert not full.ejected(rig.clock.now()) and full.outstanding == 0

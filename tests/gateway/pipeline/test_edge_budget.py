@@ -7,17 +7,21 @@ import asyncio
 
 import pytest
 
+from gateway.call import InferAnswer, InferCall
 from gateway.errors import Overloaded
-from gateway.memory.inflight_bytes import READ_BYTES, InflightBytes
+from gateway.memory.inflight_bytes import READ_BYTES, SMALL_BYTES, InflightBytes
 from gateway.pipeline.build import build_edge
+from gateway.pipeline.edge import Arrival
 from gateway.telemetry.tracing import Tracer
 from tests.gateway.pipeline.test_edge import BODY, REPLY, Door, Setup
 
 MIB = 1 << 20
 
 
-def budgeted(limit: int, max_body: int = 4096, wait_s: float = 0.0) -> tuple[Setup, InflightBytes]:
-    setup, memory = Setup(), InflightBytes(limit, wait_s=wait_s)
+def budgeted(
+    limit: int, max_body: int = 4096, wait_s: float = 0.0, setup: Setup | None = None
+) -> tuple[Setup, InflightBytes]:
+    setup, memory = setup or Setup(), InflightBytes(limit, wait_s=wait_s)
     setup.edge = build_edge(
         setup.pipeline,
         setup.clock,
@@ -151,3 +155,40 @@ async def test_an_answer_not_yet_written_holds_its_bytes_until_the_door_says_so(
     assert memory.held == arrival.held == 0
     setup.edge.written(arrival)  # once only
     assert memory.held == 0
+
+
+class Replying(Setup):
+    """A pipeline whose transport reads a reply body of ``reply_bytes``: it asks the call's
+    room first, as the HTTP/1.1 connection does."""
+
+    reply_bytes = 300_000
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held_while_read = 0
+
+    async def pipeline(self, call: InferCall) -> InferAnswer:
+        room = call.room
+        assert room is not None and room.answer_free == SMALL_BYTES
+        assert room.hold_answer(self.reply_bytes)
+        assert isinstance(room, Arrival)
+        self.held_while_read = room.held
+        return await super().pipeline(call)
+
+
+async def test_a_reply_body_is_held_before_it_is_read_then_as_the_answer_written() -> None:
+    setup, memory = budgeted(1 << 20, setup=Replying())
+    door = Door(content_length=str(len(BODY)))
+    arrival = setup.arrive(door)
+    result = await setup.edge.infer(arrival, door.read)
+    assert isinstance(setup, Replying)
+    assert setup.held_while_read == len(BODY) + setup.reply_bytes
+    # the answer as the door writes it, in place of the room its reply was given
+    assert memory.held == arrival.held == len(BODY) + len(result.body)
+    assert arrival.answer_held == len(result.body)
+    setup.edge.done(arrival, 200, "r0", None, len(result.body))
+    assert memory.held == 0
+    # a try that outlived its request holds nothing: nothing would give it back
+    assert arrival.hold_answer(1 << 19)
+    await arrival.wait_answer(1 << 19)
+    assert memory.held == arrival.held == 0
