@@ -235,7 +235,8 @@ async def one_run(run: str, corrupt: float, workers: int, rate: float | None) ->
         expected = (single, await reference(gateway.url, requests, "digits-vote"))
         everyone = [*mlp, svm, forest]
         before = replica_requests(everyone)
-        answers, seen = Answers(), {}
+        answers = Answers()
+        seen: dict[str, float] = {}
         faulty = run in ("quarantine", "vote", "plain-fault")
         seconds = SECONDS + (30.0 if run == "vote" else 0.0)
         watcher = asyncio.create_task(watch(gateway.url, answers, answers.began + seconds, seen))
