@@ -62,11 +62,12 @@ class GatewayProcess(ManagedProcess):
 
     def worker_pids(self, headers: dict[str, str] | None = None) -> list[int]:
         """The PIDs of its data-plane workers, by index (from ``/admin/state``: ``headers``
-        for a gateway whose admin API needs a key)."""
+        for a gateway whose admin API needs a key); 0 for a slot whose worker is being
+        started again (its ``pid`` is null until the new one runs)."""
         request = urllib.request.Request(f"{self.url}/admin/state", headers=headers or {})
         with urllib.request.urlopen(request, timeout=5) as answer:
             doc = json.loads(answer.read())
-        return [int(w["pid"]) for w in doc["workers"]["workers"]]
+        return [int(w["pid"] or 0) for w in doc["workers"]["workers"]]
 
     @property
     def data_pid(self) -> int:
