@@ -174,7 +174,10 @@ class UnixProxy:
                 # answered before the whole body went: the connection ends
                 sender.cancel()
                 conn.reusable = False
-        if sender is not None and (sender.cancelled() or sender.exception() is not None):
+        # cancelled above it is not done yet: asking its exception then would raise
+        if sender is not None and (
+            not sender.done() or sender.cancelled() or sender.exception() is not None
+        ):
             return False, held
         return conn.reusable, held
 
