@@ -65,7 +65,7 @@ def connect(
     if sentinel_auth is not None:
         asking.update(sentinel_auth.kwargs())
     nodes = list(target.nodes)
-    sentinel = Sentinel(nodes, sentinel_kwargs=asking)  # type: ignore[no-untyped-call]
+    sentinel = Sentinel(nodes, sentinel_kwargs=asking)
     primary: aioredis.Redis = sentinel.master_for(
         target.master_name, db=target.db, **auth, **options
     )
