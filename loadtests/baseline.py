@@ -30,8 +30,10 @@ def _git(*args: str) -> subprocess.CompletedProcess[bytes]:
 
 
 def python_env(tree: Path) -> dict[str, str]:
-    """The environment that makes ``python -m gateway...`` import ``tree``'s packages."""
-    return {**os.environ, "PYTHONPATH": str(tree)}
+    """The environment that makes ``python -m gateway...`` import ``tree``'s packages (before
+    any path already on ``PYTHONPATH``, where the packages may have been installed)."""
+    paths = [str(tree), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
 
 
 def supports_workers(tree: Path = ROOT) -> bool:

@@ -124,8 +124,12 @@ def run_target(name: str, proc: Proc, path: str, load: Load) -> list[Row]:
     return rows
 
 
-def single_tree(ref: str | None, workers_here: bool, workdir: Path) -> tuple[Path | None, str]:
+def single_tree(
+    ref: str | None, workers_here: bool, workdir: Path, given: Path | None = None
+) -> tuple[Path | None, str]:
     """Where the single-process gateway comes from, and a line that says which it is."""
+    if given is not None:
+        return given, f"single: the gateway of the tree in {given} (--single-tree)"
     if ref is None and not workers_here:
         return ROOT, "single: this tree's gateway (its `gateway serve` has no --workers)"
     commit = baseline.resolve(ref) if ref is not None else baseline.first_without_workers()
@@ -153,7 +157,7 @@ def targets(
 ) -> list[Target]:
     """The proxies in front of ``upstream``, each started when its turn comes."""
     workers_here = baseline.supports_workers()
-    tree, line = single_tree(args.baseline, workers_here, stack.workdir)
+    tree, line = single_tree(args.baseline, workers_here, stack.workdir, args.single_tree)
     notes.append(line)
     entries = args.entries
     out = [
@@ -227,6 +231,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--baseline",
         help="the commit whose gateway is the single process (default: this tree before "
         "--workers exists, main's last commit before --workers after)",
+    )
+    parser.add_argument(
+        "--single-tree",
+        type=Path,
+        help="a checkout (no git needed) whose gateway is the single process, instead of "
+        "--baseline's: where git is not at hand, say a lent machine",
     )
     return parser.parse_args(argv)
 
