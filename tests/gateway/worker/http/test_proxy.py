@@ -290,6 +290,45 @@ async def test_a_control_plane_that_does_not_answer_in_time_gives_a_json_504(
     await control.wait_closed()
 
 
+@pytest.mark.parametrize("hold", [b"", b"x-gateway-hold-s: 2.5\r\n"], ids=["at-once", "held"])
+async def test_an_answer_before_the_body_has_gone_reaches_the_client_and_ends_that_connection(
+    tmp_path: Path, hold: bytes
+) -> None:
+    """The control answers (a wrong key's 401, held or not) from the head alone while the
+    client's body is still on its way: the client gets that answer, not a 500, and the
+    connection to the control, whose request was cut short, is not pooled again."""
+    path = str(tmp_path / "early.sock")
+    opened = []
+
+    async def early(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        opened.append(writer)
+        await reader.readuntil(b"\r\n\r\n")
+        body = b'{"error": "a wrong key"}'
+        writer.write(b"HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\n%s" % hold)
+        writer.write(b"content-length: %d\r\n\r\n%s" % (len(body), body))
+        await writer.drain()
+
+    control = await asyncio.start_unix_server(early, path)
+    clock = FakeClock()
+    proxy = UnixProxy(path, answer_timeout_s=5.0, clock=clock)
+    server = await serve(ClientLimits(min_body_rate=0), PathRouter(proxy))
+    reader, writer = await connect(server.port)
+    try:
+        # 2 of the 1,000 bytes it declares: the proxy's sender still waits for the rest
+        writer.write(b"POST /admin/reload HTTP/1.1\r\nhost: gw\r\ncontent-length: 1000\r\n\r\n{}")
+        status, _, body = await answer(reader)
+        assert status == 401 and orjson.loads(body) == {"error": "a wrong key"}
+        assert clock.slept == ([2.5] if hold else [])
+        assert not proxy.pool._idle
+    finally:
+        writer.close()
+        for control_writer in opened:
+            control_writer.close()
+        control.close()
+        await within(server.drain(1.0))
+        proxy.pool.close()
+
+
 async def test_upgrades_are_not_forwarded(site: Site) -> None:
     reader, writer = await connect(site.server.port)
     writer.write(get("/ws", b"upgrade: websocket\r\n"))
