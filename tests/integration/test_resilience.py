@@ -133,7 +133,8 @@ async def test_restarted_replica_rejoins_through_a_bounded_half_open(
         timeout_s=30,
         message=lambda: f"r0's breaker to open; r0: {replica_state(gateway.url, 'r0')}",
     )
-    assert tripping.failed == 0
+    failed = [(a.status, a.body) for a in tripping.answers if a.status != 200]
+    assert tripping.failed == 0, (failed, tripping.transport_errors)
     wait_until(lambda: replica_state(gateway.url, "r0")["healthy"] is False, 10)
 
     reborn = ReplicaProcess(
