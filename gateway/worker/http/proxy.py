@@ -34,6 +34,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from dataclasses import dataclass
 
 from gateway.clock import Clock, MonotonicClock
@@ -210,20 +212,25 @@ class UnixProxy:
         chunked = _value(conn.headers, b"transfer-encoding") is not None
         length = int(declared) if declared is not None and not chunked else None
         answer.start(conn.status, lines, length)
-        more = True
-        while more:
-            try:
-                async with asyncio.timeout(self._answer_timeout_s):
-                    chunk, more = await conn.read()
-            except TimeoutError:
-                raise UpstreamGone("the control plane stalled mid-answer") from None
-            await answer.write(chunk)
+        async with aclosing(self._body(conn)) as body:
+            async for chunk in body:
+                await answer.write(chunk)
         answer.end()
 
     async def _read(self, conn: ProxyConnection) -> bytes:
         """The whole answer's body, at most `MAX_HELD_BYTES`."""
         chunks: list[bytes] = []
         size = 0
+        async with aclosing(self._body(conn)) as body:
+            async for chunk in body:
+                size += len(chunk)
+                if size > MAX_HELD_BYTES:
+                    raise UpstreamGone("the control plane's held answer is too large")
+                chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def _body(self, conn: ProxyConnection) -> AsyncGenerator[bytes, None]:
+        """The answer's body as it arrives, each piece within the answer timeout."""
         more = True
         while more:
             try:
@@ -231,11 +238,7 @@ class UnixProxy:
                     chunk, more = await conn.read()
             except TimeoutError:
                 raise UpstreamGone("the control plane stalled mid-answer") from None
-            size += len(chunk)
-            if size > MAX_HELD_BYTES:
-                raise UpstreamGone("the control plane's held answer is too large")
-            chunks.append(chunk)
-        return b"".join(chunks)
+            yield chunk
 
 
 def _hold_of(headers: list[tuple[bytes, bytes]]) -> float | None:
