@@ -29,22 +29,18 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import orjson
 import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from loadtests.loadgen import LoadResult, closed_loop
+from loadtests import bystander
+from loadtests.bystander import DIGITS
 from loadtests.stack import Stack, free_port, rss_of, worker_pids
 from tests.support.h2_grpc import INFER, H2Client
 
-DIGITS = "digits-mlp"
 BODY_BYTES = 16 * 1024 * 1024  # what each silent connection declares (the default body cap)
 REOPEN_S = 0.5  # an attacker's pause before it replaces what the gateway ended
 SETTLE_S = 3.0  # the flood in place before the client is measured
-ROW = orjson.dumps(
-    {"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32", "data": [0.5] * 64}]}
-)
 
 
 async def _silent(port: int, stop: float, seen: Counter[str]) -> None:
@@ -98,22 +94,6 @@ def _attacker(port: int, grpc_port: int, silent: int, calls: int, seconds: float
     out.put(uvloop.run(_flood(port, grpc_port, silent, calls, seconds)))
 
 
-def _client(url: str, seconds: float, concurrency: int) -> LoadResult:
-    path = f"/v2/models/{DIGITS}/infer"
-    load = closed_loop(
-        url, path, ROW, concurrency=concurrency, seconds=seconds, max_requests=10**7, timeout_s=10.0
-    )
-    return uvloop.run(load)
-
-
-def _row(label: str, result: LoadResult) -> str:
-    failed = result.requests - result.statuses.get(200, 0)
-    return (
-        f"| {label} | {result.requests} | {failed} | {result.quantile_ms(0.5):.1f} | "
-        f"{result.quantile_ms(0.99):.1f} | {max(result.latencies_s, default=0) * 1000:.0f} |"
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60.0, help="how long the flood lasts")
@@ -132,8 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         }
         gateway = stack.gateway(config)
         port = int(gateway.url.rsplit(":", 1)[1])
-        _client(gateway.url, 3.0, args.concurrency)  # warm: connections, caches
-        alone = _client(gateway.url, 10.0, args.concurrency)
+        bystander.run(gateway.url, 3.0, args.concurrency)  # warm: connections, caches
+        alone = bystander.run(gateway.url, 10.0, args.concurrency)
         workers = worker_pids(gateway.url)
         baseline = rss_of(workers), rss_of([gateway.pid])
         ctx = multiprocessing.get_context("spawn")
@@ -142,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         attacker = ctx.Process(target=_attacker, args=(*flood, out), daemon=True)
         attacker.start()
         time.sleep(SETTLE_S)
-        flooded = _client(gateway.url, args.seconds - SETTLE_S - 1.0, args.concurrency)
+        flooded = bystander.run(gateway.url, args.seconds - SETTLE_S - 1.0, args.concurrency)
         peak = rss_of(workers), rss_of([gateway.pid])
         attacker.join(timeout=args.seconds + 30.0)
         seen = out.get(timeout=10.0) if attacker.exitcode == 0 else "attacker failed"
@@ -152,12 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.workers} workers; "
         f"a client of one-row infers, {args.concurrency} connections, all on 127.0.0.1"
     )
-    print(
-        "| client | requests | failed | p50 ms | p99 ms | max ms |\n|---|---:|---:|---:|---:|---:|"
-    )
-    print(_row("alone", alone))
-    print(_row("under the flood", flooded))
-    print(f"statuses under the flood: {dict(flooded.statuses)}, errors {dict(flooded.errors)}")
+    print(bystander.table(alone, flooded))
     print(
         f"workers' RSS: {baseline[0] >> 20} MiB before the flood, {peak[0] >> 20} MiB at its "
         f"end; control process: {baseline[1] >> 20} -> {peak[1] >> 20} MiB"

@@ -25,23 +25,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-import orjson
 import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from loadtests.loadgen import LoadResult, closed_loop
+from loadtests import bystander
+from loadtests.bystander import DIGITS
 from loadtests.stack import Stack, rss_of, worker_pids
 
-DIGITS = "digits-mlp"
 LIVE = b"GET /v2/health/live HTTP/1.1\r\nhost: gateway\r\n\r\n"
 RCVBUF = 16 * 1024  # an attacker's receive buffer: the kernel holds little of what it skips
 SETTLE_S = 3.0  # the flood in place before the client is measured
 BACK_WITHIN = 16 * 1024 * 1024
 BACK_WAIT_S = 30.0
-ROW = orjson.dumps(
-    {"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32", "data": [0.5] * 64}]}
-)
 
 
 async def _flood(port: int, connections: int, requests: int, seconds: float) -> str:
@@ -72,22 +68,6 @@ async def _flood(port: int, connections: int, requests: int, seconds: float) -> 
 
 def _attacker(port: int, connections: int, requests: int, seconds: float, out: Any) -> None:
     out.put(uvloop.run(_flood(port, connections, requests, seconds)))
-
-
-def _client(url: str, seconds: float, concurrency: int) -> LoadResult:
-    path = f"/v2/models/{DIGITS}/infer"
-    load = closed_loop(
-        url, path, ROW, concurrency=concurrency, seconds=seconds, max_requests=10**7, timeout_s=10.0
-    )
-    return uvloop.run(load)
-
-
-def _row(label: str, result: LoadResult) -> str:
-    failed = result.requests - result.statuses.get(200, 0)
-    return (
-        f"| {label} | {result.requests} | {failed} | {result.quantile_ms(0.5):.1f} | "
-        f"{result.quantile_ms(0.99):.1f} | {max(result.latencies_s, default=0) * 1000:.0f} |"
-    )
 
 
 class PeakRss:
@@ -127,8 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         }
         gateway = stack.gateway(config)
         port = int(gateway.url.rsplit(":", 1)[1])
-        _client(gateway.url, 3.0, args.concurrency)  # warm: connections, caches
-        alone = _client(gateway.url, 10.0, args.concurrency)
+        bystander.run(gateway.url, 3.0, args.concurrency)  # warm: connections, caches
+        alone = bystander.run(gateway.url, 10.0, args.concurrency)
         workers = worker_pids(gateway.url)
         baseline = rss_of(workers)
         peak = PeakRss(workers)
@@ -138,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         attacker = ctx.Process(target=_attacker, args=(*flood, out), daemon=True)
         attacker.start()
         time.sleep(SETTLE_S)
-        flooded = _client(gateway.url, args.seconds - SETTLE_S - 1.0, args.concurrency)
+        flooded = bystander.run(gateway.url, args.seconds - SETTLE_S - 1.0, args.concurrency)
         attacker.join(timeout=args.seconds + 30.0)
         seen = out.get(timeout=10.0) if attacker.exitcode == 0 else "attacker failed"
         highest = peak.stop()
@@ -151,12 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         f"never read, for {args.seconds:g} s; {args.workers} workers; a client of one-row "
         f"infers, {args.concurrency} connections, all on 127.0.0.1"
     )
-    print(
-        "| client | requests | failed | p50 ms | p99 ms | max ms |\n|---|---:|---:|---:|---:|---:|"
-    )
-    print(_row("alone", alone))
-    print(_row("under the flood", flooded))
-    print(f"statuses under the flood: {dict(flooded.statuses)}, errors {dict(flooded.errors)}")
+    print(bystander.table(alone, flooded))
     print(
         f"workers' RSS: {baseline >> 20} MiB before, {highest >> 20} MiB at most under the "
         f"flood, {after >> 20} MiB {back_s:.1f} s after the attackers closed"
