@@ -54,10 +54,14 @@ def replica() -> Iterator[ReplicaProcess]:
 
 @pytest.fixture(scope="module")
 def gateway(replica: ReplicaProcess) -> Iterator[GatewayProcess]:
+    # About four answers fit the budget at once, so the other twelve clients' answers wait
+    # for room (issue 37: a reply body is held before it is read). On a starved machine a
+    # round of four takes seconds and a wait spans three rounds: waits and deadlines are
+    # generous, so only a lost release of the room, not the machine's speed, fails this test.
     config = {
-        "server": {"inflight_bytes": BUDGET, "inflight_wait_s": 5.0},
+        "server": {"inflight_bytes": BUDGET, "inflight_wait_s": 45.0},
         "pools": {"large": {"model": "rogue", "replicas": [{"id": "l0", "url": replica.url}]}},
-        "models": {"large": {"pool": "large", "timeout_ms": 30_000}},
+        "models": {"large": {"pool": "large", "timeout_ms": 60_000}},
     }
     proc = start_gateway(config)
     yield proc
@@ -75,7 +79,7 @@ async def _load(url: str, each: int) -> Counter[tuple[int, bool]]:
     async def client() -> None:
         for _ in range(each):
             reply = await transport.request(
-                endpoint, "POST", "/v2/models/large/infer", body=body, headers=headers, timeout=60
+                endpoint, "POST", "/v2/models/large/infer", body=body, headers=headers, timeout=90
             )
             answers[(reply.status, len(reply.body) > LARGE)] += 1
 
