@@ -32,14 +32,12 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-import httpx
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from loadtests.bench_overhead import body
 from loadtests.bench_scaling import DIRECT_PATH, GATEWAY_PATH, MODEL, echo
 from loadtests.results_file import save
-from loadtests.stack import ROOT, Proc, Stack
+from loadtests.stack import ROOT, Proc, Stack, worker_pids
 from loadtests.wrk_runner import WrkResult, run_wrk
 
 REPLICAS = 32
@@ -72,11 +70,6 @@ def cpu_s(pid: int) -> float:
     """User and system CPU seconds of process ``pid`` (all its threads, not its children)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def worker_pids(url: str) -> list[int]:
-    state = httpx.get(f"{url}/admin/state", trust_env=False, timeout=30).json()
-    return [int(worker["pid"]) for worker in state["workers"]["workers"]]
 
 
 def start_stand_ins() -> tuple[subprocess.Popen[str], list[int]]:
@@ -145,8 +138,9 @@ def c16(url: str, seconds: float, body_file: Path) -> WrkResult:
     return run_wrk(url, threads=2, connections=16, seconds=seconds, body_file=body_file)
 
 
-def p99_medians(runs: list[tuple[str, WrkResult]]) -> dict[str, float]:
-    return {s: median(r.p99_ms for name, r in runs if name == s) for s in ("off", "on")}
+def medians(runs: list[tuple[str, WrkResult]], field: str) -> dict[str, float]:
+    """``field`` (``p50_ms``, ``p99_ms``) of each setting's runs, their median."""
+    return {s: median(getattr(r, field) for name, r in runs if name == s) for s in ("off", "on")}
 
 
 def latency_table(runs: list[tuple[str, WrkResult]], workers: int, seconds: float) -> str:
@@ -162,8 +156,7 @@ def latency_table(runs: list[tuple[str, WrkResult]], workers: int, seconds: floa
         lines.append(
             f"| {i} | {setting} | {r.rate:,.0f} | {r.p50_ms:.2f} | {r.p99_ms:.2f} | {r.failures} |"
         )
-    p99 = p99_medians(runs)
-    p50 = {s: median(r.p50_ms for name, r in runs if name == s) for s in ("off", "on")}
+    p99, p50 = medians(runs, "p99_ms"), medians(runs, "p50_ms")
     lines += [
         "",
         f"median p50 off {p50['off']:.2f} ms, on {p50['on']:.2f} ms; median p99 off "
@@ -185,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         table = latency_table(runs, args.workers, args.seconds)
         print(table)
         print(f"saved {save('isolation-latency', table)}")
-        p99 = p99_medians(runs)
+        p99 = medians(runs, "p99_ms")
         failed = sum(r.failures for _, r in runs)
         return 1 if failed or p99["on"] > P99_BOUND * p99["off"] else 0
     shares = measure(args.workers, args.seconds)
