@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 import uvloop
@@ -18,6 +18,9 @@ LIMITS = ClientLimits(
     keep_alive_s=1.0,
     min_body_rate=0,
 )
+# Tests not about time: a starved machine (CI under xdist) can stall a loop past 0.5 s between
+# a connect and its first read, and a 408 there is the machine's, not the server's.
+PATIENT = replace(LIMITS, header_timeout_s=30.0, body_timeout_s=30.0, keep_alive_s=30.0)
 
 
 def pytest_asyncio_loop_factories(
@@ -47,6 +50,15 @@ async def cleaned_up() -> AsyncIterator[None]:
 
 @pytest.fixture
 async def served(cleaned_up: None) -> AsyncIterator[Served]:
+    """A server whose timeouts a stalled test machine cannot reach."""
+    app = App()
+    server = await serve(PATIENT, app.router())
+    yield Served(app, server)
+
+
+@pytest.fixture
+async def timed(cleaned_up: None) -> AsyncIterator[Served]:
+    """A server with half-second timeouts, for the tests about them."""
     app = App()
     server = await serve(LIMITS, app.router())
     yield Served(app, server)

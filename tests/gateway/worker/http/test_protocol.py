@@ -46,8 +46,8 @@ async def test_a_pipelined_head_after_a_large_body_is_not_counted_with_it(served
     writer.close()
 
 
-async def test_a_connection_that_sends_nothing_gets_408_and_is_closed(served: Served) -> None:
-    reader, writer = await connect(served.port)
+async def test_a_connection_that_sends_nothing_gets_408_and_is_closed(timed: Served) -> None:
+    reader, writer = await connect(timed.port)
     status, headers, body = await answer(reader)
     assert status == 408 and headers["connection"] == "close"
     assert orjson.loads(body) == {"error": "request headers not complete within 0.5 s"}
@@ -55,8 +55,8 @@ async def test_a_connection_that_sends_nothing_gets_408_and_is_closed(served: Se
     writer.close()
 
 
-async def test_trickled_headers_are_cut_with_408(served: Served) -> None:
-    reader, writer = await connect(served.port)
+async def test_trickled_headers_are_cut_with_408(timed: Served) -> None:
+    reader, writer = await connect(timed.port)
     writer.write(b"GET / HTTP/1.1\r\n")
 
     async def trickle() -> None:
@@ -72,15 +72,15 @@ async def test_trickled_headers_are_cut_with_408(served: Served) -> None:
     writer.close()
 
 
-async def test_a_trickled_body_is_cut_with_408_and_the_handler_is_told(served: Served) -> None:
-    reader, writer = await connect(served.port)
+async def test_a_trickled_body_is_cut_with_408_and_the_handler_is_told(timed: Served) -> None:
+    reader, writer = await connect(timed.port)
     writer.write(post("/", b"x" * 100)[:-90])  # the head and 10 bytes of the body
     status, _, body = await answer(reader)
     assert status == 408
     assert orjson.loads(body) == {"error": "request body not complete within 0.5 s"}
     assert await closed(reader)
-    await until(lambda: served.app.seen)
-    assert served.app.seen == [  # its own 400 was dropped
+    await until(lambda: timed.app.seen)
+    assert timed.app.seen == [  # its own 400 was dropped
         {"error": 408, "message": "request body not complete within 0.5 s"}
     ]
     writer.close()
@@ -124,8 +124,8 @@ async def test_a_client_still_sending_a_huge_head_is_cut_off(served: Served) -> 
     writer.close()
 
 
-async def test_an_early_answer_drops_the_body_then_keep_alive_applies(served: Served) -> None:
-    reader, writer = await connect(served.port)
+async def test_an_early_answer_drops_the_body_then_keep_alive_applies(timed: Served) -> None:
+    reader, writer = await connect(timed.port)
     writer.write(post("/early", b"y" * 200_000))
     assert (await answer(reader))[0] == 413
     writer.write(post("/", b"after"))  # the same connection still serves
@@ -134,8 +134,8 @@ async def test_an_early_answer_drops_the_body_then_keep_alive_applies(served: Se
     writer.close()
 
 
-async def test_a_body_left_half_sent_after_an_early_answer_is_cut(served: Served) -> None:
-    reader, writer = await connect(served.port)
+async def test_a_body_left_half_sent_after_an_early_answer_is_cut(timed: Served) -> None:
+    reader, writer = await connect(timed.port)
     writer.write(post("/early", b"y" * 1000)[:-900])
     assert (await answer(reader))[0] == 413
     assert await closed(reader)  # the body timeout still bounds the rest, with no second answer
@@ -180,11 +180,11 @@ async def test_an_early_answer_never_invites_the_body(served: Served) -> None:
 
 
 async def test_keep_alive_closes_an_idle_connection_a_timeout_after_its_last_answer(
-    served: Served,
+    timed: Served,
 ) -> None:
     """One timer per connection: the first idle spell's timer must not cut a later spell short."""
     loop = asyncio.get_running_loop()
-    reader, writer = await connect(served.port)
+    reader, writer = await connect(timed.port)
     writer.write(post("/", b"a"))
     assert (await answer(reader))[0] == 200
     await asyncio.sleep(0.7)  # idle; the keep-alive timeout (1 s) is not reached
