@@ -325,6 +325,9 @@ class Edge:
             arrival.audit()
         arrival.span.end(status, served_by or None, degraded)
         unbind_request(arrival.log_token)
+        # The call holds the arrival as its room: without this the pair (and all they hold)
+        # is a cycle the collector frees, about twenty objects a request.
+        arrival.call = None
         if written:
             self._release(arrival)
         elif self._memory is not None:

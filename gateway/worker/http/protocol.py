@@ -83,6 +83,10 @@ class _Refused(Exception):
     """Raised in a parser callback to stop the parser; the refusal is already recorded."""
 
 
+# a lost connection's parser (nothing reads for it): its own would keep it in a cycle
+_NO_PARSER = httptools.HttpRequestParser(object())
+
+
 class HttpProtocol(asyncio.Protocol):
     def __init__(
         self,
@@ -188,6 +192,8 @@ class HttpProtocol(asyncio.Protocol):
             if answer is None or not answer.complete:
                 task.cancel()
         self._queue.clear()
+        # The parser calls this protocol's bound methods: a cycle the collector would free.
+        self._parser = _NO_PARSER
         flushed = exc is None and not self._aborted
         for answer in self._unflushed:
             answer.settle(flushed)

@@ -9,6 +9,7 @@ exactly what is sent. Run on uvloop and on asyncio's own loop.
 from __future__ import annotations
 
 import asyncio
+import gc
 import hashlib
 
 import orjson
@@ -283,3 +284,25 @@ async def test_an_http10_request_closes_unless_kept_alive_and_then_says_so(serve
     status, headers, _ = await answer(reader)
     assert status == 200 and headers["connection"] == "close" and await closed(reader)
     writer.close()
+
+
+async def test_a_closed_connection_leaves_no_cycle_for_the_collector(served: Served) -> None:
+    """The parser holds the protocol's bound methods: kept after the connection is lost, the
+    pair and its transport are a cycle only the collector frees, once per connection."""
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        reader, writer = await connect(served.port)
+        writer.write(post("/", b"abc"))
+        assert (await answer(reader))[::2] == (200, b'{"size":3}')
+        writer.close()
+        await until(lambda: not served.server.connections.open)
+        # the test's handler keeps what it was given
+        served.app.requests.clear()
+        served.app.answers.clear()
+        gc.collect()
+        left = {type(o).__name__ for o in gc.garbage}
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert "HttpProtocol" not in left
