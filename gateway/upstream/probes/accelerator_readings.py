@@ -8,9 +8,12 @@ the exporter's collection, has not moved on) gives the previous reading; otherwi
 lines that carry a DCGM field of the wanted device are looked at, and those not seen on the
 previous page are parsed, together in one call (a sample line is a complete exposition by
 itself). A line whose series (its name and labels: everything up to the labels' closing
-brace) was parsed before has only its value and timestamp parsed again, by the same parser,
-as the sample of a one-word placeholder name: so a page where temperature and power moved
-costs one parse of two short lines (docs/hardware.md has the figures).
+brace) was parsed before has only its value and timestamp parsed again, by the parser's own
+reader of one sample line (the exposition's per-line step, without its families), as the
+line of a one-letter placeholder name: so a page where temperature and power moved costs
+two short reads (docs/hardware.md has the figures). That reader is private to
+prometheus_client (pinned in ``constraints/dev.txt``); a differential test holds it to the
+whole parser's reading of the same lines, malformed values included.
 
 What a page may cost is bounded before any of this (`gateway.upstream.probes.accelerator_pages`:
 its bytes and series), and here: more than `MAX_DEVICE_LINES` lines of the wanted device
@@ -21,10 +24,11 @@ Nothing here does I/O or reads a clock, so it runs in a worker thread.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
+from prometheus_client import parser as exposition
 from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.policies.accelerator_values import believable
@@ -33,6 +37,9 @@ from v2proto.dcgm import BY_NAME, GPU_LABEL, NAMES, UUID_LABEL, Reading
 ParsedLine = tuple[str, dict[str, str], float] | None  # (name, labels, value); None: not ours
 Series = tuple[str, dict[str, str]]  # a sample line's name and labels, as the parser read them
 EMPTY = Reading("", "")
+# The parser's reader of one sample line (stripped): see `ReadingParser._values`. None where
+# a prometheus_client release has none: then the line goes through the whole parser.
+_SAMPLE_READER = cast(Callable[[str], Any] | None, getattr(exposition, "_parse_sample", None))
 MAX_SERIES = 4096  # series heads remembered per source (a page has a few dozen)
 # Lines of the wanted device's fields on one page: a GPU has 12 here, one split into 7 MIG
 # instances 84; more is a flood, and each new one costs a parse.
@@ -58,6 +65,18 @@ def parse_line(line: str) -> ParsedLine:
     except ValueError:
         return None
     return None
+
+
+def read_value(rest: str) -> float:
+    """The value of a sample line whose name and labels end before ``rest``, as the parser
+    reads it; `ValueError` if it is not one."""
+    line = f"v{rest}".strip()
+    if _SAMPLE_READER is not None:
+        return float(_SAMPLE_READER(line).value)
+    parsed = parse_line(line)
+    if parsed is None:
+        raise ValueError(f"not a sample: {line!r}")
+    return parsed[2]
 
 
 class ReadingParser:
@@ -165,22 +184,16 @@ class ReadingParser:
         return parsed
 
     def _values(self, heads: list[tuple[str, str, str]]) -> dict[str, ParsedLine]:
-        """Lines of known series: each one's value (and timestamp) parsed as the sample of
-        the placeholder ``v<i>``; a malformed one is parsed whole, alone."""
-        text = "".join(f"v{i}{rest}\n" for i, (_, _, rest) in enumerate(heads))
-        values: dict[str, float] = {}
-        try:
-            for family in text_string_to_metric_families(text):
-                for sample in family.samples:
-                    values[sample.name] = float(sample.value)
-        except ValueError:
-            values = {}
+        """Lines of known series: each one's value (and timestamp) parsed by the parser's own
+        sample reader, as the line of the placeholder name ``v`` (what it does to a line of
+        the exposition after stripping it); a malformed one is parsed whole, alone."""
         parsed: dict[str, ParsedLine] = {}
-        for i, (line, head, _) in enumerate(heads):
-            value = values.get(f"v{i}")
-            if value is None:
+        for line, head, rest in heads:
+            try:
+                value = read_value(rest)
+            except (ValueError, TypeError, IndexError):
                 parsed[line] = parse_line(line)
-            else:
-                name, labels = self._series[head]
-                parsed[line] = (name, labels, value)
+                continue
+            name, labels = self._series[head]
+            parsed[line] = (name, labels, value)
         return parsed

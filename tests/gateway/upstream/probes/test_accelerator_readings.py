@@ -3,9 +3,13 @@ node page by UUID, and parsing again only what changed."""
 
 from __future__ import annotations
 
+import math
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gateway.upstream.probes import accelerator_readings
 from gateway.upstream.probes.accelerator_readings import ReadingParser
 
 UUID_A = "GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e52"
@@ -83,7 +87,11 @@ def test_a_known_series_with_a_bad_value_is_skipped_and_the_rest_counts() -> Non
 @given(
     pages=st.lists(
         st.tuples(
-            st.one_of(st.integers(-300, 300), st.floats(-1e6, 1e6, allow_nan=False)),
+            st.one_of(
+                st.integers(-300, 300).map(str),
+                st.floats(-1e6, 1e6, allow_nan=False).map(repr),
+                st.text("0123456789.eE+-_ \tnaIifNty", max_size=9),  # well formed or not
+            ),
             st.sampled_from(["", " 1700000000000", "\t1700000000123"]),  # timestamps
             st.sampled_from(["node-1", "no}de", 'a\\"}b', "x,y=\\n"]),  # label values
         ),
@@ -91,13 +99,43 @@ def test_a_known_series_with_a_bad_value_is_skipped_and_the_rest_counts() -> Non
         max_size=6,
     )
 )
-def test_reading_again_agrees_with_reading_afresh(pages: list[tuple[float, str, str]]) -> None:
-    """Differential: a parser that has seen earlier pages reads each page as a new parser
-    (every line parsed whole) does."""
+def test_reading_again_agrees_with_reading_afresh(pages: list[tuple[str, str, str]]) -> None:
+    """Differential: a parser that has seen earlier pages (values read by the sample reader
+    alone) reads each page as a new parser (every line parsed whole) does, values that are
+    not numbers included."""
     seen = ReadingParser(UUID_A)
     for value, stamp, host in pages:
         text = "".join(
-            f'{name}{{gpu="0",UUID="{UUID_A}",Hostname="{host}"}} {v!r}{stamp}\n'
-            for name, v in (("DCGM_FI_DEV_GPU_TEMP", value), ("DCGM_FI_DEV_POWER_USAGE", 300))
+            f'{name}{{gpu="0",UUID="{UUID_A}",Hostname="{host}"}} {v}{stamp}\n'
+            for name, v in (("DCGM_FI_DEV_GPU_TEMP", value), ("DCGM_FI_DEV_POWER_USAGE", "300"))
         ).encode()
         assert seen.read(text) == ReadingParser(UUID_A).read(text)
+
+
+@pytest.mark.parametrize("reader", ["the sample reader", "the whole parser"])
+@pytest.mark.parametrize(
+    ("rest", "value"),
+    [
+        (" 61", 61.0),
+        (" 6.5e1 1700000000000", 65.0),
+        ("\t-2", -2.0),
+        (" NaN", None),
+        (" +Inf", math.inf),
+        (" 1_0", "bad"),
+        (" sixty", "bad"),
+        ("", "bad"),
+    ],
+)
+def test_a_value_reads_the_same_with_or_without_the_parsers_sample_reader(
+    monkeypatch: pytest.MonkeyPatch, reader: str, rest: str, value: float | str | None
+) -> None:
+    if reader == "the whole parser":
+        # as with a prometheus_client release without `_parse_sample`
+        monkeypatch.setattr(accelerator_readings, "_SAMPLE_READER", None)
+    if value == "bad":
+        with pytest.raises(ValueError):
+            accelerator_readings.read_value(rest)
+    elif value is None:
+        assert math.isnan(accelerator_readings.read_value(rest))
+    else:
+        assert accelerator_readings.read_value(rest) == value
