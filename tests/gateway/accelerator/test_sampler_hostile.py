@@ -13,7 +13,12 @@ from typing import Any
 import pytest
 
 from gateway.accelerator.metrics import AcceleratorCollector
-from gateway.accelerator.sampler import LOG_EVERY_S, REPLICA_QUERY, AcceleratorSampler
+from gateway.accelerator.sampler import (
+    IDLE_GRID_SHARE,
+    LOG_EVERY_S,
+    REPLICA_QUERY,
+    AcceleratorSampler,
+)
 from gateway.config import parse_config
 from gateway.config.endpoint import Endpoint
 from gateway.runtime import Gateway
@@ -327,4 +332,34 @@ async def test_a_refused_page_is_read_again_after_a_pause_that_doubles() -> None
     backed_off = [0.5 * min(2**n, 60) for n in range(1, refused + 1)]  # 30 s at most
     for pause, expected in zip(pauses, backed_off, strict=False):
         assert expected * 0.9 <= pause <= expected * 1.1
-    assert 0.9 <= pauses[-1] <= 1.1  # back to the idle interval
+    # back to the idle interval (jittered), put off to the idle grid's next step at most
+    assert 0.9 <= pauses[-1] <= 1.1 + 0.1
+
+
+class WakeClock(PacedClock):
+    """A paced clock that keeps when each pause ends."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.wakes: list[float] = []
+
+    async def sleep(self, seconds: float) -> None:
+        self.wakes.append(self.now() + max(0.0, seconds))
+        await super().sleep(seconds)
+
+
+async def test_at_the_idle_rate_reads_wake_on_one_grid() -> None:
+    """Far from every limit a loop's next read waits for the idle grid's next step (a tenth
+    of `idle_interval_s`), so the loops of a pool share the event loop's wake-ups."""
+    clock = WakeClock()
+    _, sampler, _, _ = setup(1, clock)
+    fake(sampler)
+    sampler.start()
+    try:
+        await wait_until_async(lambda: ok_samples(sampler) >= 12, WAIT_S, message="12 samples")
+    finally:
+        await sampler.stop()
+    grid = 1.0 * IDLE_GRID_SHARE  # the default idle interval's tenth
+    idle = [w for w, p in zip(clock.wakes[1:], clock.slept[1:], strict=True) if p >= 0.5]
+    assert len(idle) >= 3  # the readings are far from every limit: the idle rate
+    assert all(abs(w / grid - round(w / grid)) < 1e-6 for w in idle)
