@@ -92,7 +92,8 @@ def _carry_members(registry: Registry, before: Pool, pool: Pool) -> None:
     for member in before.replicas[: discovery.max_members]:
         # a lowered cap applies at once
         if member.id not in present:
+            # standby: its SRV priority's role, until DNS says otherwise
             config = ReplicaConfig(
                 id=member.id, url=member.url, zone=discovery.zone, standby=member.standby
-            )  # standby: its SRV priority's role, until DNS says otherwise
+            )
             registry.add(pool, config)

@@ -99,7 +99,8 @@ class MonotonicClock:
     def timeout_at(self, when: float) -> AbstractAsyncContextManager[object]:
         return _MonotonicTimeoutAt(when, self)
 
-    _scopes: _Scopes | None = None  # the open timeout scopes, of the loop that last opened one
+    # the open timeout scopes, of the loop that last opened one
+    _scopes: _Scopes | None = None
 
     def _scopes_of(self, loop: asyncio.AbstractEventLoop) -> _Scopes:
         scopes = self._scopes
@@ -146,7 +147,8 @@ class _MonotonicTimeoutAt:
     async def __aexit__(
         self, kind: type[BaseException] | None, error: BaseException | None, tb: Any
     ) -> None:
-        if self.open:  # ended in time; it may wait in the heap a while, holding no task
+        # ended in time; it may wait in the heap a while, holding no task
+        if self.open:
             self.open = False
             del self._task
             self._scopes.ended()
@@ -175,7 +177,8 @@ class _Scopes:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self._heap: list[tuple[float, int, _MonotonicTimeoutAt]] = []
-        self._order = itertools.count()  # ties in time: first come, first out
+        # ties in time: first come, first out
+        self._order = itertools.count()
         self._open = 0
         self._timer: asyncio.TimerHandle | None = None
         self._armed_at = math.inf
@@ -217,7 +220,8 @@ class _Scopes:
             self._arm(heap[0][0], TIMER_SLACK_S)
 
 
-_SWEEP_ABOVE = 64  # ended scopes kept in a heap beyond twice the open ones
+# ended scopes kept in a heap beyond twice the open ones
+_SWEEP_ABOVE = 64
 
 
 class _NeverEarly:

@@ -31,7 +31,8 @@ def state_document(gateway: Gateway) -> dict[str, Any]:
                 "max_in_flight": m.admission.max_in_flight,
                 "shed": levels.shed(name),
                 "tenants": levels.tenants(name, m),
-                "hedging": m.hedge.enabled,  # configured; the burn policy may suspend it
+                # configured; the burn policy may suspend it
+                "hedging": m.hedge.enabled,
                 "policy": _adjustment(gateway, name),
                 **_correctness(gateway, name),
             }

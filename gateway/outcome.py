@@ -133,7 +133,8 @@ _RETRYABLE_KINDS = frozenset(
         OutcomeKind.TIMEOUT,
         OutcomeKind.PROTOCOL_ERROR,
         OutcomeKind.SLOW,
-        OutcomeKind.LOCAL_RESOURCE,  # another replica may have a pooled connection
+        # another replica may have a pooled connection
+        OutcomeKind.LOCAL_RESOURCE,
     }
 )
 # What the gateway did to itself: no verdict on the replica, ever (`gateway.faults.judge`).

@@ -91,32 +91,42 @@ class Gateway(Serving):
             self.slo.current,
             transport,
         )
-        self.events = events  # what hears the registry's transitions (a fan-out)
-        self.stats = ModelStats()  # Triton's per-model statistics, as clients saw them
+        # what hears the registry's transitions (a fan-out)
+        self.events = events
+        # Triton's per-model statistics, as clients saw them
+        self.stats = ModelStats()
         self.shared = SharedState(config.state, self.registry, self.slo, self.budget, clock)
         events.add(self.shared)
-        self.history = HistoryRecorder(  # the dashboard's last minutes and event timeline
+        # the dashboard's last minutes and event timeline
+        self.history = HistoryRecorder(
             self.registry, self.slo, self.budget, self.fallback_models, config.models, clock
         )
         events.add(self.history)
-        self.rollouts = rollouts_for(  # candidates beside models' pools (shared progress)
+        # candidates beside models' pools (shared progress)
+        self.rollouts = rollouts_for(
             config.models, clock, self.rng, self.shared, self.slo.burning, metrics
         )
-        suspects = Suspects(self.registry)  # votes' and audits' verdicts, quarantines
-        suspects.heard = self._vote_verdict  # the burn policy's vote's evidence
+        # votes' and audits' verdicts, quarantines
+        suspects = Suspects(self.registry)
+        # the burn policy's vote's evidence
+        suspects.heard = self._vote_verdict
         self.suspects = suspects
         # what audits and golden probes find: correctness SLOs, suspects, counts
         self.verdicts = AuditVerdicts(config.models, self.slo, suspects, metrics)
         self.audits = self.verdicts
-        self.escalated = self.slo.escalated  # the burn policy's votes, read by the pipeline
+        # the burn policy's votes, read by the pipeline
+        self.escalated = self.slo.escalated
         self.slo.switched = self._switched
         self._services: list[Any] = []
         self._injected = transport
-        self.levels: Levels = OwnLevels(self)  # the data plane's levels (its workers' in control)
+        # the data plane's levels (its workers' in control)
+        self.levels: Levels = OwnLevels(self)
         # what `/admin/state` shows of the workers, in a control process (None: no workers)
         self.data_plane: Callable[[], dict[str, Any]] | None = None
-        self.accelerators: AcceleratorSampler | None = None  # pools with `accelerator:` only
-        self.load: LoadScraper | None = None  # pools with `load_aware` only
+        # pools with `accelerator:` only
+        self.accelerators: AcceleratorSampler | None = None
+        # pools with `load_aware` only
+        self.load: LoadScraper | None = None
         self.answers = answer_tape(
             config.models, metrics, self.slo, self.stats, self.history, clock
         )
@@ -142,8 +152,10 @@ class Gateway(Serving):
             GoldenProber(self.registry, transport, self.clock, self.rng, self.verdicts.golden),
             # what a replica that left leaves behind: sockets, series, records
             Departures(self.registry, transport, self.metrics, (self.suspects.forget_replica,)),
-            DiscoveryService(self.registry, self.clock),  # after the probers: joiners get probed
-            BinaryLearner(self.registry, transport, self.clock),  # binary_tensors unset
+            # after the probers: joiners get probed
+            DiscoveryService(self.registry, self.clock),
+            # binary_tensors unset
+            BinaryLearner(self.registry, transport, self.clock),
             *watchers,
             Periodic("slo-evaluate", SLO_EVALUATE_S, self.clock, self.slo.evaluate),
             MetadataWarmer(
@@ -156,7 +168,8 @@ class Gateway(Serving):
             self.history.service(),
             self.answers.service(),
         ]
-        if any(p.config.accelerator for p in self.registry.pools.values()):  # else: nothing
+        # else: nothing
+        if any(p.config.accelerator for p in self.registry.pools.values()):
             pages = page_transport(p.config.accelerator for p in self.registry.pools.values())
             self.accelerators = AcceleratorSampler(
                 self.registry, pages, self.clock, self.rng, self.shared, self._may_empty
@@ -164,8 +177,10 @@ class Gateway(Serving):
             self.metrics.registry.register(AcceleratorCollector(self.accelerators))
             self._services.append(self.accelerators)
         aware = [p.config.load for p in self.registry.pools.values() if p.config.load_aware]
-        if aware:  # else: no report is read, nothing scraped
-            injected = self._injected  # a test's fake upstream: pages come from it too
+        # else: no report is read, nothing scraped
+        if aware:
+            # a test's fake upstream: pages come from it too
+            injected = self._injected
             scrapes: Transport = injected or load_transport(aware)
             self.load = LoadScraper(
                 self.registry, scrapes, self.clock, self.rng, owned=injected is None
@@ -174,7 +189,8 @@ class Gateway(Serving):
             self.metrics.registry.register(collector)
             self._services.append(self.load)
         for service in self._services:
-            service.start()  # a failure here: `start` stops those already started
+            # a failure here: `start` stops those already started
+            service.start()
 
     async def stop(self) -> None:
         for service in reversed(self._services):

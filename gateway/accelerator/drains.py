@@ -25,8 +25,10 @@ from gateway.upstream.registry import Pool
 from gateway.upstream.replica import Replica
 
 log = logging.getLogger(__name__)
-BY = HARDWARE  # the decisions' author
-MayEmpty = Callable[[str], bool]  # may this pool lose its last replica (a fallback serves)?
+# the decisions' author
+BY = HARDWARE
+# may this pool lose its last replica (a fallback serves)?
+MayEmpty = Callable[[str], bool]
 
 
 class Decider(Protocol):
@@ -59,8 +61,10 @@ class AcceleratorDrains:
         self._may_empty = may_empty
         self._clock = clock
         self.states = states
-        self.drains: dict[tuple[str, str, str], int] = {}  # (pool, replica, signal) -> count
-        self.held_back: dict[str, str] = {}  # replica id -> why a drain it asked for waits
+        # (pool, replica, signal) -> count
+        self.drains: dict[tuple[str, str, str], int] = {}
+        # replica id -> why a drain it asked for waits
+        self.held_back: dict[str, str] = {}
 
     async def act(
         self, pool: Pool, replica: Replica, state: AcceleratorTracker, advice: Advice
@@ -102,7 +106,8 @@ class AcceleratorDrains:
     def _refusal(self, pool: Pool, replica: Replica) -> str | None:
         """Why draining ``replica`` now would break the pool's limits; None: it may go."""
         out = sum(1 for s in (self.states.get(r.id) for r in pool.draining) if s and s.drained)
-        out += pool.outlier.ejected_count()  # the share out counts the outlier's ejections
+        # the share out counts the outlier's ejections
+        out += pool.outlier.ejected_count()
         serving = [r for r in pool.replicas if r is not replica and r.healthy is not False]
         if not serving and not self._may_empty(pool.name):
             return "the last healthy replica of its pool, and no fallback can serve its model"

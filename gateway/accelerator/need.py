@@ -29,8 +29,10 @@ Near = Callable[[Window, "Margins"], str | None]
 
 @dataclass(frozen=True, slots=True)
 class Margins:
-    margin_c: float  # °C below slowdown that count as near it
-    margin_share: float  # of the SBE-rate limit that counts as near it
+    # °C below slowdown that count as near it
+    margin_c: float
+    # of the SBE-rate limit that counts as near it
+    margin_share: float
 
 
 def _temperature(w: Window, m: Margins) -> str | None:

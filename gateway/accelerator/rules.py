@@ -40,7 +40,8 @@ MIN_FIT_SAMPLES = 3
 
 @dataclass(frozen=True, slots=True)
 class Sample:
-    at: float  # the gateway's monotonic seconds when it was read
+    # the gateway's monotonic seconds when it was read
+    at: float
     reading: Reading
 
 
@@ -66,7 +67,8 @@ class Window:
     samples: Sequence[Sample]
     limits: AcceleratorLimits
     lead_s: float
-    fit_s: float = 0.0  # a trend needs samples over at least half of this
+    # a trend needs samples over at least half of this
+    fit_s: float = 0.0
 
     @property
     def last(self) -> Reading:
@@ -83,7 +85,8 @@ Check = Callable[[Window], Evidence | None]
 @dataclass(frozen=True, slots=True)
 class AcceleratorRule:
     signal: str
-    condition: str  # in words, as the docs' table says it
+    # in words, as the docs' table says it
+    condition: str
     action: Action
     check: Check
 
@@ -142,13 +145,15 @@ def _temperature_trend(w: Window) -> Evidence | None:
     points = [(s.at, s.reading.temperature_c) for s in w.samples
               if s.reading.temperature_c is not None]  # fmt: skip
     spread = points[-1][0] - points[0][0] if points else 0.0
-    enough = spread >= w.fit_s / 2  # a few close samples of integer °C are no trend
+    # a few close samples of integer °C are no trend
+    enough = spread >= w.fit_s / 2
     fit = trend(points) if slowdown is not None and enough else None
     if fit is None or slowdown is None:
         return None
     now_c, slope = fit
     if slope <= 0 or now_c >= slowdown:
-        return None  # cooling or flat; at slowdown the temperature rule speaks
+        # cooling or flat; at slowdown the temperature rule speaks
+        return None
     eta_s = (slowdown - now_c) / slope
     if eta_s > w.lead_s:
         return None

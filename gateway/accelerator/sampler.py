@@ -72,8 +72,10 @@ from v2proto.dcgm import BY_NAME, NAMES, Reading
 
 log = logging.getLogger(__name__)
 REPLICA_QUERY = "/metrics?" + "&".join(f"name[]={name}" for name in NAMES)
-SourceKey = str  # the loop's name: its pool and its page's full URL, read once a sample
-LOG_EVERY_S = 60.0  # a refused page, a bad value or a caught error: one line a minute per kind
+# the loop's name: its pool and its page's full URL, read once a sample
+SourceKey = str
+# a refused page, a bad value or a caught error: one line a minute per kind
+LOG_EVERY_S = 60.0
 # A refused page is read again after a pause that doubles up to this: a page over a cap does
 # not shrink in a tenth of a second, and each read of one costs up to its cap and a connection.
 REFUSED_PAUSE_MAX_S = 30.0
@@ -124,22 +126,31 @@ class AcceleratorSampler(Prober):
         self.states: dict[str, AcceleratorTracker] = {}
         self._sources: dict[str, Source] = {}
         self._drains = AcceleratorDrains(shared, may_empty, clock, self.states)
-        self.drains = self._drains.drains  # (pool, replica, signal) -> count
-        self.held_back = self._drains.held_back  # replica id -> why a drain it asked for waits
-        self.samples: dict[tuple[str, str], int] = {}  # (pool, ok | error | refused) -> count
-        self.bad_values: dict[tuple[str, str, str], int] = {}  # (pool, replica, field) -> count
-        self.errors: dict[str, int] = {}  # pool -> exceptions caught in its loops and skipped
-        self._members: dict[SourceKey, list[Replica]] = {}  # the replicas each source reports
+        # (pool, replica, signal) -> count
+        self.drains = self._drains.drains
+        # replica id -> why a drain it asked for waits
+        self.held_back = self._drains.held_back
+        # (pool, ok | error | refused) -> count
+        self.samples: dict[tuple[str, str], int] = {}
+        # (pool, replica, field) -> count
+        self.bad_values: dict[tuple[str, str, str], int] = {}
+        # pool -> exceptions caught in its loops and skipped
+        self.errors: dict[str, int] = {}
+        # the replicas each source reports
+        self._members: dict[SourceKey, list[Replica]] = {}
         self._lines = LogThrottle(clock, LOG_EVERY_S)
-        self._parsing: ThreadPoolExecutor | None = None  # one thread: pages read off the loop
-        self._wakes: dict[SourceKey, asyncio.Future[None]] = {}  # a resting loop's alarm
+        # one thread: pages read off the loop
+        self._parsing: ThreadPoolExecutor | None = None
+        # a resting loop's alarm
+        self._wakes: dict[SourceKey, asyncio.Future[None]] = {}
         # replica id -> (when, values) of the answers' readings last taken
         self._inband: dict[str, tuple[float, tuple[tuple[str, float], ...]]] = {}
 
     @staticmethod
     def _config(pool: Pool) -> AcceleratorConfig:
         config = pool.config.accelerator
-        if config is None:  # pools are chosen by having one
+        # pools are chosen by having one
+        if config is None:
             raise ValueError(f"pool {pool.name} has no accelerator section")
         return config
 
@@ -170,7 +181,8 @@ class AcceleratorSampler(Prober):
         if self._parsing is not None:
             self._parsing.shutdown(wait=False, cancel_futures=True)
             self._parsing = None
-        await self._transport.aclose()  # the sampler's own (`page_transport`)
+        # the sampler's own (`page_transport`)
+        await self._transport.aclose()
 
     def joined(self, pool: Pool, replica: Replica) -> None:
         if pool.name not in self.pools:
@@ -200,9 +212,12 @@ class AcceleratorSampler(Prober):
 
     async def _loop(self, pool: Pool, key: SourceKey) -> None:
         config = self._config(pool)
-        await self._clock.sleep(config.interval_s * self._rng.random())  # spread the loops
-        refusals = 0  # in a row: the pause doubles with each
-        due = -math.inf  # when the source is read next
+        # spread the loops
+        await self._clock.sleep(config.interval_s * self._rng.random())
+        # in a row: the pause doubles with each
+        refusals = 0
+        # when the source is read next
+        due = -math.inf
         while True:
             readers = list(self._members.get(key) or ())
             if readers:
@@ -211,7 +226,8 @@ class AcceleratorSampler(Prober):
                     if self._clock.now() >= due:
                         refused = await self._sample_source(pool, readers)
                         refusals = min(refusals + 1, 16) if refused else 0
-                except Exception:  # a bug must not end sampling: counted, logged, skipped
+                # a bug must not end sampling: counted, logged, skipped
+                except Exception:
                     self._caught(pool, key)
                 now = self._clock.now()
                 fast = any(self._urgent(replica, now) for replica in readers)
@@ -265,7 +281,8 @@ class AcceleratorSampler(Prober):
             if state is None:
                 state = self.states[replica.id] = AcceleratorTracker(self._config(pool))
             if state.samples and at <= state.samples[-1].at:
-                continue  # a read of the page came after it
+                # a read of the page came after it
+                continue
             self._inband[replica.id] = (at, load.accelerator)
             advice = state.observe(at, _overlaid(state.reading, load.accelerator))
             count = (pool.name, "answer")
@@ -291,7 +308,8 @@ class AcceleratorSampler(Prober):
         async with self._limits[pool.name]:
             page = await self._fetch(source, config)
         now = self._clock.now()
-        if isinstance(page, DeviceRead):  # no page: the same for every replica of it
+        # no page: the same for every replica of it
+        if isinstance(page, DeviceRead):
             reads = [page] * len(replicas)
         else:
             parsers = [self._source(pool, replica).parser for replica in replicas]
@@ -302,7 +320,8 @@ class AcceleratorSampler(Prober):
         for replica, read in zip(replicas, reads, strict=True):
             try:
                 await self._observe(pool, replica, now, read)
-            except Exception:  # one replica's trouble is not the page's
+            # one replica's trouble is not the page's
+            except Exception:
                 self._caught(pool, f"{source.key} ({replica.id})")
         return all(read.refused is not None for read in reads)
 
@@ -360,7 +379,8 @@ class AcceleratorSampler(Prober):
                 source.endpoint, "GET", source.path, timeout=config.sample_timeout_s
             )
         except UpstreamError as exc:
-            if over_cap(exc):  # the read stopped at the transport's cap (the largest pool's)
+            # the read stopped at the transport's cap (the largest pool's)
+            if over_cap(exc):
                 return DeviceRead(None, refused=f"over max_page_bytes={config.max_page_bytes}")
             return DeviceRead(None, failed=exc.message)
         if response.status != 200:

@@ -37,8 +37,10 @@ class Want(Enum):
 @dataclass(frozen=True, slots=True)
 class Advice:
     want: Want
-    drain: Evidence | None  # the rule that drains, on this sample
-    weight: float  # the balancer weight the replica should have now
+    # the rule that drains, on this sample
+    drain: Evidence | None
+    # the balancer weight the replica should have now
+    weight: float
 
 
 class AcceleratorTracker:
@@ -49,15 +51,22 @@ class AcceleratorTracker:
         keep = max(config.fit_s, config.interval_s * 3)
         self._keep_s = keep
         self.samples: deque[Sample] = deque()
-        self.error: str | None = None  # why the last sample failed
-        self.last_at: float | None = None  # when the last good sample was read
-        self.drained: Evidence | None = None  # the evidence an accelerator drain holds on
-        self.good_since: float | None = None  # start of the streak with no drain rule matched
+        # why the last sample failed
+        self.error: str | None = None
+        # when the last good sample was read
+        self.last_at: float | None = None
+        # the evidence an accelerator drain holds on
+        self.drained: Evidence | None = None
+        # start of the streak with no drain rule matched
+        self.good_since: float | None = None
         self.weight_evidence: Evidence | None = None
         self.weight_good_since: float | None = None
-        self.last_drain: Evidence | None = None  # the latest sample's drain rule, if any
-        self._throttle: Evidence | None = None  # ... and its weight rule
-        self.near: str | None = None  # why the latest readings are near a limit, if they are
+        # the latest sample's drain rule, if any
+        self.last_drain: Evidence | None = None
+        # ... and its weight rule
+        self._throttle: Evidence | None = None
+        # why the latest readings are near a limit, if they are
+        self.near: str | None = None
         self._margins = Margins(config.margin_c, config.margin_share)
 
     @property
@@ -87,7 +96,8 @@ class AcceleratorTracker:
         if reading is None:
             return self.failed(now, "no accelerator readings")
         if self.stale(now):
-            self.good_since = self.weight_good_since = None  # the streak restarts after a gap
+            # the streak restarts after a gap
+            self.good_since = self.weight_good_since = None
         self.error = None
         self.last_at = now
         if new or not self.samples:
@@ -137,7 +147,8 @@ class AcceleratorTracker:
         stale = self.stale(now)
         state = "unknown" if stale else ("drain" if self.last_drain is not None else "ok")
         return {
-            "state": state,  # unknown: stale or never read; never shown as healthy
+            # unknown: stale or never read; never shown as healthy
+            "state": state,
             "age_s": None if self.last_at is None else round(now - self.last_at, 3),
             "reading": None if reading is None or stale else reading.to_json(),
             "error": self.error,
@@ -146,5 +157,6 @@ class AcceleratorTracker:
             "weight": self.weight,
             "throttle": None if self.weight_evidence is None else self.weight_evidence.to_json(),
             "good_for_s": None if self.good_since is None else round(now - self.good_since, 3),
-            "near": self.near,  # why it is sampled at the fast interval (None: idle pace)
+            # why it is sampled at the fast interval (None: idle pace)
+            "near": self.near,
         }

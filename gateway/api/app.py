@@ -137,7 +137,8 @@ class GatewayApp:
         self._installed = (access, keys)
         # a promotion swaps the model's pool in
         gateway.rollouts.hand_over = self._hand_over
-        self.edge = build_edge(  # the steps before the pipeline, one edge for every door
+        # the steps before the pipeline, one edge for every door
+        self.edge = build_edge(
             gateway.infer,
             gateway.clock,
             gateway.tracer,

@@ -36,7 +36,8 @@ class InferEndpoint:
         self, scope: Scope, receive: Receive, send: Send, model_name: str, version: str | None
     ) -> None:
         edge = self.edge
-        client = scope.get("client")  # (host, port); None where the server knows none
+        # (host, port); None where the server knows none
+        client = scope.get("client")
         peer = client[0] if client else ""
         arrival = edge.arrive(model_name, version, _wanted_headers(scope["headers"]), peer)
 

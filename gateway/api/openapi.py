@@ -20,7 +20,8 @@ from gateway.v2.request import HEADER_LENGTH
 
 _REF = "#/components/schemas/"
 _SCALAR = [{"type": "number"}, {"type": "string"}, {"type": "boolean"}]
-PARAMETERS = {  # spec: no standard parameters; values are strings, numbers or booleans
+# spec: no standard parameters; values are strings, numbers or booleans
+PARAMETERS = {
     "type": "object",
     "additionalProperties": {"anyOf": _SCALAR},
 }
@@ -48,7 +49,8 @@ SCHEMAS: dict[str, Any] = {
         "required": ["error"],
         "properties": {"error": {"type": "string"}},
     },
-    "TensorData": {  # row-major, flat or nested
+    # row-major, flat or nested
+    "TensorData": {
         "type": "array",
         "items": {"anyOf": [*_SCALAR, {"$ref": f"{_REF}TensorData"}]},
     },
@@ -78,7 +80,8 @@ SCHEMAS: dict[str, Any] = {
     },
     "ResponseOutput": {
         "type": "object",
-        "required": ["name", "shape", "datatype"],  # no data when it is binary
+        # no data when it is binary
+        "required": ["name", "shape", "datatype"],
         "properties": {
             **_TENSOR,
             "parameters": PARAMETERS,
@@ -98,7 +101,8 @@ SCHEMAS: dict[str, Any] = {
     },
 }
 _BINARY = {"type": "string", "format": "binary"}
-_ERRORS = {  # what `gateway.errors` can send on infer
+# what `gateway.errors` can send on infer
+_ERRORS = {
     "400": "The request is malformed or does not fit the model's signature",
     "401": "No API key where the model requires one, or a key no tenant holds; "
     "see WWW-Authenticate",

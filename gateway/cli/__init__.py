@@ -23,7 +23,8 @@ A fault-tolerant gateway for V2 (Open Inference Protocol) model servers.
 
 Each command has its own --help. Docs: README.md and docs/ (every config key, with its default,
 in docs/configuration.md)."""
-COMMAND_HELP = {  # listed once, under "commands:", in this order
+# listed once, under "commands:", in this order
+COMMAND_HELP = {
     "up": "start the config's local replicas, then the gateway (what `make run` does)",
     "serve": "run the gateway against replicas that already run anywhere",
     "check-config": "validate a config file and the files and fallbacks it names, and exit "

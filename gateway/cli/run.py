@@ -136,16 +136,19 @@ def _bound(
     server = GatewayServer(
         uvicorn.Config(
             app,
-            uds=str(plane.admin_socket),  # the workers proxy every control-plane URL here
+            # the workers proxy every control-plane URL here
+            uds=str(plane.admin_socket),
             loop="uvloop",
             http="httptools",
             lifespan="on",
             access_log=False,
             proxy_headers=False,
             server_header=False,
-            log_config=None,  # uvicorn's lines go through the gateway's (JSON) handler
+            # uvicorn's lines go through the gateway's (JSON) handler
+            log_config=None,
             log_level="info",
-            timeout_graceful_shutdown=10,  # set from the models' deadlines when draining
+            # set from the models' deadlines when draining
+            timeout_graceful_shutdown=10,
         ),
         app,
         path,

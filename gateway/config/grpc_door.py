@@ -72,7 +72,8 @@ class GrpcDoorConfig(Frozen):
         """These settings as grpc server options."""
         options = [
             ("grpc.max_concurrent_streams", self.max_concurrent_streams),
-            ("grpc.http2.bdp_probe", 0),  # the window stays what it is set to
+            # the window stays what it is set to
+            ("grpc.http2.bdp_probe", 0),
             ("grpc.http2.lookahead_bytes", self.stream_window_bytes),
             ("grpc.http2.min_ping_interval_without_data_ms", _ms(self.min_ping_interval_s)),
             ("grpc.http2.max_ping_strikes", self.max_ping_strikes),

@@ -19,7 +19,8 @@ from pydantic import Field, model_validator
 
 from gateway.frozen import Frozen
 
-DEFAULT_MAX_PAGE_BYTES = 1024 * 1024  # a model server's whole /metrics page, with room
+# a model server's whole /metrics page, with room
+DEFAULT_MAX_PAGE_BYTES = 1024 * 1024
 DEFAULT_MAX_PAGE_SERIES = 10_000
 
 

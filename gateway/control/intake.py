@@ -97,15 +97,23 @@ class BatchIntake:
     def __init__(self, gateway: Gateway, view: FleetView) -> None:
         self.levels = WorkerLevels()
         self._view = view
-        self._worker = -1  # whose batch is being taken in
-        self.refused: Counter[str] = Counter()  # records dropped, by target.method
-        self.gaps = 0  # batches the links dropped
-        self.stale_answers = 0  # answers served on a snapshot gone stale
+        # whose batch is being taken in
+        self._worker = -1
+        # records dropped, by target.method
+        self.refused: Counter[str] = Counter()
+        # batches the links dropped
+        self.gaps = 0
+        # answers served on a snapshot gone stale
+        self.stale_answers = 0
         self._seq: dict[int, int] = {}
-        self.serving: set[int] = set()  # workers that shipped a batch since they connected
-        self.stale: dict[int, bool] = {}  # each worker's snapshot was stale at its last batch
-        self.flushed: dict[int, int] = {}  # the last `Flush` token each worker answered
-        self.on_flushed: Callable[[], None] = lambda: None  # a barrier waiting on them
+        # workers that shipped a batch since they connected
+        self.serving: set[int] = set()
+        # each worker's snapshot was stale at its last batch
+        self.stale: dict[int, bool] = {}
+        # the last `Flush` token each worker answered
+        self.flushed: dict[int, int] = {}
+        # a barrier waiting on them
+        self.on_flushed: Callable[[], None] = lambda: None
         self._lines = LogThrottle(gateway.clock)
         self.bind(gateway)
 
@@ -115,7 +123,8 @@ class BatchIntake:
         gateway.levels = self.levels
         metrics = gateway.metrics
         self._reactions = Reactions(metrics)
-        self._votes: dict[str, VoteConfig] = {}  # each model's vote, built once
+        # each model's vote, built once
+        self._votes: dict[str, VoteConfig] = {}
         handlers: dict[tuple[str, str], Handler] = {
             ("metrics", name): getattr(metrics, name) for name in _METRICS
         }
@@ -192,7 +201,8 @@ class BatchIntake:
             replica = registry.replica(replica_id)
             if replica is not None:
                 replica.report_load(load_report(view), view.at)
-                if view.accelerator and sampler is not None:  # judged now, not at its next read
+                # judged now, not at its next read
+                if view.accelerator and sampler is not None:
                     sampler.wake(replica_id)
 
     def _budget(self, worker: int, gauges: Gauges) -> None:
@@ -220,7 +230,8 @@ class BatchIntake:
     def _outstanding(self) -> None:
         counts = self.levels.outstanding()
         for pool in self._gateway.registry.pools.values():
-            for replica in (*pool.replicas, *pool.draining):  # a draining one's finish too
+            # a draining one's finish too
+            for replica in (*pool.replicas, *pool.draining):
                 replica.report_outstanding(counts.get(replica.id, 0))
 
     # --- the records --------------------------------------------------------------------
@@ -254,7 +265,8 @@ class BatchIntake:
         pool = gateway.registry.pools.get(pool_name)
         replica = _member(pool, replica_id)
         if pool is None or replica is None:
-            return  # it left: its series went with it (`Departures`)
+            # it left: its series went with it (`Departures`)
+            return
         error = outcome.describe() if outcome.kind in REPLICA_FAILURES else None
         outstanding = replica.outstanding
         replica.started()
@@ -278,7 +290,8 @@ class BatchIntake:
         gateway = self._gateway
         config = self._votes.get(model)
         if config is None:
-            config = gateway.config.models[model].voted  # its own vote, or its burn policy's
+            # its own vote, or its burn policy's
+            config = gateway.config.models[model].voted
             if config is None:
                 raise ValueError(f"model {model!r} has no vote")
             self._votes[model] = config

@@ -39,7 +39,8 @@ from gateway.snapshot.messages import (
 )
 from gateway.upstream.registry import Pool
 
-CONTROL = -1  # the origin of a signal the control's own breaker made
+# the origin of a signal the control's own breaker made
+CONTROL = -1
 
 BreakerState = Literal["closed", "open", "half-open"]
 
@@ -50,7 +51,8 @@ class FleetView:
         self._signals: dict[str, BreakerSignal] = {}
         self._seq = 0
         self._origin = CONTROL
-        self._metadata: dict[str, tuple[object, bytes]] = {}  # by model: (document, its JSON)
+        # by model: (document, its JSON)
+        self._metadata: dict[str, tuple[object, bytes]] = {}
         gateway.events.add(self)
 
     def bind(self, gateway: Gateway) -> None:

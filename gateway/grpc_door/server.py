@@ -67,8 +67,9 @@ class GrpcDoor:
                 # a connection that has not sent its HTTP/2 preface by then is closed
                 ("grpc.server_handshake_timeout_ms", round(limits.header_timeout_s * 1000)),
                 ("grpc.max_receive_message_length", limits.max_body_bytes),
-                ("grpc.max_metadata_size", limits.max_header_bytes),  # both: refused always,
-                ("grpc.absolute_max_metadata_size", limits.max_header_bytes),  # not at random
+                # both: refused always, not at random
+                ("grpc.max_metadata_size", limits.max_header_bytes),
+                ("grpc.absolute_max_metadata_size", limits.max_header_bytes),
                 ("grpc.max_send_message_length", -1),
                 # a second gateway on the port fails, as HTTP does, but a control's workers
                 # share it

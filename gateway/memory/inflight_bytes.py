@@ -128,7 +128,8 @@ class InflightBytes:
             small_bytes=server.inflight_small_bytes,
             small_reserve=server.inflight_small_reserve,
             peer_share=server.inflight_peer_share,
-            peer_floor=2 * server.max_body_bytes,  # one large request's body and answer
+            # one large request's body and answer
+            peer_floor=2 * server.max_body_bytes,
         )
 
     def __init__(

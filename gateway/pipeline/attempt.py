@@ -92,7 +92,8 @@ class AttemptLayer:
         self._reactions = reactions
         # exchanges handed to the background (slow tries), each with its request's ledger
         self.background: dict[asyncio.Future[InferAnswer], Ledger] = {}
-        self.load_reports = LoadReports()  # the answers' load reports, read and counted
+        # the answers' load reports, read and counted
+        self.load_reports = LoadReports()
 
     def __call__(self, attempt: Attempt) -> Awaitable[InferAnswer]:
         """The exchange itself where it may take all the time left (no coroutine around it),

@@ -38,14 +38,16 @@ class BalanceLayer:
         now = self._clock.now()
         candidates = eligible(pool, attempts.tried, now)
         taken = attempts.zones
-        if taken:  # a vote leg: prefer a failure domain no other leg is in
+        # a vote leg: prefer a failure domain no other leg is in
+        if taken:
             candidates = [r for r in candidates if r.zone not in taken] or candidates
         fresh_after = now - pool.load_stale_s if pool.load_aware else math.inf
         while candidates:
             replica = self._selector.pick(candidates, fresh_after)
             assert replica is not None
             breaker = replica.breaker
-            if breaker is None or breaker.closed:  # the hot path: no permit to take
+            # the hot path: no permit to take
+            if breaker is None or breaker.closed:
                 attempts.take(replica)
                 return self._inner(Attempt(leg, replica, "closed"))
             state = breaker.state()
@@ -53,7 +55,8 @@ class BalanceLayer:
                 attempts.take(replica)
                 return self._inner(Attempt(leg, replica, state))
             candidates.remove(replica)
-        if pool.paused is not None:  # an operator's pause: say so, not "down"; who paused
+        # an operator's pause: say so, not "down"; who paused
+        if pool.paused is not None:
             # it and why stay in the keyed /admin/state (a reason may name a node or a person)
             raise NoReplicaAvailable(f"model {leg.call.model_name!r}: pool {pool.name!r} is paused")
         raise NoReplicaAvailable(

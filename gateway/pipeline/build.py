@@ -137,16 +137,26 @@ def build_edge(
     return Edge(
         clock,
         tracer,
-        Caller(tenant_of, model_of),  # tenant (401), model (404; 401 if it needs a key)
-        tenants,  # the tenant's limits (429), held until the answer
-        BoundedBody(max_body_bytes, memory),  # the body (413), held as it arrives
-        timeout_of,  # x-request-timeout-ms, capped (400)
-        Parse(parser),  # the V2 structure (400): inline, or in a worker when large
-        SchemaCheck(schema_of),  # the model's signature (400)
-        CallBuilder(clock),  # the id into the body; the InferCall, its deadline from arrival
-        pipeline,  # build_pipeline's handler: admission ... replica
-        observe,  # after the door has answered: metrics, SLOs, history
-        memory,  # the bytes in flight, gateway-wide: held from the body's head to the answer
+        # tenant (401), model (404; 401 if it needs a key)
+        Caller(tenant_of, model_of),
+        # the tenant's limits (429), held until the answer
+        tenants,
+        # the body (413), held as it arrives
+        BoundedBody(max_body_bytes, memory),
+        # x-request-timeout-ms, capped (400)
+        timeout_of,
+        # the V2 structure (400): inline, or in a worker when large
+        Parse(parser),
+        # the model's signature (400)
+        SchemaCheck(schema_of),
+        # the id into the body; the InferCall, its deadline from arrival
+        CallBuilder(clock),
+        # build_pipeline's handler: admission ... replica
+        pipeline,
+        # after the door has answered: metrics, SLOs, history
+        observe,
+        # the bytes in flight, gateway-wide: held from the body's head to the answer
+        memory,
     )
 
 
@@ -160,8 +170,10 @@ class Pipeline:
     attempt: AttemptLayer
     suspects: DissentSink
     rollout: RolloutRoute | None = None
-    auditor: Auditor | None = None  # with an audited model only
-    escalating: Mapping[str, EscalatingRoute] | None = None  # models whose policy may vote
+    # with an audited model only
+    auditor: Auditor | None = None
+    # models whose policy may vote
+    escalating: Mapping[str, EscalatingRoute] | None = None
 
     async def aclose(self) -> None:
         """Cancels shadow copies and audits in flight, then closes the attempts' resources."""
@@ -208,10 +220,12 @@ def build_pipeline(
     rollout = None
     if rollouts is not None:
         rollout = RolloutRoute(registry, leg, rollouts, clock, lambda m: admission.load(m))
-        routes["rollout"] = rollout  # models that declare a rollout (not voted ones)
+        # models that declare a rollout (not voted ones)
+        routes["rollout"] = rollout
     router = Router(routes, retry.count_request)
     fallback = FallbackLayer(fallbacks or {}, clock, metrics, adjust, router)
-    deadline = DeadlineLayer(clock, fallback)  # every route, for a model not assembled
+    # every route, for a model not assembled
+    deadline = DeadlineLayer(clock, fallback)
     models = models or {}
     auditor = None
     if audits is not None and any(m.audit is not None for m in models.values()):
@@ -232,7 +246,8 @@ def build_pipeline(
             voted = Counted(vote, retry.count_request)
             route = escalating[name] = EscalatingRoute(name, model, route, voted, escalated)
         path = assemble(chosen, clock, route, fallback)
-        if chosen.shed:  # a sheddable caller may call it: shed while its pool is full
+        # a sheddable caller may call it: shed while its pool is full
+        if chosen.shed:
             path = SaturationLayer(pools, chosen.shed, clock, metrics, path)
         paths[name] = path
     admission = AdmissionLayer(metrics, deadline, tenants, paths, attempt.stop)
@@ -256,12 +271,17 @@ class Plan:
     layer and a hedge layer (a vote's and a rollout's legs keep theirs: the vote and the
     rollout route are one object each, the gateway's)."""
 
-    route: str  # "single", "vote" or "rollout"
-    fallback: str | None  # the fallback model, when the model has one
+    # "single", "vote" or "rollout"
+    route: str
+    # the fallback model, when the model has one
+    fallback: str | None
     hedge: bool
-    audit: bool = False  # a single route whose answers are sampled for audits
-    escalates: bool = False  # a single route the burn policy may switch to a vote
-    shed: frozenset[str] = frozenset()  # its sheddable callers (a saturation layer if any)
+    # a single route whose answers are sampled for audits
+    audit: bool = False
+    # a single route the burn policy may switch to a vote
+    escalates: bool = False
+    # its sheddable callers (a saturation layer if any)
+    shed: frozenset[str] = frozenset()
 
     def stages(self) -> list[str]:
         """The stages in order, admission to replica."""

@@ -23,7 +23,8 @@ from gateway.telemetry.metrics import RequestMetrics
 from gateway.upstream.registry import Pool
 from gateway.upstream.saturation import saturation
 
-SATURATED = "saturated"  # the shed metric's reason
+# the shed metric's reason
+SATURATED = "saturated"
 
 
 def sheddable(model: ModelConfig, tenants: Mapping[str, TenantConfig]) -> frozenset[str]:

@@ -20,7 +20,8 @@ UINT64_MAX = float(2**64 - 1)
 class Bound:
     least: float
     most: float
-    whole: bool = False  # an integer: a count, an id or a bit mask
+    # an integer: a count, an id or a bit mask
+    whole: bool = False
 
 
 BOUNDS: dict[str, Bound] = {

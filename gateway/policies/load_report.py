@@ -24,11 +24,15 @@ from dataclasses import dataclass
 from gateway.policies.accelerator_values import believable
 from v2proto.load import ACCELERATOR_NAMES, INFLIGHT, NAMED, QUEUE, TEXT_FORM
 
-MAX_CHARS = 1024  # a report of ours with an accelerator is under 250
+# a report of ours with an accelerator is under 250
+MAX_CHARS = 1024
 MAX_NAMES = 32
-MAX_QUEUE = 1e6  # requests waiting on one replica: more is not a queue but a forgery
-CACHED = 256  # texts remembered (each at most MAX_CHARS)
-ANSWER = "answer"  # a reading's source: an answer's header
+# requests waiting on one replica: more is not a queue but a forgery
+MAX_QUEUE = 1e6
+# texts remembered (each at most MAX_CHARS)
+CACHED = 256
+# a reading's source: an answer's header
+ANSWER = "answer"
 _ACCELERATOR = frozenset(ACCELERATOR_NAMES)
 _STANDARD = (
     "cpu_utilization", "mem_utilization", "application_utilization", "rps_fractional", "eps",
@@ -101,7 +105,8 @@ class LoadReports:
     def __init__(self) -> None:
         self._known: dict[str, LoadReport] = {}
         self.taken = 0
-        self.refused: Counter[str] = Counter()  # by reason
+        # by reason
+        self.refused: Counter[str] = Counter()
 
     def read(self, text: str) -> LoadReport | None:
         """The report ``text`` says, or None (refused: counted)."""
@@ -111,7 +116,8 @@ class LoadReports:
             known = self._known
             if len(known) >= CACHED:
                 known.clear()
-            if len(text) <= MAX_CHARS:  # a text refused for its length is not kept
+            # a text refused for its length is not kept
+            if len(text) <= MAX_CHARS:
                 known[text] = report
         if report.refused is not None:
             self.refused[report.refused] += 1

@@ -153,9 +153,10 @@ def slo_group(model: str, slo: SloConfig, sli: SliSeries) -> dict[str, Any]:
     """One SLO's rule group: error ratios per burn window, budget records, then alerts."""
     labels = _slo_labels(model, slo, sli)
     model_label, slo_label, tenant_label = sli.labels
+    # tenant="" matches the series of an SLO over every tenant (exported with no tenant)
     counters = _matchers(
         {model_label: model, slo_label: slo.name, tenant_label: slo.tenant or ""}, sli.selector
-    )  # tenant="" matches the series of an SLO over every tenant (exported with no tenant)
+    )
     own = _matchers(labels)
     rules: list[dict[str, Any]] = []
     for window, seconds in sorted(BURN_WINDOWS.items(), key=lambda item: item[1]):

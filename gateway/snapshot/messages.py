@@ -23,16 +23,19 @@ import msgspec
 
 from gateway.telemetry.answers import Answer
 
-PROTOCOL = 2  # bumped when a message changes meaning; both ends refuse another
+# bumped when a message changes meaning; both ends refuse another
+PROTOCOL = 2
 
 
 class Hello(msgspec.Struct, frozen=True, tag=True):
     """A worker's first message on every connection."""
 
     protocol: int
-    worker: int  # its index among the control's workers
+    # its index among the control's workers
+    worker: int
     pid: int
-    config_version: int  # of the config it runs (0: none yet)
+    # of the config it runs (0: none yet)
+    config_version: int
 
 
 class Welcome(msgspec.Struct, frozen=True, tag=True):
@@ -42,10 +45,14 @@ class Welcome(msgspec.Struct, frozen=True, tag=True):
     worker: int
     config_text: str
     config_version: int
-    run_dir: str  # the control's private run directory (its admin socket is there)
-    config_dir: str = ""  # where the config file is: its relative paths are beside it
-    workers: int = 1  # how many workers share the gateway's limits
-    promoted: tuple[str, ...] = ()  # models handed to their rollout's candidate since
+    # the control's private run directory (its admin socket is there)
+    run_dir: str
+    # where the config file is: its relative paths are beside it
+    config_dir: str = ""
+    # how many workers share the gateway's limits
+    workers: int = 1
+    # models handed to their rollout's candidate since
+    promoted: tuple[str, ...] = ()
 
 
 class Refused(msgspec.Struct, frozen=True, tag=True):
@@ -72,20 +79,25 @@ class ReplicaView(msgspec.Struct, frozen=True):
     url: str
     zone: str | None
     standby: bool
-    healthy: bool | None  # None until the first probe verdict
+    # None until the first probe verdict
+    healthy: bool | None
     ejected_until: float
     ejection_reason: str | None
     quarantined_until: float
     quarantine_reason: str | None
     weight: float
-    load: LoadView | None = None  # its freshest load reading, from any worker or a scrape
+    # its freshest load reading, from any worker or a scrape
+    load: LoadView | None = None
 
 
 class PoolView(msgspec.Struct, frozen=True):
     name: str
-    paused: str | None  # an operator's pause: why no replica of it is eligible
-    held: tuple[str, ...]  # replica ids an operator drained or ejected
-    binary_tensors: bool | None  # as sent now: learned or configured
+    # an operator's pause: why no replica of it is eligible
+    paused: str | None
+    # replica ids an operator drained or ejected
+    held: tuple[str, ...]
+    # as sent now: learned or configured
+    binary_tensors: bool | None
     members: tuple[ReplicaView, ...]
 
 
@@ -101,13 +113,16 @@ class AdjustmentView(msgspec.Struct, frozen=True):
 class RolloutView(msgspec.Struct, frozen=True):
     phase: str
     step: int
-    share: float  # of the model's requests the candidate serves
+    # of the model's requests the candidate serves
+    share: float
 
 
 class ModelView(msgspec.Struct, frozen=True):
     adjustment: AdjustmentView
-    fallback_refusal: str | None  # None: its fallback can answer
-    metadata: bytes | None  # the model's V2 metadata document (JSON), once fetched
+    # None: its fallback can answer
+    fallback_refusal: str | None
+    # the model's V2 metadata document (JSON), once fetched
+    metadata: bytes | None
     rollout: RolloutView | None
     # why the burn policy serves this single-route model by a vote now (None: it does not)
     escalation: str | None = None
@@ -125,7 +140,8 @@ class BreakerSignal(msgspec.Struct, frozen=True):
 class Snapshot(msgspec.Struct, frozen=True, tag=True):
     """Everything a worker routes by, whole: a newer one replaces the older entirely."""
 
-    version: int  # bumped by control on every change
+    # bumped by control on every change
+    version: int
     sent_at: float
     draining: bool
     pools: tuple[PoolView, ...]
@@ -147,7 +163,8 @@ class Reload(msgspec.Struct, frozen=True, tag=True):
     config_text: str
     config_version: int
     config_dir: str = ""
-    promoted: tuple[str, ...] = ()  # models handed to their rollout's candidate
+    # models handed to their rollout's candidate
+    promoted: tuple[str, ...] = ()
 
 
 class Drain(msgspec.Struct, frozen=True, tag=True):
@@ -176,14 +193,21 @@ class Call(msgspec.Struct, frozen=True, array_like=True, gc=False):
 class Gauges(msgspec.Struct, frozen=True):
     """A worker's levels as of its batch."""
 
-    outstanding: dict[str, int]  # per replica
-    in_flight: dict[str, int]  # per model
-    budget_balance: float  # the retry budget's tokens
+    # per replica
+    outstanding: dict[str, int]
+    # per model
+    in_flight: dict[str, int]
+    # the retry budget's tokens
+    budget_balance: float
     rss_bytes: int
-    cpu_s: float  # process CPU time so far
-    local_errors: dict[str, int] = {}  # its own resource errors so far, by errno name
-    shed: dict[str, int] = {}  # requests it shed so far, by model
-    hedges: tuple[int, int] = (0, 0)  # hedges it sent and won so far
+    # process CPU time so far
+    cpu_s: float
+    # its own resource errors so far, by errno name
+    local_errors: dict[str, int] = {}
+    # requests it shed so far, by model
+    shed: dict[str, int] = {}
+    # hedges it sent and won so far
+    hedges: tuple[int, int] = (0, 0)
     # its admission's seats per model and tenant (`FairShare`'s counts)
     tenants: dict[str, dict[str, dict[str, int]]] = {}
     # its retry budget since it started: requests counted, retries spent, retries refused
@@ -192,7 +216,8 @@ class Gauges(msgspec.Struct, frozen=True):
     permits: dict[str, tuple[int, int]] = {}
     # load readings its answers carried since its previous batch, by replica
     loads: dict[str, LoadView] = {}
-    load_reports: dict[str, int] = {}  # reports it took ("taken") and refused (by why) so far
+    # reports it took ("taken") and refused (by why) so far
+    load_reports: dict[str, int] = {}
 
 
 class Batch(msgspec.Struct, frozen=True, tag=True):
@@ -208,7 +233,8 @@ class Batch(msgspec.Struct, frozen=True, tag=True):
     calls: list[Call]
     gauges: Gauges | None
     stale: bool = False
-    flushed: int = 0  # the last `Flush` token the worker had received when it shipped
+    # the last `Flush` token the worker had received when it shipped
+    flushed: int = 0
 
 
 class Flush(msgspec.Struct, frozen=True, tag=True):

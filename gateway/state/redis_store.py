@@ -89,7 +89,8 @@ class RedisStore:
             decode_responses=True,
             socket_timeout=bulk_timeout_s,
             socket_connect_timeout=op_timeout_s,
-            retry=Retry(NoBackoff(), 1),  # once, on a fresh connection: a pooled one may be dead
+            # once, on a fresh connection: a pooled one may be dead
+            retry=Retry(NoBackoff(), 1),
             health_check_interval=0,
         )
         self._push = self._redis.register_script(redis_scripts.PUSH)

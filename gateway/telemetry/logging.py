@@ -23,7 +23,8 @@ RESERVED_FIELDS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None)))
     "message",
     "asctime",
     "taskName",
-    "color_message",  # uvicorn's copy of msg with terminal colour codes: noise in JSON
+    # uvicorn's copy of msg with terminal colour codes: noise in JSON
+    "color_message",
 }
 
 

@@ -37,7 +37,8 @@ class SpanRecorder:
         self,
         name: str,
         kind: SpanKind,
-        ids: tuple[str, str, str | None, bool],  # trace id, span id, parent span id, remote
+        # trace id, span id, parent span id, remote
+        ids: tuple[str, str, str | None, bool],
         times: tuple[int, int],
         attributes: Attributes,
         status: Status = UNSET,

@@ -61,7 +61,8 @@ def _usable(pool: PoolMembers, now: float) -> tuple[list[Replica], list[Replica]
         if r.healthy is False or r.ejected_until > now or r.quarantined_until > now:
             continue
         breaker = r.breaker
-        if breaker is None or breaker.closed or breaker.admits():  # `_admitted`, inlined
+        # `_admitted`, inlined
+        if breaker is None or breaker.closed or breaker.admits():
             usable.append(r)
             if not standby:
                 actives.append(r)

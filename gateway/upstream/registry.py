@@ -41,20 +41,31 @@ class Pool:
     config: PoolConfig
     replicas: tuple[Replica, ...]
     outlier: OutlierDetector
-    record: FaultRecord  # its error streak and refused inputs, for the fault judge
+    # its error streak and refused inputs, for the fault judge
+    record: FaultRecord
     latency: LatencyWindow = field(default_factory=LatencyWindow)
-    dialect: Dialect = field(default_factory=Dialect)  # its tensor names, binary or not
-    draining: tuple[Replica, ...] = ()  # removed, their in-flight attempts still finishing
-    discovery: dict[str, Any] | None = None  # DNS discovery's last answer: what it left out
-    paused: str | None = None  # an operator's pause: why no replica of it is eligible
-    held: frozenset[str] = frozenset()  # ids an operator drained or ejected: no rejoining
-    infer_path: str = field(init=False)  # ``model_path("/infer")``, which every attempt sends to
+    # its tensor names, binary or not
+    dialect: Dialect = field(default_factory=Dialect)
+    # removed, their in-flight attempts still finishing
+    draining: tuple[Replica, ...] = ()
+    # DNS discovery's last answer: what it left out
+    discovery: dict[str, Any] | None = None
+    # an operator's pause: why no replica of it is eligible
+    paused: str | None = None
+    # ids an operator drained or ejected: no rejoining
+    held: frozenset[str] = frozenset()
+    # ``model_path("/infer")``, which every attempt sends to
+    infer_path: str = field(init=False)
     # What every attempt reads of the config, copied once: each attribute read on a pydantic
     # model goes through its ``__getattr__`` hook, never the interpreter's specialised read
-    load_aware: bool = field(init=False)  # ``config.load_aware``
-    load_stale_s: float = field(init=False)  # ``config.load.stale_s``
-    echoes_id: bool = field(init=False)  # ``config.echoes_id``
-    panic_share: float = field(init=False)  # ``config.panic_threshold_percent / 100``
+    # ``config.load_aware``
+    load_aware: bool = field(init=False)
+    # ``config.load.stale_s``
+    load_stale_s: float = field(init=False)
+    # ``config.echoes_id``
+    echoes_id: bool = field(init=False)
+    # ``config.panic_threshold_percent / 100``
+    panic_share: float = field(init=False)
 
     def __post_init__(self) -> None:
         self.infer_path = self.model_path("/infer")
@@ -142,9 +153,11 @@ class Pool:
             "ejected": self.outlier.ejected_count(),
             "replicas": [r.snapshot(now) for r in self.replicas],
             "draining": [r.snapshot(now) for r in self.draining],
-            "binary_tensors": self.dialect.binary_tensors,  # as sent now: learned or configured
+            # as sent now: learned or configured
+            "binary_tensors": self.dialect.binary_tensors,
             "tls": self.config.tls.snapshot() if self.config.tls else None,
-            "headers": dict.fromkeys(self.config.headers, "***"),  # names only, never values
+            # names only, never values
+            "headers": dict.fromkeys(self.config.headers, "***"),
             "discovery": self.discovery,
         }
 
@@ -181,7 +194,8 @@ class Registry:
         replica = next((r for r in pool.draining if r.id == config.id), None)
         rejoined = replica is not None
         if replica is not None and replica.id in pool.held:
-            return replica  # DNS still lists it, but an operator holds it out: it stays so
+            # DNS still lists it, but an operator holds it out: it stays so
+            return replica
         if replica is None:
             listeners: tuple[StateListener, ...] = (self.events.breaker_transition,)
             breaker = ReplicaBreaker(config.id, pool.config.breaker, self._clock, listeners)

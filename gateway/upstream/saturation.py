@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from gateway.upstream.eligibility import PoolMembers, eligible
 
-UNKNOWN_RATE_RETRY_S = 1.0  # Retry-After when no latency is known yet
+# Retry-After when no latency is known yet
+UNKNOWN_RATE_RETRY_S = 1.0
 
 
 def saturation(pool: PoolMembers, now: float) -> float | None:
@@ -26,7 +27,8 @@ def saturation(pool: PoolMembers, now: float) -> float | None:
     load = config.load
     replicas = eligible(pool, set(), now)
     if not replicas:
-        return None  # nothing to saturate: no replica is a 503 of its own
+        # nothing to saturate: no replica is a 503 of its own
+        return None
     fresh_after = now - load.stale_s
     threshold = load.saturated_queue
     least = None

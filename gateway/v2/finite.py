@@ -57,8 +57,10 @@ def check_json_finite(data: list[Any], datatype: str, name: str) -> None:
         raise _out_of_range(name, numbers[~finite].flat[0].item(), datatype)
 
 
-_PACKERS: dict[int, struct.Struct] = {}  # by the data's length
-_PACKERS_KEPT = 64  # lengths kept at most (forgotten all at once when full)
+# by the data's length
+_PACKERS: dict[int, struct.Struct] = {}
+# lengths kept at most (forgotten all at once when full)
+_PACKERS_KEPT = 64
 
 
 def _fits_fp32(data: list[Any]) -> bool:

@@ -174,7 +174,8 @@ class VoteRoute:
             for name, leg in legs.items()
             if name in answers
             and len(leg.attempts.tried) < len(leg.pool.replicas)
-            and self._pay(leg)  # paid like a retry, or not sent
+            # paid like a retry, or not sent
+            and self._pay(leg)
         }
         if again:
             fresh, fresh_served = await self._collect(again, config, compared)

@@ -60,11 +60,15 @@ class Mirror:
         self._rollouts = rollouts
         self._events = events
         self._worker = worker
-        self.version = 0  # of the last snapshot applied (0: none yet)
+        # of the last snapshot applied (0: none yet)
+        self.version = 0
         self.adjustments: dict[str, PolicyAdjustment] = {}
-        self.fallback_refusals: dict[str, str] = {}  # the control's refusals, by fallback model
-        self.escalated: dict[str, str] = {}  # models served by a vote now: why
-        self._breakers: dict[str, int] = {}  # the last signal applied, by replica
+        # the control's refusals, by fallback model
+        self.fallback_refusals: dict[str, str] = {}
+        # models served by a vote now: why
+        self.escalated: dict[str, str] = {}
+        # the last signal applied, by replica
+        self._breakers: dict[str, int] = {}
 
     def adjust(self, model: str) -> PolicyAdjustment:
         """A model's burn-policy adjustment as the control decided it (the pipeline's)."""
@@ -96,10 +100,12 @@ class Mirror:
             if model_view.escalation is not None:
                 escalated[name] = model_view.escalation
         self.adjustments = adjustments
-        if escalated != self.escalated:  # in place: the pipeline's escalating routes read it
+        # in place: the pipeline's escalating routes read it
+        if escalated != self.escalated:
             self.escalated.clear()
             self.escalated.update(escalated)
-        if refusals != self.fallback_refusals:  # in place: the worker's fallbacks read it
+        # in place: the worker's fallbacks read it
+        if refusals != self.fallback_refusals:
             self.fallback_refusals.clear()
             self.fallback_refusals.update(refusals)
         self._rollouts.follow({n: v.rollout for n, v in snapshot.models.items()})

@@ -24,7 +24,8 @@ CONTENT_TYPES: Mapping[str, str] = MappingProxyType(
     {
         ".html": "text/html; charset=utf-8",
         ".css": "text/css; charset=utf-8",
-        ".js": "text/javascript; charset=utf-8",  # RFC 9239
+        # RFC 9239
+        ".js": "text/javascript; charset=utf-8",
     }
 )
 

@@ -34,13 +34,16 @@ from prometheus_client.parser import text_string_to_metric_families
 from gateway.policies.accelerator_values import believable
 from v2proto.dcgm import BY_NAME, GPU_LABEL, NAMES, UUID_LABEL, Reading
 
-ParsedLine = tuple[str, dict[str, str], float] | None  # (name, labels, value); None: not ours
-Series = tuple[str, dict[str, str]]  # a sample line's name and labels, as the parser read them
+# (name, labels, value); None: not ours
+ParsedLine = tuple[str, dict[str, str], float] | None
+# a sample line's name and labels, as the parser read them
+Series = tuple[str, dict[str, str]]
 EMPTY = Reading("", "")
 # The parser's reader of one sample line (stripped): see `ReadingParser._values`. None where
 # a prometheus_client release has none: then the line goes through the whole parser.
 _SAMPLE_READER = cast(Callable[[str], Any] | None, getattr(exposition, "_parse_sample", None))
-MAX_SERIES = 4096  # series heads remembered per source (a page has a few dozen)
+# series heads remembered per source (a page has a few dozen)
+MAX_SERIES = 4096
 # Lines of the wanted device's fields on one page: a GPU has 12 here, one split into 7 MIG
 # instances 84; more is a flood, and each new one costs a parse.
 MAX_DEVICE_LINES = 256
@@ -87,11 +90,16 @@ class ReadingParser:
         self._page = b""
         self._reading: Reading | None = None
         self._lines: dict[str, ParsedLine] = {}
-        self._series: dict[str, Series] = {}  # a line's head (up to its '}') -> what it names
-        self.parsed = 0  # lines given to the parser (for the benchmark)
-        self.values_parsed = 0  # of those, lines whose series was known: values only
-        self.changed = False  # whether the last page differed from the one before
-        self.bad: tuple[str, ...] = ()  # the fields of the last page left out as impossible
+        # a line's head (up to its '}') -> what it names
+        self._series: dict[str, Series] = {}
+        # lines given to the parser (for the benchmark)
+        self.parsed = 0
+        # of those, lines whose series was known: values only
+        self.values_parsed = 0
+        # whether the last page differed from the one before
+        self.changed = False
+        # the fields of the last page left out as impossible
+        self.bad: tuple[str, ...] = ()
 
     def seen(self, page: bytes) -> bool:
         """Whether ``page`` is the one read last (reading it again costs nothing)."""
@@ -106,7 +114,8 @@ class ReadingParser:
         """`read`, given ``page``'s `dcgm_lines` (split once for every device of a page)."""
         self.changed = page != self._page
         if not self.changed:
-            self.bad = ()  # counted when the page was new
+            # counted when the page was new
+            self.bad = ()
             return self._reading
         uuid = self._uuid
         lines = list(candidates) if uuid is None else [c for c in candidates if uuid in c]
@@ -132,7 +141,8 @@ class ReadingParser:
             if device is None:
                 device, gpu = found or "", labels.get(GPU_LABEL, "")
             elif found != device:
-                continue  # another device on the page: the first one is this replica's
+                # another device on the page: the first one is this replica's
+                continue
             if believable(name, value):
                 values[field.attr] = value
             else:
@@ -150,7 +160,8 @@ class ReadingParser:
         self.parsed += len(lines)
         known, whole, heads = self._series, [], []
         for line in lines:
-            end = line.rfind("}") + 1  # a valid line has no '}' after its labels
+            # a valid line has no '}' after its labels
+            end = line.rfind("}") + 1
             head = line[:end]
             if end and head in known:
                 heads.append((line, head, line[end:]))

@@ -73,7 +73,8 @@ class HealthProber(Prober):
         return [
             (f"probe:{replica.id}", self._loop(pool, replica, first=False))
             for pool in self._registry.pools.values()
-            for replica in (*pool.replicas, *pool.draining)  # held out by an operator at start
+            # held out by an operator at start
+            for replica in (*pool.replicas, *pool.draining)
         ]
 
     def start(self) -> None:
@@ -118,7 +119,8 @@ class HealthProber(Prober):
                 first = False
             if changed is not None:
                 log.log(
-                    logging.INFO if changed else logging.WARNING,  # recovering is no warning
+                    # recovering is no warning
+                    logging.INFO if changed else logging.WARNING,
                     "replica %s is now %s%s",
                     replica.id,
                     "healthy" if changed else "unhealthy",

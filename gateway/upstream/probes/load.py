@@ -44,8 +44,10 @@ from gateway.upstream.transport.base import Transport
 from gateway.upstream.transport.http1 import Http1Transport
 
 log = logging.getLogger(__name__)
-MAX_PAUSE_S = 30.0  # the longest wait after scrapes in a row that found nothing to read
-MAX_MISSES = 8  # doublings of the pause (0.25 s * 2**7 is past MAX_PAUSE_S)
+# the longest wait after scrapes in a row that found nothing to read
+MAX_PAUSE_S = 30.0
+# doublings of the pause (0.25 s * 2**7 is past MAX_PAUSE_S)
+MAX_MISSES = 8
 LOG_EVERY_S = 60.0
 
 
@@ -86,10 +88,12 @@ class LoadScraper(Prober):
         super().__init__(registry, transport, clock, rng)
         self._owned = owned
         self.pools = {n: p for n, p in registry.pools.items() if p.config.load_aware}
-        self.scrapes: Counter[tuple[str, str]] = Counter()  # (pool, result) -> count
+        # (pool, result) -> count
+        self.scrapes: Counter[tuple[str, str]] = Counter()
         self._trackers: dict[str, LoadTracker] = {}
         self._lines = LogThrottle(clock, LOG_EVERY_S)
-        self._parsing: ThreadPoolExecutor | None = None  # one thread: pages read off the loop
+        # one thread: pages read off the loop
+        self._parsing: ThreadPoolExecutor | None = None
 
     def loops(self) -> list[tuple[str, Coroutine[Any, Any, None]]]:
         return [
@@ -134,11 +138,13 @@ class LoadScraper(Prober):
         config = pool.config.load
         spread = zlib.crc32(replica.id.encode()) / 2**32
         await self._clock.sleep(config.interval_s * spread)
-        misses = 0  # scrapes in a row that found nothing to read: the pause doubles with each
+        # scrapes in a row that found nothing to read: the pause doubles with each
+        misses = 0
         while True:
             try:
                 result = await self.scrape(pool, replica)
-            except Exception:  # a bug must not end scraping: counted, logged, skipped
+            # a bug must not end scraping: counted, logged, skipped
+            except Exception:
                 result = "error"
                 if self._lines.allow(("caught", replica.id)) is not None:
                     log.exception("load scrape of %s failed, skipped", replica.id)

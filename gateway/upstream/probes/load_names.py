@@ -35,8 +35,10 @@ MODEL_LABELS = ("model", "model_name")
 
 @dataclass(frozen=True, slots=True)
 class LoadMetric:
-    name: str  # the family's name on the page
-    server: str  # who exposes it, in words
+    # the family's name on the page
+    name: str
+    # who exposes it, in words
+    server: str
     role: Role
     kind: Kind
 

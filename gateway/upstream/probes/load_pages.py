@@ -24,9 +24,12 @@ from gateway.policies.load_report import MAX_QUEUE, LoadReport
 from gateway.upstream.probes.accelerator_pages import PageCaps, refusal
 from gateway.upstream.probes.load_names import BY_NAME, MODEL_LABELS, NAMES
 
-SCRAPE = "scrape"  # a reading's source: the replica's page
-MAX_LOAD_LINES = 1024  # lines of the load families on one page: a few per model served
-MAX_VALUE = 1e15  # a sum of sizes or of seconds since a server started, at most
+# a reading's source: the replica's page
+SCRAPE = "scrape"
+# lines of the load families on one page: a few per model served
+MAX_LOAD_LINES = 1024
+# a sum of sizes or of seconds since a server started, at most
+MAX_VALUE = 1e15
 _SUFFIXES = ("_sum", "_count")
 
 
@@ -96,7 +99,8 @@ class LoadTracker:
     ``mean`` and ``busy`` kinds read a change since then."""
 
     def __init__(self) -> None:
-        self.page = b""  # the last page read (the same bytes again: the same totals)
+        # the last page read (the same bytes again: the same totals)
+        self.page = b""
         self.totals: PageTotals | None = None
         self._previous: tuple[float, PageTotals] | None = None
 

@@ -16,7 +16,8 @@ from gateway.clock import Clock
 from gateway.upstream.registry import Registry
 from gateway.upstream.transport.base import Transport
 
-STOP_AGAIN_S = 0.1  # a loop still running this long after its cancellation is cancelled again
+# a loop still running this long after its cancellation is cancelled again
+STOP_AGAIN_S = 0.1
 
 
 class Prober:

@@ -97,7 +97,8 @@ class Transport(Protocol):
         method: str,
         path: str,
         *,
-        body: bytes | Body = b"",  # a `Body` is sent as its pieces where the transport can
+        # a `Body` is sent as its pieces where the transport can
+        body: bytes | Body = b"",
         headers: Mapping[str, str] | None = None,
         timeout: float,
         room: AnswerRoom | None = None,

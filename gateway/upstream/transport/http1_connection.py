@@ -357,7 +357,8 @@ class Connection(DeadlineTimer, asyncio.BufferedProtocol):
                 status,
                 self._headers,
                 self._limits,
-                keep_alive=status >= 200 or parser.should_keep_alive(),  # read for 1xx only
+                # read for 1xx only
+                keep_alive=status >= 200 or parser.should_keep_alive(),
                 head_request=self._head_request,
             )
         except HeadRefused as refused:

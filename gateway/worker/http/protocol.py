@@ -76,7 +76,8 @@ _OWN = {
 # shared while a head has none of the wanted headers
 _NONE_FOUND: dict[str, str] = {}
 _METHODS = {m.encode(): m for m in ("GET", "POST", "HEAD", "PUT", "DELETE", "OPTIONS", "PATCH")}
-_TASK = "http request"  # every request's task's name
+# every request's task's name
+_TASK = "http request"
 
 
 class _Refused(Exception):
