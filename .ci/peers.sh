@@ -15,7 +15,9 @@ PEERS="${PEERS_DIR:-.peers}"
 # scikit-learn and joblib are pinned alike in both venvs: KServe unpickles the estimator that
 # the MLServer venv trained, and a pickle is only safe to load under the same scikit-learn.
 SKLEARN="scikit-learn==1.9.1 joblib==1.6.0"
-MLSERVER_REQ="mlserver==1.7.1 mlserver-sklearn==1.7.1 $SKLEARN"
+# A uvloop newer than 0.21 (0.23 was tried) raises in get_event_loop() without a running loop,
+# which MLServer 1.7.1's parallel workers call at start: every worker would die at once.
+MLSERVER_REQ="mlserver==1.7.1 mlserver-sklearn==1.7.1 uvloop==0.21.0 $SKLEARN"
 KSERVE_REQ="kserve==0.21.0 $SKLEARN"
 
 build_venv() {  # name requirements...

@@ -14,7 +14,9 @@ each were answered, how fast the 503s came and whether they carry ``Retry-After`
 The accelerators' sampling cost (32 replicas, all far from their limits: sampled at 1 Hz)
 is `loadtests/bench_accelerator.py`'s.
 
-    .venv/bin/python loadtests/bench_load_aware.py [--seconds 15] [--workers 2]
+``--mlserver`` runs the external-load part over three MLServer replicas instead (`make peers`).
+
+    .venv/bin/python loadtests/bench_load_aware.py [--seconds 15] [--workers 2] [--mlserver]
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +34,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere in the repo
 
 from loadtests.loadgen import LoadResult, closed_loop
-from loadtests.stack import Proc, Stack, clear_faults, inject_faults, pool_config
+from loadtests.stack import Proc, Served, Stack, clear_faults, inject_faults, pool_config
 from tests.support.traffic import request_bodies
 
 MODEL = "digits-mlp"
@@ -60,22 +63,29 @@ def summary(result: LoadResult) -> dict[str, Any]:
 
 
 async def external(
-    stack: Stack, replicas: list[Proc], workers: int, args: argparse.Namespace
+    stack: Stack,
+    replicas: Sequence[Served],
+    workers: int,
+    args: argparse.Namespace,
+    model: str = MODEL,
+    load: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Two gateways over the same replicas at once, ``load_aware`` on and off, each with
     ``--through`` requests at once while the outside load is on ``mlp-0``: both see the same
     machine (a shared, busy one swings run to run)."""
     gateways = {}
     for aware in (True, False):
-        config = pool_config(replicas, MODEL)
+        config = pool_config(replicas, model)
         config["pools"]["pool"]["load_aware"] = aware
+        if load is not None:
+            config["pools"]["pool"]["load"] = load
         config["server"] = {"workers": workers}
         gateways[aware] = stack.gateway(config, name=f"gateway-{int(aware)}-{workers}")
     body = request_bodies(1)[0]
     try:
         before = {a: await asyncio.to_thread(served, g) for a, g in gateways.items()}
         outside, *through = await asyncio.gather(
-            closed_loop(replicas[0].url, f"/v2/models/{MODEL}/infer", body,
+            closed_loop(replicas[0].url, f"/v2/models/{model}/infer", body,
                         concurrency=args.outside, seconds=args.seconds + 1, max_requests=MOST),
             *(closed_loop(g.url, "/v2/models/digits/infer", body, concurrency=args.through,
                           seconds=args.seconds, max_requests=MOST, headers=PATIENT)
@@ -159,8 +169,43 @@ async def saturated(stack: Stack, replicas: list[Proc], args: argparse.Namespace
     }
 
 
+async def with_mlserver(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The external-load runs over three MLServer replicas, each with one parallel worker (its
+    queue: ``parallel_request_queue``, scraped off its metrics port; MLServer sends no load
+    report on its answers). Each binds a loopback address of its own (127.0.0.2-4), so the
+    three share one metrics port, as replicas on three hosts would."""
+    from tests.support.peers import MLSERVER, PeerProcess, start_mlserver
+    from tests.support.processes import free_port
+
+    reason = MLSERVER.missing()
+    if reason is not None:
+        raise SystemExit(reason)
+    metrics_port = free_port()
+    peers: list[PeerProcess] = []
+    results = []
+    try:
+        for i in range(3):
+            peer = start_mlserver(parallel=1, host=f"127.0.0.{2 + i}", metrics_port=metrics_port)
+            peer.name = f"mlp-{i}"
+            peers.append(peer)
+        with Stack() as stack:
+            for workers in sorted({1, args.workers}):
+                load = {"metrics_port": metrics_port}
+                for result in await external(stack, peers, workers, args, "digits", load):
+                    result["replicas"] = "MLServer 1.7.1, one parallel worker each"
+                    print(json.dumps(result), flush=True)
+                    results.append(result)
+    finally:
+        for peer in peers:
+            peer.cleanup()
+    return results
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, Any] = {"external": [], "saturation": None}
+    if args.mlserver:
+        results["external"] = await with_mlserver(args)
+        return results
     with Stack() as stack:
         replicas = [stack.replica(f"mlp-{i}", MODEL) for i in range(3)]
         for workers in sorted({1, args.workers}):
@@ -181,6 +226,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="workers of the second runs")
     parser.add_argument("--slow-ms", type=float, default=100.0, help="saturation: each answer")
     parser.add_argument("--skip-saturation", action="store_true")
+    parser.add_argument(
+        "--mlserver", action="store_true", help="the external-load runs over MLServer replicas"
+    )
     parser.add_argument("--out", type=Path, help="write the results here (JSON)")
     args = parser.parse_args()
     results = asyncio.run(run(args))

@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 import yaml
@@ -255,7 +255,14 @@ def _children(pid: int) -> list[int]:
     return [int(c) for c in text.split()]
 
 
-def pool_config(replicas: list[Proc], model: str, **model_options: Any) -> dict[str, Any]:
+class Served(Protocol):
+    """What a pool's config needs of a replica: its id and its URL (a `Proc`, a peer)."""
+
+    name: str
+    url: str
+
+
+def pool_config(replicas: Sequence[Served], model: str, **model_options: Any) -> dict[str, Any]:
     return {
         "pools": {
             "pool": {

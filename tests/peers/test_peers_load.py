@@ -1,11 +1,11 @@
 """The load table (`gateway.upstream.probes.load_names`) against real MLServer and KServe: the
 control's scraper reads each one's own queue metrics off its ``/metrics`` under a load.
 
-MLServer runs with adaptive batching, its metrics on a port of their own (the pool's
-``load.metrics_port``); in one process (its parallel workers die at start on this Python)
-it shows neither ``batch_request_queue`` nor ``parallel_request_queue`` (their reading from
-pages of them: `tests/gateway/upstream/probes/test_load_pages.py`). KServe times each
-predict (``request_predict_seconds``), whose growth per second is its requests in predict.
+MLServer runs with its metrics on a port of their own (the pool's ``load.metrics_port``): in
+one process, adaptive batching on, it shows neither ``batch_request_queue`` nor
+``parallel_request_queue``; with a parallel worker it shows the second, which is read.
+KServe times each predict (``request_predict_seconds``), whose growth per second is its
+requests in predict.
 """
 
 from __future__ import annotations
@@ -38,6 +38,16 @@ def queued_mlserver() -> Iterator[PeerProcess]:
     if reason is not None:
         pytest.skip(reason)
     proc = start_mlserver(queued=True)
+    yield proc
+    proc.cleanup()
+
+
+@pytest.fixture(scope="module")
+def parallel_mlserver() -> Iterator[PeerProcess]:
+    reason = MLSERVER.missing()
+    if reason is not None:
+        pytest.skip(reason)
+    proc = start_mlserver(parallel=1)
     yield proc
     proc.cleanup()
 
@@ -90,9 +100,9 @@ async def scraped_under_load(peer: PeerProcess, rows: Rows) -> tuple[str, str, f
 async def test_mlserver_without_parallel_workers_reports_no_queue_and_is_not_taken_for_idle(
     queued_mlserver: PeerProcess, digits_rows: Rows
 ) -> None:
-    """MLServer 1.7.1 in one process (no parallel workers: they die at start here) shows no
-    queue family on its metrics port, adaptive batching on or not: the scrape says
-    ``silent`` (counted, asked less often) and its load stays unknown, never zero."""
+    """MLServer 1.7.1 in one process (no parallel workers) shows no queue family on its
+    metrics port, adaptive batching on or not: the scrape says ``silent`` (counted, asked
+    less often) and its load stays unknown, never zero."""
     first, second, _, load = await scraped_under_load(queued_mlserver, digits_rows)
     url = f"http://127.0.0.1:{queued_mlserver.metrics_port}/metrics"
     async with httpx.AsyncClient(trust_env=False, timeout=10) as client:
@@ -100,6 +110,18 @@ async def test_mlserver_without_parallel_workers_reports_no_queue_and_is_not_tak
     assert "rest_server_requests_total" in page  # its page is read ...
     assert not any(name in page for name in NAMES)  # ... and holds no load family
     assert (first, second) == ("silent", "silent") and load is None
+
+
+async def test_mlserver_with_a_parallel_worker_reports_its_queue_and_it_is_read(
+    parallel_mlserver: PeerProcess, digits_rows: Rows
+) -> None:
+    """With a parallel worker (a child process), MLServer observes the queue before it into
+    ``parallel_request_queue`` as each request arrives: the scrape reads the mean of those
+    observed since the last one, and ``AT_ONCE`` requests at a time make it more than zero."""
+    first, second, queue, load = await scraped_under_load(parallel_mlserver, digits_rows)
+    assert (first, second) == ("ok", "ok")
+    assert load is not None and load.source == SCRAPE and load.queue is not None
+    assert 0 < queue <= AT_ONCE, load
 
 
 async def test_kserve_busy_time_is_read_as_its_requests_in_predict(

@@ -88,12 +88,13 @@ class PeerProcess(ManagedProcess):
         env: dict[str, str] | None = None,
         cwd: Path | None = None,
         grpc_port: int | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
         launcher = [str(peer.python), "-c", _SETSID_EXEC, str(peer.python), *argv]
         super().__init__(launcher, env=env, cwd=cwd, name=f"peer-{peer.name}")
         self.peer = peer
         self.port = port
-        self.url = f"http://127.0.0.1:{port}"
+        self.url = f"http://{host}:{port}"
         self.grpc_port = grpc_port  # its V2 gRPC port, where it serves one
         self.grpc_target = None if grpc_port is None else f"127.0.0.1:{grpc_port}"
         self.model_name = MODEL_NAME
@@ -127,23 +128,31 @@ class PeerProcess(ManagedProcess):
 
 
 def _mlserver_dir(
-    http_port: int, grpc_port: int, metrics_port: int | None = None, *, queued: bool = False
+    http_port: int,
+    grpc_port: int,
+    metrics_port: int | None = None,
+    *,
+    queued: bool = False,
+    parallel: int = 0,
+    host: str = "127.0.0.1",
 ) -> Path:
     """A throwaway MLServer model repository: settings.json on our ports, the digits model.
 
     MLServer 1.7.1 cannot turn gRPC off, so it gets a second free port; metrics are off, and
-    inference runs in the server process (``parallel_workers: 0``) so there is one PID. With
-    ``metrics_port`` its ``/metrics`` is served there; ``queued``: adaptive batching, so that
-    its batcher's queue metric (`gateway.upstream.probes.load_names`) is observed (its parallel
-    workers' one is not: a parallel worker of 1.7.1 dies at start on Python 3.11 with uvloop).
+    inference runs in the server process (``parallel_workers: 0``) so there is one PID, unless
+    ``parallel`` names how many parallel workers it runs (child processes, whose queue is the
+    ``parallel_request_queue`` family of `gateway.upstream.probes.load_names`; they need the
+    uvloop that `.ci/peers.sh` pins). With ``metrics_port`` its ``/metrics`` is served there;
+    ``queued``: adaptive batching. ``host``: the loopback address it binds (127.0.0.2 and on
+    let several share one metrics port, as replicas on several hosts do).
     """
     root = Path(tempfile.mkdtemp(prefix="peer-mlserver-"))
     settings = {
-        "host": "127.0.0.1",
+        "host": host,
         "http_port": http_port,
         "grpc_port": grpc_port,
         "metrics_endpoint": None if metrics_port is None else "/metrics",
-        "parallel_workers": 0,
+        "parallel_workers": parallel,
         "debug": False,
         "metrics_dir": str(root / ".metrics"),
     }
@@ -160,13 +169,19 @@ def _mlserver_dir(
     return root
 
 
-def _launch_mlserver(queued: bool = False) -> PeerProcess:
+def _launch_mlserver(
+    queued: bool = False,
+    parallel: int = 0,
+    host: str = "127.0.0.1",
+    metrics_port: int | None = None,
+) -> PeerProcess:
     port, grpc_port = free_port(), free_port()
-    metrics_port = free_port() if queued else None
-    root = _mlserver_dir(port, grpc_port, metrics_port, queued=queued)
+    if metrics_port is None and (queued or parallel):
+        metrics_port = free_port()
+    root = _mlserver_dir(port, grpc_port, metrics_port, queued=queued, parallel=parallel, host=host)
     mlserver = MLSERVER.venv / "bin" / "mlserver"
     argv = [str(mlserver), "start", str(root)]
-    proc = PeerProcess(MLSERVER, argv, port=port, cwd=root, grpc_port=grpc_port)
+    proc = PeerProcess(MLSERVER, argv, port=port, cwd=root, grpc_port=grpc_port, host=host)
     proc.metrics_port = metrics_port
     return proc
 
@@ -199,10 +214,19 @@ def _start(
     return start_bound(launch, "peer", ready_timeout, attempts, interval=0.1)
 
 
-def start_mlserver(ready_timeout: float = 90.0, *, queued: bool = False) -> PeerProcess:
-    """MLServer (sklearn runtime) serving ``digits`` version 1 on 127.0.0.1; ``queued``: with
-    adaptive batching and its metrics on a port of their own (``metrics_port``)."""
-    return _start(lambda: _launch_mlserver(queued), ready_timeout)
+def start_mlserver(
+    ready_timeout: float = 90.0,
+    *,
+    queued: bool = False,
+    parallel: int = 0,
+    host: str = "127.0.0.1",
+    metrics_port: int | None = None,
+) -> PeerProcess:
+    """MLServer (sklearn runtime) serving ``digits`` version 1 on ``host`` (a loopback
+    address); ``queued``: with adaptive batching; ``parallel``: with that many parallel
+    workers. Either way its metrics are on a port of their own (``metrics_port``: this one,
+    or a free one)."""
+    return _start(lambda: _launch_mlserver(queued, parallel, host, metrics_port), ready_timeout)
 
 
 def start_kserve(ready_timeout: float = 90.0, *, grpc: bool = False) -> PeerProcess:
