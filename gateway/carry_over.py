@@ -31,7 +31,7 @@ one clock (the reload hands the outgoing one's to the new), so carried instants 
 from __future__ import annotations
 
 from gateway.config.discovery import DiscoveryConfig
-from gateway.config.models import ReplicaConfig
+from gateway.config.replica import ReplicaConfig
 from gateway.runtime import Gateway
 from gateway.upstream.registry import Pool, Registry
 

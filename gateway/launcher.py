@@ -33,7 +33,9 @@ from typing import TYPE_CHECKING
 
 import grpc.aio
 
-from gateway.config.models import GatewayConfig, LocalLaunch, PoolConfig, ReplicaConfig
+from gateway.config.models import GatewayConfig
+from gateway.config.pool import PoolConfig
+from gateway.config.replica import LocalLaunch, ReplicaConfig
 from v2proto.grpc import grpc_service_pb2 as pb
 from v2proto.grpc.service import Stub
 

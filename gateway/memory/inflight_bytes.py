@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from gateway.config.models import ServerConfig
+from gateway.config.server import ServerConfig
 from gateway.errors import Overloaded
 from gateway.memory.peer_share import PeerAccount, PeerShares, peer_host
 

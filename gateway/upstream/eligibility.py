@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from gateway.config.models import PoolConfig
+from gateway.config.pool import PoolConfig
 from gateway.upstream.replica import Replica
 
 

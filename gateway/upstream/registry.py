@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gateway.clock import Clock
-from gateway.config.models import GatewayConfig, PoolConfig, ReplicaConfig
+from gateway.config.models import GatewayConfig
+from gateway.config.pool import PoolConfig
+from gateway.config.replica import ReplicaConfig
 from gateway.faults.record import FaultRecord
 from gateway.upstream.breaker import ReplicaBreaker, StateListener
 from gateway.upstream.eligibility import in_panic

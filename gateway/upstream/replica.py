@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gateway.config.endpoint import Endpoint
-from gateway.config.models import ReplicaConfig
+from gateway.config.replica import ReplicaConfig
 from gateway.policies.load_report import LoadReport
 
 if TYPE_CHECKING:

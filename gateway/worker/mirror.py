@@ -23,7 +23,7 @@ import math
 
 import orjson
 
-from gateway.config.models import ReplicaConfig
+from gateway.config.replica import ReplicaConfig
 from gateway.serving import Serving
 from gateway.slo.policy import NORMAL, PolicyAdjustment
 from gateway.snapshot.loads import load_report

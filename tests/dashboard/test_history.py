@@ -9,7 +9,7 @@ import pytest
 
 from gateway.carry_over import carry_over
 from gateway.config import parse_config
-from gateway.config.models import ReplicaConfig
+from gateway.config.replica import ReplicaConfig
 from gateway.runtime import Gateway
 from gateway.telemetry.history_buffers import Event, EventLog, LatencySketch, SampleRing
 from gateway.upstream.replica import Replica

@@ -38,8 +38,8 @@ HISTORY = re.compile(
 # (file, a phrase of the line that holds the match) -> why it is no measured figure or history
 ALLOWED = {
     ("gateway/config/rollout.py", "(1.96: 95 %)"): "z = 1.96 defines the 95 % interval",
-    ("gateway/config/models.py", "one read (256 KiB)"): "the read size, in the reference",
-    ("gateway/config/models.py", "from 64 MiB to 1 GiB"): "the default's clamp, in the reference",
+    ("gateway/config/server.py", "one read (256 KiB)"): "the read size, in the reference",
+    ("gateway/config/server.py", "from 64 MiB to 1 GiB"): "the default's clamp, in the reference",
     ("gateway/memory/inflight_bytes.py", "from 64 MiB to 1 GiB"): "the clamp its last line applies",
     ("gateway/telemetry/catalog.py", "256 B ... 64 MiB"): "the byte buckets' range",
     ("gateway/telemetry/history_buffers.py", "5 % wider"): "the sketch's growth, by definition",

@@ -28,7 +28,8 @@ import numpy as np
 import orjson
 import pytest
 
-from gateway.config.models import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_ROWS
+from gateway.config.models import DEFAULT_MAX_ROWS
+from gateway.config.server import DEFAULT_MAX_BODY_BYTES
 from tests.integration.conftest import StartGateway, StartReplicas
 from tests.support.gateway import GatewayProcess, pool_config
 from tests.support.processes import ManagedProcess, wait_until

@@ -28,7 +28,7 @@ from typing import Any
 
 from gateway.clock import Clock
 from gateway.config.discovery import DiscoveryConfig
-from gateway.config.models import ReplicaConfig
+from gateway.config.replica import ReplicaConfig
 from gateway.upstream.discovery.dns import Dropped, ResolutionFailed, Resolver, Target, resolver_for
 from gateway.upstream.registry import Pool, Registry
 from gateway.upstream.replica import Replica

@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 import orjson
 
-from gateway.config.models import GatewayConfig, PoolConfig
+from gateway.config.models import GatewayConfig
+from gateway.config.pool import PoolConfig
 from gateway.errors import BadRequest, UpstreamError
 from gateway.upstream.probes.golden import GoldenSet, golden_request
 from gateway.upstream.probes.id_echo import PROBE_ID, probe_id_echo, zeros_request

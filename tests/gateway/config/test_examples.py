@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from gateway.cli import main
-from gateway.config.models import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_ROWS
+from gateway.config.models import DEFAULT_MAX_ROWS
+from gateway.config.server import DEFAULT_MAX_BODY_BYTES
 
 CONFIG = Path(__file__).parents[3] / "config"
 EXAMPLES = sorted(CONFIG.glob("*.yaml"))

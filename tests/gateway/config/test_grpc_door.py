@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from gateway.config.grpc_door import GrpcDoorConfig
-from gateway.config.models import ServerConfig
+from gateway.config.server import ServerConfig
 
 
 def test_the_defaults_bound_streams_windows_pings_and_idle_connections() -> None:

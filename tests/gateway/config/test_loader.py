@@ -141,7 +141,7 @@ def test_parse_workers_is_read_as_parse_processes_with_a_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     assert parse_config(GOOD).server.parse_processes == 1
-    with caplog.at_level("WARNING", logger="gateway.config.models"):
+    with caplog.at_level("WARNING", logger="gateway.config.server"):
         old = parse_config({**GOOD, "server": {"parse_workers": 3, "port": 8080}})
     assert old.server.parse_processes == 3 and old.server.port == 8080
     assert "server.parse_workers is deprecated: it is server.parse_processes now" in caplog.text

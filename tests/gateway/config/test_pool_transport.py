@@ -12,7 +12,7 @@ from pydantic import SecretStr, ValidationError
 from gateway import cli
 from gateway.config.endpoint import Endpoint
 from gateway.config.headers import NO_HEADERS, ExtraHeaders
-from gateway.config.models import PoolConfig
+from gateway.config.pool import PoolConfig
 from gateway.config.tls import TlsConfig
 from gateway.upstream.transport.http1 import encode_request
 

@@ -88,7 +88,7 @@ def test_a_new_registry_obeys_the_decisions_at_once() -> None:
 
 
 def test_discovery_listing_a_held_replica_again_does_not_bring_it_back() -> None:
-    from gateway.config.models import ReplicaConfig
+    from gateway.config.replica import ReplicaConfig
 
     registry, controls, book, clock = setup()
     book.decide("replica:r1", "drain", "alice", "", clock.wall())

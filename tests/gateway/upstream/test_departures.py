@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.config.loader import parse_config
-from gateway.config.models import ReplicaConfig
+from gateway.config.replica import ReplicaConfig
 from gateway.telemetry.metrics import Metrics
 from gateway.telemetry.topology import Topology
 from gateway.upstream.departures import Departures
