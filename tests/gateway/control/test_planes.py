@@ -8,6 +8,7 @@ health, ejection, drain, breakers), exactly as in one process.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from typing import Any
 
@@ -73,9 +74,10 @@ class Planes:
 
     async def add_worker(self, index: int, count: int) -> WorkerApp:
         shipper = BatchShipper(self.clock, self._take, worker=index)
+        # seeded: which replica each request meets is the same on every run
         runtime = WorkerRuntime(
             self.config, shipper, worker=index, workers=count, clock=self.clock,
-            transport=self.transport,
+            transport=self.transport, rng=random.Random(index),
         )  # fmt: skip
         await runtime.start()
         parser = RequestParser(inline_max_bytes=1 << 20, offload="inline")
