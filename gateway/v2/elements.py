@@ -30,7 +30,7 @@ from itertools import chain
 from typing import Any
 
 from gateway.errors import BadRequest
-from gateway.v2.finite import check_json_finite
+from gateway.v2.finite import check_json_finite, packs_whole
 from gateway.v2.nesting import DATA_LEVEL, MAX_JSON_DEPTH, too_deep
 
 _NUMBERS = frozenset({int, float})
@@ -69,11 +69,19 @@ def check_datatype(datatype: str, name: str) -> None:
         )
 
 
-def check_json_data(data: list[Any], datatype: str, shape: list[int], name: str) -> None:
+def check_json_data(
+    data: list[Any], datatype: str, shape: list[int], name: str, *, booleans: bool = True
+) -> None:
     """`BadRequest` naming input ``name`` and the first element of ``data`` that does not
-    fit ``datatype`` (checked by `check_datatype`) and ``shape`` (non-negative ints)."""
-    allowed = _ALLOWED[datatype]
+    fit ``datatype`` (checked by `check_datatype`) and ``shape`` (non-negative ints).
+
+    ``booleans``: False when the request's text holds no ``true`` or ``false``, so no element
+    can be a boolean: flat floating-point data of the shape's count is then checked by one
+    packing (`packs_whole`), the same verdict without collecting its element types."""
     count = math.prod(shape)
+    if not booleans and len(data) == count and packs_whole(data, datatype):
+        return
+    allowed = _ALLOWED[datatype]
     types = set(map(type, data))
     flat = data
     if list in types:

@@ -80,6 +80,36 @@ def _fits_fp32(data: list[Any]) -> bool:
     return True
 
 
+# struct codes of the datatypes whose flat JSON data one packing checks whole (`packs_whole`)
+_PACKING = {"FP32": "f", "BF16": "f", "FP64": "d"}
+# by (code, length)
+_WHOLE_PACKERS: dict[tuple[str, int], struct.Struct] = {}
+
+
+def packs_whole(data: list[Any], datatype: str) -> bool:
+    """Whether flat ``data`` packs whole as ``datatype`` (FP32 and BF16 as IEEE single
+    precision, FP64 as double): every element then is a number (or a boolean: packing takes
+    those, so the caller rules them out) that stays finite in the type. False for anything
+    else (another datatype, nesting, a string, null, an overflow): the caller looks closer.
+
+    One C call in place of collecting the element types and packing again (about 19,000
+    instructions for a 64-value row, `set(map(type, data))`)."""
+    code = _PACKING.get(datatype)
+    if code is None:
+        return False
+    key = (code, len(data))
+    packer = _WHOLE_PACKERS.get(key)
+    if packer is None:
+        if len(_WHOLE_PACKERS) >= _PACKERS_KEPT:
+            _WHOLE_PACKERS.clear()
+        packer = _WHOLE_PACKERS[key] = struct.Struct(f"<{len(data)}{code}")
+    try:
+        packer.pack(*data)
+    except (struct.error, OverflowError, TypeError):
+        return False
+    return True
+
+
 def _fp32(data: list[Any]) -> array[float] | None:
     """``data`` (flat, or rows) as C floats: overflow becomes inf, as in the model; or None."""
     try:

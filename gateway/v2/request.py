@@ -114,7 +114,9 @@ def parse_infer_request(
         raise BadRequest(f"request body is not valid JSON: {exc}") from exc
     if not isinstance(header, dict):
         raise BadRequest("request body must be a JSON object")
-    return _checked(header, body, len(json_part), binary_length, max_rows)
+    # a JSON boolean is one of these two literals: without either, no element is one
+    booleans = json_part.find(b"true") >= 0 or json_part.find(b"false") >= 0
+    return _checked(header, body, len(json_part), binary_length, max_rows, booleans=booleans)
 
 
 def _checked(
@@ -125,6 +127,7 @@ def _checked(
     max_rows: int | None,
     *,
     detached_ok: bool = False,
+    booleans: bool = True,
 ) -> InferRequestInfo:
     # Exact types (`type(x) is`), not isinstance: a decoded JSON value is never a subclass, and
     # these checks run on every request (loadtests/bench_calls.py).
@@ -133,7 +136,7 @@ def _checked(
         raise BadRequest("'id' must be a string")
     if "parameters" in header:
         _check_parameters(header["parameters"], 2, "'parameters'", "binary_data_output")
-    _check_inputs(header.get("inputs"), body, start, max_rows, detached_ok)
+    _check_inputs(header.get("inputs"), body, start, max_rows, detached_ok, booleans)
     if "outputs" in header:
         _check_outputs(header["outputs"])
     if not header.keys() <= REQUEST_MEMBERS:
@@ -154,10 +157,16 @@ def _split(body: Body, header_length: str | None) -> tuple[bytes, int]:
 
 
 def _check_inputs(
-    inputs: Any, body: Body, start: int, max_rows: int | None, detached_ok: bool = False
+    inputs: Any,
+    body: Body,
+    start: int,
+    max_rows: int | None,
+    detached_ok: bool = False,
+    booleans: bool = True,
 ) -> None:
     """Every input's structure; binary ones' sizes against the ``body`` bytes after ``start``.
-    ``detached_ok``: inputs without ``data`` had it checked already (`json_fast`)."""
+    ``detached_ok``: inputs without ``data`` had it checked already (`json_fast`);
+    ``booleans``: whether the JSON may hold a boolean (`check_json_data`)."""
     if type(inputs) is not list or not inputs:
         raise BadRequest("'inputs' must be a non-empty list of tensors")
     offset = 0
@@ -173,7 +182,7 @@ def _check_inputs(
                 missing = "data" not in tensor
                 problem = "'data' is missing" if missing else "'data' must be a list"
                 raise BadRequest(f"input {name!r}: {problem}")
-            check_json_data(data, datatype, shape, name)
+            check_json_data(data, datatype, shape, name, booleans=booleans)
         else:
             at = start + offset
             check_binary_finite(body.views(at, at + binary_size), datatype, name)

@@ -7,8 +7,11 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gateway.errors import BadRequest
+from gateway.v2.elements import check_json_data
 from gateway.v2.request import parse_infer_request
 
 
@@ -83,3 +86,39 @@ def test_an_element_that_does_not_fit_is_a_400_naming_the_input(
 )
 def test_elements_that_fit_pass(data: Any, datatype: str, shape: list[int] | None) -> None:
     parse(data, datatype, shape)
+
+
+_ELEMENT = st.one_of(
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.floats(min_value=3.3e38, max_value=1e300),  # past FP32 and BF16
+    st.integers(min_value=-(2**63), max_value=2**64 - 1),
+    st.booleans(),
+    st.text(max_size=3),
+    st.none(),
+    st.lists(st.floats(allow_nan=False, allow_infinity=False), max_size=2),
+)
+
+
+def _verdict(data: list[Any], datatype: str, shape: list[int], booleans: bool) -> str | None:
+    try:
+        check_json_data(data, datatype, shape, "x", booleans=booleans)
+    except BadRequest as refused:
+        return refused.message
+    return None
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    data=st.lists(_ELEMENT, max_size=6),
+    datatype=st.sampled_from(["FP32", "FP64", "BF16", "FP16", "INT32"]),
+    extra=st.integers(min_value=-1, max_value=1),
+)
+def test_one_packing_gives_the_element_checks_verdict(
+    data: list[Any], datatype: str, extra: int
+) -> None:
+    """What the request's text rules out (no ``true``/``false``: no boolean) lets one packing
+    settle flat floating-point data: the verdict is always the element checks' own."""
+    text = orjson.dumps(data)
+    booleans = text.find(b"true") >= 0 or text.find(b"false") >= 0
+    shape = [1, max(0, len(data) + extra)]
+    assert _verdict(data, datatype, shape, booleans) == _verdict(data, datatype, shape, True)
