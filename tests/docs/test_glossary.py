@@ -70,3 +70,13 @@ def test_no_retired_name_is_left_in_the_gateway(name: str) -> None:
 def test_the_glossary_is_in_the_nav_and_linked_from_contributing() -> None:
     assert "glossary.md" in (REPO_ROOT / "mkdocs.yml").read_text()
     assert "glossary.md" in (REPO_ROOT / "docs" / "contributing.md").read_text()
+
+
+def test_no_two_classes_share_a_name() -> None:
+    """One name per concept: no class name is defined twice under `gateway/` (what
+    ``grep -rhoE "^class \\w+" gateway | sort | uniq -d`` checks)."""
+    seen: dict[str, list[str]] = {}
+    for path in sorted((REPO_ROOT / "gateway").rglob("*.py")):
+        for name in re.findall(r"^class (\w+)", path.read_text(), re.M):
+            seen.setdefault(name, []).append(str(path.relative_to(REPO_ROOT)))
+    assert {name: where for name, where in seen.items() if len(where) > 1} == {}

@@ -3,7 +3,7 @@
 `ProxyPool` holds at most ``size`` connections, idle ones for at most ``idle_s`` (less than
 the server's own keep-alive timeout, so that a connection is rarely taken just as the server
 closes it); a request finds an idle one or opens one, and waits for a free slot when all are
-busy. One client address holds at most half of the slots at once (`PeerShares`): a client that
+busy. One client address holds at most half of the slots at once (`PeerSlots`): a client that
 sends many requests at once waits for its own, and the others still find a free slot.
 `ProxyConnection` sends a request's head and body as it is given them, waiting while its
 transport holds more than `HIGH_WATER_BYTES` (the server reads slowly), and hands the answer
@@ -205,7 +205,7 @@ def _retrieved(future: asyncio.Future[None]) -> None:
         future.exception()
 
 
-class PeerShares:
+class PeerSlots:
     """At most ``share`` slots held at once by each client address; an address's count is
     kept only while it holds or waits for one."""
 
@@ -246,7 +246,7 @@ class ProxyPool:
         self.path = path
         self._idle: list[tuple[ProxyConnection, float]] = []
         self._slots = asyncio.Semaphore(size)
-        self.peers = PeerShares(max(1, size // 2))
+        self.peers = PeerSlots(max(1, size // 2))
         self._idle_s = idle_s
         self._connect_timeout_s = connect_timeout_s
         self._max_head_bytes = max_head_bytes

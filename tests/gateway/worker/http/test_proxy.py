@@ -23,7 +23,7 @@ from starlette.routing import Route
 from gateway.worker.http.answer import Answer
 from gateway.worker.http.limits import ClientLimits
 from gateway.worker.http.proxy import UnixProxy
-from gateway.worker.http.proxy_pool import PeerShares
+from gateway.worker.http.proxy_pool import PeerSlots
 from gateway.worker.http.request import Request
 from gateway.worker.http.router import PathRouter
 from gateway.worker.http.server import HttpServer
@@ -389,7 +389,7 @@ async def test_a_held_answer_waits_for_its_client_alone_off_the_pools_connection
 
 
 async def test_one_address_holds_at_most_its_share_of_the_pools_slots() -> None:
-    shares = PeerShares(2)
+    shares = PeerSlots(2)
     for _ in range(2):
         await within(shares.acquire("10.0.0.9"))
     third = asyncio.ensure_future(shares.acquire("10.0.0.9"))
