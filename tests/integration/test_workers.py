@@ -184,4 +184,8 @@ async def test_workers_are_forked_and_started_anew_once_the_fork_server_is_gone(
     assert proc_status(new)["Name"] != "gw-worker" and int(proc_status(new)["PPid"]) == gateway.pid
     assert get(gateway.url, "/admin/state")["workers"]["fork_server"]["forking"] is False
     wait_until(lambda: sorted(state_connected(gateway.url)) == [0, 1], 20, message="connected")
-    assert (await drive(gateway.url, requests=100, concurrency=8)).failed == 0
+    # A worker spawned anew runs its first requests cold (its first connections, caches). One
+    # of 100 failed in a clean-clone CI run on a loaded machine, its status not recorded (the
+    # message now shows it); a cold request past a 1 s deadline is the likely cause: 5 s here.
+    traffic = await drive(gateway.url, requests=100, concurrency=8, timeout_ms=5000)
+    assert traffic.failed == 0, traffic

@@ -283,7 +283,9 @@ def start_bound(
             return proc
         last_log = proc.log_text()
         proc.cleanup()
-        if "address already in use" not in last_log.lower():
+        # "address already in use" (an OS error), "address 127.0.0.1:N is already in use"
+        # (the gRPC door's)
+        if "already in use" not in last_log.lower():
             break
     raise RuntimeError(f"{what} did not start; log:\n{last_log}")
 

@@ -58,6 +58,16 @@ class Traffic:
     def served_by(self) -> Counter[str]:
         return Counter(a.served_by for a in self.answers if a.served_by)
 
+    def __repr__(self) -> str:
+        """Counts and the first failures, what a failed ``assert traffic.failed == 0`` needs
+        (not thousands of answers)."""
+        bad = [(a.status, a.served_by, a.body[:300]) for a in self.answers if a.status != 200]
+        statuses = Counter(a.status for a in self.answers)
+        return (
+            f"Traffic({len(self.answers)} answers {dict(statuses)}, first failures {bad[:3]}, "
+            f"transport errors {self.transport_errors[:3]})"
+        )
+
 
 def request_bodies(count: int = 64) -> list[bytes]:
     _, x_test, _, _ = load_split()
