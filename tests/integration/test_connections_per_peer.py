@@ -103,7 +103,11 @@ async def test_a_grpc_client_past_its_cap_gets_resource_exhausted(capped: Gatewa
         try:
             await asyncio.wait_for(probe(), 30)
         except TimeoutError:
-            ended = [client.streams[sid].done.is_set() for client, sid in held]
+            ended = [
+                (s.ended.code, s.ended.message, s.ended.reset, round(s.ended.at - started, 2))
+                for s in (client.streams[sid] for client, sid in held)
+                if s.done.is_set()
+            ]
             pytest.fail(
                 f"no RESOURCE_EXHAUSTED in 30 s; tries {tries}; held calls ended: {ended}; "
                 f"gateway log:\n{capped.log_text()[-4000:]}"
