@@ -40,13 +40,19 @@ async def test_sigkill_one_of_three_mid_load_fails_no_request(
 ) -> None:
     replicas = start_replicas(3)
     gateway = start_gw(pool_config(replicas))
+    # 3 s deadlines: a retry after the kill is immediate (a refused connection), so the
+    # deadline's length hides no failure of it. With 1 s, a clean-clone CI run on a loaded
+    # machine had 3 of 600 answered 504 "after 0 attempt(s)": out of time before any replica
+    # was tried (the deadline runs from the request's arrival; a starved client sending its
+    # body late, or a starved worker), not a request the kill cost.
     traffic = await drive(
         gateway.url,
         requests=600,
         concurrency=8,
+        timeout_ms=3000,
         events={150: lambda: os.kill(replicas[0].pid, signal.SIGKILL)},
     )
-    assert traffic.failed == 0, [a.body for a in traffic.answers if a.status != 200][:3]
+    assert traffic.failed == 0, traffic
     assert len(traffic.answers) == 600
     wait_until(lambda: replica_state(gateway.url, "r0")["healthy"] is False, 10)
 
