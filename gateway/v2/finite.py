@@ -57,9 +57,11 @@ def check_json_finite(data: list[Any], datatype: str, name: str) -> None:
         raise _out_of_range(name, numbers[~finite].flat[0].item(), datatype)
 
 
-# by the data's length
-_PACKERS: dict[int, struct.Struct] = {}
-# lengths kept at most (forgotten all at once when full)
+# struct codes of the datatypes whose flat JSON data one packing checks whole (`packs_whole`)
+_PACKING = {"FP32": "f", "BF16": "f", "FP64": "d"}
+# by (code, length)
+_PACKERS: dict[tuple[str, int], struct.Struct] = {}
+# shapes kept at most (forgotten all at once when full)
 _PACKERS_KEPT = 64
 
 
@@ -67,23 +69,7 @@ def _fits_fp32(data: list[Any]) -> bool:
     """Whether flat numbers ``data`` all stay finite as FP32: packing as IEEE single precision
     refuses (`OverflowError`) a value that rounds to infinity, the model's conversion. False
     for nested rows or anything else it cannot pack: the caller looks closer."""
-    size = len(data)
-    packer = _PACKERS.get(size)
-    if packer is None:
-        if len(_PACKERS) >= _PACKERS_KEPT:
-            _PACKERS.clear()
-        packer = _PACKERS[size] = struct.Struct(f"<{size}f")
-    try:
-        packer.pack(*data)
-    except (struct.error, OverflowError, TypeError):
-        return False
-    return True
-
-
-# struct codes of the datatypes whose flat JSON data one packing checks whole (`packs_whole`)
-_PACKING = {"FP32": "f", "BF16": "f", "FP64": "d"}
-# by (code, length)
-_WHOLE_PACKERS: dict[tuple[str, int], struct.Struct] = {}
+    return packs_whole(data, "FP32")
 
 
 def packs_whole(data: list[Any], datatype: str) -> bool:
@@ -98,11 +84,11 @@ def packs_whole(data: list[Any], datatype: str) -> bool:
     if code is None:
         return False
     key = (code, len(data))
-    packer = _WHOLE_PACKERS.get(key)
+    packer = _PACKERS.get(key)
     if packer is None:
-        if len(_WHOLE_PACKERS) >= _PACKERS_KEPT:
-            _WHOLE_PACKERS.clear()
-        packer = _WHOLE_PACKERS[key] = struct.Struct(f"<{len(data)}{code}")
+        if len(_PACKERS) >= _PACKERS_KEPT:
+            _PACKERS.clear()
+        packer = _PACKERS[key] = struct.Struct(f"<{len(data)}{code}")
     try:
         packer.pack(*data)
     except (struct.error, OverflowError, TypeError):
