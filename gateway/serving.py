@@ -1,6 +1,6 @@
 """What answers requests: config, registry, pipeline, and the reads a door makes of them.
 
-Both planes build one. The control process's `gateway.runtime.Gateway` adds what decides
+Both planes build one. The control process's `gateway.control.runtime.Gateway` adds what decides
 (probes, SLOs, shared state, rollouts' progress, telemetry); a data-plane worker's
 (`gateway.worker.runtime`) adds the link that ships its outcomes to the control process and
 applies the control's snapshots to its registry. What differs between them comes in as

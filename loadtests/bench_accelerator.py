@@ -41,8 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywher
 from gateway.accelerator.sampler import AcceleratorSampler
 from gateway.config import parse_config
 from gateway.config.endpoint import Endpoint
+from gateway.control.runtime import Gateway
 from gateway.errors import UpstreamError
-from gateway.runtime import Gateway
 from gateway.upstream.transport.http1 import Http1Transport
 from v2proto.dcgm import FIELDS
 

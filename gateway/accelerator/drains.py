@@ -32,7 +32,8 @@ MayEmpty = Callable[[str], bool]
 
 
 class Decider(Protocol):
-    """Where decisions are taken, shared and audited (`gateway.shared_state.SharedState`)."""
+    """Where decisions are taken, shared and audited
+    (`gateway.control.shared_state.SharedState`)."""
 
     origin: str
     decisions: DecisionBook

@@ -21,10 +21,10 @@ from gateway.api.fleet import install_fleet
 from gateway.api.guard import operator_of
 from gateway.api.openapi import install_openapi
 from gateway.api.rollouts import install_rollouts
+from gateway.control.introspection import slo_document, state_document
+from gateway.control.runtime import Gateway
 from gateway.errors import Conflict, GatewayError
-from gateway.introspection import slo_document, state_document
 from gateway.readiness import Readiness
-from gateway.runtime import Gateway
 
 _BODY = Body(default=None)
 # (who, reason): the reload's result

@@ -25,17 +25,17 @@ from gateway.api.parsing import RequestParser
 from gateway.api.responses import Receive, Scope, Send, send_json
 from gateway.api.tenants import TenantKeys
 from gateway.call_count import install as install_call_count
-from gateway.carry_over import carry_over
 from gateway.config import ConfigError, GatewayConfig
 from gateway.config.loader import read_config
+from gateway.control.carry_over import carry_over
+from gateway.control.preflight import config_problems
+from gateway.control.runtime import Gateway
 from gateway.errors import BadRequest, Conflict, GatewayError
 from gateway.memory.heap_trim import HeapTrim
 from gateway.memory.inflight_bytes import InflightBytes
 from gateway.pipeline.build import build_edge
 from gateway.pipeline.edge import Edge
-from gateway.preflight import config_problems
 from gateway.rollout.handover import promoted_config
-from gateway.runtime import Gateway
 from gateway.telemetry.audit import AuditEvent
 
 log = logging.getLogger(__name__)

@@ -18,9 +18,9 @@ from fastapi import Body, FastAPI, Request
 from pydantic import Field
 
 from gateway.api.guard import operator_of
+from gateway.control.runtime import Gateway
 from gateway.errors import BadRequest, Conflict, NotFound
 from gateway.frozen import Frozen
-from gateway.runtime import Gateway
 from gateway.state.decisions import pool_key, replica_key
 from gateway.telemetry.audit import AuditEvent
 from gateway.upstream.controls import describe

@@ -1,6 +1,6 @@
 """``GET /admin/fleet``: every gateway instance of the namespace and its replica verdicts.
 
-Installing it also gives the gateway its heartbeat (`gateway.fleet.FleetBeacon`), which the
+Installing it also gives the gateway its heartbeat (`gateway.control.fleet.FleetBeacon`), which the
 state sync publishes in the background. The answer reads only what the last pull brought
 (`SharedState.heartbeats`) plus this instance's heartbeat built now, so it costs no store call;
 without shared state it lists this instance alone and says so (``shared: false``).
@@ -12,8 +12,8 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from gateway.fleet import FleetBeacon
-from gateway.runtime import Gateway
+from gateway.control.fleet import FleetBeacon
+from gateway.control.runtime import Gateway
 from gateway.state.fleet import fleet_document
 
 

@@ -14,8 +14,8 @@ from fastapi import Body, FastAPI, Request
 
 from gateway.api.controls import ControlBody
 from gateway.api.guard import operator_of
+from gateway.control.runtime import Gateway
 from gateway.errors import NotFound
-from gateway.runtime import Gateway
 
 _BODY = Body(default=None)
 _RESPONSES: dict[int | str, dict[str, Any]] = {

@@ -14,8 +14,8 @@ from gateway.cli.check import check
 from gateway.cli.run import DEFAULT_CONFIG, serve, up
 from gateway.config import ConfigError
 from gateway.config.workers import Workers
+from gateway.control.launcher import LaunchError
 from gateway.control.worker_count import parse_workers
-from gateway.launcher import LaunchError
 from gateway.telemetry.logging import configure_logging
 
 DESCRIPTION = """\

@@ -20,8 +20,8 @@ import uvloop
 from gateway.api.auth import ControlAccess, is_loopback, refuse_unprotected
 from gateway.api.tenants import TenantKeys
 from gateway.config import ConfigError, GatewayConfig, load_config
+from gateway.control.preflight import config_problems, fallback_signatures, named_files
 from gateway.pipeline.build import explain
-from gateway.preflight import config_problems, fallback_signatures, named_files
 from gateway.state import redis_url
 from gateway.upstream.probes.conformance import Finding, probe_config
 from gateway.upstream.transport.dispatch import ProtocolTransport

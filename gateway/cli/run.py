@@ -26,18 +26,18 @@ import uvicorn
 import uvloop
 
 from gateway.api.app import GatewayApp
-from gateway.banner import announce_when_listening, banner
 from gateway.config import ConfigError, GatewayConfig
 from gateway.config.connections import door_connections
 from gateway.config.loader import read_config
+from gateway.control.banner import announce_when_listening, banner
 from gateway.control.forks import ForkServer
+from gateway.control.launcher import Launcher
 from gateway.control.plane import WORKER_PREFIX_ENV, ControlPlane
+from gateway.control.preflight import config_problems
+from gateway.control.runtime import Gateway
 from gateway.control.sockets import reserve_port, rest_listener
 from gateway.control.worker_count import chosen_workers
-from gateway.launcher import Launcher
 from gateway.memory.heap_trim import return_large_buffers_to_the_os
-from gateway.preflight import config_problems
-from gateway.runtime import Gateway
 from gateway.server import GatewayServer
 from gateway.telemetry.logging import configure_logging
 

@@ -6,7 +6,7 @@ the data nodes' password stays out of the config file: ``redis://:${REDIS_PASSWO
 Why a module of its own: the sentinels' credentials are read from outside the config file (a
 variable or a file, as the admin keys are), and checking that they are there belongs with the
 keys that name them. A variable that is not set fails validation (so ``check-config``, ``serve``
-and a reload all refuse the config, naming the key); a file is read by `gateway.preflight`,
+and a reload all refuse the config, naming the key); a file is read by `gateway.control.preflight`,
 which checks the config against the disk. No message quotes a password.
 """
 

@@ -6,7 +6,7 @@ the answer tape (metrics, SLOs, Triton statistics, history: folded as if served 
 `Call` records, carried out here through a table of what may be called, never by a name a
 worker chose: the request path's metrics; each attempt's fleet-wide part (the replica's counts,
 the outlier detector, the attempt's metrics) and each charge; votes' dissents (the suspects'
-records and quarantines); audits' verdicts and sheds (`gateway.audit_verdicts`); rollouts'
+records and quarantines); audits' verdicts and sheds (`gateway.control.audit_verdicts`); rollouts'
 evidence; a worker's breaker transitions (`FleetView`).
 A record that does not fit its entry (unknown, mistyped) is counted and dropped. Batches of
 one worker arrive in order, and a gap in their numbers is batches its link dropped while this
@@ -29,10 +29,10 @@ from typing import Any
 
 from gateway.config.models import ModelConfig
 from gateway.config.policies import VoteConfig
+from gateway.control.runtime import Gateway
 from gateway.control.view import FleetView
 from gateway.outcome import REPLICA_FAILURES, OutcomeKind
 from gateway.pipeline.reactions import Reactions
-from gateway.runtime import Gateway
 from gateway.snapshot.loads import load_report
 from gateway.snapshot.messages import Batch, Call, Gauges, LoadView
 from gateway.snapshot.outcomes import outcome_of
@@ -48,7 +48,8 @@ _ROLLOUTS = ("served", "compared", "copy_failed", "shed")
 
 
 class WorkerLevels:
-    """The data plane's levels: each worker's last gauges, summed (`gateway.runtime.Levels`)."""
+    """The data plane's levels: each worker's last gauges, summed
+    (`gateway.control.runtime.Levels`)."""
 
     def __init__(self) -> None:
         self.gauges: dict[int, Gauges] = {}

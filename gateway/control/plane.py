@@ -35,12 +35,12 @@ from gateway.call_count import ENV as CALL_COUNT_ENV
 from gateway.clock import Clock
 from gateway.control.forks import ForkServer
 from gateway.control.intake import BatchIntake
+from gateway.control.runtime import Gateway
 from gateway.control.spawn import process_spawner
 from gateway.control.standby import StandbySpawner
 from gateway.control.supervisor import Supervisor, WorkerEvent
 from gateway.control.view import FleetView
 from gateway.periodic import Periodic
-from gateway.runtime import Gateway
 from gateway.snapshot.link_server import LinkServer, WorkerConnection
 from gateway.snapshot.messages import PROTOCOL, Batch, Flush, Hello, Reload, Welcome
 from gateway.snapshot.publisher import SnapshotPublisher

@@ -17,7 +17,7 @@ from __future__ import annotations
 import errno
 import socket
 
-from gateway.launcher import GATEWAY_PORT_HINT, GRPC_PORT_HINT, LaunchError, refuse_taken
+from gateway.control.launcher import GATEWAY_PORT_HINT, GRPC_PORT_HINT, LaunchError, refuse_taken
 
 # The listen backlog: uvicorn's default, which the single-process gateway used.
 BACKLOG = 2048

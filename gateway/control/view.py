@@ -26,7 +26,7 @@ from typing import Literal, cast
 
 import orjson
 
-from gateway.runtime import Gateway
+from gateway.control.runtime import Gateway
 from gateway.snapshot.loads import load_view
 from gateway.snapshot.messages import (
     AdjustmentView,

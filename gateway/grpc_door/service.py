@@ -1,9 +1,9 @@
 """The V2 gRPC service's methods, each answering what its REST endpoint answers.
 
 Health, metadata and the Triton extensions (repository index, model config, statistics) read
-the same `gateway.runtime.Gateway` calls as REST's `gateway.api.admin` and turn the same JSON
-documents into the messages (`google.protobuf.json_format`, unknown fields ignored: a Triton
-replica's own config may say more than the message holds). ModelInfer is the edge's
+the same `gateway.control.runtime.Gateway` calls as REST's `gateway.api.admin` and turn the
+same JSON documents into the messages (`google.protobuf.json_format`, unknown fields ignored:
+a Triton replica's own config may say more than the message holds). ModelInfer is the edge's
 (`gateway.grpc_door.infer`), which takes the message as received, and so is each request of
 a ModelStreamInfer stream (`gateway.grpc_door.stream`). A `GatewayError` is
 answered with its code from `gateway.grpc_door.status`; the gateway is read at each call, so

@@ -72,8 +72,9 @@ VERDICTS = (AGREED, WRONG, AUDITOR_WRONG, UNDECIDED, FAILED)
 
 
 class AuditSink(Protocol):
-    """Where audits' verdicts go: the control's `gateway.audit_verdicts.AuditVerdicts` in one
-    process, shipped to it from a worker (`gateway.worker.shipped.ShippedAudits`)."""
+    """Where audits' verdicts go: the control's
+    `gateway.control.audit_verdicts.AuditVerdicts` in one process, shipped to it from a worker
+    (`gateway.worker.shipped.ShippedAudits`)."""
 
     def audited(self, model: str, verdict: str, judged: Judged) -> None:
         """One audit's verdict and every replica it judged."""

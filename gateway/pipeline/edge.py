@@ -66,7 +66,7 @@ Timeout = Callable[[str | None, ModelConfig], float]
 
 
 class Observer(Protocol):
-    """Records one answer as the client saw it (`gateway.runtime.Gateway.observe`); ``at``:
+    """Records one answer as the client saw it (`gateway.control.runtime.Gateway.observe`); ``at``:
     when (`Clock.now`)."""
 
     def __call__(

@@ -1,6 +1,6 @@
 """A gateway's rollouts wired to its shared state, SLOs and metrics (what `Gateway` builds).
 
-`Fleet` is the part of the gateway's shared state (`gateway.shared_state.SharedState`) the
+`Fleet` is the part of the gateway's shared state (`gateway.control.shared_state.SharedState`) the
 rollouts use: decisions (taken, known, audited, published), whether the store was read, the
 lease and shared counters when a fleet shares a store.
 """

@@ -38,7 +38,7 @@ MAX_LISTED = 256
 THIS_INSTANCE_ONLY = "this instance only (no shared state configured)"
 
 
-# the words `gateway.fleet.verdict` says about a replica, most serious first
+# the words `gateway.control.fleet.verdict` says about a replica, most serious first
 VERDICTS = frozenset(
     {
         "drained",
@@ -66,7 +66,7 @@ class Heartbeat(msgspec.Struct, frozen=True, array_like=True):
     started: Wall
     # wall seconds it published this heartbeat
     seen: Wall
-    # answers per second over the last `RATE_WINDOW_S` (gateway.fleet)
+    # answers per second over the last `RATE_WINDOW_S` (gateway.control.fleet)
     rate: Rate
     # share of those answers that were 5xx, 0..1
     error_rate: Share

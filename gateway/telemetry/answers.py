@@ -3,7 +3,7 @@
 Updating the metrics series, the Triton statistics and the dashboard's counts as each request
 is answered takes a few dozen calls, paid on every request. Instead the edge appends one
 `Answer` to an `AnswerTape` and returns; `AnswerTape.fold` hands every
-answer since the previous fold to the telemetry (`gateway.answered.AnswerFold`), in
+answer since the previous fold to the telemetry (`gateway.control.answered.AnswerFold`), in
 the order they were answered, before anything reads it (a scrape, the statistics endpoint,
 the dashboard's sample, an SLO evaluation) and once a second besides, which bounds the
 tape's length. Every reader folds first, so what it reports is what per-request updates

@@ -6,7 +6,7 @@ for its dashboard these small bounded structures keep the last minutes in-proces
 `SecondCounts` sums one second of the edge's answers (a log-bucket latency sketch, so p50/p99
 cost one dict update per answer), `SampleRing` keeps one row per second, `EventLog` the last
 few hundred state changes with their wall-clock time. No clock here: the recorder
-(`gateway.history`) reads its injected clock and passes times in.
+(`gateway.control.history`) reads its injected clock and passes times in.
 """
 
 from __future__ import annotations

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from gateway.carry_over import carry_over
 from gateway.config import parse_config
 from gateway.config.replica import ReplicaConfig
-from gateway.runtime import Gateway
+from gateway.control.carry_over import carry_over
+from gateway.control.runtime import Gateway
 from gateway.telemetry.history_buffers import Event, EventLog, LatencySketch, SampleRing
 from gateway.upstream.replica import Replica
 from tests.support.clock import FakeClock

@@ -14,7 +14,7 @@ import pytest
 
 from gateway.api.app import GatewayApp
 from gateway.config import parse_config
-from gateway.runtime import Gateway
+from gateway.control.runtime import Gateway
 from tests.gateway.fakes import FakeTransport, reply
 
 REQUEST = {"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32", "data": [0] * 64}]}

@@ -26,7 +26,7 @@ import gateway
 import gateway.cli
 from gateway.api.app import GatewayApp
 from gateway.config import load_config
-from gateway.runtime import Gateway
+from gateway.control.runtime import Gateway
 
 for module in pkgutil.walk_packages(gateway.__path__, "gateway."):
     importlib.import_module(module.name)
@@ -64,8 +64,8 @@ import pkgutil, importlib
 import gateway
 from gateway.api.app import GatewayApp
 from gateway.config import load_config
-from gateway.preflight import config_problems
-from gateway.runtime import Gateway
+from gateway.control.preflight import config_problems
+from gateway.control.runtime import Gateway
 
 for module in pkgutil.walk_packages(gateway.__path__, "gateway."):
     importlib.import_module(module.name)

@@ -20,7 +20,7 @@ import pytest
 
 from gateway.clock import MonotonicClock
 from gateway.config import parse_config
-from gateway.runtime import Gateway
+from gateway.control.runtime import Gateway
 from gateway.upstream.probes.load import LoadScraper, load_transport
 from gateway.upstream.probes.load_names import NAMES
 from gateway.upstream.probes.load_pages import SCRAPE

@@ -272,7 +272,7 @@ class _ReplicaCheck:
 
     def _fallback_fit(self, metadata: dict[str, Any], config: GatewayConfig) -> None:
         """Whether each fallback of a model served first by this pool answers the model's
-        tensors as this server lists them (a declared signature: `gateway.preflight`)."""
+        tensors as this server lists them (a declared signature: `gateway.control.preflight`)."""
         if self._replica.id != self._pool.replicas[0].id:
             # said once a pool
             return

@@ -9,7 +9,7 @@ and released when its quarantine ends. A probe's answer is checked as a client's
 (`check_reply`: well-formed, its own id echoed): each probe has an id of its own, so another
 request's late answer arriving on the probe's connection is the replica's failure, never
 judged as the probe's labels. Each verdict is also told to ``verdicts`` (the correctness SLOs
-of the models the pool serves, `gateway.audit_verdicts.AuditVerdicts.golden`).
+of the models the pool serves, `gateway.control.audit_verdicts.AuditVerdicts.golden`).
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ from typing import Any
 
 from gateway.accelerator.sampler import REPLICA_QUERY, AcceleratorSampler
 from gateway.config import parse_config
+from gateway.control.runtime import Gateway
 from gateway.errors import UpstreamConnectError
-from gateway.runtime import Gateway
 from gateway.upstream.transport.base import Reply
 from tests.gateway.fakes import FakeTransport, fail
 from tests.support.clock import FakeClock

@@ -21,7 +21,7 @@ from gateway.accelerator.sampler import (
 )
 from gateway.config import parse_config
 from gateway.config.endpoint import Endpoint
-from gateway.runtime import Gateway
+from gateway.control.runtime import Gateway
 from gateway.upstream.probes.accelerator_readings import MAX_DEVICE_LINES
 from gateway.upstream.transport.base import AnswerRoom, Reply
 from gateway.v2.body import Body

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from gateway.api.app import GatewayApp
-from gateway.runtime import Gateway
+from gateway.control.runtime import Gateway
 from gateway.upstream.transport.base import Reply
 from tests.gateway.conftest import make_config
 from tests.gateway.fakes import Behaviour, FakeTransport, reply

@@ -33,7 +33,7 @@ from gateway.api.guard import (
 )
 from gateway.api.responses import Receive, Scope, Send, send_json
 from gateway.config.access import AdminAccessConfig
-from gateway.runtime import Gateway
+from gateway.control.runtime import Gateway
 from tests.gateway.conftest import make_config
 from tests.support.clock import FakeClock
 from tests.support.virtual_time import VirtualClock, VirtualTimeLoop

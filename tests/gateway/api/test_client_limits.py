@@ -21,7 +21,7 @@ import pytest
 
 from gateway.api.app import GatewayApp
 from gateway.config import GatewayConfig, parse_config
-from gateway.runtime import Gateway
+from gateway.control.runtime import Gateway
 from gateway.upstream.transport.base import Reply
 from tests.gateway.fakes import FakeTransport, with_echoed_id
 from tests.support.processes import wait_until

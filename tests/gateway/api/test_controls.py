@@ -12,7 +12,7 @@ import pytest
 
 from gateway.api.app import GatewayApp
 from gateway.config import parse_config
-from gateway.runtime import Gateway
+from gateway.control.runtime import Gateway
 from tests.gateway.api.test_app import REPLY, REQUEST, Upstream
 from tests.gateway.conftest import make_config
 from tests.gateway.fakes import reply

@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.api.app import GatewayApp
 from gateway.config import parse_config
-from gateway.runtime import Gateway
+from gateway.control.runtime import Gateway
 from gateway.telemetry.tracing import Tracer
 from tests.gateway.fakes import FakeTransport, reply
 

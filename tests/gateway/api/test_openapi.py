@@ -9,7 +9,7 @@ import pytest
 from fastapi import FastAPI
 
 from gateway.api.admin import build_admin_app
-from gateway.runtime import Gateway
+from gateway.control.runtime import Gateway
 
 INFER = "/v2/models/{name}/infer"
 VERSIONED_INFER = "/v2/models/{name}/versions/{version}/infer"

@@ -84,7 +84,7 @@ def test_an_operators_key_file_is_relative_to_the_config_and_checked_before_star
 ) -> None:
     from gateway.config import parse_config
     from gateway.config.paths import resolve_paths
-    from gateway.preflight import config_problems
+    from gateway.control.preflight import config_problems
 
     data = {
         "server": {"admin": {"operators": {"bob": {"key_file": "keys/bob"}}}},

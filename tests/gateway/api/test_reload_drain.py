@@ -19,8 +19,8 @@ import yaml
 
 from gateway.api.app import GatewayApp
 from gateway.config import load_config
+from gateway.control.runtime import Gateway
 from gateway.errors import BadRequest, Conflict
-from gateway.runtime import Gateway
 from tests.gateway.api.test_app import REPLY, REQUEST, Upstream
 from tests.gateway.fakes import reply
 from tests.support.processes import REPO_ROOT
@@ -95,7 +95,7 @@ async def test_a_new_gateway_that_fails_to_start_is_stopped_whole(
     def boom(self: object) -> None:
         raise RuntimeError("metadata warmer exploded")
 
-    monkeypatch.setattr("gateway.runtime.MetadataWarmer.start", boom)  # after both probers
+    monkeypatch.setattr("gateway.control.runtime.MetadataWarmer.start", boom)  # after both probers
     rewrite(app, config())
     with pytest.raises(BadRequest, match="did not start: metadata warmer exploded"):
         await app.reload()

@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.api.app import GatewayApp
 from gateway.config import parse_config
-from gateway.runtime import Gateway
+from gateway.control.runtime import Gateway
 from gateway.slo.rules import SliSeries, rule_groups
 from gateway.telemetry.catalog import SLO, SloFamilies
 from tests.gateway.fakes import FakeTransport, reply

@@ -16,8 +16,8 @@ from gateway.api.app import GatewayApp
 from gateway.api.tenants import TenantKeys
 from gateway.config import ConfigError, GatewayConfig, parse_config
 from gateway.config.tenants import TenantConfig
+from gateway.control.runtime import Gateway
 from gateway.errors import Unauthorized
-from gateway.runtime import Gateway
 from tests.gateway.api.test_app import REQUEST, Upstream
 from tests.gateway.fakes import reply
 

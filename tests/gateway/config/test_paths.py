@@ -11,8 +11,8 @@ import yaml
 
 from gateway.config import load_config
 from gateway.config.paths import resolve_paths
+from gateway.control.preflight import config_problems
 from gateway.fallback.manifest import BUNDLED_MANIFEST, configured_manifest
-from gateway.preflight import config_problems
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -22,8 +22,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.config import parse_config
+from gateway.control.runtime import Gateway
 from gateway.pipeline.audit import AGREED, AUDITOR_WRONG, FAILED, UNDECIDED, WRONG
-from gateway.runtime import Gateway
 from gateway.upstream.probes.golden import GoldenSet
 from gateway.upstream.probes.golden_prober import GoldenProber
 from gateway.upstream.transport.base import Reply

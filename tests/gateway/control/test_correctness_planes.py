@@ -19,9 +19,9 @@ import pytest
 
 from gateway.api.app import GatewayApp
 from gateway.config import parse_config
+from gateway.control.runtime import Gateway
 from gateway.errors import GatewayError
 from gateway.pipeline.audit import AGREED, AUDITOR_WRONG, WRONG
-from gateway.runtime import Gateway
 from gateway.worker.app import WorkerApp
 from tests.gateway.control.test_planes import BODY, Planes
 from tests.gateway.fakes import FakeTransport, reply

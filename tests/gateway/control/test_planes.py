@@ -19,10 +19,10 @@ from gateway.api.parsing import RequestParser
 from gateway.config import parse_config
 from gateway.config.models import GatewayConfig
 from gateway.control.intake import BatchIntake
+from gateway.control.runtime import Gateway
 from gateway.control.view import FleetView
 from gateway.errors import GatewayError
 from gateway.memory.inflight_bytes import InflightBytes
-from gateway.runtime import Gateway
 from gateway.snapshot.codec import control_decoder, encode_frame, worker_decoder
 from gateway.snapshot.messages import Batch, Call, Snapshot
 from gateway.snapshot.shipper import BatchShipper

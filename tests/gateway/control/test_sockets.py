@@ -8,8 +8,8 @@ import socket
 import grpc.aio
 import pytest
 
+from gateway.control.launcher import LaunchError
 from gateway.control.sockets import reserve_port, rest_listener
-from gateway.launcher import LaunchError
 from tests.support.processes import free_port
 
 

@@ -15,7 +15,7 @@ import orjson
 
 from gateway.api.app import GatewayApp
 from gateway.config import parse_config
-from gateway.runtime import Gateway
+from gateway.control.runtime import Gateway
 from gateway.upstream.transport.base import Reply
 from tests.gateway.fakes import FakeTransport
 

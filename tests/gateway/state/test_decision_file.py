@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gateway.config.state import StateConfig
-from gateway.runtime import Gateway
+from gateway.control.runtime import Gateway
 from gateway.state.decision_file import read_decisions, write_decisions
 from gateway.state.decisions import Decision
 from gateway.state.rejects import Rejects

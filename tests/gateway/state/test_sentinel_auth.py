@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from gateway.config.loader import ConfigError, load_config, parse_config
-from gateway.preflight import config_problems
+from gateway.control.preflight import config_problems
 from gateway.state.redis_store import RedisStore
 from gateway.state.redis_target import connect
 from gateway.state.redis_url import parse

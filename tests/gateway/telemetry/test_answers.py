@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.config import parse_config
-from gateway.runtime import Gateway
+from gateway.control.runtime import Gateway
 from gateway.telemetry.catalog import BYTES_BUCKETS, LATENCY_BUCKETS, ROWS_BUCKETS
 from gateway.telemetry.series import Buckets
 from tests.support.clock import FakeClock

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gateway.config.loader import parse_config
-from gateway.runtime import Gateway
+from gateway.control.runtime import Gateway
 from gateway.telemetry.model_stats import ModelStats
 
 

@@ -12,7 +12,7 @@ from gateway.api.app import GatewayApp
 from gateway.api.dashboard.assets import FILES, PAGE
 from gateway.api.dashboard.routes import not_modified
 from gateway.config import parse_config
-from gateway.runtime import Gateway
+from gateway.control.runtime import Gateway
 from tests.gateway.api.test_app import REPLY, Upstream
 from tests.gateway.conftest import make_config
 from tests.gateway.fakes import reply

@@ -10,8 +10,8 @@ import orjson
 
 from gateway.config import parse_config
 from gateway.config.models import GatewayConfig
+from gateway.control.preflight import fallback_signatures
 from gateway.errors import UpstreamConnectError
-from gateway.preflight import fallback_signatures
 from gateway.upstream.probes.conformance import probe_config
 from gateway.upstream.transport.base import Reply
 from tests.gateway.fakes import Behaviour, FakeTransport, fail

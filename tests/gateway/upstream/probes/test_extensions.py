@@ -13,8 +13,8 @@ import orjson
 from gateway.api.app import GatewayApp
 from gateway.config import parse_config
 from gateway.config.models import GatewayConfig
+from gateway.control.runtime import Gateway
 from gateway.errors import UpstreamConnectError
-from gateway.runtime import Gateway
 from gateway.upstream.probes.extensions import BinaryLearner, lists_binary
 from gateway.upstream.registry import Registry
 from gateway.upstream.transport.base import Reply

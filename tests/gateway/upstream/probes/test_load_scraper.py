@@ -9,9 +9,9 @@ import random
 from typing import Any
 
 from gateway.config import parse_config
+from gateway.control.runtime import Gateway
 from gateway.errors import UpstreamConnectError
 from gateway.policies.load_report import LoadReport
-from gateway.runtime import Gateway
 from gateway.upstream.probes.load import MAX_PAUSE_S, LoadScraper, metrics_endpoint
 from gateway.upstream.probes.load_names import QUERY
 from gateway.upstream.transport.base import Reply

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from gateway.carry_over import carry_over
 from gateway.config import parse_config
 from gateway.config.replica import ReplicaConfig
+from gateway.control.carry_over import carry_over
+from gateway.control.runtime import Gateway
 from gateway.errors import TooManyRequests
-from gateway.runtime import Gateway
 from gateway.upstream.breaker import CLOSED, HALF_OPEN, OPEN
 from gateway.upstream.replica import Replica
 from tests.support.clock import FakeClock

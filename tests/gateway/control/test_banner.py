@@ -5,10 +5,10 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from gateway.banner import announce_when_listening, banner
 from gateway.config import load_config
+from gateway.control.banner import announce_when_listening, banner
 
-LOCAL = Path(__file__).resolve().parents[2] / "config" / "local.yaml"
+LOCAL = Path(__file__).resolve().parents[3] / "config" / "local.yaml"
 
 
 def test_the_banner_names_the_v2_endpoints_the_dashboard_and_the_metrics() -> None:

@@ -19,7 +19,7 @@ import pytest
 
 from gateway.cli import main
 from gateway.config.models import GatewayConfig
-from gateway.launcher import (
+from gateway.control.launcher import (
     FAULT_KEY_ENV,
     RESTART_BASE_S,
     RESTART_MAX_S,
@@ -91,7 +91,7 @@ async def test_gateway_up_waits_for_a_grpc_replica_over_grpc() -> None:
 def test_a_new_private_key_file_per_run_and_its_path_logged(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.INFO, logger="gateway.launcher"):
+    with caplog.at_level(logging.INFO, logger="gateway.control.launcher"):
         first = fault_key_file({}, str(tmp_path))
         second = fault_key_file({FAULT_KEY_ENV: " "}, str(tmp_path))
     assert first is not None and second is not None
@@ -105,7 +105,7 @@ def test_a_new_private_key_file_per_run_and_its_path_logged(
 def test_the_environments_key_is_left_to_the_replicas(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.INFO, logger="gateway.launcher"):
+    with caplog.at_level(logging.INFO, logger="gateway.control.launcher"):
         assert fault_key_file({FAULT_KEY_ENV: "chosen-0123456789"}, str(tmp_path)) is None
     assert list(tmp_path.iterdir()) == []
     assert "$REPLICA_FAULT_KEY" in caplog.text and "chosen" not in caplog.text
@@ -178,7 +178,7 @@ def test_an_exited_replica_is_reaped_and_restarted_after_a_backoff(
     try:
         first = local.process
         first.wait(10)
-        with caplog.at_level(logging.WARNING, logger="gateway.launcher"):
+        with caplog.at_level(logging.WARNING, logger="gateway.control.launcher"):
             launcher.check_children()  # reaped: a restart is due after the base delay
             assert local.restart_at == clock.now + RESTART_BASE_S and local.crashes == 1
             assert "exited with code 3; restarting in 0.5 s" in caplog.text
@@ -214,7 +214,7 @@ def test_a_replica_that_stays_up_starts_the_backoff_over() -> None:
 
 
 def test_stop_terminates_then_kills_by_pid(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("gateway.launcher.STOP_GRACE_S", 0.5)
+    monkeypatch.setattr("gateway.control.launcher.STOP_GRACE_S", 0.5)
     clock = FakeClock()
     stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
     launcher, local = _supervised(clock, _child(stubborn))

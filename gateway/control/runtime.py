@@ -18,17 +18,17 @@ from typing import Any, Protocol
 
 from gateway.accelerator.metrics import AcceleratorCollector
 from gateway.accelerator.sampler import AcceleratorSampler
-from gateway.answered import answer_tape
-from gateway.audit_verdicts import AuditVerdicts
 from gateway.clock import Clock, MonotonicClock
 from gateway.config.models import GatewayConfig, ModelConfig
+from gateway.control.answered import answer_tape
+from gateway.control.audit_verdicts import AuditVerdicts
+from gateway.control.history import HistoryRecorder
+from gateway.control.shared_state import SharedState
 from gateway.fallback.watcher import FallbackWatcher
-from gateway.history import HistoryRecorder
 from gateway.periodic import Periodic
 from gateway.rollout.controller import Rollouts
 from gateway.rollout.wiring import rollout_ticker, rollouts_for
 from gateway.serving import Serving
-from gateway.shared_state import SharedState
 from gateway.slo.engine import SloBook
 from gateway.telemetry.audit import AuditEvent
 from gateway.telemetry.metrics import ANONYMOUS, Metrics
@@ -248,7 +248,7 @@ class Gateway(Serving):
         ``deadline_s``: the time the client allowed; SLOs exclude deadlines under their floor.
         ``tenant``: who asked (a configured tenant or ANONYMOUS); a tenant's SLOs count only
         its requests. Bodies' sizes and the request's rows: -1 where not known. ``at``: when
-        (`Clock.now`; None: now). Recorded on `answers` (`gateway.answered`).
+        (`Clock.now`; None: now). Recorded on `answers` (`gateway.control.answered`).
         """
         when = self.clock.now() if at is None else at
         answer = (model, status, served_by, degraded, tenant, latency_s, deadline_s,

@@ -197,7 +197,7 @@ class SharedState:
         self.enforce()
 
     def beat_with(self, heartbeat: Callable[[], Heartbeat]) -> None:
-        """What this instance publishes as its heartbeat (`gateway.fleet.FleetBeacon`)."""
+        """What this instance publishes as its heartbeat (`gateway.control.fleet.FleetBeacon`)."""
         self._beat = heartbeat
 
     @property

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gateway.carry_over import carry_over
-from gateway.runtime import Gateway
+from gateway.control.carry_over import carry_over
+from gateway.control.runtime import Gateway
 from gateway.upstream.eligibility import eligible
 from tests.gateway.conftest import make_config
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.fleet import FleetBeacon
+from gateway.control.fleet import FleetBeacon
 from gateway.state.decisions import DecisionBook
 from gateway.telemetry.history_buffers import SampleRing
 from gateway.upstream.registry import Registry

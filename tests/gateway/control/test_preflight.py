@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from gateway.config import parse_config
-from gateway.preflight import config_problems
+from gateway.control.preflight import config_problems
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 GOLDEN = str(REPO / "fallback_models" / "digits-golden.json")
 
 

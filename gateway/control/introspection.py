@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.runtime import Gateway
+from gateway.control.runtime import Gateway
 
 
 def state_document(gateway: Gateway) -> dict[str, Any]:

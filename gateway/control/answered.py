@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from gateway.clock import Clock
 from gateway.config.models import ModelConfig
-from gateway.history import HistoryRecorder
+from gateway.control.history import HistoryRecorder
 from gateway.slo.engine import SloBook
 from gateway.telemetry.answers import AT, Answer, AnswerTape
 from gateway.telemetry.metrics import UNKNOWN_MODEL, Metrics

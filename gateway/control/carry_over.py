@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from gateway.config.discovery import DiscoveryConfig
 from gateway.config.replica import ReplicaConfig
-from gateway.runtime import Gateway
+from gateway.control.runtime import Gateway
 from gateway.upstream.registry import Pool, Registry
 
 
