@@ -42,8 +42,9 @@ def _temperature(w: Window, m: Margins) -> str | None:
     edge = slowdown - m.margin_c
     if temp >= edge:
         return f"temperature {temp:g} °C within {m.margin_c:g} °C of slowdown"
-    points = [(s.at, s.reading.temperature_c) for s in w.samples
-              if s.reading.temperature_c is not None]  # fmt: skip
+    points = [
+        (s.at, s.reading.temperature_c) for s in w.samples if s.reading.temperature_c is not None
+    ]
     fit = trend(points)
     if fit is None:
         return None
@@ -54,8 +55,9 @@ def _temperature(w: Window, m: Margins) -> str | None:
 
 
 def _sbe_rate(w: Window, m: Margins) -> str | None:
-    counts = [(s.at, s.reading.ecc_sbe_total) for s in w.samples
-              if s.reading.ecc_sbe_total is not None]  # fmt: skip
+    counts = [
+        (s.at, s.reading.ecc_sbe_total) for s in w.samples if s.reading.ecc_sbe_total is not None
+    ]
     if len(counts) < 2 or counts[-1][0] <= counts[0][0]:
         return None
     per_minute = max(0.0, counts[-1][1] - counts[0][1]) / (counts[-1][0] - counts[0][0]) * 60

@@ -56,8 +56,13 @@ class Evidence:
     text: str
 
     def to_json(self) -> dict[str, object]:
-        return {"signal": self.signal, "action": self.action, "reading": self.reading,
-                "threshold": self.threshold, "text": self.text}  # fmt: skip
+        return {
+            "signal": self.signal,
+            "action": self.action,
+            "reading": self.reading,
+            "threshold": self.threshold,
+            "text": self.text,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,8 +147,9 @@ def trend(points: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
 
 def _temperature_trend(w: Window) -> Evidence | None:
     slowdown = w.slowdown_c()
-    points = [(s.at, s.reading.temperature_c) for s in w.samples
-              if s.reading.temperature_c is not None]  # fmt: skip
+    points = [
+        (s.at, s.reading.temperature_c) for s in w.samples if s.reading.temperature_c is not None
+    ]
     spread = points[-1][0] - points[0][0] if points else 0.0
     # a few close samples of integer °C are no trend
     enough = spread >= w.fit_s / 2
@@ -157,14 +163,17 @@ def _temperature_trend(w: Window) -> Evidence | None:
     eta_s = (slowdown - now_c) / slope
     if eta_s > w.lead_s:
         return None
-    text = (f"temperature {_num(points[-1][1])} °C rising {slope:.2f} °C/s: slowdown at "
-            f"{_num(slowdown)} °C in {eta_s:.1f} s")  # fmt: skip
+    text = (
+        f"temperature {_num(points[-1][1])} °C rising {slope:.2f} °C/s: slowdown at "
+        f"{_num(slowdown)} °C in {eta_s:.1f} s"
+    )
     return Evidence("temperature_trend", "drain early", round(eta_s, 3), w.lead_s, text)
 
 
 def _sbe_rate(w: Window) -> Evidence | None:
-    counts = [(s.at, s.reading.ecc_sbe_total) for s in w.samples
-              if s.reading.ecc_sbe_total is not None]  # fmt: skip
+    counts = [
+        (s.at, s.reading.ecc_sbe_total) for s in w.samples if s.reading.ecc_sbe_total is not None
+    ]
     if len(counts) < 2 or counts[-1][0] <= counts[0][0]:
         return None
     per_minute = max(0.0, counts[-1][1] - counts[0][1]) / (counts[-1][0] - counts[0][0]) * 60

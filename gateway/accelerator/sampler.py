@@ -121,8 +121,9 @@ class AcceleratorSampler(Prober):
     ) -> None:
         super().__init__(registry, transport, clock, rng)
         self.pools = {n: p for n, p in registry.pools.items() if p.config.accelerator}
-        self._limits = {n: asyncio.Semaphore(self._config(p).max_concurrent)
-                        for n, p in self.pools.items()}  # fmt: skip
+        self._limits = {
+            n: asyncio.Semaphore(self._config(p).max_concurrent) for n, p in self.pools.items()
+        }
         self.states: dict[str, AcceleratorTracker] = {}
         self._sources: dict[str, Source] = {}
         self._drains = AcceleratorDrains(shared, may_empty, clock, self.states)
@@ -160,8 +161,11 @@ class AcceleratorSampler(Prober):
             members = (*pool.replicas, *pool.draining)
             unknown = set(self._config(pool).exporters) - {r.id for r in members}
             if unknown and pool.config.discovery is None:
-                log.warning("pool %s: accelerator.exporters names no replica of it: %s",
-                            pool.name, ", ".join(sorted(unknown)))  # fmt: skip
+                log.warning(
+                    "pool %s: accelerator.exporters names no replica of it: %s",
+                    pool.name,
+                    ", ".join(sorted(unknown)),
+                )
             for replica in members:
                 key = self._source(pool, replica).key
                 readers = self._members.setdefault(key, [])
@@ -402,9 +406,13 @@ class AcceleratorSampler(Prober):
                 if state is not None:
                     held_back = self.held_back.get(replica.id)
                     replicas[replica.id] = {**state.snapshot(now), "held_back": held_back}
-            doc[name] = {"interval_s": config.interval_s,
-                         "idle_interval_s": config.idle_interval_s, "lead_s": config.lead_s,
-                         "healthy_for_s": config.healthy_for_s, "replicas": replicas}  # fmt: skip
+            doc[name] = {
+                "interval_s": config.interval_s,
+                "idle_interval_s": config.idle_interval_s,
+                "lead_s": config.lead_s,
+                "healthy_for_s": config.healthy_for_s,
+                "replicas": replicas,
+            }
         return doc
 
 

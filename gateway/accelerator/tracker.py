@@ -125,8 +125,10 @@ class AcceleratorTracker:
             return
         if self.weight_good_since is None:
             self.weight_good_since = now
-        if (self.weight_evidence is not None
-                and now - self.weight_good_since >= self._config.healthy_for_s):  # fmt: skip
+        if (
+            self.weight_evidence is not None
+            and now - self.weight_good_since >= self._config.healthy_for_s
+        ):
             self.weight_evidence = None
 
     def urgent(self, now: float) -> bool:

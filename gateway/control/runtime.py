@@ -251,8 +251,19 @@ class Gateway(Serving):
         (`Clock.now`; None: now). Recorded on `answers` (`gateway.control.answered`).
         """
         when = self.clock.now() if at is None else at
-        answer = (model, status, served_by, degraded, tenant, latency_s, deadline_s,
-                  request_bytes, response_bytes, rows, when)  # fmt: skip
+        answer = (
+            model,
+            status,
+            served_by,
+            degraded,
+            tenant,
+            latency_s,
+            deadline_s,
+            request_bytes,
+            response_bytes,
+            rows,
+            when,
+        )
         self.answers.answers.append(answer)
 
     def statistics(self, name: str | None = None) -> dict[str, Any]:
@@ -274,9 +285,11 @@ class Gateway(Serving):
             now = self.clock.now()
             for replica in self.registry.replicas():
                 self.metrics.set_replica(
-                    replica.id, healthy=bool(replica.healthy),
-                    ejected=replica.ejected_until > now, outstanding=replica.outstanding,
-                )  # fmt: skip
+                    replica.id,
+                    healthy=bool(replica.healthy),
+                    ejected=replica.ejected_until > now,
+                    outstanding=replica.outstanding,
+                )
             for pool in self.registry.pools.values():
                 self.metrics.set_ejections_active(pool.name, pool.outlier.ejected_count())
             levels = self.levels

@@ -34,9 +34,14 @@ CACHED = 256
 # a reading's source: an answer's header
 ANSWER = "answer"
 _ACCELERATOR = frozenset(ACCELERATOR_NAMES)
+# ORCA's own fields: allowed, not used
 _STANDARD = (
-    "cpu_utilization", "mem_utilization", "application_utilization", "rps_fractional", "eps",
-)  # fmt: skip  # ORCA's own fields: allowed, not used
+    "cpu_utilization",
+    "mem_utilization",
+    "application_utilization",
+    "rps_fractional",
+    "eps",
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -115,8 +115,19 @@ class WorkerRuntime(Serving):
     ) -> None:
         """One answer as the client saw it, shipped as the answer tape takes it."""
         when = self.clock.now() if at is None else at
-        answer = (model, status, served_by, degraded, tenant, latency_s, deadline_s,
-                  request_bytes, response_bytes, rows, when)  # fmt: skip
+        answer = (
+            model,
+            status,
+            served_by,
+            degraded,
+            tenant,
+            latency_s,
+            deadline_s,
+            request_bytes,
+            response_bytes,
+            rows,
+            when,
+        )
         self.shipper.answers.append(answer)
 
     def gauges(self, rss_bytes: int, cpu_s: float) -> Gauges:

@@ -177,9 +177,11 @@ class ReadingParser:
         if not lines:
             return {}
         try:
-            samples = [(s.name, dict(s.labels), float(s.value))
-                       for family in text_string_to_metric_families("\n".join(lines) + "\n")
-                       for s in family.samples]  # fmt: skip
+            samples = [
+                (s.name, dict(s.labels), float(s.value))
+                for family in text_string_to_metric_families("\n".join(lines) + "\n")
+                for s in family.samples
+            ]
         except ValueError:
             samples = []
         parsed: dict[str, ParsedLine] = (
