@@ -10,7 +10,6 @@ import socket
 import stat
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,7 +30,7 @@ from gateway.control.launcher import (
     replica_argv,
     restart_delay,
 )
-from tests.support.processes import REPO_ROOT, free_port
+from tests.support.processes import REPO_ROOT, free_port, wait_until
 
 MODEL = REPO_ROOT / "fallback_models" / "digits-logreg.onnx"
 
@@ -148,6 +147,14 @@ def _child(code: str) -> list[str]:
     return [sys.executable, "-c", code]
 
 
+def _ignores(pid: int, signum: int) -> bool:
+    """Whether process ``pid`` ignores ``signum`` now (its ``SigIgn`` mask in /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigIgn:"):
+            return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    return False
+
+
 def _supervised(clock: FakeClock, argv: list[str]) -> tuple[Launcher, LocalReplica]:
     launcher = Launcher(config(False), clock=clock)
     replica = config(False).pools["p"].replicas[0]
@@ -218,8 +225,8 @@ def test_stop_terminates_then_kills_by_pid(monkeypatch: pytest.MonkeyPatch) -> N
     clock = FakeClock()
     stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
     launcher, local = _supervised(clock, _child(stubborn))
-    time.sleep(0.3)  # let it install its handler
     process = local.process
+    wait_until(lambda: _ignores(process.pid, signal.SIGTERM), 30, message="SIGTERM ignored")
     launcher.stop()
     assert process.returncode == -signal.SIGKILL and launcher.replicas == []
 
