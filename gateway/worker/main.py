@@ -204,7 +204,12 @@ class Worker:
         self.shipper.start()
         _settle_garbage_collector()
         # $GATEWAY_CALL_COUNT
-        install_call_count(asyncio.get_running_loop(), self._settle)
+        if install_call_count(asyncio.get_running_loop(), self._settle) is not None:
+            # A busy shipper looks at its lists every `check_s`: work per second while
+            # requests come, not per request, which a slow machine's longer window would
+            # count as the requests'. Counted, it wakes only to ship, as it does idle, and the
+            # idle window's rate takes that off.
+            self.shipper.check_s = self.shipper.interval_s
         loop = asyncio.get_running_loop()
         assert self._stopping is not None
         loop.add_signal_handler(signal.SIGTERM, self._stopping.set)
