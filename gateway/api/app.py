@@ -29,7 +29,7 @@ from gateway.config import ConfigError, GatewayConfig
 from gateway.config.loader import read_config
 from gateway.control.carry_over import carry_over
 from gateway.control.preflight import config_problems
-from gateway.control.runtime import Gateway
+from gateway.control.runtime import Gateway, OwnLevels
 from gateway.errors import BadRequest, Conflict, GatewayError
 from gateway.memory.heap_trim import HeapTrim
 from gateway.memory.inflight_bytes import InflightBytes
@@ -137,6 +137,9 @@ class GatewayApp:
         self._installed = (access, keys)
         # a promotion swaps the model's pool in
         gateway.rollouts.hand_over = self._hand_over
+        if isinstance(gateway.levels, OwnLevels):
+            # requests served here: their in-flight bytes are this app's
+            gateway.levels.memory = self.memory
         # the steps before the pipeline, one edge for every door
         self.edge = build_edge(
             gateway.infer,

@@ -14,10 +14,11 @@ process did not read (counted).
 
 Each batch's gauges are the worker's levels; summed over the workers they are the gateway's
 (`WorkerLevels`): in flight per model, the retry budget's balance, resource errors, load
-reports taken and refused, and each replica's outstanding attempts (written onto the
-control's replicas). The load readings a worker's answers carried since its previous batch
-become the control's replicas' where fresher (`gateway.snapshot.loads`): the next snapshot
-takes them to the other workers, and the control's scraper leaves those replicas alone.
+reports taken and refused, the in-flight bytes, and each replica's outstanding attempts
+(written onto the control's replicas). The load readings a worker's answers carried since
+its previous batch become the control's replicas' where fresher (`gateway.snapshot.loads`):
+the next snapshot takes them to the other workers, and the control's scraper leaves those
+replicas alone.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from gateway.config.models import ModelConfig
 from gateway.config.policies import VoteConfig
 from gateway.control.runtime import Gateway
 from gateway.control.view import FleetView
+from gateway.memory.inflight_bytes import BudgetLevels
 from gateway.outcome import REPLICA_FAILURES, OutcomeKind
 from gateway.pipeline.reactions import Reactions
 from gateway.snapshot.loads import load_report
@@ -86,6 +88,13 @@ class WorkerLevels:
             for tenant, counts in gauges.tenants.get(model, {}).items():
                 total.setdefault(tenant, Counter()).update(counts)
         return {tenant: dict(counts) for tenant, counts in total.items()}
+
+    def inflight_bytes(self) -> BudgetLevels:
+        total = [0, 0, 0, 0, 0]
+        for gauges in self.gauges.values():
+            for i, value in enumerate(gauges.inflight_bytes):
+                total[i] += value
+        return BudgetLevels(*total)
 
     def outstanding(self) -> Counter[str]:
         total: Counter[str] = Counter()

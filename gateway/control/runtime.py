@@ -25,6 +25,7 @@ from gateway.control.audit_verdicts import AuditVerdicts
 from gateway.control.history import HistoryRecorder
 from gateway.control.shared_state import SharedState
 from gateway.fallback.watcher import FallbackWatcher
+from gateway.memory.inflight_bytes import BudgetLevels, InflightBytes
 from gateway.periodic import Periodic
 from gateway.rollout.controller import Rollouts
 from gateway.rollout.wiring import rollout_ticker, rollouts_for
@@ -299,6 +300,7 @@ class Gateway(Serving):
             self.metrics.state_store(self.shared.degraded)
             self.metrics.state_rejected(self.shared.rejects.counts)
             self.metrics.local_resource_errors(levels.local_errors())
+            self.metrics.inflight_bytes(levels.inflight_bytes())
             self.metrics.set_slo(slo_gauges(self.slo.to_json()))
 
         self.metrics.on_scrape(refresh)
@@ -328,10 +330,20 @@ class Levels(Protocol):
         """The model's admission seats by tenant, their counts (`FairShare`'s)."""
         ...
 
+    def inflight_bytes(self) -> BudgetLevels:
+        """The in-flight bytes' levels, summed over whoever serves requests."""
+        ...
+
 
 class OwnLevels:
     def __init__(self, gateway: Gateway) -> None:
         self._gateway = gateway
+        # the in-flight bytes of the app serving requests here (`gateway.api.app`)
+        self.memory: InflightBytes | None = None
+
+    def inflight_bytes(self) -> BudgetLevels:
+        memory = self.memory
+        return memory.levels() if memory is not None else BudgetLevels(0, 0, 0, 0, 0)
 
     def in_flight(self, model: str) -> int:
         pipeline = self._gateway._pipeline

@@ -50,7 +50,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from gateway.config.server import ServerConfig
 from gateway.errors import Overloaded
@@ -94,6 +94,22 @@ class Hold:
         self.peer = peer
         self.held = 0
         self.account: PeerAccount | None = None
+
+
+class BudgetLevels(NamedTuple):
+    """The budget's levels for /metrics (``gateway_inflight_*``); a worker ships them in its
+    batches' gauges, and the control process sums its workers'."""
+
+    # bytes held now
+    held: int
+    # requests waiting for room now
+    waiting: int
+    # waits that ran out (503) so far
+    refused: int
+    # lent holds taken back so far
+    reclaimed: int
+    # the budget (a worker's share of ``server.inflight_bytes``)
+    limit: int
 
 
 @dataclass(slots=True, eq=False)
@@ -153,8 +169,9 @@ class InflightBytes:
         self.held = 0
         # of which large requests hold
         self.large = 0
-        # the most held at once (for /metrics and the benchmarks)
+        # the most held at once (for the benchmarks)
         self.peak = 0
+        # waits that ran out: 503 (`levels` and /metrics)
         self.refused = 0
         # lent holds taken back
         self.reclaimed = 0
@@ -169,6 +186,11 @@ class InflightBytes:
         self._waiting: dict[str, int] = {}
         # bytes of large bodies given back since ``emptied`` last ran
         self._given_large = 0
+
+    def levels(self) -> BudgetLevels:
+        """What /metrics shows of the budget now (read at a worker's batch, not per request)."""
+        waiting = len(self._small) + len(self._large)
+        return BudgetLevels(self.held, waiting, self.refused, self.reclaimed, self.limit)
 
     # --- small requests: the usual path ---------------------------------------------------
 

@@ -218,6 +218,9 @@ class Gauges(msgspec.Struct, frozen=True):
     loads: dict[str, LoadView] = {}
     # reports it took ("taken") and refused (by why) so far
     load_reports: dict[str, int] = {}
+    # its in-flight bytes: held, requests waiting for room, refused and reclaimed so far, its
+    # limit (`gateway.memory.inflight_bytes.BudgetLevels`)
+    inflight_bytes: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)
 
 
 class Batch(msgspec.Struct, frozen=True, tag=True):

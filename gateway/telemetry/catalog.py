@@ -201,6 +201,30 @@ class Catalog:
             "memory); charged to no replica.",
             ("errno",),
         )
+        self.inflight_bytes = GaugeFamily(
+            "gateway_inflight_bytes",
+            "Bytes of request and answer bodies the gateway holds now, against "
+            "server.inflight_bytes (gateway_inflight_bytes_limit).",
+        )
+        self.inflight_limit = GaugeFamily(
+            "gateway_inflight_bytes_limit",
+            "The in-flight bytes' limit: server.inflight_bytes, or the machine's default.",
+        )
+        self.inflight_waiting = GaugeFamily(
+            "gateway_inflight_waiting_requests",
+            "Requests waiting now for room in the in-flight bytes (at most "
+            "server.inflight_wait_s each).",
+        )
+        self.inflight_refused = CounterFamily(
+            "gateway_inflight_refused_total",
+            "Requests answered 503 because no room came in the in-flight bytes within "
+            "server.inflight_wait_s (a worker replaced starts again from 0).",
+        )
+        self.inflight_reclaimed = CounterFamily(
+            "gateway_inflight_reclaimed_total",
+            "Room lent to gRPC reads taken back for another client that had to wait (the "
+            "read refused with RESOURCE_EXHAUSTED).",
+        )
         self.admin_auth_failures = CounterFamily(
             "gateway_admin_auth_failures_total",
             "Requests to the control plane refused for a missing or wrong key, by door (admin, "

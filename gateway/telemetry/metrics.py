@@ -322,6 +322,17 @@ class Metrics:
         for name, count in counts.items():
             self._m.local_resource_errors.labels(name).set(count)
 
+    def inflight_bytes(self, levels: tuple[int, int, int, int, int]) -> None:
+        """The in-flight bytes' levels (`gateway.memory.inflight_bytes.BudgetLevels`: held,
+        waiting, refused, reclaimed, limit), summed over the processes that serve requests."""
+        held, waiting, refused, reclaimed, limit = levels
+        m = self._m
+        m.inflight_bytes.labels().set(held)
+        m.inflight_limit.labels().set(limit)
+        m.inflight_waiting.labels().set(waiting)
+        m.inflight_refused.labels().set(refused)
+        m.inflight_reclaimed.labels().set(reclaimed)
+
     def set_worker(
         self, worker: int, *, rss_bytes: int, cpu_s: float, stale: bool, restarts: int
     ) -> None:

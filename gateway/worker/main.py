@@ -330,7 +330,8 @@ class Worker:
     def _gauges(self) -> Gauges | None:
         if self._app is None:
             return None
-        return self._app.gateway.gauges(_rss_bytes(), time.process_time())
+        app = self._app
+        return app.gateway.gauges(_rss_bytes(), time.process_time(), app.memory.levels())
 
 
 class RefusedByControl(Exception):

@@ -130,8 +130,14 @@ class WorkerRuntime(Serving):
         )
         self.shipper.answers.append(answer)
 
-    def gauges(self, rss_bytes: int, cpu_s: float) -> Gauges:
-        """This worker's levels now, for its next batch."""
+    def gauges(
+        self,
+        rss_bytes: int,
+        cpu_s: float,
+        inflight_bytes: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0),
+    ) -> Gauges:
+        """This worker's levels now, for its next batch (``inflight_bytes``: its in-flight
+        bytes' `BudgetLevels`, which its app holds)."""
         outstanding = {r.id: r.outstanding for r in self.registry.replicas() if r.outstanding}
         pipeline = self.pipeline
         admission, hedge, budget = pipeline.admission, pipeline.hedge, self.budget
@@ -157,6 +163,7 @@ class WorkerRuntime(Serving):
             },
             loads=self._new_loads(),
             load_reports={"taken": reports.taken, **reports.refused},
+            inflight_bytes=inflight_bytes,
         )
 
     def _new_loads(self) -> dict[str, LoadView]:

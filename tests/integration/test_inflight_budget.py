@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.config.endpoint import Endpoint
 from gateway.upstream.transport.http1 import Http1Transport
@@ -203,15 +204,37 @@ async def _silent_bodies(port: int) -> list[asyncio.StreamWriter]:
     return writers
 
 
+async def _flood_in_place(transport: Http1Transport, endpoint: Endpoint) -> None:
+    """Until the gateway's /metrics say the flood is in place: what fits holds and the rest
+    was refused, none waiting (more is asked than fits: some is always refused)."""
+    deadline = time.monotonic() + 20.0
+    levels: dict[str, float] = {}
+    while time.monotonic() < deadline:
+        reply = await transport.request(endpoint, "GET", "/metrics", timeout=5.0)
+        levels = {
+            sample.name: sample.value
+            for family in text_string_to_metric_families(reply.body.decode())
+            for sample in family.samples
+            if sample.name.startswith("gateway_inflight_")
+        }
+        if (
+            levels["gateway_inflight_refused_total"]
+            and not levels["gateway_inflight_waiting_requests"]
+        ):
+            return
+        await asyncio.sleep(0.05)
+    raise TimeoutError(f"the flood not in place after 20 s: {levels}")
+
+
 async def _flood_and_infer(gateway: GatewayProcess) -> tuple[Counter[int], list[Ended | None]]:
     assert gateway.grpc_port is not None
     silent = await _silent_bodies(gateway.port)
     h2 = H2Client("127.0.0.1", gateway.grpc_port, source=ATTACKER)
     await h2.__aenter__()
     calls = [h2.call(INFER, end=False) for _ in range(HEADER_ONLY_CALLS)]  # headers only
-    await asyncio.sleep(1.0)  # the flood in place: what fits holds, the rest was refused
     transport = Http1Transport()
     endpoint = Endpoint.parse(gateway.url)
+    await _flood_in_place(transport, endpoint)
     statuses: Counter[int] = Counter()
     small, large = _rows(1), _rows(512)  # ~1 KB JSON; 128 KiB binary, over the small size
     try:

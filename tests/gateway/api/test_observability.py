@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from gateway.api.app import GatewayApp
 from gateway.config import parse_config
 from gateway.control.runtime import Gateway
+from gateway.memory.inflight_bytes import machine_default
 from gateway.telemetry.tracing import Tracer
 from tests.gateway.fakes import FakeTransport, reply
 
@@ -107,6 +108,10 @@ async def test_metrics_and_slo_document(client: httpx.AsyncClient) -> None:
     assert ok == 5
     assert "gateway_upstream_attempts" in families and "gateway_breaker_state" in families
     assert "gateway_slo_error_budget_remaining" in families
+    # served here, not by workers: this app's own in-flight bytes, all given back
+    limit = families["gateway_inflight_bytes_limit"].samples[0].value
+    assert limit == (parse_config(CONFIG).server.inflight_bytes or machine_default())
+    assert families["gateway_inflight_bytes"].samples[0].value == 0
     slo = (await client.get("/slo")).json()
     entry = slo["models"]["digits"]["slos"][0]
     assert entry["events"]["total"] == 5 and entry["events"]["good"] == 5

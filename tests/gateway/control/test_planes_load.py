@@ -9,11 +9,12 @@ import copy
 from typing import Any
 
 import msgspec
+from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.api.parsing import RequestParser
 from gateway.config import parse_config
 from gateway.errors import GatewayError
-from gateway.memory.inflight_bytes import InflightBytes
+from gateway.memory.inflight_bytes import InflightBytes, machine_default
 from gateway.policies.load_report import LoadReport
 from gateway.snapshot.codec import control_decoder
 from gateway.snapshot.messages import Gauges, Loads, Snapshot
@@ -59,7 +60,7 @@ class GaugedPlanes(Planes):
 
 
 def gauges(app: WorkerApp) -> Gauges:
-    return app.gateway.gauges(0, 0.0)
+    return app.gateway.gauges(0, 0.0, app.memory.levels())
 
 
 async def rig(clock: FakeClock, transport: FakeTransport, **model: Any) -> Planes:
@@ -170,3 +171,31 @@ async def test_a_change_of_loads_alone_reaches_the_workers_as_readings_only() ->
     stale = Loads(3, clock.now(), older)
     planes.workers[0].follow_loads(stale)
     assert all(r.reported_queue == 7.0 for r in planes.workers[0].gateway.registry.replicas())
+
+
+async def test_the_workers_in_flight_bytes_add_up_on_the_controls_metrics() -> None:
+    """Each worker holds its share of ``server.inflight_bytes``; /metrics shows their sum:
+    held, waiting, refused and the limit (``gateway_inflight_*``)."""
+    clock = FakeClock()
+    transport = FakeTransport({f"127.0.0.1:{9000 + i}": reporting(0.0) for i in range(3)})
+    planes = await rig(clock, transport)
+    first, second = planes.workers
+    first.memory.add(1000)
+    second.memory.add(24)
+    second.memory.refused += 2  # as two waits that ran out
+    planes.ship()
+    body, _ = planes.control.metrics.render()
+    samples = {
+        s.name: s.value
+        for family in text_string_to_metric_families(body.decode())
+        for s in family.samples
+        if s.name.startswith("gateway_inflight_")
+    }
+    configured = planes.config.server.inflight_bytes or machine_default()
+    assert samples == {
+        "gateway_inflight_bytes": 1024,
+        "gateway_inflight_bytes_limit": configured // 2 * 2,  # each worker's half
+        "gateway_inflight_waiting_requests": 0,
+        "gateway_inflight_refused_total": 2,
+        "gateway_inflight_reclaimed_total": 0,
+    }

@@ -9,7 +9,13 @@ import pytest
 
 from gateway.errors import Overloaded
 from gateway.memory.heap_trim import HeapTrim
-from gateway.memory.inflight_bytes import LARGE_BODY_BYTES, Hold, InflightBytes, machine_default
+from gateway.memory.inflight_bytes import (
+    LARGE_BODY_BYTES,
+    BudgetLevels,
+    Hold,
+    InflightBytes,
+    machine_default,
+)
 from gateway.memory.peer_share import OTHERS, PeerShares, peer_host
 
 
@@ -59,6 +65,19 @@ async def test_a_request_that_never_fits_in_its_wait_gets_503_with_retry_after()
     assert info.value.status == 503 and info.value.headers()["retry-after"] == "1"
     assert "server.inflight_bytes=100" in str(info.value) and budget.refused == 1
     assert budget.held == 80 and hold.held == 0
+
+
+async def test_its_levels_say_what_is_held_waiting_refused_and_reclaimed() -> None:
+    """What /metrics shows of it (`BudgetLevels`): one held, one waiting, then refused."""
+    budget = InflightBytes(100, wait_s=0.05)
+    assert budget.levels() == BudgetLevels(0, 0, 0, 0, 100)
+    await take(budget, 80)
+    late = asyncio.ensure_future(take(budget, 50))
+    await asyncio.sleep(0)
+    assert budget.levels() == BudgetLevels(80, 1, 0, 0, 100)
+    with pytest.raises(Overloaded):
+        await late
+    assert budget.levels() == BudgetLevels(80, 0, 1, 0, 100)
 
 
 async def test_a_waiter_whose_client_left_leaves_the_queue_and_lets_the_next_one_in() -> None:
