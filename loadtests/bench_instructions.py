@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     with Stack() as stack:
         out_dir = stack.workdir / "callgrind"
         out_dir.mkdir()
-        under = {"wrap": valgrind_argv(out_dir), "ready_timeout_s": READY_S}
+        under: dict[str, Any] = {"wrap": valgrind_argv(out_dir), "ready_timeout_s": READY_S}
         replica = stack.replica("replica-0", MODEL, faults=False)
         one = pool_config([replica], MODEL)
         three = pool_config([replica], MODEL)

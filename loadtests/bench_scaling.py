@@ -7,7 +7,8 @@ the upstream directly; nginx with one worker in front of it; the minimal Python 
 gateway as one process ("single": ``gateway serve``, one pool with one replica entry, the plain
 route); and, where ``gateway serve`` has ``--workers``, the gateway with 1 and 2 data-plane
 workers (and 8 on a machine with 16 CPUs or more). Each proxy runs alone: it is started,
-warmed up, measured and stopped before the next one starts.
+warmed up, measured and stopped before the next one starts, on CPUs of its own where the
+machine has more than it needs (`Pinning`; ``--no-pin``: every process on every CPU).
 
 Prints requests/s, p50/p99 latency, failures (answers ≥ 400, socket errors, timeouts: all must
 be 0; the exit status is 1 otherwise) and the CPU each target used per request (from /proc,
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -60,8 +62,59 @@ class Load:
 class Target:
     name: str
     path: str
-    start: Callable[[], Proc | None]  # None: not available here (a note says why)
+    # ``wrap``: the command it runs under (its CPUs: `Pinning`)
+    start: Callable[[list[str]], Proc | None]  # None: not available here (a note says why)
     missing: str = ""
+    # the CPUs it is given where the machine has more (`Pinning`)
+    cores: int = 1
+
+
+class Pinning:
+    """Which CPUs each side runs on: a target on the first ``cores`` CPUs this process may
+    use, wrk and the echo upstream on the others, so that neither takes the other's time and
+    one run's figures are those of the next (on the 2-CPU machine, unpinned, the same ratio
+    moved by 0.3 from run to run). A target that needs every CPU (2 workers on 2) runs
+    unpinned, beside wrk and the upstream, as does everything with ``--no-pin``."""
+
+    def __init__(self, enabled: bool, upstream_pid: int, cpus: list[int] | None = None) -> None:
+        self.cpus = sorted(os.sched_getaffinity(0)) if cpus is None else cpus
+        self.enabled = enabled and shutil.which("taskset") is not None
+        self._upstream = upstream_pid
+
+    def split(self, cores: int) -> tuple[list[int], list[int]]:
+        """The target's CPUs and the load's, for a target of ``cores``."""
+        if not self.enabled or cores >= len(self.cpus):
+            return self.cpus, self.cpus
+        return self.cpus[:cores], self.cpus[cores:]
+
+    def wrap(self, cores: int) -> list[str]:
+        """The command a target of ``cores`` runs under; wrk and the upstream moved aside."""
+        mine, load = self.split(cores)
+        os.sched_setaffinity(0, load)  # wrk, started from here, inherits it
+        _move(self._upstream, load)
+        return ["taskset", "-c", ",".join(map(str, mine))]
+
+    def direct(self) -> None:
+        """The upstream measured alone: it is the target, on the first CPU; wrk on the rest."""
+        mine, load = self.split(1)
+        os.sched_setaffinity(0, load)
+        _move(self._upstream, mine)
+
+    def note(self) -> str:
+        if not self.enabled:
+            return "pinned: no (--no-pin, or no taskset): every process on every CPU"
+        return (
+            f"pinned (taskset): each target on the first n of the {len(self.cpus)} CPUs, wrk "
+            "and the echo upstream on the others; n = 1 for nginx, the floor, the single "
+            "process, the upstream alone (direct) and 1 worker (its control process beside "
+            "it), n = the workers otherwise; a target that needs every CPU runs unpinned"
+        )
+
+
+def _move(pid: int, cpus: list[int]) -> None:
+    """Every thread of ``pid`` onto ``cpus``."""
+    for task in os.listdir(f"/proc/{pid}/task"):
+        os.sched_setaffinity(int(task), cpus)
 
 
 def echo(stack: Stack, model: str = MODEL) -> Proc:
@@ -81,12 +134,19 @@ def gateway_config(upstream: Proc, entries: int) -> dict[str, Any]:
 
 
 def start_gateway(
-    stack: Stack, upstream: Proc, entries: int, name: str, tree: Path, args: list[str]
+    stack: Stack,
+    upstream: Proc,
+    entries: int,
+    name: str,
+    tree: Path,
+    args: list[str],
+    wrap: list[str] | None = None,
 ) -> Proc:
-    """``tree``'s ``gateway serve`` (this checkout's or another commit's) with ``args``."""
+    """``tree``'s ``gateway serve`` (this checkout's or another commit's) with ``args``,
+    under ``wrap`` (its CPUs)."""
     config = gateway_config(upstream, entries)
     env = baseline.python_env(tree)
-    return stack.gateway(config, name=name, env=env, args=args, cwd=tree)
+    return stack.gateway(config, name=name, env=env, args=args, cwd=tree, wrap=wrap or [])
 
 
 def measure(
@@ -164,17 +224,17 @@ def targets(
         Target(
             "nginx",
             DIRECT_PATH,
-            lambda: stack.nginx([upstream.url]),
+            lambda wrap: stack.nginx([upstream.url], pinned=wrap),
             "nginx: not installed (WITH_NGINX=1 bash .ci/system-deps.sh)",
         ),
-        Target("floor", DIRECT_PATH, lambda: floor(stack, upstream)),
+        Target("floor", DIRECT_PATH, lambda wrap: floor(stack, upstream, wrap=wrap)),
     ]
     if tree is not None:
         out.append(
             Target(
                 SINGLE,
                 GATEWAY_PATH,
-                lambda: start_gateway(stack, upstream, entries, "single", tree, []),
+                lambda wrap: start_gateway(stack, upstream, entries, "single", tree, [], wrap),
             )
         )
     counts = worker_counts(args.workers, workers_here)
@@ -186,24 +246,31 @@ def targets(
                 f"gateway {n} worker{'s' if n > 1 else ''}",
                 GATEWAY_PATH,
                 _workers(stack, upstream, entries, n),
+                cores=n,
             )
         )
     return out
 
 
-def _workers(stack: Stack, upstream: Proc, entries: int, n: int) -> Callable[[], Proc]:
-    return lambda: start_gateway(
-        stack, upstream, entries, f"workers-{n}", ROOT, ["--workers", str(n)]
+def _workers(stack: Stack, upstream: Proc, entries: int, n: int) -> Callable[[list[str]], Proc]:
+    return lambda wrap: start_gateway(
+        stack, upstream, entries, f"workers-{n}", ROOT, ["--workers", str(n)], wrap
     )
 
 
 def one_round(
-    stack: Stack, upstream: Proc, plan: list[Target], load: Load, notes: list[str]
+    stack: Stack,
+    upstream: Proc,
+    plan: list[Target],
+    load: Load,
+    notes: list[str],
+    pinning: Pinning,
 ) -> list[Row]:
     """Direct, then each target in turn: started, measured, stopped."""
+    pinning.direct()
     rows = run_target("direct", upstream, DIRECT_PATH, load)
     for target in plan:
-        proc = target.start()
+        proc = target.start(pinning.wrap(target.cores))
         if proc is None:
             if target.missing not in notes:
                 notes.append(target.missing)
@@ -226,6 +293,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--entries", type=int, default=1, help="replica entries in the pool")
     parser.add_argument(
         "--workers", help="worker counts to measure, e.g. 1,2,4 (default: 1,2; 8 too from 16 CPUs)"
+    )
+    parser.add_argument(
+        "--no-pin",
+        action="store_true",
+        help="run every process on every CPU (default: each target on CPUs of its own)",
     )
     parser.add_argument(
         "--baseline",
@@ -258,7 +330,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         upstream = echo(stack)
         plan = targets(stack, upstream, args, notes)
-        rounds = [one_round(stack, upstream, plan, load, notes) for _ in range(args.rounds)]
+        pinning = Pinning(not args.no_pin, upstream.pid)
+        notes.append(pinning.note())
+        rounds = [
+            one_round(stack, upstream, plan, load, notes, pinning) for _ in range(args.rounds)
+        ]
     rows = medians(rounds)
     failed = sum(r.result.failures for runs in rounds for r in runs)
     if args.rounds > 1:

@@ -124,9 +124,10 @@ class Stack:
             name, argv, f"http://127.0.0.1:{port}", "/v2/health/ready", env=env, **start
         )
 
-    def nginx(self, upstreams: list[str], **start: Any) -> Proc | None:
+    def nginx(self, upstreams: list[str], pinned: Sequence[str] = (), **start: Any) -> Proc | None:
         """``start``: `start`'s ``wrap`` and ``ready_timeout_s``; wrapped, nginx runs as one
-        process (no master), so the wrapper sees the worker."""
+        process (no master), so the wrapper sees the worker. ``pinned``: a command such as
+        ``taskset`` that its master and worker run under, both."""
         binary = shutil.which("nginx") or next(
             (p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if os.path.exists(p)), None
         )
@@ -137,7 +138,8 @@ class Stack:
         conf = self.workdir / "nginx.conf"
         conf.write_text(NGINX_CONF.format(servers=servers, port=port, dir=self.workdir))
         single = " master_process off;" if start.get("wrap") else ""
-        argv = [binary, "-c", str(conf), "-p", str(self.workdir), "-g", f"daemon off;{single}"]
+        argv = [*pinned, binary, "-c", str(conf), "-p", str(self.workdir)]
+        argv += ["-g", f"daemon off;{single}"]
         return self.start("nginx", argv, f"http://127.0.0.1:{port}", "/v2/health/ready", **start)
 
     def end(self, proc: Proc) -> None:
