@@ -188,17 +188,16 @@ class BatchIntake:
 
     def _carry_out(self, call: Call) -> None:
         handler = self._handlers.get((call.target, call.method))
-        name = f"{call.target}.{call.method}"
         if handler is None:
-            self._refuse(name, "not a record this gateway carries out")
+            self._refuse(call, "not a record this gateway carries out")
             return
         try:
             handler(*call.args)
         except (TypeError, ValueError, KeyError) as exc:
-            self._refuse(name, f"{type(exc).__name__}: {exc}")
+            self._refuse(call, f"{type(exc).__name__}: {exc}")
 
-    def _refuse(self, name: str, why: str) -> None:
-        key = name[:64]
+    def _refuse(self, call: Call, why: str) -> None:
+        key = f"{call.target}.{call.method}"[:64]
         self.refused[key if key in self.refused or len(self.refused) < 64 else "other"] += 1
         held = self._lines.allow(key)
         if held is not None:

@@ -8,6 +8,8 @@ from typing import Any
 from gateway.outcome import Outcome, OutcomeKind
 
 OutcomeArgs = tuple[str, str, float, int | None, str, str]
+# a kind's member by its value: a lookup, where ``OutcomeKind(value)`` is the enum's call
+_KINDS: dict[object, OutcomeKind] = {kind.value: kind for kind in OutcomeKind}
 
 
 def outcome_args(outcome: Outcome) -> OutcomeArgs:
@@ -31,4 +33,7 @@ def outcome_of(args: Iterable[Any]) -> Outcome:
         raise TypeError("an outcome's replica, detail and note are strings")
     if status is not None and not isinstance(status, int):
         raise TypeError("an outcome's status is an integer or none")
-    return Outcome(OutcomeKind(kind), replica, float(latency_s), status, detail, note)
+    member = _KINDS.get(kind) if isinstance(kind, str) else None
+    if member is None:
+        raise ValueError(f"{kind!r} is not an outcome's kind")
+    return Outcome(member, replica, float(latency_s), status, detail, note)

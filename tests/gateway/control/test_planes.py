@@ -224,8 +224,20 @@ async def test_records_a_control_does_not_carry_out_are_counted_and_dropped(
     shipper.calls.append(Call("os", "system", ("true",)))
     shipper.calls.append(Call("metrics", "render", ()))
     shipper.calls.append(Call("metrics", "retry", (1, 2, 3)))
+    # an attempt whose outcome is not one: a kind no outcome has, a kind not a string
+    shipper.calls.append(
+        Call("metrics", "attempt", ("digits", "p", ["won", "r0", 0.1, 200, "", ""]))
+    )
+    shipper.calls.append(
+        Call("metrics", "attempt", ("digits", "p", [["success"], "r0", 0.1, 200, "", ""]))
+    )
     rig.ship()
-    assert rig.intake.refused == {"os.system": 1, "metrics.render": 1, "metrics.retry": 1}
+    assert rig.intake.refused == {
+        "os.system": 1,
+        "metrics.render": 1,
+        "metrics.retry": 1,
+        "metrics.attempt": 2,
+    }
 
 
 async def test_each_worker_takes_its_share_of_the_gateways_limits(
