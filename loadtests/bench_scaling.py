@@ -37,7 +37,15 @@ from loadtests import baseline
 from loadtests.bench_overhead import body, floor
 from loadtests.results_file import save
 from loadtests.scaling_table import SINGLE, Row, medians, render
-from loadtests.stack import ROOT, Proc, Stack, cpu_seconds, free_port, pool_config
+from loadtests.stack import (
+    ROOT,
+    Proc,
+    Stack,
+    cpu_seconds,
+    free_port,
+    own_cpu_seconds,
+    pool_config,
+)
 from loadtests.wrk_runner import WrkResult, run_wrk, wrk_binary
 
 MODEL = "digits-mlp"  # the echo upstream's one model
@@ -67,6 +75,8 @@ class Target:
     missing: str = ""
     # the CPUs it is given where the machine has more (`Pinning`)
     cores: int = 1
+    # a gateway with data-plane workers: its control process's CPU is told apart
+    workers: bool = False
 
 
 class Pinning:
@@ -150,20 +160,30 @@ def start_gateway(
 
 
 def measure(
-    proc: Proc, url: str, threads: int, connections: int, seconds: float, body_file: Path
-) -> tuple[WrkResult, float | None]:
-    """wrk's result against ``url`` and ``proc``'s CPU per request meanwhile."""
-    before = cpu_seconds(proc.pid)
+    proc: Proc,
+    url: str,
+    threads: int,
+    connections: int,
+    seconds: float,
+    body_file: Path,
+    split: bool = False,
+) -> tuple[WrkResult, float | None, float | None]:
+    """wrk's result against ``url``, ``proc``'s CPU per request meanwhile (its children's
+    included) and, if ``split``, its own process's alone (a gateway's control process)."""
+    before, own = cpu_seconds(proc.pid), own_cpu_seconds(proc.pid)
     result = run_wrk(
         url, threads=threads, connections=connections, seconds=seconds, body_file=body_file
     )
     if not result.requests:
-        return result, None
-    return result, (cpu_seconds(proc.pid) - before) / result.requests * 1e6
+        return result, None, None
+    per = 1e6 / result.requests
+    control = (own_cpu_seconds(proc.pid) - own) * per if split else None
+    return result, (cpu_seconds(proc.pid) - before) * per, control
 
 
-def run_target(name: str, proc: Proc, path: str, load: Load) -> list[Row]:
-    """``proc`` warmed up, then measured at the main level and at c1."""
+def run_target(name: str, proc: Proc, path: str, load: Load, split: bool = False) -> list[Row]:
+    """``proc`` warmed up, then measured at the main level and at c1 (``split``: its own
+    process's CPU told apart from its children's)."""
     url = proc.url + path
     run_wrk(
         url,
@@ -177,10 +197,12 @@ def run_target(name: str, proc: Proc, path: str, load: Load) -> list[Row]:
         (load.threads, load.connections, load.seconds),
         (1, 1, load.c1_seconds),
     ):
-        result, cpu = measure(proc, url, threads, connections, seconds, load.body_file)
+        result, cpu, control = measure(
+            proc, url, threads, connections, seconds, load.body_file, split
+        )
         if result.failures:
             print(f"warning: {name} c{connections}: {result.failures} failed {result.errors}")
-        rows.append(Row(name, connections, result, cpu))
+        rows.append(Row(name, connections, result, cpu, control))
     return rows
 
 
@@ -247,6 +269,7 @@ def targets(
                 GATEWAY_PATH,
                 _workers(stack, upstream, entries, n),
                 cores=n,
+                workers=True,
             )
         )
     return out
@@ -276,7 +299,7 @@ def one_round(
                 notes.append(target.missing)
             continue
         try:
-            rows += run_target(target.name, proc, target.path, load)
+            rows += run_target(target.name, proc, target.path, load, target.workers)
         finally:
             stack.end(proc)
     return rows

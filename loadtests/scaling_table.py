@@ -19,6 +19,9 @@ class Row:
     connections: int
     result: WrkResult
     cpu_us: float | None  # the target's CPU per request, its child processes included
+    # of which its own process's, where the work is in its children (a gateway's control
+    # process beside its workers); None: one process, or not told apart
+    control_us: float | None = None
 
 
 # Issue 39's scaling checks, as data: (what, numerator, denominator, wanted); req/s at c16.
@@ -56,6 +59,8 @@ def render(rows: list[Row], notes: list[str]) -> str:
     for row in rows:
         r, conn = row.result, row.connections
         cpu = f"{row.cpu_us:.0f}" if row.cpu_us is not None else "-"
+        if row.control_us is not None:
+            cpu += f" ({row.control_us:.0f} control)"
         lines.append(
             f"| {row.target} | {conn} | {r.rate:.0f} | {r.p50_ms:.3f} | {r.p99_ms:.3f} "
             f"| {r.failures} | {cpu} | {_over(row, _find(rows, 'direct', conn))} "

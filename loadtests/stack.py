@@ -219,16 +219,17 @@ def wait_http(proc: Proc, path: str, timeout_s: float = 60.0) -> None:
 def cpu_seconds(*pids: int) -> float:
     """CPU time (user + system) of processes and their children, each counted once, from
     /proc (a gateway's control process and its workers, forked apart from it)."""
-    total = 0.0
-    tick = os.sysconf("SC_CLK_TCK")
     counted = dict.fromkeys(candidate for pid in pids for candidate in [pid, *_children(pid)])
-    for candidate in counted:
-        try:
-            fields = Path(f"/proc/{candidate}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / tick
-    return total
+    return sum(own_cpu_seconds(candidate) for candidate in counted)
+
+
+def own_cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) of one process alone, its children not counted; 0 if gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def worker_pids(url: str) -> list[int]:
