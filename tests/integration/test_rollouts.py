@@ -200,8 +200,13 @@ def test_a_canary_corrupting_a_fifth_of_its_answers_is_rolled_back_at_its_first_
     _, x_test, _, _ = load_split()
     truth = direct_labels(current[0], x_test)
     # the first step, 1 %: one request in a hundred is the candidate's (a smooth
-    # split), so the wrong answers it gives before the evidence says no stay under 1 %
-    gateway = start_gw(rollout_config(current, candidate, **{**CANARY, "steps": [1, 50, 100]}))
+    # split), so the wrong answers it gives before the evidence says no stay under 1 %.
+    # Advancing takes min_comparisons at 95 % agreement: with CANARY's 25, a candidate wrong
+    # one time in five passes them (at most 1 of 25 wrong) in 2.7 % of runs, and one CI run
+    # saw it step to 50 %; with the default 100 (at most 5 wrong), in 2 of 100,000. The
+    # rollback does not wait for them (10 comparisons and a confident interval).
+    config = {**CANARY, "steps": [1, 50, 100], "min_comparisons": 100}
+    gateway = start_gw(rollout_config(current, candidate, **config))
     rolled_back = lambda: rollouts(gateway)["phase"] == "rolled_back"  # noqa: E731
     # bounded by the condition: 10-30 of the candidate's answers decide it (about 1,000-3,000
     # requests at a 1 % share), which took 18-38 s here and over 90 s in a CI run on a machine
