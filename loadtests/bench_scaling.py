@@ -170,7 +170,8 @@ def measure(
 ) -> tuple[WrkResult, float | None, float | None]:
     """wrk's result against ``url``, ``proc``'s CPU per request meanwhile (its children's
     included) and, if ``split``, its own process's alone (a gateway's control process)."""
-    before, own = cpu_seconds(proc.pid), own_cpu_seconds(proc.pid)
+    before = cpu_seconds(proc.pid)
+    own = own_cpu_seconds(proc.pid) if split else 0.0
     result = run_wrk(
         url, threads=threads, connections=connections, seconds=seconds, body_file=body_file
     )

@@ -134,7 +134,7 @@ class WorkerRuntime(Serving):
         self,
         rss_bytes: int,
         cpu_s: float,
-        inflight_bytes: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0),
+        inflight_bytes: tuple[int, int, int, int, int],
     ) -> Gauges:
         """This worker's levels now, for its next batch (``inflight_bytes``: its in-flight
         bytes' `BudgetLevels`, which its app holds)."""
