@@ -29,9 +29,17 @@ class HealthCheckConfig(Frozen):
 
 
 class OutlierConfig(Frozen):
-    """Passive outlier ejection from live traffic (Envoy's consecutive_5xx, simplified)."""
+    """Passive outlier ejection from live traffic (Envoy's consecutive_5xx, simplified), and a
+    streak that lasts: failures in a row over ``failing_for_s`` eject however few they are."""
 
     consecutive_failures: int = Field(5, ge=1, description="charged failures in a row that eject")
+    failing_for_s: float = Field(
+        10.0,
+        ge=0,
+        description="failures in a row (2 or more) spanning this long eject too, however few: "
+        "a hung replica that load-aware routing starves of traffic answers none of the few "
+        "tries it gets; 0: off",
+    )
     base_ejection_s: float = Field(2.0, gt=0, description="first ejection; grows linearly")
     max_ejection_s: float = Field(30.0, gt=0, description="the longest an ejection lasts")
     max_ejection_percent: int = Field(

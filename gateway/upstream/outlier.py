@@ -5,6 +5,12 @@ Envoy's consecutive-5xx detector, simplified: ``consecutive_failures`` failed at
 but never more than ``max_ejection_percent`` of a pool (at least one replica may always be
 ejected, as in Envoy). Ejection ends by time, or early when active health checks turn the
 replica healthy again (Envoy's ``successful_active_health_check_uneject_host``).
+
+A streak that lasts ejects too, however short: two or more failures in a row whose first try
+began ``failing_for_s`` ago or more. A count alone misses a replica that gets few tries: a hung
+one whose load report (a queue that never drains) keeps load-aware routing away from it got 4
+tries in 60 s, each a timeout, and stayed in the pool. An overloaded replica answers some of
+its tries, which ends the streak; one that answers none of them for that long is not serving.
 """
 
 from __future__ import annotations
@@ -58,10 +64,21 @@ class OutlierDetector:
             if kind is OutcomeKind.SUCCESS and replica.ejections and self._forgiven(replica):
                 replica.forget_ejections()
             return
-        if replica.consecutive_failures >= self._config.consecutive_failures:
-            reason = f"{replica.consecutive_failures} consecutive failures"
-            if self.eject(replica, reason):
-                self._events.ejection(replica.id, "consecutive_failures")
+        config = self._config
+        failures = replica.consecutive_failures
+        now = self._clock.now()
+        if failures == 1:
+            # a streak begins when its first failed try did
+            replica.failing_since = now - outcome.latency_s
+        if failures >= config.consecutive_failures:
+            reason, rule = f"{failures} consecutive failures", "consecutive_failures"
+        elif failures >= 2 and 0 < config.failing_for_s <= now - replica.failing_since:
+            span = now - replica.failing_since
+            reason, rule = f"{failures} failures in a row over {span:.1f} s", "failing_for"
+        else:
+            return
+        if self.eject(replica, reason):
+            self._events.ejection(replica.id, rule)
 
     def eject(self, replica: Replica, reason: str) -> bool:
         """Ejects unless already ejected or the pool's ejection cap is reached."""

@@ -28,6 +28,7 @@ CARRIED = (
     "requests",
     "failures",
     "consecutive_failures",
+    "failing_since",
     "last_error",
     "probe_successes",
     "probe_failures",
@@ -58,6 +59,9 @@ class Replica:
     requests: int = 0
     failures: int = 0
     consecutive_failures: int = 0
+    # when the current streak of failures began: its first failed try's start (monotonic
+    # seconds; read only while ``consecutive_failures`` > 0)
+    failing_since: float = 0.0
     last_error: str | None = None
     probe_successes: int = 0
     probe_failures: int = 0

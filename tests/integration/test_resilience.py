@@ -85,6 +85,32 @@ async def test_hung_replica_is_ejected_and_no_request_misses_its_deadline(
     print(f"hang: max client latency {worst * 1000:.0f} ms")
 
 
+async def test_hung_replica_that_load_aware_routing_starves_is_ejected_by_its_streak(
+    start_replicas: StartReplicas, start_gw: StartGateway
+) -> None:
+    # The hung replica still answers its metrics page, whose queue never drains: load-aware
+    # routing keeps it out of traffic, so it gets a try now and then (4 in 60 s in a loaded
+    # CI run), too few for `consecutive_failures`. Its failures in a row over `failing_for_s`
+    # eject it.
+    replicas = start_replicas(3)
+    outlier = {"consecutive_failures": 50, "failing_for_s": 3.0}
+    gateway = start_gw(pool_config(replicas, pool={"load_aware": True, "outlier": outlier}))
+    await inject_faults_async(replicas[0].url, hang=True)
+    traffic = await drive_until(
+        gateway.url,
+        lambda _: replica_state(gateway.url, "r0")["ejections"] >= 1,
+        timeout_s=60,
+        message=lambda: f"r0 to be ejected; state: {state(gateway.url)}",
+        requests=200,
+        concurrency=8,
+        timeout_ms=1000,
+    )
+    assert traffic.failed == 0, [a.body for a in traffic.answers if a.status != 200][:3]
+    r0 = replica_state(gateway.url, "r0")
+    assert "failures in a row over" in r0["ejection_reason"], r0
+    print(f"starved hang: ejected after {len(traffic.answers)} requests, {r0['requests']} tries")
+
+
 async def test_half_failing_replica_still_gives_999_per_mille(
     start_replicas: StartReplicas, start_gw: StartGateway
 ) -> None:
