@@ -5,9 +5,11 @@ told the control-owned objects in one process (`gateway.worker.shipped`): every 
 the answer tape (metrics, SLOs, Triton statistics, history: folded as if served here), and
 `Call` records, carried out here through a table of what may be called, never by a name a
 worker chose: the request path's metrics; each attempt's fleet-wide part (the replica's counts,
-the outlier detector, the attempt's metrics) and each charge; votes' dissents (the suspects'
-records and quarantines); audits' verdicts and sheds (`gateway.control.audit_verdicts`); rollouts'
-evidence; a worker's breaker transitions (`FleetView`).
+the outlier detector, the attempt's metrics; judged successes alike come as one record of
+their latencies, carried out as each would have been) and each charge; votes' dissents (the
+suspects' records and quarantines); audits' verdicts and sheds
+(`gateway.control.audit_verdicts`); rollouts' evidence; a worker's breaker transitions
+(`FleetView`).
 A record that does not fit its entry (unknown, mistyped) is counted and dropped. Batches of
 one worker arrive in order, and a gap in their numbers is batches its link dropped while this
 process did not read (counted).
@@ -24,6 +26,7 @@ replicas alone.
 from __future__ import annotations
 
 import logging
+import math
 from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -33,7 +36,7 @@ from gateway.config.policies import VoteConfig
 from gateway.control.runtime import Gateway
 from gateway.control.view import FleetView
 from gateway.memory.inflight_bytes import BudgetLevels
-from gateway.outcome import REPLICA_FAILURES, OutcomeKind
+from gateway.outcome import REPLICA_FAILURES, Outcome, OutcomeKind
 from gateway.pipeline.reactions import Reactions
 from gateway.snapshot.loads import load_report
 from gateway.snapshot.messages import Batch, Call, Gauges, LoadView
@@ -143,6 +146,8 @@ class BatchIntake:
         handlers[("metrics", "attempt")] = self._metrics_attempt
         handlers[("fleet", "attempt")] = self._attempt
         handlers[("fleet", "charged")] = self._charged
+        handlers[("fleet", "successes")] = self._successes
+        handlers[("metrics", "queued_all")] = self._queued_all
         handlers[("suspects", "observe")] = self._dissent
         handlers[("audits", "audited")] = gateway.verdicts.audited
         handlers[("audits", "shed")] = gateway.verdicts.shed
@@ -285,6 +290,21 @@ class BatchIntake:
         replica.report_outstanding(outstanding)
         self._reactions.fleet(model, pool, replica, outcome, bool(judged))
 
+    def _successes(self, model: str, pool_name: str, replica_id: str, latencies: Any) -> None:
+        """Judged successful attempts alike (`BatchShipper.tally_success`): as `_attempt`
+        would have carried out each, in order."""
+        latencies_s = _latencies(latencies)
+        pool = self._gateway.registry.pools.get(pool_name)
+        replica = _member(pool, replica_id)
+        if pool is None or replica is None:
+            return
+        replica.succeeded(latencies_s)
+        pool.outlier.observe(replica, Outcome(_SUCCESS, replica_id, latencies_s[-1]))
+        self._gateway.metrics.successes(model, pool_name, replica_id, latencies_s)
+
+    def _queued_all(self, model: str, seconds: Any) -> None:
+        self._gateway.metrics.queued_all(model, _latencies(seconds))
+
     def _charged(self, pool_name: str, replica_id: str, args: list[Any]) -> None:
         gateway = self._gateway
         refuted = outcome_of(args)
@@ -321,6 +341,18 @@ class BatchIntake:
 
 
 _CANCELLED = OutcomeKind.CANCELLED
+_SUCCESS = OutcomeKind.SUCCESS
+
+
+def _latencies(values: Any) -> list[float]:
+    """Seconds from a worker's record: a list of one or more finite floats (checked whole
+    first, so a bad one leaves nothing half counted)."""
+    if type(values) is not list or not values:
+        raise TypeError("a list of seconds")
+    for value in values:
+        if type(value) is not float or not math.isfinite(value):
+            raise ValueError(f"{value!r} is not a duration")
+    return values
 
 
 def _member(pool: Pool | None, replica_id: str) -> Replica | None:

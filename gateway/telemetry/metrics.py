@@ -26,6 +26,8 @@ from gateway.telemetry.series import Buckets, FamilyCollector, Value
 from gateway.telemetry.slo_metrics import set_slos
 from gateway.telemetry.topology import Topology
 
+_SUCCESS = OutcomeKind.SUCCESS
+
 # pass this for requests naming a model that is not configured
 UNKNOWN_MODEL = "_unknown"
 # served_by when no replica or fallback answered (shed, 404, 504 ...)
@@ -199,16 +201,35 @@ class Metrics:
             cells = self._cells_of(model)
         cells.queue.observe(seconds)
 
+    def queued_all(self, model: str, seconds: Sequence[float]) -> None:
+        """`queued` for each of ``seconds`` (a worker's batch of them)."""
+        cells = self._model_cells.get(model)
+        if cells is None:
+            cells = self._cells_of(model)
+        cells.queue.observe_all(seconds)
+
     def attempt(self, model: str, pool: str, outcome: Outcome) -> None:
         """One classified upstream attempt (the same `Outcome` the breaker reads)."""
-        key = (model, pool, outcome.replica, outcome.kind)
-        cells = self._attempt_cells.get(key)
-        if cells is None:
-            labels = (model, pool, outcome.replica, outcome.kind.value)
-            cells = (self._m.attempts.labels(*labels), self._m.attempt_duration.labels(*labels))
-            self._attempt_cells[key] = cells
+        cells = self._attempt_cells_of(model, pool, outcome.replica, outcome.kind)
         cells[0].value += 1
         cells[1].observe(outcome.latency_s)
+
+    def successes(self, model: str, pool: str, replica: str, latencies_s: Sequence[float]) -> None:
+        """`attempt` for successful attempts alike, one of each of ``latencies_s``."""
+        cells = self._attempt_cells_of(model, pool, replica, _SUCCESS)
+        cells[0].value += len(latencies_s)
+        cells[1].observe_all(latencies_s)
+
+    def _attempt_cells_of(
+        self, model: str, pool: str, replica: str, kind: OutcomeKind
+    ) -> tuple[Value, Buckets]:
+        key = (model, pool, replica, kind)
+        cells = self._attempt_cells.get(key)
+        if cells is None:
+            labels = (model, pool, replica, kind.value)
+            cells = (self._m.attempts.labels(*labels), self._m.attempt_duration.labels(*labels))
+            self._attempt_cells[key] = cells
+        return cells
 
     def in_flight(self, model: str, delta: int) -> None:
         self._m.in_flight.labels(model).value += delta

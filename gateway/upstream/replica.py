@@ -9,6 +9,7 @@ object. Nothing in it does I/O or reads a clock: times come in as arguments.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -124,6 +125,16 @@ class Replica:
             self.consecutive_failures = 0
         else:
             self.charge(error)
+
+    def succeeded(self, latencies_s: Sequence[float]) -> None:
+        """Judged successful attempts that ended, in order (`started` and `finished` for each,
+        outstanding left as it was)."""
+        self.requests += len(latencies_s)
+        ewma = self.ewma_latency_s
+        for latency_s in latencies_s:
+            ewma = latency_s if ewma == 0.0 else ewma + EWMA_WEIGHT * (latency_s - ewma)
+        self.ewma_latency_s = ewma
+        self.consecutive_failures = 0
 
     def charge(self, error: str) -> None:
         """Counts one failure against the replica."""

@@ -8,7 +8,9 @@ to the control process (one list append each), which carries them out on its own
 requests need at once stays local: its breakers, its replicas' outstanding counts and latency,
 the pools' latency windows and fault records (`Reactions.ended` does those before `fleet`).
 
-Outcomes travel as `gateway.snapshot.outcomes.outcome_args` (a tuple of plain values).
+Outcomes travel as `gateway.snapshot.outcomes.outcome_args` (a tuple of plain values); a
+judged success and a request's queue wait are tallied with those alike instead
+(`BatchShipper.tally_success`, `BatchShipper.wait`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 
 from gateway.clock import Clock
 from gateway.config.models import ModelConfig
-from gateway.outcome import Outcome
+from gateway.outcome import Outcome, OutcomeKind
 from gateway.pipeline.audit import Judged
 from gateway.pipeline.reactions import Reactions
 from gateway.rollout.controller import Rollouts
@@ -29,6 +31,8 @@ from gateway.snapshot.shipper import BatchShipper
 from gateway.upstream.registry import Pool
 from gateway.upstream.replica import Replica
 from gateway.voting.suspects import SuspectRule
+
+_SUCCESS = OutcomeKind.SUCCESS
 
 
 class ShippedMetrics:
@@ -43,7 +47,7 @@ class ShippedMetrics:
         self._shipper.calls.append(Call("metrics", method, args))
 
     def queued(self, model: str, seconds: float) -> None:
-        self._ship("queued", model, seconds)
+        self._shipper.wait(model, seconds)
 
     def attempt(self, model: str, pool: str, outcome: Outcome) -> None:
         self._ship("attempt", model, pool, outcome_args(outcome))
@@ -83,15 +87,24 @@ class ShippedReactions(Reactions):
     def fleet(
         self, model: str, pool: Pool, replica: Replica, outcome: Outcome, judged: bool
     ) -> None:
+        shipper = self._shipper
+        if judged and outcome.kind is _SUCCESS:
+            shipper.tally_success(model, pool.name, replica.id, outcome.latency_s)
+            return
+        if shipper.successes:
+            shipper.settle(replica.id)
         args = (model, pool.name, replica.id, outcome_args(outcome), judged)
-        self._shipper.calls.append(Call("fleet", "attempt", args))
+        shipper.calls.append(Call("fleet", "attempt", args))
 
     def charged(self, pool: Pool, replica: Replica, refuted: Outcome) -> None:
         replica.charge(refuted.describe())
         if replica.breaker is not None:
             replica.breaker.count(refuted)
+        shipper = self._shipper
+        if shipper.successes:
+            shipper.settle(replica.id)
         args = (pool.name, replica.id, outcome_args(refuted))
-        self._shipper.calls.append(Call("fleet", "charged", args))
+        shipper.calls.append(Call("fleet", "charged", args))
 
 
 class ShippedSuspects:

@@ -21,7 +21,7 @@ from gateway.config.models import GatewayConfig
 from gateway.control.intake import BatchIntake
 from gateway.control.runtime import Gateway
 from gateway.control.view import FleetView
-from gateway.errors import GatewayError
+from gateway.errors import GatewayError, UpstreamConnectError
 from gateway.memory.inflight_bytes import InflightBytes
 from gateway.snapshot.codec import control_decoder, encode_frame, worker_decoder
 from gateway.snapshot.messages import Batch, Call, Snapshot
@@ -29,7 +29,7 @@ from gateway.snapshot.shipper import BatchShipper
 from gateway.upstream.eligibility import eligible
 from gateway.worker.app import WorkerApp
 from gateway.worker.runtime import WorkerRuntime
-from tests.gateway.fakes import FakeTransport, reply
+from tests.gateway.fakes import FakeTransport, fail, reply
 from tests.support.clock import FakeClock
 
 BODY = b'{"inputs":[{"name":"x","shape":[1,1],"datatype":"FP32","data":[1.0]}]}'
@@ -46,6 +46,13 @@ CONFIG: dict[str, Any] = {
         },
     },
     "models": {"digits": {"pool": "p", "retry": {"max_attempts": 1}}},
+}
+
+
+# the pool never panics: with r1 and r2 down, every try goes to r0
+CONFIG_NO_PANIC: dict[str, Any] = {
+    **CONFIG,
+    "pools": {"p": {**CONFIG["pools"]["p"], "panic_threshold_percent": 0}},
 }
 
 
@@ -185,6 +192,63 @@ async def test_failures_on_every_worker_eject_the_replica_everywhere(clock: Fake
         assert worker_r0.ejection_reason == r0.ejection_reason
 
 
+async def test_successes_ship_as_one_record_alike_and_count_as_each_would(
+    clock: FakeClock,
+) -> None:
+    rig = await planes(clock, FakeTransport())
+    for app in rig.workers:
+        for _ in range(6):
+            assert await ask(app) == 200
+    sent: list[Batch] = []
+    for shipper in rig.shippers:
+        sent.append(shipper.ship())
+    calls = [(c.target, c.method) for batch in sent for c in batch.calls]
+    # per worker: one successes record per replica met, one queued record per model
+    assert ("fleet", "attempt") not in calls and ("metrics", "queued") not in calls
+    assert calls.count(("metrics", "queued_all")) == 2
+    shipped = [c for batch in sent for c in batch.calls if c.method == "successes"]
+    assert sum(len(c.args[3]) for c in shipped) == 12
+    registry = rig.control.registry
+    assert sum(r.requests for r in registry.replicas()) == 12
+    assert all(r.outstanding == 0 and r.consecutive_failures == 0 for r in registry.replicas())
+    body, _ = rig.control.metrics.render()
+    samples = [
+        s for family in text_string_to_metric_families(body.decode()) for s in family.samples
+    ]
+    attempts = [s for s in samples if s.name == "gateway_upstream_attempts_total"]
+    assert sum(s.value for s in attempts) == 12
+    assert {s.labels["outcome"] for s in attempts} == {"success"}
+    durations = [s for s in samples if s.name == "gateway_upstream_attempt_duration_seconds_count"]
+    assert sum(s.value for s in durations) == 12
+    queued = [s for s in samples if s.name == "gateway_request_queue_duration_seconds_count"]
+    assert sum(s.value for s in queued) == 12
+
+
+async def test_a_success_between_failures_ends_the_streak_as_it_did_in_order(
+    clock: FakeClock,
+) -> None:
+    # the worker tallies successes; a failure of the same replica ships them first, so the
+    # control sees F F S F F (no streak of 3), not F F F F then S
+    transport = FakeTransport()
+    rig = Planes(parse_config(CONFIG_NO_PANIC), transport, clock)
+    app = await rig.add_worker(0, 1)
+    for replica in rig.control.registry.replicas():
+        replica.mark_health(replica.id == "r0")
+    rig.publish()  # every try to r0
+    # a 500 is charged after the fault judge's look (``fleet.charged``), a refused connection
+    # at once (``fleet.attempt``): each ships the replica's tallied successes first
+    boom = reply(500, b'{"error":"boom"}')
+    refused = fail(UpstreamConnectError("connection refused"))
+    for behaviour in (boom, boom, reply(), refused, refused, reply(), reply(), boom, refused):
+        transport.behaviours["127.0.0.1:9000"] = behaviour
+        assert (await ask(app) == 200) == (behaviour is not boom and behaviour is not refused)
+    rig.ship()
+    r0 = rig.control.registry.replica("r0")
+    assert r0 is not None
+    assert r0.consecutive_failures == 2 and not r0.ejected(clock.now())
+    assert r0.requests == 9 and r0.failures == 6
+
+
 async def test_a_drain_and_an_operator_held_replica_reach_every_worker(clock: FakeClock) -> None:
     rig = await planes(clock, FakeTransport())
     pool = rig.control.registry.pools["p"]
@@ -231,13 +295,21 @@ async def test_records_a_control_does_not_carry_out_are_counted_and_dropped(
     shipper.calls.append(
         Call("metrics", "attempt", ("digits", "p", [["success"], "r0", 0.1, 200, "", ""]))
     )
+    # successes' latencies that are not: none, a string, an integer, not finite, not a list
+    for latencies in ([], ["0.1"], [0.1, 1], [float("nan")], [0.1, float("inf")], 0.1):
+        shipper.calls.append(Call("fleet", "successes", ("digits", "p", "r0", latencies)))
+    shipper.calls.append(Call("metrics", "queued_all", ("digits", [0.1, "x"])))
     rig.ship()
     assert rig.intake.refused == {
         "os.system": 1,
         "metrics.render": 1,
         "metrics.retry": 1,
         "metrics.attempt": 2,
+        "fleet.successes": 6,
+        "metrics.queued_all": 1,
     }
+    r0 = rig.control.registry.replica("r0")
+    assert r0 is not None and r0.requests == 0
 
 
 async def test_each_worker_takes_its_share_of_the_gateways_limits(

@@ -117,3 +117,27 @@ def test_a_send_that_fails_does_not_end_the_shipping() -> None:
     with asyncio.Runner(loop_factory=VirtualTimeLoop) as runner:
         runner.run(main())
     assert seqs == [1, 2, 3]
+
+
+def test_successes_and_waits_alike_go_as_one_call_each_and_a_settle_keeps_order() -> None:
+    rig = Rig()
+    shipper = rig.shipper
+    shipper.tally_success("digits", "p", "r0", 0.01)
+    shipper.tally_success("digits", "p", "r1", 0.02)
+    shipper.tally_success("digits", "p", "r0", 0.03)
+    shipper.wait("digits", 0.001)
+    shipper.wait("digits", 0.002)
+    # a record of r0 that is not a success: r0's tallied successes go first, r1's wait
+    shipper.settle("r0")
+    shipper.calls.append(Call("fleet", "attempt", ("digits", "p", "r0")))
+    shipper.tally_success("digits", "p", "r0", 0.04)
+    batch = shipper.ship()
+    assert [(c.target, c.method, c.args) for c in batch.calls] == [
+        ("fleet", "successes", ("digits", "p", "r0", [0.01, 0.03])),
+        ("fleet", "attempt", ("digits", "p", "r0")),
+        ("fleet", "successes", ("digits", "p", "r1", [0.02])),
+        ("fleet", "successes", ("digits", "p", "r0", [0.04])),
+        ("metrics", "queued_all", ("digits", [0.001, 0.002])),
+    ]
+    assert shipper.successes == {} and shipper.waits == {}
+    assert shipper.ship().calls == []

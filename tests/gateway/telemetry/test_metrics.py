@@ -92,6 +92,24 @@ def test_attempts_are_counted_and_timed_by_pool_replica_and_outcome() -> None:
     assert value(s, "gateway_upstream_attempt_duration_seconds_bucket", le="0.5", **timeout) == 1
 
 
+def test_successes_and_waits_alike_count_as_each_alone_would() -> None:
+    # a worker's batch of them (`successes`, `queued_all`) against one call each
+    latencies = [0.0004, 0.002, 0.002, 0.03, 0.7, 12.0] * 7  # past the sorting threshold
+    each, alike = Metrics(process=False), Metrics(process=False)
+    for latency in latencies:
+        each.attempt("digits", "mlp", Outcome(OutcomeKind.SUCCESS, "r1", latency))
+        each.queued("digits", latency)
+    alike.successes("digits", "mlp", "r1", latencies)
+    alike.queued_all("digits", latencies)
+    attempt_and_queue = ("gateway_upstream_attempt", "gateway_request_queue")
+    mine = {k: v for k, v in scrape(alike).items() if k[0].startswith(attempt_and_queue)}
+    theirs = {k: v for k, v in scrape(each).items() if k[0].startswith(attempt_and_queue)}
+    assert len(mine) > 20
+    assert mine.keys() == theirs.keys()
+    for key, got in mine.items():
+        assert abs(got - theirs[key]) <= 1e-12 * max(1.0, abs(got)), key
+
+
 def test_queue_time_body_sizes_and_rows_are_histograms_by_model_and_version() -> None:
     m = Metrics(process=False, topology=TOPOLOGY)
     m.queued("digits", 0.00004)

@@ -147,3 +147,17 @@ def test_failing_for_zero_is_off() -> None:
         _timed_out(detector, replicas[0], 1.0)
         clock.advance(100.0)
     assert replicas[0].ejections == 0
+
+
+def test_succeeded_counts_as_started_and_finished_for_each() -> None:
+    one, many = _pool(2)
+    many.id = one.id
+    one.consecutive_failures = many.consecutive_failures = 3
+    latencies = [0.010, 0.030, 0.002, 0.5, 0.004]
+    for latency in latencies:
+        one.started()
+        one.finished(latency, None)
+    many.succeeded(latencies)
+    assert (one.requests, one.outstanding, one.consecutive_failures) == (5, 0, 0)
+    assert (many.requests, many.outstanding, many.consecutive_failures) == (5, 0, 0)
+    assert many.ewma_latency_s == one.ewma_latency_s
