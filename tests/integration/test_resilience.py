@@ -93,7 +93,7 @@ async def test_hung_replica_that_load_aware_routing_starves_is_ejected_by_its_st
     # CI run), too few for `consecutive_failures`. Its failures in a row over `failing_for_s`
     # eject it.
     replicas = start_replicas(3)
-    outlier = {"consecutive_failures": 50, "failing_for_s": 3.0}
+    outlier = {"consecutive_failures": 50, "failing_for_s": 1.0}
     gateway = start_gw(pool_config(replicas, pool={"load_aware": True, "outlier": outlier}))
     await inject_faults_async(replicas[0].url, hang=True)
     traffic = await drive_until(
