@@ -26,8 +26,6 @@ from gateway.telemetry.series import Buckets, FamilyCollector, Value
 from gateway.telemetry.slo_metrics import set_slos
 from gateway.telemetry.topology import Topology
 
-_SUCCESS = OutcomeKind.SUCCESS
-
 # pass this for requests naming a model that is not configured
 UNKNOWN_MODEL = "_unknown"
 # served_by when no replica or fallback answered (shed, 404, 504 ...)
@@ -203,10 +201,7 @@ class Metrics:
 
     def queued_all(self, model: str, seconds: Sequence[float]) -> None:
         """`queued` for each of ``seconds`` (a worker's batch of them)."""
-        cells = self._model_cells.get(model)
-        if cells is None:
-            cells = self._cells_of(model)
-        cells.queue.observe_all(seconds)
+        self._cells_of(model).queue.observe_all(seconds)
 
     def attempt(self, model: str, pool: str, outcome: Outcome) -> None:
         """One classified upstream attempt (the same `Outcome` the breaker reads)."""
@@ -216,7 +211,7 @@ class Metrics:
 
     def successes(self, model: str, pool: str, replica: str, latencies_s: Sequence[float]) -> None:
         """`attempt` for successful attempts alike, one of each of ``latencies_s``."""
-        cells = self._attempt_cells_of(model, pool, replica, _SUCCESS)
+        cells = self._attempt_cells_of(model, pool, replica, OutcomeKind.SUCCESS)
         cells[0].value += len(latencies_s)
         cells[1].observe_all(latencies_s)
 

@@ -57,6 +57,21 @@ async def test_sigkill_one_of_three_mid_load_fails_no_request(
     wait_until(lambda: replica_state(gateway.url, "r0")["healthy"] is False, 10)
 
 
+async def _until_r0_is_ejected(url: str) -> Traffic:
+    """Traffic (1 s deadlines) until r0 is ejected, none of it failed."""
+    traffic = await drive_until(
+        url,
+        lambda _: replica_state(url, "r0")["ejections"] >= 1,
+        timeout_s=60,
+        message=lambda: f"r0 to be ejected; state: {state(url)}",
+        requests=200,
+        concurrency=8,
+        timeout_ms=1000,
+    )
+    assert traffic.failed == 0, [a.body for a in traffic.answers if a.status != 200][:3]
+    return traffic
+
+
 async def test_hung_replica_is_ejected_and_no_request_misses_its_deadline(
     start_replicas: StartReplicas, start_gw: StartGateway
 ) -> None:
@@ -68,16 +83,7 @@ async def test_hung_replica_is_ejected_and_no_request_misses_its_deadline(
     gateway = start_gw(pool_config(replicas, pool={"load_aware": False}))
     await inject_faults_async(replicas[0].url, hang=True)
     # hung tries time out at their deadline in the background, then r0 is ejected
-    traffic = await drive_until(
-        gateway.url,
-        lambda _: replica_state(gateway.url, "r0")["ejections"] >= 1,
-        timeout_s=60,
-        message=lambda: f"r0 to be ejected; state: {state(gateway.url)}",
-        requests=200,
-        concurrency=8,
-        timeout_ms=1000,
-    )
-    assert traffic.failed == 0, [a.body for a in traffic.answers if a.status != 200][:3]
+    traffic = await _until_r0_is_ejected(gateway.url)
     worst = traffic.max_latency_s
     # failed == 0 is the deadline's check (a missed one is a 504); the client's own latency
     # is stretched by a starved test process, as the all-failing test below saw (2.17 s)
@@ -96,16 +102,7 @@ async def test_hung_replica_that_load_aware_routing_starves_is_ejected_by_its_st
     outlier = {"consecutive_failures": 50, "failing_for_s": 1.0}
     gateway = start_gw(pool_config(replicas, pool={"load_aware": True, "outlier": outlier}))
     await inject_faults_async(replicas[0].url, hang=True)
-    traffic = await drive_until(
-        gateway.url,
-        lambda _: replica_state(gateway.url, "r0")["ejections"] >= 1,
-        timeout_s=60,
-        message=lambda: f"r0 to be ejected; state: {state(gateway.url)}",
-        requests=200,
-        concurrency=8,
-        timeout_ms=1000,
-    )
-    assert traffic.failed == 0, [a.body for a in traffic.answers if a.status != 200][:3]
+    traffic = await _until_r0_is_ejected(gateway.url)
     r0 = replica_state(gateway.url, "r0")
     assert "failures in a row over" in r0["ejection_reason"], r0
     print(f"starved hang: ejected after {len(traffic.answers)} requests, {r0['requests']} tries")
